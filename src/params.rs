@@ -1,0 +1,614 @@
+//! `SamplingParams`: the contract every other part of samplab speaks.
+//!
+//! Names, meanings and defaults follow vLLM so that export is lossless. Values are never
+//! clamped: a bad value is an error that names the field, the value and the valid range.
+//! YAML, JSON, `--set key=value` and values typed in the TUI all go through [`SamplingParams::set`],
+//! so every input path reports errors the same way.
+
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::ser::{SerializeSeq, Serializer};
+use serde::{Deserialize, Serialize};
+use serde_yaml_ng::Value;
+use std::fmt;
+
+/// Temperatures below this are greedy decoding (vLLM's `_SAMPLING_EPS`).
+pub const GREEDY_TEMPERATURE: f32 = 1e-5;
+/// The most parallel samples a run may ask for.
+pub const MAX_SAMPLES: u32 = 64;
+/// The most alternatives reported per token (vLLM's default `max_logprobs` is 20).
+pub const MAX_LOGPROBS: u32 = 20;
+
+/// One stop condition: a string matched on generated text, or a token id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum StopItem {
+    Text(String),
+    Token(u32),
+}
+
+/// The `stop` field: a string, a list of strings, a list of token ids, or a mix of both.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Stop(pub Vec<StopItem>);
+
+impl Stop {
+    pub fn strings(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().filter_map(|item| match item {
+            StopItem::Text(s) => Some(s.as_str()),
+            StopItem::Token(_) => None,
+        })
+    }
+
+    pub fn token_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0.iter().filter_map(|item| match item {
+            StopItem::Token(id) => Some(*id),
+            StopItem::Text(_) => None,
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Stop {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+        for item in &self.0 {
+            match item {
+                StopItem::Text(s) => seq.serialize_element(s)?,
+                StopItem::Token(id) => seq.serialize_element(id)?,
+            }
+        }
+        seq.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Stop {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct StopVisitor;
+
+        impl<'de> Visitor<'de> for StopVisitor {
+            type Value = Stop;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string, a list of strings, or a list of token ids")
+            }
+
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Stop, E> {
+                Ok(Stop(vec![StopItem::Text(s.to_owned())]))
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Stop, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element::<StopElement>()? {
+                    items.push(item.0);
+                }
+                Ok(Stop(items))
+            }
+        }
+
+        deserializer.deserialize_any(StopVisitor)
+    }
+}
+
+/// One element of a `stop` list.
+struct StopElement(StopItem);
+
+impl<'de> Deserialize<'de> for StopElement {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ElementVisitor;
+
+        impl Visitor<'_> for ElementVisitor {
+            type Value = StopElement;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a stop string or a token id (a whole number >= 0)")
+            }
+
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<StopElement, E> {
+                Ok(StopElement(StopItem::Text(s.to_owned())))
+            }
+
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<StopElement, E> {
+                u32::try_from(v)
+                    .map(|id| StopElement(StopItem::Token(id)))
+                    .map_err(|_| E::custom(format!("token id {v} is larger than {}", u32::MAX)))
+            }
+
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<StopElement, E> {
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(E::custom(format!("token id {v} is negative"))),
+                }
+            }
+        }
+
+        deserializer.deserialize_any(ElementVisitor)
+    }
+}
+
+/// Sampling parameters for one run, with vLLM's names and defaults.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SamplingParams {
+    /// Tokens to generate per sample; `None` runs until EOS or the end of the context.
+    pub max_tokens: Option<u32>,
+    /// Sample i uses `seed + i`; `None` draws one at random when the run starts.
+    pub seed: Option<u64>,
+    pub stop: Option<Stop>,
+    pub include_stop_str_in_output: bool,
+    pub temperature: f32,
+    /// `-1` (or `0`) keeps every token.
+    pub top_k: i32,
+    pub top_p: f32,
+    pub min_p: f32,
+    pub repetition_penalty: f32,
+    pub num_samples: u32,
+    /// Alternatives reported per generated token; `Some(0)` reports the chosen token only.
+    pub logprobs: Option<u32>,
+    pub prompt_logprobs: Option<u32>,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        Self {
+            max_tokens: None,
+            seed: None,
+            stop: None,
+            include_stop_str_in_output: false,
+            temperature: 1.0,
+            top_k: -1,
+            top_p: 1.0,
+            min_p: 0.0,
+            repetition_penalty: 1.0,
+            num_samples: 1,
+            logprobs: None,
+            prompt_logprobs: None,
+        }
+    }
+}
+
+/// Every field, in the order the UI and help list them.
+pub const FIELDS: [&str; 12] = [
+    "max_tokens",
+    "seed",
+    "stop",
+    "include_stop_str_in_output",
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "repetition_penalty",
+    "num_samples",
+    "logprobs",
+    "prompt_logprobs",
+];
+
+/// What is wrong with a parameter, said so that the user knows what would be right.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ParamError {
+    #[error("unknown parameter `{key}`{hint}; valid parameters are: {}", FIELDS.join(", "))]
+    UnknownKey { key: String, hint: String },
+    #[error("`{field}` has the wrong type: {message}")]
+    WrongType { field: &'static str, message: String },
+    #[error("`{field}` = {value} is invalid: {valid}")]
+    OutOfRange {
+        field: &'static str,
+        value: String,
+        valid: &'static str,
+    },
+    #[error("parameters must be a mapping of names to values (e.g. `temperature: 0.7`), got {0}")]
+    NotAMapping(String),
+    #[error("not valid YAML/JSON: {0}")]
+    Syntax(String),
+    #[error("`{0}` expects key=value, e.g. temperature=0.7")]
+    NotAnAssignment(String),
+}
+
+impl SamplingParams {
+    /// Parses YAML or JSON (JSON is YAML), with every field checked.
+    pub fn from_yaml(text: &str) -> Result<Self, ParamError> {
+        let value: Value =
+            serde_yaml_ng::from_str(text).map_err(|e| ParamError::Syntax(e.to_string()))?;
+        let mut params = Self::default();
+        match value {
+            Value::Null => {}
+            Value::Mapping(map) => {
+                for (key, value) in map {
+                    let key = match key {
+                        Value::String(key) => key,
+                        other => {
+                            return Err(ParamError::UnknownKey {
+                                key: describe(&other),
+                                hint: String::new(),
+                            });
+                        }
+                    };
+                    params.set(&key, value)?;
+                }
+            }
+            other => return Err(ParamError::NotAMapping(describe(&other))),
+        }
+        params.validate()?;
+        Ok(params)
+    }
+
+    /// YAML with every field, for responses and debugging.
+    pub fn to_yaml(&self) -> String {
+        serde_yaml_ng::to_string(self).expect("SamplingParams always serialises")
+    }
+
+    /// YAML with only the fields that differ from the defaults: what a preset file stores.
+    pub fn to_yaml_non_default(&self) -> String {
+        let mut full = serde_json::to_value(self).expect("SamplingParams always serialises");
+        let defaults = serde_json::to_value(Self::default()).expect("defaults serialise");
+        if let (Some(map), Some(defaults)) = (full.as_object_mut(), defaults.as_object()) {
+            map.retain(|key, value| defaults.get(key) != Some(value));
+        }
+        if full.as_object().is_some_and(|m| m.is_empty()) {
+            return "{}\n".to_owned();
+        }
+        serde_yaml_ng::to_string(&full).expect("a JSON value always serialises")
+    }
+
+    /// Applies `key=value`, the value written in YAML (`temperature=0.7`, `stop=["\n\n"]`).
+    pub fn set_assignment(&mut self, assignment: &str) -> Result<(), ParamError> {
+        let (key, raw) = assignment
+            .split_once('=')
+            .ok_or_else(|| ParamError::NotAnAssignment(assignment.to_owned()))?;
+        self.set_text(key.trim(), raw)
+    }
+
+    /// Sets one field from text as a user types it; the text is read as a YAML value.
+    /// The params are unchanged unless the new value is valid.
+    pub fn set_text(&mut self, key: &str, raw: &str) -> Result<(), ParamError> {
+        let field = field_name(key)?;
+        let value = if raw.trim().is_empty() {
+            Value::Null
+        } else {
+            match serde_yaml_ng::from_str::<Value>(raw) {
+                Ok(value) => value,
+                Err(_) if field == "stop" => Value::String(raw.to_owned()),
+                Err(e) => {
+                    return Err(ParamError::WrongType {
+                        field,
+                        message: e.to_string(),
+                    });
+                }
+            }
+        };
+        let mut next = self.clone();
+        next.set(field, value)?;
+        next.validate()?;
+        *self = next;
+        Ok(())
+    }
+
+    /// Sets one field from a parsed value, checking its type (not its range: see `validate`).
+    pub fn set(&mut self, key: &str, value: Value) -> Result<(), ParamError> {
+        let field = field_name(key)?;
+        match field {
+            "max_tokens" => self.max_tokens = typed(field, value)?,
+            "seed" => self.seed = typed(field, value)?,
+            "stop" => self.stop = typed(field, value)?,
+            "include_stop_str_in_output" => self.include_stop_str_in_output = typed(field, value)?,
+            "temperature" => self.temperature = typed(field, value)?,
+            "top_k" => self.top_k = typed(field, value)?,
+            "top_p" => self.top_p = typed(field, value)?,
+            "min_p" => self.min_p = typed(field, value)?,
+            "repetition_penalty" => self.repetition_penalty = typed(field, value)?,
+            "num_samples" => self.num_samples = typed(field, value)?,
+            "logprobs" => self.logprobs = typed(field, value)?,
+            "prompt_logprobs" => self.prompt_logprobs = typed(field, value)?,
+            _ => unreachable!("field_name only returns names from FIELDS"),
+        }
+        Ok(())
+    }
+
+    /// Checks every range of design.md §1.
+    pub fn validate(&self) -> Result<(), ParamError> {
+        fn bad(field: &'static str, value: impl fmt::Display, valid: &'static str) -> ParamError {
+            ParamError::OutOfRange {
+                field,
+                value: value.to_string(),
+                valid,
+            }
+        }
+        if self.max_tokens == Some(0) {
+            return Err(bad("max_tokens", 0, "must be >= 1, or null to run until EOS"));
+        }
+        if let Some(stop) = &self.stop
+            && stop.strings().any(str::is_empty)
+        {
+            return Err(bad(
+                "stop",
+                "\"\"",
+                "stop strings must not be empty (an empty string would stop at once)",
+            ));
+        }
+        if !self.temperature.is_finite() || self.temperature < 0.0 {
+            return Err(bad(
+                "temperature",
+                self.temperature,
+                "must be a finite number >= 0 (below 1e-5 is greedy)",
+            ));
+        }
+        if self.top_k < -1 {
+            return Err(bad(
+                "top_k",
+                self.top_k,
+                "must be -1 (off), 0 (read as off) or >= 1",
+            ));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Err(bad("top_p", self.top_p, "must be in (0, 1]; 1 is off"));
+        }
+        if !(0.0..=1.0).contains(&self.min_p) {
+            return Err(bad("min_p", self.min_p, "must be in [0, 1]; 0 is off"));
+        }
+        if !self.repetition_penalty.is_finite() || self.repetition_penalty <= 0.0 {
+            return Err(bad(
+                "repetition_penalty",
+                self.repetition_penalty,
+                "must be a finite number > 0; 1 is off",
+            ));
+        }
+        if !(1..=MAX_SAMPLES).contains(&self.num_samples) {
+            return Err(bad("num_samples", self.num_samples, "must be in 1..=64"));
+        }
+        for (field, value) in [
+            ("logprobs", self.logprobs),
+            ("prompt_logprobs", self.prompt_logprobs),
+        ] {
+            if let Some(n) = value.filter(|&n| n > MAX_LOGPROBS) {
+                return Err(bad(field, n, "must be in 0..=20, or null for none"));
+            }
+        }
+        Ok(())
+    }
+
+    /// True when every sample takes the argmax.
+    pub fn is_greedy(&self) -> bool {
+        self.temperature < GREEDY_TEMPERATURE
+    }
+
+    /// `top_k` as a count, `None` when it keeps everything (`-1` or `0`).
+    pub fn top_k_limit(&self) -> Option<usize> {
+        usize::try_from(self.top_k).ok().filter(|&k| k > 0)
+    }
+}
+
+impl<'de> Deserialize<'de> for SamplingParams {
+    /// Goes through `set` and `validate` so that serde users get the same checks as files.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        let text = serde_yaml_ng::to_string(&value).map_err(de::Error::custom)?;
+        Self::from_yaml(&text).map_err(de::Error::custom)
+    }
+}
+
+fn field_name(key: &str) -> Result<&'static str, ParamError> {
+    FIELDS
+        .iter()
+        .copied()
+        .find(|&f| f == key)
+        .ok_or_else(|| ParamError::UnknownKey {
+            key: key.to_owned(),
+            hint: closest_field(key)
+                .map(|f| format!(" (did you mean `{f}`?)"))
+                .unwrap_or_default(),
+        })
+}
+
+/// The field a typo most likely meant, by edit distance.
+fn closest_field(key: &str) -> Option<&'static str> {
+    FIELDS
+        .iter()
+        .map(|&f| (edit_distance(key, f), f))
+        .filter(|&(d, f)| d <= 3.max(f.len() / 4))
+        .min()
+        .map(|(_, f)| f)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let substitution = diagonal + usize::from(ca != cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    row[b.len()]
+}
+
+fn typed<T: serde::de::DeserializeOwned>(field: &'static str, value: Value) -> Result<T, ParamError> {
+    let shown = describe(&value);
+    serde_yaml_ng::from_value(value).map_err(|e| ParamError::WrongType {
+        field,
+        message: format!("got {shown}: {e}"),
+    })
+}
+
+/// A short rendering of a YAML value for error messages.
+fn describe(value: &Value) -> String {
+    match value {
+        Value::Null => "null".to_owned(),
+        Value::Bool(b) => format!("the boolean {b}"),
+        Value::Number(n) => format!("the number {n}"),
+        Value::String(s) => format!("the string {s:?}"),
+        Value::Sequence(_) => "a list".to_owned(),
+        Value::Mapping(_) => "a mapping".to_owned(),
+        Value::Tagged(t) => format!("a value tagged {}", t.tag),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        SamplingParams::from_yaml(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn empty_document_is_defaults() {
+        assert_eq!(
+            SamplingParams::from_yaml("").unwrap(),
+            SamplingParams::default()
+        );
+        assert_eq!(
+            SamplingParams::from_yaml("{}").unwrap(),
+            SamplingParams::default()
+        );
+    }
+
+    #[test]
+    fn yaml_and_json_round_trip() {
+        let params = SamplingParams {
+            max_tokens: Some(64),
+            seed: Some(42),
+            stop: Some(Stop(vec![
+                StopItem::Text("\n\n".into()),
+                StopItem::Token(13),
+            ])),
+            include_stop_str_in_output: true,
+            temperature: 0.7,
+            top_k: 40,
+            top_p: 0.9,
+            min_p: 0.05,
+            repetition_penalty: 1.1,
+            num_samples: 4,
+            logprobs: Some(5),
+            prompt_logprobs: Some(0),
+        };
+        assert_eq!(
+            SamplingParams::from_yaml(&params.to_yaml()).unwrap(),
+            params
+        );
+        let json = serde_json::to_string(&params).unwrap();
+        assert_eq!(serde_json::from_str::<SamplingParams>(&json).unwrap(), params);
+        assert_eq!(
+            SamplingParams::from_yaml(&params.to_yaml_non_default()).unwrap(),
+            params
+        );
+    }
+
+    #[test]
+    fn non_default_yaml_lists_only_changed_fields() {
+        let params = SamplingParams {
+            temperature: 0.5,
+            ..Default::default()
+        };
+        assert_eq!(params.to_yaml_non_default(), "temperature: 0.5\n");
+        assert_eq!(SamplingParams::default().to_yaml_non_default(), "{}\n");
+    }
+
+    #[test]
+    fn stop_accepts_string_list_and_ids() {
+        let one = SamplingParams::from_yaml("stop: \"\\n\\n\"").unwrap();
+        assert_eq!(one.stop, Some(Stop(vec![StopItem::Text("\n\n".into())])));
+        let list = SamplingParams::from_yaml("stop: [\"a\", \"bc\"]").unwrap();
+        assert_eq!(list.stop.unwrap().strings().collect::<Vec<_>>(), ["a", "bc"]);
+        let ids = SamplingParams::from_yaml("stop: [13, 2]").unwrap();
+        assert_eq!(ids.stop.unwrap().token_ids().collect::<Vec<_>>(), [13, 2]);
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_a_suggestion() {
+        let message = err("tempature: 0.5");
+        assert!(message.contains("`tempature`"), "{message}");
+        assert!(message.contains("did you mean `temperature`"), "{message}");
+    }
+
+    #[test]
+    fn every_invalid_value_names_its_field() {
+        let cases = [
+            ("max_tokens: 0", "max_tokens"),
+            ("max_tokens: -3", "max_tokens"),
+            ("seed: -1", "seed"),
+            ("seed: abc", "seed"),
+            ("stop: \"\"", "stop"),
+            ("stop: [\"ok\", \"\"]", "stop"),
+            ("stop: [-1]", "stop"),
+            ("stop: {a: 1}", "stop"),
+            ("include_stop_str_in_output: maybe", "include_stop_str_in_output"),
+            ("temperature: -0.1", "temperature"),
+            ("temperature: .nan", "temperature"),
+            ("temperature: .inf", "temperature"),
+            ("temperature: hot", "temperature"),
+            ("top_k: -2", "top_k"),
+            ("top_k: 1.5", "top_k"),
+            ("top_p: 0", "top_p"),
+            ("top_p: 1.01", "top_p"),
+            ("top_p: .nan", "top_p"),
+            ("min_p: -0.01", "min_p"),
+            ("min_p: 1.5", "min_p"),
+            ("repetition_penalty: 0", "repetition_penalty"),
+            ("repetition_penalty: -1", "repetition_penalty"),
+            ("repetition_penalty: .inf", "repetition_penalty"),
+            ("num_samples: 0", "num_samples"),
+            ("num_samples: 65", "num_samples"),
+            ("num_samples: [1]", "num_samples"),
+            ("logprobs: 21", "logprobs"),
+            ("logprobs: -1", "logprobs"),
+            ("prompt_logprobs: 99", "prompt_logprobs"),
+        ];
+        for (text, field) in cases {
+            let message = err(text);
+            assert!(
+                message.contains(&format!("`{field}`")),
+                "{text}: message does not name {field}: {message}"
+            );
+        }
+    }
+
+    #[test]
+    fn range_errors_show_value_and_range() {
+        let message = err("top_p: 1.5");
+        assert!(message.contains("1.5"), "{message}");
+        assert!(message.contains("(0, 1]"), "{message}");
+    }
+
+    #[test]
+    fn non_mapping_and_bad_syntax_are_errors() {
+        assert!(matches!(
+            SamplingParams::from_yaml("- 1\n- 2"),
+            Err(ParamError::NotAMapping(_))
+        ));
+        assert!(matches!(
+            SamplingParams::from_yaml("temperature: [1"),
+            Err(ParamError::Syntax(_))
+        ));
+    }
+
+    #[test]
+    fn boundaries_are_accepted() {
+        let ok = "temperature: 0\ntop_k: 0\ntop_p: 1\nmin_p: 1\nnum_samples: 64\nlogprobs: 20\nprompt_logprobs: 0\nmax_tokens: 1\nseed: 18446744073709551615";
+        let params = SamplingParams::from_yaml(ok).unwrap();
+        assert!(params.is_greedy());
+        assert_eq!(params.top_k_limit(), None);
+        assert_eq!(params.seed, Some(u64::MAX));
+    }
+
+    #[test]
+    fn set_text_keeps_old_value_on_error() {
+        let mut params = SamplingParams::default();
+        params.set_text("temperature", "0.3").unwrap();
+        assert_eq!(params.temperature, 0.3);
+        assert!(params.set_text("temperature", "-2").is_err());
+        assert_eq!(params.temperature, 0.3);
+        params.set_assignment("stop=[\"\\n\\n\"]").unwrap();
+        assert_eq!(params.stop.as_ref().unwrap().strings().next(), Some("\n\n"));
+        params.set_assignment("stop=The End").unwrap();
+        assert_eq!(params.stop.unwrap().strings().next(), Some("The End"));
+        params = SamplingParams::default();
+        params.set_assignment("max_tokens=").unwrap();
+        assert_eq!(params.max_tokens, None);
+        assert!(matches!(
+            params.set_assignment("temperature"),
+            Err(ParamError::NotAnAssignment(_))
+        ));
+    }
+}

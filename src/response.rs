@@ -1,0 +1,124 @@
+//! `SampleResponse`: what one run returns, in the JSON shape of design.md §1.
+
+use crate::params::SamplingParams;
+use serde::{Deserialize, Serialize};
+
+/// Why a sample ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StopReason {
+    /// max_tokens reached or the context window full.
+    Length,
+    /// EOS, a stop token id or a stop string.
+    Stop,
+    /// Cancelled by the user or superseded by a newer run.
+    Abort,
+    /// The model failed mid-run.
+    Error,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Length => "length",
+            StopReason::Stop => "stop",
+            StopReason::Abort => "abort",
+            StopReason::Error => "error",
+        }
+    }
+}
+
+/// What ended a sample with reason `stop`: a stop string, or a token id (EOS or listed in `stop`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum StopMatched {
+    Text(String),
+    Token(u32),
+}
+
+/// One alternative at a position: `[token_id, text, logprob]` in JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopLogprob(pub u32, pub String, pub f32);
+
+/// One sample of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trajectory {
+    pub index: u32,
+    pub seed: u64,
+    pub token_ids: Vec<u32>,
+    pub text: String,
+    pub stop_reason: StopReason,
+    pub stop_matched: Option<StopMatched>,
+    /// Raw logprob (log_softmax of the model's logits) of each generated token.
+    pub logprobs: Vec<f32>,
+    /// Per generated token, the top alternatives by raw logprob; present when `logprobs` was asked.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub top_logprobs: Option<Vec<Vec<TopLogprob>>>,
+}
+
+/// How long the run took.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    pub prefill_ms: f64,
+    pub decode_ms: f64,
+    /// Generated tokens of all samples divided by the decode time.
+    pub decode_tok_per_s: f64,
+}
+
+/// The result of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampleResponse {
+    pub model: String,
+    pub params: SamplingParams,
+    pub prompt_token_ids: Vec<u32>,
+    /// Raw logprob of each prompt token given those before it; the first is always null.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub prompt_logprobs: Option<Vec<Option<f32>>>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub prompt_top_logprobs: Option<Vec<Option<Vec<TopLogprob>>>>,
+    pub trajectories: Vec<Trajectory>,
+    pub timings: Timings,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn json_shape_matches_the_design() {
+        let response = SampleResponse {
+            model: "stories260K".into(),
+            params: SamplingParams::default(),
+            prompt_token_ids: vec![1, 403],
+            prompt_logprobs: Some(vec![None, Some(-0.25)]),
+            prompt_top_logprobs: None,
+            trajectories: vec![Trajectory {
+                index: 0,
+                seed: 42,
+                token_ids: vec![432, 2],
+                text: ", there".into(),
+                stop_reason: StopReason::Stop,
+                stop_matched: Some(StopMatched::Token(2)),
+                logprobs: vec![-0.5, -1.0],
+                top_logprobs: Some(vec![vec![TopLogprob(432, ",".into(), -0.5)]]),
+            }],
+            timings: Timings::default(),
+        };
+        let value = serde_json::to_value(&response).unwrap();
+        assert_eq!(value["prompt_logprobs"], json!([null, -0.25]));
+        let t = &value["trajectories"][0];
+        assert_eq!(t["stop_reason"], json!("stop"));
+        assert_eq!(t["stop_matched"], json!(2));
+        assert_eq!(t["top_logprobs"][0][0], json!([432, ",", -0.5]));
+        assert_eq!(t["seed"], json!(42));
+        let back: SampleResponse = serde_json::from_value(value).unwrap();
+        assert_eq!(back, response);
+    }
+
+    #[test]
+    fn stop_matched_text_is_a_string() {
+        let value = serde_json::to_value(StopMatched::Text("\n\n".into())).unwrap();
+        assert_eq!(value, json!("\n\n"));
+    }
+}
