@@ -1,0 +1,142 @@
+//! Presets: named `SamplingParams` stored as YAML with only the non-default keys.
+//!
+//! The built-ins in `presets/*.yaml` are compiled into the binary so that they exist on any
+//! machine; a preset can also be any YAML file a user points at.
+
+use crate::params::{ParamError, SamplingParams};
+use std::path::{Path, PathBuf};
+
+/// Where a preset came from, so the UI can say which file to fix.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PresetSource {
+    BuiltIn,
+    File(PathBuf),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Preset {
+    pub name: String,
+    pub params: SamplingParams,
+    pub source: PresetSource,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PresetError {
+    #[error("cannot read preset {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("preset {origin} is invalid: {source}")]
+    Invalid { origin: String, source: ParamError },
+    #[error("no preset named `{name}`: built-ins are {}; or give a path to a .yaml file", builtin_names().join(", "))]
+    NotFound { name: String },
+}
+
+const BUILTIN_FILES: [(&str, &str); 8] = [
+    ("default", include_str!("../presets/default.yaml")),
+    ("greedy", include_str!("../presets/greedy.yaml")),
+    ("precise", include_str!("../presets/precise.yaml")),
+    ("balanced", include_str!("../presets/balanced.yaml")),
+    ("creative", include_str!("../presets/creative.yaml")),
+    ("simple-1", include_str!("../presets/simple-1.yaml")),
+    ("llama-precise", include_str!("../presets/llama-precise.yaml")),
+    ("divine-intellect", include_str!("../presets/divine-intellect.yaml")),
+];
+
+pub fn builtin_names() -> Vec<&'static str> {
+    BUILTIN_FILES.iter().map(|(name, _)| *name).collect()
+}
+
+/// Every built-in preset, in picker order.
+pub fn builtins() -> Vec<Preset> {
+    BUILTIN_FILES
+        .iter()
+        .map(|(name, text)| Preset {
+            name: (*name).to_owned(),
+            params: SamplingParams::from_yaml(text)
+                .unwrap_or_else(|e| panic!("built-in preset {name} is invalid: {e}")),
+            source: PresetSource::BuiltIn,
+        })
+        .collect()
+}
+
+/// A built-in by name, ignoring case and treating spaces and underscores as dashes
+/// (so "LLaMA-Precise" and "Divine Intellect" find their files).
+pub fn builtin(name: &str) -> Option<Preset> {
+    let wanted = name.trim().to_lowercase().replace([' ', '_'], "-");
+    builtins().into_iter().find(|p| p.name == wanted)
+}
+
+/// Reads and checks one preset file; its name is the file stem.
+pub fn load_file(path: &Path) -> Result<Preset, PresetError> {
+    let text = std::fs::read_to_string(path).map_err(|source| PresetError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let params = SamplingParams::from_yaml(&text).map_err(|source| PresetError::Invalid {
+        origin: path.display().to_string(),
+        source,
+    })?;
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string());
+    Ok(Preset {
+        name,
+        params,
+        source: PresetSource::File(path.to_owned()),
+    })
+}
+
+/// `--preset NAME|FILE`: an existing path wins over a built-in of the same name.
+pub fn resolve(name_or_path: &str) -> Result<Preset, PresetError> {
+    let path = Path::new(name_or_path);
+    if path.is_file() {
+        return load_file(path);
+    }
+    builtin(name_or_path).ok_or_else(|| PresetError::NotFound {
+        name: name_or_path.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_parse_and_have_the_published_values() {
+        let all = builtins();
+        assert_eq!(all.len(), BUILTIN_FILES.len());
+        assert_eq!(builtin("default").unwrap().params, SamplingParams::default());
+        assert!(builtin("greedy").unwrap().params.is_greedy());
+        let check = |name: &str, t: f32, p: f32, rp: f32, k: i32| {
+            let params = builtin(name).unwrap().params;
+            assert_eq!(
+                (params.temperature, params.top_p, params.repetition_penalty, params.top_k),
+                (t, p, rp, k),
+                "{name}"
+            );
+        };
+        check("simple-1", 0.7, 0.9, 1.15, 20);
+        check("LLaMA-Precise", 0.7, 0.1, 1.18, 40);
+        check("Divine Intellect", 1.31, 0.14, 1.17, 49);
+    }
+
+    #[test]
+    fn resolve_reports_unknown_names_and_bad_files() {
+        let message = resolve("no-such-preset").unwrap_err().to_string();
+        assert!(message.contains("no-such-preset") && message.contains("balanced"), "{message}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mine.yaml");
+        std::fs::write(&path, "top_p: 2\n").unwrap();
+        let message = resolve(path.to_str().unwrap()).unwrap_err().to_string();
+        assert!(message.contains("mine.yaml") && message.contains("`top_p`"), "{message}");
+
+        std::fs::write(&path, "top_p: 0.5\n").unwrap();
+        let preset = resolve(path.to_str().unwrap()).unwrap();
+        assert_eq!(preset.name, "mine");
+        assert_eq!(preset.params.top_p, 0.5);
+    }
+}
