@@ -6,3 +6,4 @@
 pub mod params;
 pub mod response;
 pub mod presets;
+pub mod model;

@@ -1,8 +1,8 @@
 //! The `samplab` command line.
 
+mod cli;
+
 use clap::{Parser, Subcommand};
-use samplab::presets;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -14,65 +14,32 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Sample a prompt once and print the samples, a SampleResponse (--json) or events (--jsonl).
+    Sample(cli::sample::SampleArgs),
+    /// Measure prefill and batched decode speed.
+    Bench(cli::bench::BenchArgs),
+    /// Write the parameters of a preset as code for another engine.
+    Export(cli::export::ExportArgs),
     /// Check and list presets.
     Presets {
         #[command(subcommand)]
-        command: PresetsCommand,
+        command: cli::presets::PresetsCommand,
     },
-}
-
-#[derive(Subcommand)]
-enum PresetsCommand {
-    /// Check preset files; exits non-zero and names the field when one is invalid.
-    Validate {
-        #[arg(required = true)]
-        files: Vec<PathBuf>,
-    },
-    /// List the built-in presets with their values.
-    List,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli.command) {
+    let result = match cli.command {
+        Command::Sample(args) => cli::sample::run(args),
+        Command::Bench(args) => cli::bench::run(args),
+        Command::Export(args) => cli::export::run(args),
+        Command::Presets { command } => cli::presets::run(command),
+    };
+    match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("samplab: {e:#}");
             ExitCode::FAILURE
         }
-    }
-}
-
-fn run(command: Command) -> anyhow::Result<ExitCode> {
-    match command {
-        Command::Presets { command } => match command {
-            PresetsCommand::Validate { files } => Ok(validate_presets(&files)),
-            PresetsCommand::List => {
-                for preset in presets::builtins() {
-                    let yaml = preset.params.to_yaml_non_default();
-                    println!("{}:\n  {}", preset.name, yaml.trim_end().replace('\n', "\n  "));
-                }
-                Ok(ExitCode::SUCCESS)
-            }
-        },
-    }
-}
-
-/// Checks every file (not just up to the first bad one) so one run reports them all.
-fn validate_presets(files: &[PathBuf]) -> ExitCode {
-    let mut all_ok = true;
-    for file in files {
-        match presets::load_file(file) {
-            Ok(_) => println!("ok: {}", file.display()),
-            Err(e) => {
-                all_ok = false;
-                eprintln!("error: {e}");
-            }
-        }
-    }
-    if all_ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
     }
 }

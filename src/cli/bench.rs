@@ -1,0 +1,140 @@
+//! `samplab bench`: prefill and batched decode speed of a model, and the bandwidth it implies.
+
+use clap::Args;
+use samplab::engine::Backend;
+use samplab::engine::load::{load_model, synthetic_model};
+use samplab::model::source::HubSettings;
+use serde::Serialize;
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// A .gguf file, a Hugging Face model directory, or a Hub id.
+    #[arg(long, required_unless_present = "synthetic", conflicts_with = "synthetic")]
+    model: Option<String>,
+    /// Benchmark a random-weight model with a known model's shapes (written once into the cache
+    /// directory): smollm2-135m.
+    #[arg(long)]
+    synthetic: Option<String>,
+    /// Weight type of the synthetic model: f32, f16, q8_0, q4_0, q4k, q6k.
+    #[arg(long, default_value = "q8_0", requires = "synthetic")]
+    qtype: String,
+    /// Batch sizes to decode, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,8")]
+    samples: Vec<usize>,
+    /// Tokens decoded per sample at each batch size.
+    #[arg(long, default_value_t = 128)]
+    tokens: usize,
+    /// Prompt tokens for the prefill measurement.
+    #[arg(long, default_value_t = 512)]
+    prompt_tokens: usize,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct Report {
+    model: String,
+    weight_bytes: u64,
+    prefill_tokens: usize,
+    prefill_tok_per_s: f64,
+    decode: Vec<DecodeRow>,
+}
+
+#[derive(Serialize)]
+struct DecodeRow {
+    samples: usize,
+    tok_per_s: f64,
+    aggregate_tok_per_s: f64,
+    /// Weight bytes read per batched step times steps per second.
+    weight_gb_per_s: f64,
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    if args.samples.iter().any(|&n| n == 0 || n > 64) || args.samples.is_empty() {
+        anyhow::bail!("--samples takes batch sizes in 1..=64, e.g. 1,4,8");
+    }
+    if args.tokens == 0 || args.prompt_tokens == 0 {
+        anyhow::bail!("--tokens and --prompt-tokens must be at least 1");
+    }
+    let quiet = |_: f32, _: &str| {};
+    let mut model = match (&args.model, &args.synthetic) {
+        (Some(spec), _) => load_model(spec, &HubSettings::from_env(), &mut { quiet })?,
+        (None, Some(name)) => synthetic_model(name, &args.qtype, &mut |_, message| {
+            eprintln!("{message}")
+        })?,
+        (None, None) => unreachable!("clap requires --model or --synthetic"),
+    };
+    let backend = model.backend.as_mut();
+    let report = measure(backend, &model.name, &args)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_table(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn measure(backend: &mut dyn Backend, name: &str, args: &BenchArgs) -> anyhow::Result<Report> {
+    let vocab = backend.vocab_size() as u32;
+    let room = backend.context_length().saturating_sub(args.tokens + 1);
+    let prompt_tokens = args.prompt_tokens.min(room).max(1);
+    // Spread ids over the vocabulary; their values do not change the work done.
+    let prompt: Vec<u32> = (0..prompt_tokens as u32)
+        .map(|i| (i * 7919 + 1) % vocab)
+        .collect();
+
+    backend.prefill(&prompt[..prompt_tokens.min(8)], false)?;
+    let start = Instant::now();
+    backend.prefill(&prompt, false)?;
+    let prefill_tok_per_s = prompt_tokens as f64 / start.elapsed().as_secs_f64();
+
+    let weight_bytes = backend.weight_bytes();
+    let mut decode = Vec::new();
+    for &samples in &args.samples {
+        backend.prefill(&prompt[..1], false)?;
+        backend.fork(samples)?;
+        let tokens: Vec<u32> = (0..samples as u32).map(|i| (i * 31 + 7) % vocab).collect();
+        backend.decode(&tokens)?;
+        let start = Instant::now();
+        for _ in 0..args.tokens {
+            backend.decode(&tokens)?;
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        let steps_per_s = args.tokens as f64 / seconds;
+        decode.push(DecodeRow {
+            samples,
+            tok_per_s: steps_per_s,
+            aggregate_tok_per_s: steps_per_s * samples as f64,
+            weight_gb_per_s: steps_per_s * weight_bytes as f64 / 1e9,
+        });
+    }
+    Ok(Report {
+        model: name.to_owned(),
+        weight_bytes,
+        prefill_tokens: prompt_tokens,
+        prefill_tok_per_s,
+        decode,
+    })
+}
+
+fn print_table(report: &Report) {
+    println!(
+        "model {} · weights {:.1} MB",
+        report.model,
+        report.weight_bytes as f64 / 1e6
+    );
+    println!(
+        "prefill  {} tokens: {:.1} tok/s",
+        report.prefill_tokens, report.prefill_tok_per_s
+    );
+    println!("samples  tok/s/sample  aggregate tok/s  weights GB/s");
+    for row in &report.decode {
+        println!(
+            "{:>7}  {:>12.1}  {:>15.1}  {:>12.2}",
+            row.samples, row.tok_per_s, row.aggregate_tok_per_s, row.weight_gb_per_s
+        );
+    }
+}

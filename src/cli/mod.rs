@@ -1,0 +1,6 @@
+//! One module per subcommand; each parses its flags and reports errors as text for the user.
+
+pub mod bench;
+pub mod export;
+pub mod presets;
+pub mod sample;

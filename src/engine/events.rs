@@ -1,0 +1,99 @@
+//! The engine's narrow boundary: `Request` in, `Event` out, every event tagged with its run.
+
+use crate::params::SamplingParams;
+use crate::response::{SampleResponse, StopMatched, StopReason, TopLogprob};
+use serde::Serialize;
+
+pub type RunId = u64;
+
+/// One run: a prompt and the parameters to sample it with.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub run_id: RunId,
+    pub prompt: String,
+    pub params: SamplingParams,
+}
+
+/// One generated token of one sample, as the UI shows and inspects it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TokenEvent {
+    pub sample: u32,
+    pub id: u32,
+    /// Text that may be shown now: stop-string hold-back and UTF-8 completion already applied.
+    pub text: String,
+    /// Raw logprob (log_softmax of the model's logits).
+    pub logprob: f32,
+    /// Probability after penalties, temperature and filters; 0 if the token was filtered out.
+    pub prob: f32,
+    /// 1-based rank by raw logprob.
+    pub rank: u32,
+    /// Top alternatives by raw logprob with their processed probabilities.
+    pub top: Vec<Alternative>,
+}
+
+/// One alternative at a position, for the inspector.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Alternative {
+    pub id: u32,
+    pub text: String,
+    pub logprob: f32,
+    pub prob: f32,
+}
+
+impl From<&Alternative> for TopLogprob {
+    fn from(a: &Alternative) -> Self {
+        TopLogprob(a.id, a.text.clone(), a.logprob)
+    }
+}
+
+/// Everything the engine tells its user, in order; `--jsonl` prints each as one line.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// Model loading progress in [0, 1] with a short description.
+    Loading { progress: f32, message: String },
+    /// The model is ready.
+    Loaded { model: String, device: String },
+    /// The model could not be loaded; the message says what to do.
+    LoadFailed { message: String },
+    Started {
+        run_id: RunId,
+        prompt_token_ids: Vec<u32>,
+        /// The seed of each sample (`seed + i`), shown so a random seed can be reused.
+        seeds: Vec<u64>,
+        prefill_ms: f64,
+    },
+    Token {
+        run_id: RunId,
+        #[serde(flatten)]
+        token: TokenEvent,
+    },
+    Finished {
+        run_id: RunId,
+        sample: u32,
+        reason: StopReason,
+        matched: Option<StopMatched>,
+        /// Text held back for a stop string that never completed, shown now that the sample ended.
+        tail: String,
+    },
+    /// The run ended (also when aborted); the full result.
+    Done {
+        run_id: RunId,
+        response: Box<SampleResponse>,
+    },
+    Error { run_id: RunId, message: String },
+}
+
+impl Event {
+    /// The run this event belongs to; `None` for model events.
+    pub fn run_id(&self) -> Option<RunId> {
+        match self {
+            Event::Loading { .. } | Event::Loaded { .. } | Event::LoadFailed { .. } => None,
+            Event::Started { run_id, .. }
+            | Event::Token { run_id, .. }
+            | Event::Finished { run_id, .. }
+            | Event::Done { run_id, .. }
+            | Event::Error { run_id, .. } => Some(*run_id),
+        }
+    }
+}

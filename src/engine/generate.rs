@@ -1,0 +1,285 @@
+//! One run: a single prefill of the shared prompt, then N samples decoded as one batch.
+//!
+//! The model, the sampler and the stop logic stay apart: the backend turns tokens into
+//! logits, the sampler turns logits into a token, and each sample's stop matcher decides
+//! what text may be shown and when the sample ends.
+
+use super::backend::Backend;
+use super::events::{Alternative, Event, RunId, TokenEvent};
+use crate::params::SamplingParams;
+use crate::response::{SampleResponse, StopMatched, StopReason, Timings, TopLogprob, Trajectory};
+use crate::sampling::detokenizer::Detokenizer;
+use crate::sampling::stop::StopMatcher;
+use crate::sampling::{SampleState, SampledToken, Sampler, TopToken};
+use std::time::Instant;
+use tokenizers::Tokenizer;
+
+/// What a run needs from the loaded model besides its forward pass.
+pub struct RunContext<'a> {
+    pub tokenizer: &'a Tokenizer,
+    pub eos_ids: &'a [u32],
+    pub model_name: &'a str,
+}
+
+/// One sample's progress through the run.
+struct Slot<'a> {
+    seed: u64,
+    state: SampleState,
+    detokenizer: Detokenizer<'a>,
+    stops: StopMatcher,
+    trajectory: Trajectory,
+    end: Option<(StopReason, Option<StopMatched>)>,
+}
+
+/// Runs `prompt_ids` with `params` to the end, or until `interrupted` says to stop (checked
+/// before every decode step). Every token and stop is emitted as it happens; the returned
+/// response holds the whole run.
+#[allow(clippy::too_many_arguments)]
+pub fn generate(
+    backend: &mut dyn Backend,
+    ctx: &RunContext,
+    run_id: RunId,
+    prompt_ids: Vec<u32>,
+    params: &SamplingParams,
+    base_seed: u64,
+    interrupted: &mut dyn FnMut() -> bool,
+    emit: &mut dyn FnMut(Event),
+) -> anyhow::Result<SampleResponse> {
+    params.validate()?;
+    let context_length = backend.context_length();
+    if prompt_ids.is_empty() {
+        anyhow::bail!("the prompt is empty and the model adds no BOS token: type some text");
+    }
+    if prompt_ids.len() >= context_length {
+        anyhow::bail!(
+            "the prompt has {} tokens but the model's context holds {context_length}: shorten it",
+            prompt_ids.len()
+        );
+    }
+    let vocab_size = backend.vocab_size();
+    let mut sampler = Sampler::new(params, vocab_size);
+
+    let prefill_start = Instant::now();
+    let prompt_rows = backend.prefill(&prompt_ids, params.prompt_logprobs.is_some())?;
+    let prefill_ms = prefill_start.elapsed().as_secs_f64() * 1e3;
+    let last_logits = prompt_rows
+        .last()
+        .ok_or_else(|| anyhow::anyhow!("the model returned no logits for the prompt"))?;
+
+    let (prompt_logprobs, prompt_top_logprobs) = match params.prompt_logprobs {
+        Some(top_n) => {
+            let (logprobs, tops) = score_prompt(&mut sampler, ctx, &prompt_ids, &prompt_rows, top_n);
+            (Some(logprobs), Some(tops))
+        }
+        None => (None, None),
+    };
+
+    let samples = params.num_samples;
+    let seeds: Vec<u64> = (0..samples).map(|i| base_seed.wrapping_add(u64::from(i))).collect();
+    emit(Event::Started {
+        run_id,
+        prompt_token_ids: prompt_ids.clone(),
+        seeds: seeds.clone(),
+        prefill_ms,
+    });
+
+    let mut slots: Vec<Slot> = seeds
+        .iter()
+        .enumerate()
+        .map(|(index, &seed)| Slot {
+            seed,
+            state: SampleState::new(seed, &prompt_ids, vocab_size),
+            detokenizer: Detokenizer::new(ctx.tokenizer, &prompt_ids),
+            stops: StopMatcher::new(params, ctx.eos_ids),
+            trajectory: Trajectory {
+                index: index as u32,
+                seed,
+                token_ids: Vec::new(),
+                text: String::new(),
+                stop_reason: StopReason::Length,
+                stop_matched: None,
+                logprobs: Vec::new(),
+                top_logprobs: params.logprobs.map(|_| Vec::new()),
+            },
+            end: None,
+        })
+        .collect();
+
+    let decode_start = Instant::now();
+    let mut generated = 0usize;
+    for slot in &mut slots {
+        let token = sampler.sample(last_logits, &mut slot.state);
+        accept(slot, token, ctx, prompt_ids.len(), context_length, run_id, emit);
+        generated += 1;
+    }
+    backend.fork(slots.len())?;
+    let mut live: Vec<usize> = (0..slots.len()).collect();
+    retire_finished(backend, &slots, &mut live)?;
+
+    while !live.is_empty() {
+        if interrupted() {
+            for &i in &live {
+                finish(&mut slots[i], StopReason::Abort, None, run_id, emit);
+            }
+            break;
+        }
+        let tokens: Vec<u32> = live
+            .iter()
+            .map(|&i| *slots[i].trajectory.token_ids.last().expect("a live sample has a token"))
+            .collect();
+        let rows = backend.decode(&tokens)?;
+        for (&i, logits) in live.iter().zip(&rows) {
+            let token = sampler.sample(logits, &mut slots[i].state);
+            accept(&mut slots[i], token, ctx, prompt_ids.len(), context_length, run_id, emit);
+            generated += 1;
+        }
+        retire_finished(backend, &slots, &mut live)?;
+    }
+    let decode_ms = decode_start.elapsed().as_secs_f64() * 1e3;
+
+    Ok(SampleResponse {
+        model: ctx.model_name.to_owned(),
+        params: params.clone(),
+        prompt_token_ids: prompt_ids,
+        prompt_logprobs,
+        prompt_top_logprobs,
+        trajectories: slots.into_iter().map(|slot| slot.trajectory).collect(),
+        timings: Timings {
+            prefill_ms,
+            decode_ms,
+            decode_tok_per_s: if decode_ms > 0.0 {
+                generated as f64 / (decode_ms / 1e3)
+            } else {
+                0.0
+            },
+        },
+    })
+}
+
+/// Raw logprob of each prompt token given the ones before it (the first has none).
+fn score_prompt(
+    sampler: &mut Sampler,
+    ctx: &RunContext,
+    prompt_ids: &[u32],
+    rows: &[Vec<f32>],
+    top_n: u32,
+) -> (Vec<Option<f32>>, Vec<Option<Vec<TopLogprob>>>) {
+    let mut logprobs = vec![None];
+    let mut tops = vec![None];
+    for (logits, &id) in rows.iter().zip(&prompt_ids[1..]) {
+        let scored = sampler.score(logits, id, top_n as usize);
+        logprobs.push(Some(scored.logprob));
+        tops.push(Some(
+            scored
+                .top
+                .iter()
+                .map(|t| TopLogprob(t.id, token_text(ctx.tokenizer, t.id), t.logprob))
+                .collect(),
+        ));
+    }
+    (logprobs, tops)
+}
+
+/// Records a sampled token, emits what may be shown, and ends the sample when a stop or the
+/// length limit says so.
+fn accept(
+    slot: &mut Slot,
+    token: SampledToken,
+    ctx: &RunContext,
+    prompt_len: usize,
+    context_length: usize,
+    run_id: RunId,
+    emit: &mut dyn FnMut(Event),
+) {
+    let delta = slot.detokenizer.push(token.id);
+    let trajectory = &mut slot.trajectory;
+    trajectory.token_ids.push(token.id);
+    trajectory.logprobs.push(token.logprob);
+    let alternatives: Vec<Alternative> = token
+        .top
+        .iter()
+        .map(|t: &TopToken| Alternative {
+            id: t.id,
+            text: token_text(ctx.tokenizer, t.id),
+            logprob: t.logprob,
+            prob: t.prob,
+        })
+        .collect();
+    if let Some(tops) = &mut trajectory.top_logprobs {
+        tops.push(alternatives.iter().map(TopLogprob::from).collect());
+    }
+    let step = slot.stops.step(token.id, &delta, trajectory.token_ids.len());
+    trajectory.text.push_str(&step.emit);
+    emit(Event::Token {
+        run_id,
+        token: TokenEvent {
+            sample: trajectory.index,
+            id: token.id,
+            text: step.emit,
+            logprob: token.logprob,
+            prob: token.prob,
+            rank: token.rank,
+            top: alternatives,
+        },
+    });
+    match step.finished {
+        Some((reason, matched)) => finish(slot, reason, matched, run_id, emit),
+        None if prompt_len + slot.trajectory.token_ids.len() >= context_length => {
+            finish(slot, StopReason::Length, None, run_id, emit);
+        }
+        None => {}
+    }
+}
+
+/// Ends a sample, showing any text still held back for a stop string that never completed.
+fn finish(
+    slot: &mut Slot,
+    reason: StopReason,
+    matched: Option<StopMatched>,
+    run_id: RunId,
+    emit: &mut dyn FnMut(Event),
+) {
+    if slot.end.is_some() {
+        return;
+    }
+    let tail = if reason == StopReason::Stop {
+        String::new()
+    } else {
+        slot.stops.flush()
+    };
+    slot.trajectory.text.push_str(&tail);
+    slot.trajectory.stop_reason = reason;
+    slot.trajectory.stop_matched = matched.clone();
+    slot.end = Some((reason, matched.clone()));
+    emit(Event::Finished {
+        run_id,
+        sample: slot.trajectory.index,
+        reason,
+        matched,
+        tail,
+    });
+}
+
+/// Drops finished samples from the batch so later steps spend nothing on them.
+fn retire_finished(
+    backend: &mut dyn Backend,
+    slots: &[Slot],
+    live: &mut Vec<usize>,
+) -> anyhow::Result<()> {
+    let keep: Vec<bool> = live.iter().map(|&i| slots[i].end.is_none()).collect();
+    if keep.iter().all(|&k| k) {
+        return Ok(());
+    }
+    backend.retain(&keep)?;
+    let mut flags = keep.iter();
+    live.retain(|_| *flags.next().expect("one flag per live row"));
+    Ok(())
+}
+
+/// A token's own text for display ("▁the" shows as " the"; bytes as `<0xE2>`).
+pub fn token_text(tokenizer: &Tokenizer, id: u32) -> String {
+    tokenizer
+        .id_to_token(id)
+        .map(|piece| piece.replace('\u{2581}', " "))
+        .unwrap_or_else(|| format!("<{id}>"))
+}

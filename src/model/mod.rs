@@ -1,0 +1,3 @@
+//! Models: where they come from, how they tokenize, and the llama-family forward pass.
+
+pub mod source;
