@@ -3,7 +3,7 @@
 //! The modules follow the flow of a run: `params` → `sampling` → `model` → `engine`;
 //! `response` is what a run returns and `export` turns params into other engines' code.
 
-pub mod params;
-pub mod response;
-pub mod presets;
 pub mod model;
+pub mod params;
+pub mod presets;
+pub mod response;

@@ -6,7 +6,11 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "samplab", version, about = "A terminal playground for LLM sampling")]
+#[command(
+    name = "samplab",
+    version,
+    about = "A terminal playground for LLM sampling"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -40,8 +40,14 @@ const BUILTIN_FILES: [(&str, &str); 8] = [
     ("balanced", include_str!("../presets/balanced.yaml")),
     ("creative", include_str!("../presets/creative.yaml")),
     ("simple-1", include_str!("../presets/simple-1.yaml")),
-    ("llama-precise", include_str!("../presets/llama-precise.yaml")),
-    ("divine-intellect", include_str!("../presets/divine-intellect.yaml")),
+    (
+        "llama-precise",
+        include_str!("../presets/llama-precise.yaml"),
+    ),
+    (
+        "divine-intellect",
+        include_str!("../presets/divine-intellect.yaml"),
+    ),
 ];
 
 pub fn builtin_names() -> Vec<&'static str> {
@@ -108,12 +114,20 @@ mod tests {
     fn builtins_parse_and_have_the_published_values() {
         let all = builtins();
         assert_eq!(all.len(), BUILTIN_FILES.len());
-        assert_eq!(builtin("default").unwrap().params, SamplingParams::default());
+        assert_eq!(
+            builtin("default").unwrap().params,
+            SamplingParams::default()
+        );
         assert!(builtin("greedy").unwrap().params.is_greedy());
         let check = |name: &str, t: f32, p: f32, rp: f32, k: i32| {
             let params = builtin(name).unwrap().params;
             assert_eq!(
-                (params.temperature, params.top_p, params.repetition_penalty, params.top_k),
+                (
+                    params.temperature,
+                    params.top_p,
+                    params.repetition_penalty,
+                    params.top_k
+                ),
                 (t, p, rp, k),
                 "{name}"
             );
@@ -126,13 +140,19 @@ mod tests {
     #[test]
     fn resolve_reports_unknown_names_and_bad_files() {
         let message = resolve("no-such-preset").unwrap_err().to_string();
-        assert!(message.contains("no-such-preset") && message.contains("balanced"), "{message}");
+        assert!(
+            message.contains("no-such-preset") && message.contains("balanced"),
+            "{message}"
+        );
 
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("mine.yaml");
         std::fs::write(&path, "top_p: 2\n").unwrap();
         let message = resolve(path.to_str().unwrap()).unwrap_err().to_string();
-        assert!(message.contains("mine.yaml") && message.contains("`top_p`"), "{message}");
+        assert!(
+            message.contains("mine.yaml") && message.contains("`top_p`"),
+            "{message}"
+        );
 
         std::fs::write(&path, "top_p: 0.5\n").unwrap();
         let preset = resolve(path.to_str().unwrap()).unwrap();

@@ -11,7 +11,11 @@ use std::time::Instant;
 #[derive(Args)]
 pub struct BenchArgs {
     /// A .gguf file, a Hugging Face model directory, or a Hub id.
-    #[arg(long, required_unless_present = "synthetic", conflicts_with = "synthetic")]
+    #[arg(
+        long,
+        required_unless_present = "synthetic",
+        conflicts_with = "synthetic"
+    )]
     model: Option<String>,
     /// Benchmark a random-weight model with a known model's shapes (written once into the cache
     /// directory): smollm2-135m.
@@ -62,9 +66,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let quiet = |_: f32, _: &str| {};
     let mut model = match (&args.model, &args.synthetic) {
         (Some(spec), _) => load_model(spec, &HubSettings::from_env(), &mut { quiet })?,
-        (None, Some(name)) => synthetic_model(name, &args.qtype, &mut |_, message| {
-            eprintln!("{message}")
-        })?,
+        (None, Some(name)) => {
+            synthetic_model(name, &args.qtype, &mut |_, message| eprintln!("{message}"))?
+        }
         (None, None) => unreachable!("clap requires --model or --synthetic"),
     };
     let backend = model.backend.as_mut();

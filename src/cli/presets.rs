@@ -22,7 +22,11 @@ pub fn run(command: PresetsCommand) -> anyhow::Result<ExitCode> {
         PresetsCommand::List => {
             for preset in presets::builtins() {
                 let yaml = preset.params.to_yaml_non_default();
-                println!("{}:\n  {}", preset.name, yaml.trim_end().replace('\n', "\n  "));
+                println!(
+                    "{}:\n  {}",
+                    preset.name,
+                    yaml.trim_end().replace('\n', "\n  ")
+                );
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -55,7 +55,10 @@ pub fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
             writeln!(stdout, "{}", serde_json::to_string(&event)?)?;
         }
         match event {
-            Event::Loading { progress: p, message } if !args.jsonl => progress.show(p, &message),
+            Event::Loading {
+                progress: p,
+                message,
+            } if !args.jsonl => progress.show(p, &message),
             Event::Loaded { .. } => progress.clear(),
             Event::LoadFailed { message } => {
                 progress.clear();
@@ -127,7 +130,12 @@ fn summary(trajectory: &Trajectory) -> String {
     let mean = if count == 0 {
         0.0
     } else {
-        trajectory.logprobs.iter().map(|&l| f64::from(l)).sum::<f64>() / count as f64
+        trajectory
+            .logprobs
+            .iter()
+            .map(|&l| f64::from(l))
+            .sum::<f64>()
+            / count as f64
     };
     format!(
         "{reason} · {count} tokens · mean logprob {mean:.3} · ppl {:.2}",

@@ -24,15 +24,21 @@ pub enum SourceError {
         "{0} is a directory without config.json; a Hugging Face model directory holds config.json, *.safetensors and tokenizer.json (or give a .gguf file)"
     )]
     NotAModelDir(PathBuf),
-    #[error("{0} is not a model: give a .gguf file, a Hugging Face model directory, or a Hub id like `org/name` or `org/name:file.gguf`")]
+    #[error(
+        "{0} is not a model: give a .gguf file, a Hugging Face model directory, or a Hub id like `org/name` or `org/name:file.gguf`"
+    )]
     NotAModel(String),
-    #[error("`{id}` is not in the Hugging Face cache at {cache} ({missing} missing) and HF_HUB_OFFLINE is set: run once online, or point --model at a local file")]
+    #[error(
+        "`{id}` is not in the Hugging Face cache at {cache} ({missing} missing) and HF_HUB_OFFLINE is set: run once online, or point --model at a local file"
+    )]
     NotCached {
         id: String,
         cache: PathBuf,
         missing: String,
     },
-    #[error("cannot download `{file}` of `{id}`: {message}. Check the id, your network, or HF_TOKEN for a gated model")]
+    #[error(
+        "cannot download `{file}` of `{id}`: {message}. Check the id, your network, or HF_TOKEN for a gated model"
+    )]
     Download {
         id: String,
         file: String,
@@ -52,8 +58,12 @@ impl HubSettings {
     /// HF_HOME (else ~/.cache/huggingface), HF_HUB_OFFLINE, HF_TOKEN (else the cached token file).
     pub fn from_env() -> Self {
         let cache = Cache::from_env();
-        let offline = std::env::var("HF_HUB_OFFLINE")
-            .is_ok_and(|v| matches!(v.trim().to_lowercase().as_str(), "1" | "true" | "yes" | "on"));
+        let offline = std::env::var("HF_HUB_OFFLINE").is_ok_and(|v| {
+            matches!(
+                v.trim().to_lowercase().as_str(),
+                "1" | "true" | "yes" | "on"
+            )
+        });
         let token = std::env::var("HF_TOKEN")
             .ok()
             .filter(|t| !t.is_empty())
@@ -92,10 +102,7 @@ pub fn resolve(
             }
             let config = fetch(id, "config.json", hub, progress)?;
             fetch_weights(id, hub, progress)?;
-            let dir = config
-                .parent()
-                .map(Path::to_path_buf)
-                .unwrap_or_default();
+            let dir = config.parent().map(Path::to_path_buf).unwrap_or_default();
             Ok(ModelSource::HfDir(dir))
         }
         None if looks_like_path(spec) => Err(SourceError::NotFound(path.to_owned())),
@@ -133,7 +140,8 @@ fn parse_hub_id(spec: &str) -> Option<(&str, Option<&str>)> {
     let valid = |s: &str| {
         !s.is_empty()
             && !s.starts_with(['.', '-'])
-            && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
     };
     (valid(org) && valid(name)).then_some((id, file))
 }

@@ -1,0 +1,377 @@
+//! The generation loop and the worker, on a deterministic fake model whose logits depend on each
+//! row's whole history, so any row mix-up in batching, forking or retiring changes the output.
+
+use samplab::engine::generate::{RunContext, generate};
+use samplab::engine::{Backend, Engine, Event, LoadedModel, Request};
+use samplab::params::SamplingParams;
+use samplab::response::{SampleResponse, StopMatched, StopReason};
+use std::collections::HashMap;
+use std::time::Duration;
+use tokenizers::Tokenizer;
+use tokenizers::decoders::fuse::Fuse;
+use tokenizers::models::bpe::BPE;
+
+const VOCAB: &[&str] = &[
+    "<s>", "</s>", "a", "b", "c", "d", "e", " ", "\n", "x", "y", "z", "!", ".", "o", "k",
+];
+const EOS: u32 = 1;
+
+fn tokenizer() -> Tokenizer {
+    let vocab: HashMap<String, u32> = VOCAB
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.to_string(), i as u32))
+        .collect();
+    let bpe = BPE::builder()
+        .vocab_and_merges(vocab, vec![])
+        .build()
+        .unwrap();
+    let mut tokenizer = Tokenizer::new(bpe);
+    tokenizer.with_decoder(Some(Fuse::new()));
+    tokenizer
+}
+
+/// Each row keeps its own history; logits are a hash of (history, candidate).
+struct FakeModel {
+    rows: Vec<Vec<u32>>,
+    context: usize,
+    delay: Duration,
+}
+
+impl FakeModel {
+    fn new(context: usize) -> Self {
+        Self {
+            rows: Vec::new(),
+            context,
+            delay: Duration::ZERO,
+        }
+    }
+
+    fn logits(history: &[u32]) -> Vec<f32> {
+        let mut h: u64 = 1469598103934665603;
+        for &t in history {
+            h = (h ^ u64::from(t)).wrapping_mul(1099511628211);
+        }
+        (0..VOCAB.len() as u64)
+            .map(|j| {
+                let x = (h ^ j.wrapping_mul(0x9E3779B97F4A7C15)).wrapping_mul(0xBF58476D1CE4E5B9);
+                ((x >> 40) % 1000) as f32 / 250.0
+            })
+            .collect()
+    }
+}
+
+impl Backend for FakeModel {
+    fn vocab_size(&self) -> usize {
+        VOCAB.len()
+    }
+    fn weight_bytes(&self) -> u64 {
+        0
+    }
+    fn context_length(&self) -> usize {
+        self.context
+    }
+    fn prefill(&mut self, prompt: &[u32], all_positions: bool) -> anyhow::Result<Vec<Vec<f32>>> {
+        self.rows = vec![prompt.to_vec()];
+        let start = if all_positions { 1 } else { prompt.len() };
+        Ok((start..=prompt.len())
+            .map(|end| Self::logits(&prompt[..end]))
+            .collect())
+    }
+    fn fork(&mut self, rows: usize) -> anyhow::Result<()> {
+        self.rows = vec![self.rows[0].clone(); rows];
+        Ok(())
+    }
+    fn decode(&mut self, tokens: &[u32]) -> anyhow::Result<Vec<Vec<f32>>> {
+        assert_eq!(tokens.len(), self.rows.len(), "one token per live row");
+        std::thread::sleep(self.delay);
+        Ok(self
+            .rows
+            .iter_mut()
+            .zip(tokens)
+            .map(|(row, &t)| {
+                row.push(t);
+                Self::logits(row)
+            })
+            .collect())
+    }
+    fn retain(&mut self, keep: &[bool]) -> anyhow::Result<()> {
+        assert_eq!(keep.len(), self.rows.len());
+        let mut flags = keep.iter();
+        self.rows.retain(|_| *flags.next().unwrap());
+        Ok(())
+    }
+}
+
+const PROMPT: [u32; 3] = [0, 2, 3];
+
+fn run(params: &SamplingParams, seed: u64, context: usize) -> (SampleResponse, Vec<Event>) {
+    let tokenizer = tokenizer();
+    let ctx = RunContext {
+        tokenizer: &tokenizer,
+        eos_ids: &[EOS],
+        model_name: "fake",
+    };
+    let mut events = Vec::new();
+    let response = generate(
+        &mut FakeModel::new(context),
+        &ctx,
+        7,
+        PROMPT.to_vec(),
+        params,
+        seed,
+        &mut || false,
+        &mut |e| events.push(e),
+    )
+    .unwrap();
+    (response, events)
+}
+
+fn params(yaml: &str) -> SamplingParams {
+    SamplingParams::from_yaml(yaml).unwrap()
+}
+
+#[test]
+fn batched_samples_equal_single_runs_with_consecutive_seeds() {
+    let batched = params(
+        "num_samples: 6\nmax_tokens: 40\nstop: [\"!\", \"ok\"]\ntemperature: 1.3\nlogprobs: 3",
+    );
+    let (together, _) = run(&batched, 100, 4096);
+    let stop_reasons: Vec<_> = together
+        .trajectories
+        .iter()
+        .map(|t| t.stop_reason)
+        .collect();
+    assert!(
+        stop_reasons.contains(&StopReason::Stop)
+            && together.trajectories.iter().any(|t| t.token_ids.len() > 5),
+        "the samples should end at different steps: {stop_reasons:?}"
+    );
+    for (i, trajectory) in together.trajectories.iter().enumerate() {
+        let single = SamplingParams {
+            num_samples: 1,
+            ..batched.clone()
+        };
+        let (alone, _) = run(&single, 100 + i as u64, 4096);
+        let mut expected = alone.trajectories[0].clone();
+        expected.index = i as u32;
+        assert_eq!(trajectory, &expected, "sample {i}");
+    }
+}
+
+#[test]
+fn events_reassemble_the_response() {
+    let (response, events) = run(
+        &params("num_samples: 3\nmax_tokens: 25\nstop: \"!\"\nseed: 5"),
+        5,
+        4096,
+    );
+    let mut texts = vec![String::new(); 3];
+    let mut finished = vec![None; 3];
+    for event in &events {
+        match event {
+            Event::Token { run_id, token } => {
+                assert_eq!(*run_id, 7);
+                texts[token.sample as usize].push_str(&token.text);
+            }
+            Event::Finished {
+                sample,
+                reason,
+                tail,
+                ..
+            } => {
+                texts[*sample as usize].push_str(tail);
+                finished[*sample as usize] = Some(*reason);
+            }
+            _ => {}
+        }
+    }
+    assert!(matches!(events[0], Event::Started { ref seeds, .. } if seeds == &[5, 6, 7]));
+    for (i, t) in response.trajectories.iter().enumerate() {
+        assert_eq!(texts[i], t.text);
+        assert_eq!(finished[i], Some(t.stop_reason));
+        assert!(!t.text.contains('!'), "stop text is cut: {:?}", t.text);
+        if t.stop_reason == StopReason::Stop {
+            assert!(
+                matches!(t.stop_matched, Some(StopMatched::Text(ref s)) if s == "!")
+                    || t.stop_matched == Some(StopMatched::Token(EOS))
+            );
+        } else {
+            assert_eq!(t.token_ids.len(), 25);
+        }
+    }
+}
+
+#[test]
+fn the_end_of_the_context_stops_with_length() {
+    let (response, _) = run(
+        &params("num_samples: 2\ntemperature: 0\nstop: [\"never-matches\"]"),
+        1,
+        10,
+    );
+    for t in &response.trajectories {
+        let ended_by_eos = t.stop_matched == Some(StopMatched::Token(EOS));
+        if !ended_by_eos {
+            assert_eq!(t.stop_reason, StopReason::Length);
+            assert_eq!(PROMPT.len() + t.token_ids.len(), 10);
+        }
+    }
+}
+
+#[test]
+fn greedy_samples_are_identical() {
+    let (response, _) = run(
+        &params("num_samples: 4\ntemperature: 0\nmax_tokens: 30"),
+        9,
+        4096,
+    );
+    let first = &response.trajectories[0];
+    for t in &response.trajectories[1..] {
+        assert_eq!(t.token_ids, first.token_ids);
+    }
+}
+
+#[test]
+fn prompt_logprobs_score_each_prompt_token() {
+    let (response, _) = run(&params("prompt_logprobs: 2\nmax_tokens: 1"), 1, 4096);
+    let logprobs = response.prompt_logprobs.unwrap();
+    assert_eq!(logprobs.len(), PROMPT.len());
+    assert_eq!(logprobs[0], None);
+    for (i, lp) in logprobs.iter().enumerate().skip(1) {
+        let logits = FakeModel::logits(&PROMPT[..i]);
+        let max = logits.iter().cloned().fold(f32::MIN, f32::max);
+        let lse = max + logits.iter().map(|l| (l - max).exp()).sum::<f32>().ln();
+        let expected = logits[PROMPT[i] as usize] - lse;
+        assert!(
+            (lp.unwrap() - expected).abs() < 1e-4,
+            "{lp:?} vs {expected}"
+        );
+    }
+    let tops = response.prompt_top_logprobs.unwrap();
+    assert!(tops[0].is_none());
+    assert!(tops[1..].iter().all(|t| t.as_ref().unwrap().len() == 2));
+}
+
+#[test]
+fn an_interrupted_run_ends_every_live_sample_with_abort() {
+    let tokenizer = tokenizer();
+    let ctx = RunContext {
+        tokenizer: &tokenizer,
+        eos_ids: &[],
+        model_name: "fake",
+    };
+    let mut checks = 0;
+    let response = generate(
+        &mut FakeModel::new(4096),
+        &ctx,
+        1,
+        PROMPT.to_vec(),
+        &params("num_samples: 3"),
+        0,
+        &mut || {
+            checks += 1;
+            checks > 4
+        },
+        &mut |_| {},
+    )
+    .unwrap();
+    for t in &response.trajectories {
+        assert_eq!(t.stop_reason, StopReason::Abort);
+        assert_eq!(
+            t.token_ids.len(),
+            5,
+            "one token from the prefill, then four decode steps"
+        );
+    }
+}
+
+fn fake_loaded(delay: Duration) -> LoadedModel {
+    let mut backend = FakeModel::new(4096);
+    backend.delay = delay;
+    LoadedModel {
+        name: "fake".into(),
+        device: "cpu".into(),
+        backend: Box::new(backend),
+        tokenizer: tokenizer(),
+        bos_to_add: Some(0),
+        eos_ids: vec![],
+    }
+}
+
+fn next_done(inbox: &mut tokio::sync::mpsc::UnboundedReceiver<Event>) -> (u64, SampleResponse) {
+    loop {
+        match inbox.blocking_recv().expect("the engine is running") {
+            Event::Done { run_id, response } => return (run_id, *response),
+            Event::Error { message, .. } => panic!("{message}"),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn a_new_request_cancels_the_running_one_and_runs_cleanly() {
+    let (events, mut inbox) = tokio::sync::mpsc::unbounded_channel();
+    let engine = Engine::spawn(|_| Ok(fake_loaded(Duration::from_millis(2))), events);
+    let long = params("max_tokens: 100000\nseed: 3");
+    engine.run(Request {
+        run_id: 1,
+        prompt: "ab".into(),
+        params: long,
+    });
+    loop {
+        if let Some(Event::Token { .. }) = inbox.blocking_recv() {
+            break;
+        }
+    }
+    let short = params("max_tokens: 5\nseed: 3");
+    engine.run(Request {
+        run_id: 2,
+        prompt: "ab".into(),
+        params: short.clone(),
+    });
+    let (first_id, first) = next_done(&mut inbox);
+    assert_eq!(first_id, 1);
+    assert_eq!(first.trajectories[0].stop_reason, StopReason::Abort);
+    assert!(first.trajectories[0].token_ids.len() < 100000);
+    let (second_id, second) = next_done(&mut inbox);
+    assert_eq!(second_id, 2);
+    assert_eq!(
+        second.prompt_token_ids,
+        PROMPT.to_vec(),
+        "BOS then the prompt's tokens"
+    );
+    let (alone, _) = run(&short, 3, 4096);
+    assert_eq!(
+        second.trajectories, alone.trajectories,
+        "the aborted run left nothing behind"
+    );
+
+    engine.run(Request {
+        run_id: 3,
+        prompt: "ab".into(),
+        params: params("max_tokens: 100000"),
+    });
+    engine.cancel(3);
+    let (third_id, third) = next_done(&mut inbox);
+    assert_eq!(third_id, 3);
+    assert_eq!(third.trajectories[0].stop_reason, StopReason::Abort);
+}
+
+#[test]
+fn a_failed_load_is_reported_and_runs_get_errors() {
+    let (events, mut inbox) = tokio::sync::mpsc::unbounded_channel();
+    let engine = Engine::spawn(|_| anyhow::bail!("no such file: x.gguf"), events);
+    engine.run(Request {
+        run_id: 4,
+        prompt: "a".into(),
+        params: SamplingParams::default(),
+    });
+    match inbox.blocking_recv() {
+        Some(Event::LoadFailed { message }) => assert!(message.contains("x.gguf")),
+        other => panic!("expected LoadFailed, got {other:?}"),
+    }
+    match inbox.blocking_recv() {
+        Some(Event::Error { run_id: 4, message }) => assert!(message.contains("x.gguf")),
+        other => panic!("expected an Error for run 4, got {other:?}"),
+    }
+}
