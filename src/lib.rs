@@ -1,8 +1,10 @@
 //! samplab: a terminal playground for LLM sampling.
 //!
 //! The modules follow the flow of a run: `params` → `sampling` → `model` → `engine`;
-//! `response` is what a run returns and `export` turns params into other engines' code.
+//! `response` is what a run returns, `presets` stores params, and `export` turns them into
+//! other engines' code.
 
+pub mod export;
 pub mod model;
 pub mod params;
 pub mod presets;

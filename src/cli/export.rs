@@ -24,8 +24,8 @@ pub struct ExportArgs {
 pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
     let preset = presets::load_file(&args.file)?;
     let context = ExportContext {
-        prompt: args.prompt,
-        model: args.model,
+        prompt: &args.prompt,
+        model: &args.model,
     };
     print!("{}", export(args.format, &preset.params, &context));
     Ok(ExitCode::SUCCESS)

@@ -1,0 +1,655 @@
+//! Export: samplab's parameters as code for vLLM, transformers, an OpenAI-compatible server and
+//! llama.cpp, so that a setting found in the playground can be reproduced elsewhere.
+//!
+//! Every knob is written out, even at its default: the other engines fill missing ones from the
+//! model's `generation_config.json` or from defaults of their own (vLLM's `max_tokens=16`,
+//! llama.cpp's `top_k=40`). Whatever a target cannot express exactly becomes a `#` comment in the
+//! output; nothing is dropped silently.
+//!
+//! Semantics checked against vLLM (`vllm/sampling_params.py`, `vllm/v1/sample/sampler.py`,
+//! `vllm/v1/engine/parallel_sampling.py`, `vllm/v1/engine/detokenizer.py`), transformers
+//! (`GenerationMixin._get_logits_processor`) and llama.cpp (`common/arg.cpp`,
+//! `common/sampling.cpp`, `tools/completion/completion.cpp`).
+
+use crate::params::SamplingParams;
+use serde::Serialize;
+
+/// The engines samplab writes code for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// Python using vLLM's offline `LLM` and `SamplingParams`.
+    Vllm,
+    /// Python using transformers' `generate()`.
+    Transformers,
+    /// A curl request to an OpenAI-compatible `/v1/completions` (vLLM's server).
+    Openai,
+    /// A llama.cpp command line.
+    #[value(alias = "llama.cpp", alias = "llama-cpp")]
+    Llamacpp,
+}
+
+/// What a snippet needs besides the parameters.
+#[derive(Debug, Clone, Copy)]
+pub struct ExportContext<'a> {
+    pub prompt: &'a str,
+    /// As given to `--model`: a Hub id, a model directory or a `.gguf` file.
+    pub model: &'a str,
+}
+
+/// The one entry point for the CLI and the TUI. `params` should be validated.
+pub fn export(format: ExportFormat, params: &SamplingParams, ctx: &ExportContext) -> String {
+    match format {
+        ExportFormat::Vllm => to_vllm(params, ctx),
+        ExportFormat::Transformers => to_transformers(params, ctx),
+        ExportFormat::Openai => to_openai(params, ctx),
+        ExportFormat::Llamacpp => to_llama_cpp(params, ctx),
+    }
+}
+
+/// Python for vLLM's offline API: `SamplingParams(...)` and `llm.generate(prompt, params)`.
+pub fn to_vllm(params: &SamplingParams, ctx: &ExportContext) -> String {
+    let mut lines = comments(
+        "vLLM offline inference with samplab's sampling parameters.",
+        &vllm_notes(params),
+    );
+    lines.extend([
+        "from vllm import LLM, SamplingParams".to_owned(),
+        String::new(),
+        format!("llm = LLM(model={})", py_str(ctx.model)),
+        format!("prompt = {}", py_str(ctx.prompt)),
+        "params = SamplingParams(".to_owned(),
+    ]);
+    let stop = params.stop.clone().unwrap_or_default();
+    lines.extend(py_kwargs(&[
+        ("n", sample_count(params).to_string()),
+        ("temperature", py_float(params.temperature)),
+        ("top_k", vllm_top_k(params).to_string()),
+        ("top_p", py_float(params.top_p)),
+        ("min_p", py_float(params.min_p)),
+        ("repetition_penalty", py_float(params.repetition_penalty)),
+        ("max_tokens", py_opt(params.max_tokens)),
+        ("seed", py_opt(params.seed)),
+        ("stop", py_list(stop.strings().map(py_str))),
+        ("stop_token_ids", py_list(stop.token_ids())),
+        (
+            "include_stop_str_in_output",
+            py_bool(params.include_stop_str_in_output),
+        ),
+        ("logprobs", py_opt(params.logprobs)),
+        ("prompt_logprobs", py_opt(params.prompt_logprobs)),
+    ]));
+    lines.extend(
+        [
+            ")",
+            "outputs = llm.generate(prompt, params)",
+            "for sample in outputs[0].outputs:",
+            "    print(sample.text)",
+        ]
+        .map(str::to_owned),
+    );
+    join_lines(lines)
+}
+
+/// Python for transformers: `generate()` keyword arguments plus seeding and decoding.
+pub fn to_transformers(params: &SamplingParams, ctx: &ExportContext) -> String {
+    let stop = params.stop.clone().unwrap_or_default();
+    let stop_ids: Vec<u32> = stop.token_ids().collect();
+    let has_stop_strings = stop.strings().next().is_some();
+    // `set_seed` also seeds numpy, which refuses seeds of 2**32 and above.
+    let torch_seed = params.seed.filter(|&s| s > u64::from(u32::MAX));
+
+    let mut lines = comments(
+        "transformers generate() with samplab's sampling parameters; every knob is passed \
+         because the model's generation_config.json supplies any that are left out.",
+        &transformers_notes(params),
+    );
+    if torch_seed.is_some() {
+        lines.push("import torch".to_owned());
+    }
+    let set_seed = if params.seed.is_some() && torch_seed.is_none() {
+        ", set_seed"
+    } else {
+        ""
+    };
+    lines.extend([
+        format!("from transformers import AutoModelForCausalLM, AutoTokenizer{set_seed}"),
+        String::new(),
+        format!("model_id = {}", py_str(ctx.model)),
+        format!("prompt = {}", py_str(ctx.prompt)),
+        "tokenizer = AutoTokenizer.from_pretrained(model_id)".to_owned(),
+        "model = AutoModelForCausalLM.from_pretrained(model_id)".to_owned(),
+        "inputs = tokenizer(prompt, return_tensors=\"pt\").to(model.device)".to_owned(),
+    ]);
+    match (params.seed, torch_seed) {
+        (_, Some(seed)) => lines.push(format!("torch.manual_seed({seed})")),
+        (Some(seed), None) => lines.push(format!("set_seed({seed})")),
+        (None, None) => {}
+    }
+    if !stop_ids.is_empty() {
+        lines.extend([
+            "# eos_token_id replaces the model's end-of-sequence ids, so they are kept.".to_owned(),
+            "eos_ids = model.generation_config.eos_token_id".to_owned(),
+            "eos_ids = [eos_ids] if isinstance(eos_ids, int) else list(eos_ids or [])".to_owned(),
+        ]);
+    }
+
+    let mut kwargs = vec![("do_sample", py_bool(!params.is_greedy()))];
+    if !params.is_greedy() {
+        kwargs.extend([
+            ("temperature", py_float(params.temperature)),
+            ("top_k", off_as_zero_top_k(params).to_string()),
+            ("top_p", py_float(params.top_p)),
+            ("min_p", py_float(params.min_p)),
+        ]);
+    }
+    kwargs.push(("repetition_penalty", py_float(params.repetition_penalty)));
+    kwargs.push(match params.max_tokens {
+        Some(n) => ("max_new_tokens", n.to_string()),
+        None => (
+            "max_length",
+            "model.config.max_position_embeddings".to_owned(),
+        ),
+    });
+    kwargs.push(("num_return_sequences", sample_count(params).to_string()));
+    if has_stop_strings {
+        kwargs.push(("stop_strings", py_list(stop.strings().map(py_str))));
+        kwargs.push(("tokenizer", "tokenizer".to_owned()));
+    }
+    if !stop_ids.is_empty() {
+        kwargs.push(("eos_token_id", format!("eos_ids + {}", py_list(stop_ids))));
+    }
+    if params.logprobs.is_some() {
+        kwargs.extend([
+            ("output_scores", py_bool(true)),
+            ("output_logits", py_bool(true)),
+            ("return_dict_in_generate", py_bool(true)),
+        ]);
+    }
+    lines.push("output = model.generate(".to_owned());
+    lines.push("    **inputs,".to_owned());
+    lines.extend(py_kwargs(&kwargs));
+    lines.push(")".to_owned());
+    let sequences = if params.logprobs.is_some() {
+        "output.sequences"
+    } else {
+        "output"
+    };
+    lines.extend([
+        "prompt_len = inputs[\"input_ids\"].shape[1]".to_owned(),
+        format!("for sequence in {sequences}:"),
+        "    print(tokenizer.decode(sequence[prompt_len:], skip_special_tokens=True))".to_owned(),
+    ]);
+    join_lines(lines)
+}
+
+/// The JSON body of `POST /v1/completions` for vLLM's OpenAI-compatible server, pretty-printed.
+pub fn openai_body(params: &SamplingParams, ctx: &ExportContext) -> String {
+    /// Field order is the order a reader expects; serde writes f32 in shortest form (0.7).
+    #[derive(Serialize)]
+    struct CompletionsBody<'a> {
+        model: &'a str,
+        prompt: &'a str,
+        n: u32,
+        temperature: f32,
+        top_k: i32,
+        top_p: f32,
+        min_p: f32,
+        repetition_penalty: f32,
+        max_tokens: Option<u32>,
+        seed: Option<u64>,
+        stop: Vec<&'a str>,
+        stop_token_ids: Vec<u32>,
+        include_stop_str_in_output: bool,
+        logprobs: Option<u32>,
+        prompt_logprobs: Option<u32>,
+    }
+    let stop = params.stop.clone().unwrap_or_default();
+    let body = CompletionsBody {
+        model: ctx.model,
+        prompt: ctx.prompt,
+        n: sample_count(params),
+        temperature: params.temperature,
+        top_k: vllm_top_k(params),
+        top_p: params.top_p,
+        min_p: params.min_p,
+        repetition_penalty: params.repetition_penalty,
+        max_tokens: params.max_tokens,
+        seed: params.seed,
+        stop: stop.strings().collect(),
+        stop_token_ids: stop.token_ids().collect(),
+        include_stop_str_in_output: params.include_stop_str_in_output,
+        logprobs: params.logprobs,
+        prompt_logprobs: params.prompt_logprobs,
+    };
+    serde_json::to_string_pretty(&body).expect("the completions body always serialises")
+}
+
+/// A curl command posting [`openai_body`]; the body travels in a quoted heredoc so that it stays
+/// valid JSON, byte for byte, while the notes around it can be shell comments.
+pub fn to_openai(params: &SamplingParams, ctx: &ExportContext) -> String {
+    let mut notes = vec![
+        "top_k, min_p, repetition_penalty, stop_token_ids, include_stop_str_in_output and \
+         prompt_logprobs are vLLM extensions: OpenAI's own API rejects them and has no equivalent."
+            .to_owned(),
+    ];
+    notes.extend(vllm_notes(params));
+    if let Some(seed) = params.seed.filter(|&s| s > i64::MAX as u64) {
+        notes.push(format!(
+            "vLLM's server takes seeds up to {} only; seed {seed} is rejected.",
+            i64::MAX
+        ));
+    }
+    let mut lines = comments(
+        "POST /v1/completions to a vLLM server (vllm serve MODEL); every field is sent because \
+         the server fills missing ones from the model's generation_config.json.",
+        &notes,
+    );
+    lines.extend(
+        [
+            "curl -s http://localhost:8000/v1/completions \\",
+            "  -H 'Content-Type: application/json' \\",
+            "  --data-binary @- <<'JSON'",
+        ]
+        .map(str::to_owned),
+    );
+    lines.push(openai_body(params, ctx));
+    lines.push("JSON".to_owned());
+    join_lines(lines)
+}
+
+/// llama.cpp's plain-completion command, with the sampler chain pinned to samplab's order.
+pub fn to_llama_cpp(params: &SamplingParams, ctx: &ExportContext) -> String {
+    let greedy = params.is_greedy();
+    // llama.cpp seeds are 32-bit and u32::MAX asks for a random one.
+    let seed = params.seed.filter(|&s| s < u64::from(u32::MAX));
+    let stop = params.stop.clone().unwrap_or_default();
+
+    let mut notes = vec![
+        "--samplers runs the chain in samplab's order; llama.cpp's default \
+         (penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature) applies temperature last."
+            .to_owned(),
+    ];
+    if params.repetition_penalty != 1.0 {
+        notes.push(
+            "--repeat-last-n -1 penalises over the whole context, prompt included, like samplab; \
+             llama.cpp's default window is the last 64 tokens."
+                .to_owned(),
+        );
+    }
+    if !greedy && params.top_k_limit().is_some() {
+        notes.push(
+            "llama.cpp's top-k keeps exactly k tokens; samplab also keeps tokens tied with the k-th."
+                .to_owned(),
+        );
+    }
+    if stop.strings().next().is_some() {
+        let cut = if params.include_stop_str_in_output {
+            ""
+        } else {
+            " (samplab cuts it)"
+        };
+        notes.push(format!(
+            "-r stops only when a stop string (matched on prompt and output alike) ends within \
+             the last 2 bytes of the text, or is one token and was just generated; the stop text \
+             stays in the output{cut}."
+        ));
+    }
+    let stop_ids: Vec<String> = stop.token_ids().map(|id| id.to_string()).collect();
+    if !stop_ids.is_empty() {
+        notes.push(format!(
+            "llama.cpp has no flag for stop token ids, so [{}] will not stop this run.",
+            stop_ids.join(", ")
+        ));
+    }
+    for (field, value) in [
+        ("logprobs", params.logprobs),
+        ("prompt_logprobs", params.prompt_logprobs),
+    ] {
+        if let Some(n) = value {
+            notes.push(format!(
+                "{field}={n} is not exported: llama-completion prints no probabilities \
+                 (llama-server's /completion returns them with n_probs)."
+            ));
+        }
+    }
+    if let (Some(wanted), None) = (params.seed, seed) {
+        notes.push(format!(
+            "llama.cpp seeds are 32-bit and {} means random, so seed {wanted} cannot be passed.",
+            u32::MAX
+        ));
+    }
+    if params.num_samples > 1 {
+        let how = if greedy {
+            "; greedy decoding makes all samples identical, so one run gives them all".to_owned()
+        } else {
+            let seeds = seed
+                .map(|s| format!(", with -s {s}+i for sample i"))
+                .unwrap_or_default();
+            format!(": run it {} times{seeds}", params.num_samples)
+        };
+        notes.push(format!(
+            "llama-completion has no flag for {} samples, it makes one per run{how}.",
+            params.num_samples
+        ));
+    }
+    if !greedy {
+        notes.push(rng_note("llama.cpp"));
+    }
+    if !ctx.model.ends_with(".gguf") {
+        notes.push(
+            "llama.cpp loads GGUF files only: convert the model or point -m at a .gguf file."
+                .to_owned(),
+        );
+    }
+
+    let temperature = if greedy {
+        "0".to_owned()
+    } else {
+        params.temperature.to_string()
+    };
+    let mut groups = vec![
+        format!(
+            "llama-completion -m {} -no-cnv --no-escape --no-display-prompt",
+            sh_word(ctx.model)
+        ),
+        format!("--samplers {}", sh_word(LLAMA_CPP_SAMPLERS)),
+        format!(
+            "--temp {temperature} --top-k {} --top-p {} --min-p {}",
+            off_as_zero_top_k(params),
+            params.top_p,
+            params.min_p
+        ),
+        format!(
+            "--repeat-penalty {} --repeat-last-n -1",
+            params.repetition_penalty
+        ),
+    ];
+    let mut length = match params.max_tokens {
+        Some(n) => format!("-n {n}"),
+        // -c 0 takes the model's own context, where samplab's runs end too.
+        None => "-n -1 -c 0".to_owned(),
+    };
+    if let Some(seed) = seed {
+        length.push_str(&format!(" -s {seed}"));
+    }
+    groups.push(length);
+    groups.extend(stop.strings().map(|s| format!("-r {}", sh_word(s))));
+    groups.push(format!("-p {}", sh_word(ctx.prompt)));
+
+    let mut lines = comments(
+        "llama.cpp: llama-completion (llama-cli in older builds); llama-server takes the same \
+         sampling flags.",
+        &notes,
+    );
+    lines.push(groups.join(" \\\n  "));
+    join_lines(lines)
+}
+
+/// samplab's order (design §2) in llama.cpp's canonical sampler names.
+const LLAMA_CPP_SAMPLERS: &str = "penalties;temperature;min_p;top_k;top_p";
+
+/// What vLLM's `SamplingParams` and its server do differently from samplab.
+fn vllm_notes(params: &SamplingParams) -> Vec<String> {
+    let mut notes = Vec::new();
+    let t = params.temperature;
+    if params.is_greedy() {
+        if params.num_samples > 1 {
+            notes.push(format!(
+                "Greedy decoding makes all {} samples identical and vLLM rejects n > 1 at \
+                 temperature 0, so n=1.",
+                params.num_samples
+            ));
+        }
+    } else {
+        if t < 0.01 {
+            notes.push(format!(
+                "vLLM raises temperatures below 0.01 to 0.01, so {t} samples as 0.01."
+            ));
+        }
+        if t > 2.0 {
+            notes.push(format!("vLLM rejects temperatures above 2, such as {t}."));
+        }
+        notes.push(rng_note("vLLM"));
+    }
+    notes
+}
+
+/// What transformers' `generate()` does differently from samplab.
+fn transformers_notes(params: &SamplingParams) -> Vec<String> {
+    let mut notes = Vec::new();
+    let stop = params.stop.clone().unwrap_or_default();
+    let keep = params.include_stop_str_in_output;
+    if stop.strings().next().is_some() {
+        let cut = if keep {
+            "right after"
+        } else {
+            "at the start of"
+        };
+        notes.push(format!(
+            "stop_strings ends generation after the token that completes a stop string and keeps \
+             all of that token's text: cut the text {cut} the first stop string, as samplab does."
+        ));
+    }
+    if stop.token_ids().next().is_some() {
+        let samplab = if keep { "keeps" } else { "drops" };
+        notes.push(format!(
+            "Stop token ids end generation as EOS ids do, but the token stays in the output and \
+             skip_special_tokens drops its text only for special tokens (samplab {samplab} it)."
+        ));
+    }
+    if params.is_greedy() {
+        if params.num_samples > 1 {
+            notes.push(format!(
+                "Greedy decoding makes all {} samples identical and generate() refuses \
+                 num_return_sequences > 1 without sampling, so 1.",
+                params.num_samples
+            ));
+        }
+    } else {
+        if params.min_p > 0.0 && params.top_p < 1.0 {
+            notes.push(
+                "transformers applies min_p after top_k and top_p (samplab: before them), so \
+                 top_p also counts the mass of tokens min_p removes and may keep another set."
+                    .to_owned(),
+            );
+        }
+        notes.push(
+            "All samples draw from one torch generator seeded once; samplab gives sample i its \
+             own seed+i."
+                .to_owned(),
+        );
+        notes.push(rng_note("transformers"));
+    }
+    if params.seed.is_some_and(|s| s > u64::from(u32::MAX)) {
+        notes.push(
+            "set_seed also seeds numpy, which takes seeds below 2**32 only, so torch.manual_seed \
+             seeds torch alone."
+                .to_owned(),
+        );
+    }
+    if params.max_tokens.is_none() {
+        notes.push(
+            "max_tokens null: generate() would stop at 20 tokens, so the limit is the model's \
+             context."
+                .to_owned(),
+        );
+    }
+    if let Some(n) = params.logprobs {
+        let alternatives = if n > 0 {
+            format!("; torch.topk gives the top {n} alternatives")
+        } else {
+            String::new()
+        };
+        notes.push(format!(
+            "output.logits holds each step's raw logits (log_softmax gives samplab's logprobs), \
+             output.scores the processed ones{alternatives}."
+        ));
+    }
+    if params.prompt_logprobs.is_some() {
+        notes.push(
+            "generate() does not score the prompt: prompt logprobs are \
+             log_softmax(model(**inputs).logits)."
+                .to_owned(),
+        );
+    }
+    notes
+}
+
+/// Every engine has its own random generator (samplab's is ChaCha8, design §2).
+fn rng_note(engine: &str) -> String {
+    format!(
+        "Random draws in {engine} differ from samplab's, so only greedy output matches \
+         samplab's token for token."
+    )
+}
+
+/// Samples to ask for: engines refuse several greedy samples, which would all be the same.
+fn sample_count(params: &SamplingParams) -> u32 {
+    if params.is_greedy() {
+        1
+    } else {
+        params.num_samples
+    }
+}
+
+/// vLLM reads -1 as off; recent releases prefer 0, which older ones reject.
+fn vllm_top_k(params: &SamplingParams) -> i32 {
+    if params.top_k_limit().is_some() {
+        params.top_k
+    } else {
+        -1
+    }
+}
+
+/// transformers and llama.cpp read 0 as off and default to 50 and 40.
+fn off_as_zero_top_k(params: &SamplingParams) -> i32 {
+    params.top_k.max(0)
+}
+
+fn comments(header: &str, notes: &[String]) -> Vec<String> {
+    std::iter::once(header)
+        .chain(notes.iter().map(String::as_str))
+        .map(|line| format!("# {line}"))
+        .collect()
+}
+
+fn join_lines(lines: Vec<String>) -> String {
+    let mut text = lines.join("\n");
+    text.push('\n');
+    text
+}
+
+fn py_kwargs(kwargs: &[(&str, String)]) -> Vec<String> {
+    kwargs
+        .iter()
+        .map(|(name, value)| format!("    {name}={value},"))
+        .collect()
+}
+
+/// A Python `str` literal: quotes, backslashes and control characters escaped, everything else
+/// (non-ASCII included) kept as written.
+fn py_str(text: &str) -> String {
+    let mut literal = String::with_capacity(text.len() + 2);
+    literal.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => literal.push_str("\\\""),
+            '\\' => literal.push_str("\\\\"),
+            '\n' => literal.push_str("\\n"),
+            '\r' => literal.push_str("\\r"),
+            '\t' => literal.push_str("\\t"),
+            // Control characters are all below U+00A0, so two hex digits suffice.
+            c if c.is_control() => literal.push_str(&format!("\\x{:02x}", u32::from(c))),
+            c => literal.push(c),
+        }
+    }
+    literal.push('"');
+    literal
+}
+
+/// f32 in shortest round-trip form, always with a decimal point so Python reads a float.
+fn py_float(value: f32) -> String {
+    let text = value.to_string();
+    if text.contains('.') {
+        text
+    } else {
+        text + ".0"
+    }
+}
+
+fn py_bool(value: bool) -> String {
+    if value { "True" } else { "False" }.to_owned()
+}
+
+fn py_opt<T: ToString>(value: Option<T>) -> String {
+    value.map_or_else(|| "None".to_owned(), |v| v.to_string())
+}
+
+fn py_list<T: ToString>(items: impl IntoIterator<Item = T>) -> String {
+    let items: Vec<String> = items.into_iter().map(|item| item.to_string()).collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// One shell word that bash reads back as exactly `text`: bare when harmless, single-quoted
+/// otherwise, and ANSI-C quoted (`$'...'`) when it holds ASCII control characters, so that a
+/// newline cannot break the command's line layout.
+fn sh_word(text: &str) -> String {
+    let harmless = |c: char| {
+        c.is_ascii_alphanumeric()
+            || matches!(c, '_' | '-' | '.' | '/' | ':' | ',' | '+' | '=' | '@' | '%')
+    };
+    if !text.is_empty() && text.chars().all(harmless) {
+        return text.to_owned();
+    }
+    if !text.chars().any(|c| c.is_ascii_control()) {
+        return format!("'{}'", text.replace('\'', r"'\''"));
+    }
+    let mut word = String::from("$'");
+    for c in text.chars() {
+        match c {
+            '\\' => word.push_str(r"\\"),
+            '\'' => word.push_str(r"\'"),
+            '\n' => word.push_str(r"\n"),
+            '\r' => word.push_str(r"\r"),
+            '\t' => word.push_str(r"\t"),
+            c if c.is_ascii_control() => word.push_str(&format!("\\x{:02x}", u32::from(c))),
+            c => word.push(c),
+        }
+    }
+    word.push('\'');
+    word
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_strings_escape_only_what_they_must() {
+        assert_eq!(py_str("plain"), r#""plain""#);
+        assert_eq!(py_str("a\"b\\c"), r#""a\"b\\c""#);
+        assert_eq!(py_str("it's"), r#""it's""#);
+        assert_eq!(py_str("\n\r\t\u{1b}\u{7f}"), r#""\n\r\t\x1b\x7f""#);
+        assert_eq!(py_str("café ✓"), "\"café ✓\"");
+    }
+
+    #[test]
+    fn python_floats_are_shortest_and_look_like_floats() {
+        assert_eq!(py_float(0.7), "0.7");
+        assert_eq!(py_float(1.1), "1.1");
+        assert_eq!(py_float(1.0), "1.0");
+        assert_eq!(py_float(0.0), "0.0");
+        assert_eq!(py_float(1e-5), "0.00001");
+    }
+
+    #[test]
+    fn shell_words_use_the_lightest_safe_quoting() {
+        assert_eq!(sh_word("model.gguf"), "model.gguf");
+        assert_eq!(sh_word(""), "''");
+        assert_eq!(sh_word("a b;c"), "'a b;c'");
+        assert_eq!(sh_word("it's"), r"'it'\''s'");
+        assert_eq!(sh_word("a\nb's\\"), r"$'a\nb\'s\\'");
+        assert_eq!(sh_word("\u{1b}[0m"), r"$'\x1b[0m'");
+        assert_eq!(sh_word("✓\n"), r"$'✓\n'");
+    }
+}
