@@ -68,3 +68,26 @@ fn presets_list_shows_the_historical_presets() {
         "{text}"
     );
 }
+
+#[test]
+fn export_writes_each_format_and_rejects_a_bad_preset() {
+    let preset = concat!(env!("CARGO_MANIFEST_DIR"), "/presets/balanced.yaml");
+    let vllm = samplab(&["export", "--format", "vllm", preset]);
+    assert!(vllm.status.success(), "{}", stderr(&vllm));
+    let text = stdout(&vllm);
+    assert!(text.contains("SamplingParams(") && text.contains("top_k=40"), "{text}");
+    for format in ["transformers", "openai", "llamacpp"] {
+        let out = samplab(&["export", "--format", format, preset]);
+        assert!(out.status.success(), "{format}: {}", stderr(&out));
+        assert!(stdout(&out).contains("0.7"), "{format}: {}", stdout(&out));
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "min_p: 2\n").unwrap();
+    let out = samplab(&["export", "--format", "vllm", bad.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("`min_p`"), "{}", stderr(&out));
+    let out = samplab(&["export", "--format", "nope", preset]);
+    assert!(!out.status.success());
+}
