@@ -249,6 +249,14 @@ fn without_stop_conditions_everything_is_emitted_at_once() {
     assert_eq!(run.finish, None);
 }
 
+#[test]
+fn empty_stop_strings_from_unvalidated_params_are_ignored() {
+    let p = params(&[text(""), text("!")], false, None);
+    let run = run(&p, &words(&["a", "b!"]));
+    assert_eq!(run.text(), "ab");
+    assert_eq!(run.finish, stopped_by_text("!"));
+}
+
 proptest! {
     /// Against the plain definition: the text up to the first occurrence of the stop string,
     /// wherever the token boundaries fall, and never more than that on screen.
