@@ -172,9 +172,10 @@ fn detokenizer_and_stop_matcher_drive_a_sample_together() {
         finished = step.finished;
     }
     assert_eq!(text, " upon a");
-    let finished = finished.expect("stopped");
-    assert_eq!(finished.reason, StopReason::Stop);
-    assert_eq!(finished.matched, Some(StopMatched::Text("€.".into())));
+    assert_eq!(
+        finished,
+        Some((StopReason::Stop, Some(StopMatched::Text("€.".into()))))
+    );
 }
 
 /// A token sequence a model could produce: pieces, special tokens, and whole characters

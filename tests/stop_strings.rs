@@ -58,24 +58,15 @@ fn words<'a>(texts: &[&'a str]) -> Vec<(u32, &'a str)> {
 }
 
 fn stopped_by_text(s: &str) -> Option<Finish> {
-    Some(Finish {
-        reason: StopReason::Stop,
-        matched: Some(StopMatched::Text(s.to_owned())),
-    })
+    Some((StopReason::Stop, Some(StopMatched::Text(s.to_owned()))))
 }
 
 fn stopped_by_token(id: u32) -> Option<Finish> {
-    Some(Finish {
-        reason: StopReason::Stop,
-        matched: Some(StopMatched::Token(id)),
-    })
+    Some((StopReason::Stop, Some(StopMatched::Token(id))))
 }
 
 fn length() -> Option<Finish> {
-    Some(Finish {
-        reason: StopReason::Length,
-        matched: None,
-    })
+    Some((StopReason::Length, None))
 }
 
 /// Asserts that what was on screen after every step was a prefix of `expected`.
@@ -221,17 +212,25 @@ fn a_stop_string_in_the_last_allowed_token_wins_over_length() {
 }
 
 #[test]
-fn finish_flushes_held_text_once() {
+fn flush_hands_over_held_text_once() {
     let p = params(&[text("\n\n")], false, None);
     let mut matcher = StopMatcher::new(&p, &[EOS]);
     assert_eq!(matcher.step(100, "a\n", 1).emit, "a");
-    let end = matcher.finish(StopReason::Length);
-    assert_eq!(end.emit, "\n");
-    assert_eq!(end.finished, length());
-    let again = matcher.step(101, "b", 2);
+    assert_eq!(matcher.flush(), "\n");
+    assert_eq!(matcher.flush(), "");
+}
+
+#[test]
+fn steps_after_the_end_emit_nothing_and_repeat_the_end() {
+    let p = params(&[text("\n\n")], false, Some(1));
+    let mut matcher = StopMatcher::new(&p, &[EOS]);
+    assert_eq!(matcher.step(100, "a", 1).finished, length());
+    let again = matcher.step(101, "b\n\n", 2);
     assert_eq!(again.emit, "");
     assert_eq!(again.finished, length());
-    assert_eq!(matcher.finish(StopReason::Abort).finished, length());
+    let eos = matcher.step(EOS, "", 3);
+    assert_eq!(eos.emit, "");
+    assert_eq!(eos.finished, length());
 }
 
 #[test]

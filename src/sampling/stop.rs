@@ -8,13 +8,9 @@
 use crate::params::SamplingParams;
 use crate::response::{StopMatched, StopReason};
 
-/// How a sample ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finish {
-    pub reason: StopReason,
-    /// The stop string or token id (EOS or listed in `stop`) behind reason `stop`.
-    pub matched: Option<StopMatched>,
-}
+/// How a sample ended: the reason, and for reason `stop` the stop string or token id (EOS or
+/// listed in `stop`) behind it.
+pub type Finish = (StopReason, Option<StopMatched>);
 
 /// What one step adds to a sample.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -71,7 +67,10 @@ impl StopMatcher {
     /// repeats how it ended.
     pub fn step(&mut self, id: u32, delta: &str, generated: usize) -> StepText {
         if self.finished.is_some() {
-            return self.repeat_finish();
+            return StepText {
+                emit: String::new(),
+                finished: self.finished.clone(),
+            };
         }
         if self.eos_ids.contains(&id) {
             let emit = std::mem::take(&mut self.held);
@@ -105,28 +104,16 @@ impl StopMatcher {
         }
     }
 
-    /// Ends the sample for a reason only the caller sees: `Length` when the context window is
-    /// full, `Abort`, `Error`. The held text is emitted, as it did not turn into a stop string.
-    pub fn finish(&mut self, reason: StopReason) -> StepText {
-        if self.finished.is_some() {
-            return self.repeat_finish();
-        }
-        let emit = std::mem::take(&mut self.held);
-        self.end(emit, reason, None)
+    /// Takes the held text when the sample ends for a reason the matcher does not see (the
+    /// context window is full, abort, error): it never became a stop string, so it is output.
+    pub fn flush(&mut self) -> String {
+        std::mem::take(&mut self.held)
     }
 
     fn end(&mut self, emit: String, reason: StopReason, matched: Option<StopMatched>) -> StepText {
-        let finish = Finish { reason, matched };
-        self.finished = Some(finish.clone());
+        self.finished = Some((reason, matched));
         StepText {
             emit,
-            finished: Some(finish),
-        }
-    }
-
-    fn repeat_finish(&self) -> StepText {
-        StepText {
-            emit: String::new(),
             finished: self.finished.clone(),
         }
     }
