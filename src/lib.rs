@@ -9,3 +9,4 @@ pub mod model;
 pub mod params;
 pub mod presets;
 pub mod response;
+pub mod sampling;
