@@ -1,0 +1,3 @@
+//! Candle models: the llama-family forward, weight loading and tokenizers.
+
+pub mod gguf_tokenizer;
