@@ -546,4 +546,9 @@ fn chat_template_and_end_of_turn_tokens_are_read() {
     assert_eq!(tok.eos_ids, [2, 1, 3]);
     assert_eq!(tok.chat_template.as_deref(), Some("{{ messages }}"));
     assert_eq!(tok.tokenizer.decode(&[4, 3], true).unwrap(), "a");
+    let ids = tok.tokenizer.encode("<|im_end|>", false).unwrap();
+    assert!(
+        !ids.get_ids().contains(&3),
+        "end-of-turn texts are control tokens, as in llama.cpp"
+    );
 }

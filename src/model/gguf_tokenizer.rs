@@ -11,12 +11,12 @@
 //!   for every piece, each split into two vocabulary pieces, ranked by the piece's score: BPE
 //!   also applies the best-ranked adjacent merge first with ties to the left, so the two agree
 //!   whenever distinct pieces that compete for the same characters have distinct scores. That
-//!   holds for SentencePiece-BPE vocabularies (Llama 1/2, Mistral, TinyLlama, the tinyllamas),
-//!   whose scores are minus the merge order. Where two such pieces tie, llama.cpp picks by
-//!   position and this tokenizer by token id, so ids can differ; a vocabulary without scores
-//!   (all zero) is the extreme case.
+//!   holds for SentencePiece-BPE vocabularies (Llama 2's, Phi-3's, the tinyllamas'), whose
+//!   scores are minus the merge order. Where two such pieces tie, llama.cpp picks by position
+//!   and this tokenizer by token id, so ids can differ; a vocabulary without scores (all zero)
+//!   is the extreme case.
 //! - `gpt2` (byte-level BPE with `tokenizer.ggml.merges`), split into words first by the regex
-//!   llama.cpp uses for `tokenizer.ggml.pre` (see [`pre_tokenizer_for`]).
+//!   llama.cpp uses for `tokenizer.ggml.pre` (see `pre_tokenizer_for`).
 //!
 //! Token types follow llama.cpp: control and unknown tokens are special (never produced from
 //! plain text, dropped by `decode(.., skip_special_tokens = true)`), user-defined tokens are cut
@@ -60,16 +60,31 @@ const KEY_CHAT_TEMPLATE: &str = "tokenizer.chat_template";
 const SPACE_MARKER: &str = "\u{2581}";
 
 /// Token texts that llama.cpp treats as end of generation whatever the metadata says, because
-/// many converted models name only their base EOS (e.g. `<|im_end|>` in chat models).
+/// many converted models name only their base EOS (e.g. `<|im_end|>` in chat models). llama.cpp
+/// also makes them control tokens whatever their type, so plain text never produces them.
 const EOG_TEXTS: &[&str] = &[
     "<|eot_id|>",
     "<|im_end|>",
     "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
     "<end_of_turn>",
     "<|endoftext|>",
+    "</s>",
     "<|eom_id|>",
     "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
     "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<\u{ff5c}end\u{2581}of\u{2581}sentence\u{ff5c}>",
+    "[e~[",
 ];
 
 /// GPT-2's word split, also llama.cpp's choice for several `pre` names.
@@ -78,6 +93,8 @@ const GPT2_REGEX: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}
 const LLAMA3_REGEX: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// Qwen2's split: Llama 3's with single digits.
 const QWEN2_REGEX: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Qwen3.5's split: Qwen2's with combining marks kept inside words.
+const QWEN35_REGEX: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// llama.cpp's token types (`tokenizer.ggml.token_type`).
 const TYPE_NORMAL: i128 = 1;
@@ -207,13 +224,10 @@ pub fn tokenizer_from_gguf(content: &Content) -> Result<GgufTokenizer, GgufToken
     let is_eog_text = |text: &str| EOG_TEXTS.contains(&text);
     let mut added = Vec::new();
     for (text, ty) in tokens.iter().zip(&types) {
-        match *ty {
-            TYPE_CONTROL | TYPE_UNKNOWN => added.push(AddedToken::from(text.clone(), true)),
-            TYPE_USER_DEFINED => {
-                added.push(AddedToken::from(text.clone(), false).normalized(false));
-            }
-            _ if is_eog_text(text) => added.push(AddedToken::from(text.clone(), true)),
-            _ => {}
+        if *ty == TYPE_CONTROL || *ty == TYPE_UNKNOWN || is_eog_text(text) {
+            added.push(AddedToken::from(text.clone(), true));
+        } else if *ty == TYPE_USER_DEFINED {
+            added.push(AddedToken::from(text.clone(), false).normalized(false));
         }
     }
     tokenizer.add_tokens(&added);
@@ -363,14 +377,24 @@ fn bpe_tokenizer(
 
 /// The word split llama.cpp applies for a `tokenizer.ggml.pre` name, then the byte-to-unicode
 /// mapping. Covered: the Llama 3 family (`llama-bpe`, `llama3`, ...), the Qwen2 family
-/// (`qwen2`, `deepseek-r1-qwen`, `megrez`, `stablelm2`), the digit-splitting GPT-2 family
-/// (`smollm`, `starcoder`, `refact`, `command-r`, ...), llama.cpp's `default` (also used when
-/// the key is absent) and GPT-2 itself (`gpt-2`, `gpt2`, `phi-2`, `mpt`, `olmo`, ...).
-/// Any other name falls back to the GPT-2 regex, where llama.cpp would refuse the file.
-pub fn pre_tokenizer_for(pre: Option<&str>) -> Result<PreTokenizerWrapper, GgufTokenizerError> {
+/// (`qwen2`, `deepseek-r1-qwen`, `megrez`, `stablelm2`), `qwen35`, `falcon`,
+/// `deepseek-coder`, the digit-splitting GPT-2 family (`smollm`, `starcoder`, `refact`,
+/// `command-r`, ...) and llama.cpp's `default` (also used when the key is absent). Everything
+/// else gets GPT-2's regex: right for `gpt-2`, `phi-2`, `mpt`, `olmo` and the like, a guess for
+/// names llama.cpp splits otherwise (`deepseek-llm`, `gpt-4o`, `tekken`, ...) or refuses.
+fn pre_tokenizer_for(pre: Option<&str>) -> Result<PreTokenizerWrapper, GgufTokenizerError> {
     let regexes: &[&str] = match pre {
         Some(p) if LLAMA3_PRES.contains(&p) => &[LLAMA3_REGEX],
         Some("qwen2" | "deepseek-r1-qwen" | "megrez" | "stablelm2") => &[QWEN2_REGEX],
+        Some("qwen35") => &[QWEN35_REGEX],
+        Some("falcon") => &[r"[\p{P}\$\+<=>\^~\|`]+", GPT2_REGEX, "[0-9][0-9][0-9]"],
+        Some("deepseek-coder") => &[
+            r"[\r\n]",
+            r"\s?\p{L}+",
+            r"\s?\p{P}+",
+            r"[\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF}]+",
+            r"\p{N}",
+        ],
         Some(
             "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone" | "minerva-7b",
         ) => &[r"\p{N}", GPT2_REGEX],
