@@ -5,3 +5,4 @@
 
 pub mod params;
 pub mod response;
+pub mod sampling;

@@ -1,0 +1,19 @@
+//! The per-step sampling pipeline of design.md §2.
+//!
+//! A [`Sampler`] is built once per run from the params; each sample owns a [`SampleState`]
+//! (its seeded random stream and the tokens seen so far). Per step, `Sampler::sample` turns the
+//! model's logits into a [`SampledToken`]: the chosen id with its raw logprob, processed
+//! probability, rank and the top alternatives. Prompt tokens are scored with [`score_token`].
+
+mod error;
+mod logprobs;
+mod penalty;
+mod rng;
+mod sampler;
+mod select;
+mod softmax;
+
+pub use error::SamplingError;
+pub use logprobs::{ScoredToken, TokenLogprob, score_token};
+pub use rng::{SampleRng, sample_seed};
+pub use sampler::{Alternative, KeptToken, SampleState, SampledToken, Sampler};
