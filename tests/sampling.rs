@@ -3,9 +3,7 @@
 
 use proptest::prelude::*;
 use samplab::params::SamplingParams;
-use samplab::sampling::{
-    KeptToken, SampleRng, SampleState, SampledToken, Sampler, SamplingError, score_token,
-};
+use samplab::sampling::{KeptToken, SampleRng, SampleState, SampledToken, Sampler, SamplingError};
 
 fn params(edit: impl FnOnce(&mut SamplingParams)) -> SamplingParams {
     let mut params = SamplingParams::default();
@@ -213,7 +211,7 @@ fn reports_raw_logprob_rank_and_alternatives() {
     for seed in 0..50 {
         let mut state = SampleState::new(seed, 0, &[], TEN.len());
         let token: SampledToken = sampler.sample(&TEN, &mut state).unwrap();
-        let top = token.top_logprobs.clone().unwrap();
+        let top = &token.top;
         assert_eq!(top.iter().map(|a| a.id).collect::<Vec<_>>(), [1, 5, 3, 7]);
         assert_close(top[0].logprob, -0.924258, 1e-5);
         assert_close(top[1].logprob, -1.424258, 1e-5);
@@ -235,14 +233,13 @@ fn zero_logprobs_reports_the_chosen_token_only() {
     let p = params(|p| p.logprobs = Some(0));
     let mut state = SampleState::new(3, 0, &[], TEN.len());
     let token = sampler(&p).sample(&TEN, &mut state).unwrap();
-    let top = token.top_logprobs.unwrap();
-    assert_eq!(top.len(), 1);
-    assert_eq!(top[0].id, token.id);
-    assert_eq!(top[0].logprob, token.logprob);
+    assert_eq!(token.top.len(), 1);
+    assert_eq!(token.top[0].id, token.id);
+    assert_eq!(token.top[0].logprob, token.logprob);
     let none = sampler(&SamplingParams::default())
         .sample(&TEN, &mut state)
         .unwrap();
-    assert_eq!(none.top_logprobs, None);
+    assert!(none.top.is_empty());
 }
 
 #[test]
@@ -370,7 +367,7 @@ fn nan_logits_are_masked_and_infinite_ones_share_the_mass() {
         assert!(token.id == 1 || token.id == 3);
         let want = if token.id == 1 { 1.0 } else { 0.5 } - norm;
         assert_close(token.logprob, want, 1e-6);
-        let top = token.top_logprobs.unwrap();
+        let top = token.top;
         assert_eq!(top.iter().map(|a| a.id).collect::<Vec<_>>(), [1, 3, 0, 2]);
         assert_eq!(top[2].logprob, f32::NEG_INFINITY);
         assert_eq!(top[2].prob, 0.0);
@@ -497,13 +494,21 @@ fn draws_match_the_processed_distribution() {
 
 #[test]
 fn prompt_tokens_are_scored_on_raw_logits() {
-    let scored = score_token(&TEN, 5, Some(2)).unwrap();
+    // Scoring ignores the sampling params: raw logits, no penalty, no temperature.
+    let mut sampler = sampler(&params(|p| {
+        *p = ten_params();
+        p.repetition_penalty = 3.0;
+    }));
+    let scored = sampler.score(&TEN, 5, 2).unwrap();
     assert_close(scored.logprob, -1.424258, 1e-5);
     assert_eq!(scored.rank, 2);
-    let top = scored.top_logprobs.unwrap();
-    assert_eq!(top.iter().map(|t| t.id).collect::<Vec<_>>(), [1, 5]);
-    let unlisted = score_token(&TEN, 6, Some(1)).unwrap().top_logprobs.unwrap();
-    assert_eq!(unlisted.iter().map(|t| t.id).collect::<Vec<_>>(), [1, 6]);
+    assert_eq!(scored.top.iter().map(|t| t.id).collect::<Vec<_>>(), [1, 5]);
+    let unlisted = sampler.score(&TEN, 6, 1).unwrap();
+    assert_eq!(
+        unlisted.top.iter().map(|t| t.id).collect::<Vec<_>>(),
+        [1, 6]
+    );
+    assert_eq!(unlisted.rank, 10);
 }
 
 // ---- properties ----

@@ -19,16 +19,16 @@ pub struct ScoredToken {
     pub logprob: f32,
     /// vLLM's 1-based rank: how many tokens have a raw logit at least as large as this one.
     pub rank: u32,
-    /// With `prompt_logprobs: n`: the n best tokens by raw logprob (ties to the lower id), then
-    /// this token if it is not among them, as vLLM returns them.
-    pub top_logprobs: Option<Vec<TokenLogprob>>,
+    /// The n best tokens by raw logprob (ties to the lower id), then this token if it is not
+    /// among them, as vLLM returns them.
+    pub top: Vec<TokenLogprob>,
 }
 
-/// Scores `token` against the logits the model produced for its position.
-pub fn score_token(
+pub(super) fn score_token(
     logits: &[f32],
     token: u32,
-    top_n: Option<u32>,
+    top_n: u32,
+    keys: &mut Vec<u64>,
 ) -> Result<ScoredToken, SamplingError> {
     let value =
         logits
@@ -39,20 +39,17 @@ pub fn score_token(
                 vocab: logits.len(),
             })?;
     let log_norm = log_normalizer(logits)?;
-    let top_logprobs = top_n.map(|n| {
-        let mut keys = Vec::new();
-        top_ids(logits, n, token, &mut keys)
-            .map(|id| TokenLogprob {
-                id,
-                logprob: sanitize(logits[id as usize]) - log_norm,
-            })
-            .collect()
-    });
+    let top = top_ids(logits, top_n, token, keys)
+        .map(|id| TokenLogprob {
+            id,
+            logprob: sanitize(logits[id as usize]) - log_norm,
+        })
+        .collect();
     Ok(ScoredToken {
         id: token,
         logprob: value - log_norm,
         rank: rank(logits, value),
-        top_logprobs,
+        top,
     })
 }
 
@@ -95,40 +92,41 @@ pub(super) fn top_ids<'a>(
 mod tests {
     use super::*;
 
+    fn score(logits: &[f32], token: u32, top_n: u32) -> Result<ScoredToken, SamplingError> {
+        score_token(logits, token, top_n, &mut Vec::new())
+    }
+
     #[test]
     fn scores_match_log_softmax() {
         let logits = [1.0f32, 3.0, 2.0, 3.0];
         let norm = logits.iter().map(|&x| f64::from(x).exp()).sum::<f64>().ln();
-        let scored = score_token(&logits, 2, Some(2)).unwrap();
+        let scored = score(&logits, 2, 2).unwrap();
         assert!((f64::from(scored.logprob) - (2.0 - norm)).abs() < 1e-6);
         assert_eq!(scored.rank, 3);
-        let top = scored.top_logprobs.unwrap();
-        let ids: Vec<u32> = top.iter().map(|t| t.id).collect();
+        let ids: Vec<u32> = scored.top.iter().map(|t| t.id).collect();
         assert_eq!(ids, [1, 3, 2]);
-        assert!((f64::from(top[0].logprob) - (3.0 - norm)).abs() < 1e-6);
+        assert!((f64::from(scored.top[0].logprob) - (3.0 - norm)).abs() < 1e-6);
     }
 
     #[test]
     fn zero_alternatives_lists_the_token_alone() {
-        let scored = score_token(&[0.0, 1.0], 0, Some(0)).unwrap();
-        assert_eq!(scored.top_logprobs.unwrap().len(), 1);
-        assert_eq!(
-            score_token(&[0.0, 1.0], 0, None).unwrap().top_logprobs,
-            None
-        );
+        let scored = score(&[0.0, 1.0], 0, 0).unwrap();
+        assert_eq!(scored.top.len(), 1);
+        assert_eq!(scored.top[0].id, 0);
     }
 
     #[test]
     fn bad_inputs_are_errors() {
         assert_eq!(
-            score_token(&[0.0], 5, None),
+            score(&[0.0], 5, 1),
             Err(SamplingError::TokenOutOfRange { token: 5, vocab: 1 })
         );
         assert_eq!(
-            score_token(&[f32::NAN, f32::NEG_INFINITY], 0, None),
+            score(&[f32::NAN, f32::NEG_INFINITY], 0, 1),
             Err(SamplingError::NoCandidates)
         );
-        let masked = score_token(&[f32::NAN, 0.0], 0, None).unwrap();
+        let masked = score(&[f32::NAN, 0.0], 0, 1).unwrap();
         assert_eq!(masked.logprob, f32::NEG_INFINITY);
+        assert_eq!(masked.rank, 2);
     }
 }

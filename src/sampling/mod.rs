@@ -3,7 +3,7 @@
 //! A [`Sampler`] is built once per run from the params; each sample owns a [`SampleState`]
 //! (its seeded random stream and the tokens seen so far). Per step, `Sampler::sample` turns the
 //! model's logits into a [`SampledToken`]: the chosen id with its raw logprob, processed
-//! probability, rank and the top alternatives. Prompt tokens are scored with [`score_token`].
+//! probability, rank and the top alternatives; `Sampler::score` scores prompt tokens.
 
 mod error;
 mod logprobs;
@@ -14,6 +14,6 @@ mod select;
 mod softmax;
 
 pub use error::SamplingError;
-pub use logprobs::{ScoredToken, TokenLogprob, score_token};
+pub use logprobs::{ScoredToken, TokenLogprob};
 pub use rng::{SampleRng, sample_seed};
-pub use sampler::{Alternative, KeptToken, SampleState, SampledToken, Sampler};
+pub use sampler::{KeptToken, SampleState, SampledToken, Sampler, TopToken};

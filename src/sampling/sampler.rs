@@ -7,7 +7,7 @@
 //! or top_p only the kept tokens are sorted, and with neither only the prefix the draw reaches.
 
 use super::error::SamplingError;
-use super::logprobs::{log_normalizer, rank, top_ids};
+use super::logprobs::{ScoredToken, log_normalizer, rank, score_token, top_ids};
 use super::penalty::{SeenTokens, apply_repetition_penalty};
 use super::rng::{SampleRng, sample_seed};
 use super::select::{collect_top_k, key_id, order_key};
@@ -55,13 +55,13 @@ pub struct SampledToken {
     /// as large as this one.
     pub rank: u32,
     /// With `logprobs: n`: the n best tokens by raw logprob (ties to the lower id), then the
-    /// chosen token if it is not among them, as vLLM returns them.
-    pub top_logprobs: Option<Vec<Alternative>>,
+    /// chosen token if it is not among them, as vLLM returns them; empty without `logprobs`.
+    pub top: Vec<TopToken>,
 }
 
 /// A token the model could have produced at a generated position.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Alternative {
+pub struct TopToken {
     pub id: u32,
     pub logprob: f32,
     /// The processed probability; 0 when a filter removed the token (the inspector dims those).
@@ -166,6 +166,17 @@ impl Sampler {
         let id = self.draw(&cut, u)?;
         state.seen.insert(id);
         Ok(self.report(logits, log_norm, &cut, id))
+    }
+
+    /// Scores a prompt token against the logits of its position (prompt tokens are scored,
+    /// not sampled), with the `top_n` best alternatives by raw logprob.
+    pub fn score(
+        &mut self,
+        logits: &[f32],
+        token: u32,
+        top_n: u32,
+    ) -> Result<ScoredToken, SamplingError> {
+        score_token(logits, token, top_n, &mut self.keys)
     }
 
     /// The processed distribution (steps 1-5, renormalised) in draw order. Without top_k or
@@ -344,21 +355,22 @@ impl Sampler {
     fn report(&mut self, logits: &[f32], log_norm: f32, cut: &Cut, id: u32) -> SampledToken {
         let raw = |id: u32| sanitize(logits[id as usize]);
         let work = &self.work;
-        let top_logprobs = self.logprobs.map(|n| {
-            top_ids(logits, n, id, &mut self.keys)
-                .map(|alt| Alternative {
+        let top = match self.logprobs {
+            Some(n) => top_ids(logits, n, id, &mut self.keys)
+                .map(|alt| TopToken {
                     id: alt,
                     logprob: raw(alt) - log_norm,
                     prob: cut.prob(work[alt as usize], alt),
                 })
-                .collect()
-        });
+                .collect(),
+            None => Vec::new(),
+        };
         SampledToken {
             id,
             logprob: raw(id) - log_norm,
             prob: cut.prob(work[id as usize], id),
             rank: rank(logits, raw(id)),
-            top_logprobs,
+            top,
         }
     }
 }
