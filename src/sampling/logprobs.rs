@@ -79,7 +79,7 @@ pub(super) fn top_ids<'a>(
     keys: &'a mut Vec<u64>,
 ) -> impl Iterator<Item = u32> + 'a {
     let n = n as usize;
-    collect_top_k(logits.iter().map(|&x| sanitize(x)), n, keys);
+    collect_top_k(logits, n, keys);
     keys.sort_unstable();
     keys.truncate(n);
     let listed = keys.iter().any(|&key| key_id(key) == token);

@@ -11,7 +11,7 @@ use super::logprobs::{ScoredToken, log_normalizer, rank, score_token, top_ids};
 use super::penalty::{SeenTokens, apply_repetition_penalty};
 use super::rng::{SampleRng, sample_seed};
 use super::select::{collect_top_k, key_id, order_key};
-use super::softmax::{self, exp, sanitize, scaled, sum_exp};
+use super::softmax::{self, LANES, any, exp, sanitize, scaled, sum_exp};
 use crate::params::{ParamError, SamplingParams};
 
 /// Scaled logits (the log of a probability relative to the most likely token) at which the
@@ -223,7 +223,7 @@ impl Sampler {
         };
         match self.top_k.filter(|&k| k < self.work.len()) {
             Some(k) => {
-                collect_top_k(self.work.iter().copied(), k, &mut self.keys);
+                collect_top_k(&self.work, k, &mut self.keys);
                 self.candidates.clear();
                 for &key in &self.keys {
                     let weight = cut.weight(self.work[key_id(key) as usize]);
@@ -258,11 +258,7 @@ impl Sampler {
 
     /// Argmax with ties to the lowest id; penalties still apply, temperature and filters don't.
     fn cut_greedy(&mut self, shift: f32) -> Result<Cut, SamplingError> {
-        let id = self
-            .work
-            .iter()
-            .position(|&v| v == shift)
-            .ok_or(SamplingError::NoCandidates)? as u32;
+        let id = first_index_of(&self.work, shift).ok_or(SamplingError::NoCandidates)?;
         let key = order_key(shift, id);
         self.candidates.clear();
         self.candidates.push(Candidate { key, weight: 1.0 });
@@ -317,14 +313,18 @@ impl Sampler {
     /// weight is not 0; returns their mass.
     fn list(&mut self, cut: &Cut, bar: f32) -> f64 {
         self.candidates.clear();
+        let reaches = |value| scaled(value, cut.shift, cut.inv_temperature) >= bar;
         let mut mass = 0.0;
-        for (id, &value) in self.work.iter().enumerate() {
-            let s = scaled(value, cut.shift, cut.inv_temperature);
-            if s >= bar {
+        for (index, chunk) in self.work.chunks(LANES).enumerate() {
+            if !any(chunk, reaches) {
+                continue;
+            }
+            for (offset, &value) in chunk.iter().enumerate() {
+                let s = scaled(value, cut.shift, cut.inv_temperature);
                 let weight = exp(s);
-                if weight > 0.0 {
+                if s >= bar && weight > 0.0 {
                     self.candidates.push(Candidate {
-                        key: order_key(value, id as u32),
+                        key: order_key(value, (index * LANES + offset) as u32),
                         weight,
                     });
                     mass += f64::from(weight);
@@ -373,6 +373,18 @@ impl Sampler {
             top,
         }
     }
+}
+
+/// The lowest id holding `target`, testing `LANES` values at a time.
+fn first_index_of(values: &[f32], target: f32) -> Option<u32> {
+    values
+        .chunks(LANES)
+        .enumerate()
+        .find(|(_, chunk)| any(chunk, |value| value == target))
+        .and_then(|(index, chunk)| {
+            let offset = chunk.iter().position(|&value| value == target)?;
+            Some((index * LANES + offset) as u32)
+        })
 }
 
 /// A scaled-logit bar that keeps more than `needed`: each of the `n` tokens below it weighs

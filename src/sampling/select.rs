@@ -4,6 +4,8 @@
 //! descending, then id ascending" — the draw order of design.md §2. Candidates then sort and
 //! select as plain integers, and ties always break towards the lower id.
 
+use super::softmax::{LANES, any, sanitize};
+
 /// The draw-order key of a sanitised (never NaN) value.
 #[inline(always)]
 pub fn order_key(value: f32, id: u32) -> u64 {
@@ -31,25 +33,33 @@ fn key_value(key: u64) -> f32 {
     f32::from_bits(bits)
 }
 
-/// Fills `out` with the keys (unsorted) of every value >= the k-th largest, ties included.
+/// Fills `out` with the keys (unsorted) of every sanitised value >= the k-th largest, ties
+/// included.
 ///
 /// One pass with a rising bar: keys are buffered until the buffer holds `limit`, then pruned to
 /// the best `k` (plus ties) by `select_nth_unstable`, whose k-th value becomes the bar later
-/// values must reach. Most of a vocabulary fails that single comparison.
-pub fn collect_top_k(values: impl IntoIterator<Item = f32>, k: usize, out: &mut Vec<u64>) {
+/// values must reach. Once the bar is up, nearly every chunk of `LANES` values misses it and is
+/// skipped after one vectorised test.
+pub fn collect_top_k(values: &[f32], k: usize, out: &mut Vec<u64>) {
     out.clear();
     if k == 0 {
         return;
     }
     let mut limit = (2 * k).max(k + 256);
     let mut bar = f32::NEG_INFINITY;
-    for (id, value) in values.into_iter().enumerate() {
-        if value >= bar {
-            out.push(order_key(value, id as u32));
-            if out.len() >= limit {
-                bar = prune(out, k);
-                // Many ties at the bar: grow instead of pruning on every push.
-                limit = limit.max(2 * out.len());
+    for (index, chunk) in values.chunks(LANES).enumerate() {
+        if !any(chunk, |value| value >= bar) {
+            continue;
+        }
+        for (offset, &x) in chunk.iter().enumerate() {
+            let value = sanitize(x);
+            if value >= bar {
+                out.push(order_key(value, (index * LANES + offset) as u32));
+                if out.len() >= limit {
+                    bar = prune(out, k);
+                    // Many ties at the bar: grow instead of pruning on every push.
+                    limit = limit.max(2 * out.len());
+                }
             }
         }
     }
@@ -95,7 +105,7 @@ mod tests {
 
     fn top_k_ids(values: &[f32], k: usize) -> Vec<u32> {
         let mut out = Vec::new();
-        collect_top_k(values.iter().copied(), k, &mut out);
+        collect_top_k(values, k, &mut out);
         out.sort_unstable();
         out.into_iter().map(key_id).collect()
     }
@@ -106,6 +116,7 @@ mod tests {
         assert_eq!(top_k_ids(&[1.0, 3.0, 2.0, 2.0, 0.0], 3), [1, 2, 3]);
         assert_eq!(top_k_ids(&[1.0, 3.0, 2.0, 2.0, 0.0], 4), [1, 2, 3, 0]);
         assert!(top_k_ids(&[1.0], 0).is_empty());
+        assert_eq!(top_k_ids(&[f32::NAN, 1.0, f32::INFINITY], 2), [2, 1]);
     }
 
     #[test]
