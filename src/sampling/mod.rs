@@ -1,4 +1,25 @@
-//! The per-step pipeline of design.md §2: from a sampled token id to text and a stop decision.
+//! The per-step sampling pipeline of design.md §2, from logits to a token and from tokens to
+//! text and a stop decision.
+//!
+//! A [`Sampler`] is built once per run from the params; each sample owns a [`SampleState`]
+//! (its seeded random stream and the tokens seen so far). Per step, `Sampler::sample` turns the
+//! model's logits into a [`SampledToken`]: the chosen id with its raw logprob, processed
+//! probability, rank and the top alternatives; `Sampler::score` scores prompt tokens. The
+//! [`detokenizer`] turns ids into text as it completes, and the [`stop`] matcher decides what
+//! may be shown and when a sample ends.
 
 pub mod detokenizer;
 pub mod stop;
+
+mod error;
+mod logprobs;
+mod penalty;
+mod rng;
+mod sampler;
+mod select;
+mod softmax;
+
+pub use error::SamplingError;
+pub use logprobs::{ScoredToken, TokenLogprob};
+pub use rng::{SampleRng, sample_seed};
+pub use sampler::{KeptToken, SampleState, SampledToken, Sampler, TopToken};

@@ -1,0 +1,436 @@
+//! The per-step pipeline of design.md §2: repetition penalty, temperature, min_p, top_k, top_p,
+//! then one inverse-CDF draw over the kept tokens in descending-probability order.
+//!
+//! Every token is ordered by its processed logit (temperature is monotone, so this is the
+//! probability order) with ties to the lower id. All filters keep an upper part of that order,
+//! so the kept set is described by its last key and never has to be listed in full: with top_k
+//! or top_p only the kept tokens are sorted, and with neither only the prefix the draw reaches.
+
+use super::error::SamplingError;
+use super::logprobs::{ScoredToken, log_normalizer, rank, score_token, top_ids};
+use super::penalty::{SeenTokens, apply_repetition_penalty};
+use super::rng::{SampleRng, sample_seed};
+use super::select::{collect_top_k, key_id, order_key};
+use super::softmax::{self, LANES, any, exp, sanitize, scaled, sum_exp};
+use crate::params::{ParamError, SamplingParams};
+
+/// Scaled logits (the log of a probability relative to the most likely token) at which the
+/// mass pass also sums, so that listing a share of the mass can start near where it ends.
+const MASS_LEVELS: [f32; 3] = [-3.0, -7.0, -12.0];
+
+/// Headroom over the needed mass when picking a level, so round-off between the vectorised
+/// sums and the listing sums rarely forces a second listing pass.
+const LEVEL_MARGIN: f64 = 1.0001;
+
+/// One sample's evolving state: its random stream and the tokens the penalty applies to.
+#[derive(Debug, Clone)]
+pub struct SampleState {
+    rng: SampleRng,
+    seen: SeenTokens,
+}
+
+impl SampleState {
+    /// Sample `index` of a run seeded with `seed`; the prompt's tokens count as seen.
+    pub fn new(seed: u64, index: u32, prompt: &[u32], vocab_size: usize) -> Self {
+        let mut seen = SeenTokens::new(vocab_size);
+        for &id in prompt {
+            seen.insert(id);
+        }
+        Self {
+            rng: SampleRng::new(sample_seed(seed, index)),
+            seen,
+        }
+    }
+}
+
+/// What the sampler reports per token; the UI maps `prob` to a colour.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampledToken {
+    pub id: u32,
+    /// Raw: log_softmax of the model's logits before any processing (vLLM's default).
+    pub logprob: f32,
+    /// After penalty, temperature and filters, renormalised over the kept tokens; 1 when greedy.
+    pub prob: f32,
+    /// vLLM's 1-based rank in the raw distribution: how many tokens have a raw logit at least
+    /// as large as this one.
+    pub rank: u32,
+    /// With `logprobs: n`: the n best tokens by raw logprob (ties to the lower id), then the
+    /// chosen token if it is not among them, as vLLM returns them; empty without `logprobs`.
+    pub top: Vec<TopToken>,
+}
+
+/// A token the model could have produced at a generated position.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TopToken {
+    pub id: u32,
+    pub logprob: f32,
+    /// The processed probability; 0 when a filter removed the token (the inspector dims those).
+    pub prob: f32,
+}
+
+/// A token of the processed distribution.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KeptToken {
+    pub id: u32,
+    pub prob: f32,
+}
+
+/// A token that may be drawn, before renormalisation.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    key: u64,
+    weight: f32,
+}
+
+/// Which tokens survive a step and what each weighs: a token is kept when its order key is at
+/// most `last_kept` and its scaled logit reaches `floor` (min_p); it weighs `exp(scaled)`.
+#[derive(Debug, Clone, Copy)]
+struct Cut {
+    shift: f32,
+    inv_temperature: f32,
+    floor: f32,
+    last_kept: u64,
+    /// The total weight of the kept tokens.
+    mass: f64,
+    /// `None` when `Sampler::candidates` lists every kept token in draw order; otherwise the
+    /// kept mass above each of `MASS_LEVELS`, for listing only what a draw needs.
+    unlisted: Option<[f64; MASS_LEVELS.len()]>,
+}
+
+impl Cut {
+    fn weight(&self, value: f32) -> f32 {
+        let s = scaled(value, self.shift, self.inv_temperature);
+        if s >= self.floor { exp(s) } else { 0.0 }
+    }
+
+    /// The processed probability of a token with processed logit `value`.
+    fn prob(&self, value: f32, id: u32) -> f32 {
+        if order_key(value, id) > self.last_kept {
+            return 0.0;
+        }
+        (f64::from(self.weight(value)) / self.mass) as f32
+    }
+}
+
+/// The sampling pipeline for one run's params; it owns scratch buffers that grow to the
+/// vocabulary once and are reused every step.
+#[derive(Debug, Clone)]
+pub struct Sampler {
+    greedy: bool,
+    inv_temperature: f32,
+    top_k: Option<usize>,
+    top_p: f32,
+    /// ln(min_p): min_p compares probabilities, i.e. scaled logits against this.
+    min_p_floor: f32,
+    repetition_penalty: f32,
+    logprobs: Option<u32>,
+    /// The current step's logits after the penalty.
+    work: Vec<f32>,
+    keys: Vec<u64>,
+    candidates: Vec<Candidate>,
+}
+
+impl Sampler {
+    pub fn new(params: &SamplingParams) -> Result<Self, ParamError> {
+        params.validate()?;
+        Ok(Self {
+            greedy: params.is_greedy(),
+            inv_temperature: params.temperature.recip(),
+            top_k: params.top_k_limit(),
+            top_p: params.top_p,
+            min_p_floor: if params.min_p > 0.0 {
+                params.min_p.ln()
+            } else {
+                f32::NEG_INFINITY
+            },
+            repetition_penalty: params.repetition_penalty,
+            logprobs: params.logprobs,
+            work: Vec::new(),
+            keys: Vec::new(),
+            candidates: Vec::new(),
+        })
+    }
+
+    /// Chooses the next token of one sample and records it in the sample's seen set.
+    ///
+    /// Exactly one uniform is drawn per call, greedy or not, so a sample stays coupled to its
+    /// seed when parameters change between runs or mid-way.
+    pub fn sample(
+        &mut self,
+        logits: &[f32],
+        state: &mut SampleState,
+    ) -> Result<SampledToken, SamplingError> {
+        let u = state.rng.uniform();
+        let log_norm = log_normalizer(logits)?;
+        let cut = self.cut(logits, &state.seen)?;
+        let id = self.draw(&cut, u)?;
+        state.seen.insert(id);
+        Ok(self.report(logits, log_norm, &cut, id))
+    }
+
+    /// Scores a prompt token against the logits of its position (prompt tokens are scored,
+    /// not sampled), with the `top_n` best alternatives by raw logprob.
+    pub fn score(
+        &mut self,
+        logits: &[f32],
+        token: u32,
+        top_n: u32,
+    ) -> Result<ScoredToken, SamplingError> {
+        score_token(logits, token, top_n, &mut self.keys)
+    }
+
+    /// The processed distribution (steps 1-5, renormalised) in draw order. Without top_k or
+    /// top_p this sorts every token, so it is meant for tests and inspection, not every step.
+    pub fn distribution(
+        &mut self,
+        logits: &[f32],
+        state: &SampleState,
+    ) -> Result<Vec<KeptToken>, SamplingError> {
+        let cut = self.cut(logits, &state.seen)?;
+        if cut.unlisted.is_some() {
+            self.list(&cut, cut.floor);
+            self.candidates.sort_unstable_by_key(|c| c.key);
+        }
+        Ok(self
+            .candidates
+            .iter()
+            .map(|c| KeptToken {
+                id: key_id(c.key),
+                prob: (f64::from(c.weight) / cut.mass) as f32,
+            })
+            .collect())
+    }
+
+    /// Steps 1-5: decides which tokens are kept, listing them when a filter bounds them.
+    fn cut(&mut self, logits: &[f32], seen: &SeenTokens) -> Result<Cut, SamplingError> {
+        self.work.clear();
+        self.work.extend(logits.iter().map(|&x| sanitize(x)));
+        apply_repetition_penalty(&mut self.work, seen, self.repetition_penalty);
+        let shift = softmax::max(&self.work);
+        if shift == f32::NEG_INFINITY {
+            return Err(SamplingError::NoCandidates);
+        }
+        if self.greedy {
+            return self.cut_greedy(shift);
+        }
+        let mut cut = Cut {
+            shift,
+            inv_temperature: self.inv_temperature,
+            floor: self.min_p_floor,
+            last_kept: u64::MAX,
+            mass: 0.0,
+            unlisted: None,
+        };
+        match self.top_k.filter(|&k| k < self.work.len()) {
+            Some(k) => {
+                collect_top_k(&self.work, k, &mut self.keys);
+                self.candidates.clear();
+                for &key in &self.keys {
+                    let weight = cut.weight(self.work[key_id(key) as usize]);
+                    if weight > 0.0 {
+                        self.candidates.push(Candidate { key, weight });
+                    }
+                }
+                self.candidates.sort_unstable_by_key(|c| c.key);
+                let total = self.candidates.iter().map(|c| f64::from(c.weight)).sum();
+                self.keep_nucleus(&mut cut, total)?;
+            }
+            None => {
+                let sums = sum_exp(
+                    &self.work,
+                    shift,
+                    cut.inv_temperature,
+                    cut.floor,
+                    MASS_LEVELS,
+                );
+                if self.top_p < 1.0 {
+                    let needed = f64::from(self.top_p) * sums.total;
+                    self.list_prefix(&cut, &sums.above, sums.total, needed);
+                    self.keep_nucleus(&mut cut, sums.total)?;
+                } else {
+                    cut.mass = sums.total;
+                    cut.unlisted = Some(sums.above);
+                }
+            }
+        }
+        Ok(cut)
+    }
+
+    /// Argmax with ties to the lowest id; penalties still apply, temperature and filters don't.
+    fn cut_greedy(&mut self, shift: f32) -> Result<Cut, SamplingError> {
+        let id = first_index_of(&self.work, shift).ok_or(SamplingError::NoCandidates)?;
+        let key = order_key(shift, id);
+        self.candidates.clear();
+        self.candidates.push(Candidate { key, weight: 1.0 });
+        Ok(Cut {
+            shift,
+            inv_temperature: 1.0,
+            floor: 0.0,
+            last_kept: key,
+            mass: 1.0,
+            unlisted: None,
+        })
+    }
+
+    /// Step 5: keeps the shortest listed prefix holding `top_p` of `total`, at least one token.
+    fn keep_nucleus(&mut self, cut: &mut Cut, total: f64) -> Result<(), SamplingError> {
+        if self.top_p < 1.0 {
+            let target = f64::from(self.top_p) * total;
+            let mut mass = 0.0;
+            if let Some(end) = self.candidates.iter().position(|c| {
+                mass += f64::from(c.weight);
+                mass >= target
+            }) {
+                self.candidates.truncate(end + 1);
+            }
+        }
+        let last = self.candidates.last().ok_or(SamplingError::NoCandidates)?;
+        cut.last_kept = last.key;
+        cut.mass = self.candidates.iter().map(|c| f64::from(c.weight)).sum();
+        Ok(())
+    }
+
+    /// Lists, sorted in draw order, a prefix of the kept tokens holding more than `needed` of
+    /// `total`: from the highest mass level that holds it, else from a bar below which the
+    /// vocabulary cannot hold `total - needed`, else everything (round-off).
+    fn list_prefix(&mut self, cut: &Cut, above: &[f64], total: f64, needed: f64) {
+        let bar = MASS_LEVELS
+            .iter()
+            .zip(above)
+            .find(|&(_, &mass)| mass > needed * LEVEL_MARGIN)
+            .map_or_else(
+                || sufficient_bar(total, needed, self.work.len()),
+                |(&l, _)| l,
+            )
+            .max(cut.floor);
+        if self.list(cut, bar) <= needed && bar > cut.floor {
+            self.list(cut, cut.floor);
+        }
+        self.candidates.sort_unstable_by_key(|c| c.key);
+    }
+
+    /// Lists, unsorted, every token whose scaled logit reaches `bar` (>= the floor) and whose
+    /// weight is not 0; returns their mass.
+    fn list(&mut self, cut: &Cut, bar: f32) -> f64 {
+        self.candidates.clear();
+        let reaches = |value| scaled(value, cut.shift, cut.inv_temperature) >= bar;
+        let mut mass = 0.0;
+        for (index, chunk) in self.work.chunks(LANES).enumerate() {
+            if !any(chunk, reaches) {
+                continue;
+            }
+            for (offset, &value) in chunk.iter().enumerate() {
+                let s = scaled(value, cut.shift, cut.inv_temperature);
+                let weight = exp(s);
+                if s >= bar && weight > 0.0 {
+                    self.candidates.push(Candidate {
+                        key: order_key(value, (index * LANES + offset) as u32),
+                        weight,
+                    });
+                    mass += f64::from(weight);
+                }
+            }
+        }
+        mass
+    }
+
+    /// Step 6: inverse CDF at `u` over the kept tokens in draw order.
+    fn draw(&mut self, cut: &Cut, u: f64) -> Result<u32, SamplingError> {
+        let target = u * cut.mass;
+        if let Some(above) = cut.unlisted {
+            self.list_prefix(cut, &above, cut.mass, target);
+        }
+        let mut mass = 0.0;
+        let crossing = self.candidates.iter().find(|c| {
+            mass += f64::from(c.weight);
+            mass > target
+        });
+        // Only round-off misses the crossing (u < 1): the last kept token is then the answer.
+        crossing
+            .or(self.candidates.last())
+            .map(|c| key_id(c.key))
+            .ok_or(SamplingError::NoCandidates)
+    }
+
+    fn report(&mut self, logits: &[f32], log_norm: f32, cut: &Cut, id: u32) -> SampledToken {
+        let raw = |id: u32| sanitize(logits[id as usize]);
+        let work = &self.work;
+        let top = match self.logprobs {
+            Some(n) => top_ids(logits, n, id, &mut self.keys)
+                .map(|alt| TopToken {
+                    id: alt,
+                    logprob: raw(alt) - log_norm,
+                    prob: cut.prob(work[alt as usize], alt),
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        SampledToken {
+            id,
+            logprob: raw(id) - log_norm,
+            prob: cut.prob(work[id as usize], id),
+            rank: rank(logits, raw(id)),
+            top,
+        }
+    }
+}
+
+/// The lowest id holding `target`, testing `LANES` values at a time.
+fn first_index_of(values: &[f32], target: f32) -> Option<u32> {
+    values
+        .chunks(LANES)
+        .enumerate()
+        .find(|(_, chunk)| any(chunk, |value| value == target))
+        .and_then(|(index, chunk)| {
+            let offset = chunk.iter().position(|&value| value == target)?;
+            Some((index * LANES + offset) as u32)
+        })
+}
+
+/// A scaled-logit bar that keeps more than `needed`: each of the `n` tokens below it weighs
+/// less than e^bar, so together they hold less than `total - needed`.
+fn sufficient_bar(total: f64, needed: f64, n: usize) -> f32 {
+    let spare = total - needed;
+    if spare > 0.0 {
+        (spare / n as f64).ln() as f32
+    } else {
+        f32::NEG_INFINITY
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// u = 1 cannot come from the rng, but it is where round-off pushes a target at most: the
+    /// draw must then still return the last kept token, in every listing mode.
+    #[test]
+    fn u_at_the_edges_picks_the_first_and_last_kept_tokens() {
+        let logits = [0.3, 1.0, 0.1, 0.7, -0.2];
+        let seen = SeenTokens::new(logits.len());
+        let cases = [
+            (SamplingParams::default(), 4),
+            (
+                SamplingParams {
+                    top_k: 3,
+                    ..SamplingParams::default()
+                },
+                0,
+            ),
+            (
+                SamplingParams {
+                    top_p: 0.5,
+                    ..SamplingParams::default()
+                },
+                3,
+            ),
+        ];
+        for (params, last) in cases {
+            let mut sampler = Sampler::new(&params).unwrap();
+            for (u, want) in [(0.0, 1), (1.0 - f64::EPSILON / 2.0, last), (1.0, last)] {
+                let cut = sampler.cut(&logits, &seen).unwrap();
+                assert_eq!(sampler.draw(&cut, u), Ok(want), "u = {u}, {params:?}");
+            }
+        }
+    }
+}
