@@ -4,6 +4,7 @@
 //! `response` is what a run returns, `presets` stores params, and `export` turns them into
 //! other engines' code.
 
+pub mod engine;
 pub mod export;
 pub mod model;
 pub mod params;

@@ -10,7 +10,7 @@ use crate::params::SamplingParams;
 use crate::response::{SampleResponse, StopMatched, StopReason, Timings, TopLogprob, Trajectory};
 use crate::sampling::detokenizer::Detokenizer;
 use crate::sampling::stop::StopMatcher;
-use crate::sampling::{SampleState, SampledToken, Sampler, TopToken};
+use crate::sampling::{SampleState, SampledToken, Sampler, TopToken, sample_seed};
 use std::time::Instant;
 use tokenizers::Tokenizer;
 
@@ -23,7 +23,6 @@ pub struct RunContext<'a> {
 
 /// One sample's progress through the run.
 struct Slot<'a> {
-    seed: u64,
     state: SampleState,
     detokenizer: Detokenizer<'a>,
     stops: StopMatcher,
@@ -57,7 +56,7 @@ pub fn generate(
         );
     }
     let vocab_size = backend.vocab_size();
-    let mut sampler = Sampler::new(params, vocab_size);
+    let mut sampler = Sampler::new(params)?;
 
     let prefill_start = Instant::now();
     let prompt_rows = backend.prefill(&prompt_ids, params.prompt_logprobs.is_some())?;
@@ -68,14 +67,15 @@ pub fn generate(
 
     let (prompt_logprobs, prompt_top_logprobs) = match params.prompt_logprobs {
         Some(top_n) => {
-            let (logprobs, tops) = score_prompt(&mut sampler, ctx, &prompt_ids, &prompt_rows, top_n);
+            let (logprobs, tops) =
+                score_prompt(&mut sampler, ctx, &prompt_ids, &prompt_rows, top_n)?;
             (Some(logprobs), Some(tops))
         }
         None => (None, None),
     };
 
     let samples = params.num_samples;
-    let seeds: Vec<u64> = (0..samples).map(|i| base_seed.wrapping_add(u64::from(i))).collect();
+    let seeds: Vec<u64> = (0..samples).map(|i| sample_seed(base_seed, i)).collect();
     emit(Event::Started {
         run_id,
         prompt_token_ids: prompt_ids.clone(),
@@ -87,8 +87,7 @@ pub fn generate(
         .iter()
         .enumerate()
         .map(|(index, &seed)| Slot {
-            seed,
-            state: SampleState::new(seed, &prompt_ids, vocab_size),
+            state: SampleState::new(base_seed, index as u32, &prompt_ids, vocab_size),
             detokenizer: Detokenizer::new(ctx.tokenizer, &prompt_ids),
             stops: StopMatcher::new(params, ctx.eos_ids),
             trajectory: Trajectory {
@@ -108,7 +107,7 @@ pub fn generate(
     let decode_start = Instant::now();
     let mut generated = 0usize;
     for slot in &mut slots {
-        let token = sampler.sample(last_logits, &mut slot.state);
+        let token = sampler.sample(last_logits, &mut slot.state)?;
         accept(slot, token, ctx, prompt_ids.len(), context_length, run_id, emit);
         generated += 1;
     }
@@ -129,7 +128,7 @@ pub fn generate(
             .collect();
         let rows = backend.decode(&tokens)?;
         for (&i, logits) in live.iter().zip(&rows) {
-            let token = sampler.sample(logits, &mut slots[i].state);
+            let token = sampler.sample(logits, &mut slots[i].state)?;
             accept(&mut slots[i], token, ctx, prompt_ids.len(), context_length, run_id, emit);
             generated += 1;
         }
@@ -163,11 +162,11 @@ fn score_prompt(
     prompt_ids: &[u32],
     rows: &[Vec<f32>],
     top_n: u32,
-) -> (Vec<Option<f32>>, Vec<Option<Vec<TopLogprob>>>) {
+) -> anyhow::Result<(Vec<Option<f32>>, Vec<Option<Vec<TopLogprob>>>)> {
     let mut logprobs = vec![None];
     let mut tops = vec![None];
     for (logits, &id) in rows.iter().zip(&prompt_ids[1..]) {
-        let scored = sampler.score(logits, id, top_n as usize);
+        let scored = sampler.score(logits, id, top_n)?;
         logprobs.push(Some(scored.logprob));
         tops.push(Some(
             scored
@@ -177,7 +176,7 @@ fn score_prompt(
                 .collect(),
         ));
     }
-    (logprobs, tops)
+    Ok((logprobs, tops))
 }
 
 /// Records a sampled token, emits what may be shown, and ends the sample when a stop or the

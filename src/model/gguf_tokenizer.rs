@@ -230,7 +230,9 @@ pub fn tokenizer_from_gguf(content: &Content) -> Result<GgufTokenizer, GgufToken
             added.push(AddedToken::from(text.clone(), false).normalized(false));
         }
     }
-    tokenizer.add_tokens(&added);
+    tokenizer
+        .add_tokens(added)
+        .map_err(GgufTokenizerError::Build)?;
     tokenizer.set_encode_special_tokens(true);
     tokenizer.with_post_processor(template(
         &tokens,
@@ -323,10 +325,13 @@ fn spm_tokenizer(
         tokenizer.with_normalizer(Some(NormalizerSequence::new(vec![
             Prepend::new(SPACE_MARKER.to_owned()).into(),
             space_to_marker,
-        ])));
+        ])))
+        .map_err(GgufTokenizerError::Build)?;
         decoders.push(Strip::new(' ', 1, 0).into());
     } else {
-        tokenizer.with_normalizer(Some(space_to_marker));
+        tokenizer
+            .with_normalizer(Some(space_to_marker))
+            .map_err(GgufTokenizerError::Build)?;
     }
     tokenizer.with_decoder(Some(DecoderSequence::new(decoders)));
     Ok(tokenizer)
