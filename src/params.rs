@@ -188,7 +188,10 @@ pub enum ParamError {
     #[error("unknown parameter `{key}`{hint}; valid parameters are: {}", FIELDS.join(", "))]
     UnknownKey { key: String, hint: String },
     #[error("`{field}` has the wrong type: {message}")]
-    WrongType { field: &'static str, message: String },
+    WrongType {
+        field: &'static str,
+        message: String,
+    },
     #[error("`{field}` = {value} is invalid: {valid}")]
     OutOfRange {
         field: &'static str,
@@ -313,7 +316,11 @@ impl SamplingParams {
             }
         }
         if self.max_tokens == Some(0) {
-            return Err(bad("max_tokens", 0, "must be >= 1, or null to run until EOS"));
+            return Err(bad(
+                "max_tokens",
+                0,
+                "must be >= 1, or null to run until EOS",
+            ));
         }
         if let Some(stop) = &self.stop
             && stop.strings().any(str::is_empty)
@@ -423,7 +430,10 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-fn typed<T: serde::de::DeserializeOwned>(field: &'static str, value: Value) -> Result<T, ParamError> {
+fn typed<T: serde::de::DeserializeOwned>(
+    field: &'static str,
+    value: Value,
+) -> Result<T, ParamError> {
     let shown = describe(&value);
     serde_yaml_ng::from_value(value).map_err(|e| ParamError::WrongType {
         field,
@@ -488,7 +498,10 @@ mod tests {
             params
         );
         let json = serde_json::to_string(&params).unwrap();
-        assert_eq!(serde_json::from_str::<SamplingParams>(&json).unwrap(), params);
+        assert_eq!(
+            serde_json::from_str::<SamplingParams>(&json).unwrap(),
+            params
+        );
         assert_eq!(
             SamplingParams::from_yaml(&params.to_yaml_non_default()).unwrap(),
             params
@@ -510,7 +523,10 @@ mod tests {
         let one = SamplingParams::from_yaml("stop: \"\\n\\n\"").unwrap();
         assert_eq!(one.stop, Some(Stop(vec![StopItem::Text("\n\n".into())])));
         let list = SamplingParams::from_yaml("stop: [\"a\", \"bc\"]").unwrap();
-        assert_eq!(list.stop.unwrap().strings().collect::<Vec<_>>(), ["a", "bc"]);
+        assert_eq!(
+            list.stop.unwrap().strings().collect::<Vec<_>>(),
+            ["a", "bc"]
+        );
         let ids = SamplingParams::from_yaml("stop: [13, 2]").unwrap();
         assert_eq!(ids.stop.unwrap().token_ids().collect::<Vec<_>>(), [13, 2]);
     }
@@ -533,7 +549,10 @@ mod tests {
             ("stop: [\"ok\", \"\"]", "stop"),
             ("stop: [-1]", "stop"),
             ("stop: {a: 1}", "stop"),
-            ("include_stop_str_in_output: maybe", "include_stop_str_in_output"),
+            (
+                "include_stop_str_in_output: maybe",
+                "include_stop_str_in_output",
+            ),
             ("temperature: -0.1", "temperature"),
             ("temperature: .nan", "temperature"),
             ("temperature: .inf", "temperature"),
