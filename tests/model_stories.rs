@@ -3,7 +3,7 @@
 mod common;
 
 use candle_core::Device;
-use samplab::model::{Model, Session};
+use samplab::model::{Model, ModelError, Session};
 
 fn log_softmax(logits: &[f32]) -> Vec<f32> {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -207,8 +207,37 @@ fn decoding_stops_at_the_context_length() {
     session.prefill(&prompt, false).unwrap();
     assert_eq!(session.position(), session.context_length());
     let err = session.decode_step(&[1]).unwrap_err();
-    assert!(
-        matches!(err, samplab::model::ModelError::ContextFull { .. }),
-        "{err}"
-    );
+    assert!(matches!(err, ModelError::ContextFull { .. }), "{err}");
+}
+
+#[test]
+fn bad_calls_are_usage_errors() {
+    let Some((model, _)) = setup() else { return };
+    let mut session = model.session();
+    assert!(matches!(
+        session.prefill(&[], false),
+        Err(ModelError::Usage(_))
+    ));
+    assert!(matches!(
+        session.prefill(&[100_000], false),
+        Err(ModelError::Usage(_))
+    ));
+    session.prefill(&[1, 2, 3], false).unwrap();
+    assert!(matches!(session.fork(0), Err(ModelError::Usage(_))));
+    session.fork(2).unwrap();
+    assert!(matches!(session.fork(2), Err(ModelError::Usage(_))));
+    assert!(matches!(
+        session.decode_step(&[1]),
+        Err(ModelError::Usage(_))
+    ));
+    assert!(matches!(
+        session.retain_rows(&[true]),
+        Err(ModelError::Usage(_))
+    ));
+    assert!(matches!(
+        session.prefill(&[1], false),
+        Err(ModelError::Usage(_))
+    ));
+    session.retain_rows(&[false, false]).unwrap();
+    assert_eq!(session.decode_step(&[]).unwrap(), Vec::<Vec<f32>>::new());
 }
