@@ -11,6 +11,7 @@ pub mod error;
 mod kv_cache;
 mod llama;
 mod rope;
+pub mod synthetic;
 mod weights;
 
 pub use config::{Architecture, GenerationDefaults, ModelConfig, RopeLayout, RopeScaling};
