@@ -9,7 +9,8 @@ use candle_core::{DType, Device, Result, Tensor};
 /// Positions added when a buffer grows, unless doubling adds more.
 const GROW_CHUNK: usize = 256;
 
-#[derive(Debug, Clone)]
+/// Not `Clone`: buffers are written in place, so a shallow copy would share them.
+#[derive(Debug)]
 pub(crate) struct KvCache {
     layers: Vec<Option<(Tensor, Tensor)>>,
     len: usize,

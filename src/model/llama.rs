@@ -179,7 +179,7 @@ fn causal_mask(start: usize, len: usize, device: &Device) -> candle_core::Result
 }
 
 /// One run: a prompt prefilled once, then decoded as a batch of rows that share it.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Session<'m> {
     model: &'m Model,
     cache: KvCache,
