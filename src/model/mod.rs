@@ -1,4 +1,22 @@
-//! Models: where they come from, how they tokenize, and the llama-family forward pass.
+//! Models: where they come from ([`source`]), how GGUF vocabularies tokenize
+//! ([`gguf_tokenizer`]), and our own llama-family forward pass on candle: Llama 2/3, TinyLlama,
+//! SmolLM, Mistral, Qwen2/2.5 and Qwen3, from a GGUF file (weights stay quantized) or a Hugging
+//! Face directory (safetensors, run in f32).
+//!
+//! A run prefills the shared prompt once into a [`Session`], forks it into one row per
+//! sample, and decodes all rows in one batched forward per step. The model knows nothing
+//! about sampling: it returns logits.
 
+pub mod config;
+pub mod error;
 pub mod gguf_tokenizer;
+mod kv_cache;
+mod llama;
+mod rope;
 pub mod source;
+pub mod synthetic;
+mod weights;
+
+pub use config::{Architecture, GenerationDefaults, ModelConfig, RopeLayout, RopeScaling};
+pub use error::ModelError;
+pub use llama::{Model, Session};

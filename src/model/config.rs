@@ -1,0 +1,536 @@
+//! The shape and hyper-parameters of a model, read from GGUF metadata or a Hugging Face
+//! `config.json` (+ `generation_config.json`), so that the forward pass never looks at files.
+
+use super::error::{ModelError, SUPPORTED_GGUF, SUPPORTED_HF};
+use crate::params::{ParamError, SamplingParams};
+use candle_core::quantized::gguf_file;
+use serde::Deserialize;
+use std::path::Path;
+
+/// The model families we run; each differs from plain Llama math in one place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Architecture {
+    Llama,
+    /// Plain Llama math; a sliding window only limits the usable context.
+    Mistral,
+    /// Biases on the q/k/v projections.
+    Qwen2,
+    /// A per-head RMSNorm on q and k before RoPE.
+    Qwen3,
+}
+
+impl Architecture {
+    pub fn name(self) -> &'static str {
+        match self {
+            Architecture::Llama => "llama",
+            Architecture::Mistral => "mistral",
+            Architecture::Qwen2 => "qwen2",
+            Architecture::Qwen3 => "qwen3",
+        }
+    }
+
+    fn from_gguf(name: &str) -> Result<Self, ModelError> {
+        match name {
+            "llama" => Ok(Architecture::Llama),
+            "qwen2" => Ok(Architecture::Qwen2),
+            "qwen3" => Ok(Architecture::Qwen3),
+            _ => Err(ModelError::UnsupportedArchitecture {
+                name: name.to_owned(),
+                supported: SUPPORTED_GGUF,
+            }),
+        }
+    }
+
+    fn from_hf(model_type: &str) -> Result<Self, ModelError> {
+        match model_type {
+            "llama" => Ok(Architecture::Llama),
+            "mistral" => Ok(Architecture::Mistral),
+            "qwen2" => Ok(Architecture::Qwen2),
+            "qwen3" => Ok(Architecture::Qwen3),
+            _ => Err(ModelError::UnsupportedArchitecture {
+                name: model_type.to_owned(),
+                supported: SUPPORTED_HF,
+            }),
+        }
+    }
+
+    pub(crate) fn has_qk_norm(self) -> bool {
+        self == Architecture::Qwen3
+    }
+}
+
+/// How the two halves of each rotated pair are laid out inside a head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeLayout {
+    /// Adjacent pairs (x0, x1), (x2, x3)…: llama.cpp's "normal" RoPE, which GGUF llama
+    /// weights are permuted for by convert_hf_to_gguf.
+    Interleaved,
+    /// Pairs (x_i, x_{i+d/2}): `rotate_half` in transformers, llama.cpp's "neox" RoPE.
+    HalfSplit,
+}
+
+/// How RoPE frequencies are stretched beyond the trained context.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RopeScaling {
+    /// Every frequency divided by `factor`.
+    Linear { factor: f32 },
+    /// Llama 3.1's wavelength-dependent scaling.
+    Llama3 {
+        factor: f32,
+        low_freq_factor: f32,
+        high_freq_factor: f32,
+        original_max_position_embeddings: usize,
+    },
+    /// Per-frequency divisors precomputed by convert (GGUF `rope_freqs.weight`).
+    FreqFactors(Vec<f32>),
+}
+
+/// The sampling settings a model ships with (generation_config.json, or GGUF
+/// `general.sampling.*`); `None` where the file is silent.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GenerationDefaults {
+    pub do_sample: Option<bool>,
+    pub temperature: Option<f64>,
+    pub top_k: Option<i64>,
+    pub top_p: Option<f64>,
+    pub min_p: Option<f64>,
+    pub repetition_penalty: Option<f64>,
+    pub max_new_tokens: Option<u64>,
+}
+
+impl GenerationDefaults {
+    /// The model's defaults over samplab's, checked like any user input. An explicit
+    /// `do_sample: false` means greedy, as in transformers.
+    pub fn sampling_params(&self) -> Result<SamplingParams, ParamError> {
+        let mut params = SamplingParams::default();
+        let float = |x: f64| serde_yaml_ng::Value::Number(x.into());
+        let int = |x: i64| serde_yaml_ng::Value::Number(x.into());
+        let fields = [
+            ("temperature", self.temperature.map(float)),
+            ("top_k", self.top_k.map(int)),
+            ("top_p", self.top_p.map(float)),
+            ("min_p", self.min_p.map(float)),
+            ("repetition_penalty", self.repetition_penalty.map(float)),
+            (
+                "max_tokens",
+                self.max_new_tokens
+                    .map(|n| serde_yaml_ng::Value::Number(n.into())),
+            ),
+        ];
+        for (key, value) in fields {
+            if let Some(value) = value {
+                params.set(key, value)?;
+            }
+        }
+        if self.do_sample == Some(false) {
+            params.temperature = 0.0;
+        }
+        params.validate()?;
+        Ok(params)
+    }
+}
+
+/// Everything the forward pass needs to know about a model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    pub architecture: Architecture,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_layers: usize,
+    pub num_heads: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+    pub vocab_size: usize,
+    /// The most positions (prompt + generated) a sequence may hold.
+    pub context_length: usize,
+    pub rms_norm_eps: f64,
+    pub rope_theta: f32,
+    pub rope_layout: RopeLayout,
+    pub rope_scaling: Option<RopeScaling>,
+    /// The output projection reuses the token embeddings (no `output.weight` / `lm_head`).
+    pub tie_word_embeddings: bool,
+    /// From config.json / generation_config.json; `None` for GGUF, whose special tokens the
+    /// GGUF tokenizer reads.
+    pub bos_token_id: Option<u32>,
+    /// From generation_config.json and config.json (both, deduplicated); empty for GGUF.
+    pub eos_token_ids: Vec<u32>,
+    pub generation: GenerationDefaults,
+}
+
+impl ModelConfig {
+    pub(crate) fn from_gguf(content: &gguf_file::Content, path: &Path) -> Result<Self, ModelError> {
+        let md = Metadata { content, path };
+        let arch_name = md.string("general.architecture")?;
+        let architecture = Architecture::from_gguf(&arch_name)?;
+        let key = |k: &str| format!("{arch_name}.{k}");
+        let hidden_size = md.usize(&key("embedding_length"))?;
+        let num_heads = md.usize(&key("attention.head_count"))?;
+        let num_kv_heads = md
+            .opt_usize(&key("attention.head_count_kv"))?
+            .unwrap_or(num_heads);
+        let head_dim = match md.opt_usize(&key("attention.key_length"))? {
+            Some(d) => d,
+            None => div_exact(hidden_size, num_heads, path)?,
+        };
+        if let Some(rot) = md.opt_usize(&key("rope.dimension_count"))?
+            && rot != head_dim
+        {
+            return Err(config_error(
+                path,
+                format!("partial RoPE ({rot} of {head_dim} dimensions) is not supported"),
+            ));
+        }
+        let vocab_size = match md.opt_usize(&key("vocab_size"))? {
+            Some(v) => v,
+            None => content
+                .tensor_infos
+                .get("token_embd.weight")
+                .map(|t| t.shape.dims()[0])
+                .ok_or_else(|| ModelError::MissingTensor {
+                    path: path.to_owned(),
+                    name: "token_embd.weight".to_owned(),
+                })?,
+        };
+        let rope_scaling = match md.opt_string(&key("rope.scaling.type"))?.as_deref() {
+            None | Some("none") => None,
+            Some("linear") => Some(RopeScaling::Linear {
+                factor: md.f32(&key("rope.scaling.factor"))?,
+            }),
+            Some(other) => {
+                return Err(config_error(
+                    path,
+                    format!("RoPE scaling `{other}` is not supported (linear, llama3 are)"),
+                ));
+            }
+        };
+        let config = Self {
+            architecture,
+            hidden_size,
+            intermediate_size: md.usize(&key("feed_forward_length"))?,
+            num_layers: md.usize(&key("block_count"))?,
+            num_heads,
+            num_kv_heads,
+            head_dim,
+            vocab_size,
+            context_length: md.usize(&key("context_length"))?,
+            rms_norm_eps: md.f32(&key("attention.layer_norm_rms_epsilon"))? as f64,
+            rope_theta: md.opt_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0),
+            rope_layout: match architecture {
+                Architecture::Llama | Architecture::Mistral => RopeLayout::Interleaved,
+                Architecture::Qwen2 | Architecture::Qwen3 => RopeLayout::HalfSplit,
+            },
+            rope_scaling,
+            tie_word_embeddings: !content.tensor_infos.contains_key("output.weight"),
+            bos_token_id: None,
+            eos_token_ids: Vec::new(),
+            generation: GenerationDefaults {
+                temperature: md.opt_f32("general.sampling.temp")?.map(f64::from),
+                top_k: md.opt_usize("general.sampling.top_k")?.map(|k| k as i64),
+                top_p: md.opt_f32("general.sampling.top_p")?.map(f64::from),
+                min_p: md.opt_f32("general.sampling.min_p")?.map(f64::from),
+                repetition_penalty: md
+                    .opt_f32("general.sampling.penalty_repeat")?
+                    .map(f64::from),
+                ..GenerationDefaults::default()
+            },
+        };
+        config.check(path)?;
+        Ok(config)
+    }
+
+    /// Reads `config.json` and, when present, `generation_config.json` from a model directory.
+    pub(crate) fn from_hf_dir(dir: &Path) -> Result<Self, ModelError> {
+        let config_path = dir.join("config.json");
+        let hf: HfConfig = read_json(&config_path)?;
+        let generation_path = dir.join("generation_config.json");
+        let generation: HfGenerationConfig = if generation_path.is_file() {
+            read_json(&generation_path)?
+        } else {
+            HfGenerationConfig::default()
+        };
+        Self::from_hf(hf, generation, &config_path)
+    }
+
+    fn from_hf(
+        hf: HfConfig,
+        generation: HfGenerationConfig,
+        path: &Path,
+    ) -> Result<Self, ModelError> {
+        let architecture = Architecture::from_hf(&hf.model_type)?;
+        let head_dim = match hf.head_dim {
+            Some(d) => d,
+            None => div_exact(hf.hidden_size, hf.num_attention_heads, path)?,
+        };
+        let sliding_window = hf
+            .sliding_window
+            .filter(|_| hf.use_sliding_window != Some(false));
+        let context_length = match sliding_window {
+            Some(w) => w.min(hf.max_position_embeddings),
+            None => hf.max_position_embeddings,
+        };
+        let mut eos_token_ids = generation
+            .eos_token_id
+            .map(Ids::into_vec)
+            .unwrap_or_default();
+        for id in hf.eos_token_id.map(Ids::into_vec).unwrap_or_default() {
+            if !eos_token_ids.contains(&id) {
+                eos_token_ids.push(id);
+            }
+        }
+        let config = Self {
+            architecture,
+            hidden_size: hf.hidden_size,
+            intermediate_size: hf.intermediate_size,
+            num_layers: hf.num_hidden_layers,
+            num_heads: hf.num_attention_heads,
+            num_kv_heads: hf.num_key_value_heads.unwrap_or(hf.num_attention_heads),
+            head_dim,
+            vocab_size: hf.vocab_size,
+            context_length,
+            rms_norm_eps: hf.rms_norm_eps,
+            rope_theta: hf.rope_theta.unwrap_or(10_000.0),
+            rope_layout: RopeLayout::HalfSplit,
+            rope_scaling: hf
+                .rope_scaling
+                .as_ref()
+                .map(|v| hf_rope_scaling(v, path))
+                .transpose()?
+                .flatten(),
+            tie_word_embeddings: hf.tie_word_embeddings,
+            bos_token_id: generation.bos_token_id.or(hf.bos_token_id),
+            eos_token_ids,
+            generation: GenerationDefaults {
+                do_sample: generation.do_sample,
+                temperature: generation.temperature,
+                top_k: generation.top_k,
+                top_p: generation.top_p,
+                min_p: generation.min_p,
+                repetition_penalty: generation.repetition_penalty,
+                max_new_tokens: generation.max_new_tokens,
+            },
+        };
+        config.check(path)?;
+        Ok(config)
+    }
+
+    /// Query heads per key/value head (grouped-query attention).
+    pub fn heads_per_kv(&self) -> usize {
+        self.num_heads / self.num_kv_heads
+    }
+
+    fn check(&self, path: &Path) -> Result<(), ModelError> {
+        let positive = [
+            ("hidden size", self.hidden_size),
+            ("layer count", self.num_layers),
+            ("head count", self.num_heads),
+            ("kv head count", self.num_kv_heads),
+            ("vocabulary size", self.vocab_size),
+            ("context length", self.context_length),
+        ];
+        if let Some((what, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(config_error(path, format!("{what} is 0")));
+        }
+        if self.head_dim == 0 || !self.head_dim.is_multiple_of(2) {
+            return Err(config_error(
+                path,
+                format!("head dim {} is not a positive even number", self.head_dim),
+            ));
+        }
+        if !self.num_heads.is_multiple_of(self.num_kv_heads) {
+            return Err(config_error(
+                path,
+                format!(
+                    "{} heads are not a multiple of {} kv heads",
+                    self.num_heads, self.num_kv_heads
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Deserialize)]
+struct HfConfig {
+    model_type: String,
+    hidden_size: usize,
+    intermediate_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    num_key_value_heads: Option<usize>,
+    head_dim: Option<usize>,
+    vocab_size: usize,
+    max_position_embeddings: usize,
+    rms_norm_eps: f64,
+    rope_theta: Option<f32>,
+    rope_scaling: Option<serde_json::Value>,
+    sliding_window: Option<usize>,
+    use_sliding_window: Option<bool>,
+    bos_token_id: Option<u32>,
+    eos_token_id: Option<Ids>,
+    #[serde(default)]
+    tie_word_embeddings: bool,
+}
+
+#[derive(Deserialize, Default)]
+struct HfGenerationConfig {
+    bos_token_id: Option<u32>,
+    eos_token_id: Option<Ids>,
+    do_sample: Option<bool>,
+    temperature: Option<f64>,
+    top_k: Option<i64>,
+    top_p: Option<f64>,
+    min_p: Option<f64>,
+    repetition_penalty: Option<f64>,
+    max_new_tokens: Option<u64>,
+}
+
+/// `eos_token_id` is a single id or a list of them.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Ids {
+    One(u32),
+    Many(Vec<u32>),
+}
+
+impl Ids {
+    fn into_vec(self) -> Vec<u32> {
+        match self {
+            Ids::One(id) => vec![id],
+            Ids::Many(ids) => ids,
+        }
+    }
+}
+
+fn hf_rope_scaling(
+    value: &serde_json::Value,
+    path: &Path,
+) -> Result<Option<RopeScaling>, ModelError> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    let kind = value
+        .get("rope_type")
+        .or_else(|| value.get("type"))
+        .and_then(|v| v.as_str())
+        .unwrap_or("default");
+    let number = |key: &str| {
+        value
+            .get(key)
+            .and_then(|v| v.as_f64())
+            .ok_or_else(|| config_error(path, format!("rope_scaling.{key} is missing")))
+    };
+    match kind {
+        "default" => Ok(None),
+        "linear" => Ok(Some(RopeScaling::Linear {
+            factor: number("factor")? as f32,
+        })),
+        "llama3" => Ok(Some(RopeScaling::Llama3 {
+            factor: number("factor")? as f32,
+            low_freq_factor: number("low_freq_factor")? as f32,
+            high_freq_factor: number("high_freq_factor")? as f32,
+            original_max_position_embeddings: number("original_max_position_embeddings")? as usize,
+        })),
+        other => Err(config_error(
+            path,
+            format!("RoPE scaling `{other}` is not supported (linear, llama3 are)"),
+        )),
+    }
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ModelError> {
+    let text = std::fs::read_to_string(path).map_err(|source| io_error(path, source))?;
+    serde_json::from_str(&text).map_err(|e| config_error(path, e.to_string()))
+}
+
+pub(crate) fn io_error(path: &Path, source: std::io::Error) -> ModelError {
+    if source.kind() == std::io::ErrorKind::NotFound {
+        ModelError::NotFound(path.to_owned())
+    } else {
+        ModelError::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+}
+
+fn config_error(path: &Path, reason: String) -> ModelError {
+    ModelError::Config {
+        path: path.to_owned(),
+        reason,
+    }
+}
+
+fn div_exact(a: usize, b: usize, path: &Path) -> Result<usize, ModelError> {
+    if b == 0 || !a.is_multiple_of(b) {
+        return Err(config_error(
+            path,
+            format!("hidden size {a} is not a multiple of the head count {b}"),
+        ));
+    }
+    Ok(a / b)
+}
+
+/// Typed access to GGUF metadata with errors that name the key.
+struct Metadata<'a> {
+    content: &'a gguf_file::Content,
+    path: &'a Path,
+}
+
+impl Metadata<'_> {
+    fn get(&self, key: &str) -> Option<&gguf_file::Value> {
+        self.content.metadata.get(key)
+    }
+
+    fn missing(&self, key: &str) -> ModelError {
+        config_error(self.path, format!("metadata `{key}` is missing"))
+    }
+
+    fn wrong(&self, key: &str, e: candle_core::Error) -> ModelError {
+        config_error(self.path, format!("metadata `{key}`: {e}"))
+    }
+
+    fn opt_usize(&self, key: &str) -> Result<Option<usize>, ModelError> {
+        self.get(key)
+            .map(|v| {
+                // GGUF writers disagree on integer widths; accept any non-negative one.
+                let n = match v {
+                    gguf_file::Value::U8(_)
+                    | gguf_file::Value::U16(_)
+                    | gguf_file::Value::U32(_)
+                    | gguf_file::Value::U64(_) => v.to_u64(),
+                    _ => v.to_i64().and_then(|n| {
+                        u64::try_from(n).map_err(|_| candle_core::Error::Msg(format!("{n} < 0")))
+                    }),
+                };
+                n.map(|n| n as usize).map_err(|e| self.wrong(key, e))
+            })
+            .transpose()
+    }
+
+    fn usize(&self, key: &str) -> Result<usize, ModelError> {
+        self.opt_usize(key)?.ok_or_else(|| self.missing(key))
+    }
+
+    fn opt_f32(&self, key: &str) -> Result<Option<f32>, ModelError> {
+        self.get(key)
+            .map(|v| match v {
+                gguf_file::Value::F64(x) => Ok(*x as f32),
+                _ => v.to_f32().map_err(|e| self.wrong(key, e)),
+            })
+            .transpose()
+    }
+
+    fn f32(&self, key: &str) -> Result<f32, ModelError> {
+        self.opt_f32(key)?.ok_or_else(|| self.missing(key))
+    }
+
+    fn opt_string(&self, key: &str) -> Result<Option<String>, ModelError> {
+        self.get(key)
+            .map(|v| v.to_string().cloned().map_err(|e| self.wrong(key, e)))
+            .transpose()
+    }
+
+    fn string(&self, key: &str) -> Result<String, ModelError> {
+        self.opt_string(key)?.ok_or_else(|| self.missing(key))
+    }
+}

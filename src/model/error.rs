@@ -1,0 +1,61 @@
+//! What can go wrong loading or running a model, said so that the user knows what to fix.
+
+use std::path::PathBuf;
+
+/// Architectures the forward pass implements, as named in GGUF `general.architecture`.
+pub const SUPPORTED_GGUF: &str = "llama, qwen2, qwen3";
+/// Architectures the forward pass implements, as named in config.json `model_type`.
+pub const SUPPORTED_HF: &str = "llama, mistral, qwen2, qwen3";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("model not found: {}", .0.display())]
+    NotFound(PathBuf),
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "{} is not a GGUF file (expected a .gguf file or a Hugging Face model directory with config.json)",
+        .0.display()
+    )]
+    NotGguf(PathBuf),
+    #[error("{} is truncated: its tensors need {needed} bytes but the file has {actual}; download it again", path.display())]
+    Truncated {
+        path: PathBuf,
+        needed: u64,
+        actual: u64,
+    },
+    #[error("{} is corrupt: {reason}", path.display())]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("unsupported architecture `{name}`; supported: {supported}")]
+    UnsupportedArchitecture {
+        name: String,
+        supported: &'static str,
+    },
+    #[error("{} has no safetensors weights (expected model.safetensors or model-*.safetensors)", .0.display())]
+    NoWeights(PathBuf),
+    #[error("invalid model config in {}: {reason}", path.display())]
+    Config { path: PathBuf, reason: String },
+    #[error("tensor `{name}` is missing from {}", path.display())]
+    MissingTensor { path: PathBuf, name: String },
+    #[error("tensor `{name}` in {} has shape {actual:?}, expected {expected:?}", path.display())]
+    TensorShape {
+        path: PathBuf,
+        name: String,
+        expected: Vec<usize>,
+        actual: Vec<usize>,
+    },
+    #[error(
+        "context full: {needed} positions needed, the model's context length is {context_length}"
+    )]
+    ContextFull {
+        needed: usize,
+        context_length: usize,
+    },
+    #[error("invalid call: {0}")]
+    Usage(String),
+    #[error(transparent)]
+    Candle(#[from] candle_core::Error),
+}

@@ -1,0 +1,301 @@
+//! The llama-family forward pass and the per-run state that decodes a batch of samples.
+
+use super::config::{ModelConfig, RopeLayout, RopeScaling};
+use super::error::ModelError;
+use super::kv_cache::KvCache;
+use super::rope::Rope;
+use super::weights::{Layer, Weights};
+use candle_core::{DType, Device, Tensor};
+use std::path::Path;
+
+/// Longest slice of a prompt run through one forward; bounds the `[heads, chunk, context]`
+/// attention scores of a long prompt.
+const PREFILL_CHUNK: usize = 512;
+
+/// A loaded model: immutable weights; runs happen in [`Session`]s.
+#[derive(Debug)]
+pub struct Model {
+    config: ModelConfig,
+    weights: Weights,
+    rope: Rope,
+    device: Device,
+}
+
+impl Model {
+    /// Loads a `.gguf` file or a Hugging Face model directory (config.json + safetensors).
+    pub fn load(path: &Path, device: &Device) -> Result<Self, ModelError> {
+        if path.is_dir() {
+            let mut config = ModelConfig::from_hf_dir(path)?;
+            let weights = Weights::load_hf(path, &config, device)?;
+            config.tie_word_embeddings = weights.tied_output;
+            Ok(Self::new(config, weights, device))
+        } else if path.exists() {
+            let (content, reader, mut config) = Weights::open_gguf(path)?;
+            let weights = Weights::load_gguf(&content, reader, &config, path, device)?;
+            if let Some(factors) = &weights.rope_freqs {
+                config.rope_scaling = Some(RopeScaling::FreqFactors(factors.clone()));
+            }
+            Ok(Self::new(config, weights, device))
+        } else {
+            Err(ModelError::NotFound(path.to_owned()))
+        }
+    }
+
+    fn new(config: ModelConfig, weights: Weights, device: &Device) -> Self {
+        Self {
+            rope: Rope::new(&config),
+            config,
+            weights,
+            device: device.clone(),
+        }
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    pub fn context_length(&self) -> usize {
+        self.config.context_length
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// A fresh run: an empty cache of one row.
+    pub fn session(&self) -> Session<'_> {
+        Session {
+            model: self,
+            cache: KvCache::new(self.config.num_layers, self.config.context_length),
+        }
+    }
+
+    /// Runs `ids` (`[rows, len]`) after the cached positions; logits `[rows * len, vocab]`,
+    /// or `[rows, vocab]` for the last position only.
+    fn forward(
+        &self,
+        cache: &mut KvCache,
+        ids: &Tensor,
+        last_only: bool,
+    ) -> candle_core::Result<Tensor> {
+        let (_, len) = ids.dims2()?;
+        let start = cache.len();
+        let (cos, sin) = self.rope.cos_sin(start, len, &self.device)?;
+        let mask = (len > 1)
+            .then(|| causal_mask(start, len, &self.device))
+            .transpose()?;
+        let mut x = self.weights.embed.embedding(ids)?;
+        for (i, layer) in self.weights.layers.iter().enumerate() {
+            let normed = candle_nn::ops::rms_norm(&x, &layer.attn_norm, self.eps())?;
+            let attn = self.attention(layer, i, &normed, cache, &cos, &sin, mask.as_ref())?;
+            x = (x + attn)?;
+            let normed = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, self.eps())?;
+            let gate = layer.gate.forward(&normed)?.silu()?;
+            let ffn = layer.down.forward(&(gate * layer.up.forward(&normed)?)?)?;
+            x = (x + ffn)?;
+        }
+        cache.advance(len);
+        if last_only {
+            x = x.narrow(1, len - 1, 1)?;
+        }
+        let x = candle_nn::ops::rms_norm(&x, &self.weights.norm, self.eps())?;
+        let logits = self.weights.output.forward(&x)?;
+        logits.flatten_to(1)
+    }
+
+    fn eps(&self) -> f32 {
+        self.config.rms_norm_eps as f32
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &self,
+        layer: &Layer,
+        index: usize,
+        x: &Tensor,
+        cache: &mut KvCache,
+        cos: &Tensor,
+        sin: &Tensor,
+        mask: Option<&Tensor>,
+    ) -> candle_core::Result<Tensor> {
+        let c = &self.config;
+        let (rows, len, _) = x.dims3()?;
+        let heads = |t: Tensor, n: usize, norm: Option<&Tensor>| -> candle_core::Result<Tensor> {
+            let t = t.reshape((rows, len, n, c.head_dim))?;
+            let t = match norm {
+                Some(w) => candle_nn::ops::rms_norm(&t, w, self.eps())?,
+                None => t,
+            };
+            t.transpose(1, 2)?.contiguous()
+        };
+        let rotate = |t: &Tensor| match c.rope_layout {
+            RopeLayout::Interleaved => candle_nn::rotary_emb::rope_i(t, cos, sin),
+            RopeLayout::HalfSplit => candle_nn::rotary_emb::rope(t, cos, sin),
+        };
+        let q = heads(layer.q.forward(x)?, c.num_heads, layer.q_norm.as_ref())?;
+        let k = heads(layer.k.forward(x)?, c.num_kv_heads, layer.k_norm.as_ref())?;
+        let v = heads(layer.v.forward(x)?, c.num_kv_heads, None)?;
+        let (q, k) = (rotate(&q)?, rotate(&k)?);
+        let (k, v) = cache.append(index, &k, &v)?;
+        let total = k.dim(2)?;
+
+        // Grouped-query attention without copying k/v per query head: the query heads that
+        // share a kv head are stacked along the sequence axis of one matmul.
+        let group = c.heads_per_kv();
+        let q = q.reshape((rows, c.num_kv_heads, group * len, c.head_dim))?;
+        let scale = 1.0 / (c.head_dim as f64).sqrt();
+        let mut scores = (q.matmul(&k.t()?)? * scale)?;
+        if let Some(mask) = mask {
+            scores = scores
+                .reshape((rows, c.num_kv_heads, group, len, total))?
+                .broadcast_add(mask)?
+                .reshape((rows, c.num_kv_heads, group * len, total))?;
+        }
+        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+        let out = probs
+            .matmul(&v)?
+            .reshape((rows, c.num_heads, len, c.head_dim))?
+            .transpose(1, 2)?
+            .reshape((rows, len, c.num_heads * c.head_dim))?;
+        layer.o.forward(&out)
+    }
+}
+
+/// `[len, start + len]`: 0 where query `i` (at position `start + i`) may attend, -inf after it.
+fn causal_mask(start: usize, len: usize, device: &Device) -> candle_core::Result<Tensor> {
+    let total = start + len;
+    let mask: Vec<f32> = (0..len)
+        .flat_map(|i| {
+            (0..total).map(move |j| {
+                if j > start + i {
+                    f32::NEG_INFINITY
+                } else {
+                    0.0
+                }
+            })
+        })
+        .collect();
+    Tensor::from_vec(mask, (len, total), device)
+}
+
+/// One run: a prompt prefilled once, then decoded as a batch of rows that share it.
+#[derive(Debug)]
+pub struct Session<'m> {
+    model: &'m Model,
+    cache: KvCache,
+}
+
+impl Session<'_> {
+    /// Runs prompt tokens through the model (the batch must be a single row). Returns the
+    /// logits after every given token when `all_logits`, else after the last one only:
+    /// row `i` predicts the token after `ids[i]`.
+    pub fn prefill(&mut self, ids: &[u32], all_logits: bool) -> Result<Vec<Vec<f32>>, ModelError> {
+        if self.cache.rows() != 1 {
+            return Err(ModelError::Usage(format!(
+                "prefill needs a single row, the batch has {}",
+                self.cache.rows()
+            )));
+        }
+        if ids.is_empty() {
+            return Err(ModelError::Usage(
+                "prefill needs at least one token".to_owned(),
+            ));
+        }
+        self.check_room(ids.len())?;
+        self.check_ids(ids)?;
+        let chunks: Vec<&[u32]> = ids.chunks(PREFILL_CHUNK).collect();
+        let mut logits = Vec::new();
+        for (i, chunk) in chunks.iter().enumerate() {
+            let is_last = i + 1 == chunks.len();
+            let input = Tensor::new(*chunk, &self.model.device)?.unsqueeze(0)?;
+            let out = self.model.forward(&mut self.cache, &input, !all_logits)?;
+            if all_logits || is_last {
+                logits.extend(rows_to_vec(&out)?);
+            }
+        }
+        Ok(logits)
+    }
+
+    /// Replicates the single cached row into `n` rows that decode independently.
+    pub fn fork(&mut self, n: usize) -> Result<(), ModelError> {
+        if self.cache.rows() != 1 || n == 0 {
+            return Err(ModelError::Usage(format!(
+                "fork makes n >= 1 rows from one; asked for {n} from {}",
+                self.cache.rows()
+            )));
+        }
+        self.cache.fork(n)?;
+        Ok(())
+    }
+
+    /// Feeds one token per row, all in one forward; returns one logits row per row.
+    pub fn decode_step(&mut self, ids: &[u32]) -> Result<Vec<Vec<f32>>, ModelError> {
+        if ids.len() != self.cache.rows() {
+            return Err(ModelError::Usage(format!(
+                "decode_step got {} tokens for {} rows",
+                ids.len(),
+                self.cache.rows()
+            )));
+        }
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.check_room(1)?;
+        self.check_ids(ids)?;
+        let input = Tensor::new(ids, &self.model.device)?.unsqueeze(1)?;
+        let out = self.model.forward(&mut self.cache, &input, true)?;
+        rows_to_vec(&out)
+    }
+
+    /// Drops the rows whose flag is false; the others continue exactly as before.
+    pub fn retain_rows(&mut self, keep: &[bool]) -> Result<(), ModelError> {
+        if keep.len() != self.cache.rows() {
+            return Err(ModelError::Usage(format!(
+                "retain_rows got {} flags for {} rows",
+                keep.len(),
+                self.cache.rows()
+            )));
+        }
+        self.cache.retain_rows(keep)?;
+        Ok(())
+    }
+
+    /// Positions held per row (prompt + generated); decoding stops at `context_length`.
+    pub fn position(&self) -> usize {
+        self.cache.len()
+    }
+
+    pub fn rows(&self) -> usize {
+        self.cache.rows()
+    }
+
+    pub fn context_length(&self) -> usize {
+        self.model.context_length()
+    }
+
+    fn check_room(&self, new: usize) -> Result<(), ModelError> {
+        let needed = self.position() + new;
+        if needed > self.context_length() {
+            return Err(ModelError::ContextFull {
+                needed,
+                context_length: self.context_length(),
+            });
+        }
+        Ok(())
+    }
+
+    /// An out-of-range id would make the embedding lookup fail deep inside candle.
+    fn check_ids(&self, ids: &[u32]) -> Result<(), ModelError> {
+        let vocab = self.model.config.vocab_size;
+        match ids.iter().find(|&&id| id as usize >= vocab) {
+            Some(id) => Err(ModelError::Usage(format!(
+                "token id {id} is outside the vocabulary of {vocab}"
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+fn rows_to_vec(logits: &Tensor) -> Result<Vec<Vec<f32>>, ModelError> {
+    Ok(logits.to_dtype(DType::F32)?.to_vec2::<f32>()?)
+}

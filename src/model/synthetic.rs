@@ -1,0 +1,285 @@
+//! Random-weight GGUF models with the shapes of real ones, for benchmarks that must not
+//! depend on a download (`samplab bench --synthetic smollm2-135m --qtype q8_0`).
+//!
+//! The file is self-contained: llama metadata, every tensor, and a minimal GPT-2-style
+//! tokenizer (the 256 byte tokens, one merge, `<|endoftext|>`, filler control tokens).
+
+use super::error::ModelError;
+use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
+use candle_core::{Device, Tensor};
+use std::path::Path;
+
+/// The shape of a llama-architecture model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyntheticSpec {
+    pub name: &'static str,
+    pub hidden_size: usize,
+    pub num_layers: usize,
+    pub num_heads: usize,
+    pub num_kv_heads: usize,
+    pub intermediate_size: usize,
+    pub vocab_size: usize,
+    pub context_length: usize,
+    pub rope_theta: f32,
+    pub tie_word_embeddings: bool,
+}
+
+/// SmolLM2-135M's shapes, with an untied output matrix (the worst case for bandwidth).
+pub const SMOLLM2_135M: SyntheticSpec = SyntheticSpec {
+    name: "smollm2-135m",
+    hidden_size: 576,
+    num_layers: 30,
+    num_heads: 9,
+    num_kv_heads: 3,
+    intermediate_size: 1536,
+    vocab_size: 49152,
+    context_length: 8192,
+    rope_theta: 100_000.0,
+    tie_word_embeddings: false,
+};
+
+/// The specs `--synthetic` accepts, by name.
+pub const SYNTHETIC_SPECS: &[&SyntheticSpec] = &[&SMOLLM2_135M];
+
+pub fn synthetic_spec(name: &str) -> Result<&'static SyntheticSpec, ModelError> {
+    SYNTHETIC_SPECS
+        .iter()
+        .copied()
+        .find(|s| s.name == name)
+        .ok_or_else(|| {
+            let known: Vec<&str> = SYNTHETIC_SPECS.iter().map(|s| s.name).collect();
+            ModelError::Usage(format!(
+                "unknown synthetic model `{name}`; known: {}",
+                known.join(", ")
+            ))
+        })
+}
+
+const QTYPES: &[(&str, GgmlDType)] = &[
+    ("f32", GgmlDType::F32),
+    ("f16", GgmlDType::F16),
+    ("q4_0", GgmlDType::Q4_0),
+    ("q4_1", GgmlDType::Q4_1),
+    ("q5_0", GgmlDType::Q5_0),
+    ("q5_1", GgmlDType::Q5_1),
+    ("q8_0", GgmlDType::Q8_0),
+    ("q2_k", GgmlDType::Q2K),
+    ("q3_k", GgmlDType::Q3K),
+    ("q4_k", GgmlDType::Q4K),
+    ("q5_k", GgmlDType::Q5K),
+    ("q6_k", GgmlDType::Q6K),
+];
+
+/// A GGML type from its llama.cpp name (`q8_0`, `Q4_K`…).
+pub fn qtype_from_name(name: &str) -> Result<GgmlDType, ModelError> {
+    let lower = name.to_ascii_lowercase();
+    QTYPES
+        .iter()
+        .find(|(n, _)| *n == lower)
+        .map(|(_, t)| *t)
+        .ok_or_else(|| {
+            let known: Vec<&str> = QTYPES.iter().map(|(n, _)| *n).collect();
+            ModelError::Usage(format!(
+                "unknown quantization `{name}`; known: {}",
+                known.join(", ")
+            ))
+        })
+}
+
+/// Writes `spec` with uniform random weights (scaled by 1/sqrt(fan-in), so activations stay
+/// in a realistic range) quantized to `qtype`. Matrices whose rows do not fit `qtype`'s
+/// block fall back to q8_0, as llama.cpp's quantizer does; norms stay f32.
+pub fn write_synthetic_gguf(
+    path: &Path,
+    spec: &SyntheticSpec,
+    qtype: GgmlDType,
+    seed: u64,
+) -> Result<(), ModelError> {
+    let head_dim = spec.hidden_size / spec.num_heads;
+    let (h, kv) = (spec.hidden_size, spec.num_kv_heads * head_dim);
+    let mut noise = Noise(seed | 1);
+    let mut tensors: Vec<(String, QTensor)> = Vec::new();
+    let mut matrix = |name: String, rows: usize, cols: usize| -> Result<(), ModelError> {
+        let scale = 1.0 / (cols as f32).sqrt();
+        let values: Vec<f32> = (0..rows * cols).map(|_| scale * noise.next()).collect();
+        let tensor = Tensor::from_vec(values, (rows, cols), &Device::Cpu)?;
+        let dtype = if cols.is_multiple_of(qtype.block_size()) {
+            qtype
+        } else {
+            GgmlDType::Q8_0
+        };
+        tensors.push((name, QTensor::quantize(&tensor, dtype)?));
+        Ok(())
+    };
+    matrix("token_embd.weight".to_owned(), spec.vocab_size, h)?;
+    if !spec.tie_word_embeddings {
+        matrix("output.weight".to_owned(), spec.vocab_size, h)?;
+    }
+    for i in 0..spec.num_layers {
+        matrix(format!("blk.{i}.attn_q.weight"), h, h)?;
+        matrix(format!("blk.{i}.attn_k.weight"), kv, h)?;
+        matrix(format!("blk.{i}.attn_v.weight"), kv, h)?;
+        matrix(format!("blk.{i}.attn_output.weight"), h, h)?;
+        matrix(
+            format!("blk.{i}.ffn_gate.weight"),
+            spec.intermediate_size,
+            h,
+        )?;
+        matrix(format!("blk.{i}.ffn_up.weight"), spec.intermediate_size, h)?;
+        matrix(
+            format!("blk.{i}.ffn_down.weight"),
+            h,
+            spec.intermediate_size,
+        )?;
+    }
+    let ones = QTensor::quantize(
+        &Tensor::ones(h, candle_core::DType::F32, &Device::Cpu)?,
+        GgmlDType::F32,
+    )?;
+    let mut norms = vec!["output_norm.weight".to_owned()];
+    for i in 0..spec.num_layers {
+        norms.push(format!("blk.{i}.attn_norm.weight"));
+        norms.push(format!("blk.{i}.ffn_norm.weight"));
+    }
+
+    let metadata = metadata(spec, head_dim);
+    let metadata: Vec<(&str, &gguf_file::Value)> =
+        metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let mut all: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    all.extend(norms.iter().map(|n| (n.as_str(), &ones)));
+    let file = std::fs::File::create(path).map_err(|source| ModelError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut writer = std::io::BufWriter::new(file);
+    gguf_file::write(&mut writer, &metadata, &all)?;
+    Ok(())
+}
+
+fn metadata(spec: &SyntheticSpec, head_dim: usize) -> Vec<(String, gguf_file::Value)> {
+    use gguf_file::Value::{Array, F32, String as Str, U32};
+    let u32 = |n: usize| U32(n as u32);
+    let (tokens, merges) = tokenizer_vocab(spec.vocab_size);
+    let eos = tokens
+        .iter()
+        .position(|t| t == END_OF_TEXT)
+        .expect("the vocabulary holds <|endoftext|>");
+    let token_types: Vec<gguf_file::Value> = (0..tokens.len())
+        .map(|i| gguf_file::Value::I32(if i < 257 { 1 } else { 3 }))
+        .collect();
+    let entries = [
+        ("general.architecture", Str("llama".to_owned())),
+        ("general.name", Str(format!("synthetic {}", spec.name))),
+        ("llama.context_length", u32(spec.context_length)),
+        ("llama.embedding_length", u32(spec.hidden_size)),
+        ("llama.block_count", u32(spec.num_layers)),
+        ("llama.feed_forward_length", u32(spec.intermediate_size)),
+        ("llama.attention.head_count", u32(spec.num_heads)),
+        ("llama.attention.head_count_kv", u32(spec.num_kv_heads)),
+        ("llama.attention.layer_norm_rms_epsilon", F32(1e-5)),
+        ("llama.rope.freq_base", F32(spec.rope_theta)),
+        ("llama.rope.dimension_count", u32(head_dim)),
+        ("llama.vocab_size", u32(spec.vocab_size)),
+        ("tokenizer.ggml.model", Str("gpt2".to_owned())),
+        ("tokenizer.ggml.pre", Str("default".to_owned())),
+        (
+            "tokenizer.ggml.tokens",
+            Array(tokens.into_iter().map(Str).collect()),
+        ),
+        ("tokenizer.ggml.token_type", Array(token_types)),
+        (
+            "tokenizer.ggml.merges",
+            Array(merges.into_iter().map(Str).collect()),
+        ),
+        ("tokenizer.ggml.bos_token_id", u32(eos)),
+        ("tokenizer.ggml.eos_token_id", u32(eos)),
+    ];
+    entries
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+}
+
+const END_OF_TEXT: &str = "<|endoftext|>";
+
+/// The 256 byte tokens in GPT-2's printable byte encoding, the merge "Ġ t", the end of
+/// text, then control tokens up to `vocab_size`.
+fn tokenizer_vocab(vocab_size: usize) -> (Vec<String>, Vec<String>) {
+    let mut tokens: Vec<String> = (0..=255u8).map(|b| gpt2_byte_char(b).to_string()).collect();
+    let space = gpt2_byte_char(b' ');
+    tokens.push(format!("{space}t"));
+    tokens.push(END_OF_TEXT.to_owned());
+    let extra = vocab_size.saturating_sub(tokens.len());
+    tokens.extend((0..extra).map(|i| format!("<|extra_{i}|>")));
+    (tokens, vec![format!("{space} t")])
+}
+
+/// GPT-2's byte-to-character map: printable Latin-1 bytes stand for themselves, the others
+/// are shifted to U+0100 and up, in byte order.
+fn gpt2_byte_char(byte: u8) -> char {
+    let printable = |b: u8| matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
+    if printable(byte) {
+        return char::from(byte);
+    }
+    let shifted = (0..byte).filter(|&b| !printable(b)).count() as u32;
+    char::from_u32(256 + shifted).expect("U+0100..U+0143 are characters")
+}
+
+/// xorshift64: uniform values in [-1, 1), fast enough for 10^8 weights.
+struct Noise(u64);
+
+impl Noise {
+    fn next(&mut self) -> f32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_map_is_gpt2s() {
+        assert_eq!(gpt2_byte_char(b'A'), 'A');
+        assert_eq!(gpt2_byte_char(b' '), 'Ġ');
+        assert_eq!(gpt2_byte_char(b'\n'), 'Ċ');
+        assert_eq!(gpt2_byte_char(0xAD), '\u{143}');
+        let distinct: std::collections::HashSet<char> = (0..=255u8).map(gpt2_byte_char).collect();
+        assert_eq!(distinct.len(), 256);
+    }
+
+    #[test]
+    fn qtype_names() {
+        assert_eq!(qtype_from_name("Q8_0").unwrap(), GgmlDType::Q8_0);
+        assert_eq!(qtype_from_name("q4_k").unwrap(), GgmlDType::Q4K);
+        assert!(qtype_from_name("q9").is_err());
+    }
+
+    #[test]
+    fn a_small_synthetic_model_loads_and_runs() {
+        let spec = SyntheticSpec {
+            name: "tiny",
+            hidden_size: 64,
+            num_layers: 2,
+            num_heads: 4,
+            num_kv_heads: 2,
+            intermediate_size: 96,
+            vocab_size: 300,
+            context_length: 128,
+            rope_theta: 10_000.0,
+            tie_word_embeddings: true,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tiny.gguf");
+        write_synthetic_gguf(&path, &spec, GgmlDType::Q4_0, 7).unwrap();
+        let model = super::super::Model::load(&path, &Device::Cpu).unwrap();
+        assert_eq!(model.config().vocab_size, 300);
+        assert!(model.config().tie_word_embeddings);
+        let logits = model.session().prefill(&[1, 2, 3], false).unwrap();
+        assert_eq!(logits[0].len(), 300);
+        assert!(logits[0].iter().all(|l| l.is_finite()));
+    }
+}

@@ -1,0 +1,420 @@
+//! Loading a model's tensors from GGUF (kept quantized) or safetensors (converted to f32)
+//! into one in-memory form, so that the forward pass has a single code path.
+
+use super::config::{ModelConfig, io_error};
+use super::error::ModelError;
+use candle_core::quantized::{QMatMul, QTensor, gguf_file};
+use candle_core::{DType, Device, Module, Tensor};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// `x W^T + b`. Quantized weights stay quantized; f32/f16 GGUF weights and all safetensors
+/// weights become plain f32 matrices inside the same `QMatMul`.
+#[derive(Debug, Clone)]
+pub(crate) struct Linear {
+    weight: QMatMul,
+    bias: Option<Tensor>,
+}
+
+impl Linear {
+    pub(crate) fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let y = self.weight.forward(x)?;
+        match &self.bias {
+            Some(b) => y.broadcast_add(b),
+            None => Ok(y),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Layer {
+    pub attn_norm: Tensor,
+    pub q: Linear,
+    pub k: Linear,
+    pub v: Linear,
+    pub o: Linear,
+    /// Qwen3's per-head norms, applied to q and k before RoPE.
+    pub q_norm: Option<Tensor>,
+    pub k_norm: Option<Tensor>,
+    pub ffn_norm: Tensor,
+    pub gate: Linear,
+    pub up: Linear,
+    pub down: Linear,
+}
+
+#[derive(Debug)]
+pub(crate) struct Weights {
+    /// Rows are looked up directly in the (possibly quantized) matrix.
+    pub embed: QMatMul,
+    pub layers: Vec<Layer>,
+    pub norm: Tensor,
+    pub output: Linear,
+    /// The output projection is the embedding matrix (configured so, or none was stored).
+    pub tied_output: bool,
+    /// GGUF `rope_freqs.weight` (Llama 3.1 RoPE scaling baked in by convert).
+    pub rope_freqs: Option<Vec<f32>>,
+}
+
+#[derive(Clone, Copy)]
+enum Part {
+    Embed,
+    Norm,
+    Output,
+    RopeFreqs,
+    AttnNorm,
+    Q,
+    K,
+    V,
+    O,
+    QNorm,
+    KNorm,
+    FfnNorm,
+    Gate,
+    Up,
+    Down,
+}
+
+impl Part {
+    fn gguf(self) -> &'static str {
+        match self {
+            Part::Embed => "token_embd",
+            Part::Norm => "output_norm",
+            Part::Output => "output",
+            Part::RopeFreqs => "rope_freqs",
+            Part::AttnNorm => "attn_norm",
+            Part::Q => "attn_q",
+            Part::K => "attn_k",
+            Part::V => "attn_v",
+            Part::O => "attn_output",
+            Part::QNorm => "attn_q_norm",
+            Part::KNorm => "attn_k_norm",
+            Part::FfnNorm => "ffn_norm",
+            Part::Gate => "ffn_gate",
+            Part::Up => "ffn_up",
+            Part::Down => "ffn_down",
+        }
+    }
+
+    fn hf(self) -> &'static str {
+        match self {
+            Part::Embed => "model.embed_tokens",
+            Part::Norm => "model.norm",
+            Part::Output => "lm_head",
+            Part::RopeFreqs => "rope_freqs",
+            Part::AttnNorm => "input_layernorm",
+            Part::Q => "self_attn.q_proj",
+            Part::K => "self_attn.k_proj",
+            Part::V => "self_attn.v_proj",
+            Part::O => "self_attn.o_proj",
+            Part::QNorm => "self_attn.q_norm",
+            Part::KNorm => "self_attn.k_norm",
+            Part::FfnNorm => "post_attention_layernorm",
+            Part::Gate => "mlp.gate_proj",
+            Part::Up => "mlp.up_proj",
+            Part::Down => "mlp.down_proj",
+        }
+    }
+}
+
+/// Where tensors come from: by name, shape-checked, `None` when absent.
+trait Source {
+    fn name(&self, layer: Option<usize>, part: Part, suffix: &str) -> String;
+    fn matrix(&mut self, name: &str, shape: (usize, usize)) -> Result<Option<QMatMul>, ModelError>;
+    fn vector(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError>;
+    fn path(&self) -> &Path;
+}
+
+impl Weights {
+    /// Reads a GGUF file's header and config; the tensors stay on disk until `load_gguf`.
+    pub(crate) fn open_gguf(
+        path: &Path,
+    ) -> Result<(gguf_file::Content, BufReader<File>, ModelConfig), ModelError> {
+        let file = File::open(path).map_err(|e| io_error(path, e))?;
+        let mut reader = BufReader::new(file);
+        let mut magic = [0u8; 4];
+        std::io::Read::read_exact(&mut reader, &mut magic)
+            .map_err(|_| ModelError::NotGguf(path.to_owned()))?;
+        if &magic != b"GGUF" {
+            return Err(ModelError::NotGguf(path.to_owned()));
+        }
+        std::io::Seek::rewind(&mut reader).map_err(|e| io_error(path, e))?;
+        let content = gguf_file::Content::read(&mut reader).map_err(|e| corrupt(path, e))?;
+        check_extent(&content, path)?;
+        let config = ModelConfig::from_gguf(&content, path)?;
+        Ok((content, reader, config))
+    }
+
+    pub(crate) fn load_gguf(
+        content: &gguf_file::Content,
+        reader: BufReader<File>,
+        config: &ModelConfig,
+        path: &Path,
+        device: &Device,
+    ) -> Result<Self, ModelError> {
+        let mut source = GgufSource {
+            content,
+            reader,
+            path: path.to_owned(),
+            device: device.clone(),
+        };
+        Self::load(&mut source, config)
+    }
+
+    /// Loads every `*.safetensors` file of a Hugging Face model directory.
+    pub(crate) fn load_hf(
+        dir: &Path,
+        config: &ModelConfig,
+        device: &Device,
+    ) -> Result<Self, ModelError> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| io_error(dir, e))?
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "safetensors"))
+            .collect();
+        if files.is_empty() {
+            return Err(ModelError::NoWeights(dir.to_owned()));
+        }
+        files.sort();
+        let mut tensors = HashMap::new();
+        for file in &files {
+            let loaded =
+                candle_core::safetensors::load(file, device).map_err(|e| corrupt(file, e))?;
+            tensors.extend(loaded);
+        }
+        let mut source = HfSource {
+            tensors,
+            path: dir.to_owned(),
+        };
+        Self::load(&mut source, config)
+    }
+
+    fn load(source: &mut impl Source, config: &ModelConfig) -> Result<Self, ModelError> {
+        let (h, kv) = (config.hidden_size, config.num_kv_heads * config.head_dim);
+        let q_dim = config.num_heads * config.head_dim;
+        let ffn = config.intermediate_size;
+        let embed_name = source.name(None, Part::Embed, "weight");
+        let embed = require(source, &embed_name, |s, n| {
+            s.matrix(n, (config.vocab_size, h))
+        })?;
+        let output_name = source.name(None, Part::Output, "weight");
+        let (output, tied_output) = match source.matrix(&output_name, (config.vocab_size, h))? {
+            Some(weight) if !config.tie_word_embeddings => (weight, false),
+            _ => (embed.clone(), true),
+        };
+        let mut layers = Vec::with_capacity(config.num_layers);
+        for i in 0..config.num_layers {
+            let mut linear = |part: Part, shape: (usize, usize)| -> Result<Linear, ModelError> {
+                let name = source.name(Some(i), part, "weight");
+                let weight = require(source, &name, |s, n| s.matrix(n, shape))?;
+                let bias_name = source.name(Some(i), part, "bias");
+                let bias = source.vector(&bias_name, shape.0)?;
+                Ok(Linear { weight, bias })
+            };
+            let (q, k, v, o) = (
+                linear(Part::Q, (q_dim, h))?,
+                linear(Part::K, (kv, h))?,
+                linear(Part::V, (kv, h))?,
+                linear(Part::O, (h, q_dim))?,
+            );
+            let (gate, up, down) = (
+                linear(Part::Gate, (ffn, h))?,
+                linear(Part::Up, (ffn, h))?,
+                linear(Part::Down, (h, ffn))?,
+            );
+            let mut norm = |part: Part, len: usize| {
+                let name = source.name(Some(i), part, "weight");
+                require(source, &name, |s, n| s.vector(n, len))
+            };
+            let attn_norm = norm(Part::AttnNorm, h)?;
+            let ffn_norm = norm(Part::FfnNorm, h)?;
+            let (q_norm, k_norm) = if config.architecture.has_qk_norm() {
+                (
+                    Some(norm(Part::QNorm, config.head_dim)?),
+                    Some(norm(Part::KNorm, config.head_dim)?),
+                )
+            } else {
+                (None, None)
+            };
+            layers.push(Layer {
+                attn_norm,
+                q,
+                k,
+                v,
+                o,
+                q_norm,
+                k_norm,
+                ffn_norm,
+                gate,
+                up,
+                down,
+            });
+        }
+        let norm_name = source.name(None, Part::Norm, "weight");
+        let norm = require(source, &norm_name, |s, n| s.vector(n, h))?;
+        let rope_freqs_name = source.name(None, Part::RopeFreqs, "weight");
+        let rope_freqs = source
+            .vector(&rope_freqs_name, config.head_dim / 2)?
+            .map(|t| t.to_vec1::<f32>())
+            .transpose()?;
+        Ok(Self {
+            embed,
+            layers,
+            norm,
+            output: Linear {
+                weight: output,
+                bias: None,
+            },
+            tied_output,
+            rope_freqs,
+        })
+    }
+}
+
+fn require<S: Source, T>(
+    source: &mut S,
+    name: &str,
+    get: impl FnOnce(&mut S, &str) -> Result<Option<T>, ModelError>,
+) -> Result<T, ModelError> {
+    get(source, name)?.ok_or_else(|| ModelError::MissingTensor {
+        path: source.path().to_owned(),
+        name: name.to_owned(),
+    })
+}
+
+fn check_shape(
+    path: &Path,
+    name: &str,
+    expected: &[usize],
+    actual: &[usize],
+) -> Result<(), ModelError> {
+    if expected == actual {
+        Ok(())
+    } else {
+        Err(ModelError::TensorShape {
+            path: path.to_owned(),
+            name: name.to_owned(),
+            expected: expected.to_vec(),
+            actual: actual.to_vec(),
+        })
+    }
+}
+
+/// A truncated download would otherwise surface as a read error on some later tensor.
+fn check_extent(content: &gguf_file::Content, path: &Path) -> Result<(), ModelError> {
+    let actual = std::fs::metadata(path)
+        .map_err(|e| io_error(path, e))?
+        .len();
+    let needed = content
+        .tensor_infos
+        .values()
+        .map(|info| {
+            let dtype = info.ggml_dtype;
+            let bytes = info.shape.elem_count() / dtype.block_size() * dtype.type_size();
+            content.tensor_data_offset + info.offset + bytes as u64
+        })
+        .max()
+        .unwrap_or(0);
+    if needed > actual {
+        return Err(ModelError::Truncated {
+            path: path.to_owned(),
+            needed,
+            actual,
+        });
+    }
+    Ok(())
+}
+
+fn corrupt(path: &Path, e: candle_core::Error) -> ModelError {
+    ModelError::Corrupt {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    }
+}
+
+struct GgufSource<'a> {
+    content: &'a gguf_file::Content,
+    reader: BufReader<File>,
+    path: PathBuf,
+    device: Device,
+}
+
+impl GgufSource<'_> {
+    fn qtensor(&mut self, name: &str, shape: &[usize]) -> Result<Option<QTensor>, ModelError> {
+        if !self.content.tensor_infos.contains_key(name) {
+            return Ok(None);
+        }
+        let tensor = self
+            .content
+            .tensor(&mut self.reader, name, &self.device)
+            .map_err(|e| corrupt(&self.path, e))?;
+        check_shape(&self.path, name, shape, tensor.shape().dims())?;
+        Ok(Some(tensor))
+    }
+}
+
+impl Source for GgufSource<'_> {
+    fn name(&self, layer: Option<usize>, part: Part, suffix: &str) -> String {
+        match layer {
+            Some(i) => format!("blk.{i}.{}.{suffix}", part.gguf()),
+            None => format!("{}.{suffix}", part.gguf()),
+        }
+    }
+
+    fn matrix(&mut self, name: &str, shape: (usize, usize)) -> Result<Option<QMatMul>, ModelError> {
+        self.qtensor(name, &[shape.0, shape.1])?
+            .map(|t| QMatMul::from_arc(Arc::new(t)).map_err(|e| corrupt(&self.path, e)))
+            .transpose()
+    }
+
+    fn vector(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
+        self.qtensor(name, &[len])?
+            .map(|t| {
+                t.dequantize(&self.device)
+                    .map_err(|e| corrupt(&self.path, e))
+            })
+            .transpose()
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+struct HfSource {
+    tensors: HashMap<String, Tensor>,
+    path: PathBuf,
+}
+
+impl HfSource {
+    fn f32(&mut self, name: &str, shape: &[usize]) -> Result<Option<Tensor>, ModelError> {
+        let Some(tensor) = self.tensors.get(name) else {
+            return Ok(None);
+        };
+        check_shape(&self.path, name, shape, tensor.dims())?;
+        Ok(Some(tensor.to_dtype(DType::F32)?))
+    }
+}
+
+impl Source for HfSource {
+    fn name(&self, layer: Option<usize>, part: Part, suffix: &str) -> String {
+        match layer {
+            Some(i) => format!("model.layers.{i}.{}.{suffix}", part.hf()),
+            None => format!("{}.{suffix}", part.hf()),
+        }
+    }
+
+    fn matrix(&mut self, name: &str, shape: (usize, usize)) -> Result<Option<QMatMul>, ModelError> {
+        Ok(self.f32(name, &[shape.0, shape.1])?.map(QMatMul::Tensor))
+    }
+
+    fn vector(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
+        self.f32(name, &[len])
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
