@@ -75,7 +75,10 @@ fn export_writes_each_format_and_rejects_a_bad_preset() {
     let vllm = samplab(&["export", "--format", "vllm", preset]);
     assert!(vllm.status.success(), "{}", stderr(&vllm));
     let text = stdout(&vllm);
-    assert!(text.contains("SamplingParams(") && text.contains("top_k=40"), "{text}");
+    assert!(
+        text.contains("SamplingParams(") && text.contains("top_k=40"),
+        "{text}"
+    );
     for format in ["transformers", "openai", "llamacpp"] {
         let out = samplab(&["export", "--format", format, preset]);
         assert!(out.status.success(), "{format}: {}", stderr(&out));

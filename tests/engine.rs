@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokenizers::Tokenizer;
 use tokenizers::decoders::fuse::Fuse;
 use tokenizers::models::bpe::BPE;
+use tokenizers::processors::template::TemplateProcessing;
 
 const VOCAB: &[&str] = &[
     "<s>", "</s>", "a", "b", "c", "d", "e", " ", "\n", "x", "y", "z", "!", ".", "o", "k",
@@ -28,6 +29,13 @@ fn tokenizer() -> Tokenizer {
         .unwrap();
     let mut tokenizer = Tokenizer::new(bpe);
     tokenizer.with_decoder(Some(Fuse::new()));
+    let bos = TemplateProcessing::builder()
+        .try_single("<s> $A")
+        .unwrap()
+        .special_tokens(vec![("<s>", 0)])
+        .build()
+        .unwrap();
+    tokenizer.with_post_processor(Some(bos));
     tokenizer
 }
 
@@ -252,7 +260,11 @@ fn prompt_logprobs_score_each_prompt_token() {
     for (i, top) in tops.iter().enumerate().skip(1) {
         let top = top.as_ref().unwrap();
         let has_token = top.iter().any(|t| t.0 == PROMPT[i]);
-        assert_eq!(top.len(), if has_token && top.len() == 2 { 2 } else { 3 }, "{top:?}");
+        assert_eq!(
+            top.len(),
+            if has_token && top.len() == 2 { 2 } else { 3 },
+            "{top:?}"
+        );
         assert!(has_token, "the scored token is always listed: {top:?}");
     }
 }
@@ -298,7 +310,6 @@ fn fake_loaded(delay: Duration) -> LoadedModel {
         device: "cpu".into(),
         backend: Box::new(backend),
         tokenizer: tokenizer(),
-        bos_to_add: Some(0),
         eos_ids: vec![],
     }
 }

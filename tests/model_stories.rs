@@ -157,7 +157,7 @@ fn batched_rows_equal_single_rows_and_survive_dropping_others() {
         .map(|seq| single_row(&model, &case.prompt, seq))
         .collect();
 
-    let mut session: Session = model.session();
+    let mut session: Session<&Model> = model.session();
     session.prefill(&case.prompt, false).unwrap();
     session.fork(4).unwrap();
     let mut active: Vec<usize> = (0..4).collect();

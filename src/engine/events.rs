@@ -51,11 +51,19 @@ impl From<&Alternative> for TopLogprob {
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     /// Model loading progress in [0, 1] with a short description.
-    Loading { progress: f32, message: String },
+    Loading {
+        progress: f32,
+        message: String,
+    },
     /// The model is ready.
-    Loaded { model: String, device: String },
+    Loaded {
+        model: String,
+        device: String,
+    },
     /// The model could not be loaded; the message says what to do.
-    LoadFailed { message: String },
+    LoadFailed {
+        message: String,
+    },
     Started {
         run_id: RunId,
         prompt_token_ids: Vec<u32>,
@@ -81,7 +89,10 @@ pub enum Event {
         run_id: RunId,
         response: Box<SampleResponse>,
     },
-    Error { run_id: RunId, message: String },
+    Error {
+        run_id: RunId,
+        message: String,
+    },
 }
 
 impl Event {

@@ -108,7 +108,15 @@ pub fn generate(
     let mut generated = 0usize;
     for slot in &mut slots {
         let token = sampler.sample(last_logits, &mut slot.state)?;
-        accept(slot, token, ctx, prompt_ids.len(), context_length, run_id, emit);
+        accept(
+            slot,
+            token,
+            ctx,
+            prompt_ids.len(),
+            context_length,
+            run_id,
+            emit,
+        );
         generated += 1;
     }
     backend.fork(slots.len())?;
@@ -124,12 +132,26 @@ pub fn generate(
         }
         let tokens: Vec<u32> = live
             .iter()
-            .map(|&i| *slots[i].trajectory.token_ids.last().expect("a live sample has a token"))
+            .map(|&i| {
+                *slots[i]
+                    .trajectory
+                    .token_ids
+                    .last()
+                    .expect("a live sample has a token")
+            })
             .collect();
         let rows = backend.decode(&tokens)?;
         for (&i, logits) in live.iter().zip(&rows) {
             let token = sampler.sample(logits, &mut slots[i].state)?;
-            accept(&mut slots[i], token, ctx, prompt_ids.len(), context_length, run_id, emit);
+            accept(
+                &mut slots[i],
+                token,
+                ctx,
+                prompt_ids.len(),
+                context_length,
+                run_id,
+                emit,
+            );
             generated += 1;
         }
         retire_finished(backend, &slots, &mut live)?;
@@ -207,7 +229,9 @@ fn accept(
     if let Some(tops) = &mut trajectory.top_logprobs {
         tops.push(alternatives.iter().map(TopLogprob::from).collect());
     }
-    let step = slot.stops.step(token.id, &delta, trajectory.token_ids.len());
+    let step = slot
+        .stops
+        .step(token.id, &delta, trajectory.token_ids.len());
     trajectory.text.push_str(&step.emit);
     emit(Event::Token {
         run_id,

@@ -5,6 +5,7 @@
 pub mod backend;
 pub mod events;
 pub mod generate;
+pub mod load;
 pub mod worker;
 
 pub use backend::Backend;

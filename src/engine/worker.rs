@@ -17,25 +17,18 @@ pub struct LoadedModel {
     pub name: String,
     pub device: String,
     pub backend: Box<dyn Backend + Send>,
+    /// Adds BOS (when the model wants one) through its post-processor.
     pub tokenizer: Tokenizer,
-    /// Prepended to every prompt when set (GGUF's `add_bos_token`); tokenizer.json files add
-    /// their own through their post-processor instead.
-    pub bos_to_add: Option<u32>,
     pub eos_ids: Vec<u32>,
 }
 
 impl LoadedModel {
     pub fn encode(&self, prompt: &str) -> anyhow::Result<Vec<u32>> {
-        let add_special = self.bos_to_add.is_none();
         let encoding = self
             .tokenizer
-            .encode(prompt, add_special)
+            .encode(prompt, true)
             .map_err(|e| anyhow::anyhow!("cannot tokenize the prompt: {e}"))?;
-        Ok(self
-            .bos_to_add
-            .into_iter()
-            .chain(encoding.get_ids().iter().copied())
-            .collect())
+        Ok(encoding.get_ids().to_vec())
     }
 
     /// Runs one request to the end on this thread (for the CLI and tests).

@@ -322,11 +322,12 @@ fn spm_tokenizer(
         .map_err(GgufTokenizerError::Build)?
         .into();
     if add_space_prefix {
-        tokenizer.with_normalizer(Some(NormalizerSequence::new(vec![
-            Prepend::new(SPACE_MARKER.to_owned()).into(),
-            space_to_marker,
-        ])))
-        .map_err(GgufTokenizerError::Build)?;
+        tokenizer
+            .with_normalizer(Some(NormalizerSequence::new(vec![
+                Prepend::new(SPACE_MARKER.to_owned()).into(),
+                space_to_marker,
+            ])))
+            .map_err(GgufTokenizerError::Build)?;
         decoders.push(Strip::new(' ', 1, 0).into());
     } else {
         tokenizer

@@ -6,6 +6,7 @@ use super::kv_cache::KvCache;
 use super::rope::Rope;
 use super::weights::{Layer, Weights};
 use candle_core::{DType, Device, Tensor};
+use std::ops::Deref;
 use std::path::Path;
 
 /// Longest slice of a prompt run through one forward; bounds the `[heads, chunk, context]`
@@ -58,16 +59,18 @@ impl Model {
         self.config.context_length
     }
 
+    /// Weight bytes one decode step reads, for bandwidth figures.
+    pub fn weight_bytes_per_step(&self) -> u64 {
+        self.weights.bytes_per_step()
+    }
+
     pub fn device(&self) -> &Device {
         &self.device
     }
 
-    /// A fresh run: an empty cache of one row.
-    pub fn session(&self) -> Session<'_> {
-        Session {
-            model: self,
-            cache: KvCache::new(self.config.num_layers, self.config.context_length),
-        }
+    /// A fresh run borrowing the model: an empty cache of one row.
+    pub fn session(&self) -> Session<&Model> {
+        Session::new(self)
     }
 
     /// Runs `ids` (`[rows, len]`) after the cached positions; logits `[rows * len, vocab]`,
@@ -179,13 +182,24 @@ fn causal_mask(start: usize, len: usize, device: &Device) -> candle_core::Result
 }
 
 /// One run: a prompt prefilled once, then decoded as a batch of rows that share it.
+/// `M` is `&Model` for a run inside a scope, or `Arc<Model>` for an owner such as the engine.
 #[derive(Debug)]
-pub struct Session<'m> {
-    model: &'m Model,
+pub struct Session<M: Deref<Target = Model>> {
+    model: M,
     cache: KvCache,
 }
 
-impl Session<'_> {
+impl<M: Deref<Target = Model>> Session<M> {
+    /// An empty cache of one row.
+    pub fn new(model: M) -> Self {
+        let cache = KvCache::new(model.config.num_layers, model.config.context_length);
+        Self { model, cache }
+    }
+
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
     /// Runs prompt tokens through the model (the batch must be a single row). Returns the
     /// logits after every given token when `all_logits`, else after the last one only:
     /// row `i` predicts the token after `ids[i]`.

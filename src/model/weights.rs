@@ -20,6 +20,17 @@ pub(crate) struct Linear {
 }
 
 impl Linear {
+    /// Bytes of the weight matrix as stored, quantized or not.
+    fn bytes(&self) -> u64 {
+        let bytes = match &self.weight {
+            QMatMul::QTensor(q) => q.storage_size_in_bytes(),
+            QMatMul::Tensor(t) | QMatMul::TensorF16(t) => {
+                t.elem_count() * t.dtype().size_in_bytes()
+            }
+        };
+        bytes as u64
+    }
+
     pub(crate) fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let y = self.weight.forward(x)?;
         match &self.bias {
@@ -56,6 +67,20 @@ pub(crate) struct Weights {
     pub tied_output: bool,
     /// GGUF `rope_freqs.weight` (Llama 3.1 RoPE scaling baked in by convert).
     pub rope_freqs: Option<Vec<f32>>,
+}
+
+impl Weights {
+    /// Bytes of matrices read by one decode step: every layer and the output projection
+    /// (the embedding is only looked up row by row).
+    pub(crate) fn bytes_per_step(&self) -> u64 {
+        let layers: u64 = self
+            .layers
+            .iter()
+            .flat_map(|l| [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down])
+            .map(Linear::bytes)
+            .sum();
+        layers + self.output.bytes()
+    }
 }
 
 #[derive(Clone, Copy)]

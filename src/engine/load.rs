@@ -1,0 +1,167 @@
+//! Turning `--model` into a [`LoadedModel`]: resolve the source, load the forward pass and the
+//! tokenizer that belongs to it, and pick the device.
+
+use super::backend::Backend;
+use super::worker::LoadedModel;
+use crate::model::gguf_tokenizer::tokenizer_from_gguf;
+use crate::model::source::{HubSettings, ModelSource, resolve};
+use crate::model::synthetic::{qtype_from_name, synthetic_spec, write_synthetic_gguf};
+use crate::model::{Model, Session};
+use anyhow::Context;
+use candle_core::Device;
+use candle_core::quantized::gguf_file;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokenizers::Tokenizer;
+
+/// The llama forward pass as the engine drives it: each prefill starts a fresh session.
+struct LlamaBackend {
+    model: Arc<Model>,
+    session: Session<Arc<Model>>,
+}
+
+impl Backend for LlamaBackend {
+    fn vocab_size(&self) -> usize {
+        self.model.config().vocab_size
+    }
+
+    fn weight_bytes(&self) -> u64 {
+        self.model.weight_bytes_per_step()
+    }
+
+    fn context_length(&self) -> usize {
+        self.model.context_length()
+    }
+
+    fn prefill(&mut self, prompt: &[u32], all_positions: bool) -> anyhow::Result<Vec<Vec<f32>>> {
+        self.session = Session::new(Arc::clone(&self.model));
+        Ok(self.session.prefill(prompt, all_positions)?)
+    }
+
+    fn fork(&mut self, rows: usize) -> anyhow::Result<()> {
+        Ok(self.session.fork(rows)?)
+    }
+
+    fn decode(&mut self, tokens: &[u32]) -> anyhow::Result<Vec<Vec<f32>>> {
+        Ok(self.session.decode_step(tokens)?)
+    }
+
+    fn retain(&mut self, keep: &[bool]) -> anyhow::Result<()> {
+        Ok(self.session.retain_rows(keep)?)
+    }
+}
+
+/// CPU unless a GPU feature was compiled in and a GPU answers.
+fn pick_device() -> (Device, String) {
+    #[cfg(feature = "cuda")]
+    if let Ok(device) = Device::new_cuda(0) {
+        return (device, "cuda:0".to_owned());
+    }
+    #[cfg(feature = "metal")]
+    if let Ok(device) = Device::new_metal(0) {
+        return (device, "metal".to_owned());
+    }
+    (Device::Cpu, "cpu".to_owned())
+}
+
+/// Loads `--model` (a GGUF file, an HF directory or a Hub id), reporting progress.
+pub fn load_model(
+    spec: &str,
+    hub: &HubSettings,
+    progress: &mut dyn FnMut(f32, &str),
+) -> anyhow::Result<LoadedModel> {
+    progress(0.0, &format!("finding {spec}"));
+    let source = resolve(spec, hub, progress)?;
+    let (device, device_name) = pick_device();
+    let (path, tokenizer, eos_ids) = match &source {
+        ModelSource::Gguf(path) => {
+            let gguf = read_gguf_tokenizer(path)?;
+            (path, gguf.tokenizer, gguf.eos_ids)
+        }
+        ModelSource::HfDir(dir) => {
+            let file = dir.join("tokenizer.json");
+            let tokenizer = Tokenizer::from_file(&file).map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot read the tokenizer {}: {e}; a Hugging Face model directory needs tokenizer.json",
+                    file.display()
+                )
+            })?;
+            (dir, tokenizer, Vec::new())
+        }
+    };
+    progress(0.3, &format!("loading weights from {}", path.display()));
+    let model = Model::load(path, &device).with_context(|| format!("cannot load {spec}"))?;
+    let eos_ids = if eos_ids.is_empty() {
+        model.config().eos_token_ids.clone()
+    } else {
+        eos_ids
+    };
+    progress(1.0, "ready");
+    let model = Arc::new(model);
+    Ok(LoadedModel {
+        name: display_name(spec, path),
+        device: device_name,
+        backend: Box::new(LlamaBackend {
+            session: Session::new(Arc::clone(&model)),
+            model,
+        }),
+        tokenizer,
+        eos_ids,
+    })
+}
+
+fn read_gguf_tokenizer(path: &Path) -> anyhow::Result<crate::model::gguf_tokenizer::GgufTokenizer> {
+    let mut file = std::fs::File::open(path)
+        .with_context(|| format!("cannot open model file {}", path.display()))?;
+    let content = gguf_file::Content::read(&mut file).map_err(|e| {
+        anyhow::anyhow!(
+            "{} is not a readable GGUF file ({e}); give a .gguf model, a Hugging Face directory or a Hub id",
+            path.display()
+        )
+    })?;
+    tokenizer_from_gguf(&content)
+        .with_context(|| format!("cannot build the tokenizer of {}", path.display()))
+}
+
+/// A short name for status lines: the Hub id as typed, or the file or directory name.
+fn display_name(spec: &str, path: &Path) -> String {
+    if Path::new(spec).exists() {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| spec.to_owned())
+    } else {
+        spec.to_owned()
+    }
+}
+
+/// A random-weight model with a known model's shapes, written once into the cache directory.
+pub fn synthetic_model(
+    name: &str,
+    qtype: &str,
+    progress: &mut dyn FnMut(f32, &str),
+) -> anyhow::Result<LoadedModel> {
+    let spec = synthetic_spec(name)?;
+    let dtype = qtype_from_name(qtype)?;
+    let path = synthetic_dir()?.join(format!("{name}-{}.gguf", qtype.to_lowercase()));
+    if !path.is_file() {
+        progress(0.0, &format!("writing {}", path.display()));
+        let partial = path.with_extension("gguf.partial");
+        write_synthetic_gguf(&partial, spec, dtype, 0)?;
+        std::fs::rename(&partial, &path)
+            .with_context(|| format!("cannot move the synthetic model to {}", path.display()))?;
+    }
+    let path = path.to_string_lossy().into_owned();
+    load_model(&path, &HubSettings::from_env(), progress)
+}
+
+/// `$XDG_CACHE_HOME/samplab` or `~/.cache/samplab`.
+fn synthetic_dir() -> anyhow::Result<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .context("neither XDG_CACHE_HOME nor HOME is set: cannot choose a cache directory")?;
+    let dir = base.join("samplab").join("synthetic");
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("cannot create the cache directory {}", dir.display()))?;
+    Ok(dir)
+}
