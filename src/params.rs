@@ -241,15 +241,16 @@ impl SamplingParams {
 
     /// YAML with only the fields that differ from the defaults: what a preset file stores.
     pub fn to_yaml_non_default(&self) -> String {
-        let mut full = serde_json::to_value(self).expect("SamplingParams always serialises");
-        let defaults = serde_json::to_value(Self::default()).expect("defaults serialise");
-        if let (Some(map), Some(defaults)) = (full.as_object_mut(), defaults.as_object()) {
-            map.retain(|key, value| defaults.get(key) != Some(value));
-        }
-        if full.as_object().is_some_and(|m| m.is_empty()) {
-            return "{}\n".to_owned();
-        }
-        serde_yaml_ng::to_string(&full).expect("a JSON value always serialises")
+        // Compared as parsed YAML text, not as serde values: f32 fields widened to f64 would
+        // print as 0.699999988079071 instead of the 0.7 the user typed.
+        let as_mapping = |params: &Self| match serde_yaml_ng::from_str(&params.to_yaml()) {
+            Ok(Value::Mapping(map)) => map,
+            _ => unreachable!("SamplingParams serialises to a YAML mapping"),
+        };
+        let defaults = as_mapping(&Self::default());
+        let mut map = as_mapping(self);
+        map.retain(|key, value| defaults.get(key) != Some(value));
+        serde_yaml_ng::to_string(&map).expect("a YAML mapping always serialises")
     }
 
     /// Applies `key=value`, the value written in YAML (`temperature=0.7`, `stop=["\n\n"]`).
@@ -516,6 +517,15 @@ mod tests {
         };
         assert_eq!(params.to_yaml_non_default(), "temperature: 0.5\n");
         assert_eq!(SamplingParams::default().to_yaml_non_default(), "{}\n");
+        let odd = SamplingParams {
+            top_p: 0.14,
+            repetition_penalty: 1.17,
+            ..Default::default()
+        };
+        assert_eq!(
+            odd.to_yaml_non_default(),
+            "top_p: 0.14\nrepetition_penalty: 1.17\n"
+        );
     }
 
     #[test]

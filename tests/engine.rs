@@ -5,11 +5,10 @@ use samplab::engine::generate::{RunContext, generate};
 use samplab::engine::{Backend, Engine, Event, LoadedModel, Request};
 use samplab::params::SamplingParams;
 use samplab::response::{SampleResponse, StopMatched, StopReason};
-use std::collections::HashMap;
 use std::time::Duration;
 use tokenizers::Tokenizer;
 use tokenizers::decoders::fuse::Fuse;
-use tokenizers::models::bpe::BPE;
+use tokenizers::models::bpe::{BPE, Vocab};
 use tokenizers::processors::template::TemplateProcessing;
 
 const VOCAB: &[&str] = &[
@@ -18,7 +17,7 @@ const VOCAB: &[&str] = &[
 const EOS: u32 = 1;
 
 fn tokenizer() -> Tokenizer {
-    let vocab: HashMap<String, u32> = VOCAB
+    let vocab: Vocab = VOCAB
         .iter()
         .enumerate()
         .map(|(i, t)| (t.to_string(), i as u32))
