@@ -94,3 +94,111 @@ fn export_writes_each_format_and_rejects_a_bad_preset() {
     let out = samplab(&["export", "--format", "nope", preset]);
     assert!(!out.status.success());
 }
+
+#[test]
+fn sample_prints_json_jsonl_and_plain_text() {
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let model = model.to_str().unwrap();
+    let base = ["sample", "--model", model, "--prompt", "Once upon a time"];
+    let with = |extra: &[&str]| samplab(&[&base[..], extra].concat());
+
+    let out = with(&[
+        "--set",
+        "temperature=0",
+        "--set",
+        "max_tokens=12",
+        "--set",
+        "num_samples=2",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let response: samplab::response::SampleResponse = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(response.prompt_token_ids, [1, 403, 407, 261, 378]);
+    assert_eq!(response.trajectories.len(), 2);
+    assert!(
+        response.trajectories[0]
+            .text
+            .starts_with(", there was a little girl")
+    );
+
+    let out = with(&["--set", "max_tokens=5", "--set", "seed=3", "--jsonl"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let events: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|&&k| k == "token").count(),
+        5,
+        "{kinds:?}"
+    );
+    assert_eq!(kinds.last(), Some(&"done"));
+    assert!(kinds.contains(&"started") && kinds.contains(&"finished"));
+
+    let out = with(&[
+        "--preset",
+        "greedy",
+        "--set",
+        "max_tokens=8",
+        "--set",
+        "stop=[\"girl\"]",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("Once upon a time, there was a little \n"),
+        "{text}"
+    );
+    assert!(text.contains("stop \"girl\""), "{text}");
+}
+
+#[test]
+fn sample_rejects_bad_input_with_a_message() {
+    let model = common::test_model();
+    let model = model
+        .as_deref()
+        .and_then(|p| p.to_str())
+        .unwrap_or("stories260K.gguf");
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--model", model, "--prompt", "x", "--set", "top_p=7"],
+            "`top_p`",
+        ),
+        (
+            &["--model", model, "--prompt", "x", "--set", "temprature=1"],
+            "did you mean `temperature`",
+        ),
+        (
+            &["--model", model, "--prompt", "x", "--set", "top_k"],
+            "key=value",
+        ),
+        (
+            &["--model", model, "--prompt", "x", "--preset", "warm"],
+            "no preset named `warm`",
+        ),
+        (
+            &["--model", "/nonexistent/model.gguf", "--prompt", "x"],
+            "does not exist",
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = samplab(&[&["sample"][..], args].concat());
+        assert!(!out.status.success(), "{args:?} should fail");
+        let message = stderr(&out);
+        assert!(message.contains(expected), "{args:?}: {message}");
+        assert!(!message.contains("panicked"), "{message}");
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("fake.gguf");
+    std::fs::write(&fake, "this is not a model").unwrap();
+    let out = samplab(&["sample", "--model", fake.to_str().unwrap(), "--prompt", "x"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("fake.gguf"), "{}", stderr(&out));
+}

@@ -174,7 +174,7 @@ fn events_reassemble_the_response() {
         4096,
     );
     let mut texts = vec![String::new(); 3];
-    let mut finished = vec![None; 3];
+    let mut finished = [None; 3];
     for event in &events {
         match event {
             Event::Token { run_id, token } => {

@@ -77,7 +77,11 @@ fn greedy_run_reproduces_llama_cpp() {
     }
     let prompt_logprobs = response.prompt_logprobs.unwrap();
     assert_eq!(prompt_logprobs[0], None);
-    for (ours, theirs) in prompt_logprobs.iter().zip(expected["prompt_logprobs"].as_array().unwrap()).skip(1) {
+    for (ours, theirs) in prompt_logprobs
+        .iter()
+        .zip(expected["prompt_logprobs"].as_array().unwrap())
+        .skip(1)
+    {
         assert!((f64::from(ours.unwrap()) - theirs.as_f64().unwrap()).abs() < 1e-3);
     }
 }
@@ -86,7 +90,11 @@ fn greedy_run_reproduces_llama_cpp() {
 fn batched_samples_equal_single_runs_with_seeds_s_to_s_plus_3() {
     let Some(mut model) = load() else { return };
     let yaml = "temperature: 0.9\ntop_k: 40\ntop_p: 0.95\nrepetition_penalty: 1.1\nmax_tokens: 48\nseed: 1234\nlogprobs: 2";
-    let (batched, _) = run(&mut model, "Once upon a time", &format!("{yaml}\nnum_samples: 4"));
+    let (batched, _) = run(
+        &mut model,
+        "Once upon a time",
+        &format!("{yaml}\nnum_samples: 4"),
+    );
     let distinct: BTreeSet<&Vec<u32>> = batched.trajectories.iter().map(|t| &t.token_ids).collect();
     assert!(distinct.len() > 1, "samples with different seeds differ");
     for (i, trajectory) in batched.trajectories.iter().enumerate() {
@@ -120,7 +128,10 @@ fn each_sample_of_one_batch_stops_for_its_own_reason() {
         match (&t.stop_reason, &t.stop_matched) {
             (StopReason::Stop, Some(StopMatched::Text(s))) => {
                 kinds.insert("string");
-                assert!(full.contains(s.as_str()) && !t.text.contains(s.as_str()), "{t:?}");
+                assert!(
+                    full.contains(s.as_str()) && !t.text.contains(s.as_str()),
+                    "{t:?}"
+                );
             }
             (StopReason::Stop, Some(StopMatched::Token(id))) => {
                 kinds.insert(if *id == period { "eos" } else { "token" });
@@ -134,7 +145,10 @@ fn each_sample_of_one_batch_stops_for_its_own_reason() {
             other => panic!("unexpected end {other:?}"),
         }
     }
-    assert!(kinds.len() >= 3, "this seed should end samples in several ways: {kinds:?}");
+    assert!(
+        kinds.len() >= 3,
+        "this seed should end samples in several ways: {kinds:?}"
+    );
     let finished: Vec<u32> = events
         .iter()
         .filter_map(|e| match e {

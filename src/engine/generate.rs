@@ -177,6 +177,9 @@ pub fn generate(
     })
 }
 
+/// Per prompt position, its top alternatives (none for the first token).
+type PromptTops = Vec<Option<Vec<TopLogprob>>>;
+
 /// Raw logprob of each prompt token given the ones before it (the first has none).
 fn score_prompt(
     sampler: &mut Sampler,
@@ -184,7 +187,7 @@ fn score_prompt(
     prompt_ids: &[u32],
     rows: &[Vec<f32>],
     top_n: u32,
-) -> anyhow::Result<(Vec<Option<f32>>, Vec<Option<Vec<TopLogprob>>>)> {
+) -> anyhow::Result<(Vec<Option<f32>>, PromptTops)> {
     let mut logprobs = vec![None];
     let mut tops = vec![None];
     for (logits, &id) in rows.iter().zip(&prompt_ids[1..]) {

@@ -3,6 +3,7 @@
 
 use super::backend::Backend;
 use super::worker::LoadedModel;
+use crate::model::error::without_backtrace;
 use crate::model::gguf_tokenizer::tokenizer_from_gguf;
 use crate::model::source::{HubSettings, ModelSource, resolve};
 use crate::model::synthetic::{qtype_from_name, synthetic_spec, write_synthetic_gguf};
@@ -73,10 +74,15 @@ pub fn load_model(
     progress(0.0, &format!("finding {spec}"));
     let source = resolve(spec, hub, progress)?;
     let (device, device_name) = pick_device();
-    let (path, tokenizer, eos_ids) = match &source {
+    let path = match &source {
+        ModelSource::Gguf(path) | ModelSource::HfDir(path) => path,
+    };
+    progress(0.3, &format!("loading weights from {}", path.display()));
+    let model = Model::load(path, &device)?;
+    let (tokenizer, eos_ids) = match &source {
         ModelSource::Gguf(path) => {
             let gguf = read_gguf_tokenizer(path)?;
-            (path, gguf.tokenizer, gguf.eos_ids)
+            (gguf.tokenizer, gguf.eos_ids)
         }
         ModelSource::HfDir(dir) => {
             let file = dir.join("tokenizer.json");
@@ -86,11 +92,9 @@ pub fn load_model(
                     file.display()
                 )
             })?;
-            (dir, tokenizer, Vec::new())
+            (tokenizer, Vec::new())
         }
     };
-    progress(0.3, &format!("loading weights from {}", path.display()));
-    let model = Model::load(path, &device).with_context(|| format!("cannot load {spec}"))?;
     let eos_ids = if eos_ids.is_empty() {
         model.config().eos_token_ids.clone()
     } else {
@@ -115,8 +119,9 @@ fn read_gguf_tokenizer(path: &Path) -> anyhow::Result<crate::model::gguf_tokeniz
         .with_context(|| format!("cannot open model file {}", path.display()))?;
     let content = gguf_file::Content::read(&mut file).map_err(|e| {
         anyhow::anyhow!(
-            "{} is not a readable GGUF file ({e}); give a .gguf model, a Hugging Face directory or a Hub id",
-            path.display()
+            "{} is not a readable GGUF file ({}); give a .gguf model, a Hugging Face directory or a Hub id",
+            path.display(),
+            without_backtrace(e)
         )
     })?;
     tokenizer_from_gguf(&content)

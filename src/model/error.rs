@@ -57,5 +57,19 @@ pub enum ModelError {
     #[error("invalid call: {0}")]
     Usage(String),
     #[error(transparent)]
-    Candle(#[from] candle_core::Error),
+    Candle(candle_core::Error),
+}
+
+impl From<candle_core::Error> for ModelError {
+    fn from(e: candle_core::Error) -> Self {
+        ModelError::Candle(without_backtrace(e))
+    }
+}
+
+/// candle attaches a backtrace when RUST_BACKTRACE is set; a user needs only the message.
+pub fn without_backtrace(e: candle_core::Error) -> candle_core::Error {
+    match e {
+        candle_core::Error::WithBacktrace { inner, .. } => without_backtrace(*inner),
+        other => other,
+    }
 }

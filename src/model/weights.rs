@@ -2,7 +2,7 @@
 //! into one in-memory form, so that the forward pass has a single code path.
 
 use super::config::{ModelConfig, io_error};
-use super::error::ModelError;
+use super::error::{ModelError, without_backtrace};
 use candle_core::quantized::{QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Tensor};
 use std::collections::HashMap;
@@ -355,7 +355,7 @@ fn check_extent(content: &gguf_file::Content, path: &Path) -> Result<(), ModelEr
 fn corrupt(path: &Path, e: candle_core::Error) -> ModelError {
     ModelError::Corrupt {
         path: path.to_owned(),
-        reason: e.to_string(),
+        reason: without_backtrace(e).to_string(),
     }
 }
 
