@@ -202,3 +202,42 @@ fn sample_rejects_bad_input_with_a_message() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("fake.gguf"), "{}", stderr(&out));
 }
+
+#[test]
+fn bench_reports_prefill_and_decode_rates_as_json() {
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let out = samplab(&[
+        "bench",
+        "--model",
+        model.to_str().unwrap(),
+        "--samples",
+        "1,3",
+        "--tokens",
+        "4",
+        "--prompt-tokens",
+        "16",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["prefill_tok_per_s"].as_f64().unwrap() > 0.0);
+    let decode = report["decode"].as_array().unwrap();
+    assert_eq!(decode.len(), 2);
+    assert_eq!(decode[1]["samples"], 3);
+    let per_sample = decode[1]["tok_per_s"].as_f64().unwrap();
+    let aggregate = decode[1]["aggregate_tok_per_s"].as_f64().unwrap();
+    assert!((aggregate - 3.0 * per_sample).abs() < 1e-6 * aggregate);
+    assert!(report["weight_bytes"].as_u64().unwrap() > 0);
+
+    let out = samplab(&[
+        "bench",
+        "--model",
+        model.to_str().unwrap(),
+        "--samples",
+        "0",
+    ]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--samples"), "{}", stderr(&out));
+}

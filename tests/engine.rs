@@ -310,6 +310,7 @@ fn fake_loaded(delay: Duration) -> LoadedModel {
         backend: Box::new(backend),
         tokenizer: tokenizer(),
         eos_ids: vec![],
+        defaults: None,
     }
 }
 

@@ -18,7 +18,8 @@ pub struct SampleArgs {
     /// The prompt text.
     #[arg(long)]
     prompt: String,
-    /// A built-in preset name or a preset file; `--set` values apply on top.
+    /// A built-in preset name, a preset file, or `model` for the model's own generation
+    /// defaults; `--set` values apply on top.
     #[arg(long)]
     preset: Option<String>,
     /// Any sampling parameter as key=value, value in YAML: `--set temperature=0 --set stop='["\n\n"]'`.
@@ -33,21 +34,27 @@ pub struct SampleArgs {
 }
 
 pub fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
-    let params = params_from_flags(args.preset.as_deref(), &args.sets)?;
-    let samples = params.num_samples;
+    let model_defaults = args.preset.as_deref() == Some(MODEL_PRESET);
+    // Checked before loading so that a typo costs no load time.
+    let params = params_from_flags(
+        args.preset.as_deref().filter(|_| !model_defaults),
+        &args.sets,
+    )?;
     let (events, mut inbox) = tokio::sync::mpsc::unbounded_channel();
     let spec = args.model.clone();
     let engine = Engine::spawn(
         move |progress| load_model(&spec, &HubSettings::from_env(), progress),
         events,
     );
-    engine.run(Request {
+    let request = |params| Request {
         run_id: 1,
         prompt: args.prompt.clone(),
         params,
-    });
-
-    let stream_plain = !args.json && !args.jsonl && samples == 1;
+    };
+    let mut stream_plain = !args.json && !args.jsonl && params.num_samples == 1;
+    if !model_defaults {
+        engine.run(request(params));
+    }
     let mut progress = ProgressLine::new();
     let mut stdout = std::io::stdout().lock();
     while let Some(event) = inbox.blocking_recv() {
@@ -59,7 +66,17 @@ pub fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
                 progress: p,
                 message,
             } if !args.jsonl => progress.show(p, &message),
-            Event::Loaded { .. } => progress.clear(),
+            Event::Loaded { defaults, .. } => {
+                progress.clear();
+                if model_defaults {
+                    let defaults = defaults.ok_or_else(|| {
+                        anyhow::anyhow!("{} ships no valid sampling defaults", args.model)
+                    })?;
+                    let params = apply_sets(defaults, &args.sets)?;
+                    stream_plain &= params.num_samples == 1;
+                    engine.run(request(params));
+                }
+            }
             Event::LoadFailed { message } => {
                 progress.clear();
                 anyhow::bail!("cannot load model {}: {message}", args.model);
@@ -85,12 +102,19 @@ pub fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
     anyhow::bail!("the engine stopped without finishing the run")
 }
 
-/// The preset (or defaults) with each `--set` applied in order, then checked as a whole.
-pub fn params_from_flags(preset: Option<&str>, sets: &[String]) -> anyhow::Result<SamplingParams> {
-    let mut params = match preset {
+/// `--preset model`: the model's own generation defaults, known only once it has loaded.
+const MODEL_PRESET: &str = "model";
+
+/// The preset (or defaults) with each `--set` applied in order.
+fn params_from_flags(preset: Option<&str>, sets: &[String]) -> anyhow::Result<SamplingParams> {
+    let params = match preset {
         Some(name) => presets::resolve(name)?.params,
         None => SamplingParams::default(),
     };
+    apply_sets(params, sets)
+}
+
+fn apply_sets(mut params: SamplingParams, sets: &[String]) -> anyhow::Result<SamplingParams> {
     for assignment in sets {
         params
             .set_assignment(assignment)

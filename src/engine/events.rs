@@ -55,10 +55,11 @@ pub enum Event {
         progress: f32,
         message: String,
     },
-    /// The model is ready.
+    /// The model is ready; `defaults` are its own sampling settings, offered as a preset.
     Loaded {
         model: String,
         device: String,
+        defaults: Option<SamplingParams>,
     },
     /// The model could not be loaded; the message says what to do.
     LoadFailed {

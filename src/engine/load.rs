@@ -101,6 +101,7 @@ pub fn load_model(
         eos_ids
     };
     progress(1.0, "ready");
+    let defaults = model.config().generation.sampling_params().ok();
     let model = Arc::new(model);
     Ok(LoadedModel {
         name: display_name(spec, path),
@@ -111,6 +112,7 @@ pub fn load_model(
         }),
         tokenizer,
         eos_ids,
+        defaults,
     })
 }
 

@@ -7,6 +7,7 @@
 use super::backend::Backend;
 use super::events::{Event, Request, RunId};
 use super::generate::{RunContext, generate};
+use crate::params::SamplingParams;
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::thread::JoinHandle;
 use tokenizers::Tokenizer;
@@ -20,6 +21,9 @@ pub struct LoadedModel {
     /// Adds BOS (when the model wants one) through its post-processor.
     pub tokenizer: Tokenizer,
     pub eos_ids: Vec<u32>,
+    /// The sampling settings the model ships with (generation_config.json, GGUF
+    /// `general.sampling.*`), over samplab's defaults; `None` when they are not valid params.
+    pub defaults: Option<SamplingParams>,
 }
 
 impl LoadedModel {
@@ -136,6 +140,7 @@ where
             emit(Event::Loaded {
                 model: model.name.clone(),
                 device: model.device.clone(),
+                defaults: model.defaults.clone(),
             });
             model
         }
