@@ -2,6 +2,7 @@
 //! a plain-loop reference: full causal attention recomputed for every position, no cache.
 
 use candle_core::{DType, Device, Tensor};
+use samplab::model::synthetic::Noise;
 use samplab::model::{Architecture, Model};
 use std::collections::HashMap;
 use std::path::Path;
@@ -46,18 +47,6 @@ fn llama() -> Spec {
         rope_theta: 10_000.0,
         llama3_scaling: None,
         sliding_window: None,
-    }
-}
-
-/// A deterministic stream of values in [-1, 1).
-struct Noise(u64);
-
-impl Noise {
-    fn next(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 40) as f32 / (1u64 << 23) as f32 - 1.0
     }
 }
 

@@ -106,24 +106,31 @@ pub fn generate(
 
     let decode_start = Instant::now();
     let mut generated = 0usize;
-    for slot in &mut slots {
-        let token = sampler.sample(last_logits, &mut slot.state)?;
-        accept(
-            slot,
-            token,
-            ctx,
-            prompt_ids.len(),
-            context_length,
-            run_id,
-            emit,
-        );
-        generated += 1;
-    }
     backend.fork(slots.len())?;
     let mut live: Vec<usize> = (0..slots.len()).collect();
-    retire_finished(backend, &slots, &mut live)?;
-
-    while !live.is_empty() {
+    // The first token of every sample comes from the prompt's last logits; later ones from
+    // one batched decode of all live rows.
+    let mut rows: Option<Vec<Vec<f32>>> = None;
+    loop {
+        for (row, &i) in live.iter().enumerate() {
+            let logits = rows.as_ref().map_or(last_logits, |rows| &rows[row]);
+            let token = sampler.sample(logits, &mut slots[i].state)?;
+            let slot = &mut slots[i];
+            accept(
+                slot,
+                token,
+                ctx,
+                prompt_ids.len(),
+                context_length,
+                run_id,
+                emit,
+            );
+            generated += 1;
+        }
+        retire_finished(backend, &slots, &mut live)?;
+        if live.is_empty() {
+            break;
+        }
         if interrupted() {
             for &i in &live {
                 finish(&mut slots[i], StopReason::Abort, None, run_id, emit);
@@ -140,21 +147,7 @@ pub fn generate(
                     .expect("a live sample has a token")
             })
             .collect();
-        let rows = backend.decode(&tokens)?;
-        for (&i, logits) in live.iter().zip(&rows) {
-            let token = sampler.sample(logits, &mut slots[i].state)?;
-            accept(
-                &mut slots[i],
-                token,
-                ctx,
-                prompt_ids.len(),
-                context_length,
-                run_id,
-                emit,
-            );
-            generated += 1;
-        }
-        retire_finished(backend, &slots, &mut live)?;
+        rows = Some(backend.decode(&tokens)?);
     }
     let decode_ms = decode_start.elapsed().as_secs_f64() * 1e3;
 

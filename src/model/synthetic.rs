@@ -225,11 +225,12 @@ fn gpt2_byte_char(byte: u8) -> char {
     char::from_u32(256 + shifted).expect("U+0100..U+0143 are characters")
 }
 
-/// xorshift64: uniform values in [-1, 1), fast enough for 10^8 weights.
-struct Noise(u64);
+/// xorshift64: uniform values in [-1, 1), fast enough for 10^8 weights; tests use it to
+/// write their own random checkpoints.
+pub struct Noise(pub u64);
 
 impl Noise {
-    fn next(&mut self) -> f32 {
+    pub fn next(&mut self) -> f32 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
