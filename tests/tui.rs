@@ -187,7 +187,7 @@ fn typed_valid_value_applies_and_reruns() {
     let mut s = state();
     select(&mut s, "top_p");
     update(&mut s, Action::EditParam);
-    assert_eq!(s.params.editor.as_ref().unwrap().buffer.text, "1.0");
+    assert_eq!(s.params.editor.as_ref().unwrap().buffer.text, "1");
     for _ in 0..3 {
         update(&mut s, Action::DeleteBack);
     }
@@ -269,6 +269,9 @@ fn backspace_resets_the_field_to_the_preset_value() {
     select(&mut s, "temperature");
     update(&mut s, nudge(-3, false));
     assert!(s.params.modified());
+    update(&mut s, Action::EditParam);
+    assert_eq!(s.params.editor.as_ref().unwrap().buffer.text, "0.85");
+    update(&mut s, Action::CancelEdit);
     let effects = update(&mut s, Action::ResetParam);
     assert_eq!(s.params.params.temperature, 1.0);
     assert!(!s.params.modified());
@@ -616,10 +619,10 @@ fn editor_errors_loading_and_help_are_drawn() {
     update(&mut s, Action::CommitEdit);
     let buffer = render(&s, &Theme::dark());
     assert!(
-        find(&buffer, "1.09").is_some(),
+        find(&buffer, "top_p       19 ").is_some(),
         "the typed text stays in the editor"
     );
-    assert!(find(&buffer, "`top_p` = 1.09 is invalid").is_some());
+    assert!(find(&buffer, "`top_p` = 19 is invalid").is_some());
     assert!(find(&buffer, "loading ▮▮▮▮▮▯▯▯▯▯ 50% weights").is_some());
 
     update(&mut s, Action::CancelEdit);

@@ -243,6 +243,17 @@ fn float_step(
 
 /// The value as the editor starts it: YAML that `set_text` reads back; empty means null.
 fn edit_text(params: &SamplingParams, field: &str) -> String {
+    // f32 fields print themselves: through a JSON value they would widen to 1.100000023841858.
+    let float = match field {
+        "temperature" => Some(params.temperature),
+        "top_p" => Some(params.top_p),
+        "min_p" => Some(params.min_p),
+        "repetition_penalty" => Some(params.repetition_penalty),
+        _ => None,
+    };
+    if let Some(value) = float {
+        return value.to_string();
+    }
     match serde_json::to_value(params) {
         Ok(serde_json::Value::Object(map)) => match map.get(field) {
             None | Some(serde_json::Value::Null) => String::new(),
@@ -448,7 +459,9 @@ mod tests {
         p.set_text("stop", r#"["\n\n", 13]"#).unwrap();
         assert_eq!(value_text(&p, "stop"), r#""\n\n" <13>"#);
         assert_eq!(edit_text(&p, "stop"), r#"["\n\n",13]"#);
-        assert_eq!(edit_text(&p, "temperature"), "1.0");
+        p.temperature = 1.1;
+        assert_eq!(edit_text(&p, "temperature"), "1.1");
+        assert_eq!(edit_text(&p, "top_p"), "1");
         assert_eq!(edit_text(&p, "seed"), "");
     }
 }
