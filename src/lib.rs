@@ -11,3 +11,4 @@ pub mod params;
 pub mod presets;
 pub mod response;
 pub mod sampling;
+pub mod tui;

@@ -11,9 +11,13 @@ use std::process::ExitCode;
     version,
     about = "A terminal playground for LLM sampling"
 )]
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    /// Without a subcommand: open the playground.
+    #[command(flatten)]
+    play: cli::play::PlayArgs,
 }
 
 #[derive(Subcommand)]
@@ -34,10 +38,11 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Sample(args) => cli::sample::run(args),
-        Command::Bench(args) => cli::bench::run(args),
-        Command::Export(args) => cli::export::run(args),
-        Command::Presets { command } => cli::presets::run(command),
+        None => cli::play::run(cli.play),
+        Some(Command::Sample(args)) => cli::sample::run(args),
+        Some(Command::Bench(args)) => cli::bench::run(args),
+        Some(Command::Export(args)) => cli::export::run(args),
+        Some(Command::Presets { command }) => cli::presets::run(command),
     };
     match result {
         Ok(code) => code,

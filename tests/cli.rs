@@ -241,3 +241,23 @@ fn bench_reports_prefill_and_decode_rates_as_json() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("--samples"), "{}", stderr(&out));
 }
+
+#[test]
+fn the_playground_needs_a_model_for_now() {
+    let output = samplab(&[]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("--model is required"),
+        "{}",
+        stderr(&output)
+    );
+    let output = samplab(&["--prompt", "hi"]);
+    assert!(!output.status.success());
+    let output = samplab(&["--model", "m.gguf", "--preset", "no-such-preset"]);
+    assert!(
+        stderr(&output).contains("no-such-preset"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!output.status.success());
+}

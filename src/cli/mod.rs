@@ -2,5 +2,6 @@
 
 pub mod bench;
 pub mod export;
+pub mod play;
 pub mod presets;
 pub mod sample;

@@ -7,7 +7,7 @@ use serde::Serialize;
 pub type RunId = u64;
 
 /// One run: a prompt and the parameters to sample it with.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Request {
     pub run_id: RunId,
     pub prompt: String,

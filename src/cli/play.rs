@@ -1,0 +1,40 @@
+//! `samplab --model M`: the playground, with the preset checked before the terminal is taken.
+
+use clap::Args;
+use samplab::params::SamplingParams;
+use samplab::presets::{self, Preset, PresetSource};
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct PlayArgs {
+    /// A .gguf file, a Hugging Face model directory, or a Hub id (`org/name`, `org/name:file.gguf`).
+    #[arg(long)]
+    model: Option<String>,
+    /// The prompt to start with; it can be edited in the playground.
+    #[arg(long, default_value = "")]
+    prompt: String,
+    /// A built-in preset name or a preset file to start from.
+    #[arg(long)]
+    preset: Option<String>,
+}
+
+pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
+    let Some(model) = args.model else {
+        eprintln!(
+            "samplab: --model is required for now, e.g. `samplab --model path/to/model.gguf` \
+             (a .gguf file, a Hugging Face model directory or a Hub id); \
+             see `samplab --help` for the subcommands"
+        );
+        return Ok(ExitCode::from(2));
+    };
+    let preset = match &args.preset {
+        Some(name) => presets::resolve(name)?,
+        None => Preset {
+            name: "default".to_owned(),
+            params: SamplingParams::default(),
+            source: PresetSource::BuiltIn,
+        },
+    };
+    samplab::tui::run(&model, &args.prompt, preset)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,155 @@
+//! The loop: terminal events, engine events and timers become actions; effects reach the
+//! engine; the screen is drawn once per batch, behind a dirty flag, at most ~60 times a second.
+
+use super::action::{Action, Effect};
+use super::keymap::KeyMap;
+use super::state::State;
+use super::theme::Theme;
+use super::update::update;
+use super::view;
+use crate::engine::{Engine, Event, Request, RunId};
+use crossterm::event::{Event as TermEvent, KeyEventKind};
+use futures::{Stream, StreamExt};
+use ratatui::Terminal;
+use ratatui::backend::Backend;
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::time::Instant;
+
+/// Quiet time after the last change before a re-run starts.
+pub const DEBOUNCE: Duration = Duration::from_millis(150);
+const FRAME: Duration = Duration::from_millis(16);
+
+/// What the loop needs from the engine; a fake stands in for it in tests.
+pub trait EngineHandle {
+    fn run(&self, request: Request);
+    fn cancel(&self, run_id: RunId);
+}
+
+impl EngineHandle for Engine {
+    fn run(&self, request: Request) {
+        Engine::run(self, request);
+    }
+
+    fn cancel(&self, run_id: RunId) {
+        Engine::cancel(self, run_id);
+    }
+}
+
+pub struct App<E> {
+    pub state: State,
+    pub engine: E,
+    pub keymap: KeyMap,
+    pub theme: Theme,
+    debounce: Option<Instant>,
+    dirty: bool,
+    quit: bool,
+}
+
+impl<E: EngineHandle> App<E> {
+    pub fn new(state: State, engine: E, keymap: KeyMap, theme: Theme) -> Self {
+        Self {
+            state,
+            engine,
+            keymap,
+            theme,
+            debounce: None,
+            dirty: true,
+            quit: false,
+        }
+    }
+
+    pub fn should_quit(&self) -> bool {
+        self.quit
+    }
+
+    /// Updates the state and performs the effects.
+    pub fn dispatch(&mut self, action: Action) {
+        self.dirty = true;
+        for effect in update(&mut self.state, action) {
+            match effect {
+                Effect::Run(request) => self.engine.run(request),
+                Effect::Cancel(run_id) => self.engine.cancel(run_id),
+                Effect::ScheduleRun => self.debounce = Some(Instant::now() + DEBOUNCE),
+                Effect::Quit => self.quit = true,
+            }
+        }
+    }
+
+    /// Maps a terminal event through the key map; unbound keys do nothing.
+    pub fn on_terminal(&mut self, event: TermEvent) {
+        let action = match event {
+            TermEvent::Key(key) if key.kind != KeyEventKind::Release => {
+                self.keymap.action(&self.state.modes(), key)
+            }
+            TermEvent::Paste(text) => Some(Action::Paste(text)),
+            TermEvent::Resize(width, height) => Some(Action::Resize { width, height }),
+            _ => None,
+        };
+        if let Some(action) = action {
+            self.dispatch(action);
+        }
+    }
+
+    pub fn draw<B: Backend>(&mut self, terminal: &mut Terminal<B>) -> Result<(), B::Error> {
+        terminal.draw(|frame| view::draw(frame, &self.state, &self.theme, &self.keymap))?;
+        self.dirty = false;
+        Ok(())
+    }
+
+    /// Runs until quit or until `input` ends.
+    pub async fn run<B, S>(
+        &mut self,
+        terminal: &mut Terminal<B>,
+        mut input: S,
+        events: &mut UnboundedReceiver<Event>,
+    ) -> anyhow::Result<()>
+    where
+        B: Backend,
+        B::Error: Send + Sync + 'static,
+        S: Stream<Item = std::io::Result<TermEvent>> + Unpin,
+    {
+        let mut last_draw = Instant::now() - FRAME;
+        let mut engine_open = true;
+        while !self.quit {
+            if self.dirty && last_draw.elapsed() >= FRAME {
+                self.draw(terminal)?;
+                last_draw = Instant::now();
+            }
+            let draw_at = self.dirty.then_some(last_draw + FRAME);
+            let debounce = self.debounce;
+            tokio::select! {
+                event = input.next() => match event {
+                    Some(event) => self.on_terminal(event?),
+                    None => break,
+                },
+                event = events.recv(), if engine_open => match event {
+                    Some(event) => {
+                        self.dispatch(Action::Engine(event));
+                        // Drain the backlog so a burst of tokens costs one draw.
+                        while let Ok(event) = events.try_recv() {
+                            self.dispatch(Action::Engine(event));
+                        }
+                    }
+                    None => engine_open = false,
+                },
+                _ = sleep_until(debounce) => {
+                    self.debounce = None;
+                    self.dispatch(Action::DebounceElapsed);
+                }
+                _ = sleep_until(draw_at) => {}
+            }
+        }
+        if self.dirty {
+            self.draw(terminal)?;
+        }
+        Ok(())
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}

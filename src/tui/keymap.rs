@@ -1,0 +1,279 @@
+//! Keys are data: one table maps (mode, key) to an `Action`, and the help overlay and the
+//! status-bar hints are generated from the same table, so they cannot drift apart.
+
+use super::action::Action;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+/// A layer of bindings; several are active at once, most specific first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Keys that work everywhere, text editing included (no plain characters here).
+    Global,
+    /// Keys that work outside text editing (plain characters are commands there).
+    Navigate,
+    Prompt,
+    Params,
+    ParamEdit,
+    Columns,
+    Help,
+}
+
+impl Mode {
+    pub fn title(self) -> &'static str {
+        match self {
+            Mode::Global => "everywhere",
+            Mode::Navigate => "outside text",
+            Mode::Prompt => "prompt",
+            Mode::Params => "params",
+            Mode::ParamEdit => "typing a value",
+            Mode::Columns => "samples",
+            Mode::Help => "help",
+        }
+    }
+
+    /// Modes where unbound printable characters are typed, not ignored.
+    pub fn takes_text(self) -> bool {
+        matches!(self, Mode::Prompt | Mode::ParamEdit)
+    }
+}
+
+/// A key with its modifiers, normalised so that `?` matches with or without Shift.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Key {
+    pub code: KeyCode,
+    pub modifiers: KeyModifiers,
+}
+
+impl Key {
+    pub const fn new(code: KeyCode, modifiers: KeyModifiers) -> Self {
+        Self { code, modifiers }
+    }
+
+    pub const fn plain(code: KeyCode) -> Self {
+        Self::new(code, KeyModifiers::NONE)
+    }
+
+    pub fn from_event(event: KeyEvent) -> Self {
+        let mut modifiers =
+            event.modifiers & (KeyModifiers::SHIFT | KeyModifiers::CONTROL | KeyModifiers::ALT);
+        if matches!(event.code, KeyCode::Char(_) | KeyCode::BackTab) {
+            modifiers.remove(KeyModifiers::SHIFT);
+        }
+        Self::new(event.code, modifiers)
+    }
+
+    /// How help shows the key: `Shift+←`, `Ctrl+R`, `F5`, `q`.
+    pub fn label(&self) -> String {
+        let code = match self.code {
+            KeyCode::Left => "←".to_owned(),
+            KeyCode::Right => "→".to_owned(),
+            KeyCode::Up => "↑".to_owned(),
+            KeyCode::Down => "↓".to_owned(),
+            KeyCode::Enter => "Enter".to_owned(),
+            KeyCode::Esc => "Esc".to_owned(),
+            KeyCode::Tab => "Tab".to_owned(),
+            KeyCode::BackTab => "Shift+Tab".to_owned(),
+            KeyCode::Backspace => "Backspace".to_owned(),
+            KeyCode::Delete => "Del".to_owned(),
+            KeyCode::Home => "Home".to_owned(),
+            KeyCode::End => "End".to_owned(),
+            KeyCode::F(n) => format!("F{n}"),
+            KeyCode::Char(' ') => "Space".to_owned(),
+            KeyCode::Char(c) if self.modifiers.contains(KeyModifiers::CONTROL) => {
+                c.to_ascii_uppercase().to_string()
+            }
+            KeyCode::Char(c) => c.to_string(),
+            other => format!("{other:?}"),
+        };
+        let mut label = String::new();
+        if self.modifiers.contains(KeyModifiers::CONTROL) {
+            label.push_str("Ctrl+");
+        }
+        if self.modifiers.contains(KeyModifiers::ALT) {
+            label.push_str("Alt+");
+        }
+        if self.modifiers.contains(KeyModifiers::SHIFT) {
+            label.push_str("Shift+");
+        }
+        label + &code
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Binding {
+    pub mode: Mode,
+    pub key: Key,
+    pub action: Action,
+    pub help: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyMap {
+    pub bindings: Vec<Binding>,
+}
+
+impl Default for KeyMap {
+    fn default() -> Self {
+        use Action as A;
+        use KeyCode as K;
+        let ctrl = |c| Key::new(K::Char(c), KeyModifiers::CONTROL);
+        let shift = |code| Key::new(code, KeyModifiers::SHIFT);
+        let p = Key::plain;
+        let c = |ch| Key::plain(K::Char(ch));
+        let nudge = |steps, coarse| A::NudgeParam { steps, coarse };
+        let table = [
+            (Mode::Global, ctrl('c'), A::Quit, "quit"),
+            (Mode::Global, p(K::Tab), A::FocusNext, "next pane"),
+            (Mode::Global, p(K::BackTab), A::FocusPrev, "previous pane"),
+            (Mode::Global, p(K::F(5)), A::Rerun, "re-run now"),
+            (Mode::Global, ctrl('r'), A::Rerun, "re-run now"),
+            (Mode::Global, p(K::F(1)), A::OpenHelp, "help"),
+            (Mode::Navigate, c('q'), A::Quit, "quit"),
+            (Mode::Navigate, c('?'), A::OpenHelp, "help"),
+            (Mode::Params, p(K::Up), A::SelectParam(-1), "select"),
+            (Mode::Params, p(K::Down), A::SelectParam(1), "select"),
+            (Mode::Params, p(K::Left), nudge(-1, false), "nudge"),
+            (Mode::Params, p(K::Right), nudge(1, false), "nudge"),
+            (Mode::Params, shift(K::Left), nudge(-1, true), "coarse"),
+            (Mode::Params, shift(K::Right), nudge(1, true), "coarse"),
+            (
+                Mode::Params,
+                p(K::Enter),
+                A::EditParam,
+                "type value / toggle",
+            ),
+            (Mode::Params, p(K::Backspace), A::ResetParam, "reset"),
+            (Mode::Params, p(K::Delete), A::TurnOffParam, "off"),
+            (Mode::Params, c('x'), A::TurnOffParam, "off"),
+            (Mode::Params, c('r'), A::RollSeed, "roll seed"),
+            (Mode::ParamEdit, p(K::Enter), A::CommitEdit, "apply"),
+            (Mode::ParamEdit, p(K::Esc), A::CancelEdit, "cancel"),
+            (Mode::ParamEdit, p(K::Backspace), A::DeleteBack, "delete"),
+            (Mode::ParamEdit, p(K::Delete), A::DeleteForward, "delete"),
+            (Mode::ParamEdit, p(K::Left), A::CursorLeft, "move"),
+            (Mode::ParamEdit, p(K::Right), A::CursorRight, "move"),
+            (Mode::ParamEdit, p(K::Home), A::CursorHome, "move"),
+            (Mode::ParamEdit, p(K::End), A::CursorEnd, "move"),
+            (Mode::Prompt, p(K::Enter), A::InsertNewline, "new line"),
+            (Mode::Prompt, p(K::Esc), A::FocusNext, "leave prompt"),
+            (Mode::Prompt, p(K::Backspace), A::DeleteBack, "delete"),
+            (Mode::Prompt, p(K::Delete), A::DeleteForward, "delete"),
+            (Mode::Prompt, p(K::Left), A::CursorLeft, "move"),
+            (Mode::Prompt, p(K::Right), A::CursorRight, "move"),
+            (Mode::Prompt, p(K::Up), A::CursorUp, "move"),
+            (Mode::Prompt, p(K::Down), A::CursorDown, "move"),
+            (Mode::Prompt, p(K::Home), A::CursorHome, "move"),
+            (Mode::Prompt, p(K::End), A::CursorEnd, "move"),
+            (Mode::Help, p(K::Esc), A::CloseOverlay, "close"),
+            (Mode::Help, c('?'), A::CloseOverlay, "close"),
+            (Mode::Help, c('q'), A::CloseOverlay, "close"),
+            (Mode::Help, p(K::F(1)), A::CloseOverlay, "close"),
+            (Mode::Help, ctrl('c'), A::Quit, "quit"),
+        ];
+        Self {
+            bindings: table
+                .into_iter()
+                .map(|(mode, key, action, help)| Binding {
+                    mode,
+                    key,
+                    action,
+                    help,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl KeyMap {
+    /// The action for `event` in the first of `modes` that binds it; in a text mode an unbound
+    /// printable character is typed.
+    pub fn action(&self, modes: &[Mode], event: KeyEvent) -> Option<Action> {
+        let key = Key::from_event(event);
+        let bound = modes.iter().find_map(|&mode| {
+            self.bindings
+                .iter()
+                .find(|b| b.mode == mode && b.key == key)
+                .map(|b| b.action.clone())
+        });
+        bound.or_else(|| match key.code {
+            KeyCode::Char(c)
+                if modes.first().is_some_and(|m| m.takes_text())
+                    && !key
+                        .modifiers
+                        .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
+            {
+                Some(Action::InsertChar(c))
+            }
+            _ => None,
+        })
+    }
+
+    /// Bindings of one mode as (keys, help), keys sharing a help text joined: `←/→ nudge`.
+    pub fn describe(&self, mode: Mode) -> Vec<(String, &'static str)> {
+        let mut rows: Vec<(String, &'static str)> = Vec::new();
+        for b in self.bindings.iter().filter(|b| b.mode == mode) {
+            match rows.iter_mut().find(|(_, help)| *help == b.help) {
+                Some((keys, _)) => {
+                    keys.push('/');
+                    keys.push_str(&b.key.label());
+                }
+                None => rows.push((b.key.label(), b.help)),
+            }
+        }
+        rows
+    }
+
+    /// The first key that triggers `action` in any of `modes`, for status-bar hints.
+    pub fn key_for(&self, modes: &[Mode], action: &Action) -> Option<String> {
+        modes.iter().find_map(|&mode| {
+            self.bindings
+                .iter()
+                .find(|b| b.mode == mode && &b.action == action)
+                .map(|b| b.key.label())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(code: KeyCode, modifiers: KeyModifiers) -> KeyEvent {
+        KeyEvent::new(code, modifiers)
+    }
+
+    #[test]
+    fn the_most_specific_mode_wins_and_text_modes_type_characters() {
+        let map = KeyMap::default();
+        let q = key(KeyCode::Char('q'), KeyModifiers::NONE);
+        let nav = [Mode::Params, Mode::Navigate, Mode::Global];
+        assert_eq!(map.action(&nav, q), Some(Action::Quit));
+        let text = [Mode::Prompt, Mode::Global];
+        assert_eq!(map.action(&text, q), Some(Action::InsertChar('q')));
+        let ctrl_c = key(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        assert_eq!(map.action(&text, ctrl_c), Some(Action::Quit));
+        let shifted = key(KeyCode::Char('?'), KeyModifiers::SHIFT);
+        assert_eq!(map.action(&nav, shifted), Some(Action::OpenHelp));
+        let coarse = key(KeyCode::Left, KeyModifiers::SHIFT);
+        assert_eq!(
+            map.action(&nav, coarse),
+            Some(Action::NudgeParam {
+                steps: -1,
+                coarse: true
+            })
+        );
+        assert_eq!(
+            map.action(&nav, key(KeyCode::Char('z'), KeyModifiers::NONE)),
+            None
+        );
+    }
+
+    #[test]
+    fn help_rows_join_keys_that_share_a_meaning() {
+        let rows = KeyMap::default().describe(Mode::Params);
+        assert!(rows.contains(&("←/→".to_owned(), "nudge")), "{rows:?}");
+        assert!(rows.contains(&("Shift+←/Shift+→".to_owned(), "coarse")));
+        let global = KeyMap::default().describe(Mode::Global);
+        assert!(global.contains(&("F5/Ctrl+R".to_owned(), "re-run now")));
+    }
+}

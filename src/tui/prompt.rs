@@ -1,0 +1,110 @@
+//! The prompt box: a multi-line editor whose text is wrapped by characters so that the cursor
+//! can be placed exactly.
+
+use super::text::TextBuffer;
+use super::theme::Theme;
+use ratatui::Frame;
+use ratatui::layout::{Position, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Paragraph};
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PromptState {
+    pub buffer: TextBuffer,
+}
+
+impl PromptState {
+    pub fn new(text: &str) -> Self {
+        Self {
+            buffer: TextBuffer::new(text),
+        }
+    }
+
+    pub fn text(&self) -> &str {
+        &self.buffer.text
+    }
+
+    /// Pasted text with Windows and old-Mac line ends made plain newlines.
+    pub fn paste(&mut self, text: &str) {
+        self.buffer
+            .insert(&text.replace("\r\n", "\n").replace('\r', "\n"));
+    }
+}
+
+/// Splits each line into rows of `width` chars; also returns the cursor's (row, col).
+fn wrap(buffer: &TextBuffer, width: usize) -> (Vec<String>, (usize, usize)) {
+    let width = width.max(1);
+    let (cursor_line, cursor_col) = buffer.cursor_line_col();
+    let mut rows = Vec::new();
+    let mut cursor = (0, 0);
+    for (i, line) in buffer.text.split('\n').enumerate() {
+        let chars: Vec<char> = line.chars().collect();
+        if i == cursor_line {
+            cursor = (rows.len() + cursor_col / width, cursor_col % width);
+        }
+        if chars.is_empty() {
+            rows.push(String::new());
+        }
+        rows.extend(chars.chunks(width).map(|c| c.iter().collect::<String>()));
+        if i == cursor_line
+            && cursor_col > 0
+            && cursor_col % width == 0
+            && cursor_col == chars.len()
+        {
+            // A cursor after a full row sits at the start of the row below it.
+            rows.push(String::new());
+        }
+    }
+    (rows, cursor)
+}
+
+pub fn render(frame: &mut Frame, area: Rect, state: &PromptState, focused: bool, theme: &Theme) {
+    let block = Block::bordered()
+        .title(Span::styled(" prompt ", theme.title))
+        .border_style(theme.frame(focused));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    if inner.width == 0 || inner.height == 0 {
+        return;
+    }
+    let (rows, (row, col)) = wrap(&state.buffer, usize::from(inner.width));
+    let height = usize::from(inner.height);
+    // Keep the cursor's row in view.
+    let top = (row + 1).saturating_sub(height);
+    let lines: Vec<Line> = rows
+        .into_iter()
+        .skip(top)
+        .take(height)
+        .map(Line::raw)
+        .collect();
+    frame.render_widget(Paragraph::new(lines).style(theme.base), inner);
+    if focused {
+        frame.set_cursor_position(Position::new(
+            inner.x + col as u16,
+            inner.y + (row - top) as u16,
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapping_places_the_cursor_on_the_right_row() {
+        let buffer = TextBuffer::new("abcdef\ngh");
+        let (rows, cursor) = wrap(&buffer, 4);
+        assert_eq!(rows, ["abcd", "ef", "gh"]);
+        assert_eq!(cursor, (2, 2));
+        let (rows, cursor) = wrap(&TextBuffer::new("abcd"), 4);
+        assert_eq!(rows, ["abcd", ""]);
+        assert_eq!(cursor, (1, 0));
+    }
+
+    #[test]
+    fn paste_normalises_line_ends() {
+        let mut p = PromptState::new("x");
+        p.paste("a\r\nb\rc");
+        assert_eq!(p.text(), "xa\nb\nc");
+    }
+}

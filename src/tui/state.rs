@@ -1,0 +1,77 @@
+//! The whole UI state, one field per domain; each domain lives in its widget's module.
+
+use super::action::Focus;
+use super::columns::Columns;
+use super::keymap::Mode;
+use super::params::ParamsState;
+use super::prompt::PromptState;
+use super::status::StatusState;
+use crate::engine::RunId;
+use ratatui::layout::Rect;
+
+/// Panels drawn over everything; they take input first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overlay {
+    Help,
+}
+
+/// Which run is on screen and whether a new one is owed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunState {
+    pub last_id: RunId,
+    /// The run whose events are shown; events of any other run are dropped.
+    pub current: Option<RunId>,
+    /// The current run is still producing events.
+    pub active: bool,
+    /// Something changed (or nothing ran yet): run once the debounce ends and the model is ready.
+    pub pending: bool,
+    /// The stop token ids of the current run, to tell `<eos>` from a listed stop token.
+    pub stop_ids: Vec<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct State {
+    pub focus: Focus,
+    pub overlay: Option<Overlay>,
+    pub prompt: PromptState,
+    pub params: ParamsState,
+    pub columns: Columns,
+    pub status: StatusState,
+    pub run: RunState,
+    /// The terminal size, so that sample text is wrapped at the width it will be drawn.
+    pub size: Rect,
+}
+
+impl State {
+    /// Starts with the prompt focused and a run owed as soon as the model is ready.
+    pub fn new(prompt: &str, params: ParamsState, size: Rect) -> Self {
+        Self {
+            focus: Focus::Prompt,
+            overlay: None,
+            prompt: PromptState::new(prompt),
+            params,
+            columns: Columns::default(),
+            status: StatusState::default(),
+            run: RunState {
+                pending: true,
+                ..RunState::default()
+            },
+            size,
+        }
+    }
+
+    /// The key-map layers that apply now, most specific first.
+    pub fn modes(&self) -> Vec<Mode> {
+        if self.overlay == Some(Overlay::Help) {
+            return vec![Mode::Help];
+        }
+        if self.params.editor.is_some() {
+            return vec![Mode::ParamEdit, Mode::Global];
+        }
+        match self.focus {
+            Focus::Prompt => vec![Mode::Prompt, Mode::Global],
+            Focus::Params => vec![Mode::Params, Mode::Navigate, Mode::Global],
+            Focus::Columns => vec![Mode::Columns, Mode::Navigate, Mode::Global],
+        }
+    }
+}

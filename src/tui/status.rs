@@ -1,0 +1,128 @@
+//! The status bar: model and its load progress, run timings, preset (with `*` when modified)
+//! and key hints from the key map.
+
+use super::params::ParamsState;
+use super::theme::Theme;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelStatus {
+    Loading { progress: f32, message: String },
+    Ready { name: String, device: String },
+    Failed(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusState {
+    pub model: ModelStatus,
+    pub prefill_ms: Option<f64>,
+    pub tok_per_s: Option<f64>,
+    /// The last run's error, until the next run starts.
+    pub error: Option<String>,
+}
+
+impl Default for StatusState {
+    fn default() -> Self {
+        Self {
+            model: ModelStatus::Loading {
+                progress: 0.0,
+                message: "starting".to_owned(),
+            },
+            prefill_ms: None,
+            tok_per_s: None,
+            error: None,
+        }
+    }
+}
+
+impl StatusState {
+    pub fn ready(&self) -> bool {
+        matches!(self.model, ModelStatus::Ready { .. })
+    }
+}
+
+const LOAD_GAUGE_WIDTH: usize = 10;
+
+/// `hints` are (keys, meaning) pairs drawn at the right end.
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    status: &StatusState,
+    params: &ParamsState,
+    hints: &[(String, &str)],
+    theme: &Theme,
+) {
+    let sep = || Span::styled(" · ", theme.dim.patch(theme.status));
+    let mut left = vec![Span::raw(" ")];
+    match &status.model {
+        ModelStatus::Loading { progress, message } => {
+            let filled = ((progress.clamp(0.0, 1.0) * LOAD_GAUGE_WIDTH as f32).round()) as usize;
+            left.push(Span::raw("loading "));
+            left.push(Span::styled(
+                "▮".repeat(filled),
+                theme.gauge_filled.patch(theme.status),
+            ));
+            left.push(Span::styled(
+                "▯".repeat(LOAD_GAUGE_WIDTH - filled),
+                theme.gauge_empty.patch(theme.status),
+            ));
+            left.push(Span::raw(format!(" {:.0}% {message}", progress * 100.0)));
+        }
+        ModelStatus::Ready { name, device } => {
+            left.push(Span::raw(format!("model {name} ({device})")));
+            if let Some(ms) = status.prefill_ms {
+                left.push(sep());
+                left.push(Span::raw(format!("prefill {ms:.0} ms")));
+            }
+            if let Some(rate) = status.tok_per_s {
+                left.push(sep());
+                left.push(Span::raw(format!("{rate:.0} tok/s")));
+            }
+        }
+        ModelStatus::Failed(message) => {
+            left.push(Span::styled(
+                format!("model failed: {message}"),
+                theme.error.patch(theme.status),
+            ));
+        }
+    }
+    left.push(sep());
+    left.push(Span::raw(format!(
+        "preset {}{}",
+        params.preset_name,
+        if params.modified() { "*" } else { "" }
+    )));
+    if let Some(error) = &status.error {
+        left.push(sep());
+        left.push(Span::styled(
+            format!("error: {error}"),
+            theme.error.patch(theme.status),
+        ));
+    }
+    let right: String = hints
+        .iter()
+        .map(|(keys, help)| format!("{keys} {help}"))
+        .collect::<Vec<_>>()
+        .join("  ")
+        + " ";
+    let right_width = right.chars().count() as u16;
+    let left_width = area.width.saturating_sub(right_width);
+    frame.render_widget(
+        Paragraph::new(Line::from(left)).style(theme.status),
+        Rect {
+            width: left_width,
+            ..area
+        },
+    );
+    if right_width <= area.width {
+        let right_area = Rect {
+            x: area.x + left_width,
+            width: right_width,
+            ..area
+        };
+        frame.render_widget(Paragraph::new(right).style(theme.status), right_area);
+    }
+}

@@ -1,0 +1,270 @@
+//! The pure heart of the UI: `update(&mut State, Action) -> Vec<Effect>`. No clock, no terminal,
+//! no engine: the loop performs the effects.
+
+use super::action::{Action, Effect, Focus};
+use super::layout::column_text_width;
+use super::state::{Overlay, State};
+use super::status::ModelStatus;
+use super::text::TextBuffer;
+use crate::engine::{Event, Request};
+
+pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
+    match action {
+        Action::Quit => {
+            let mut effects = cancel_current(state);
+            effects.push(Effect::Quit);
+            effects
+        }
+        Action::FocusNext | Action::FocusPrev => {
+            state.params.editor = None;
+            state.focus = state.focus.cycled(action == Action::FocusNext);
+            Vec::new()
+        }
+        Action::OpenHelp => {
+            state.overlay = Some(Overlay::Help);
+            Vec::new()
+        }
+        Action::CloseOverlay => {
+            state.overlay = None;
+            Vec::new()
+        }
+        Action::Rerun => {
+            state.run.pending = true;
+            start_run(state)
+        }
+        Action::SelectParam(delta) => {
+            state.params.select(delta);
+            Vec::new()
+        }
+        Action::NudgeParam { steps, coarse } => {
+            let changed = state.params.nudge(steps, coarse);
+            params_changed(state, changed)
+        }
+        Action::ResetParam => {
+            let changed = state.params.reset();
+            params_changed(state, changed)
+        }
+        Action::TurnOffParam => {
+            let changed = state.params.turn_off();
+            params_changed(state, changed)
+        }
+        Action::RollSeed => {
+            let changed = state.params.roll_seed();
+            params_changed(state, changed)
+        }
+        Action::EditParam => {
+            let changed = state.params.edit();
+            params_changed(state, changed)
+        }
+        Action::CommitEdit => {
+            let changed = state.params.commit();
+            params_changed(state, changed)
+        }
+        Action::CancelEdit => {
+            state.params.editor = None;
+            Vec::new()
+        }
+        Action::InsertChar(c) => edit_text(state, |b| {
+            b.insert(c.encode_utf8(&mut [0; 4]));
+            true
+        }),
+        Action::InsertNewline => edit_text(state, |b| {
+            b.insert("\n");
+            true
+        }),
+        Action::Paste(text) => {
+            if state.params.editor.is_some() {
+                // A value is one line: newlines would only make it invalid.
+                let line = text.replace(['\r', '\n'], " ");
+                edit_text(state, |b| {
+                    b.insert(&line);
+                    true
+                })
+            } else if state.focus == Focus::Prompt && state.overlay.is_none() {
+                state.prompt.paste(&text);
+                params_changed(state, true)
+            } else {
+                Vec::new()
+            }
+        }
+        Action::DeleteBack => edit_text(state, TextBuffer::delete_back),
+        Action::DeleteForward => edit_text(state, TextBuffer::delete_forward),
+        Action::CursorLeft => edit_text(state, |b| {
+            b.left();
+            false
+        }),
+        Action::CursorRight => edit_text(state, |b| {
+            b.right();
+            false
+        }),
+        Action::CursorUp => edit_text(state, |b| {
+            b.vertical(true);
+            false
+        }),
+        Action::CursorDown => edit_text(state, |b| {
+            b.vertical(false);
+            false
+        }),
+        Action::CursorHome => edit_text(state, |b| {
+            b.home();
+            false
+        }),
+        Action::CursorEnd => edit_text(state, |b| {
+            b.end();
+            false
+        }),
+        Action::Resize { width, height } => {
+            state.size.width = width;
+            state.size.height = height;
+            let wrap = column_text_width(state.size, state.columns.columns.len());
+            state.columns.rewrap(wrap);
+            Vec::new()
+        }
+        Action::DebounceElapsed => {
+            if state.run.pending {
+                start_run(state)
+            } else {
+                Vec::new()
+            }
+        }
+        Action::Engine(event) => engine_event(state, event),
+    }
+}
+
+/// Applies `edit` to the open value editor, else to the prompt; `edit` says whether the text
+/// changed, and a changed prompt re-runs.
+fn edit_text(state: &mut State, edit: impl FnOnce(&mut TextBuffer) -> bool) -> Vec<Effect> {
+    if let Some(editor) = &mut state.params.editor {
+        if edit(&mut editor.buffer) {
+            editor.error = None;
+        }
+        Vec::new()
+    } else if state.focus == Focus::Prompt && state.overlay.is_none() {
+        let changed = edit(&mut state.prompt.buffer);
+        params_changed(state, changed)
+    } else {
+        Vec::new()
+    }
+}
+
+/// A change stops the run on screen at once and asks for a new one after the debounce.
+fn params_changed(state: &mut State, changed: bool) -> Vec<Effect> {
+    if !changed {
+        return Vec::new();
+    }
+    state.run.pending = true;
+    let mut effects = cancel_current(state);
+    effects.push(Effect::ScheduleRun);
+    effects
+}
+
+fn cancel_current(state: &mut State) -> Vec<Effect> {
+    match state.run.current.filter(|_| state.run.active) {
+        Some(id) => {
+            state.run.current = None;
+            state.run.active = false;
+            state.columns.abort_unfinished();
+            vec![Effect::Cancel(id)]
+        }
+        None => Vec::new(),
+    }
+}
+
+/// Runs the owed request now, or leaves it owed until the model is ready.
+fn start_run(state: &mut State) -> Vec<Effect> {
+    if !state.run.pending || !state.status.ready() {
+        return Vec::new();
+    }
+    let mut effects = cancel_current(state);
+    state.run.last_id += 1;
+    let run_id = state.run.last_id;
+    let params = state.params.params.clone();
+    state.run.current = Some(run_id);
+    state.run.active = true;
+    state.run.pending = false;
+    state.run.stop_ids = params
+        .stop
+        .as_ref()
+        .map(|s| s.token_ids().collect())
+        .unwrap_or_default();
+    effects.push(Effect::Run(Request {
+        run_id,
+        prompt: state.prompt.text().to_owned(),
+        params,
+    }));
+    effects
+}
+
+fn engine_event(state: &mut State, event: Event) -> Vec<Effect> {
+    if let Some(run_id) = event.run_id()
+        && state.run.current != Some(run_id)
+    {
+        return Vec::new();
+    }
+    match event {
+        Event::Loading { progress, message } => {
+            state.status.model = ModelStatus::Loading { progress, message };
+        }
+        Event::Loaded { model, device, .. } => {
+            state.status.model = ModelStatus::Ready {
+                name: model,
+                device,
+            };
+            return start_run(state);
+        }
+        Event::LoadFailed { message } => state.status.model = ModelStatus::Failed(message),
+        Event::Started {
+            seeds, prefill_ms, ..
+        } => {
+            let width = column_text_width(state.size, seeds.len());
+            state.columns.start(&seeds, width);
+            state.status.prefill_ms = Some(prefill_ms);
+            state.status.tok_per_s = None;
+            state.status.error = None;
+        }
+        Event::Token { token, .. } => {
+            if let Some(column) = state.columns.columns.get_mut(token.sample as usize) {
+                column.push_token(&token.text, token.prob, token.logprob);
+            }
+        }
+        Event::Finished {
+            sample,
+            reason,
+            matched,
+            tail,
+            ..
+        } => {
+            if let Some(column) = state.columns.columns.get_mut(sample as usize) {
+                column.push(&tail, None);
+                column.finish(reason, matched.as_ref(), &state.run.stop_ids);
+            }
+        }
+        Event::Done { response, .. } => {
+            state.run.active = false;
+            state.status.tok_per_s = Some(response.timings.decode_tok_per_s);
+            for (column, trajectory) in state.columns.columns.iter_mut().zip(&response.trajectories)
+            {
+                if column.finish.is_none() {
+                    column.finish(
+                        trajectory.stop_reason,
+                        trajectory.stop_matched.as_ref(),
+                        &state.run.stop_ids,
+                    );
+                }
+            }
+        }
+        Event::Error { message, .. } => {
+            state.run.active = false;
+            state.status.error = Some(message);
+            for column in state
+                .columns
+                .columns
+                .iter_mut()
+                .filter(|c| c.finish.is_none())
+            {
+                column.finish(crate::response::StopReason::Error, None, &[]);
+            }
+        }
+    }
+    Vec::new()
+}

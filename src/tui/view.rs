@@ -1,0 +1,32 @@
+//! One draw of the whole screen from `&State`; nothing here changes state.
+
+use super::action::{Action, Focus};
+use super::keymap::KeyMap;
+use super::layout::areas;
+use super::state::{Overlay, State};
+use super::theme::Theme;
+use super::{columns, help, params, prompt, status};
+use ratatui::Frame;
+
+pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
+    let a = areas(frame.area());
+    let focus = |f| state.focus == f && state.overlay.is_none();
+    prompt::render(frame, a.prompt, &state.prompt, focus(Focus::Prompt), theme);
+    params::render(frame, a.params, &state.params, focus(Focus::Params), theme);
+    columns::render(
+        frame,
+        a.columns,
+        &state.columns,
+        focus(Focus::Columns),
+        theme,
+    );
+    let modes = state.modes();
+    let hints: Vec<(String, &str)> = [(Action::Quit, "quit"), (Action::OpenHelp, "help")]
+        .iter()
+        .filter_map(|(action, name)| keymap.key_for(&modes, action).map(|k| (k, *name)))
+        .collect();
+    status::render(frame, a.status, &state.status, &state.params, &hints, theme);
+    if state.overlay == Some(Overlay::Help) {
+        help::render(frame, frame.area(), keymap, theme);
+    }
+}

@@ -1,0 +1,733 @@
+//! The playground without a terminal: pure `update` for every action, views on `TestBackend`,
+//! and the whole loop driven by injected keys and a fake engine.
+
+use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use samplab::engine::{Event, Request, RunId, TokenEvent};
+use samplab::params::{FIELDS, SamplingParams};
+use samplab::response::{SampleResponse, StopMatched, StopReason, Timings, Trajectory};
+use samplab::tui::action::{Action, Effect, Focus};
+use samplab::tui::app::{App, EngineHandle};
+use samplab::tui::keymap::KeyMap;
+use samplab::tui::layout::areas;
+use samplab::tui::params::ParamsState;
+use samplab::tui::state::{Overlay, State};
+use samplab::tui::theme::Theme;
+use samplab::tui::update::update;
+use samplab::tui::view;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedSender;
+
+fn state_sized(width: u16, height: u16) -> State {
+    let params = ParamsState::new("default", SamplingParams::default(), 1);
+    State::new("Once", params, Rect::new(0, 0, width, height))
+}
+
+fn state() -> State {
+    state_sized(80, 24)
+}
+
+fn select(state: &mut State, field: &str) {
+    state.focus = Focus::Params;
+    state.params.selected = FIELDS.iter().position(|&f| f == field).unwrap();
+}
+
+fn loaded() -> Event {
+    Event::Loaded {
+        model: "fake".into(),
+        device: "cpu".into(),
+        defaults: None,
+    }
+}
+
+/// A state whose model is ready and whose first run (id 1) is in flight.
+fn running() -> State {
+    let mut s = state();
+    let effects = update(&mut s, Action::Engine(loaded()));
+    assert!(matches!(&effects[..], [Effect::Run(r)] if r.run_id == 1));
+    s
+}
+
+fn token(run_id: RunId, sample: u32, text: &str, prob: f32) -> Event {
+    Event::Token {
+        run_id,
+        token: TokenEvent {
+            sample,
+            id: 5,
+            text: text.into(),
+            logprob: prob.ln(),
+            prob,
+            rank: 1,
+            top: Vec::new(),
+        },
+    }
+}
+
+fn started(run_id: RunId, seeds: Vec<u64>) -> Event {
+    Event::Started {
+        run_id,
+        prompt_token_ids: vec![0, 2],
+        seeds,
+        prefill_ms: 3.0,
+    }
+}
+
+fn finished(run_id: RunId, sample: u32, reason: StopReason, matched: Option<StopMatched>) -> Event {
+    Event::Finished {
+        run_id,
+        sample,
+        reason,
+        matched,
+        tail: String::new(),
+    }
+}
+
+fn done(run_id: RunId, reasons: &[StopReason]) -> Event {
+    Event::Done {
+        run_id,
+        response: Box::new(SampleResponse {
+            model: "fake".into(),
+            params: SamplingParams::default(),
+            prompt_token_ids: vec![0, 2],
+            prompt_logprobs: None,
+            prompt_top_logprobs: None,
+            trajectories: reasons
+                .iter()
+                .enumerate()
+                .map(|(i, &stop_reason)| Trajectory {
+                    index: i as u32,
+                    seed: 42 + i as u64,
+                    token_ids: vec![],
+                    text: String::new(),
+                    stop_reason,
+                    stop_matched: None,
+                    logprobs: vec![],
+                    top_logprobs: None,
+                })
+                .collect(),
+            timings: Timings {
+                prefill_ms: 3.0,
+                decode_ms: 10.0,
+                decode_tok_per_s: 812.0,
+            },
+        }),
+    }
+}
+
+fn nudge(steps: i32, coarse: bool) -> Action {
+    Action::NudgeParam { steps, coarse }
+}
+
+fn type_text(s: &mut State, text: &str) {
+    for c in text.chars() {
+        update(s, Action::InsertChar(c));
+    }
+}
+
+// ---- update ----
+
+#[test]
+fn nudge_moves_the_selected_field_and_schedules_a_rerun() {
+    let mut s = running();
+    select(&mut s, "temperature");
+    let effects = update(&mut s, nudge(1, false));
+    assert_eq!(s.params.params.temperature, 1.05);
+    assert_eq!(effects, [Effect::Cancel(1), Effect::ScheduleRun]);
+    assert!(s.params.modified());
+    let effects = update(&mut s, nudge(-1, false));
+    assert_eq!(s.params.params.temperature, 1.0);
+    assert_eq!(effects, [Effect::ScheduleRun], "run 1 is already cancelled");
+}
+
+#[test]
+fn coarse_nudge_takes_the_big_step() {
+    let mut s = state();
+    select(&mut s, "temperature");
+    update(&mut s, nudge(1, true));
+    assert_eq!(s.params.params.temperature, 1.5);
+    select(&mut s, "num_samples");
+    update(&mut s, nudge(1, true));
+    assert_eq!(s.params.params.num_samples, 5);
+}
+
+#[test]
+fn top_k_and_max_tokens_move_on_log_scales_through_off() {
+    let mut s = state();
+    select(&mut s, "top_k");
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        update(&mut s, nudge(1, false));
+        seen.push(s.params.params.top_k);
+    }
+    assert_eq!(seen, [1, 2, 4]);
+    update(&mut s, nudge(-3, false));
+    assert_eq!(s.params.params.top_k, -1);
+    update(&mut s, nudge(1, true));
+    assert_eq!(s.params.params.top_k, 8);
+
+    select(&mut s, "max_tokens");
+    assert_eq!(s.params.params.max_tokens, Some(128));
+    update(&mut s, nudge(1, false));
+    assert_eq!(s.params.params.max_tokens, Some(256));
+    update(&mut s, nudge(-1, true));
+    assert_eq!(s.params.params.max_tokens, Some(16));
+    s.params.params.max_tokens = Some(1);
+    update(&mut s, nudge(-1, false));
+    assert_eq!(s.params.params.max_tokens, None);
+    update(&mut s, nudge(1, false));
+    assert_eq!(s.params.params.max_tokens, Some(1));
+}
+
+#[test]
+fn typed_valid_value_applies_and_reruns() {
+    let mut s = state();
+    select(&mut s, "top_p");
+    update(&mut s, Action::EditParam);
+    assert_eq!(s.params.editor.as_ref().unwrap().buffer.text, "1");
+    for _ in 0..3 {
+        update(&mut s, Action::DeleteBack);
+    }
+    type_text(&mut s, "0.5");
+    let effects = update(&mut s, Action::CommitEdit);
+    assert_eq!(s.params.params.top_p, 0.5);
+    assert!(s.params.editor.is_none());
+    assert_eq!(effects, [Effect::ScheduleRun]);
+}
+
+#[test]
+fn typed_invalid_value_keeps_the_old_one_and_says_why() {
+    let mut s = state();
+    select(&mut s, "top_p");
+    update(&mut s, Action::EditParam);
+    update(&mut s, Action::Paste("\n".into()));
+    update(&mut s, Action::CursorHome);
+    update(&mut s, Action::DeleteForward);
+    update(&mut s, Action::DeleteForward);
+    update(&mut s, Action::DeleteForward);
+    update(&mut s, Action::DeleteForward);
+    assert_eq!(s.params.editor.as_ref().unwrap().buffer.text, "");
+    type_text(&mut s, "2");
+    let effects = update(&mut s, Action::CommitEdit);
+    assert!(effects.is_empty());
+    assert_eq!(s.params.params.top_p, 1.0);
+    let error = s.params.editor.as_ref().unwrap().error.clone().unwrap();
+    assert!(
+        error.contains("top_p") && error.contains("(0, 1]"),
+        "{error}"
+    );
+    // Typing again clears the message; Esc leaves without changing anything.
+    update(&mut s, Action::DeleteBack);
+    assert_eq!(s.params.editor.as_ref().unwrap().error, None);
+    update(&mut s, Action::CancelEdit);
+    assert!(s.params.editor.is_none());
+    assert_eq!(s.params.params.top_p, 1.0);
+}
+
+#[test]
+fn enter_toggles_bools_and_empty_text_turns_an_option_off() {
+    let mut s = state();
+    select(&mut s, "include_stop_str_in_output");
+    update(&mut s, Action::EditParam);
+    assert!(s.params.params.include_stop_str_in_output);
+    assert!(s.params.editor.is_none());
+
+    select(&mut s, "seed");
+    update(&mut s, Action::EditParam);
+    while update(&mut s, Action::DeleteBack).is_empty()
+        && !s.params.editor.as_ref().unwrap().buffer.text.is_empty()
+    {}
+    update(&mut s, Action::CommitEdit);
+    assert_eq!(s.params.params.seed, None);
+
+    select(&mut s, "logprobs");
+    update(&mut s, nudge(1, false));
+    assert_eq!(s.params.params.logprobs, Some(0));
+    update(&mut s, Action::TurnOffParam);
+    assert_eq!(s.params.params.logprobs, None);
+}
+
+#[test]
+fn stop_strings_are_typed_as_yaml() {
+    let mut s = state();
+    select(&mut s, "stop");
+    update(&mut s, Action::EditParam);
+    update(&mut s, Action::Paste(r#"["\n\n"]"#.into()));
+    update(&mut s, Action::CommitEdit);
+    assert_eq!(
+        samplab::tui::params::value_text(&s.params.params, "stop"),
+        r#""\n\n""#
+    );
+}
+
+#[test]
+fn backspace_resets_the_field_to_the_preset_value() {
+    let mut s = state();
+    select(&mut s, "temperature");
+    update(&mut s, nudge(-3, false));
+    assert!(s.params.modified());
+    update(&mut s, Action::EditParam);
+    assert_eq!(s.params.editor.as_ref().unwrap().buffer.text, "0.85");
+    update(&mut s, Action::CancelEdit);
+    let effects = update(&mut s, Action::ResetParam);
+    assert_eq!(s.params.params.temperature, 1.0);
+    assert!(!s.params.modified());
+    assert_eq!(effects, [Effect::ScheduleRun]);
+    assert!(
+        update(&mut s, Action::ResetParam).is_empty(),
+        "nothing left to reset"
+    );
+}
+
+#[test]
+fn r_rolls_a_new_fixed_seed() {
+    let mut s = state();
+    let before = s.params.params.seed.unwrap();
+    let effects = update(&mut s, Action::RollSeed);
+    let after = s.params.params.seed.unwrap();
+    assert_ne!(before, after);
+    assert!(after < 1_000_000);
+    assert_eq!(effects, [Effect::ScheduleRun]);
+}
+
+#[test]
+fn tab_cycles_focus_and_closes_the_editor() {
+    let mut s = state();
+    assert_eq!(s.focus, Focus::Prompt);
+    update(&mut s, Action::FocusNext);
+    assert_eq!(s.focus, Focus::Params);
+    update(&mut s, Action::EditParam);
+    update(&mut s, Action::FocusNext);
+    assert_eq!(s.focus, Focus::Columns);
+    assert!(s.params.editor.is_none());
+    update(&mut s, Action::FocusNext);
+    assert_eq!(s.focus, Focus::Prompt);
+    update(&mut s, Action::FocusPrev);
+    assert_eq!(s.focus, Focus::Columns);
+}
+
+#[test]
+fn prompt_edits_and_pastes_rerun() {
+    let mut s = running();
+    let effects = update(&mut s, Action::InsertChar('!'));
+    assert_eq!(effects, [Effect::Cancel(1), Effect::ScheduleRun]);
+    update(&mut s, Action::InsertNewline);
+    update(&mut s, Action::Paste("a\r\nb".into()));
+    assert_eq!(s.prompt.text(), "Once!\na\nb");
+    update(&mut s, Action::CursorUp);
+    update(&mut s, Action::CursorHome);
+    update(&mut s, Action::DeleteBack);
+    assert_eq!(s.prompt.text(), "Once!a\nb");
+    assert!(
+        update(&mut s, Action::CursorLeft).is_empty(),
+        "moving is no change"
+    );
+    // Outside the prompt, typed characters go nowhere.
+    s.focus = Focus::Columns;
+    assert!(update(&mut s, Action::InsertChar('x')).is_empty());
+    assert_eq!(s.prompt.text(), "Once!a\nb");
+}
+
+#[test]
+fn quit_cancels_the_run_and_quits() {
+    let mut s = running();
+    assert_eq!(
+        update(&mut s, Action::Quit),
+        [Effect::Cancel(1), Effect::Quit]
+    );
+    let mut idle = state();
+    assert_eq!(update(&mut idle, Action::Quit), [Effect::Quit]);
+}
+
+#[test]
+fn help_opens_and_closes() {
+    let mut s = state();
+    update(&mut s, Action::OpenHelp);
+    assert_eq!(s.overlay, Some(Overlay::Help));
+    update(&mut s, Action::CloseOverlay);
+    assert_eq!(s.overlay, None);
+}
+
+#[test]
+fn debounce_starts_a_new_run_with_a_new_id() {
+    let mut s = running();
+    select(&mut s, "temperature");
+    update(&mut s, nudge(-2, false));
+    let effects = update(&mut s, Action::DebounceElapsed);
+    let [Effect::Run(request)] = &effects[..] else {
+        panic!("{effects:?}")
+    };
+    assert_eq!(request.run_id, 2);
+    assert_eq!(request.prompt, "Once");
+    assert_eq!(request.params.temperature, 0.9);
+    assert!(
+        update(&mut s, Action::DebounceElapsed).is_empty(),
+        "nothing owed"
+    );
+    let effects = update(&mut s, Action::Rerun);
+    assert!(matches!(&effects[..], [Effect::Cancel(2), Effect::Run(r)] if r.run_id == 3));
+}
+
+#[test]
+fn nothing_runs_before_the_model_is_ready() {
+    let mut s = state();
+    assert!(update(&mut s, Action::DebounceElapsed).is_empty());
+    assert!(update(&mut s, Action::Rerun).is_empty());
+    update(
+        &mut s,
+        Action::Engine(Event::Loading {
+            progress: 0.5,
+            message: "weights".into(),
+        }),
+    );
+    let effects = update(&mut s, Action::Engine(loaded()));
+    assert!(matches!(&effects[..], [Effect::Run(r)] if r.run_id == 1));
+    let mut failed = state();
+    update(
+        &mut failed,
+        Action::Engine(Event::LoadFailed {
+            message: "no such file".into(),
+        }),
+    );
+    assert!(update(&mut failed, Action::Rerun).is_empty());
+}
+
+#[test]
+fn events_of_a_stale_run_are_dropped() {
+    let mut s = running();
+    update(&mut s, Action::Engine(started(1, vec![42])));
+    update(&mut s, Action::Engine(token(1, 0, "Hi", 0.5)));
+    update(&mut s, Action::InsertChar('!'));
+    update(&mut s, Action::DebounceElapsed);
+    let before = s.clone();
+    for event in [
+        token(1, 0, " there", 0.5),
+        started(1, vec![7, 8]),
+        finished(1, 0, StopReason::Length, None),
+        done(1, &[StopReason::Abort]),
+        Event::Error {
+            run_id: 1,
+            message: "late".into(),
+        },
+    ] {
+        update(&mut s, Action::Engine(event));
+    }
+    assert_eq!(s, before);
+    assert_eq!(
+        s.columns.columns[0].footer(),
+        "■ abort 1 tok lp -0.69 ppl 2.00"
+    );
+}
+
+#[test]
+fn finished_and_done_fill_the_footers() {
+    let mut s = running();
+    update(&mut s, Action::Engine(started(1, vec![42, 43, 44])));
+    update(&mut s, Action::Engine(token(1, 0, "a", 0.5)));
+    update(&mut s, Action::Engine(token(1, 1, "b", 1.0)));
+    update(
+        &mut s,
+        Action::Engine(finished(
+            1,
+            0,
+            StopReason::Stop,
+            Some(StopMatched::Text("\n\n".into())),
+        )),
+    );
+    update(
+        &mut s,
+        Action::Engine(finished(
+            1,
+            1,
+            StopReason::Stop,
+            Some(StopMatched::Token(2)),
+        )),
+    );
+    update(
+        &mut s,
+        Action::Engine(done(
+            1,
+            &[StopReason::Stop, StopReason::Stop, StopReason::Length],
+        )),
+    );
+    let footers: Vec<String> = s.columns.columns.iter().map(|c| c.footer()).collect();
+    assert_eq!(footers[0], "■ stop \"\\n\\n\" 1 tok lp -0.69 ppl 2.00");
+    assert_eq!(footers[1], "■ stop <eos> 1 tok lp 0.00 ppl 1.00");
+    assert_eq!(footers[2], "■ length 0 tok");
+    assert_eq!(s.status.tok_per_s, Some(812.0));
+    assert!(!s.run.active);
+    assert!(
+        update(&mut s, Action::InsertChar('x')) == [Effect::ScheduleRun],
+        "a finished run needs no cancel"
+    );
+}
+
+#[test]
+fn run_errors_mark_the_columns_and_the_status() {
+    let mut s = running();
+    update(&mut s, Action::Engine(started(1, vec![42])));
+    update(
+        &mut s,
+        Action::Engine(Event::Error {
+            run_id: 1,
+            message: "out of memory".into(),
+        }),
+    );
+    assert_eq!(s.columns.columns[0].finish.as_deref(), Some("error"));
+    assert_eq!(s.status.error.as_deref(), Some("out of memory"));
+}
+
+#[test]
+fn resize_rewraps_the_columns() {
+    let mut s = running();
+    update(&mut s, Action::Engine(started(1, vec![42])));
+    for _ in 0..30 {
+        update(&mut s, Action::Engine(token(1, 0, " word", 0.5)));
+    }
+    let narrow = s.columns.columns[0].lines.len();
+    update(
+        &mut s,
+        Action::Resize {
+            width: 200,
+            height: 50,
+        },
+    );
+    assert!(s.columns.columns[0].lines.len() < narrow);
+}
+
+// ---- views ----
+
+fn render(state: &State, theme: &Theme) -> Buffer {
+    let mut terminal =
+        Terminal::new(TestBackend::new(state.size.width, state.size.height)).unwrap();
+    terminal
+        .draw(|frame| view::draw(frame, state, theme, &KeyMap::default()))
+        .unwrap();
+    terminal.backend().buffer().clone()
+}
+
+fn row(buffer: &Buffer, y: u16) -> String {
+    (0..buffer.area.width)
+        .map(|x| buffer[(x, y)].symbol())
+        .collect()
+}
+
+fn find(buffer: &Buffer, text: &str) -> Option<(u16, u16)> {
+    (0..buffer.area.height).find_map(|y| {
+        let line: Vec<&str> = (0..buffer.area.width)
+            .map(|x| buffer[(x, y)].symbol())
+            .collect();
+        let chars: Vec<&str> = text.chars().map(|_| "").collect();
+        (0..line.len().saturating_sub(chars.len() - 1)).find_map(|x| {
+            text.chars()
+                .enumerate()
+                .all(|(i, c)| line[x + i] == c.to_string())
+                .then_some((x as u16, y))
+        })
+    })
+}
+
+/// A run with two samples on screen: tokens, one finished with a stop string.
+fn streamed(width: u16, height: u16) -> State {
+    let mut s = state_sized(width, height);
+    update(&mut s, Action::Engine(loaded()));
+    select(&mut s, "temperature");
+    s.params.params.temperature = 0.8;
+    update(&mut s, Action::Engine(started(1, vec![42, 43])));
+    update(&mut s, Action::Engine(token(1, 0, "Hello", 0.3)));
+    update(&mut s, Action::Engine(token(1, 0, " world", 0.9)));
+    update(&mut s, Action::Engine(token(1, 1, "Bye", 0.05)));
+    update(
+        &mut s,
+        Action::Engine(finished(
+            1,
+            0,
+            StopReason::Stop,
+            Some(StopMatched::Text("\n\n".into())),
+        )),
+    );
+    s
+}
+
+#[test]
+fn views_show_sliders_tokens_and_footers() {
+    let theme = Theme::dark();
+    for (w, h) in [(80, 24), (200, 50)] {
+        let s = streamed(w, h);
+        let buffer = render(&s, &theme);
+        let params = areas(Rect::new(0, 0, w, h)).params;
+        let (_, y) = find(&buffer, "temperature").expect("temperature row");
+        let right = params.x + params.width - 2;
+        let value: String = (right - 3..=right)
+            .map(|x| buffer[(x, y)].symbol())
+            .collect();
+        assert_eq!(value, "0.80", "{w}x{h}: {}", row(&buffer, y));
+        assert!(row(&buffer, y).contains('▮'), "the slider is drawn");
+
+        let (x, y) = find(&buffer, "Hello").expect("token text");
+        for dx in 0..5 {
+            assert_eq!(
+                buffer[(x + dx, y)].bg,
+                theme.token_style(0.3).bg.unwrap(),
+                "{w}x{h}"
+            );
+        }
+        let (x, y) = find(&buffer, "world").unwrap();
+        assert_eq!(buffer[(x, y)].bg, theme.token_style(0.9).bg.unwrap());
+        assert_ne!(theme.token_style(0.3).bg, theme.token_style(0.9).bg);
+
+        assert!(find(&buffer, "#0 seed 42").is_some());
+        assert!(find(&buffer, "#1 seed 43").is_some());
+        assert!(
+            find(&buffer, "■ stop \"\\n\\n\" 2 tok").is_some(),
+            "footer at {w}x{h}"
+        );
+        assert!(find(&buffer, "… 1 tok").is_some());
+        assert!(find(&buffer, "model fake (cpu)").is_some());
+        assert!(find(&buffer, "prefill 3 ms").is_some());
+        assert!(
+            find(&buffer, "preset default*").is_some(),
+            "temperature differs"
+        );
+        assert!(find(&buffer, "? help").is_some());
+    }
+}
+
+#[test]
+fn no_color_draws_tokens_without_colour() {
+    let buffer = render(&streamed(80, 24), &Theme::plain());
+    let (x, y) = find(&buffer, "Hello").unwrap();
+    assert_eq!(buffer[(x, y)].bg, ratatui::style::Color::Reset);
+}
+
+#[test]
+fn editor_errors_loading_and_help_are_drawn() {
+    let mut s = state();
+    update(
+        &mut s,
+        Action::Engine(Event::Loading {
+            progress: 0.5,
+            message: "weights".into(),
+        }),
+    );
+    select(&mut s, "top_p");
+    update(&mut s, Action::EditParam);
+    type_text(&mut s, "9");
+    update(&mut s, Action::CommitEdit);
+    let buffer = render(&s, &Theme::dark());
+    assert!(
+        find(&buffer, "top_p       19 ").is_some(),
+        "the typed text stays in the editor"
+    );
+    assert!(find(&buffer, "`top_p` = 19 is invalid").is_some());
+    assert!(find(&buffer, "loading ▮▮▮▮▮▯▯▯▯▯ 50% weights").is_some());
+
+    update(&mut s, Action::CancelEdit);
+    update(&mut s, Action::OpenHelp);
+    let buffer = render(&s, &Theme::dark());
+    assert!(find(&buffer, "Shift+←/Shift+→").is_some());
+    assert!(find(&buffer, "roll seed").is_some());
+}
+
+#[test]
+fn tiny_and_empty_terminals_do_not_panic() {
+    for (w, h) in [(10, 5), (1, 1), (3, 2), (24, 6)] {
+        let mut s = streamed(w, h);
+        update(
+            &mut s,
+            Action::Resize {
+                width: w,
+                height: h,
+            },
+        );
+        render(&s, &Theme::dark());
+        update(&mut s, Action::EditParam);
+        update(&mut s, Action::OpenHelp);
+        render(&s, &Theme::dark());
+        let mut many = state_sized(w, h);
+        update(&mut many, Action::Engine(loaded()));
+        update(&mut many, Action::Engine(started(1, (0..64).collect())));
+        update(&mut many, Action::Engine(token(1, 63, "x", 0.5)));
+        render(&many, &Theme::plain());
+    }
+}
+
+// ---- the whole loop ----
+
+/// Answers each run at once with one token per sample, then stops it for `length`.
+#[derive(Clone)]
+struct FakeEngine {
+    events: UnboundedSender<Event>,
+    requests: Arc<Mutex<Vec<Request>>>,
+    cancels: Arc<Mutex<Vec<RunId>>>,
+}
+
+impl EngineHandle for FakeEngine {
+    fn run(&self, request: Request) {
+        let id = request.run_id;
+        let n = request.params.num_samples;
+        let seed = request.params.seed.unwrap_or(0);
+        let mut events = vec![started(id, (0..u64::from(n)).map(|i| seed + i).collect())];
+        for i in 0..n {
+            events.push(token(id, i, &format!("T{id}"), 0.5));
+            events.push(finished(id, i, StopReason::Length, None));
+        }
+        events.push(done(id, &vec![StopReason::Length; n as usize]));
+        for event in events {
+            self.events.send(event).unwrap();
+        }
+        self.requests.lock().unwrap().push(request);
+    }
+
+    fn cancel(&self, run_id: RunId) {
+        self.cancels.lock().unwrap().push(run_id);
+    }
+}
+
+fn key(code: KeyCode) -> std::io::Result<TermEvent> {
+    Ok(TermEvent::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+}
+
+#[tokio::test]
+async fn keys_and_engine_events_drive_the_app_headless() {
+    let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let engine = FakeEngine {
+        events: events_tx.clone(),
+        requests: Arc::default(),
+        cancels: Arc::default(),
+    };
+    let mut app = App::new(state(), engine.clone(), KeyMap::default(), Theme::dark());
+    let (keys, input) = futures::channel::mpsc::unbounded();
+    let task = tokio::spawn(async move {
+        let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
+        app.run(&mut terminal, input, &mut events).await.unwrap();
+        (app, terminal)
+    });
+    events_tx.send(loaded()).unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    for k in [KeyCode::Tab, KeyCode::Right, KeyCode::Right] {
+        keys.unbounded_send(key(k)).unwrap();
+    }
+    keys.unbounded_send(Ok(TermEvent::Paste("ignored outside the prompt".into())))
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    keys.unbounded_send(key(KeyCode::Char('q'))).unwrap();
+    let (app, terminal) = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap();
+
+    assert!(app.should_quit());
+    let requests = engine.requests.lock().unwrap().clone();
+    let ids: Vec<RunId> = requests.iter().map(|r| r.run_id).collect();
+    assert_eq!(ids, [1, 2], "two quick nudges make one debounced run");
+    assert_eq!(requests[1].params.temperature, 1.1);
+    assert_eq!(requests[1].prompt, "Once");
+    let buffer = terminal.backend().buffer();
+    assert!(find(buffer, "T2").is_some(), "the second run is on screen");
+    assert!(find(buffer, "■ length 1 tok").is_some());
+    assert!(find(buffer, "812 tok/s").is_some());
+}
