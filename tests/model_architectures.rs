@@ -136,7 +136,7 @@ fn write_checkpoint(spec: &Spec, dir: &Path) -> Weights {
         let n: usize = shape.iter().product();
         // Norm weights near 1, as trained ones are.
         let offset = if name.contains("norm") { 1.0 } else { 0.0 };
-        let values: Vec<f32> = (0..n).map(|_| offset + scale * noise.next()).collect();
+        let values: Vec<f32> = (0..n).map(|_| offset + scale * noise.uniform()).collect();
         let tensor = Tensor::from_vec(values, shape, &Device::Cpu).unwrap();
         let tensor = if spec.bf16 {
             tensor.to_dtype(DType::BF16).unwrap()

@@ -101,7 +101,7 @@ pub fn write_synthetic_gguf(
     let mut tensors: Vec<(String, QTensor)> = Vec::new();
     let mut matrix = |name: String, rows: usize, cols: usize| -> Result<(), ModelError> {
         let scale = 1.0 / (cols as f32).sqrt();
-        let values: Vec<f32> = (0..rows * cols).map(|_| scale * noise.next()).collect();
+        let values: Vec<f32> = (0..rows * cols).map(|_| scale * noise.uniform()).collect();
         let tensor = Tensor::from_vec(values, (rows, cols), &Device::Cpu)?;
         let dtype = if cols.is_multiple_of(qtype.block_size()) {
             qtype
@@ -230,7 +230,7 @@ fn gpt2_byte_char(byte: u8) -> char {
 pub struct Noise(pub u64);
 
 impl Noise {
-    pub fn next(&mut self) -> f32 {
+    pub fn uniform(&mut self) -> f32 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
