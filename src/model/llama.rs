@@ -85,7 +85,21 @@ impl Model {
 
     /// Runs `ids` (`[rows, len]`) after the cached positions; logits `[rows * len, vocab]`,
     /// or `[rows, vocab]` for the last position only.
+    ///
+    /// Runs inside the device's thread pool: the calling thread then takes part in each
+    /// matrix product's parallel loop instead of sleeping until pool threads wake to do it,
+    /// which costs more than a small product itself.
     fn forward(
+        &self,
+        cache: &mut KvCache,
+        ids: &Tensor,
+        last_only: bool,
+    ) -> candle_core::Result<Tensor> {
+        self.device
+            .with_context(|| self.forward_in_pool(cache, ids, last_only))
+    }
+
+    fn forward_in_pool(
         &self,
         cache: &mut KvCache,
         ids: &Tensor,

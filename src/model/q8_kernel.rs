@@ -21,56 +21,50 @@ const TILE_COLS: usize = 2;
 /// (`CHUNK_ROWS * k` bytes) stay in L2 while each weight tile stays in L1.
 const CHUNK_ROWS: usize = 64;
 
-/// Rows of q8_0 blocks: int8 quants, contiguous per row, and one f32 scale per block.
-/// Holds both weight matrices (`[n, k]`) and quantized activations (`[m, k]`).
+/// A `[n, k]` weight matrix: int8 quants and f32 scales, grouped in tiles of `TILE_ROWS`
+/// rows stored block by block (`[tile][block][row]`), so a tile is one sequential stream
+/// that the prefetcher follows; the last tile is padded with zero rows.
 #[derive(Debug, Clone)]
 pub(crate) struct Q8Matrix {
     rows: usize,
     cols: usize,
-    quants: Vec<[i8; QK]>,
-    scales: Vec<f32>,
+    quants: Vec<[[i8; QK]; TILE_ROWS]>,
+    scales: Vec<[f32; TILE_ROWS]>,
 }
 
 impl Q8Matrix {
     /// Takes over a GGUF q8_0 tensor's bytes (`rows * cols / 32` blocks of 34 bytes).
     pub(crate) fn from_gguf(rows: usize, cols: usize, data: &[u8]) -> candle_core::Result<Self> {
-        let blocks = rows * cols / QK;
-        if !cols.is_multiple_of(QK) || data.len() != blocks * GGUF_BLOCK_BYTES {
+        if !cols.is_multiple_of(QK) || data.len() != rows * cols / QK * GGUF_BLOCK_BYTES {
             candle_core::bail!(
                 "q8_0 matrix [{rows}, {cols}] does not match {} bytes of blocks",
                 data.len()
             );
         }
-        let (quants, scales) = data
-            .chunks_exact(GGUF_BLOCK_BYTES)
-            .map(|block| {
-                let scale = f16_to_f32(u16::from_le_bytes([block[0], block[1]]));
-                let quants: [i8; QK] = std::array::from_fn(|i| block[2 + i] as i8);
-                (quants, scale)
-            })
-            .unzip();
-        Ok(Self {
-            rows,
-            cols,
-            quants,
-            scales,
-        })
+        let blocks = data.chunks_exact(GGUF_BLOCK_BYTES).map(|block| {
+            let scale = f16_to_f32(u16::from_le_bytes([block[0], block[1]]));
+            let quants: [i8; QK] = std::array::from_fn(|i| block[2 + i] as i8);
+            (quants, scale)
+        });
+        Ok(Self::from_blocks(rows, cols, blocks))
     }
 
-    /// Quantizes `[rows, cols]` f32 values as llama.cpp's `quantize_row_q8_0`: per block,
-    /// scale = max|x| / 127 and quants = round(x / scale).
-    pub(crate) fn quantize(values: &[f32], rows: usize, cols: usize) -> Self {
-        assert!(cols.is_multiple_of(QK) && values.len() == rows * cols);
-        let (quants, scales) = values
-            .chunks_exact(QK)
-            .map(|block| {
-                let max = block.iter().fold(0f32, |m, v| m.max(v.abs()));
-                let scale = max / 127.0;
-                let inverse = if scale > 0.0 { 1.0 / scale } else { 0.0 };
-                let quants: [i8; QK] = std::array::from_fn(|i| (block[i] * inverse).round() as i8);
-                (quants, scale)
-            })
-            .unzip();
+    /// Lays out blocks given row by row.
+    fn from_blocks(
+        rows: usize,
+        cols: usize,
+        blocks: impl Iterator<Item = ([i8; QK], f32)>,
+    ) -> Self {
+        let per_row = cols / QK;
+        let len = rows.div_ceil(TILE_ROWS) * per_row;
+        let mut quants = vec![[[0i8; QK]; TILE_ROWS]; len];
+        let mut scales = vec![[0f32; TILE_ROWS]; len];
+        for (i, (q, d)) in blocks.enumerate() {
+            let (row, block) = (i / per_row, i % per_row);
+            let at = row / TILE_ROWS * per_row + block;
+            quants[at][row % TILE_ROWS] = q;
+            scales[at][row % TILE_ROWS] = d;
+        }
         Self {
             rows,
             cols,
@@ -80,17 +74,7 @@ impl Q8Matrix {
     }
 
     pub(crate) fn storage_size_in_bytes(&self) -> usize {
-        self.quants.len() * QK + self.scales.len() * size_of::<f32>()
-    }
-
-    fn blocks_per_row(&self) -> usize {
-        self.cols / QK
-    }
-
-    fn row(&self, row: usize) -> (&[[i8; QK]], &[f32]) {
-        let b = self.blocks_per_row();
-        let range = row * b..(row + 1) * b;
-        (&self.quants[range.clone()], &self.scales[range])
+        size_of_val(self.quants.as_slice()) + size_of_val(self.scales.as_slice())
     }
 
     /// `x W^T` for `x` = `[m, k]` f32 values (row-major): `[m, n]`.
@@ -103,61 +87,94 @@ impl Q8Matrix {
         if m == 0 {
             return Vec::new();
         }
-        let x = Self::quantize(x, m, self.cols);
-        // Computed as `[n, m]` so that each task owns a contiguous run of output rows.
-        let mut transposed = vec![0f32; self.rows * m];
-        let tasks = rayon::current_num_threads();
-        let rows_per_task = self.rows.div_ceil(tasks).next_multiple_of(TILE_ROWS);
-        transposed
-            .par_chunks_mut(rows_per_task * m)
-            .enumerate()
-            .for_each(|(task, out)| {
-                let first = task * rows_per_task;
-                self.rows_times(kernel, first..first + out.len() / m, &x, out);
-            });
-        if m == 1 {
-            return transposed;
-        }
-        let mut y = vec![0f32; m * self.rows];
-        for (r, column) in transposed.chunks_exact(m).enumerate() {
-            for (i, &v) in column.iter().enumerate() {
-                y[i * self.rows + r] = v;
+        let x = Activations::quantize(x, self.cols);
+        let per_row = self.cols / QK;
+        let tiles = self.quants.len() / per_row;
+        let tiles_per_task = tiles.div_ceil(rayon::current_num_threads());
+        // Each task computes `[m, its output rows]`; the rows are then placed side by side.
+        let parts: Vec<Vec<f32>> = (0..tiles)
+            .step_by(tiles_per_task)
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|first| {
+                let last = (first + tiles_per_task).min(tiles);
+                let width = (last - first) * TILE_ROWS;
+                let mut out = vec![0f32; m * width];
+                for t in first..last {
+                    let blocks = t * per_row..(t + 1) * per_row;
+                    let w = (&self.quants[blocks.clone()], &self.scales[blocks]);
+                    let at = (t - first) * TILE_ROWS;
+                    tile_times(kernel, w, &x, &mut out[at..], width);
+                }
+                out
+            })
+            .collect();
+        let mut y = Vec::with_capacity(m * self.rows);
+        for i in 0..m {
+            for part in &parts {
+                let width = part.len() / m;
+                let row = &part[i * width..(i + 1) * width];
+                let room = (i + 1) * self.rows - y.len();
+                y.extend_from_slice(&row[..width.min(room)]);
             }
         }
         y
     }
+}
 
-    /// Dot products of weight rows `rows` with every row of `x`, into `out[r][i]`.
-    fn rows_times(
-        &self,
-        kernel: Kernel,
-        rows: std::ops::Range<usize>,
-        x: &Q8Matrix,
-        out: &mut [f32],
-    ) {
-        let m = x.rows;
-        for chunk in (0..m).step_by(CHUNK_ROWS) {
-            let chunk = chunk..(chunk + CHUNK_ROWS).min(m);
-            let full = chunk.end - chunk.len() % TILE_COLS;
-            for r in rows.clone().step_by(TILE_ROWS) {
-                let tile_rows = TILE_ROWS.min(rows.end - r);
-                let out = &mut out[(r - rows.start) * m..(r - rows.start + tile_rows) * m];
-                for i in (chunk.start..full).step_by(TILE_COLS) {
-                    let tile = kernel.tile::<TILE_COLS>(self, r, tile_rows, x, i);
-                    store(out, m, i, &tile);
-                }
-                for i in full..chunk.end {
-                    store(out, m, i, &kernel.tile::<1>(self, r, tile_rows, x, i));
-                }
-            }
+/// One weight tile's blocks and scales.
+type WeightTile<'a> = (&'a [[[i8; QK]; TILE_ROWS]], &'a [[f32; TILE_ROWS]]);
+
+/// One weight tile times every row of `x`, into `out[i * stride + row in tile]`.
+fn tile_times(kernel: Kernel, w: WeightTile, x: &Activations, out: &mut [f32], stride: usize) {
+    let m = x.rows();
+    for chunk in (0..m).step_by(CHUNK_ROWS) {
+        let chunk = chunk..(chunk + CHUNK_ROWS).min(m);
+        let full = chunk.end - chunk.len() % TILE_COLS;
+        for i in (chunk.start..full).step_by(TILE_COLS) {
+            store(out, stride, i, &kernel.tile::<TILE_COLS>(w, x, i));
+        }
+        for i in full..chunk.end {
+            store(out, stride, i, &kernel.tile::<1>(w, x, i));
         }
     }
 }
 
-/// Writes a tile's leading `out.len() / m` rows at activation column `i` of `out[r][i]`.
-fn store<const C: usize>(out: &mut [f32], m: usize, i: usize, tile: &Tile<C>) {
-    for (row, values) in out.chunks_exact_mut(m).zip(tile) {
-        row[i..i + C].copy_from_slice(values);
+fn store<const C: usize>(out: &mut [f32], stride: usize, i: usize, tile: &Tile<C>) {
+    for (r, values) in tile.iter().enumerate() {
+        for (j, &v) in values.iter().enumerate() {
+            out[(i + j) * stride + r] = v;
+        }
+    }
+}
+
+/// Activation rows quantized to q8_0 as llama.cpp's `quantize_row_q8_0`: per block,
+/// scale = max|x| / 127 and quants = round(x / scale).
+struct Activations {
+    cols: usize,
+    quants: Vec<[i8; QK]>,
+    scales: Vec<f32>,
+}
+
+impl Activations {
+    fn quantize(values: &[f32], cols: usize) -> Self {
+        assert!(cols.is_multiple_of(QK) && values.len().is_multiple_of(cols));
+        let (quants, scales) = values.chunks_exact(QK).map(quantize_block).unzip();
+        Self {
+            cols,
+            quants,
+            scales,
+        }
+    }
+
+    fn rows(&self) -> usize {
+        self.scales.len() * QK / self.cols
+    }
+
+    fn row(&self, i: usize) -> Row<'_> {
+        let per_row = self.cols / QK;
+        let range = i * per_row..(i + 1) * per_row;
+        (&self.quants[range.clone()], &self.scales[range])
     }
 }
 
@@ -212,40 +229,31 @@ impl Kernel {
         Kernel::Scalar
     }
 
-    /// Weight rows `r..r + rows` times activation rows `i..i + C`; a short last tile of
-    /// weight rows repeats its last row rather than taking a slower path.
-    fn tile<const C: usize>(
-        self,
-        w: &Q8Matrix,
-        r: usize,
-        rows: usize,
-        x: &Q8Matrix,
-        i: usize,
-    ) -> Tile<C> {
-        let wr: [_; TILE_ROWS] = std::array::from_fn(|d| w.row(r + d.min(rows - 1)));
-        let xr: [_; C] = std::array::from_fn(|d| x.row(i + d));
+    /// A weight tile times activation rows `i..i + C`.
+    fn tile<const C: usize>(self, w: WeightTile, x: &Activations, i: usize) -> Tile<C> {
+        let x: [Row; C] = std::array::from_fn(|d| x.row(i + d));
         match self {
-            Kernel::Scalar => scalar_tile(&wr, &xr),
+            Kernel::Scalar => scalar_tile(w, &x),
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `detect` chose this kernel only where the CPU has AVX2 and FMA.
-            Kernel::Avx2 => unsafe { avx2::tile(&wr, &xr) },
+            Kernel::Avx2 => unsafe { avx2::tile(w, &x) },
         }
     }
 }
 
 type Row<'a> = (&'a [[i8; QK]], &'a [f32]);
 
-fn scalar_tile<const C: usize>(w: &[Row; TILE_ROWS], x: &[Row; C]) -> Tile<C> {
+fn scalar_tile<const C: usize>((wq, ws): WeightTile, x: &[Row; C]) -> Tile<C> {
     let mut out = [[0f32; C]; TILE_ROWS];
-    for (o, (wq, ws)) in out.iter_mut().zip(w) {
-        for (o, (xq, xs)) in o.iter_mut().zip(x) {
-            for b in 0..wq.len() {
-                let dot: i32 = wq[b]
+    for (b, (wq, ws)) in wq.iter().zip(ws).enumerate() {
+        for (out, (wq, dw)) in out.iter_mut().zip(wq.iter().zip(ws)) {
+            for (out, (xq, xs)) in out.iter_mut().zip(x) {
+                let dot: i32 = wq
                     .iter()
                     .zip(&xq[b])
                     .map(|(&a, &b)| i32::from(a) * i32::from(b))
                     .sum();
-                *o += dot as f32 * (ws[b] * xs[b]);
+                *out += dot as f32 * (dw * xs[b]);
             }
         }
     }
@@ -254,7 +262,7 @@ fn scalar_tile<const C: usize>(w: &[Row; TILE_ROWS], x: &[Row; C]) -> Tile<C> {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{QK, Row, TILE_ROWS, Tile};
+    use super::{QK, Row, TILE_ROWS, Tile, WeightTile};
     use std::arch::x86_64::*;
 
     #[target_feature(enable = "avx2")]
@@ -267,24 +275,24 @@ mod avx2 {
     /// signed bytes, so the weight's sign moves onto the activation (|w| · sign(w)·x), pairs
     /// add to i16 (at most 2·127·127, no overflow), `madd` by ones widens to i32.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) fn tile<const C: usize>(w: &[Row; TILE_ROWS], x: &[Row; C]) -> Tile<C> {
-        let blocks = w[0].0.len();
+    pub(super) fn tile<const C: usize>((wq, ws): WeightTile, x: &[Row; C]) -> Tile<C> {
         let ones = _mm256_set1_epi16(1);
         let mut acc = [[_mm256_setzero_ps(); C]; TILE_ROWS];
         let mut xv = [_mm256_setzero_si256(); C];
-        for b in 0..blocks {
+        let mut xs = [0f32; C];
+        for (b, (wq, ws)) in wq.iter().zip(ws).enumerate() {
             for j in 0..C {
                 xv[j] = load(&x[j].0[b]);
+                xs[j] = x[j].1[b];
             }
             for r in 0..TILE_ROWS {
-                let wv = load(&w[r].0[b]);
+                let wv = load(&wq[r]);
                 let wabs = _mm256_sign_epi8(wv, wv);
-                let dw = w[r].1[b];
                 for j in 0..C {
                     let signed = _mm256_sign_epi8(xv[j], wv);
                     let pairs = _mm256_maddubs_epi16(wabs, signed);
                     let dots = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-                    let scale = _mm256_set1_ps(dw * x[j].1[b]);
+                    let scale = _mm256_set1_ps(ws[r] * xs[j]);
                     acc[r][j] = _mm256_fmadd_ps(dots, scale, acc[r][j]);
                 }
             }
@@ -305,6 +313,21 @@ mod avx2 {
         let v = _mm_add_ss(v, _mm_movehdup_ps(v));
         _mm_cvtss_f32(v)
     }
+}
+
+/// Written with integer max and a float-add rounding so that it vectorizes without SSE4.1.
+fn quantize_block(block: &[f32]) -> ([i8; QK], f32) {
+    // Non-negative floats order as their bit patterns.
+    let max_bits = block.iter().map(|v| v.abs().to_bits()).fold(0, u32::max);
+    let scale = f32::from_bits(max_bits) / 127.0;
+    let inverse = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+    // Adding 1.5·2^23 rounds |v| <= 127 to an integer, ties to even, in the low mantissa bits.
+    const ROUNDER: f32 = 12_582_912.0;
+    let quants = std::array::from_fn(|i| {
+        let shifted = (block[i] * inverse + ROUNDER).to_bits() as i32;
+        (shifted - ROUNDER.to_bits() as i32) as i8
+    });
+    (quants, scale)
 }
 
 /// IEEE half to single precision, exact (GGUF stores q8_0 scales as f16).
@@ -339,12 +362,29 @@ mod tests {
             .collect()
     }
 
-    fn dequantized(q: &Q8Matrix) -> Vec<f32> {
-        q.quants
-            .iter()
-            .zip(&q.scales)
-            .flat_map(|(block, &d)| block.iter().map(move |&v| f32::from(v) * d))
+    fn weights(values: &[f32], rows: usize, cols: usize) -> Q8Matrix {
+        let x = Activations::quantize(values, cols);
+        Q8Matrix::from_blocks(rows, cols, x.quants.into_iter().zip(x.scales))
+    }
+
+    fn dequantize<'a>(blocks: impl Iterator<Item = (&'a [i8; QK], f32)>) -> Vec<f32> {
+        blocks
+            .flat_map(|(block, d)| block.iter().map(move |&v| f32::from(v) * d))
             .collect()
+    }
+
+    /// `[n, k]` values, without the padding rows.
+    fn weight_values(w: &Q8Matrix) -> Vec<f32> {
+        let per_row = w.cols / QK;
+        let block = |r: usize, b: usize| {
+            let at = r / TILE_ROWS * per_row + b;
+            (&w.quants[at][r % TILE_ROWS], w.scales[at][r % TILE_ROWS])
+        };
+        dequantize((0..w.rows).flat_map(|r| (0..per_row).map(move |b| block(r, b))))
+    }
+
+    fn activation_values(x: &Activations) -> Vec<f32> {
+        dequantize(x.quants.iter().zip(x.scales.iter().copied()))
     }
 
     fn dot(a: &[f32], b: &[f32]) -> f64 {
@@ -386,13 +426,13 @@ mod tests {
     #[test]
     fn matches_the_f32_product_within_the_activation_quantization_error() {
         for (seed, &(n, k, m)) in SHAPES.iter().enumerate() {
-            let w = Q8Matrix::quantize(&noise(n * k, seed as u64 + 1), n, k);
-            let w_values = dequantized(&w);
+            let w = weights(&noise(n * k, seed as u64 + 1), n, k);
+            let w_values = weight_values(&w);
             let x = noise(m * k, seed as u64 + 100);
             let y = w.matmul(&x);
             assert_eq!(y.len(), m * n);
             // Exact given the quantized activations, up to f32 rounding.
-            let x_quantized = dequantized(&Q8Matrix::quantize(&x, m, k));
+            let x_quantized = activation_values(&Activations::quantize(&x, k));
             check(&y, &w_values, &x_quantized, k, |w, x| 1e-5 * w * x);
             // Each activation moves by at most half a step, max|block| / 254, so the error
             // vector e has |e|^2 <= sum over blocks of 32 (max|block| / 254)^2 <= 32 |x|^2 / 254^2
@@ -406,7 +446,7 @@ mod tests {
     #[test]
     fn the_scalar_kernel_agrees_with_the_detected_one() {
         for (seed, &(n, k, m)) in SHAPES.iter().enumerate() {
-            let w = Q8Matrix::quantize(&noise(n * k, seed as u64 + 7), n, k);
+            let w = weights(&noise(n * k, seed as u64 + 7), n, k);
             let x = noise(m * k, seed as u64 + 70);
             let fast = w.matmul_with(Kernel::detect(), &x);
             let scalar = w.matmul_with(Kernel::Scalar, &x);
@@ -415,7 +455,7 @@ mod tests {
                 .zip(fast.chunks_exact(n).zip(scalar.chunks_exact(n)))
                 .enumerate()
             {
-                let scale = norm(xi) * norm(&dequantized(&w)) / (n as f64).sqrt();
+                let scale = norm(xi) * norm(&weight_values(&w)) / (n as f64).sqrt();
                 for (r, (a, b)) in fast.iter().zip(scalar).enumerate() {
                     let diff = f64::from((a - b).abs());
                     assert!(diff <= 1e-5 * scale, "row {i} col {r}: {a} vs {b}");
@@ -431,7 +471,7 @@ mod tests {
         let q = QTensor::quantize(&tensor, GgmlDType::Q8_0).unwrap();
         let ours = Q8Matrix::from_gguf(7, 64, &q.data().unwrap()).unwrap();
         let candles = q.dequantize(&Device::Cpu).unwrap().flatten_all().unwrap();
-        assert_eq!(dequantized(&ours), candles.to_vec1::<f32>().unwrap());
+        assert_eq!(weight_values(&ours), candles.to_vec1::<f32>().unwrap());
         assert!(Q8Matrix::from_gguf(7, 32, &q.data().unwrap()).is_err());
     }
 
