@@ -13,22 +13,26 @@ use rayon::prelude::*;
 const QK: usize = 32;
 /// GGUF's q8_0 block: an f16 scale, then 32 int8 quants.
 const GGUF_BLOCK_BYTES: usize = 2 + QK;
-/// Output rows per tile: one activation block load serves this many weight rows.
-const TILE_ROWS: usize = 4;
-/// Activation rows per tile: one weight block load serves this many activation rows.
-const TILE_COLS: usize = 2;
+/// Output rows per tile: one 32-byte vector holds 4 consecutive quants of each of them,
+/// so one multiply-add yields partial dot products for all of them at once.
+const TILE_ROWS: usize = 8;
+/// Quants of one row per vector lane.
+const LANE: usize = QK / TILE_ROWS;
+/// Activation rows per tile: one weight vector load serves this many activation rows.
+const TILE_COLS: usize = 4;
 /// Activation rows swept together over a thread's output rows: their quants
 /// (`CHUNK_ROWS * k` bytes) stay in L2 while each weight tile stays in L1.
 const CHUNK_ROWS: usize = 64;
 
 /// A `[n, k]` weight matrix: int8 quants and f32 scales, grouped in tiles of `TILE_ROWS`
-/// rows stored block by block (`[tile][block][row]`), so a tile is one sequential stream
-/// that the prefetcher follows; the last tile is padded with zero rows.
+/// rows stored block by block, so a tile is one sequential stream that the prefetcher
+/// follows; the last tile is padded with zero rows. Within a tile's block, vector `g` holds
+/// quants `4g..4g + 4` of rows 0..8 side by side (`[tile][block][g][row][4]`).
 #[derive(Debug, Clone)]
 pub(crate) struct Q8Matrix {
     rows: usize,
     cols: usize,
-    quants: Vec<[[i8; QK]; TILE_ROWS]>,
+    quants: Vec<[[i8; QK]; QK / LANE]>,
     scales: Vec<[f32; TILE_ROWS]>,
 }
 
@@ -57,13 +61,15 @@ impl Q8Matrix {
     ) -> Self {
         let per_row = cols / QK;
         let len = rows.div_ceil(TILE_ROWS) * per_row;
-        let mut quants = vec![[[0i8; QK]; TILE_ROWS]; len];
+        let mut quants = vec![[[0i8; QK]; QK / LANE]; len];
         let mut scales = vec![[0f32; TILE_ROWS]; len];
         for (i, (q, d)) in blocks.enumerate() {
             let (row, block) = (i / per_row, i % per_row);
-            let at = row / TILE_ROWS * per_row + block;
-            quants[at][row % TILE_ROWS] = q;
-            scales[at][row % TILE_ROWS] = d;
+            let (at, lane) = (row / TILE_ROWS * per_row + block, row % TILE_ROWS);
+            for (g, values) in q.chunks_exact(LANE).enumerate() {
+                quants[at][g][lane * LANE..(lane + 1) * LANE].copy_from_slice(values);
+            }
+            scales[at][lane] = d;
         }
         Self {
             rows,
@@ -123,7 +129,7 @@ impl Q8Matrix {
 }
 
 /// One weight tile's blocks and scales.
-type WeightTile<'a> = (&'a [[[i8; QK]; TILE_ROWS]], &'a [[f32; TILE_ROWS]]);
+type WeightTile<'a> = (&'a [[[i8; QK]; QK / LANE]], &'a [[f32; TILE_ROWS]]);
 
 /// One weight tile times every row of `x`, into `out[i * stride + row in tile]`.
 fn tile_times(kernel: Kernel, w: WeightTile, x: &Activations, out: &mut [f32], stride: usize) {
@@ -141,10 +147,8 @@ fn tile_times(kernel: Kernel, w: WeightTile, x: &Activations, out: &mut [f32], s
 }
 
 fn store<const C: usize>(out: &mut [f32], stride: usize, i: usize, tile: &Tile<C>) {
-    for (r, values) in tile.iter().enumerate() {
-        for (j, &v) in values.iter().enumerate() {
-            out[(i + j) * stride + r] = v;
-        }
+    for (j, values) in tile.iter().enumerate() {
+        out[(i + j) * stride..][..TILE_ROWS].copy_from_slice(values);
     }
 }
 
@@ -217,8 +221,8 @@ enum Kernel {
     Avx2,
 }
 
-/// Results of one tile, `[output row][activation row]`.
-type Tile<const C: usize> = [[f32; C]; TILE_ROWS];
+/// Results of one tile, `[activation row][output row]`.
+type Tile<const C: usize> = [[f32; TILE_ROWS]; C];
 
 impl Kernel {
     fn detect() -> Self {
@@ -244,14 +248,12 @@ impl Kernel {
 type Row<'a> = (&'a [[i8; QK]], &'a [f32]);
 
 fn scalar_tile<const C: usize>((wq, ws): WeightTile, x: &[Row; C]) -> Tile<C> {
-    let mut out = [[0f32; C]; TILE_ROWS];
+    let mut out = [[0f32; TILE_ROWS]; C];
     for (b, (wq, ws)) in wq.iter().zip(ws).enumerate() {
-        for (out, (wq, dw)) in out.iter_mut().zip(wq.iter().zip(ws)) {
-            for (out, (xq, xs)) in out.iter_mut().zip(x) {
-                let dot: i32 = wq
-                    .iter()
-                    .zip(&xq[b])
-                    .map(|(&a, &b)| i32::from(a) * i32::from(b))
+        for (out, (xq, xs)) in out.iter_mut().zip(x) {
+            for (r, (out, dw)) in out.iter_mut().zip(ws).enumerate() {
+                let dot: i32 = (0..QK)
+                    .map(|q| i32::from(wq[q / LANE][r * LANE + q % LANE]) * i32::from(xq[b][q]))
                     .sum();
                 *out += dot as f32 * (dw * xs[b]);
             }
@@ -262,56 +264,54 @@ fn scalar_tile<const C: usize>((wq, ws): WeightTile, x: &[Row; C]) -> Tile<C> {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{QK, Row, TILE_ROWS, Tile, WeightTile};
+    use super::{LANE, QK, Row, TILE_ROWS, Tile, WeightTile};
     use std::arch::x86_64::*;
 
     #[target_feature(enable = "avx2")]
-    fn load(block: &[i8; QK]) -> __m256i {
-        // SAFETY: `block` is 32 readable bytes; `loadu` has no alignment requirement.
-        unsafe { _mm256_loadu_si256(block.as_ptr().cast()) }
+    fn load(quants: &[i8; QK]) -> __m256i {
+        // SAFETY: `quants` is 32 readable bytes; `loadu` has no alignment requirement.
+        unsafe { _mm256_loadu_si256(quants.as_ptr().cast()) }
     }
 
-    /// int8·int8 per block as llama.cpp's AVX2 q8_0 dot: `maddubs` multiplies unsigned by
-    /// signed bytes, so the weight's sign moves onto the activation (|w| · sign(w)·x), pairs
-    /// add to i16 (at most 2·127·127, no overflow), `madd` by ones widens to i32.
+    #[target_feature(enable = "avx2")]
+    fn load_scales(scales: &[f32; TILE_ROWS]) -> __m256 {
+        // SAFETY: `scales` is 8 readable f32; `loadu` has no alignment requirement.
+        unsafe { _mm256_loadu_ps(scales.as_ptr()) }
+    }
+
+    /// int8·int8 as llama.cpp's AVX2 q8_0 dot: `maddubs` multiplies unsigned by signed
+    /// bytes, so the weight's sign moves onto the activation (|w| · sign(w)·x); pairs add to
+    /// i16 (at most 2·128·127, no overflow) and `madd` by ones widens to i32. Against a
+    /// vector of 4 quants × 8 rows the activation's 4 quants are broadcast, so each i32
+    /// lane is one row's partial dot and the 8 groups of a block sum lane-wise.
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn tile<const C: usize>((wq, ws): WeightTile, x: &[Row; C]) -> Tile<C> {
         let ones = _mm256_set1_epi16(1);
-        let mut acc = [[_mm256_setzero_ps(); C]; TILE_ROWS];
-        let mut xv = [_mm256_setzero_si256(); C];
-        let mut xs = [0f32; C];
+        let mut acc = [_mm256_setzero_ps(); C];
         for (b, (wq, ws)) in wq.iter().zip(ws).enumerate() {
-            for j in 0..C {
-                xv[j] = load(&x[j].0[b]);
-                xs[j] = x[j].1[b];
-            }
-            for r in 0..TILE_ROWS {
-                let wv = load(&wq[r]);
-                let wabs = _mm256_sign_epi8(wv, wv);
-                for j in 0..C {
-                    let signed = _mm256_sign_epi8(xv[j], wv);
-                    let pairs = _mm256_maddubs_epi16(wabs, signed);
-                    let dots = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-                    let scale = _mm256_set1_ps(ws[r] * xs[j]);
-                    acc[r][j] = _mm256_fmadd_ps(dots, scale, acc[r][j]);
+            let mut dots = [_mm256_setzero_si256(); C];
+            for (g, w) in wq.iter().enumerate() {
+                let w = load(w);
+                let w_abs = _mm256_sign_epi8(w, w);
+                for (dots, (xq, _)) in dots.iter_mut().zip(x) {
+                    let group: [i8; LANE] = std::array::from_fn(|i| xq[b][g * LANE + i]);
+                    let xv = _mm256_set1_epi32(i32::from_le_bytes(group.map(|v| v as u8)));
+                    let pairs = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(xv, w));
+                    *dots = _mm256_add_epi32(*dots, _mm256_madd_epi16(pairs, ones));
                 }
             }
-        }
-        let mut out = [[0f32; C]; TILE_ROWS];
-        for r in 0..TILE_ROWS {
-            for j in 0..C {
-                out[r][j] = hsum(acc[r][j]);
+            let ws = load_scales(ws);
+            for (acc, (dots, (_, xs))) in acc.iter_mut().zip(dots.iter().zip(x)) {
+                let scale = _mm256_mul_ps(ws, _mm256_set1_ps(xs[b]));
+                *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(*dots), scale, *acc);
             }
         }
+        let mut out = [[0f32; TILE_ROWS]; C];
+        for (out, acc) in out.iter_mut().zip(acc) {
+            // SAFETY: `out` is 8 writable f32; `storeu` has no alignment requirement.
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
+        }
         out
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    fn hsum(v: __m256) -> f32 {
-        let v = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-        let v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-        let v = _mm_add_ss(v, _mm_movehdup_ps(v));
-        _mm_cvtss_f32(v)
     }
 }
 
@@ -377,10 +377,14 @@ mod tests {
     fn weight_values(w: &Q8Matrix) -> Vec<f32> {
         let per_row = w.cols / QK;
         let block = |r: usize, b: usize| {
-            let at = r / TILE_ROWS * per_row + b;
-            (&w.quants[at][r % TILE_ROWS], w.scales[at][r % TILE_ROWS])
+            let (at, lane) = (r / TILE_ROWS * per_row + b, r % TILE_ROWS);
+            let quants = std::array::from_fn(|q| w.quants[at][q / LANE][lane * LANE + q % LANE]);
+            (quants, w.scales[at][lane])
         };
-        dequantize((0..w.rows).flat_map(|r| (0..per_row).map(move |b| block(r, b))))
+        let blocks: Vec<_> = (0..w.rows)
+            .flat_map(|r| (0..per_row).map(move |b| block(r, b)))
+            .collect();
+        dequantize(blocks.iter().map(|(q, d)| (q, *d)))
     }
 
     fn activation_values(x: &Activations) -> Vec<f32> {
