@@ -25,6 +25,16 @@ pub struct Model {
 impl Model {
     /// Loads a `.gguf` file or a Hugging Face model directory (config.json + safetensors).
     pub fn load(path: &Path, device: &Device) -> Result<Self, ModelError> {
+        Self::load_with(path, device, true)
+    }
+
+    /// Loads a GGUF file's Q8_0 matrices into candle's product instead of ours.
+    #[cfg(test)]
+    pub(crate) fn load_with_candle_q8(path: &Path, device: &Device) -> Result<Self, ModelError> {
+        Self::load_with(path, device, false)
+    }
+
+    fn load_with(path: &Path, device: &Device, our_q8: bool) -> Result<Self, ModelError> {
         if path.is_dir() {
             let mut config = ModelConfig::from_hf_dir(path)?;
             let weights = Weights::load_hf(path, &config, device)?;
@@ -32,7 +42,7 @@ impl Model {
             Ok(Self::new(config, weights, device))
         } else if path.exists() {
             let (content, reader, mut config) = Weights::open_gguf(path)?;
-            let weights = Weights::load_gguf(&content, reader, &config, path, device)?;
+            let weights = Weights::load_gguf(&content, reader, &config, path, device, our_q8)?;
             if let Some(factors) = &weights.rope_freqs {
                 config.rope_scaling = Some(RopeScaling::FreqFactors(factors.clone()));
             }
@@ -75,7 +85,21 @@ impl Model {
 
     /// Runs `ids` (`[rows, len]`) after the cached positions; logits `[rows * len, vocab]`,
     /// or `[rows, vocab]` for the last position only.
+    ///
+    /// Runs inside the device's thread pool: the calling thread then takes part in each
+    /// matrix product's parallel loop instead of sleeping until pool threads wake to do it,
+    /// which costs more than a small product itself.
     fn forward(
+        &self,
+        cache: &mut KvCache,
+        ids: &Tensor,
+        last_only: bool,
+    ) -> candle_core::Result<Tensor> {
+        self.device
+            .with_context(|| self.forward_in_pool(cache, ids, last_only))
+    }
+
+    fn forward_in_pool(
         &self,
         cache: &mut KvCache,
         ids: &Tensor,

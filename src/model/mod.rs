@@ -12,6 +12,7 @@ pub mod error;
 pub mod gguf_tokenizer;
 mod kv_cache;
 mod llama;
+mod q8_kernel;
 mod rope;
 pub mod source;
 pub mod synthetic;

@@ -259,28 +259,69 @@ mod tests {
         assert!(qtype_from_name("q9").is_err());
     }
 
+    const TINY: SyntheticSpec = SyntheticSpec {
+        name: "tiny",
+        hidden_size: 64,
+        num_layers: 2,
+        num_heads: 4,
+        num_kv_heads: 2,
+        intermediate_size: 96,
+        vocab_size: 300,
+        context_length: 128,
+        rope_theta: 10_000.0,
+        tie_word_embeddings: true,
+    };
+
     #[test]
     fn a_small_synthetic_model_loads_and_runs() {
-        let spec = SyntheticSpec {
-            name: "tiny",
-            hidden_size: 64,
-            num_layers: 2,
-            num_heads: 4,
-            num_kv_heads: 2,
-            intermediate_size: 96,
-            vocab_size: 300,
-            context_length: 128,
-            rope_theta: 10_000.0,
-            tie_word_embeddings: true,
-        };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tiny.gguf");
-        write_synthetic_gguf(&path, &spec, GgmlDType::Q4_0, 7).unwrap();
+        write_synthetic_gguf(&path, &TINY, GgmlDType::Q4_0, 7).unwrap();
         let model = super::super::Model::load(&path, &Device::Cpu).unwrap();
         assert_eq!(model.config().vocab_size, 300);
         assert!(model.config().tie_word_embeddings);
         let logits = model.session().prefill(&[1, 2, 3], false).unwrap();
         assert_eq!(logits[0].len(), 300);
         assert!(logits[0].iter().all(|l| l.is_finite()));
+    }
+
+    /// Our q8_0 kernel quantizes activations to 8 bits where candle's does too, but their
+    /// roundings differ (candle converts scales per block, sums in another order), so logits
+    /// agree closely rather than exactly.
+    #[test]
+    fn q8_0_logits_match_candles_product() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tiny.gguf");
+        write_synthetic_gguf(&path, &TINY, GgmlDType::Q8_0, 11).unwrap();
+        let ours = super::super::Model::load(&path, &Device::Cpu).unwrap();
+        let candles = super::super::Model::load_with_candle_q8(&path, &Device::Cpu).unwrap();
+        let prompt: Vec<u32> = (0..40).map(|i| (i * 37 % 300) as u32).collect();
+        let a = ours.session().prefill(&prompt, true).unwrap();
+        let b = candles.session().prefill(&prompt, true).unwrap();
+        assert_eq!(a.len(), prompt.len());
+        let argmax = |row: &[f32]| {
+            (0..row.len())
+                .max_by(|&i, &j| row[i].total_cmp(&row[j]))
+                .unwrap()
+        };
+        let same = a
+            .iter()
+            .zip(&b)
+            .filter(|(a, b)| argmax(a) == argmax(b))
+            .count();
+        assert!(
+            same >= prompt.len() * 9 / 10,
+            "argmax agrees on {same} of {}",
+            prompt.len()
+        );
+        for (a, b) in a.iter().zip(&b) {
+            let spread = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+            for (x, y) in a.iter().zip(b) {
+                assert!(
+                    (x - y).abs() <= 0.02 * spread,
+                    "{x} vs {y} (largest {spread})"
+                );
+            }
+        }
     }
 }
