@@ -20,6 +20,9 @@ pub struct Preset {
     pub source: PresetSource,
 }
 
+/// `--preset model`: the model's own sampling defaults, known only once it has loaded.
+pub const MODEL_PRESET: &str = "model";
+
 #[derive(Debug, thiserror::Error)]
 pub enum PresetError {
     #[error("cannot read preset {path}: {source}")]

@@ -731,3 +731,44 @@ async fn keys_and_engine_events_drive_the_app_headless() {
     assert!(find(buffer, "■ length 1 tok").is_some());
     assert!(find(buffer, "812 tok/s").is_some());
 }
+
+#[test]
+fn the_model_preset_takes_the_defaults_the_model_ships_with() {
+    let params = ParamsState::new("model", SamplingParams::default(), 1);
+    let mut s = State::new("Once", params, Rect::new(0, 0, 80, 24));
+    let defaults = SamplingParams::from_yaml("temperature: 0.3\ntop_p: 0.8").unwrap();
+    let effects = update(
+        &mut s,
+        Action::Engine(Event::Loaded {
+            model: "fake".into(),
+            device: "cpu".into(),
+            defaults: Some(defaults),
+        }),
+    );
+    let [Effect::Run(request)] = &effects[..] else {
+        panic!("the first run starts: {effects:?}");
+    };
+    assert_eq!(
+        (request.params.temperature, request.params.top_p),
+        (0.3, 0.8)
+    );
+    assert_eq!(s.params.preset_name, "model");
+    assert!(
+        !s.params.modified(),
+        "the defaults are the baseline, not a modification"
+    );
+
+    let mut other = state();
+    update(
+        &mut other,
+        Action::Engine(Event::Loaded {
+            model: "fake".into(),
+            device: "cpu".into(),
+            defaults: Some(SamplingParams::from_yaml("temperature: 0.3").unwrap()),
+        }),
+    );
+    assert_eq!(
+        other.params.params.temperature, 1.0,
+        "another preset ignores them"
+    );
+}

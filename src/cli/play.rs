@@ -2,7 +2,7 @@
 
 use clap::Args;
 use samplab::params::SamplingParams;
-use samplab::presets::{self, Preset, PresetSource};
+use samplab::presets::{self, MODEL_PRESET, Preset, PresetSource};
 use std::process::ExitCode;
 
 #[derive(Args)]
@@ -13,7 +13,7 @@ pub struct PlayArgs {
     /// The prompt to start with; it can be edited in the playground.
     #[arg(long, default_value = "")]
     prompt: String,
-    /// A built-in preset name or a preset file to start from.
+    /// A built-in preset name, a preset file, or `model` for the model's own defaults.
     #[arg(long)]
     preset: Option<String>,
 }
@@ -27,13 +27,15 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(2));
     };
-    let preset = match &args.preset {
+    let neutral = |name: &str| Preset {
+        name: name.to_owned(),
+        params: SamplingParams::default(),
+        source: PresetSource::BuiltIn,
+    };
+    let preset = match args.preset.as_deref() {
+        Some(MODEL_PRESET) => neutral(MODEL_PRESET),
         Some(name) => presets::resolve(name)?,
-        None => Preset {
-            name: "default".to_owned(),
-            params: SamplingParams::default(),
-            source: PresetSource::BuiltIn,
-        },
+        None => neutral("default"),
     };
     samplab::tui::run(&model, &args.prompt, preset)?;
     Ok(ExitCode::SUCCESS)

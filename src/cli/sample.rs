@@ -5,7 +5,7 @@ use samplab::engine::load::load_model;
 use samplab::engine::{Engine, Event, Request};
 use samplab::model::source::HubSettings;
 use samplab::params::SamplingParams;
-use samplab::presets;
+use samplab::presets::{self, MODEL_PRESET};
 use samplab::response::{SampleResponse, StopMatched, StopReason, Trajectory};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -101,9 +101,6 @@ pub fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
     }
     anyhow::bail!("the engine stopped without finishing the run")
 }
-
-/// `--preset model`: the model's own generation defaults, known only once it has loaded.
-const MODEL_PRESET: &str = "model";
 
 /// The preset (or defaults) with each `--set` applied in order.
 fn params_from_flags(preset: Option<&str>, sets: &[String]) -> anyhow::Result<SamplingParams> {

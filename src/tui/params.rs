@@ -38,21 +38,28 @@ impl ParamsState {
     /// so that every change re-runs quickly and shows the knob's effect rather than new noise.
     pub fn new(preset_name: &str, preset: SamplingParams, entropy: u64) -> Self {
         let mut state = Self {
-            baseline: preset.clone(),
-            params: preset,
-            preset_name: preset_name.to_owned(),
+            baseline: SamplingParams::default(),
+            params: SamplingParams::default(),
+            preset_name: String::new(),
             selected: FIELDS.iter().position(|&f| f == "temperature").unwrap_or(0),
             editor: None,
             roller: entropy,
         };
-        if state.baseline.max_tokens.is_none() {
-            state.baseline.max_tokens = Some(START_MAX_TOKENS);
-        }
-        if state.baseline.seed.is_none() {
-            state.baseline.seed = Some(state.next_seed());
-        }
-        state.params = state.baseline.clone();
+        state.load_preset(preset_name, preset);
         state
+    }
+
+    /// Starts over from a preset (the model's defaults arrive only once it has loaded).
+    pub fn load_preset(&mut self, preset_name: &str, preset: SamplingParams) {
+        self.preset_name = preset_name.to_owned();
+        self.baseline = preset;
+        if self.baseline.max_tokens.is_none() {
+            self.baseline.max_tokens = Some(START_MAX_TOKENS);
+        }
+        if self.baseline.seed.is_none() {
+            self.baseline.seed = Some(self.next_seed());
+        }
+        self.params = self.baseline.clone();
     }
 
     pub fn field(&self) -> &'static str {

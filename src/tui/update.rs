@@ -7,6 +7,7 @@ use super::state::{Overlay, State};
 use super::status::ModelStatus;
 use super::text::TextBuffer;
 use crate::engine::{Event, Request};
+use crate::presets::MODEL_PRESET;
 
 pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
     match action {
@@ -205,11 +206,24 @@ fn engine_event(state: &mut State, event: Event) -> Vec<Effect> {
         Event::Loading { progress, message } => {
             state.status.model = ModelStatus::Loading { progress, message };
         }
-        Event::Loaded { model, device, .. } => {
+        Event::Loaded {
+            model,
+            device,
+            defaults,
+        } => {
             state.status.model = ModelStatus::Ready {
                 name: model,
                 device,
             };
+            if state.params.preset_name == MODEL_PRESET {
+                match defaults {
+                    Some(defaults) => state.params.load_preset(MODEL_PRESET, defaults),
+                    None => {
+                        state.status.error =
+                            Some("the model ships no valid sampling defaults".to_owned())
+                    }
+                }
+            }
             return start_run(state);
         }
         Event::LoadFailed { message } => state.status.model = ModelStatus::Failed(message),
