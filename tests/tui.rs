@@ -44,9 +44,11 @@ fn loaded() -> Event {
     }
 }
 
-/// A state whose model is ready and whose first run (id 1) is in flight.
+/// A state whose model is ready and whose first run (id 1) is in flight, with the prompt
+/// focused so that typed characters are the change that re-runs.
 fn running() -> State {
     let mut s = state();
+    s.focus = Focus::Prompt;
     let effects = update(&mut s, Action::Engine(loaded()));
     assert!(matches!(&effects[..], [Effect::Run(r)] if r.run_id == 1));
     s
@@ -296,6 +298,12 @@ fn r_rolls_a_new_fixed_seed() {
 #[test]
 fn tab_cycles_focus_and_closes_the_editor() {
     let mut s = state();
+    assert_eq!(
+        s.focus,
+        Focus::Params,
+        "a new playground starts on the params"
+    );
+    update(&mut s, Action::FocusPrev);
     assert_eq!(s.focus, Focus::Prompt);
     update(&mut s, Action::FocusNext);
     assert_eq!(s.focus, Focus::Params);
@@ -708,7 +716,7 @@ async fn keys_and_engine_events_drive_the_app_headless() {
     });
     events_tx.send(loaded()).unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
-    for k in [KeyCode::Tab, KeyCode::Right, KeyCode::Right] {
+    for k in [KeyCode::Right, KeyCode::Right] {
         keys.unbounded_send(key(k)).unwrap();
     }
     keys.unbounded_send(Ok(TermEvent::Paste("ignored outside the prompt".into())))

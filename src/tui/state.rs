@@ -43,10 +43,11 @@ pub struct State {
 }
 
 impl State {
-    /// Starts with the prompt focused and a run owed as soon as the model is ready.
+    /// Starts on the params, where most keys go (and `q` quits rather than typing), with a run
+    /// owed as soon as the model is ready.
     pub fn new(prompt: &str, params: ParamsState, size: Rect) -> Self {
         Self {
-            focus: Focus::Prompt,
+            focus: Focus::Params,
             overlay: None,
             prompt: PromptState::new(prompt),
             params,
