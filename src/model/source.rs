@@ -76,8 +76,7 @@ impl HubSettings {
     }
 }
 
-/// The files of a safetensors model repository that loading needs, besides the weights.
-const HF_REQUIRED: [&str; 2] = ["config.json", "tokenizer.json"];
+/// Files of a safetensors model repository that loading reads when present.
 const HF_OPTIONAL: [&str; 2] = ["generation_config.json", "tokenizer_config.json"];
 
 /// Resolves `--model`. `progress` gets (fraction, message) while files download.
@@ -93,14 +92,12 @@ pub fn resolve(
     match parse_hub_id(spec) {
         Some((id, Some(file))) => Ok(ModelSource::Gguf(fetch(id, file, hub, progress)?)),
         Some((id, None)) => {
-            for file in HF_REQUIRED {
-                fetch(id, file, hub, progress)?;
-            }
+            let config = fetch(id, "config.json", hub, progress)?;
+            fetch(id, "tokenizer.json", hub, progress)?;
             for file in HF_OPTIONAL {
                 // Absent optional files are normal; any other failure shows up when loading.
                 let _ = fetch(id, file, hub, progress);
             }
-            let config = fetch(id, "config.json", hub, progress)?;
             fetch_weights(id, hub, progress)?;
             let dir = config.parent().map(Path::to_path_buf).unwrap_or_default();
             Ok(ModelSource::HfDir(dir))
