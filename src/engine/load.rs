@@ -3,14 +3,12 @@
 
 use super::backend::Backend;
 use super::worker::LoadedModel;
-use crate::model::error::without_backtrace;
 use crate::model::gguf_tokenizer::tokenizer_from_gguf;
 use crate::model::source::{HubSettings, ModelSource, resolve};
 use crate::model::synthetic::{qtype_from_name, synthetic_spec, write_synthetic_gguf};
 use crate::model::{Model, Session};
 use anyhow::Context;
 use candle_core::Device;
-use candle_core::quantized::gguf_file;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokenizers::Tokenizer;
@@ -74,17 +72,17 @@ pub fn load_model(
     progress(0.0, &format!("finding {spec}"));
     let source = resolve(spec, hub, progress)?;
     let (device, device_name) = pick_device();
-    let path = match &source {
-        ModelSource::Gguf(path) | ModelSource::HfDir(path) => path,
-    };
+    let (ModelSource::Gguf(path) | ModelSource::HfDir(path)) = &source;
     progress(0.3, &format!("loading weights from {}", path.display()));
-    let model = Model::load(path, &device)?;
-    let (tokenizer, eos_ids) = match &source {
+    let (model, tokenizer, eos_ids) = match &source {
         ModelSource::Gguf(path) => {
-            let gguf = read_gguf_tokenizer(path)?;
-            (gguf.tokenizer, gguf.eos_ids)
+            let (model, content) = Model::load_gguf(path, &device)?;
+            let gguf = tokenizer_from_gguf(&content)
+                .with_context(|| format!("cannot build the tokenizer of {}", path.display()))?;
+            (model, gguf.tokenizer, gguf.eos_ids)
         }
         ModelSource::HfDir(dir) => {
+            let model = Model::load(dir, &device)?;
             let file = dir.join("tokenizer.json");
             let tokenizer = Tokenizer::from_file(&file).map_err(|e| {
                 anyhow::anyhow!(
@@ -92,7 +90,7 @@ pub fn load_model(
                     file.display()
                 )
             })?;
-            (tokenizer, Vec::new())
+            (model, tokenizer, Vec::new())
         }
     };
     let eos_ids = if eos_ids.is_empty() {
@@ -114,20 +112,6 @@ pub fn load_model(
         eos_ids,
         defaults,
     })
-}
-
-fn read_gguf_tokenizer(path: &Path) -> anyhow::Result<crate::model::gguf_tokenizer::GgufTokenizer> {
-    let mut file = std::fs::File::open(path)
-        .with_context(|| format!("cannot open model file {}", path.display()))?;
-    let content = gguf_file::Content::read(&mut file).map_err(|e| {
-        anyhow::anyhow!(
-            "{} is not a readable GGUF file ({}); give a .gguf model, a Hugging Face directory or a Hub id",
-            path.display(),
-            without_backtrace(e)
-        )
-    })?;
-    tokenizer_from_gguf(&content)
-        .with_context(|| format!("cannot build the tokenizer of {}", path.display()))
 }
 
 /// A short name for status lines: the Hub id as typed, or the file or directory name.

@@ -5,6 +5,7 @@ use super::error::ModelError;
 use super::kv_cache::KvCache;
 use super::rope::Rope;
 use super::weights::{Layer, Weights};
+use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device, Tensor};
 use std::ops::Deref;
 use std::path::Path;
@@ -41,15 +42,32 @@ impl Model {
             config.tie_word_embeddings = weights.tied_output;
             Ok(Self::new(config, weights, device))
         } else if path.exists() {
-            let (content, reader, mut config) = Weights::open_gguf(path)?;
-            let weights = Weights::load_gguf(&content, reader, &config, path, device, our_q8)?;
-            if let Some(factors) = &weights.rope_freqs {
-                config.rope_scaling = Some(RopeScaling::FreqFactors(factors.clone()));
-            }
-            Ok(Self::new(config, weights, device))
+            Self::load_gguf_with(path, device, our_q8).map(|(model, _)| model)
         } else {
             Err(ModelError::NotFound(path.to_owned()))
         }
+    }
+
+    /// Loads a `.gguf` file and hands back its metadata too, so that the tokenizer is built
+    /// from the same read of the header.
+    pub fn load_gguf(
+        path: &Path,
+        device: &Device,
+    ) -> Result<(Self, gguf_file::Content), ModelError> {
+        Self::load_gguf_with(path, device, true)
+    }
+
+    fn load_gguf_with(
+        path: &Path,
+        device: &Device,
+        our_q8: bool,
+    ) -> Result<(Self, gguf_file::Content), ModelError> {
+        let (content, reader, mut config) = Weights::open_gguf(path)?;
+        let weights = Weights::load_gguf(&content, reader, &config, path, device, our_q8)?;
+        if let Some(factors) = &weights.rope_freqs {
+            config.rope_scaling = Some(RopeScaling::FreqFactors(factors.clone()));
+        }
+        Ok((Self::new(config, weights, device), content))
     }
 
     fn new(config: ModelConfig, weights: Weights, device: &Device) -> Self {
