@@ -261,3 +261,22 @@ fn the_playground_needs_a_model_for_now() {
     );
     assert!(!output.status.success());
 }
+
+#[test]
+fn sample_chat_on_a_model_without_a_template_says_to_use_the_raw_prompt() {
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let out = samplab(&[
+        "sample",
+        "--model",
+        model.to_str().unwrap(),
+        "--prompt",
+        "Hi",
+        "--chat",
+    ]);
+    assert!(!out.status.success());
+    let message = stderr(&out);
+    assert!(message.contains("has no chat template"), "{message}");
+    assert!(message.contains("raw prompt"), "{message}");
+}

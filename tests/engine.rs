@@ -311,6 +311,7 @@ fn fake_loaded(delay: Duration) -> LoadedModel {
         tokenizer: tokenizer(),
         eos_ids: vec![],
         defaults: None,
+        chat_template: None,
     }
 }
 
@@ -332,6 +333,7 @@ fn a_new_request_cancels_the_running_one_and_runs_cleanly() {
     engine.run(Request {
         run_id: 1,
         prompt: "ab".into(),
+        chat: false,
         params: long,
     });
     loop {
@@ -343,6 +345,7 @@ fn a_new_request_cancels_the_running_one_and_runs_cleanly() {
     engine.run(Request {
         run_id: 2,
         prompt: "ab".into(),
+        chat: false,
         params: short.clone(),
     });
     let (first_id, first) = next_done(&mut inbox);
@@ -365,6 +368,7 @@ fn a_new_request_cancels_the_running_one_and_runs_cleanly() {
     engine.run(Request {
         run_id: 3,
         prompt: "ab".into(),
+        chat: false,
         params: params("max_tokens: 100000"),
     });
     engine.cancel(3);
@@ -380,6 +384,7 @@ fn a_failed_load_is_reported_and_runs_get_errors() {
     engine.run(Request {
         run_id: 4,
         prompt: "a".into(),
+        chat: false,
         params: SamplingParams::default(),
     });
     match inbox.blocking_recv() {
@@ -390,4 +395,29 @@ fn a_failed_load_is_reported_and_runs_get_errors() {
         Some(Event::Error { run_id: 4, message }) => assert!(message.contains("x.gguf")),
         other => panic!("expected an Error for run 4, got {other:?}"),
     }
+}
+
+#[test]
+fn dropping_the_engine_during_a_load_does_not_wait_for_it() {
+    let (release_load, load_gate) = std::sync::mpsc::channel::<()>();
+    let (events, _inbox) = tokio::sync::mpsc::unbounded_channel();
+    let engine = Engine::spawn(
+        move |_| {
+            // The load ends only when the test says so, which it does after the drop returned.
+            let _ = load_gate.recv();
+            Ok(fake_loaded(Duration::ZERO))
+        },
+        events,
+    );
+    let (dropped, drop_done) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(engine);
+        let _ = dropped.send(());
+    });
+    let result = drop_done.recv_timeout(Duration::from_secs(30));
+    let _ = release_load.send(());
+    assert!(
+        result.is_ok(),
+        "drop waited for a load that was still running"
+    );
 }

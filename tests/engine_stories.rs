@@ -24,6 +24,7 @@ fn run(model: &mut LoadedModel, prompt: &str, yaml: &str) -> (SampleResponse, Ve
     let request = Request {
         run_id: 1,
         prompt: prompt.to_owned(),
+        chat: false,
         params: SamplingParams::from_yaml(yaml).unwrap(),
     };
     let mut events = Vec::new();

@@ -37,11 +37,7 @@ fn select(state: &mut State, field: &str) {
 }
 
 fn loaded() -> Event {
-    Event::Loaded {
-        model: "fake".into(),
-        device: "cpu".into(),
-        defaults: None,
-    }
+    loaded_with_template(false)
 }
 
 /// A state whose model is ready and whose first run (id 1) is in flight, with the prompt
@@ -751,6 +747,7 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
             model: "fake".into(),
             device: "cpu".into(),
             defaults: Some(defaults),
+            chat_template: false,
         }),
     );
     let [Effect::Run(request)] = &effects[..] else {
@@ -773,10 +770,73 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
             model: "fake".into(),
             device: "cpu".into(),
             defaults: Some(SamplingParams::from_yaml("temperature: 0.3").unwrap()),
+            chat_template: false,
         }),
     );
     assert_eq!(
         other.params.params.temperature, 1.0,
         "another preset ignores them"
+    );
+}
+
+fn loaded_with_template(chat_template: bool) -> Event {
+    Event::Loaded {
+        model: "fake".into(),
+        device: "cpu".into(),
+        defaults: None,
+        chat_template,
+    }
+}
+
+#[test]
+fn m_switches_the_prompt_to_the_chat_template_and_reruns() {
+    let mut s = state();
+    let effects = update(&mut s, Action::Engine(loaded_with_template(true)));
+    assert!(matches!(&effects[..], [Effect::Run(r)] if !r.chat));
+    let effects = update(&mut s, Action::ToggleChat);
+    assert!(s.prompt.chat);
+    assert!(effects.contains(&Effect::ScheduleRun), "{effects:?}");
+    let effects = update(&mut s, Action::DebounceElapsed);
+    assert!(
+        matches!(&effects[..], [Effect::Run(r)] if r.chat),
+        "{effects:?}"
+    );
+    let title = row(&render(&s, &Theme::plain()), 0);
+    assert!(title.contains("prompt · chat template"), "{title}");
+
+    update(&mut s, Action::ToggleChat);
+    assert!(!s.prompt.chat);
+    let title = row(&render(&s, &Theme::plain()), 0);
+    assert!(title.contains("prompt · raw (m: chat)"), "{title}");
+}
+
+#[test]
+fn a_model_without_a_template_keeps_the_prompt_raw_and_says_why() {
+    let mut s = state();
+    s.prompt.chat = true;
+    let effects = update(&mut s, Action::Engine(loaded_with_template(false)));
+    assert!(
+        !s.prompt.chat,
+        "chat mode asked for before the load is dropped"
+    );
+    assert!(matches!(&effects[..], [Effect::Run(r)] if !r.chat));
+    assert!(
+        s.status
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("no chat template")
+    );
+
+    s.status.error = None;
+    let effects = update(&mut s, Action::ToggleChat);
+    assert!(effects.is_empty(), "nothing re-runs: {effects:?}");
+    assert!(!s.prompt.chat);
+    assert!(
+        s.status
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("no chat template")
     );
 }

@@ -13,6 +13,9 @@ pub struct PlayArgs {
     /// The prompt to start with; it can be edited in the playground.
     #[arg(long, default_value = "")]
     prompt: String,
+    /// Send the prompt as one user message through the model's chat template (`m` switches).
+    #[arg(long)]
+    chat: bool,
     /// A built-in preset name, a preset file, or `model` for the model's own defaults.
     #[arg(long)]
     preset: Option<String>,
@@ -37,6 +40,6 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
         Some(name) => presets::resolve(name)?,
         None => neutral("default"),
     };
-    samplab::tui::run(&model, &args.prompt, preset)?;
+    samplab::tui::run(&model, &args.prompt, args.chat, preset)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -18,6 +18,9 @@ pub struct SampleArgs {
     /// The prompt text.
     #[arg(long)]
     prompt: String,
+    /// Send the prompt as one user message through the model's chat template.
+    #[arg(long)]
+    chat: bool,
     /// A built-in preset name, a preset file, or `model` for the model's own generation
     /// defaults; `--set` values apply on top.
     #[arg(long)]
@@ -49,6 +52,7 @@ pub fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
     let request = |params| Request {
         run_id: 1,
         prompt: args.prompt.clone(),
+        chat: args.chat,
         params,
     };
     let mut stream_plain = !args.json && !args.jsonl && params.num_samples == 1;

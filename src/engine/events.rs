@@ -11,6 +11,8 @@ pub type RunId = u64;
 pub struct Request {
     pub run_id: RunId,
     pub prompt: String,
+    /// The prompt is one user message, rendered through the model's chat template.
+    pub chat: bool,
     pub params: SamplingParams,
 }
 
@@ -60,6 +62,8 @@ pub enum Event {
         model: String,
         device: String,
         defaults: Option<SamplingParams>,
+        /// Whether the model has a chat template, so that chat mode can be offered.
+        chat_template: bool,
     },
     /// The model could not be loaded; the message says what to do.
     LoadFailed {

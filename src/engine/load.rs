@@ -3,7 +3,8 @@
 
 use super::backend::Backend;
 use super::worker::LoadedModel;
-use crate::model::gguf_tokenizer::tokenizer_from_gguf;
+use crate::model::chat_template::ChatTemplate;
+use crate::model::gguf_tokenizer::{GgufTokenizer, tokenizer_from_gguf};
 use crate::model::source::{HubSettings, ModelSource, resolve};
 use crate::model::synthetic::{qtype_from_name, synthetic_spec, write_synthetic_gguf};
 use crate::model::{Model, Session};
@@ -74,12 +75,13 @@ pub fn load_model(
     let (device, device_name) = pick_device();
     let (ModelSource::Gguf(path) | ModelSource::HfDir(path)) = &source;
     progress(0.3, &format!("loading weights from {}", path.display()));
-    let (model, tokenizer, eos_ids) = match &source {
+    let (model, tokenizer, eos_ids, chat_template) = match &source {
         ModelSource::Gguf(path) => {
             let (model, content) = Model::load_gguf(path, &device)?;
             let gguf = tokenizer_from_gguf(&content)
                 .with_context(|| format!("cannot build the tokenizer of {}", path.display()))?;
-            (model, gguf.tokenizer, gguf.eos_ids)
+            let template = gguf_chat_template(&gguf);
+            (model, gguf.tokenizer, gguf.eos_ids, template)
         }
         ModelSource::HfDir(dir) => {
             let model = Model::load(dir, &device)?;
@@ -90,7 +92,12 @@ pub fn load_model(
                     file.display()
                 )
             })?;
-            (model, tokenizer, Vec::new())
+            (
+                model,
+                tokenizer,
+                Vec::new(),
+                ChatTemplate::from_hf_dir(dir)?,
+            )
         }
     };
     let eos_ids = if eos_ids.is_empty() {
@@ -111,7 +118,22 @@ pub fn load_model(
         tokenizer,
         eos_ids,
         defaults,
+        chat_template,
     })
+}
+
+/// The GGUF's template with its BOS and EOS texts, which templates write as `bos_token`.
+fn gguf_chat_template(gguf: &GgufTokenizer) -> Option<ChatTemplate> {
+    let text = |id: Option<u32>| {
+        id.and_then(|id| gguf.tokenizer.id_to_token(id))
+            .unwrap_or_default()
+    };
+    let source = gguf.chat_template.clone()?;
+    Some(ChatTemplate::new(
+        source,
+        text(gguf.bos_id),
+        text(gguf.eos_ids.first().copied()),
+    ))
 }
 
 /// A short name for status lines: the Hub id as typed, or the file or directory name.

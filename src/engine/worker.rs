@@ -7,7 +7,10 @@
 use super::backend::Backend;
 use super::events::{Event, Request, RunId};
 use super::generate::{RunContext, generate};
+use crate::model::chat_template::ChatTemplate;
 use crate::params::SamplingParams;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::thread::JoinHandle;
 use tokenizers::Tokenizer;
@@ -24,6 +27,7 @@ pub struct LoadedModel {
     /// The sampling settings the model ships with (generation_config.json, GGUF
     /// `general.sampling.*`), over samplab's defaults; `None` when they are not valid params.
     pub defaults: Option<SamplingParams>,
+    pub chat_template: Option<ChatTemplate>,
 }
 
 impl LoadedModel {
@@ -35,6 +39,27 @@ impl LoadedModel {
         Ok(encoding.get_ids().to_vec())
     }
 
+    /// Token ids of `message` as the model's chat template frames it. As in transformers'
+    /// `apply_chat_template`, the rendered text already holds BOS and the role markers, so
+    /// nothing is added and special-token texts become their ids.
+    pub fn encode_chat(&mut self, message: &str) -> anyhow::Result<Vec<u32>> {
+        let template = self.chat_template.as_ref().ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} has no chat template: use the raw prompt, or a model that ships one \
+                 (GGUF `tokenizer.chat_template`, tokenizer_config.json `chat_template`)",
+                self.name
+            )
+        })?;
+        let text = template.render(message)?;
+        let literal = self.tokenizer.get_encode_special_tokens();
+        self.tokenizer.set_encode_special_tokens(false);
+        let encoding = self.tokenizer.encode(text, false);
+        self.tokenizer.set_encode_special_tokens(literal);
+        let encoding =
+            encoding.map_err(|e| anyhow::anyhow!("cannot tokenize the chat prompt: {e}"))?;
+        Ok(encoding.get_ids().to_vec())
+    }
+
     /// Runs one request to the end on this thread (for the CLI and tests).
     pub fn run(
         &mut self,
@@ -42,7 +67,11 @@ impl LoadedModel {
         interrupted: &mut dyn FnMut() -> bool,
         emit: &mut dyn FnMut(Event),
     ) -> anyhow::Result<crate::response::SampleResponse> {
-        let prompt_ids = self.encode(&request.prompt)?;
+        let prompt_ids = if request.chat {
+            self.encode_chat(&request.prompt)?
+        } else {
+            self.encode(&request.prompt)?
+        };
         let seed = request.params.seed.unwrap_or_else(random_seed);
         let ctx = RunContext {
             tokenizer: &self.tokenizer,
@@ -73,10 +102,12 @@ enum Command {
     Cancel(RunId),
 }
 
-/// Handle to the worker thread; dropping it stops the worker and joins it.
+/// Handle to the worker thread; dropping it stops the worker, and joins it unless it is still
+/// loading: a load cannot be interrupted, and quitting must not wait for a download.
 pub struct Engine {
     commands: Option<Sender<Command>>,
     thread: Option<JoinHandle<()>>,
+    loading: Arc<AtomicBool>,
 }
 
 impl Engine {
@@ -86,6 +117,13 @@ impl Engine {
         L: FnOnce(&mut dyn FnMut(f32, &str)) -> anyhow::Result<LoadedModel> + Send + 'static,
     {
         let (commands, inbox) = mpsc::channel();
+        let loading = Arc::new(AtomicBool::new(true));
+        let loading_flag = Arc::clone(&loading);
+        let load = move |progress: &mut dyn FnMut(f32, &str)| {
+            let model = load(progress);
+            loading_flag.store(false, Ordering::Release);
+            model
+        };
         let thread = std::thread::Builder::new()
             .name("samplab-engine".into())
             .spawn(move || worker(load, inbox, events))
@@ -93,6 +131,7 @@ impl Engine {
         Engine {
             commands: Some(commands),
             thread: Some(thread),
+            loading,
         }
     }
 
@@ -115,7 +154,9 @@ impl Engine {
 impl Drop for Engine {
     fn drop(&mut self) {
         self.commands.take();
-        if let Some(thread) = self.thread.take() {
+        if let Some(thread) = self.thread.take()
+            && !self.loading.load(Ordering::Acquire)
+        {
             let _ = thread.join();
         }
     }
@@ -141,6 +182,7 @@ where
                 model: model.name.clone(),
                 device: model.device.clone(),
                 defaults: model.defaults.clone(),
+                chat_template: model.chat_template.is_some(),
             });
             model
         }

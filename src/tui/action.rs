@@ -45,6 +45,8 @@ pub enum Action {
     /// Switch the selected parameter off (null for optional fields, the neutral value otherwise).
     TurnOffParam,
     RollSeed,
+    /// Switch the prompt between raw text and one user message in the model's chat template.
+    ToggleChat,
     /// Enter on a parameter: toggle a bool, otherwise open the inline editor.
     EditParam,
     CommitEdit,

@@ -28,7 +28,7 @@ use ratatui::layout::Rect;
 
 /// Opens the playground on `model` and returns when the user quits; the terminal is restored
 /// on quit, on error and on panic.
-pub fn run(model: &str, prompt: &str, preset: Preset) -> anyhow::Result<()> {
+pub fn run(model: &str, prompt: &str, chat: bool, preset: Preset) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -48,7 +48,8 @@ pub fn run(model: &str, prompt: &str, preset: Preset) -> anyhow::Result<()> {
         execute!(std::io::stdout(), EnableBracketedPaste)?;
         let size = terminal.size()?;
         let params = params::ParamsState::new(&preset.name, preset.params, entropy());
-        let state = state::State::new(prompt, params, Rect::new(0, 0, size.width, size.height));
+        let mut state = state::State::new(prompt, params, Rect::new(0, 0, size.width, size.height));
+        state.prompt.chat = chat;
         let mut app = app::App::new(
             state,
             engine,

@@ -11,12 +11,15 @@ use ratatui::widgets::{Block, Paragraph};
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PromptState {
     pub buffer: TextBuffer,
+    /// The text is one user message, framed by the model's chat template before it is run.
+    pub chat: bool,
 }
 
 impl PromptState {
     pub fn new(text: &str) -> Self {
         Self {
             buffer: TextBuffer::new(text),
+            chat: false,
         }
     }
 
@@ -58,9 +61,22 @@ fn wrap(buffer: &TextBuffer, width: usize) -> (Vec<String>, (usize, usize)) {
     (rows, cursor)
 }
 
-pub fn render(frame: &mut Frame, area: Rect, state: &PromptState, focused: bool, theme: &Theme) {
+/// The title says how the text reaches the model, and that `m` switches it when it can.
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    state: &PromptState,
+    chat_available: bool,
+    focused: bool,
+    theme: &Theme,
+) {
+    let title = match (state.chat, chat_available) {
+        (true, _) => " prompt · chat template ",
+        (false, true) => " prompt · raw (m: chat) ",
+        (false, false) => " prompt ",
+    };
     let block = Block::bordered()
-        .title(Span::styled(" prompt ", theme.title))
+        .title(Span::styled(title, theme.title))
         .border_style(theme.frame(focused));
     let inner = block.inner(area);
     frame.render_widget(block, area);

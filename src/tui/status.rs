@@ -22,6 +22,8 @@ pub struct StatusState {
     pub tok_per_s: Option<f64>,
     /// The last run's error, until the next run starts.
     pub error: Option<String>,
+    /// The loaded model has a chat template.
+    pub chat_available: bool,
 }
 
 impl Default for StatusState {
@@ -34,6 +36,7 @@ impl Default for StatusState {
             prefill_ms: None,
             tok_per_s: None,
             error: None,
+            chat_available: false,
         }
     }
 }

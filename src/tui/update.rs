@@ -53,6 +53,14 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             let changed = state.params.roll_seed();
             params_changed(state, changed)
         }
+        Action::ToggleChat => {
+            if !state.prompt.chat && state.status.ready() && !state.status.chat_available {
+                state.status.error = Some(no_template_message(state));
+                return Vec::new();
+            }
+            state.prompt.chat = !state.prompt.chat;
+            params_changed(state, true)
+        }
         Action::EditParam => {
             let changed = state.params.edit();
             params_changed(state, changed)
@@ -191,9 +199,18 @@ fn start_run(state: &mut State) -> Vec<Effect> {
     effects.push(Effect::Run(Request {
         run_id,
         prompt: state.prompt.text().to_owned(),
+        chat: state.prompt.chat,
         params,
     }));
     effects
+}
+
+fn no_template_message(state: &State) -> String {
+    let name = match &state.status.model {
+        ModelStatus::Ready { name, .. } => name.as_str(),
+        _ => "the model",
+    };
+    format!("{name} has no chat template: the prompt is sent as raw text")
 }
 
 fn engine_event(state: &mut State, event: Event) -> Vec<Effect> {
@@ -210,11 +227,17 @@ fn engine_event(state: &mut State, event: Event) -> Vec<Effect> {
             model,
             device,
             defaults,
+            chat_template,
         } => {
             state.status.model = ModelStatus::Ready {
                 name: model,
                 device,
             };
+            state.status.chat_available = chat_template;
+            if state.prompt.chat && !chat_template {
+                state.prompt.chat = false;
+                state.status.error = Some(no_template_message(state));
+            }
             if state.params.preset_name == MODEL_PRESET {
                 match defaults {
                     Some(defaults) => state.params.load_preset(MODEL_PRESET, defaults),

@@ -11,7 +11,14 @@ use ratatui::Frame;
 pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
     let a = areas(frame.area());
     let focus = |f| state.focus == f && state.overlay.is_none();
-    prompt::render(frame, a.prompt, &state.prompt, focus(Focus::Prompt), theme);
+    prompt::render(
+        frame,
+        a.prompt,
+        &state.prompt,
+        state.status.chat_available,
+        focus(Focus::Prompt),
+        theme,
+    );
     params::render(frame, a.params, &state.params, focus(Focus::Params), theme);
     columns::render(
         frame,

@@ -1,0 +1,116 @@
+//! The model's chat template (GGUF `tokenizer.chat_template`, or tokenizer_config.json /
+//! chat_template.jinja beside an HF model), rendered with minijinja the way transformers'
+//! `apply_chat_template(messages, add_generation_prompt=True)` renders it.
+//!
+//! Templates are written for Python's Jinja, so Python's string and dict methods (`strip`,
+//! `startswith`, `items`) are provided, and `raise_exception` becomes an error that says what
+//! the template refused.
+
+use minijinja::{Environment, Error, ErrorKind, context};
+use serde_json::Value as Json;
+use std::path::Path;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatTemplate {
+    source: String,
+    bos_token: String,
+    eos_token: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChatTemplateError {
+    #[error("cannot read {path}: {message}")]
+    Read { path: String, message: String },
+    #[error("the chat template does not render: {0}")]
+    Render(String),
+}
+
+impl ChatTemplate {
+    pub fn new(source: String, bos_token: String, eos_token: String) -> Self {
+        Self {
+            source,
+            bos_token,
+            eos_token,
+        }
+    }
+
+    /// The template of an HF model directory: chat_template.jinja if present, else the
+    /// `chat_template` of tokenizer_config.json (a string, or a list of named templates of which
+    /// `default` is taken). `None` when the model has none.
+    pub fn from_hf_dir(dir: &Path) -> Result<Option<Self>, ChatTemplateError> {
+        let config_path = dir.join("tokenizer_config.json");
+        let config: Json = match std::fs::read_to_string(&config_path) {
+            Ok(text) => serde_json::from_str(&text).map_err(|e| ChatTemplateError::Read {
+                path: config_path.display().to_string(),
+                message: e.to_string(),
+            })?,
+            Err(_) => Json::Null,
+        };
+        let jinja_path = dir.join("chat_template.jinja");
+        let source = match std::fs::read_to_string(&jinja_path) {
+            Ok(text) => Some(text),
+            Err(_) => template_in_config(&config),
+        };
+        Ok(source.map(|source| {
+            Self::new(
+                source,
+                token_in_config(&config, "bos_token"),
+                token_in_config(&config, "eos_token"),
+            )
+        }))
+    }
+
+    /// The prompt text for one user message, ending where the assistant's answer begins.
+    pub fn render(&self, user_message: &str) -> Result<String, ChatTemplateError> {
+        let mut env = Environment::new();
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function("raise_exception", |message: String| -> Result<(), Error> {
+            Err(Error::new(ErrorKind::InvalidOperation, message))
+        });
+        let template = env
+            .template_from_str(&self.source)
+            .map_err(|e| ChatTemplateError::Render(describe(&e)))?;
+        let messages = vec![context! { role => "user", content => user_message }];
+        template
+            .render(context! {
+                messages,
+                add_generation_prompt => true,
+                bos_token => &self.bos_token,
+                eos_token => &self.eos_token,
+            })
+            .map_err(|e| ChatTemplateError::Render(describe(&e)))
+    }
+}
+
+/// minijinja's error with the line it happened on, when it knows it.
+fn describe(error: &Error) -> String {
+    match error.line() {
+        Some(line) => format!("{error:#} (template line {line})"),
+        None => format!("{error:#}"),
+    }
+}
+
+fn template_in_config(config: &Json) -> Option<String> {
+    match config.get("chat_template")? {
+        Json::String(source) => Some(source.clone()),
+        Json::Array(named) => named
+            .iter()
+            .find(|t| t.get("name").and_then(Json::as_str) == Some("default"))
+            .and_then(|t| t.get("template")?.as_str())
+            .map(str::to_owned),
+        _ => None,
+    }
+}
+
+/// A special token as tokenizer_config.json writes it: a string or `{"content": ...}`.
+fn token_in_config(config: &Json, key: &str) -> String {
+    match config.get(key) {
+        Some(Json::String(token)) => token.clone(),
+        Some(token) => token
+            .get("content")
+            .and_then(Json::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        None => String::new(),
+    }
+}

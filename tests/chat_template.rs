@@ -1,0 +1,194 @@
+//! Chat templates: rendering as transformers' `apply_chat_template(add_generation_prompt=True)`
+//! does, where HF directories keep them, and how the engine tokenizes the rendered prompt.
+
+use samplab::engine::{Backend, LoadedModel};
+use samplab::model::chat_template::ChatTemplate;
+use tokenizers::models::bpe::{BPE, Vocab};
+use tokenizers::processors::template::TemplateProcessing;
+use tokenizers::{AddedToken, Tokenizer};
+
+/// SmolLM2 / Qwen-style ChatML, as such models ship it.
+const CHATML: &str = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + \
+                      message['content'] + '<|im_end|>' + '\n'}}{% endfor %}\
+                      {% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+/// Llama-2 style: BOS from the context, Python string methods, and a refusal.
+const LLAMA2: &str = "{% if messages[0]['role'] != 'user' %}{{ raise_exception('Conversation \
+                      must start with a user message') }}{% endif %}{% for message in messages %}\
+                      {{ bos_token + '[INST] ' + message['content'].strip() + ' [/INST]' }}\
+                      {% if message['content'].strip().startswith('Hi') %}{{ '!' }}{% endif %}{% endfor %}";
+
+fn template(source: &str) -> ChatTemplate {
+    ChatTemplate::new(source.to_owned(), "<s>".to_owned(), "</s>".to_owned())
+}
+
+#[test]
+fn chatml_frames_one_user_message_and_opens_the_assistant_turn() {
+    let text = template(CHATML).render("Tell me a story.").unwrap();
+    assert_eq!(
+        text,
+        "<|im_start|>user\nTell me a story.<|im_end|>\n<|im_start|>assistant\n"
+    );
+}
+
+#[test]
+fn python_string_methods_and_bos_token_work() {
+    let text = template(LLAMA2).render("  Hi there \n").unwrap();
+    assert_eq!(text, "<s>[INST] Hi there [/INST]!");
+}
+
+#[test]
+fn raise_exception_and_syntax_errors_are_reported_not_panicked() {
+    let refusing = "{{ raise_exception('only system prompts here') }}";
+    let err = template(refusing).render("x").unwrap_err().to_string();
+    assert!(err.contains("only system prompts here"), "{err}");
+
+    let broken = "{% for m in messages %}{{ m.content }";
+    let err = template(broken).render("x").unwrap_err().to_string();
+    assert!(err.contains("does not render"), "{err}");
+}
+
+#[test]
+fn hf_directories_keep_the_template_in_tokenizer_config_or_a_jinja_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = |json: serde_json::Value| {
+        std::fs::write(dir.path().join("tokenizer_config.json"), json.to_string()).unwrap();
+    };
+    assert_eq!(ChatTemplate::from_hf_dir(dir.path()).unwrap(), None);
+
+    config(serde_json::json!({
+        "chat_template": "{{ bos_token }}{{ messages[0]['content'] }}{{ eos_token }}",
+        "bos_token": {"content": "<|begin|>", "lstrip": false},
+        "eos_token": "<|end|>",
+    }));
+    let found = ChatTemplate::from_hf_dir(dir.path()).unwrap().unwrap();
+    assert_eq!(found.render("hey").unwrap(), "<|begin|>hey<|end|>");
+
+    config(serde_json::json!({
+        "chat_template": [
+            {"name": "tool_use", "template": "tools"},
+            {"name": "default", "template": "plain {{ messages[0]['content'] }}"},
+        ],
+    }));
+    let found = ChatTemplate::from_hf_dir(dir.path()).unwrap().unwrap();
+    assert_eq!(found.render("hey").unwrap(), "plain hey");
+
+    std::fs::write(
+        dir.path().join("chat_template.jinja"),
+        "jinja {{ messages[0]['content'] }}",
+    )
+    .unwrap();
+    let found = ChatTemplate::from_hf_dir(dir.path()).unwrap().unwrap();
+    assert_eq!(found.render("hey").unwrap(), "jinja hey");
+
+    std::fs::write(dir.path().join("tokenizer_config.json"), "{ not json").unwrap();
+    let err = ChatTemplate::from_hf_dir(dir.path())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("tokenizer_config.json"), "{err}");
+}
+
+/// A backend is never reached: these tests only tokenize.
+struct NoModel;
+
+impl Backend for NoModel {
+    fn vocab_size(&self) -> usize {
+        unreachable!("tokenizing needs no forward pass")
+    }
+    fn weight_bytes(&self) -> u64 {
+        unreachable!("tokenizing needs no forward pass")
+    }
+    fn context_length(&self) -> usize {
+        unreachable!("tokenizing needs no forward pass")
+    }
+    fn prefill(&mut self, _: &[u32], _: bool) -> anyhow::Result<Vec<Vec<f32>>> {
+        unreachable!("tokenizing needs no forward pass")
+    }
+    fn fork(&mut self, _: usize) -> anyhow::Result<()> {
+        unreachable!("tokenizing needs no forward pass")
+    }
+    fn decode(&mut self, _: &[u32]) -> anyhow::Result<Vec<Vec<f32>>> {
+        unreachable!("tokenizing needs no forward pass")
+    }
+    fn retain(&mut self, _: &[bool]) -> anyhow::Result<()> {
+        unreachable!("tokenizing needs no forward pass")
+    }
+}
+
+/// Characters as tokens, `<|im_start|>` and `<|im_end|>` as specials that plain text cannot
+/// produce (as a GGUF vocabulary makes them), and BOS added to raw prompts.
+fn loaded(template: Option<ChatTemplate>) -> LoadedModel {
+    let mut chars: Vec<String> = vec!["<s>".into(), "</s>".into()];
+    chars.extend(
+        "abcdefghijklmnopqrstuvwxyz|<>_ \n"
+            .chars()
+            .map(String::from),
+    );
+    let vocab: Vocab = chars
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.clone(), i as u32))
+        .collect();
+    let bpe = BPE::builder()
+        .vocab_and_merges(vocab, vec![])
+        .build()
+        .unwrap();
+    let mut tokenizer = Tokenizer::new(bpe);
+    tokenizer
+        .add_special_tokens([
+            AddedToken::from("<|im_start|>", true),
+            AddedToken::from("<|im_end|>", true),
+        ])
+        .unwrap();
+    tokenizer.set_encode_special_tokens(true);
+    let bos = TemplateProcessing::builder()
+        .try_single("<s> $A")
+        .unwrap()
+        .special_tokens(vec![("<s>", 0)])
+        .build()
+        .unwrap();
+    tokenizer.with_post_processor(Some(bos));
+    LoadedModel {
+        name: "chars".into(),
+        device: "cpu".into(),
+        backend: Box::new(NoModel),
+        tokenizer,
+        eos_ids: vec![1],
+        defaults: None,
+        chat_template: template,
+    }
+}
+
+#[test]
+fn a_chat_prompt_turns_role_markers_into_special_ids_and_adds_no_bos() {
+    let mut model = loaded(Some(template(CHATML)));
+    let im_start = model.tokenizer.token_to_id("<|im_start|>").unwrap();
+    let im_end = model.tokenizer.token_to_id("<|im_end|>").unwrap();
+    let ids = model.encode_chat("hi").unwrap();
+    let expected_text = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n";
+    assert_eq!(ids[0], im_start, "no BOS before the template's own text");
+    assert_eq!(ids.iter().filter(|&&id| id == im_start).count(), 2);
+    assert_eq!(ids.iter().filter(|&&id| id == im_end).count(), 1);
+    assert_eq!(
+        model
+            .tokenizer
+            .decode(&ids, false)
+            .unwrap()
+            .replace(' ', ""),
+        expected_text.replace(' ', "")
+    );
+
+    let raw = model.encode("<|im_start|>hi").unwrap();
+    assert_eq!(raw[0], 0, "a raw prompt gets BOS");
+    assert!(
+        !raw.contains(&im_start),
+        "raw text never becomes a special token, and chat mode left that setting as it was"
+    );
+}
+
+#[test]
+fn chat_mode_without_a_template_says_what_to_do() {
+    let err = loaded(None).encode_chat("hi").unwrap_err().to_string();
+    assert!(err.contains("has no chat template"), "{err}");
+    assert!(err.contains("raw prompt"), "{err}");
+}
