@@ -1,0 +1,231 @@
+//! The real playground in a real terminal: the binary runs inside tmux on the stories260K model,
+//! keys are sent with `send-keys` and the screen is read with `capture-pane`.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The shell's prompt (`PS1`), as capture-pane shows it: trailing spaces trimmed.
+const PROMPT_MARK: &str = "e2e$";
+
+/// A private tmux server running one shell; killed on drop, also when the test fails.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// `None` when tmux is missing outside CI (where `.ci/run` installs it).
+    fn start(home: &Path) -> Option<Tmux> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            assert!(
+                std::env::var("SAMPLAB_REQUIRE_TEST_MODEL").as_deref() != Ok("1"),
+                "tmux is not installed; CI must install it (apt-get install tmux)"
+            );
+            eprintln!("skipping: tmux is not installed");
+            return None;
+        }
+        let tmux = Tmux {
+            socket: format!("samplab-e2e-{}", std::process::id()),
+        };
+        let shell = format!(
+            "env -i PATH=/usr/bin:/bin TERM=xterm-256color HOME={home} \
+             SAMPLAB_CONFIG_DIR={home}/config PS1='{PROMPT_MARK} ' bash --norc --noprofile",
+            home = home.display()
+        );
+        tmux.run(&[
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-x",
+            "160",
+            "-y",
+            "40",
+            "-s",
+            "e2e",
+            &shell,
+        ]);
+        tmux.wait_for("the shell prompt", |s| s.contains(PROMPT_MARK));
+        Some(tmux)
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .output()
+            .expect("tmux runs");
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", "e2e"])
+    }
+
+    /// Sends tmux key names (`Down`, `Enter`, `BSpace`) or literal text.
+    fn keys(&self, keys: &[&str]) {
+        for key in keys {
+            self.run(&["send-keys", "-t", "e2e", key]);
+        }
+    }
+
+    fn type_text(&self, text: &str) {
+        self.run(&["send-keys", "-t", "e2e", "-l", text]);
+    }
+
+    /// Polls the screen until `done` holds; a minute without it fails with the screen shown.
+    fn wait_for(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let screen = self.screen();
+            if done(&screen) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "waited a minute for {what}; the screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+    }
+}
+
+/// The value at the end of a params row, e.g. `0.00` from `temperature ▯▯▯   0.00`.
+fn param_value(screen: &str, label: &str) -> Option<String> {
+    screen.lines().find_map(|line| {
+        let (_, rest) = line.split_once(&format!("│{label} "))?;
+        let cell = rest.split('│').next()?;
+        cell.split_whitespace().last().map(str::to_owned)
+    })
+}
+
+/// The text of sample column `index`: the rows between its title and its footer, each without
+/// the padding that depends on the column's width.
+fn column_text(screen: &str, index: usize) -> String {
+    let lines: Vec<Vec<char>> = screen.lines().map(|l| l.chars().collect()).collect();
+    let title: Vec<char> = format!("┌ #{index} seed").chars().collect();
+    let Some((top, start)) = lines.iter().enumerate().find_map(|(y, line)| {
+        let x = line
+            .windows(title.len())
+            .position(|w| w == title.as_slice())?;
+        Some((y, x))
+    }) else {
+        return String::new();
+    };
+    lines[top + 1..]
+        .iter()
+        .take_while(|line| line.get(start) == Some(&'│'))
+        .map(|line| {
+            line[start + 1..]
+                .iter()
+                .take_while(|&&c| c != '│')
+                .collect::<String>()
+                .trim_end()
+                .to_owned()
+        })
+        .filter(|row| !row.contains('■'))
+        .collect::<String>()
+        .trim()
+        .to_owned()
+}
+
+fn finished_columns(screen: &str) -> usize {
+    screen.matches("■ length").count() + screen.matches("■ stop").count()
+}
+
+#[test]
+fn the_playground_reruns_on_a_change_and_quits_cleanly() {
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(home.path()) else {
+        return;
+    };
+    let preset = home.path().join("start.yaml");
+    std::fs::write(
+        &preset,
+        "num_samples: 3\ntemperature: 0\nseed: 7\nmax_tokens: 40\n",
+    )
+    .unwrap();
+    tmux.type_text(&format!(
+        "{} --model {} --prompt 'Once upon a time' --preset {}",
+        env!("CARGO_BIN_EXE_samplab"),
+        model.display(),
+        preset.display()
+    ));
+    tmux.keys(&["Enter"]);
+
+    let greedy = tmux.wait_for("three greedy samples", |s| finished_columns(s) == 3);
+    assert_eq!(param_value(&greedy, "temperature").as_deref(), Some("0.00"));
+    let first = column_text(&greedy, 0);
+    assert!(!first.is_empty(), "{greedy}");
+    for i in 1..3 {
+        assert_eq!(
+            column_text(&greedy, i),
+            first,
+            "greedy samples agree:\n{greedy}"
+        );
+    }
+
+    // The playground opens on the params pane with temperature selected.
+    tmux.keys(&["Enter"]);
+    tmux.keys(&["BSpace"; 8]);
+    tmux.type_text("1.5");
+    tmux.keys(&["Enter"]);
+    let hot = tmux.wait_for("samples at temperature 1.5", |s| {
+        param_value(s, "temperature").as_deref() == Some("1.50")
+            && finished_columns(s) == 3
+            && column_text(s, 0) != first
+    });
+    let texts: Vec<String> = (0..3).map(|i| column_text(&hot, i)).collect();
+    assert!(
+        texts[0] != texts[1] || texts[1] != texts[2],
+        "at temperature 1.5 the seeds give different samples:\n{hot}"
+    );
+
+    tmux.keys(&["q"]);
+    let after = tmux.wait_for("the shell prompt after quitting", |s| {
+        s.trim_end().ends_with(PROMPT_MARK)
+    });
+    assert!(
+        !after.contains("┌ prompt"),
+        "the playground is gone:\n{after}"
+    );
+    assert_eq!(
+        tmux.run(&["display", "-p", "-t", "e2e", "#{alternate_on}"])
+            .trim(),
+        "0",
+        "the alternate screen was left"
+    );
+    tmux.type_text(
+        "echo \"exit=$?\"; stty -a | tr ' ' '\\n' | grep -x -e icanon -e echo | sort | tr '\\n' +",
+    );
+    tmux.keys(&["Enter"]);
+    let shell = tmux.wait_for("the exit status and the terminal modes", |s| {
+        s.lines().any(|l| l.starts_with("exit=")) && s.trim_end().ends_with(PROMPT_MARK)
+    });
+    assert!(
+        shell.lines().any(|l| l == "exit=0"),
+        "q quits with status 0:\n{shell}"
+    );
+    assert!(
+        shell.lines().any(|l| l.starts_with("echo+icanon+")),
+        "the terminal is back in cooked mode with echo:\n{shell}"
+    );
+}
