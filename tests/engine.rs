@@ -2,7 +2,7 @@
 //! row's whole history, so any row mix-up in batching, forking or retiring changes the output.
 
 use samplab::engine::generate::{RunContext, generate};
-use samplab::engine::{Backend, Engine, Event, LoadedModel, Request};
+use samplab::engine::{Backend, Engine, Event, LoadedModel, Request, ScoreRequest, ScoreSample};
 use samplab::params::SamplingParams;
 use samplab::response::{SampleResponse, StopMatched, StopReason};
 use std::time::Duration;
@@ -315,6 +315,13 @@ fn fake_loaded(delay: Duration) -> LoadedModel {
     }
 }
 
+/// Engine events into a channel the test reads.
+fn forward(events: tokio::sync::mpsc::UnboundedSender<Event>) -> impl FnMut(Event) + Send {
+    move |event| {
+        let _ = events.send(event);
+    }
+}
+
 fn next_done(inbox: &mut tokio::sync::mpsc::UnboundedReceiver<Event>) -> (u64, SampleResponse) {
     loop {
         match inbox.blocking_recv().expect("the engine is running") {
@@ -328,11 +335,15 @@ fn next_done(inbox: &mut tokio::sync::mpsc::UnboundedReceiver<Event>) -> (u64, S
 #[test]
 fn a_new_request_cancels_the_running_one_and_runs_cleanly() {
     let (events, mut inbox) = tokio::sync::mpsc::unbounded_channel();
-    let engine = Engine::spawn(|_| Ok(fake_loaded(Duration::from_millis(2))), events);
+    let engine = Engine::spawn(
+        |_| Ok(fake_loaded(Duration::from_millis(2))),
+        forward(events),
+    );
     let long = params("max_tokens: 100000\nseed: 3");
     engine.run(Request {
         run_id: 1,
         prompt: "ab".into(),
+        lane: 0,
         chat: false,
         params: long,
     });
@@ -345,6 +356,7 @@ fn a_new_request_cancels_the_running_one_and_runs_cleanly() {
     engine.run(Request {
         run_id: 2,
         prompt: "ab".into(),
+        lane: 0,
         chat: false,
         params: short.clone(),
     });
@@ -368,6 +380,7 @@ fn a_new_request_cancels_the_running_one_and_runs_cleanly() {
     engine.run(Request {
         run_id: 3,
         prompt: "ab".into(),
+        lane: 0,
         chat: false,
         params: params("max_tokens: 100000"),
     });
@@ -380,10 +393,11 @@ fn a_new_request_cancels_the_running_one_and_runs_cleanly() {
 #[test]
 fn a_failed_load_is_reported_and_runs_get_errors() {
     let (events, mut inbox) = tokio::sync::mpsc::unbounded_channel();
-    let engine = Engine::spawn(|_| anyhow::bail!("no such file: x.gguf"), events);
+    let engine = Engine::spawn(|_| anyhow::bail!("no such file: x.gguf"), forward(events));
     engine.run(Request {
         run_id: 4,
         prompt: "a".into(),
+        lane: 0,
         chat: false,
         params: SamplingParams::default(),
     });
@@ -407,7 +421,7 @@ fn dropping_the_engine_during_a_load_does_not_wait_for_it() {
             let _ = load_gate.recv();
             Ok(fake_loaded(Duration::ZERO))
         },
-        events,
+        forward(events),
     );
     let (dropped, drop_done) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -420,4 +434,115 @@ fn dropping_the_engine_during_a_load_does_not_wait_for_it() {
         result.is_ok(),
         "drop waited for a load that was still running"
     );
+}
+
+fn request(run_id: u64, lane: u32, yaml: &str) -> Request {
+    Request {
+        run_id,
+        prompt: "ab".into(),
+        lane,
+        chat: false,
+        params: params(yaml),
+    }
+}
+
+#[test]
+fn runs_in_different_lanes_both_finish() {
+    let (events, mut inbox) = tokio::sync::mpsc::unbounded_channel();
+    let engine = Engine::spawn(
+        |_| Ok(fake_loaded(Duration::from_millis(1))),
+        forward(events),
+    );
+    engine.run(request(1, 0, "max_tokens: 30\nseed: 1\nstop: []"));
+    engine.run(request(2, 1, "max_tokens: 30\nseed: 2\nstop: []"));
+    let mut done = std::collections::BTreeMap::new();
+    while done.len() < 2 {
+        let (run_id, response) = next_done(&mut inbox);
+        done.insert(run_id, response);
+    }
+    for (run_id, response) in done {
+        assert!(
+            response
+                .trajectories
+                .iter()
+                .all(|t| t.stop_reason != StopReason::Abort),
+            "run {run_id} was cut short by the other lane"
+        );
+    }
+}
+
+#[test]
+fn cross_scoring_with_the_same_vocabulary_reproduces_the_sampled_logprobs() {
+    let mut model = fake_loaded(Duration::ZERO);
+    let run = request(1, 0, "num_samples: 4\nmax_tokens: 12\nseed: 5");
+    let response = model.run(&run, &mut || false, &mut |_| {}).unwrap();
+    let vocab = model.vocab_fingerprint();
+    let scoring = ScoreRequest::new(1, vocab, "ab", false, &response);
+
+    let same = model.score(&scoring, vocab, &mut || false).unwrap();
+    assert_eq!(same.len(), 4);
+    for (score, trajectory) in same.iter().zip(&response.trajectories) {
+        let mean = trajectory
+            .logprobs
+            .iter()
+            .map(|&l| f64::from(l))
+            .sum::<f64>()
+            / trajectory.logprobs.len() as f64;
+        assert!(!score.retokenized);
+        assert_eq!(score.tokens, trajectory.token_ids.len());
+        assert!(
+            (score.mean_logprob - mean).abs() < 1e-5,
+            "{} vs {mean}",
+            score.mean_logprob
+        );
+    }
+
+    // Another vocabulary tokenizes the text again; with characters as tokens, plain text is
+    // the same sequence again, so its score must not move.
+    let text = "cab dx";
+    let plain = ScoreRequest {
+        samples: vec![ScoreSample {
+            index: 0,
+            text: text.into(),
+            token_ids: model
+                .tokenizer
+                .encode(text, false)
+                .unwrap()
+                .get_ids()
+                .to_vec(),
+        }],
+        ..scoring
+    };
+    let same = model.score(&plain, vocab, &mut || false).unwrap();
+    let again = model.score(&plain, vocab ^ 1, &mut || false).unwrap();
+    assert!(again[0].retokenized && !same[0].retokenized);
+    assert_eq!((again[0].tokens, same[0].tokens), (text.len(), text.len()));
+    assert!((again[0].mean_logprob - same[0].mean_logprob).abs() < 1e-9);
+}
+
+#[test]
+fn the_worker_answers_a_score_request_under_the_scored_run_id() {
+    let mut model = fake_loaded(Duration::ZERO);
+    let response = model
+        .run(
+            &request(1, 0, "max_tokens: 5\nseed: 9"),
+            &mut || false,
+            &mut |_| {},
+        )
+        .unwrap();
+    let (events, mut inbox) = tokio::sync::mpsc::unbounded_channel();
+    let engine = Engine::spawn(|_| Ok(fake_loaded(Duration::ZERO)), forward(events));
+    engine.score(ScoreRequest::new(41, 0, "ab", false, &response));
+    loop {
+        match inbox.blocking_recv().expect("the engine answers") {
+            Event::Scored { run_id, scores } => {
+                assert_eq!(run_id, 41);
+                assert_eq!(scores.len(), 1);
+                assert!(scores[0].mean_logprob < 0.0);
+                break;
+            }
+            Event::ScoreFailed { message, .. } => panic!("{message}"),
+            _ => {}
+        }
+    }
 }

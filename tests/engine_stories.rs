@@ -24,6 +24,7 @@ fn run(model: &mut LoadedModel, prompt: &str, yaml: &str) -> (SampleResponse, Ve
     let request = Request {
         run_id: 1,
         prompt: prompt.to_owned(),
+        lane: 0,
         chat: false,
         params: SamplingParams::from_yaml(yaml).unwrap(),
     };

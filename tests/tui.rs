@@ -748,6 +748,7 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
             device: "cpu".into(),
             defaults: Some(defaults),
             chat_template: false,
+            vocab: 0,
         }),
     );
     let [Effect::Run(request)] = &effects[..] else {
@@ -771,6 +772,7 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
             device: "cpu".into(),
             defaults: Some(SamplingParams::from_yaml("temperature: 0.3").unwrap()),
             chat_template: false,
+            vocab: 0,
         }),
     );
     assert_eq!(
@@ -785,6 +787,7 @@ fn loaded_with_template(chat_template: bool) -> Event {
         device: "cpu".into(),
         defaults: None,
         chat_template,
+        vocab: 0,
     }
 }
 

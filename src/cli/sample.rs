@@ -47,11 +47,14 @@ pub fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
     let spec = args.model.clone();
     let engine = Engine::spawn(
         move |progress| load_model(&spec, &HubSettings::from_env(), progress),
-        events,
+        move |event| {
+            let _ = events.send(event);
+        },
     );
     let request = |params| Request {
         run_id: 1,
         prompt: args.prompt.clone(),
+        lane: 0,
         chat: args.chat,
         params,
     };

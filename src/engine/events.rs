@@ -1,5 +1,6 @@
 //! The engine's narrow boundary: `Request` in, `Event` out, every event tagged with its run.
 
+use super::score::CrossScore;
 use crate::params::SamplingParams;
 use crate::response::{SampleResponse, StopMatched, StopReason, TopLogprob};
 use serde::Serialize;
@@ -11,6 +12,9 @@ pub type RunId = u64;
 pub struct Request {
     pub run_id: RunId,
     pub prompt: String,
+    /// Runs in different lanes (parameter sets compared on one model) wait for each other; a
+    /// new run interrupts only the one in its own lane.
+    pub lane: u32,
     /// The prompt is one user message, rendered through the model's chat template.
     pub chat: bool,
     pub params: SamplingParams,
@@ -64,6 +68,9 @@ pub enum Event {
         defaults: Option<SamplingParams>,
         /// Whether the model has a chat template, so that chat mode can be offered.
         chat_template: bool,
+        /// The vocabulary's fingerprint, passed along with samples sent to another model for
+        /// scoring, so that it can tell whether the token ids are its own.
+        vocab: u64,
     },
     /// The model could not be loaded; the message says what to do.
     LoadFailed {
@@ -98,6 +105,15 @@ pub enum Event {
         run_id: RunId,
         message: String,
     },
+    /// Another model's run `run_id`, scored by this model.
+    Scored {
+        run_id: RunId,
+        scores: Vec<CrossScore>,
+    },
+    ScoreFailed {
+        run_id: RunId,
+        message: String,
+    },
 }
 
 impl Event {
@@ -109,7 +125,9 @@ impl Event {
             | Event::Token { run_id, .. }
             | Event::Finished { run_id, .. }
             | Event::Done { run_id, .. }
-            | Event::Error { run_id, .. } => Some(*run_id),
+            | Event::Error { run_id, .. }
+            | Event::Scored { run_id, .. }
+            | Event::ScoreFailed { run_id, .. } => Some(*run_id),
         }
     }
 }

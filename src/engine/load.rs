@@ -5,6 +5,7 @@ use super::backend::Backend;
 use super::worker::LoadedModel;
 use crate::model::chat_template::ChatTemplate;
 use crate::model::gguf_tokenizer::{GgufTokenizer, tokenizer_from_gguf};
+use crate::model::memory;
 use crate::model::source::{HubSettings, ModelSource, resolve};
 use crate::model::synthetic::{qtype_from_name, synthetic_spec, write_synthetic_gguf};
 use crate::model::{Model, Session};
@@ -74,6 +75,11 @@ pub fn load_model(
     let source = resolve(spec, hub, progress)?;
     let (device, device_name) = pick_device();
     let (ModelSource::Gguf(path) | ModelSource::HfDir(path)) = &source;
+    // Only host memory can be asked for here; a GPU's memory is left to its driver to refuse.
+    if device.is_cpu() {
+        let estimate = memory::estimate(path)?;
+        memory::check_fits(&display_name(spec, path), estimate, memory::available()?)?;
+    }
     progress(0.3, &format!("loading weights from {}", path.display()));
     let (model, tokenizer, eos_ids, chat_template) = match &source {
         ModelSource::Gguf(path) => {

@@ -6,8 +6,10 @@ pub mod backend;
 pub mod events;
 pub mod generate;
 pub mod load;
+pub mod score;
 pub mod worker;
 
 pub use backend::Backend;
 pub use events::{Alternative, Event, Request, RunId, TokenEvent};
+pub use score::{CrossScore, ScoreRequest, ScoreSample};
 pub use worker::{Engine, LoadedModel};

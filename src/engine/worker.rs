@@ -7,14 +7,15 @@
 use super::backend::Backend;
 use super::events::{Event, Request, RunId};
 use super::generate::{RunContext, generate};
+use super::score::{CrossScore, ScoreRequest, Scoring, common_prefix, score_sequence};
 use crate::model::chat_template::ChatTemplate;
 use crate::params::SamplingParams;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::thread::JoinHandle;
 use tokenizers::Tokenizer;
-use tokio::sync::mpsc::UnboundedSender;
 
 /// A model ready to run, with what generation needs beside its forward pass.
 pub struct LoadedModel {
@@ -39,10 +40,22 @@ impl LoadedModel {
         Ok(encoding.get_ids().to_vec())
     }
 
-    /// Token ids of `message` as the model's chat template frames it. As in transformers'
-    /// `apply_chat_template`, the rendered text already holds BOS and the role markers, so
-    /// nothing is added and special-token texts become their ids.
+    /// Token ids of `message` as the model's chat template frames it.
     pub fn encode_chat(&mut self, message: &str) -> anyhow::Result<Vec<u32>> {
+        let text = self.render_chat(message)?;
+        self.encode_rendered(&text)
+    }
+
+    /// The prompt as the request asks: raw text, or one user message in the chat template.
+    pub fn encode_request(&mut self, prompt: &str, chat: bool) -> anyhow::Result<Vec<u32>> {
+        if chat {
+            self.encode_chat(prompt)
+        } else {
+            self.encode(prompt)
+        }
+    }
+
+    fn render_chat(&self, message: &str) -> anyhow::Result<String> {
         let template = self.chat_template.as_ref().ok_or_else(|| {
             anyhow::anyhow!(
                 "{} has no chat template: use the raw prompt, or a model that ships one \
@@ -50,7 +63,12 @@ impl LoadedModel {
                 self.name
             )
         })?;
-        let text = template.render(message)?;
+        Ok(template.render(message)?)
+    }
+
+    /// As in transformers' `apply_chat_template`, rendered text already holds BOS and the role
+    /// markers, so nothing is added and special-token texts become their ids.
+    fn encode_rendered(&mut self, text: &str) -> anyhow::Result<Vec<u32>> {
         let literal = self.tokenizer.get_encode_special_tokens();
         self.tokenizer.set_encode_special_tokens(false);
         let encoding = self.tokenizer.encode(text, false);
@@ -60,6 +78,62 @@ impl LoadedModel {
         Ok(encoding.get_ids().to_vec())
     }
 
+    /// Identifies the vocabulary: equal fingerprints mean token ids can be shared.
+    pub fn vocab_fingerprint(&self) -> u64 {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut vocab: Vec<(String, u32)> = self.tokenizer.get_vocab(true).into_iter().collect();
+        vocab.sort_unstable_by_key(|&(_, id)| id);
+        let mut hasher = DefaultHasher::new();
+        vocab.hash(&mut hasher);
+        hasher.finish()
+    }
+
+    /// Scores another run's samples (see [`super::score`]); `vocab` is our own fingerprint.
+    pub fn score(
+        &mut self,
+        request: &ScoreRequest,
+        vocab: u64,
+        interrupted: &mut dyn FnMut() -> bool,
+    ) -> anyhow::Result<Vec<CrossScore>> {
+        let mut scores = Vec::with_capacity(request.samples.len());
+        for sample in &request.samples {
+            if interrupted() {
+                break;
+            }
+            let scoring = if request.vocab == vocab {
+                Scoring {
+                    ids: [&request.prompt_token_ids[..], &sample.token_ids[..]].concat(),
+                    start: request.prompt_token_ids.len(),
+                    retokenized: false,
+                }
+            } else {
+                let (prefix, ids) = if request.chat {
+                    let rendered = self.render_chat(&request.prompt)?;
+                    (
+                        self.encode_rendered(&rendered)?,
+                        self.encode_rendered(&format!("{rendered}{}", sample.text))?,
+                    )
+                } else {
+                    (
+                        self.encode(&request.prompt)?,
+                        self.encode(&format!("{}{}", request.prompt, sample.text))?,
+                    )
+                };
+                Scoring {
+                    start: common_prefix(&prefix, &ids),
+                    ids,
+                    retokenized: true,
+                }
+            };
+            scores.push(score_sequence(
+                self.backend.as_mut(),
+                sample.index,
+                &scoring,
+            )?);
+        }
+        Ok(scores)
+    }
+
     /// Runs one request to the end on this thread (for the CLI and tests).
     pub fn run(
         &mut self,
@@ -67,11 +141,7 @@ impl LoadedModel {
         interrupted: &mut dyn FnMut() -> bool,
         emit: &mut dyn FnMut(Event),
     ) -> anyhow::Result<crate::response::SampleResponse> {
-        let prompt_ids = if request.chat {
-            self.encode_chat(&request.prompt)?
-        } else {
-            self.encode(&request.prompt)?
-        };
+        let prompt_ids = self.encode_request(&request.prompt, request.chat)?;
         let seed = request.params.seed.unwrap_or_else(random_seed);
         let ctx = RunContext {
             tokenizer: &self.tokenizer,
@@ -100,6 +170,48 @@ fn random_seed() -> u64 {
 enum Command {
     Run(Request),
     Cancel(RunId),
+    Score(ScoreRequest),
+}
+
+/// Work waiting for the model: at most one run per lane (the newest), then scores.
+#[derive(Default)]
+struct Queue {
+    runs: Vec<Request>,
+    scores: VecDeque<ScoreRequest>,
+}
+
+enum Job {
+    Run(Request),
+    Score(ScoreRequest),
+}
+
+impl Queue {
+    fn push(&mut self, command: Command) {
+        match command {
+            Command::Run(request) => {
+                self.runs.retain(|queued| queued.lane != request.lane);
+                self.runs.push(request);
+            }
+            Command::Cancel(id) => {
+                self.runs.retain(|queued| queued.run_id != id);
+                self.scores.retain(|queued| queued.run_id != id);
+            }
+            Command::Score(request) => self.scores.push_back(request),
+        }
+    }
+
+    /// Runs first: they are what the user is watching.
+    fn pop(&mut self) -> Option<Job> {
+        if self.runs.is_empty() {
+            self.scores.pop_front().map(Job::Score)
+        } else {
+            Some(Job::Run(self.runs.remove(0)))
+        }
+    }
+
+    fn has_run_in(&self, lane: u32) -> bool {
+        self.runs.iter().any(|queued| queued.lane == lane)
+    }
 }
 
 /// Handle to the worker thread; dropping it stops the worker, and joins it unless it is still
@@ -111,10 +223,12 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Starts the worker, which first loads the model with `load` (reporting progress as events).
-    pub fn spawn<L>(load: L, events: UnboundedSender<Event>) -> Engine
+    /// Starts the worker, which first loads the model with `load` (reporting progress as
+    /// events); every event goes to `emit`, on the worker's thread.
+    pub fn spawn<L, E>(load: L, emit: E) -> Engine
     where
         L: FnOnce(&mut dyn FnMut(f32, &str)) -> anyhow::Result<LoadedModel> + Send + 'static,
+        E: FnMut(Event) + Send + 'static,
     {
         let (commands, inbox) = mpsc::channel();
         let loading = Arc::new(AtomicBool::new(true));
@@ -126,7 +240,7 @@ impl Engine {
         };
         let thread = std::thread::Builder::new()
             .name("samplab-engine".into())
-            .spawn(move || worker(load, inbox, events))
+            .spawn(move || worker(load, inbox, emit))
             .expect("the OS can start a thread");
         Engine {
             commands: Some(commands),
@@ -135,12 +249,18 @@ impl Engine {
         }
     }
 
+    /// Starts `request`, interrupting the run in its lane; runs in other lanes finish first.
     pub fn run(&self, request: Request) {
         self.send(Command::Run(request));
     }
 
     pub fn cancel(&self, run_id: RunId) {
         self.send(Command::Cancel(run_id));
+    }
+
+    /// Scores another model's samples once no run is waiting; answered with `Event::Scored`.
+    pub fn score(&self, request: ScoreRequest) {
+        self.send(Command::Score(request));
     }
 
     fn send(&self, command: Command) {
@@ -162,85 +282,102 @@ impl Drop for Engine {
     }
 }
 
-fn worker<L>(load: L, inbox: Receiver<Command>, events: UnboundedSender<Event>)
+fn worker<L, E>(load: L, inbox: Receiver<Command>, mut emit: E)
 where
     L: FnOnce(&mut dyn FnMut(f32, &str)) -> anyhow::Result<LoadedModel>,
+    E: FnMut(Event),
 {
-    let emit = |event: Event| {
-        // The receiver is gone only when the UI is shutting down.
-        let _ = events.send(event);
-    };
-    let mut progress = |fraction: f32, message: &str| {
+    let loaded = load(&mut |fraction: f32, message: &str| {
         emit(Event::Loading {
             progress: fraction,
             message: message.to_owned(),
         })
-    };
-    let mut model = match load(&mut progress) {
-        Ok(model) => {
-            emit(Event::Loaded {
-                model: model.name.clone(),
-                device: model.device.clone(),
-                defaults: model.defaults.clone(),
-                chat_template: model.chat_template.is_some(),
-            });
-            model
-        }
+    });
+    let mut model = match loaded {
+        Ok(model) => model,
         Err(e) => {
             let message = format!("{e:#}");
             emit(Event::LoadFailed {
                 message: message.clone(),
             });
             for command in inbox {
-                if let Command::Run(request) = command {
-                    emit(Event::Error {
+                match command {
+                    Command::Run(request) => emit(Event::Error {
                         run_id: request.run_id,
                         message: format!("no model loaded: {message}"),
-                    });
+                    }),
+                    Command::Score(request) => emit(Event::ScoreFailed {
+                        run_id: request.run_id,
+                        message: format!("no model loaded: {message}"),
+                    }),
+                    Command::Cancel(_) => {}
                 }
             }
             return;
         }
     };
+    let vocab = model.vocab_fingerprint();
+    emit(Event::Loaded {
+        model: model.name.clone(),
+        device: model.device.clone(),
+        defaults: model.defaults.clone(),
+        chat_template: model.chat_template.is_some(),
+        vocab,
+    });
 
-    let mut next: Option<Request> = None;
+    let mut queue = Queue::default();
     loop {
-        let request = match next.take() {
-            Some(request) => request,
+        let job = match queue.pop() {
+            Some(job) => job,
             None => match inbox.recv() {
-                Ok(Command::Run(request)) => request,
-                Ok(Command::Cancel(_)) => continue,
+                Ok(command) => {
+                    queue.push(command);
+                    continue;
+                }
                 Err(_) => return,
             },
         };
-        let run_id = request.run_id;
+        let (run_id, lane) = match &job {
+            Job::Run(request) => (request.run_id, Some(request.lane)),
+            Job::Score(request) => (request.run_id, None),
+        };
         let mut disconnected = false;
+        // Stops a run when its lane has a newer one; stops either job when it is cancelled.
         let mut interrupted = || {
             let mut stop = false;
             loop {
                 match inbox.try_recv() {
-                    Ok(Command::Run(newer)) => {
-                        next = Some(newer);
-                        stop = true;
-                    }
-                    Ok(Command::Cancel(id)) => stop |= id == run_id,
-                    Err(TryRecvError::Empty) => return stop,
+                    Ok(Command::Cancel(id)) if id == run_id => stop = true,
+                    Ok(command) => queue.push(command),
+                    Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => {
                         disconnected = true;
                         return true;
                     }
                 }
             }
+            stop || lane.is_some_and(|lane| queue.has_run_in(lane))
         };
-        match model.run(&request, &mut interrupted, &mut |event| emit(event)) {
-            Ok(response) => emit(Event::Done {
-                run_id,
-                response: Box::new(response),
-            }),
-            Err(e) => emit(Event::Error {
-                run_id,
-                message: format!("{e:#}"),
-            }),
+        match job {
+            Job::Run(request) => {
+                match model.run(&request, &mut interrupted, &mut |event| emit(event)) {
+                    Ok(response) => emit(Event::Done {
+                        run_id,
+                        response: Box::new(response),
+                    }),
+                    Err(e) => emit(Event::Error {
+                        run_id,
+                        message: format!("{e:#}"),
+                    }),
+                }
+            }
+            Job::Score(request) => match model.score(&request, vocab, &mut interrupted) {
+                Ok(scores) => emit(Event::Scored { run_id, scores }),
+                Err(e) => emit(Event::ScoreFailed {
+                    run_id,
+                    message: format!("{e:#}"),
+                }),
+            },
         }
         if disconnected {
             return;

@@ -13,6 +13,7 @@ pub mod error;
 pub mod gguf_tokenizer;
 mod kv_cache;
 mod llama;
+pub mod memory;
 mod q8_kernel;
 mod rope;
 pub mod source;

@@ -217,12 +217,8 @@ impl Weights {
         Self::load(&mut source, config, our_q8)
     }
 
-    /// Loads every `*.safetensors` file of a Hugging Face model directory.
-    pub(crate) fn load_hf(
-        dir: &Path,
-        config: &ModelConfig,
-        device: &Device,
-    ) -> Result<Self, ModelError> {
+    /// The `*.safetensors` files of a Hugging Face model directory, in name order.
+    pub(crate) fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>, ModelError> {
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
             .map_err(|e| io_error(dir, e))?
             .filter_map(|entry| entry.ok().map(|e| e.path()))
@@ -232,8 +228,17 @@ impl Weights {
             return Err(ModelError::NoWeights(dir.to_owned()));
         }
         files.sort();
+        Ok(files)
+    }
+
+    /// Loads every `*.safetensors` file of a Hugging Face model directory.
+    pub(crate) fn load_hf(
+        dir: &Path,
+        config: &ModelConfig,
+        device: &Device,
+    ) -> Result<Self, ModelError> {
         let mut tensors = HashMap::new();
-        for file in &files {
+        for file in &Self::safetensors_files(dir)? {
             let loaded =
                 candle_core::safetensors::load(file, device).map_err(|e| corrupt(file, e))?;
             tensors.extend(loaded);

@@ -36,7 +36,10 @@ pub fn run(model: &str, prompt: &str, chat: bool, preset: Preset) -> anyhow::Res
     let spec = model.to_owned();
     let engine = Engine::spawn(
         move |progress| load_model(&spec, &HubSettings::from_env(), progress),
-        events_tx,
+        move |event| {
+            // The receiver is gone only when the playground is closing.
+            let _ = events_tx.send(event);
+        },
     );
     let mut terminal = ratatui::init();
     let restore_hook = std::panic::take_hook();

@@ -199,6 +199,7 @@ fn start_run(state: &mut State) -> Vec<Effect> {
     effects.push(Effect::Run(Request {
         run_id,
         prompt: state.prompt.text().to_owned(),
+        lane: 0,
         chat: state.prompt.chat,
         params,
     }));
@@ -228,6 +229,7 @@ fn engine_event(state: &mut State, event: Event) -> Vec<Effect> {
             device,
             defaults,
             chat_template,
+            ..
         } => {
             state.status.model = ModelStatus::Ready {
                 name: model,
@@ -290,6 +292,7 @@ fn engine_event(state: &mut State, event: Event) -> Vec<Effect> {
                 }
             }
         }
+        Event::Scored { .. } | Event::ScoreFailed { .. } => {}
         Event::Error { message, .. } => {
             state.run.active = false;
             state.status.error = Some(message);

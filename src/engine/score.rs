@@ -1,0 +1,143 @@
+//! Cross-scoring: how likely one model finds another's finished samples.
+//!
+//! With the same vocabulary the very token ids are teacher-forced (prompt and sample), so the
+//! score is exactly comparable to the sampling model's own logprobs. With another vocabulary
+//! the texts are tokenized again by the scoring model, and the result is marked as such: its
+//! per-token mean is over a different number of tokens.
+
+use super::backend::Backend;
+use super::events::RunId;
+use crate::params::SamplingParams;
+use crate::response::SampleResponse;
+use crate::sampling::Sampler;
+use serde::Serialize;
+
+/// The finished samples of one run, to be scored by another model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoreRequest {
+    /// The run that produced the samples; the scores come back under this id.
+    pub run_id: RunId,
+    /// The producing model's vocabulary fingerprint: equal to ours means the ids are ours too.
+    pub vocab: u64,
+    pub prompt: String,
+    pub chat: bool,
+    pub prompt_token_ids: Vec<u32>,
+    pub samples: Vec<ScoreSample>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoreSample {
+    pub index: u32,
+    pub text: String,
+    pub token_ids: Vec<u32>,
+}
+
+impl ScoreRequest {
+    pub fn new(
+        run_id: RunId,
+        vocab: u64,
+        prompt: &str,
+        chat: bool,
+        response: &SampleResponse,
+    ) -> Self {
+        Self {
+            run_id,
+            vocab,
+            prompt: prompt.to_owned(),
+            chat,
+            prompt_token_ids: response.prompt_token_ids.clone(),
+            samples: response
+                .trajectories
+                .iter()
+                .map(|t| ScoreSample {
+                    index: t.index,
+                    text: t.text.clone(),
+                    token_ids: t.token_ids.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// One sample's likelihood under the scoring model.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CrossScore {
+    pub sample: u32,
+    /// Tokens scored: the sample's own, or the scoring model's tokenization of its text.
+    pub tokens: usize,
+    /// Mean raw logprob per scored token; 0 for an empty sample.
+    pub mean_logprob: f64,
+    /// The text was tokenized again because the vocabularies differ.
+    pub retokenized: bool,
+}
+
+impl CrossScore {
+    pub fn perplexity(&self) -> f64 {
+        (-self.mean_logprob).exp()
+    }
+}
+
+/// A token sequence and where in it the sample starts.
+pub struct Scoring {
+    pub ids: Vec<u32>,
+    pub start: usize,
+    pub retokenized: bool,
+}
+
+/// Scores one sequence: the raw logprob of every token from `start` on, given those before it,
+/// from a single prefill over the whole sequence.
+pub fn score_sequence(
+    backend: &mut dyn Backend,
+    sample: u32,
+    scoring: &Scoring,
+) -> anyhow::Result<CrossScore> {
+    let Scoring {
+        ids,
+        start,
+        retokenized,
+    } = scoring;
+    let context = backend.context_length();
+    if ids.len() > context {
+        anyhow::bail!(
+            "sample {sample} has {} tokens with its prompt, more than the scoring model's context \
+             of {context}",
+            ids.len()
+        );
+    }
+    // The first token has nothing before it to be scored on.
+    let start = (*start).max(1);
+    if ids.len() <= start {
+        return Ok(CrossScore {
+            sample,
+            tokens: 0,
+            mean_logprob: 0.0,
+            retokenized: *retokenized,
+        });
+    }
+    let rows = backend.prefill(ids, true)?;
+    let mut sampler = Sampler::new(&SamplingParams::default())?;
+    let mut sum = 0.0f64;
+    for position in start..ids.len() {
+        let logits = rows.get(position - 1).ok_or_else(|| {
+            anyhow::anyhow!(
+                "the model returned {} logit rows for {} tokens",
+                rows.len(),
+                ids.len()
+            )
+        })?;
+        sum += f64::from(sampler.score(logits, ids[position], 0)?.logprob);
+    }
+    let tokens = ids.len() - start;
+    Ok(CrossScore {
+        sample,
+        tokens,
+        mean_logprob: sum / tokens as f64,
+        retokenized: *retokenized,
+    })
+}
+
+/// The length of the shared beginning of two token sequences: where a re-tokenized sample
+/// starts, so that a token merged across the prompt's end counts as the sample's.
+pub fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}

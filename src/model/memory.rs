@@ -1,0 +1,217 @@
+//! Will a model fit? Weights plus a KV cache, estimated from the headers before any tensor is
+//! read, against the memory the machine has free, so that loading a second model is refused
+//! with a reason instead of ending in the OOM killer.
+
+use super::config::{ModelConfig, io_error};
+use super::error::ModelError;
+use super::weights::Weights;
+use std::io::Read;
+use std::path::Path;
+
+/// Positions the estimate reserves KV cache for (capped by the model's context): a long
+/// prompt plus a long sample, without charging a 128k-context model for its whole window.
+pub const KV_POSITIONS: usize = 4096;
+
+/// Sets the memory samplab may use, overriding what the system reports (`512M`, `8G`, bytes).
+pub const BUDGET_VAR: &str = "SAMPLAB_MEMORY_BUDGET";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryEstimate {
+    /// Bytes of weights as loaded: GGUF tensors as stored, safetensors converted to f32.
+    pub weights: u64,
+    /// f32 keys and values of every layer for `positions` positions of one sequence.
+    pub kv_cache: u64,
+    pub positions: usize,
+}
+
+impl MemoryEstimate {
+    pub fn total(&self) -> u64 {
+        self.weights + self.kv_cache
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    #[error(
+        "{model} needs about {} ({} of weights + {} of KV cache for {positions} positions) \
+         but only {} is free: close other programs or loaded models, or pick a smaller or \
+         more quantized model (set {BUDGET_VAR} to override the free-memory figure)",
+        human(.estimate.total()), human(.estimate.weights), human(.estimate.kv_cache),
+        human(*.available), positions = .estimate.positions
+    )]
+    DoesNotFit {
+        model: String,
+        estimate: MemoryEstimate,
+        available: u64,
+    },
+    #[error(
+        "{BUDGET_VAR}={value} is not a size: write bytes or a number with K, M or G, e.g. 512M or 1.5G"
+    )]
+    BadBudget { value: String },
+    #[error(transparent)]
+    Model(#[from] ModelError),
+}
+
+/// Estimates a GGUF file or an HF directory from its headers alone.
+pub fn estimate(path: &Path) -> Result<MemoryEstimate, ModelError> {
+    let (config, weights) = if path.is_dir() {
+        let config = ModelConfig::from_hf_dir(path)?;
+        let mut elements = 0u64;
+        for file in Weights::safetensors_files(path)? {
+            elements += safetensors_elements(&file)?;
+        }
+        (config, elements * 4)
+    } else {
+        let (_, _, config) = Weights::open_gguf(path)?;
+        let bytes = std::fs::metadata(path)
+            .map_err(|e| io_error(path, e))?
+            .len();
+        (config, bytes)
+    };
+    let positions = config.context_length.min(KV_POSITIONS);
+    let per_position = 2 * config.num_layers * config.num_kv_heads * config.head_dim * 4;
+    Ok(MemoryEstimate {
+        weights,
+        kv_cache: (per_position * positions) as u64,
+        positions,
+    })
+}
+
+/// Elements in a safetensors file, from its JSON header.
+fn safetensors_elements(file: &Path) -> Result<u64, ModelError> {
+    let corrupt = |reason: &str| ModelError::Corrupt {
+        path: file.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let mut reader = std::fs::File::open(file).map_err(|e| io_error(file, e))?;
+    let mut len = [0u8; 8];
+    reader
+        .read_exact(&mut len)
+        .map_err(|_| corrupt("shorter than a safetensors header"))?;
+    let len = u64::from_le_bytes(len);
+    if len > 100 << 20 {
+        return Err(corrupt("the safetensors header claims to be over 100 MB"));
+    }
+    let mut header = vec![0u8; len as usize];
+    reader
+        .read_exact(&mut header)
+        .map_err(|_| corrupt("the safetensors header is cut short"))?;
+    let header: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&header)
+        .map_err(|_| corrupt("the safetensors header is not JSON"))?;
+    Ok(header
+        .iter()
+        .filter(|(name, _)| *name != "__metadata__")
+        .filter_map(|(_, tensor)| tensor.get("shape")?.as_array().cloned())
+        .map(|shape| shape.iter().filter_map(|d| d.as_u64()).product::<u64>())
+        .sum())
+}
+
+/// Free memory: `$SAMPLAB_MEMORY_BUDGET` when set, else the kernel's MemAvailable; `None`
+/// where neither is known (then nothing is refused).
+pub fn available() -> Result<Option<u64>, MemoryError> {
+    if let Ok(value) = std::env::var(BUDGET_VAR) {
+        return parse_size(&value)
+            .map(Some)
+            .ok_or(MemoryError::BadBudget { value });
+    }
+    Ok(std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|info| mem_available(&info)))
+}
+
+fn mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// `1536`, `512K`, `512M`, `1.5G` (binary units; a trailing `B` or `iB` is accepted).
+pub fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim().to_ascii_uppercase();
+    let text = text
+        .strip_suffix("IB")
+        .or_else(|| text.strip_suffix('B'))
+        .unwrap_or(&text);
+    let (number, scale) = match text.chars().last()? {
+        'K' => (&text[..text.len() - 1], 1u64 << 10),
+        'M' => (&text[..text.len() - 1], 1 << 20),
+        'G' => (&text[..text.len() - 1], 1 << 30),
+        'T' => (&text[..text.len() - 1], 1 << 40),
+        _ => (text, 1),
+    };
+    let value: f64 = number.trim().parse().ok()?;
+    (value.is_finite() && value >= 0.0).then_some((value * scale as f64) as u64)
+}
+
+/// Refuses `estimate` when it exceeds `available`.
+pub fn check_fits(
+    model: &str,
+    estimate: MemoryEstimate,
+    available: Option<u64>,
+) -> Result<(), MemoryError> {
+    match available {
+        Some(available) if estimate.total() > available => Err(MemoryError::DoesNotFit {
+            model: model.to_owned(),
+            estimate,
+            available,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// `1.5 GiB`, `340 MiB`, `12 KiB`.
+pub fn human(bytes: u64) -> String {
+    let units = [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    for (unit, size) in units {
+        if bytes >= size {
+            let value = bytes as f64 / size as f64;
+            return if value < 10.0 {
+                format!("{value:.1} {unit}")
+            } else {
+                format!("{value:.0} {unit}")
+            };
+        }
+    }
+    format!("{bytes} B")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_in_binary_units() {
+        assert_eq!(parse_size("1536"), Some(1536));
+        assert_eq!(parse_size("512K"), Some(512 << 10));
+        assert_eq!(parse_size("1.5G"), Some(3 << 29));
+        assert_eq!(parse_size("64 MiB"), Some(64 << 20));
+        assert_eq!(parse_size("2gb"), Some(2 << 30));
+        assert_eq!(parse_size("lots"), None);
+        assert_eq!(parse_size("-1M"), None);
+        assert_eq!(parse_size(""), None);
+    }
+
+    #[test]
+    fn mem_available_is_read_from_meminfo() {
+        let info = "MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   2048 kB\n";
+        assert_eq!(mem_available(info), Some(2048 * 1024));
+        assert_eq!(mem_available("MemTotal: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn a_model_larger_than_the_free_memory_is_refused_with_the_figures() {
+        let estimate = MemoryEstimate {
+            weights: 3 << 30,
+            kv_cache: 1 << 29,
+            positions: 4096,
+        };
+        assert!(check_fits("big", estimate, Some(4 << 30)).is_ok());
+        assert!(check_fits("big", estimate, None).is_ok());
+        let err = check_fits("big", estimate, Some(2 << 30))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("big needs about 3.5 GiB"), "{err}");
+        assert!(err.contains("only 2.0 GiB is free"), "{err}");
+        assert!(err.contains(BUDGET_VAR), "{err}");
+    }
+}

@@ -1,0 +1,56 @@
+//! Loading is refused, with the figures, when a model would not fit in the free memory.
+
+mod common;
+
+use std::process::Command;
+
+fn sample_with_budget(model: &str, budget: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_samplab"))
+        .args(["sample", "--model", model, "--prompt", "Once"])
+        .args(["--set", "max_tokens=4"])
+        .env("SAMPLAB_MEMORY_BUDGET", budget)
+        .output()
+        .expect("the samplab binary runs")
+}
+
+#[test]
+fn a_model_larger_than_the_memory_budget_is_refused_before_loading() {
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let model = model.to_str().unwrap();
+    let file_size = std::fs::metadata(model).unwrap().len();
+
+    let refused = sample_with_budget(model, "64K");
+    assert!(!refused.status.success());
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(message.contains("stories260K needs about"), "{message}");
+    assert!(message.contains("only 64 KiB is free"), "{message}");
+    assert!(message.contains("SAMPLAB_MEMORY_BUDGET"), "{message}");
+
+    let fits = sample_with_budget(model, &format!("{}", file_size * 4));
+    assert!(
+        fits.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fits.stderr)
+    );
+
+    let typo = sample_with_budget(model, "lots");
+    let message = String::from_utf8_lossy(&typo.stderr);
+    assert!(!typo.status.success());
+    assert!(
+        message.contains("SAMPLAB_MEMORY_BUDGET=lots is not a size"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_estimate_counts_the_weights_and_a_kv_cache() {
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let estimate = samplab::model::memory::estimate(&model).unwrap();
+    assert_eq!(estimate.weights, std::fs::metadata(&model).unwrap().len());
+    assert!(estimate.kv_cache > 0 && estimate.positions > 0);
+    assert!(estimate.positions <= samplab::model::memory::KV_POSITIONS);
+}
