@@ -54,6 +54,24 @@ pub struct Trajectory {
     /// Per generated token, the top alternatives by raw logprob; present when `logprobs` was asked.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub top_logprobs: Option<Vec<Vec<TopLogprob>>>,
+    /// How likely the other models of a comparison find this sample; absent for one model.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cross_scores: Option<Vec<CrossScore>>,
+}
+
+/// One sample's likelihood under another model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrossScore {
+    /// The scoring model.
+    pub model: String,
+    pub sample: u32,
+    /// Tokens scored: the sample's own, or the scoring model's tokenization of its text.
+    pub tokens: usize,
+    /// Mean raw logprob per scored token; 0 for an empty sample.
+    pub mean_logprob: f64,
+    pub perplexity: f64,
+    /// The text was tokenized again because the vocabularies differ.
+    pub retokenized: bool,
 }
 
 /// How long the run took.
@@ -102,6 +120,7 @@ mod tests {
                 stop_matched: Some(StopMatched::Token(2)),
                 logprobs: vec![-0.5, -1.0],
                 top_logprobs: Some(vec![vec![TopLogprob(432, ",".into(), -0.5)]]),
+                cross_scores: None,
             }],
             timings: Timings::default(),
         };

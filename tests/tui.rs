@@ -105,6 +105,7 @@ fn done(run_id: RunId, reasons: &[StopReason]) -> Event {
                     stop_matched: None,
                     logprobs: vec![],
                     top_logprobs: None,
+                    cross_scores: None,
                 })
                 .collect(),
             timings: Timings {

@@ -1,20 +1,24 @@
-//! `samplab sample`: one run through the engine worker, printed for people or programs.
+//! `samplab sample`: one run through the engine worker per model, printed for people or
+//! programs; with several models, each one's samples are scored by the others.
 
 use clap::Args;
 use samplab::engine::load::load_model;
-use samplab::engine::{Engine, Event, Request};
+use samplab::engine::{Engine, Event, Request, RunId, ScoreRequest, random_seed};
 use samplab::model::source::HubSettings;
 use samplab::params::SamplingParams;
 use samplab::presets::{self, MODEL_PRESET};
-use samplab::response::{SampleResponse, StopMatched, StopReason, Trajectory};
+use samplab::response::{CrossScore, SampleResponse, StopMatched, StopReason, Trajectory};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
+use std::sync::mpsc::Receiver;
 
 #[derive(Args)]
 pub struct SampleArgs {
     /// A .gguf file, a Hugging Face model directory, or a Hub id (`org/name`, `org/name:file.gguf`).
-    #[arg(long)]
-    model: String,
+    /// Repeat it to compare models: each runs the same parameters and seeds, and every sample
+    /// is also scored by the other models.
+    #[arg(long = "model", value_name = "MODEL")]
+    models: Vec<String>,
     /// The prompt text.
     #[arg(long)]
     prompt: String,
@@ -28,7 +32,7 @@ pub struct SampleArgs {
     /// Any sampling parameter as key=value, value in YAML: `--set temperature=0 --set stop='["\n\n"]'`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     sets: Vec<String>,
-    /// Print one SampleResponse as JSON.
+    /// Print one SampleResponse as JSON (an array of them, in `--model` order, for several models).
     #[arg(long, conflicts_with = "jsonl")]
     json: bool,
     /// Stream one JSON event per line.
@@ -36,35 +40,102 @@ pub struct SampleArgs {
     jsonl: bool,
 }
 
+/// A model that has run: its worker stays up to score the other models' samples.
+struct Finished {
+    engine: Engine,
+    inbox: Receiver<Event>,
+    vocab: u64,
+    response: SampleResponse,
+}
+
 pub fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
+    if args.models.is_empty() {
+        anyhow::bail!(
+            "--model is required: a .gguf file, a Hugging Face model directory or a Hub id"
+        );
+    }
     let model_defaults = args.preset.as_deref() == Some(MODEL_PRESET);
     // Checked before loading so that a typo costs no load time.
     let params = params_from_flags(
         args.preset.as_deref().filter(|_| !model_defaults),
         &args.sets,
     )?;
-    let (events, mut inbox) = tokio::sync::mpsc::unbounded_channel();
-    let spec = args.model.clone();
+    let mut stdout = std::io::stdout().lock();
+    // Compared models sample with the same seeds, also when none was given.
+    let seed = (args.models.len() > 1).then(random_seed);
+    let mut finished = Vec::new();
+    for (i, spec) in args.models.iter().enumerate() {
+        let run_id = i as RunId + 1;
+        let params = (!model_defaults).then(|| params.clone());
+        finished.push(run_model(&args, spec, run_id, params, seed, &mut stdout)?);
+    }
+    if finished.len() > 1 {
+        cross_score(&mut finished, &args)?;
+    }
+    let responses: Vec<&SampleResponse> = finished.iter().map(|f| &f.response).collect();
+    if args.json {
+        let json = match responses[..] {
+            [single] => serde_json::to_string_pretty(single)?,
+            _ => serde_json::to_string_pretty(&responses)?,
+        };
+        writeln!(stdout, "{json}")?;
+    } else if !args.jsonl {
+        let streamed = streams_plain(&args, &responses[0].params) && responses.len() == 1;
+        for response in responses {
+            if args.models.len() > 1 {
+                writeln!(stdout, "══ {} ══", response.model)?;
+            }
+            print_plain(&mut stdout, &args.prompt, response, streamed)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One sample streams as plain text while it is generated; several are printed at the end.
+fn streams_plain(args: &SampleArgs, params: &SamplingParams) -> bool {
+    !args.json && !args.jsonl && args.models.len() == 1 && params.num_samples == 1
+}
+
+/// Loads `spec` and runs the prompt on it; `params` is `None` for the model's own defaults.
+fn run_model(
+    args: &SampleArgs,
+    spec: &str,
+    run_id: RunId,
+    mut params: Option<SamplingParams>,
+    shared_seed: Option<u64>,
+    stdout: &mut impl Write,
+) -> anyhow::Result<Finished> {
+    let with_seed = |mut params: SamplingParams| {
+        if params.seed.is_none() {
+            params.seed = shared_seed;
+        }
+        params
+    };
+    params = params.map(with_seed);
+    let (events, inbox) = std::sync::mpsc::channel();
+    let owned_spec = spec.to_owned();
     let engine = Engine::spawn(
-        move |progress| load_model(&spec, &HubSettings::from_env(), progress),
+        move |progress| load_model(&owned_spec, &HubSettings::from_env(), progress),
         move |event| {
             let _ = events.send(event);
         },
     );
     let request = |params| Request {
-        run_id: 1,
+        run_id,
         prompt: args.prompt.clone(),
         lane: 0,
         chat: args.chat,
         params,
     };
-    let mut stream_plain = !args.json && !args.jsonl && params.num_samples == 1;
-    if !model_defaults {
-        engine.run(request(params));
+    if let Some(params) = &params {
+        engine.run(request(params.clone()));
     }
+    let mut vocab = 0;
     let mut progress = ProgressLine::new();
-    let mut stdout = std::io::stdout().lock();
-    while let Some(event) = inbox.blocking_recv() {
+    let mut stream_plain = params
+        .as_ref()
+        .is_some_and(|params| streams_plain(args, params));
+    while let Ok(event) = inbox.recv() {
         if args.jsonl {
             writeln!(stdout, "{}", serde_json::to_string(&event)?)?;
         }
@@ -73,20 +144,26 @@ pub fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
                 progress: p,
                 message,
             } if !args.jsonl => progress.show(p, &message),
-            Event::Loaded { defaults, .. } => {
+            Event::Loaded {
+                defaults,
+                vocab: fingerprint,
+                ..
+            } => {
                 progress.clear();
-                if model_defaults {
+                vocab = fingerprint;
+                if params.is_none() {
                     let defaults = defaults.ok_or_else(|| {
-                        anyhow::anyhow!("{} ships no valid sampling defaults", args.model)
+                        anyhow::anyhow!("{spec} ships no valid sampling defaults")
                     })?;
-                    let params = apply_sets(defaults, &args.sets)?;
-                    stream_plain &= params.num_samples == 1;
-                    engine.run(request(params));
+                    let with_sets = with_seed(apply_sets(defaults, &args.sets)?);
+                    stream_plain = streams_plain(args, &with_sets);
+                    engine.run(request(with_sets.clone()));
+                    params = Some(with_sets);
                 }
             }
             Event::LoadFailed { message } => {
                 progress.clear();
-                anyhow::bail!("cannot load model {}: {message}", args.model);
+                anyhow::bail!("cannot load model {spec}: {message}");
             }
             Event::Started { .. } if stream_plain => write!(stdout, "{}", args.prompt)?,
             Event::Token { token, .. } if stream_plain => {
@@ -95,18 +172,64 @@ pub fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
             }
             Event::Finished { tail, .. } if stream_plain => write!(stdout, "{tail}")?,
             Event::Done { response, .. } => {
-                if args.json {
-                    writeln!(stdout, "{}", serde_json::to_string_pretty(&response)?)?;
-                } else if !args.jsonl {
-                    print_plain(&mut stdout, &args.prompt, &response, stream_plain)?;
-                }
-                return Ok(ExitCode::SUCCESS);
+                return Ok(Finished {
+                    engine,
+                    inbox,
+                    vocab,
+                    response: *response,
+                });
             }
-            Event::Error { message, .. } => anyhow::bail!("{message}"),
+            Event::Error { message, .. } => anyhow::bail!("{spec}: {message}"),
             _ => {}
         }
     }
-    anyhow::bail!("the engine stopped without finishing the run")
+    anyhow::bail!("the engine of {spec} stopped without finishing the run")
+}
+
+/// Every model's samples scored by every other model, written into the trajectories.
+fn cross_score(finished: &mut [Finished], args: &SampleArgs) -> anyhow::Result<()> {
+    for source in 0..finished.len() {
+        let request = ScoreRequest::new(
+            source as RunId + 1,
+            finished[source].vocab,
+            &args.prompt,
+            args.chat,
+            &finished[source].response,
+        );
+        for scorer in (0..finished.len()).filter(|&s| s != source) {
+            finished[scorer].engine.score(request.clone());
+            let scores = wait_for_scores(&finished[scorer])?;
+            for score in scores {
+                if let Some(trajectory) = finished[source]
+                    .response
+                    .trajectories
+                    .get_mut(score.sample as usize)
+                {
+                    trajectory
+                        .cross_scores
+                        .get_or_insert_with(Vec::new)
+                        .push(score);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn wait_for_scores(scorer: &Finished) -> anyhow::Result<Vec<CrossScore>> {
+    while let Ok(event) = scorer.inbox.recv() {
+        match event {
+            Event::Scored { scores, .. } => return Ok(scores),
+            Event::ScoreFailed { message, .. } => {
+                anyhow::bail!("{} cannot score: {message}", scorer.response.model)
+            }
+            _ => {}
+        }
+    }
+    anyhow::bail!(
+        "the engine of {} stopped while scoring",
+        scorer.response.model
+    )
 }
 
 /// The preset (or defaults) with each `--set` applied in order.
@@ -143,6 +266,21 @@ fn print_plain(
             write!(out, "{prompt}{}", trajectory.text)?;
         }
         writeln!(out, "\n── {} ──", summary(trajectory))?;
+        for score in trajectory.cross_scores.iter().flatten() {
+            writeln!(
+                out,
+                "   under {}: mean logprob {:.3} · ppl {:.2} over {} tokens{}",
+                score.model,
+                score.mean_logprob,
+                score.perplexity,
+                score.tokens,
+                if score.retokenized {
+                    " (text tokenized again)"
+                } else {
+                    ""
+                }
+            )?;
+        }
     }
     Ok(())
 }

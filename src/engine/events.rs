@@ -1,8 +1,7 @@
 //! The engine's narrow boundary: `Request` in, `Event` out, every event tagged with its run.
 
-use super::score::CrossScore;
 use crate::params::SamplingParams;
-use crate::response::{SampleResponse, StopMatched, StopReason, TopLogprob};
+use crate::response::{CrossScore, SampleResponse, StopMatched, StopReason, TopLogprob};
 use serde::Serialize;
 
 pub type RunId = u64;

@@ -99,6 +99,7 @@ pub fn generate(
                 stop_matched: None,
                 logprobs: Vec::new(),
                 top_logprobs: params.logprobs.map(|_| Vec::new()),
+                cross_scores: None,
             },
             end: None,
         })

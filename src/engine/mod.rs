@@ -11,5 +11,5 @@ pub mod worker;
 
 pub use backend::Backend;
 pub use events::{Alternative, Event, Request, RunId, TokenEvent};
-pub use score::{CrossScore, ScoreRequest, ScoreSample};
-pub use worker::{Engine, LoadedModel};
+pub use score::{ScoreRequest, ScoreSample};
+pub use worker::{Engine, LoadedModel, random_seed};

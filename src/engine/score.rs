@@ -8,9 +8,8 @@
 use super::backend::Backend;
 use super::events::RunId;
 use crate::params::SamplingParams;
-use crate::response::SampleResponse;
+use crate::response::{CrossScore, SampleResponse};
 use crate::sampling::Sampler;
-use serde::Serialize;
 
 /// The finished samples of one run, to be scored by another model.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,24 +58,6 @@ impl ScoreRequest {
     }
 }
 
-/// One sample's likelihood under the scoring model.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CrossScore {
-    pub sample: u32,
-    /// Tokens scored: the sample's own, or the scoring model's tokenization of its text.
-    pub tokens: usize,
-    /// Mean raw logprob per scored token; 0 for an empty sample.
-    pub mean_logprob: f64,
-    /// The text was tokenized again because the vocabularies differ.
-    pub retokenized: bool,
-}
-
-impl CrossScore {
-    pub fn perplexity(&self) -> f64 {
-        (-self.mean_logprob).exp()
-    }
-}
-
 /// A token sequence and where in it the sample starts.
 pub struct Scoring {
     pub ids: Vec<u32>,
@@ -88,6 +69,7 @@ pub struct Scoring {
 /// from a single prefill over the whole sequence.
 pub fn score_sequence(
     backend: &mut dyn Backend,
+    model: &str,
     sample: u32,
     scoring: &Scoring,
 ) -> anyhow::Result<CrossScore> {
@@ -108,9 +90,11 @@ pub fn score_sequence(
     let start = (*start).max(1);
     if ids.len() <= start {
         return Ok(CrossScore {
+            model: model.to_owned(),
             sample,
             tokens: 0,
             mean_logprob: 0.0,
+            perplexity: 1.0,
             retokenized: *retokenized,
         });
     }
@@ -128,10 +112,13 @@ pub fn score_sequence(
         sum += f64::from(sampler.score(logits, ids[position], 0)?.logprob);
     }
     let tokens = ids.len() - start;
+    let mean_logprob = sum / tokens as f64;
     Ok(CrossScore {
+        model: model.to_owned(),
         sample,
         tokens,
-        mean_logprob: sum / tokens as f64,
+        mean_logprob,
+        perplexity: (-mean_logprob).exp(),
         retokenized: *retokenized,
     })
 }

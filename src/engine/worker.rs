@@ -7,9 +7,10 @@
 use super::backend::Backend;
 use super::events::{Event, Request, RunId};
 use super::generate::{RunContext, generate};
-use super::score::{CrossScore, ScoreRequest, Scoring, common_prefix, score_sequence};
+use super::score::{ScoreRequest, Scoring, common_prefix, score_sequence};
 use crate::model::chat_template::ChatTemplate;
 use crate::params::SamplingParams;
+use crate::response::CrossScore;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -127,6 +128,7 @@ impl LoadedModel {
             };
             scores.push(score_sequence(
                 self.backend.as_mut(),
+                &self.name,
                 sample.index,
                 &scoring,
             )?);
@@ -162,7 +164,7 @@ impl LoadedModel {
 }
 
 /// A seed for runs that asked for none: short enough to read and type back.
-fn random_seed() -> u64 {
+pub fn random_seed() -> u64 {
     use std::hash::{BuildHasher, RandomState};
     RandomState::new().hash_one(std::time::SystemTime::now()) % 1_000_000
 }

@@ -1,0 +1,150 @@
+//! Several models on one prompt (`samplab sample --model A --model B`): each model's result is
+//! its single-model result, and cross-scores agree with a separate scoring pass.
+
+mod common;
+
+use samplab::model::synthetic::{SyntheticSpec, write_synthetic_gguf};
+use samplab::response::{SampleResponse, Trajectory};
+use std::path::Path;
+use std::process::Command;
+
+const PROMPT: &str = "Once upon a time";
+
+/// A random-weight llama with a GPT-2-style byte vocabulary, unlike stories260K's.
+const TINY: SyntheticSpec = SyntheticSpec {
+    name: "tiny",
+    hidden_size: 64,
+    num_layers: 2,
+    num_heads: 4,
+    num_kv_heads: 2,
+    intermediate_size: 128,
+    vocab_size: 320,
+    context_length: 256,
+    rope_theta: 10_000.0,
+    tie_word_embeddings: true,
+};
+
+fn sample(models: &[&Path], prompt: &str, sets: &[&str]) -> Vec<SampleResponse> {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_samplab"));
+    command.arg("sample").args(["--prompt", prompt, "--json"]);
+    for model in models {
+        command.arg("--model").arg(model);
+    }
+    for set in sets {
+        command.args(["--set", set]);
+    }
+    let out = command.output().expect("the samplab binary runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if models.len() == 1 {
+        vec![serde_json::from_slice(&out.stdout).unwrap()]
+    } else {
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+/// What a trajectory is, without how other models judged it.
+fn own(t: &Trajectory) -> (Vec<u32>, &str, Vec<f32>) {
+    (t.token_ids.clone(), &t.text, t.logprobs.clone())
+}
+
+#[test]
+fn two_models_give_their_single_results_and_cross_scores_match_a_scoring_pass() {
+    let Some(stories) = common::test_model() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let tiny = dir.path().join("tiny.gguf");
+    write_synthetic_gguf(&tiny, &TINY, candle_core::quantized::GgmlDType::F32, 7).unwrap();
+    let sets = [
+        "num_samples=2",
+        "max_tokens=12",
+        "seed=5",
+        "temperature=0.9",
+    ];
+
+    let both = sample(&[&stories, &tiny], PROMPT, &sets);
+    assert_eq!(both.len(), 2, "one response per model, in --model order");
+    assert_eq!(both[0].model, "stories260K");
+    assert_eq!(both[1].model, "tiny");
+    for (response, model) in both.iter().zip([&stories, &tiny]) {
+        let alone = &sample(&[model], PROMPT, &sets)[0];
+        assert_eq!(response.prompt_token_ids, alone.prompt_token_ids);
+        for (compared, single) in response.trajectories.iter().zip(&alone.trajectories) {
+            assert_eq!(own(compared), own(single), "{}", response.model);
+            assert!(single.cross_scores.is_none());
+        }
+    }
+
+    // stories260K's samples under tiny: another vocabulary, so the text is tokenized again.
+    // The separate pass scores prompt + sample as a prompt, from where it leaves the prompt's
+    // own tokens.
+    let prompt_ids = &sample(&[&tiny], PROMPT, &["max_tokens=1"])[0].prompt_token_ids;
+    for trajectory in &both[0].trajectories {
+        let scores = trajectory.cross_scores.as_ref().expect("scored by tiny");
+        let [score] = &scores[..] else {
+            panic!("one other model: {scores:?}")
+        };
+        assert_eq!(score.model, "tiny");
+        assert!(score.retokenized);
+        let text = format!("{PROMPT}{}", trajectory.text);
+        let pass = &sample(&[&tiny], &text, &["max_tokens=1", "prompt_logprobs=0"])[0];
+        let start = pass
+            .prompt_token_ids
+            .iter()
+            .zip(prompt_ids)
+            .take_while(|(a, b)| a == b)
+            .count();
+        let logprobs = pass.prompt_logprobs.as_ref().unwrap();
+        let scored: Vec<f64> = logprobs[start..]
+            .iter()
+            .map(|l| f64::from(l.unwrap()))
+            .collect();
+        assert_eq!(score.tokens, scored.len());
+        let mean = scored.iter().sum::<f64>() / scored.len() as f64;
+        assert!(
+            (score.mean_logprob - mean).abs() < 1e-4,
+            "cross-score {} vs scoring pass {mean}",
+            score.mean_logprob
+        );
+        assert!((score.perplexity - (-mean).exp()).abs() < 1e-3 * score.perplexity);
+    }
+}
+
+#[test]
+fn twin_models_share_a_random_seed_and_teacher_force_each_others_tokens() {
+    let Some(stories) = common::test_model() else {
+        return;
+    };
+    let both = sample(
+        &[&stories, &stories],
+        PROMPT,
+        &["num_samples=3", "max_tokens=16"],
+    );
+    for (a, b) in both[0].trajectories.iter().zip(&both[1].trajectories) {
+        assert_eq!(
+            a.seed, b.seed,
+            "compared models share seeds, also random ones"
+        );
+        assert_eq!(a.token_ids, b.token_ids);
+    }
+    for trajectory in &both[0].trajectories {
+        let score = &trajectory.cross_scores.as_ref().unwrap()[0];
+        assert!(!score.retokenized, "the same vocabulary shares token ids");
+        assert_eq!(score.tokens, trajectory.token_ids.len());
+        let own_mean = trajectory
+            .logprobs
+            .iter()
+            .map(|&l| f64::from(l))
+            .sum::<f64>()
+            / trajectory.logprobs.len() as f64;
+        assert!(
+            (score.mean_logprob - own_mean).abs() < 1e-3,
+            "teacher-forced {} vs sampled {own_mean}",
+            score.mean_logprob
+        );
+    }
+}
