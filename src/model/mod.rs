@@ -9,6 +9,7 @@
 
 pub mod chat_template;
 pub mod config;
+pub mod discover;
 pub mod error;
 pub mod gguf_tokenizer;
 mod kv_cache;

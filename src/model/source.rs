@@ -77,7 +77,11 @@ impl HubSettings {
 }
 
 /// Files of a safetensors model repository that loading reads when present.
-const HF_OPTIONAL: [&str; 2] = ["generation_config.json", "tokenizer_config.json"];
+const HF_OPTIONAL: [&str; 3] = [
+    "generation_config.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+];
 
 /// Resolves `--model`. `progress` gets (fraction, message) while files download.
 pub fn resolve(
