@@ -1,13 +1,16 @@
 //! samplab: a terminal playground for LLM sampling.
 //!
 //! The modules follow the flow of a run: `params` → `sampling` → `model` → `engine`;
-//! `response` is what a run returns, `presets` stores params, and `export` turns them into
-//! other engines' code.
+//! `response` is what a run returns, `presets` stores params (`preset_store` keeps the user's in
+//! the `config` directory), and `export` turns them into other engines' code.
 
+pub mod atomic_file;
+pub mod config;
 pub mod engine;
 pub mod export;
 pub mod model;
 pub mod params;
+pub mod preset_store;
 pub mod presets;
 pub mod response;
 pub mod sampling;

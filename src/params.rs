@@ -382,6 +382,19 @@ impl SamplingParams {
     pub fn top_k_limit(&self) -> Option<usize> {
         usize::try_from(self.top_k).ok().filter(|&k| k > 0)
     }
+
+    /// The same settings in their one canonical spelling (`top_k: 0` as -1, an empty stop list
+    /// as none), so that equal behaviour compares equal and a saved file lists only real changes.
+    pub fn normalized(&self) -> Self {
+        let mut params = self.clone();
+        if params.top_k_limit().is_none() {
+            params.top_k = -1;
+        }
+        if params.stop.as_ref().is_some_and(Stop::is_empty) {
+            params.stop = None;
+        }
+        params
+    }
 }
 
 impl<'de> Deserialize<'de> for SamplingParams {
@@ -526,6 +539,17 @@ mod tests {
             odd.to_yaml_non_default(),
             "top_p: 0.14\nrepetition_penalty: 1.17\n"
         );
+    }
+
+    #[test]
+    fn normalized_spells_equal_settings_one_way() {
+        let mut odd = SamplingParams::from_yaml("top_k: 0\nstop: []\ntop_p: 0.5").unwrap();
+        assert_ne!(odd, SamplingParams::from_yaml("top_p: 0.5").unwrap());
+        odd = odd.normalized();
+        assert_eq!(odd, SamplingParams::from_yaml("top_p: 0.5").unwrap());
+        assert_eq!(odd.to_yaml_non_default(), "top_p: 0.5\n");
+        let kept = SamplingParams::from_yaml("top_k: 5\nstop: [\"x\"]").unwrap();
+        assert_eq!(kept.normalized(), kept);
     }
 
     #[test]

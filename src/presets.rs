@@ -1,9 +1,11 @@
 //! Presets: named `SamplingParams` stored as YAML with only the non-default keys.
 //!
 //! The built-ins in `presets/*.yaml` are compiled into the binary so that they exist on any
-//! machine; a preset can also be any YAML file a user points at.
+//! machine; a preset can also be any YAML file a user points at, or one the user saved into
+//! their [`PresetStore`].
 
 use crate::params::{ParamError, SamplingParams};
+use crate::preset_store::PresetStore;
 use std::path::{Path, PathBuf};
 
 /// Where a preset came from, so the UI can say which file to fix.
@@ -32,8 +34,9 @@ pub enum PresetError {
     },
     #[error("preset {origin} is invalid: {source}")]
     Invalid { origin: String, source: ParamError },
-    #[error("no preset named `{name}`: built-ins are {}; or give a path to a .yaml file", builtin_names().join(", "))]
-    NotFound { name: String },
+    /// `user` lists the user's presets, or is empty when there is no preset directory.
+    #[error("no preset named `{name}`: built-ins are {}{user}; or give a path to a .yaml file", builtin_names().join(", "))]
+    NotFound { name: String, user: String },
 }
 
 const BUILTIN_FILES: [(&str, &str); 8] = [
@@ -98,15 +101,41 @@ pub fn load_file(path: &Path) -> Result<Preset, PresetError> {
     })
 }
 
-/// `--preset NAME|FILE`: an existing path wins over a built-in of the same name.
+/// `--preset NAME|FILE` without user presets.
 pub fn resolve(name_or_path: &str) -> Result<Preset, PresetError> {
+    resolve_in(name_or_path, None)
+}
+
+/// `--preset NAME|FILE`: an existing path wins, then a built-in, then a preset in `user`.
+pub fn resolve_in(name_or_path: &str, user: Option<&PresetStore>) -> Result<Preset, PresetError> {
     let path = Path::new(name_or_path);
     if path.is_file() {
         return load_file(path);
     }
-    builtin(name_or_path).ok_or_else(|| PresetError::NotFound {
+    if let Some(preset) = builtin(name_or_path) {
+        return Ok(preset);
+    }
+    if let Some(found) = user.and_then(|store| store.find(name_or_path)) {
+        return found;
+    }
+    Err(PresetError::NotFound {
         name: name_or_path.to_owned(),
+        user: user.map(user_presets_hint).unwrap_or_default(),
     })
+}
+
+/// `; user presets in DIR are a, b` for a not-found message.
+fn user_presets_hint(store: &PresetStore) -> String {
+    let names = match store.list() {
+        Ok(listed) if listed.is_empty() => "none yet".to_owned(),
+        Ok(listed) => listed
+            .into_iter()
+            .map(|p| p.name)
+            .collect::<Vec<_>>()
+            .join(", "),
+        Err(e) => format!("unreadable ({e})"),
+    };
+    format!("; user presets in {} are {names}", store.dir.display())
 }
 
 #[cfg(test)]
@@ -161,5 +190,37 @@ mod tests {
         let preset = resolve(path.to_str().unwrap()).unwrap();
         assert_eq!(preset.name, "mine");
         assert_eq!(preset.params.top_p, 0.5);
+    }
+
+    #[test]
+    fn resolve_finds_user_presets_by_name_after_built_ins() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = PresetStore::new(dir.path());
+        let message = resolve_in("mine", Some(&store)).unwrap_err().to_string();
+        assert!(
+            message.contains("user presets in") && message.contains("none yet"),
+            "{message}"
+        );
+
+        std::fs::write(dir.path().join("mine.yaml"), "min_p: 0.1\n").unwrap();
+        std::fs::write(dir.path().join("greedy.yaml"), "temperature: 2\n").unwrap();
+        let mine = resolve_in("mine", Some(&store)).unwrap();
+        assert_eq!(mine.params.min_p, 0.1);
+        assert_eq!(
+            mine.source,
+            PresetSource::File(dir.path().join("mine.yaml"))
+        );
+        assert!(
+            resolve_in("greedy", Some(&store))
+                .unwrap()
+                .params
+                .is_greedy()
+        );
+        assert!(
+            resolve("mine").is_err(),
+            "without a store there are no user presets"
+        );
+        let message = resolve_in("nope", Some(&store)).unwrap_err().to_string();
+        assert!(message.contains("are greedy, mine"), "{message}");
     }
 }

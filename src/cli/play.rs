@@ -1,8 +1,14 @@
-//! `samplab --model M`: the playground, with the preset checked before the terminal is taken.
+//! `samplab --model M`: the playground, with the preset and theme checked before the terminal
+//! is taken. This is the edge that reads the environment (config dir, NO_COLOR).
 
 use clap::Args;
+use samplab::config;
 use samplab::params::SamplingParams;
+use samplab::preset_store::PresetStore;
 use samplab::presets::{self, MODEL_PRESET, Preset, PresetSource};
+use samplab::tui::Playground;
+use samplab::tui::theme::Theme;
+use samplab::tui::themes::ThemeCatalog;
 use std::process::ExitCode;
 
 #[derive(Args)]
@@ -16,9 +22,13 @@ pub struct PlayArgs {
     /// Send the prompt as one user message through the model's chat template (`m` switches).
     #[arg(long)]
     chat: bool,
-    /// A built-in preset name, a preset file, or `model` for the model's own defaults.
+    /// A built-in or saved preset name, a preset file, or `model` for the model's own defaults.
     #[arg(long)]
     preset: Option<String>,
+    /// A theme name (dark, light, high-contrast, viridis, no-color, or one of yours) or a theme
+    /// file; `t` switches at run time.
+    #[arg(long)]
+    theme: Option<String>,
 }
 
 pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
@@ -30,6 +40,10 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(2));
     };
+    let config_dir = config::config_dir();
+    let store = config_dir
+        .as_deref()
+        .map(|dir| PresetStore::new(config::presets_dir(dir)));
     let neutral = |name: &str| Preset {
         name: name.to_owned(),
         params: SamplingParams::default(),
@@ -37,9 +51,30 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
     };
     let preset = match args.preset.as_deref() {
         Some(MODEL_PRESET) => neutral(MODEL_PRESET),
-        Some(name) => presets::resolve(name)?,
+        Some(name) => presets::resolve_in(name, store.as_ref())?,
         None => neutral("default"),
     };
-    samplab::tui::run(&model, &args.prompt, args.chat, preset)?;
+    let themes_dir = config_dir.as_deref().map(config::themes_dir);
+    let (themes, theme_errors) = ThemeCatalog::load(
+        args.theme.as_deref(),
+        themes_dir.as_deref(),
+        Theme::no_color_requested(),
+    )?;
+    let notice = (!theme_errors.is_empty()).then(|| {
+        theme_errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    });
+    samplab::tui::run(Playground {
+        model,
+        prompt: args.prompt,
+        chat: args.chat,
+        preset,
+        presets: store,
+        themes,
+        notice,
+    })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,7 +1,14 @@
 //! The vocabulary of the loop: what the user (or the engine) wants, and what `update` asks the
 //! loop to do in return.
 
+use super::theme::Theme;
 use crate::engine::{Event, Request, RunId};
+use crate::export::ExportFormat;
+use crate::params::SamplingParams;
+use crate::preset_store::{PresetStore, UserPreset};
+use crate::presets::Preset;
+use crate::response::SampleResponse;
+use std::path::PathBuf;
 
 /// Which pane takes keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -69,6 +76,48 @@ pub enum Action {
     /// The debounce after the last change has elapsed.
     DebounceElapsed,
     Engine(Event),
+    /// Switch to the next theme.
+    CycleTheme,
+    /// The preset picker, the save prompt and the export dialog.
+    Dialog(DialogAction),
+    /// What the loop found when it performed an effect on files or the terminal.
+    Outcome(Outcome),
+}
+
+/// Keys of the dialogs; each one acts only while its dialog is open.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DialogAction {
+    OpenPresets,
+    /// Move the picker's selection.
+    PickerMove(i32),
+    /// Load the preset under the picker's selection.
+    LoadPreset,
+    /// Ask for a name to save the params under.
+    OpenSave,
+    /// Save under the typed name; an existing preset is overwritten only after a yes.
+    SubmitName,
+    /// The answer to "overwrite?".
+    ConfirmOverwrite(bool),
+    OpenExport,
+    /// The next (or previous) exporter tab.
+    ExportCycle(i32),
+    ExportSelect(ExportFormat),
+    ExportScroll(i32),
+    /// Copy the shown snippet to the clipboard.
+    CopyExport,
+    /// Write the last finished run as SampleResponse JSON.
+    WriteResults,
+}
+
+/// The result of an effect that touched the outside world, with errors as messages to show.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    PresetsListed(Result<Vec<UserPreset>, String>),
+    PresetSaved(Result<Preset, String>),
+    /// Saving without overwriting found this preset on disk.
+    PresetExists(String),
+    Copied(Result<(), String>),
+    ResultsWritten(Result<PathBuf, String>),
 }
 
 /// Work for the loop; `update` itself never touches the engine, the clock or the terminal.
@@ -79,4 +128,23 @@ pub enum Effect {
     /// (Re)start the debounce timer; `DebounceElapsed` comes back when it fires.
     ScheduleRun,
     Quit,
+    /// Draw with this theme from now on.
+    SetTheme(Theme),
+    /// Read the user presets; answered with `Outcome::PresetsListed`.
+    ListPresets(PresetStore),
+    /// Answered with `Outcome::PresetSaved` or `Outcome::PresetExists`.
+    SavePreset {
+        store: PresetStore,
+        name: String,
+        params: SamplingParams,
+        overwrite: bool,
+    },
+    /// Put text on the clipboard (OSC 52); answered with `Outcome::Copied`.
+    Copy(String),
+    /// Write `response` as JSON to a new file in `dir`; answered with `Outcome::ResultsWritten`.
+    WriteResults {
+        dir: PathBuf,
+        run_id: RunId,
+        response: Box<SampleResponse>,
+    },
 }

@@ -1,8 +1,9 @@
 //! The loop: terminal events, engine events and timers become actions; effects reach the
 //! engine; the screen is drawn once per batch, behind a dirty flag, at most ~60 times a second.
 
-use super::action::{Action, Effect};
+use super::action::{Action, Effect, Outcome};
 use super::keymap::KeyMap;
+use super::perform;
 use super::state::State;
 use super::theme::Theme;
 use super::update::update;
@@ -12,6 +13,8 @@ use crossterm::event::{Event as TermEvent, KeyEventKind};
 use futures::{Stream, StreamExt};
 use ratatui::Terminal;
 use ratatui::backend::Backend;
+use std::collections::VecDeque;
+use std::io::Write;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::Instant;
@@ -41,6 +44,8 @@ pub struct App<E> {
     pub engine: E,
     pub keymap: KeyMap,
     pub theme: Theme,
+    /// Where OSC 52 copy requests go: the terminal, or a buffer in tests.
+    clipboard: Box<dyn Write + Send>,
     debounce: Option<Instant>,
     dirty: bool,
     quit: bool,
@@ -53,27 +58,59 @@ impl<E: EngineHandle> App<E> {
             engine,
             keymap,
             theme,
+            clipboard: Box::new(std::io::stdout()),
             debounce: None,
             dirty: true,
             quit: false,
         }
     }
 
+    /// Sends clipboard requests to `out` instead of the terminal.
+    pub fn with_clipboard(mut self, out: impl Write + Send + 'static) -> Self {
+        self.clipboard = Box::new(out);
+        self
+    }
+
     pub fn should_quit(&self) -> bool {
         self.quit
     }
 
-    /// Updates the state and performs the effects.
+    /// Updates the state and performs the effects; the outcomes of file and terminal effects
+    /// go back through `update` before this returns.
     pub fn dispatch(&mut self, action: Action) {
         self.dirty = true;
-        for effect in update(&mut self.state, action) {
-            match effect {
-                Effect::Run(request) => self.engine.run(request),
-                Effect::Cancel(run_id) => self.engine.cancel(run_id),
-                Effect::ScheduleRun => self.debounce = Some(Instant::now() + DEBOUNCE),
-                Effect::Quit => self.quit = true,
+        let mut queue = VecDeque::from([action]);
+        while let Some(action) = queue.pop_front() {
+            for effect in update(&mut self.state, action) {
+                if let Some(outcome) = self.perform(effect) {
+                    queue.push_back(Action::Outcome(outcome));
+                }
             }
         }
+    }
+
+    fn perform(&mut self, effect: Effect) -> Option<Outcome> {
+        match effect {
+            Effect::Run(request) => self.engine.run(request),
+            Effect::Cancel(run_id) => self.engine.cancel(run_id),
+            Effect::ScheduleRun => self.debounce = Some(Instant::now() + DEBOUNCE),
+            Effect::Quit => self.quit = true,
+            Effect::SetTheme(theme) => self.theme = theme,
+            Effect::ListPresets(store) => return Some(perform::list_presets(&store)),
+            Effect::SavePreset {
+                store,
+                name,
+                params,
+                overwrite,
+            } => return Some(perform::save_preset(&store, &name, &params, overwrite)),
+            Effect::Copy(text) => return Some(perform::copy(&mut self.clipboard, &text)),
+            Effect::WriteResults {
+                dir,
+                run_id,
+                response,
+            } => return Some(perform::write_results(&dir, run_id, &response)),
+        }
+        None
     }
 
     /// Maps a terminal event through the key map; unbound keys do nothing.

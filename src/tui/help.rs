@@ -1,50 +1,92 @@
-//! The help overlay, generated from the key map so that it always tells the truth.
+//! The help overlay, generated from the key map so that it always tells the truth. Sections
+//! (one per key-map mode) flow top to bottom into as many columns as the height needs.
 
 use super::keymap::{KeyMap, Mode};
+use super::popup;
 use super::theme::Theme;
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Clear, Paragraph};
+use ratatui::widgets::Paragraph;
 
-const LEFT: [Mode; 3] = [Mode::Global, Mode::Navigate, Mode::Prompt];
-const RIGHT: [Mode; 3] = [Mode::Params, Mode::ParamEdit, Mode::Help];
+/// The order sections appear in; modes without bindings are left out.
+const ORDER: [Mode; 12] = [
+    Mode::Global,
+    Mode::Navigate,
+    Mode::Prompt,
+    Mode::Params,
+    Mode::ParamEdit,
+    Mode::Columns,
+    Mode::Help,
+    Mode::Dialog,
+    Mode::Presets,
+    Mode::PresetName,
+    Mode::Confirm,
+    Mode::Export,
+];
+const GAP: u16 = 2;
 
-fn section<'a>(keymap: &KeyMap, modes: &[Mode], theme: &Theme) -> Vec<Line<'a>> {
-    let mut lines = Vec::new();
-    for &mode in modes {
-        if !lines.is_empty() {
-            lines.push(Line::default());
-        }
-        lines.push(Line::styled(mode.title().to_owned(), theme.title));
-        for (keys, help) in keymap.describe(mode) {
-            lines.push(Line::from(vec![
-                Span::styled(format!(" {keys:<16}"), theme.value),
-                Span::styled(help.to_owned(), theme.dim),
-            ]));
-        }
+/// One mode's title and rows, keys padded to the section's widest.
+fn section<'a>(keymap: &KeyMap, mode: Mode, theme: &Theme) -> Vec<Line<'a>> {
+    let rows = keymap.describe(mode);
+    let keys_width = rows
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut lines = vec![Line::styled(mode.title().to_owned(), theme.title)];
+    for (keys, help) in rows {
+        lines.push(Line::from(vec![
+            Span::styled(format!(" {keys:<keys_width$} "), theme.value),
+            Span::styled(help.to_owned(), theme.dim),
+        ]));
     }
     lines
 }
 
+/// Sections flowed into columns of at most `height` lines, a blank line between sections.
+fn columns<'a>(keymap: &KeyMap, height: usize, theme: &Theme) -> Vec<Vec<Line<'a>>> {
+    let mut columns: Vec<Vec<Line>> = vec![Vec::new()];
+    for mode in ORDER {
+        if keymap.describe(mode).is_empty() {
+            continue;
+        }
+        let lines = section(keymap, mode, theme);
+        let column = columns.last_mut().expect("starts with one column");
+        if column.is_empty() {
+            column.extend(lines);
+        } else if column.len() + 1 + lines.len() <= height {
+            column.push(Line::default());
+            column.extend(lines);
+        } else {
+            columns.push(lines);
+        }
+    }
+    columns
+}
+
 pub fn render(frame: &mut Frame, area: Rect, keymap: &KeyMap, theme: &Theme) {
-    let left = section(keymap, &LEFT, theme);
-    let right = section(keymap, &RIGHT, theme);
-    let height = (left.len().max(right.len()) as u16 + 2).min(area.height);
-    let width = 76.min(area.width);
-    let popup = Rect {
-        x: area.x + (area.width - width) / 2,
-        y: area.y + (area.height - height) / 2,
-        width,
-        height,
-    };
-    frame.render_widget(Clear, popup);
-    let block = Block::bordered()
-        .title(Span::styled(" keys ", theme.title))
-        .border_style(theme.border_focused);
-    let inner = block.inner(popup);
-    frame.render_widget(block, popup);
-    let [l, r] = Layout::horizontal([Constraint::Fill(1); 2]).areas(inner);
-    frame.render_widget(Paragraph::new(left), l);
-    frame.render_widget(Paragraph::new(right), r);
+    let columns = columns(keymap, usize::from(area.height.saturating_sub(2)), theme);
+    let widths: Vec<u16> = columns
+        .iter()
+        .map(|c| c.iter().map(Line::width).max().unwrap_or(0) as u16)
+        .collect();
+    let width = widths.iter().sum::<u16>() + GAP * (widths.len() as u16 - 1) + 2;
+    let height = columns.iter().map(Vec::len).max().unwrap_or(0) as u16 + 2;
+    let popup_area = popup::centred(area, width, height);
+    let inner = popup::open(frame, popup_area, "keys", "", theme);
+    let right = inner.x + inner.width;
+    let mut x = inner.x;
+    for (column, width) in columns.into_iter().zip(widths) {
+        if x >= right {
+            break;
+        }
+        let column_area = Rect {
+            x,
+            width: width.min(right - x),
+            ..inner
+        };
+        frame.render_widget(Paragraph::new(column), column_area);
+        x = x.saturating_add(width + GAP);
+    }
 }

@@ -1,7 +1,8 @@
 //! Keys are data: one table maps (mode, key) to an `Action`, and the help overlay and the
 //! status-bar hints are generated from the same table, so they cannot drift apart.
 
-use super::action::Action;
+use super::action::{Action, DialogAction};
+use crate::export::ExportFormat;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 /// A layer of bindings; several are active at once, most specific first.
@@ -16,6 +17,12 @@ pub enum Mode {
     ParamEdit,
     Columns,
     Help,
+    /// Keys every dialog shares.
+    Dialog,
+    Presets,
+    PresetName,
+    Confirm,
+    Export,
 }
 
 impl Mode {
@@ -28,12 +35,17 @@ impl Mode {
             Mode::ParamEdit => "typing a value",
             Mode::Columns => "samples",
             Mode::Help => "help",
+            Mode::Dialog => "any dialog",
+            Mode::Presets => "preset picker",
+            Mode::PresetName => "naming a preset",
+            Mode::Confirm => "preset exists",
+            Mode::Export => "export",
         }
     }
 
     /// Modes where unbound printable characters are typed, not ignored.
     pub fn takes_text(self) -> bool {
-        matches!(self, Mode::Prompt | Mode::ParamEdit)
+        matches!(self, Mode::Prompt | Mode::ParamEdit | Mode::PresetName)
     }
 }
 
@@ -121,6 +133,8 @@ impl Default for KeyMap {
         let p = Key::plain;
         let c = |ch| Key::plain(K::Char(ch));
         let nudge = |steps, coarse| A::NudgeParam { steps, coarse };
+        let dialog = A::Dialog;
+        let tab = |format| A::Dialog(DialogAction::ExportSelect(format));
         let table = [
             (Mode::Global, ctrl('c'), A::Quit, "quit"),
             (Mode::Global, p(K::Tab), A::FocusNext, "next pane"),
@@ -132,6 +146,25 @@ impl Default for KeyMap {
             (Mode::Navigate, c('q'), A::Quit, "quit"),
             (Mode::Navigate, c('?'), A::OpenHelp, "help"),
             (Mode::Navigate, c('m'), A::ToggleChat, "raw / chat prompt"),
+            (
+                Mode::Navigate,
+                c('p'),
+                dialog(DialogAction::OpenPresets),
+                "presets",
+            ),
+            (
+                Mode::Navigate,
+                c('s'),
+                dialog(DialogAction::OpenSave),
+                "save preset",
+            ),
+            (
+                Mode::Navigate,
+                c('e'),
+                dialog(DialogAction::OpenExport),
+                "export",
+            ),
+            (Mode::Navigate, c('t'), A::CycleTheme, "next theme"),
             (Mode::Params, p(K::Up), A::SelectParam(-1), "select"),
             (Mode::Params, p(K::Down), A::SelectParam(1), "select"),
             (Mode::Params, p(K::Left), nudge(-1, false), "nudge"),
@@ -171,6 +204,106 @@ impl Default for KeyMap {
             (Mode::Help, c('q'), A::CloseOverlay, "close"),
             (Mode::Help, p(K::F(1)), A::CloseOverlay, "close"),
             (Mode::Help, ctrl('c'), A::Quit, "quit"),
+            (Mode::Dialog, p(K::Esc), A::CloseOverlay, "close"),
+            (Mode::Dialog, ctrl('c'), A::Quit, "quit"),
+            (
+                Mode::Presets,
+                p(K::Up),
+                dialog(DialogAction::PickerMove(-1)),
+                "select",
+            ),
+            (
+                Mode::Presets,
+                p(K::Down),
+                dialog(DialogAction::PickerMove(1)),
+                "select",
+            ),
+            (
+                Mode::Presets,
+                p(K::Enter),
+                dialog(DialogAction::LoadPreset),
+                "load",
+            ),
+            (
+                Mode::PresetName,
+                p(K::Enter),
+                dialog(DialogAction::SubmitName),
+                "save",
+            ),
+            (Mode::PresetName, p(K::Backspace), A::DeleteBack, "delete"),
+            (Mode::PresetName, p(K::Delete), A::DeleteForward, "delete"),
+            (Mode::PresetName, p(K::Left), A::CursorLeft, "move"),
+            (Mode::PresetName, p(K::Right), A::CursorRight, "move"),
+            (Mode::PresetName, p(K::Home), A::CursorHome, "move"),
+            (Mode::PresetName, p(K::End), A::CursorEnd, "move"),
+            (
+                Mode::Confirm,
+                c('y'),
+                dialog(DialogAction::ConfirmOverwrite(true)),
+                "overwrite",
+            ),
+            (
+                Mode::Confirm,
+                c('n'),
+                dialog(DialogAction::ConfirmOverwrite(false)),
+                "change name",
+            ),
+            (
+                Mode::Export,
+                p(K::Left),
+                dialog(DialogAction::ExportCycle(-1)),
+                "exporter",
+            ),
+            (
+                Mode::Export,
+                p(K::Right),
+                dialog(DialogAction::ExportCycle(1)),
+                "exporter",
+            ),
+            (Mode::Export, c('1'), tab(ExportFormat::Vllm), "exporter"),
+            (
+                Mode::Export,
+                c('2'),
+                tab(ExportFormat::Transformers),
+                "exporter",
+            ),
+            (Mode::Export, c('3'), tab(ExportFormat::Openai), "exporter"),
+            (
+                Mode::Export,
+                c('4'),
+                tab(ExportFormat::Llamacpp),
+                "exporter",
+            ),
+            (
+                Mode::Export,
+                p(K::Up),
+                dialog(DialogAction::ExportScroll(-1)),
+                "scroll",
+            ),
+            (
+                Mode::Export,
+                p(K::Down),
+                dialog(DialogAction::ExportScroll(1)),
+                "scroll",
+            ),
+            (
+                Mode::Export,
+                c('c'),
+                dialog(DialogAction::CopyExport),
+                "copy",
+            ),
+            (
+                Mode::Export,
+                p(K::Enter),
+                dialog(DialogAction::CopyExport),
+                "copy",
+            ),
+            (
+                Mode::Export,
+                c('w'),
+                dialog(DialogAction::WriteResults),
+                "save results",
+            ),
         ];
         Self {
             bindings: table

@@ -5,35 +5,61 @@
 
 pub mod action;
 pub mod app;
+pub mod clipboard;
 pub mod columns;
+pub mod dialogs;
+pub mod export_dialog;
 pub mod help;
 pub mod keymap;
 pub mod layout;
 pub mod params;
+pub mod perform;
+pub mod popup;
+pub mod preset_picker;
 pub mod prompt;
+pub mod results_file;
+pub mod save_prompt;
 pub mod state;
 pub mod status;
 pub mod text;
 pub mod theme;
+pub mod theme_file;
+pub mod themes;
 pub mod update;
 pub mod view;
 
 use crate::engine::Engine;
 use crate::engine::load::load_model;
 use crate::model::source::HubSettings;
+use crate::preset_store::PresetStore;
 use crate::presets::Preset;
 use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste, EventStream};
 use crossterm::execute;
 use ratatui::layout::Rect;
 
-/// Opens the playground on `model` and returns when the user quits; the terminal is restored
-/// on quit, on error and on panic.
-pub fn run(model: &str, prompt: &str, chat: bool, preset: Preset) -> anyhow::Result<()> {
+/// What the playground starts with, all of it checked before the terminal is taken.
+pub struct Playground {
+    /// As given to `--model`.
+    pub model: String,
+    pub prompt: String,
+    /// Send the prompt through the model's chat template.
+    pub chat: bool,
+    pub preset: Preset,
+    /// Where user presets are saved; `None` when there is no config directory.
+    pub presets: Option<PresetStore>,
+    pub themes: themes::ThemeCatalog,
+    /// Shown in the status bar at the start, e.g. user theme files that could not be read.
+    pub notice: Option<String>,
+}
+
+/// Opens the playground and returns when the user quits; the terminal is restored on quit,
+/// on error and on panic.
+pub fn run(playground: Playground) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
-    let spec = model.to_owned();
+    let spec = playground.model.clone();
     let engine = Engine::spawn(
         move |progress| load_model(&spec, &HubSettings::from_env(), progress),
         move |event| {
@@ -50,15 +76,26 @@ pub fn run(model: &str, prompt: &str, chat: bool, preset: Preset) -> anyhow::Res
     let result = (|| {
         execute!(std::io::stdout(), EnableBracketedPaste)?;
         let size = terminal.size()?;
+        let Playground {
+            model,
+            prompt,
+            chat,
+            preset,
+            presets,
+            themes,
+            notice,
+        } = playground;
         let params = params::ParamsState::new(&preset.name, preset.params, entropy());
-        let mut state = state::State::new(prompt, params, Rect::new(0, 0, size.width, size.height));
+        let mut state =
+            state::State::new(&prompt, params, Rect::new(0, 0, size.width, size.height));
         state.prompt.chat = chat;
-        let mut app = app::App::new(
-            state,
-            engine,
-            keymap::KeyMap::default(),
-            theme::Theme::from_env(),
-        );
+        state.presets.store = presets;
+        state.presets.source = preset.source;
+        state.export.model = model;
+        state.status.notice = notice;
+        let theme = themes.current().theme.clone();
+        state.themes = themes;
+        let mut app = app::App::new(state, engine, keymap::KeyMap::default(), theme);
         runtime.block_on(app.run(&mut terminal, EventStream::new(), &mut events))
         // Dropping `app` here joins the engine thread after the quit cancelled its run.
     })();

@@ -2,17 +2,25 @@
 
 use super::action::Focus;
 use super::columns::Columns;
+use super::export_dialog::{ExportDialog, ExportSettings};
 use super::keymap::Mode;
 use super::params::ParamsState;
+use super::preset_picker::{PresetPicker, PresetsState};
 use super::prompt::PromptState;
+use super::save_prompt::SavePrompt;
 use super::status::StatusState;
+use super::themes::ThemeCatalog;
 use crate::engine::RunId;
+use crate::response::SampleResponse;
 use ratatui::layout::Rect;
 
 /// Panels drawn over everything; they take input first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Overlay {
     Help,
+    Presets(PresetPicker),
+    SavePreset(SavePrompt),
+    Export(ExportDialog),
 }
 
 /// Which run is on screen and whether a new one is owed.
@@ -27,6 +35,8 @@ pub struct RunState {
     pub pending: bool,
     /// The stop token ids of the current run, to tell `<eos>` from a listed stop token.
     pub stop_ids: Vec<u32>,
+    /// The result of the last run that finished, with its id, for the export dialog to save.
+    pub last_response: Option<(RunId, Box<SampleResponse>)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +50,9 @@ pub struct State {
     pub run: RunState,
     /// The terminal size, so that sample text is wrapped at the width it will be drawn.
     pub size: Rect,
+    pub presets: PresetsState,
+    pub themes: ThemeCatalog,
+    pub export: ExportSettings,
 }
 
 impl State {
@@ -58,13 +71,23 @@ impl State {
                 ..RunState::default()
             },
             size,
+            presets: PresetsState::default(),
+            themes: ThemeCatalog::default(),
+            export: ExportSettings::default(),
         }
     }
 
     /// The key-map layers that apply now, most specific first.
     pub fn modes(&self) -> Vec<Mode> {
-        if self.overlay == Some(Overlay::Help) {
-            return vec![Mode::Help];
+        match &self.overlay {
+            Some(Overlay::Help) => return vec![Mode::Help],
+            Some(Overlay::Presets(_)) => return vec![Mode::Presets, Mode::Dialog],
+            Some(Overlay::SavePreset(prompt)) if prompt.confirm.is_some() => {
+                return vec![Mode::Confirm, Mode::Dialog];
+            }
+            Some(Overlay::SavePreset(_)) => return vec![Mode::PresetName, Mode::Dialog],
+            Some(Overlay::Export(_)) => return vec![Mode::Export, Mode::Dialog],
+            None => {}
         }
         if self.params.editor.is_some() {
             return vec![Mode::ParamEdit, Mode::Global];

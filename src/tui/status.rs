@@ -24,6 +24,8 @@ pub struct StatusState {
     pub error: Option<String>,
     /// The loaded model has a chat template.
     pub chat_available: bool,
+    /// News about something the user did (a saved preset, a theme switch), until the next key.
+    pub notice: Option<String>,
 }
 
 impl Default for StatusState {
@@ -37,6 +39,7 @@ impl Default for StatusState {
             tok_per_s: None,
             error: None,
             chat_available: false,
+            notice: None,
         }
     }
 }
@@ -98,6 +101,13 @@ pub fn render(
         params.preset_name,
         if params.modified() { "*" } else { "" }
     )));
+    if let Some(notice) = &status.notice {
+        left.push(sep());
+        left.push(Span::styled(
+            notice.clone(),
+            theme.value.patch(theme.status),
+        ));
+    }
     if let Some(error) = &status.error {
         left.push(sep());
         left.push(Span::styled(

@@ -1,5 +1,5 @@
 //! Colours as meaning, not as numbers: views ask the theme for `token_style(prob)` or
-//! `title(focused)`, so a later theme file only has to fill in this struct.
+//! `frame(focused)`, and theme files (`theme_file`) fill in this struct.
 
 use ratatui::style::{Color, Modifier, Style};
 
@@ -25,36 +25,17 @@ pub struct Theme {
     pub editor: Style,
     pub status: Style,
     pub token_fg: Style,
+    /// Token text is black or white, whichever reads better on its heatmap colour (`fg: auto`).
+    pub token_contrast: bool,
     /// Empty means "no colour at all" (NO_COLOR): tokens keep the base style.
     pub gradient: Vec<GradientStop>,
 }
 
 impl Theme {
-    /// The built-in dark theme; surprising tokens glow red, confident ones fade to blue.
+    /// The default theme, `themes/dark.yaml`.
     pub fn dark() -> Self {
-        let stop = |at, rgb| GradientStop { at, rgb };
-        Self {
-            base: Style::new(),
-            border: Style::new().fg(Color::DarkGray),
-            border_focused: Style::new().fg(Color::Cyan),
-            title: Style::new().fg(Color::Gray).add_modifier(Modifier::BOLD),
-            selected: Style::new().bg(Color::Rgb(45, 50, 70)),
-            gauge_filled: Style::new().fg(Color::Cyan),
-            gauge_empty: Style::new().fg(Color::DarkGray),
-            value: Style::new().fg(Color::White),
-            dim: Style::new().fg(Color::DarkGray),
-            error: Style::new().fg(Color::LightRed),
-            editor: Style::new().fg(Color::Black).bg(Color::Yellow),
-            status: Style::new().fg(Color::Gray).bg(Color::Rgb(30, 30, 40)),
-            token_fg: Style::new().fg(Color::Rgb(235, 235, 235)),
-            gradient: vec![
-                stop(0.0, (150, 30, 45)),
-                stop(0.25, (150, 80, 30)),
-                stop(0.5, (115, 105, 30)),
-                stop(0.75, (45, 95, 60)),
-                stop(1.0, (35, 60, 85)),
-            ],
-        }
+        super::themes::builtin(super::themes::DEFAULT)
+            .expect("the built-in themes are checked by their tests")
     }
 
     /// For NO_COLOR: structure survives through modifiers only.
@@ -74,16 +55,14 @@ impl Theme {
             editor: none.add_modifier(Modifier::UNDERLINED),
             status: none.add_modifier(Modifier::REVERSED),
             token_fg: none,
+            token_contrast: false,
             gradient: Vec::new(),
         }
     }
 
-    /// https://no-color.org: any non-empty NO_COLOR turns colours off.
-    pub fn from_env() -> Self {
-        match std::env::var_os("NO_COLOR") {
-            Some(v) if !v.is_empty() => Self::plain(),
-            _ => Self::dark(),
-        }
+    /// https://no-color.org: any non-empty NO_COLOR asks for no colours.
+    pub fn no_color_requested() -> bool {
+        std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
     }
 
     pub fn frame(&self, focused: bool) -> Style {
@@ -111,17 +90,37 @@ impl Theme {
                 let t = if span > 0.0 { (p - lo.at) / span } else { 0.0 };
                 let mix =
                     |a: u8, b: u8| (f32::from(a) + (f32::from(b) - f32::from(a)) * t).round() as u8;
-                let (r, g, b) = (
+                return self.on_heatmap((
                     mix(lo.rgb.0, hi.rgb.0),
                     mix(lo.rgb.1, hi.rgb.1),
                     mix(lo.rgb.2, hi.rgb.2),
-                );
-                return self.token_fg.bg(Color::Rgb(r, g, b));
+                ));
             }
             lo = hi;
         }
-        let (r, g, b) = lo.rgb;
-        self.token_fg.bg(Color::Rgb(r, g, b))
+        self.on_heatmap(lo.rgb)
+    }
+
+    fn on_heatmap(&self, (r, g, b): (u8, u8, u8)) -> Style {
+        let style = self.token_fg.bg(Color::Rgb(r, g, b));
+        if !self.token_contrast {
+            return style;
+        }
+        // WCAG: black text wins above a relative luminance of about 0.18.
+        let linear = |c: u8| {
+            let c = f32::from(c) / 255.0;
+            if c <= 0.039_28 {
+                c / 12.92
+            } else {
+                ((c + 0.055) / 1.055).powf(2.4)
+            }
+        };
+        let luminance = 0.2126 * linear(r) + 0.7152 * linear(g) + 0.0722 * linear(b);
+        style.fg(if luminance > 0.179 {
+            Color::Black
+        } else {
+            Color::White
+        })
     }
 }
 
@@ -137,6 +136,26 @@ mod tests {
         assert_eq!(theme.token_style(0.125).bg, Some(Color::Rgb(150, 55, 38)));
         assert_eq!(theme.token_style(f32::NAN), theme.token_style(0.0));
         assert_eq!(theme.token_style(7.0), theme.token_style(1.0));
+    }
+
+    #[test]
+    fn contrast_picks_black_on_light_and_white_on_dark_heatmap_colours() {
+        let mut theme = Theme::dark();
+        theme.token_contrast = true;
+        theme.gradient = vec![
+            GradientStop {
+                at: 0.0,
+                rgb: (68, 1, 84),
+            },
+            GradientStop {
+                at: 1.0,
+                rgb: (253, 231, 37),
+            },
+        ];
+        assert_eq!(theme.token_style(0.0).fg, Some(Color::White));
+        assert_eq!(theme.token_style(1.0).fg, Some(Color::Black));
+        theme.token_contrast = false;
+        assert_eq!(theme.token_style(1.0).fg, Theme::dark().token_fg.fg);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! no engine: the loop performs the effects.
 
 use super::action::{Action, Effect, Focus};
+use super::dialogs;
 use super::layout::column_text_width;
 use super::state::{Overlay, State};
 use super::status::ModelStatus;
@@ -10,6 +11,13 @@ use crate::engine::{Event, Request};
 use crate::presets::MODEL_PRESET;
 
 pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
+    if !matches!(
+        action,
+        Action::Engine(_) | Action::DebounceElapsed | Action::Resize { .. } | Action::Outcome(_)
+    ) {
+        // A notice lasts until the user does the next thing.
+        state.status.notice = None;
+    }
     match action {
         Action::Quit => {
             let mut effects = cancel_current(state);
@@ -82,7 +90,9 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             true
         }),
         Action::Paste(text) => {
-            if state.params.editor.is_some() {
+            if state.params.editor.is_some()
+                || matches!(state.overlay, Some(Overlay::SavePreset(_)))
+            {
                 // A value is one line: newlines would only make it invalid.
                 let line = text.replace(['\r', '\n'], " ");
                 edit_text(state, |b| {
@@ -137,13 +147,21 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             }
         }
         Action::Engine(event) => engine_event(state, event),
+        Action::CycleTheme => dialogs::cycle_theme(state),
+        Action::Dialog(action) => dialogs::update(state, action),
+        Action::Outcome(outcome) => dialogs::outcome(state, outcome),
     }
 }
 
-/// Applies `edit` to the open value editor, else to the prompt; `edit` says whether the text
-/// changed, and a changed prompt re-runs.
+/// Applies `edit` to the preset name being typed, the open value editor, or else the prompt;
+/// `edit` says whether the text changed, and a changed prompt re-runs.
 fn edit_text(state: &mut State, edit: impl FnOnce(&mut TextBuffer) -> bool) -> Vec<Effect> {
-    if let Some(editor) = &mut state.params.editor {
+    if let Some(Overlay::SavePreset(prompt)) = &mut state.overlay {
+        if edit(&mut prompt.buffer) {
+            prompt.error = None;
+        }
+        Vec::new()
+    } else if let Some(editor) = &mut state.params.editor {
         if edit(&mut editor.buffer) {
             editor.error = None;
         }
@@ -157,7 +175,7 @@ fn edit_text(state: &mut State, edit: impl FnOnce(&mut TextBuffer) -> bool) -> V
 }
 
 /// A change stops the run on screen at once and asks for a new one after the debounce.
-fn params_changed(state: &mut State, changed: bool) -> Vec<Effect> {
+pub(super) fn params_changed(state: &mut State, changed: bool) -> Vec<Effect> {
     if !changed {
         return Vec::new();
     }
@@ -240,6 +258,7 @@ fn engine_event(state: &mut State, event: Event) -> Vec<Effect> {
                 state.prompt.chat = false;
                 state.status.error = Some(no_template_message(state));
             }
+            state.presets.model_defaults.clone_from(&defaults);
             if state.params.preset_name == MODEL_PRESET {
                 match defaults {
                     Some(defaults) => state.params.load_preset(MODEL_PRESET, defaults),
@@ -278,7 +297,7 @@ fn engine_event(state: &mut State, event: Event) -> Vec<Effect> {
                 column.finish(reason, matched.as_ref(), &state.run.stop_ids);
             }
         }
-        Event::Done { response, .. } => {
+        Event::Done { run_id, response } => {
             state.run.active = false;
             state.status.tok_per_s = Some(response.timings.decode_tok_per_s);
             for (column, trajectory) in state.columns.columns.iter_mut().zip(&response.trajectories)
@@ -291,6 +310,7 @@ fn engine_event(state: &mut State, event: Event) -> Vec<Effect> {
                     );
                 }
             }
+            state.run.last_response = Some((run_id, response));
         }
         Event::Scored { .. } | Event::ScoreFailed { .. } => {}
         Event::Error { message, .. } => {

@@ -5,7 +5,7 @@ use super::keymap::KeyMap;
 use super::layout::areas;
 use super::state::{Overlay, State};
 use super::theme::Theme;
-use super::{columns, help, params, prompt, status};
+use super::{columns, export_dialog, help, params, preset_picker, prompt, save_prompt, status};
 use ratatui::Frame;
 
 pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
@@ -33,7 +33,24 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         .filter_map(|(action, name)| keymap.key_for(&modes, action).map(|k| (k, *name)))
         .collect();
     status::render(frame, a.status, &state.status, &state.params, &hints, theme);
-    if state.overlay == Some(Overlay::Help) {
-        help::render(frame, frame.area(), keymap, theme);
+    let area = frame.area();
+    match &state.overlay {
+        None => {}
+        Some(Overlay::Help) => help::render(frame, area, keymap, theme),
+        Some(Overlay::Presets(picker)) => preset_picker::render(frame, area, picker, keymap, theme),
+        Some(Overlay::SavePreset(prompt)) => {
+            if let Some(store) = &state.presets.store {
+                save_prompt::render(frame, area, prompt, &store.dir, keymap, theme);
+            }
+        }
+        Some(Overlay::Export(dialog)) => {
+            let snippet = export_dialog::snippet(
+                dialog.format,
+                &state.params.params,
+                state.prompt.text(),
+                &state.export,
+            );
+            export_dialog::render(frame, area, dialog, &snippet, keymap, theme);
+        }
     }
 }

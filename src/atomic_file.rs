@@ -1,0 +1,115 @@
+//! Writing a file so that readers see the old contents or the new, never half of either: the
+//! bytes go to a temporary file in the same directory, are synced, and the file is then renamed
+//! over (or, when overwriting is not allowed, linked to) the target name.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+
+/// Writes `path` atomically with whatever `contents` writes. With `overwrite` false an existing
+/// file makes this fail with `ErrorKind::AlreadyExists` and stays untouched, without a window in
+/// which another writer could slip in between a check and the write. When `contents` or any
+/// later step fails, the target keeps its old contents and no temporary file is left behind.
+pub fn write(
+    path: &Path,
+    overwrite: bool,
+    contents: impl FnOnce(&mut File) -> io::Result<()>,
+) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".samplab-").suffix(".tmp");
+    // Temporary files are private by default; the result should look like any file the user
+    // creates (0666 less the umask), as `std::fs::write` would make it.
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    let mut temp = builder.tempfile_in(dir)?;
+    contents(temp.as_file_mut())?;
+    temp.as_file().sync_all()?;
+    if overwrite {
+        temp.persist(path).map_err(|e| e.error)?;
+    } else {
+        temp.persist_noclobber(path).map_err(|e| e.error)?;
+    }
+    sync_dir(dir)
+}
+
+/// Makes the rename itself durable: without it a crash can lose the new directory entry.
+#[cfg(unix)]
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(not(unix))]
+fn sync_dir(_dir: &Path) -> io::Result<()> {
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn writes_new_files_and_replaces_old_ones_only_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.yaml");
+        write(&path, false, |f| f.write_all(b"one")).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "one");
+
+        let err = write(&path, false, |f| f.write_all(b"two")).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "one");
+
+        write(&path, true, |f| f.write_all(b"three")).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "three");
+        assert_eq!(entries(dir.path()), ["a.yaml"], "no temporary file is left");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn files_get_the_usual_permissions_not_the_private_temporary_ones() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let ours = dir.path().join("ours");
+        let usual = dir.path().join("usual");
+        write(&ours, false, |f| f.write_all(b"x")).unwrap();
+        std::fs::write(&usual, "x").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode();
+        assert_eq!(mode(&ours), mode(&usual));
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_old_file_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.yaml");
+        std::fs::write(&path, "old").unwrap();
+        let err = write(&path, true, |f| {
+            f.write_all(b"half of the new")?;
+            Err(io::Error::other("disk full"))
+        })
+        .unwrap_err();
+        assert_eq!(err.to_string(), "disk full");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
+        assert_eq!(entries(dir.path()), ["a.yaml"]);
+    }
+
+    #[test]
+    fn a_missing_directory_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("no/such/dir/a.yaml");
+        let err = write(&path, true, |f| f.write_all(b"x")).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    }
+}

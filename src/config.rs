@@ -1,0 +1,26 @@
+//! Where samplab keeps what a user makes: `presets/` and `themes/` under one config directory.
+//!
+//! Only the binary's edge asks for it; everything below takes the directory as an argument, so
+//! tests (and the tmux end-to-end run) never touch the real home.
+
+use std::path::PathBuf;
+
+/// Overrides the platform's config directory, e.g. for tests or a portable setup.
+pub const CONFIG_DIR_ENV: &str = "SAMPLAB_CONFIG_DIR";
+
+/// `$SAMPLAB_CONFIG_DIR` when set and non-empty, else the platform's config directory for
+/// samplab (`~/.config/samplab` on Linux); `None` when the platform has no home to offer.
+pub fn config_dir() -> Option<PathBuf> {
+    match std::env::var_os(CONFIG_DIR_ENV) {
+        Some(dir) if !dir.is_empty() => Some(PathBuf::from(dir)),
+        _ => directories::ProjectDirs::from("", "", "samplab").map(|d| d.config_dir().to_owned()),
+    }
+}
+
+pub fn presets_dir(config: &std::path::Path) -> PathBuf {
+    config.join("presets")
+}
+
+pub fn themes_dir(config: &std::path::Path) -> PathBuf {
+    config.join("themes")
+}

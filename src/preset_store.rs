@@ -1,0 +1,271 @@
+//! User presets: one `<name>.yaml` per preset in a directory the user owns
+//! (`<config dir>/presets`), holding only the non-default keys and written atomically.
+
+use crate::atomic_file;
+use crate::params::SamplingParams;
+use crate::presets::{self, MODEL_PRESET, Preset, PresetError};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+const EXTENSION: &str = "yaml";
+/// Well below the 255 bytes most file systems allow for a file name.
+const MAX_NAME_CHARS: usize = 64;
+
+/// A directory of preset files. Tests and the binary's edge say which directory; nothing in
+/// here reads the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PresetStore {
+    pub dir: PathBuf,
+}
+
+/// One file of the store as a picker lists it. A broken file is listed with the reason, so the
+/// user learns what to fix instead of wondering where their preset went.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserPreset {
+    pub name: String,
+    pub path: PathBuf,
+    pub params: Result<SamplingParams, String>,
+}
+
+/// Why a name cannot be saved under; each says what would be right.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error("type a name for the preset")]
+    Empty,
+    #[error("`{0}` is a built-in preset; choose another name")]
+    BuiltIn(String),
+    #[error("`model` names the model's own defaults; choose another name")]
+    Model,
+    #[error("a preset name cannot contain `{0}`: use letters, digits, spaces, `-`, `_` or `.`")]
+    BadChar(char),
+    #[error("a preset name cannot start with `.` or a space, or end with a space")]
+    BadEdge,
+    #[error("a preset name has at most {MAX_NAME_CHARS} characters")]
+    TooLong,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SaveError {
+    #[error(transparent)]
+    Name(#[from] NameError),
+    #[error("a preset named `{name}` exists ({})", path.display())]
+    Exists { name: String, path: PathBuf },
+    #[error("cannot write preset {}: {source}", path.display())]
+    Write { path: PathBuf, source: io::Error },
+}
+
+/// Checks a name the user typed for a new preset file.
+pub fn check_name(name: &str) -> Result<(), NameError> {
+    if name.is_empty() {
+        return Err(NameError::Empty);
+    }
+    if name.starts_with(['.', ' ']) || name.ends_with(' ') {
+        return Err(NameError::BadEdge);
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|&c| !(c.is_alphanumeric() || matches!(c, ' ' | '-' | '_' | '.')))
+    {
+        return Err(NameError::BadChar(c));
+    }
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(NameError::TooLong);
+    }
+    reserved(name)
+}
+
+/// Names that `--preset` and the picker resolve to something else before any user file.
+fn reserved(name: &str) -> Result<(), NameError> {
+    if name.eq_ignore_ascii_case(MODEL_PRESET) {
+        return Err(NameError::Model);
+    }
+    match presets::builtin(name) {
+        Some(builtin) => Err(NameError::BuiltIn(builtin.name)),
+        None => Ok(()),
+    }
+}
+
+impl PresetStore {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.{EXTENSION}"))
+    }
+
+    /// Whether `path` is one of this store's files (and so can be saved over by name).
+    pub fn holds(&self, path: &Path) -> bool {
+        path.parent() == Some(self.dir.as_path())
+            && path.extension().is_some_and(|e| e == EXTENSION)
+    }
+
+    /// Every `*.yaml` in the directory, sorted by name; a missing directory has none.
+    pub fn list(&self) -> io::Result<Vec<UserPreset>> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            entries => entries?,
+        };
+        let mut found = Vec::new();
+        for entry in entries {
+            let path = entry?.path();
+            let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
+                continue;
+            };
+            if !self.holds(&path) || name.starts_with('.') || !path.is_file() {
+                continue;
+            }
+            let params = match reserved(name) {
+                Err(e) => Err(format!("{e}: rename the file to use it")),
+                Ok(()) => presets::load_file(&path)
+                    .map(|p| p.params)
+                    .map_err(|e| match e {
+                        PresetError::Invalid { source, .. } => source.to_string(),
+                        other => other.to_string(),
+                    }),
+            };
+            found.push(UserPreset {
+                name: name.to_owned(),
+                path,
+                params,
+            });
+        }
+        found.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(found)
+    }
+
+    /// The user preset called `name`, if its file exists.
+    pub fn find(&self, name: &str) -> Option<Result<Preset, PresetError>> {
+        let path = self.path(name);
+        path.is_file().then(|| presets::load_file(&path))
+    }
+
+    /// Writes `params` (only their non-default keys) as preset `name`. Without `overwrite` an
+    /// existing preset is an `Exists` error and keeps its contents.
+    pub fn save(
+        &self,
+        name: &str,
+        params: &SamplingParams,
+        overwrite: bool,
+    ) -> Result<Preset, SaveError> {
+        check_name(name)?;
+        let path = self.path(name);
+        let write_error = |source| SaveError::Write {
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&self.dir).map_err(write_error)?;
+        let params = params.normalized();
+        let yaml = params.to_yaml_non_default();
+        match atomic_file::write(&path, overwrite, |f| f.write_all(yaml.as_bytes())) {
+            Ok(()) => Ok(Preset {
+                name: name.to_owned(),
+                params,
+                source: presets::PresetSource::File(path),
+            }),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(SaveError::Exists {
+                name: name.to_owned(),
+                path,
+            }),
+            Err(e) => Err(write_error(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_must_be_plain_and_not_taken_by_built_ins() {
+        assert_eq!(check_name("my preset-2.b_c"), Ok(()));
+        assert_eq!(check_name("café"), Ok(()));
+        assert_eq!(check_name(""), Err(NameError::Empty));
+        assert_eq!(check_name("a/b"), Err(NameError::BadChar('/')));
+        assert_eq!(check_name("a\\b"), Err(NameError::BadChar('\\')));
+        assert_eq!(check_name("a\nb"), Err(NameError::BadChar('\n')));
+        assert_eq!(check_name(".."), Err(NameError::BadEdge));
+        assert_eq!(check_name(" x"), Err(NameError::BadEdge));
+        assert_eq!(
+            check_name("Creative"),
+            Err(NameError::BuiltIn("creative".into()))
+        );
+        assert_eq!(
+            check_name("divine intellect"),
+            Err(NameError::BuiltIn("divine-intellect".into()))
+        );
+        assert_eq!(check_name("MODEL"), Err(NameError::Model));
+        assert_eq!(check_name(&"x".repeat(65)), Err(NameError::TooLong));
+        let message = check_name("a/b").unwrap_err().to_string();
+        assert!(
+            message.contains("`/`") && message.contains("letters"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn lists_good_and_bad_files_sorted_and_skips_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = PresetStore::new(dir.path());
+        std::fs::write(dir.path().join("zed.yaml"), "temperature: 0.5\n").unwrap();
+        std::fs::write(dir.path().join("bad.yaml"), "top_p: 2\n").unwrap();
+        std::fs::write(dir.path().join("greedy.yaml"), "{}\n").unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "not a preset").unwrap();
+        std::fs::write(dir.path().join(".hidden.yaml"), "{}").unwrap();
+        std::fs::create_dir(dir.path().join("sub.yaml")).unwrap();
+        let listed = store.list().unwrap();
+        let names: Vec<&str> = listed.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["bad", "greedy", "zed"]);
+        assert!(
+            listed[0]
+                .params
+                .as_ref()
+                .unwrap_err()
+                .contains("`top_p` = 2")
+        );
+        assert!(
+            listed[1]
+                .params
+                .as_ref()
+                .unwrap_err()
+                .contains("rename the file")
+        );
+        assert_eq!(listed[2].params.as_ref().unwrap().temperature, 0.5);
+        assert_eq!(listed[2].path, dir.path().join("zed.yaml"));
+
+        let missing = PresetStore::new(dir.path().join("none"));
+        assert_eq!(missing.list().unwrap(), []);
+    }
+
+    #[test]
+    fn save_writes_only_non_default_keys_and_loads_back_equal() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = PresetStore::new(dir.path().join("presets"));
+        let params =
+            SamplingParams::from_yaml("temperature: 0.7\nseed: 42\ntop_k: 0\nstop: []").unwrap();
+        let saved = store.save("mine", &params, false).unwrap();
+        let text = std::fs::read_to_string(store.path("mine")).unwrap();
+        assert_eq!(text, "seed: 42\ntemperature: 0.7\n");
+        assert_eq!(saved.params, params.normalized());
+        assert_eq!(store.find("mine").unwrap().unwrap().params, saved.params);
+        assert!(store.find("other").is_none());
+        assert!(store.holds(&store.path("mine")));
+        assert!(!store.holds(&dir.path().join("mine.yaml")));
+    }
+
+    #[test]
+    fn save_refuses_to_overwrite_unless_asked_and_checks_the_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = PresetStore::new(dir.path());
+        let hot = SamplingParams::from_yaml("temperature: 1.5").unwrap();
+        store.save("mine", &hot, false).unwrap();
+        let cold = SamplingParams::from_yaml("temperature: 0.2").unwrap();
+        let err = store.save("mine", &cold, false).unwrap_err();
+        assert!(matches!(err, SaveError::Exists { ref name, .. } if name == "mine"));
+        assert_eq!(store.find("mine").unwrap().unwrap().params, hot);
+        store.save("mine", &cold, true).unwrap();
+        assert_eq!(store.find("mine").unwrap().unwrap().params, cold);
+        let err = store.save("creative", &cold, true).unwrap_err();
+        assert!(matches!(err, SaveError::Name(NameError::BuiltIn(_))));
+    }
+}

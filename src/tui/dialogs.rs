@@ -1,0 +1,236 @@
+//! `update` for the preset picker, the save prompt, the export dialog and theme switching:
+//! pure like the rest, with file and terminal work handed to the loop as effects whose
+//! outcomes come back as actions.
+
+use super::action::{DialogAction, Effect, Outcome};
+use super::export_dialog::{self, ExportDialog, Note};
+use super::preset_picker::{EntryKind, PresetPicker};
+use super::save_prompt::SavePrompt;
+use super::state::{Overlay, State};
+use super::update::params_changed;
+use crate::preset_store::check_name;
+use crate::presets::PresetSource;
+
+pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
+    match action {
+        DialogAction::OpenPresets => {
+            let picker = PresetPicker::new(&state.presets, &state.params.preset_name);
+            state.overlay = Some(Overlay::Presets(picker));
+            state
+                .presets
+                .store
+                .clone()
+                .map(Effect::ListPresets)
+                .into_iter()
+                .collect()
+        }
+        DialogAction::PickerMove(delta) => {
+            if let Some(Overlay::Presets(picker)) = &mut state.overlay {
+                picker.move_by(delta);
+            }
+            Vec::new()
+        }
+        DialogAction::LoadPreset => load_preset(state),
+        DialogAction::OpenSave => open_save(state),
+        DialogAction::SubmitName => submit_name(state),
+        DialogAction::ConfirmOverwrite(yes) => confirm_overwrite(state, yes),
+        DialogAction::OpenExport => {
+            state.overlay = Some(Overlay::Export(ExportDialog::default()));
+            Vec::new()
+        }
+        DialogAction::ExportCycle(delta) => {
+            with_export(state, |d| d.cycle(delta));
+            Vec::new()
+        }
+        DialogAction::ExportSelect(format) => {
+            with_export(state, |d| d.select(format));
+            Vec::new()
+        }
+        DialogAction::ExportScroll(delta) => {
+            if let Some(Overlay::Export(dialog)) = &state.overlay {
+                let lines = snippet_of(state, dialog).lines().count();
+                with_export(state, |d| d.scroll_by(delta, lines));
+            }
+            Vec::new()
+        }
+        DialogAction::CopyExport => match &state.overlay {
+            Some(Overlay::Export(dialog)) => vec![Effect::Copy(snippet_of(state, dialog))],
+            _ => Vec::new(),
+        },
+        DialogAction::WriteResults => write_results(state),
+    }
+}
+
+/// `t`: the next theme, named in the status bar until the next key.
+pub fn cycle_theme(state: &mut State) -> Vec<Effect> {
+    let next = state.themes.cycle();
+    state.status.notice = Some(format!("theme {}", next.name));
+    vec![Effect::SetTheme(next.theme.clone())]
+}
+
+pub fn outcome(state: &mut State, outcome: Outcome) -> Vec<Effect> {
+    match outcome {
+        Outcome::PresetsListed(listed) => {
+            if let Some(Overlay::Presets(picker)) = &mut state.overlay {
+                picker.add_user(listed, &state.params.preset_name);
+            }
+        }
+        Outcome::PresetExists(name) => {
+            if let Some(Overlay::SavePreset(prompt)) = &mut state.overlay {
+                prompt.confirm = Some(name);
+            }
+        }
+        Outcome::PresetSaved(Ok(preset)) => {
+            // The saved params are the current ones (in canonical spelling): no re-run needed.
+            state.params.load_preset(&preset.name, preset.params);
+            if let PresetSource::File(path) = &preset.source {
+                state.status.notice = Some(format!("saved {}", path.display()));
+            }
+            state.presets.source = preset.source;
+            state.overlay = None;
+        }
+        Outcome::PresetSaved(Err(error)) => {
+            if let Some(Overlay::SavePreset(prompt)) = &mut state.overlay {
+                prompt.confirm = None;
+                prompt.error = Some(error);
+            }
+        }
+        Outcome::Copied(result) => with_export(state, |d| {
+            d.note = Some(match result {
+                Ok(()) => Note::Done(format!(
+                    "copied the {} snippet to the clipboard (OSC 52)",
+                    d.tab_name()
+                )),
+                Err(e) => Note::Failed(format!("cannot copy: {e}")),
+            })
+        }),
+        Outcome::ResultsWritten(result) => with_export(state, |d| {
+            d.note = Some(match result {
+                Ok(path) => Note::Done(format!("wrote {}", path.display())),
+                Err(e) => Note::Failed(format!("cannot write the results: {e}")),
+            })
+        }),
+    }
+    Vec::new()
+}
+
+fn with_export(state: &mut State, change: impl FnOnce(&mut ExportDialog)) {
+    if let Some(Overlay::Export(dialog)) = &mut state.overlay {
+        change(dialog);
+    }
+}
+
+fn snippet_of(state: &State, dialog: &ExportDialog) -> String {
+    export_dialog::snippet(
+        dialog.format,
+        &state.params.params,
+        state.prompt.text(),
+        &state.export,
+    )
+}
+
+/// Loads the picker's choice; a preset without a seed keeps the current one, so that the
+/// samples change by the preset's knobs and not by fresh noise. A broken file loads nothing.
+fn load_preset(state: &mut State) -> Vec<Effect> {
+    let Some(Overlay::Presets(picker)) = &mut state.overlay else {
+        return Vec::new();
+    };
+    let Some(entry) = picker.chosen().cloned() else {
+        return Vec::new();
+    };
+    let mut params = match entry.params {
+        Ok(params) => params,
+        Err(_) => {
+            picker.message = Some(format!(
+                "nothing loaded: fix `{}` and open the picker again",
+                entry.name
+            ));
+            return Vec::new();
+        }
+    };
+    if params.seed.is_none() {
+        params.seed = state.params.params.seed;
+    }
+    let before = state.params.params.clone();
+    state.params.load_preset(&entry.name, params);
+    state.presets.source = match entry.kind {
+        EntryKind::User(path) => PresetSource::File(path),
+        EntryKind::BuiltIn | EntryKind::Model => PresetSource::BuiltIn,
+    };
+    state.overlay = None;
+    let changed = state.params.params != before;
+    params_changed(state, changed)
+}
+
+/// Opens the name prompt, offering the current preset's name when it is the user's own.
+fn open_save(state: &mut State) -> Vec<Effect> {
+    let Some(store) = &state.presets.store else {
+        state.status.notice = Some(
+            "cannot save: no config directory; set SAMPLAB_CONFIG_DIR to choose one".to_owned(),
+        );
+        return Vec::new();
+    };
+    let name = match &state.presets.source {
+        PresetSource::File(path) if store.holds(path) => state.params.preset_name.as_str(),
+        _ => "",
+    };
+    state.overlay = Some(Overlay::SavePreset(SavePrompt::new(name)));
+    Vec::new()
+}
+
+fn submit_name(state: &mut State) -> Vec<Effect> {
+    let (Some(Overlay::SavePreset(prompt)), Some(store)) =
+        (&mut state.overlay, &state.presets.store)
+    else {
+        return Vec::new();
+    };
+    let name = prompt.name().to_owned();
+    if let Err(e) = check_name(&name) {
+        prompt.error = Some(e.to_string());
+        return Vec::new();
+    }
+    vec![Effect::SavePreset {
+        store: store.clone(),
+        name,
+        params: state.params.params.clone(),
+        overwrite: false,
+    }]
+}
+
+fn confirm_overwrite(state: &mut State, yes: bool) -> Vec<Effect> {
+    let (Some(Overlay::SavePreset(prompt)), Some(store)) =
+        (&mut state.overlay, &state.presets.store)
+    else {
+        return Vec::new();
+    };
+    let Some(name) = prompt.confirm.take() else {
+        return Vec::new();
+    };
+    if !yes {
+        return Vec::new();
+    }
+    vec![Effect::SavePreset {
+        store: store.clone(),
+        name,
+        params: state.params.params.clone(),
+        overwrite: true,
+    }]
+}
+
+fn write_results(state: &mut State) -> Vec<Effect> {
+    match &state.run.last_response {
+        Some((run_id, response)) => vec![Effect::WriteResults {
+            dir: state.export.results_dir.clone(),
+            run_id: *run_id,
+            response: response.clone(),
+        }],
+        None => {
+            with_export(state, |d| {
+                d.note = Some(Note::Failed(
+                    "no finished run yet: write again once the samples have ended".to_owned(),
+                ))
+            });
+            Vec::new()
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! The export dialog (`e`): the current params, prompt and model as code for each exporter of
+//! `crate::export`, one tab each, to copy (OSC 52) or to keep; and the last finished run
+//! written out as SampleResponse JSON.
+
+use super::keymap::{KeyMap, Mode};
+use super::popup;
+use super::theme::Theme;
+use crate::export::{ExportContext, ExportFormat, export};
+use crate::params::SamplingParams;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::Line;
+use ratatui::widgets::{Paragraph, Tabs, Wrap};
+use std::path::PathBuf;
+
+/// The tabs, in the order 1-4 select them.
+pub const TABS: [(ExportFormat, &str); 4] = [
+    (ExportFormat::Vllm, "vLLM"),
+    (ExportFormat::Transformers, "transformers"),
+    (ExportFormat::Openai, "OpenAI request"),
+    (ExportFormat::Llamacpp, "llama.cpp"),
+];
+
+/// What the snippets and the results file need from outside the params.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExportSettings {
+    /// As given to `--model`, so that the snippet loads the same model.
+    pub model: String,
+    /// Where `w` writes results files.
+    pub results_dir: PathBuf,
+}
+
+impl Default for ExportSettings {
+    fn default() -> Self {
+        Self {
+            model: String::new(),
+            results_dir: PathBuf::from("."),
+        }
+    }
+}
+
+/// The answer to the last copy or write, shown under the snippet.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Note {
+    Done(String),
+    Failed(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExportDialog {
+    pub format: ExportFormat,
+    /// The first snippet line shown.
+    pub scroll: u16,
+    pub note: Option<Note>,
+}
+
+impl Default for ExportDialog {
+    fn default() -> Self {
+        Self {
+            format: ExportFormat::Vllm,
+            scroll: 0,
+            note: None,
+        }
+    }
+}
+
+impl ExportDialog {
+    fn tab(&self) -> usize {
+        TABS.iter()
+            .position(|(f, _)| *f == self.format)
+            .unwrap_or(0)
+    }
+
+    pub fn tab_name(&self) -> &'static str {
+        TABS[self.tab()].1
+    }
+
+    /// A new tab starts at its top, with the last note gone (it spoke of another snippet).
+    pub fn select(&mut self, format: ExportFormat) {
+        if format != self.format {
+            self.format = format;
+            self.scroll = 0;
+            self.note = None;
+        }
+    }
+
+    pub fn cycle(&mut self, delta: i32) {
+        let n = TABS.len() as i64;
+        let i = (self.tab() as i64 + i64::from(delta)).rem_euclid(n) as usize;
+        self.select(TABS[i].0);
+    }
+
+    /// Scrolls within the snippet's `lines`, keeping its last line reachable.
+    pub fn scroll_by(&mut self, delta: i32, lines: usize) {
+        let last = lines.saturating_sub(1) as i64;
+        self.scroll = (i64::from(self.scroll) + i64::from(delta)).clamp(0, last) as u16;
+    }
+}
+
+/// The code the dialog shows and copies for `format`.
+pub fn snippet(
+    format: ExportFormat,
+    params: &SamplingParams,
+    prompt: &str,
+    settings: &ExportSettings,
+) -> String {
+    export(
+        format,
+        params,
+        &ExportContext {
+            prompt,
+            model: &settings.model,
+        },
+    )
+}
+
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    dialog: &ExportDialog,
+    snippet: &str,
+    keymap: &KeyMap,
+    theme: &Theme,
+) {
+    let popup_area = popup::centred(
+        area,
+        area.width.saturating_sub(4).max(60),
+        area.height.saturating_sub(2),
+    );
+    let hints = popup::hints(keymap, &[Mode::Export, Mode::Dialog]);
+    let inner = popup::open(frame, popup_area, "export", &hints, theme);
+    let note_height = u16::from(dialog.note.is_some());
+    let [tabs_area, code_area, note_area] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Fill(1),
+        Constraint::Length(note_height),
+    ])
+    .areas(inner);
+    let titles = TABS
+        .iter()
+        .enumerate()
+        .map(|(i, (_, name))| format!("{} {name}", i + 1));
+    frame.render_widget(
+        Tabs::new(titles)
+            .select(dialog.tab())
+            .style(theme.dim)
+            .highlight_style(theme.selected.patch(theme.value)),
+        tabs_area,
+    );
+    let lines: Vec<Line> = snippet
+        .lines()
+        .map(|l| Line::styled(l.to_owned(), theme.value))
+        .collect();
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .scroll((dialog.scroll, 0)),
+        code_area,
+    );
+    if let Some(note) = &dialog.note {
+        let (text, style) = match note {
+            Note::Done(text) => (text, theme.gauge_filled),
+            Note::Failed(text) => (text, theme.error),
+        };
+        frame.render_widget(Paragraph::new(Line::styled(text.clone(), style)), note_area);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tabs_cycle_both_ways_and_a_new_tab_starts_fresh() {
+        let mut d = ExportDialog::default();
+        d.cycle(-1);
+        assert_eq!(d.format, ExportFormat::Llamacpp);
+        d.cycle(1);
+        assert_eq!(d.format, ExportFormat::Vllm);
+        d.scroll_by(5, 20);
+        d.note = Some(Note::Done("copied".into()));
+        d.select(ExportFormat::Vllm);
+        assert_eq!(
+            (d.scroll, d.note.is_some()),
+            (5, true),
+            "same tab: nothing resets"
+        );
+        d.select(ExportFormat::Openai);
+        assert_eq!(
+            (d.scroll, d.note.clone(), d.tab_name()),
+            (0, None, "OpenAI request")
+        );
+        d.scroll_by(-3, 20);
+        assert_eq!(d.scroll, 0);
+        d.scroll_by(100, 20);
+        assert_eq!(d.scroll, 19);
+    }
+}

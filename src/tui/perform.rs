@@ -1,0 +1,46 @@
+//! The effects that touch files or the terminal, performed by the loop and answered with an
+//! `Outcome` for `update`, so that `update` itself stays pure.
+
+use super::action::Outcome;
+use super::{clipboard, results_file};
+use crate::engine::RunId;
+use crate::params::SamplingParams;
+use crate::preset_store::{PresetStore, SaveError};
+use crate::response::SampleResponse;
+use std::io::Write;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub fn list_presets(store: &PresetStore) -> Outcome {
+    Outcome::PresetsListed(
+        store
+            .list()
+            .map_err(|e| format!("{}: {e}", store.dir.display())),
+    )
+}
+
+pub fn save_preset(
+    store: &PresetStore,
+    name: &str,
+    params: &SamplingParams,
+    overwrite: bool,
+) -> Outcome {
+    match store.save(name, params, overwrite) {
+        Ok(preset) => Outcome::PresetSaved(Ok(preset)),
+        Err(SaveError::Exists { name, .. }) => Outcome::PresetExists(name),
+        Err(e) => Outcome::PresetSaved(Err(e.to_string())),
+    }
+}
+
+pub fn copy(out: &mut dyn Write, text: &str) -> Outcome {
+    Outcome::Copied(clipboard::copy(out, text).map_err(|e| e.to_string()))
+}
+
+pub fn write_results(dir: &Path, run_id: RunId, response: &SampleResponse) -> Outcome {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    Outcome::ResultsWritten(
+        results_file::write(dir, run_id, now, response).map_err(|e| e.to_string()),
+    )
+}

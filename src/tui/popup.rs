@@ -1,0 +1,46 @@
+//! The frame every overlay shares: a centred box over a `Clear`, a title, and key hints taken
+//! from the key map along its bottom edge.
+
+use super::keymap::{KeyMap, Mode};
+use super::theme::Theme;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Clear};
+
+/// A `width` x `height` box centred in `area`, shrunk to fit it.
+pub fn centred(area: Rect, width: u16, height: u16) -> Rect {
+    let width = width.min(area.width);
+    let height = height.min(area.height);
+    Rect {
+        x: area.x + (area.width - width) / 2,
+        y: area.y + (area.height - height) / 2,
+        width,
+        height,
+    }
+}
+
+/// Clears `area`, draws the bordered box and returns its inside. `hints` go on the bottom edge.
+pub fn open(frame: &mut Frame, area: Rect, title: &str, hints: &str, theme: &Theme) -> Rect {
+    frame.render_widget(Clear, area);
+    let mut block = Block::bordered()
+        .title(Span::styled(format!(" {title} "), theme.title))
+        .border_style(theme.border_focused)
+        .style(theme.base);
+    if !hints.is_empty() {
+        block = block.title_bottom(Line::styled(format!(" {hints} "), theme.dim));
+    }
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    inner
+}
+
+/// `↑/↓ select  Enter load  Esc close`: the bindings of `modes`, as the help lists them.
+pub fn hints(keymap: &KeyMap, modes: &[Mode]) -> String {
+    modes
+        .iter()
+        .flat_map(|&mode| keymap.describe(mode))
+        .map(|(keys, help)| format!("{keys} {help}"))
+        .collect::<Vec<_>>()
+        .join("  ")
+}

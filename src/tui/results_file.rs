@@ -1,0 +1,40 @@
+//! `w` in the export dialog: the last finished run as pretty SampleResponse JSON, in a new file
+//! named after the run and the time, so that nothing a user kept is ever overwritten.
+
+use crate::atomic_file;
+use crate::engine::RunId;
+use crate::response::SampleResponse;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// More runs than anyone saves in one second.
+const MAX_ATTEMPTS: u32 = 100;
+
+/// Writes `dir/samplab-<run>-<unix time>.json`, or `…-2.json` and on if that exists.
+pub fn write(
+    dir: &Path,
+    run_id: RunId,
+    unix_time: u64,
+    response: &SampleResponse,
+) -> io::Result<PathBuf> {
+    let mut json = serde_json::to_vec_pretty(response).map_err(io::Error::other)?;
+    json.push(b'\n');
+    for attempt in 1..=MAX_ATTEMPTS {
+        let suffix = if attempt == 1 {
+            String::new()
+        } else {
+            format!("-{attempt}")
+        };
+        let path = dir.join(format!("samplab-{run_id}-{unix_time}{suffix}.json"));
+        match atomic_file::write(&path, false, |f| f.write_all(&json)) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            result => return result.map(|()| path),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        format!(
+            "samplab-{run_id}-{unix_time}.json and {MAX_ATTEMPTS} numbered names after it exist"
+        ),
+    ))
+}
