@@ -1,14 +1,16 @@
 //! The playground without a terminal: pure `update` for every action, views on `TestBackend`,
 //! and the whole loop driven by injected keys and a fake engine.
 
+mod common;
+
+use common::tui::{done, find, loaded, loaded_with_template, render, row, state_sized};
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use samplab::engine::{Event, Request, RunId, TokenEvent};
 use samplab::params::{FIELDS, SamplingParams};
-use samplab::response::{SampleResponse, StopMatched, StopReason, Timings, Trajectory};
+use samplab::response::{StopMatched, StopReason};
 use samplab::tui::action::{Action, Effect, Focus};
 use samplab::tui::app::{App, EngineHandle};
 use samplab::tui::keymap::KeyMap;
@@ -17,15 +19,9 @@ use samplab::tui::params::ParamsState;
 use samplab::tui::state::{Overlay, State};
 use samplab::tui::theme::Theme;
 use samplab::tui::update::update;
-use samplab::tui::view;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
-
-fn state_sized(width: u16, height: u16) -> State {
-    let params = ParamsState::new("default", SamplingParams::default(), 1);
-    State::new("Once", params, Rect::new(0, 0, width, height))
-}
 
 fn state() -> State {
     state_sized(80, 24)
@@ -34,10 +30,6 @@ fn state() -> State {
 fn select(state: &mut State, field: &str) {
     state.focus = Focus::Params;
     state.params.selected = FIELDS.iter().position(|&f| f == field).unwrap();
-}
-
-fn loaded() -> Event {
-    loaded_with_template(false)
 }
 
 /// A state whose model is ready and whose first run (id 1) is in flight, with the prompt
@@ -81,39 +73,6 @@ fn finished(run_id: RunId, sample: u32, reason: StopReason, matched: Option<Stop
         reason,
         matched,
         tail: String::new(),
-    }
-}
-
-fn done(run_id: RunId, reasons: &[StopReason]) -> Event {
-    Event::Done {
-        run_id,
-        response: Box::new(SampleResponse {
-            model: "fake".into(),
-            params: SamplingParams::default(),
-            prompt_token_ids: vec![0, 2],
-            prompt_logprobs: None,
-            prompt_top_logprobs: None,
-            trajectories: reasons
-                .iter()
-                .enumerate()
-                .map(|(i, &stop_reason)| Trajectory {
-                    index: i as u32,
-                    seed: 42 + i as u64,
-                    token_ids: vec![],
-                    text: String::new(),
-                    stop_reason,
-                    stop_matched: None,
-                    logprobs: vec![],
-                    top_logprobs: None,
-                    cross_scores: None,
-                })
-                .collect(),
-            timings: Timings {
-                prefill_ms: 3.0,
-                decode_ms: 10.0,
-                decode_tok_per_s: 812.0,
-            },
-        }),
     }
 }
 
@@ -505,36 +464,6 @@ fn resize_rewraps_the_columns() {
 
 // ---- views ----
 
-fn render(state: &State, theme: &Theme) -> Buffer {
-    let mut terminal =
-        Terminal::new(TestBackend::new(state.size.width, state.size.height)).unwrap();
-    terminal
-        .draw(|frame| view::draw(frame, state, theme, &KeyMap::default()))
-        .unwrap();
-    terminal.backend().buffer().clone()
-}
-
-fn row(buffer: &Buffer, y: u16) -> String {
-    (0..buffer.area.width)
-        .map(|x| buffer[(x, y)].symbol())
-        .collect()
-}
-
-fn find(buffer: &Buffer, text: &str) -> Option<(u16, u16)> {
-    (0..buffer.area.height).find_map(|y| {
-        let line: Vec<&str> = (0..buffer.area.width)
-            .map(|x| buffer[(x, y)].symbol())
-            .collect();
-        let chars: Vec<&str> = text.chars().map(|_| "").collect();
-        (0..line.len().saturating_sub(chars.len() - 1)).find_map(|x| {
-            text.chars()
-                .enumerate()
-                .all(|(i, c)| line[x + i] == c.to_string())
-                .then_some((x as u16, y))
-        })
-    })
-}
-
 /// A run with two samples on screen: tokens, one finished with a stop string.
 fn streamed(width: u16, height: u16) -> State {
     let mut s = state_sized(width, height);
@@ -780,16 +709,6 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
         other.params.params.temperature, 1.0,
         "another preset ignores them"
     );
-}
-
-fn loaded_with_template(chat_template: bool) -> Event {
-    Event::Loaded {
-        model: "fake".into(),
-        device: "cpu".into(),
-        defaults: None,
-        chat_template,
-        vocab: 0,
-    }
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! The help overlay, generated from the key map so that it always tells the truth. Sections
-//! (one per key-map mode) flow top to bottom into as many columns as the height needs.
+//! (one per key-map mode) flow top to bottom into columns, as short as the width allows; their
+//! keys are padded into a column of their own unless that would not fit.
 
 use super::keymap::{KeyMap, Mode};
 use super::popup;
@@ -26,14 +27,17 @@ const ORDER: [Mode; 12] = [
 ];
 const GAP: u16 = 2;
 
-/// One mode's title and rows, keys padded to the section's widest.
-fn section<'a>(keymap: &KeyMap, mode: Mode, theme: &Theme) -> Vec<Line<'a>> {
+/// One mode's title and rows, with `aligned` the keys padded to the section's widest.
+fn section<'a>(keymap: &KeyMap, mode: Mode, aligned: bool, theme: &Theme) -> Vec<Line<'a>> {
     let rows = keymap.describe(mode);
-    let keys_width = rows
-        .iter()
-        .map(|(k, _)| k.chars().count())
-        .max()
-        .unwrap_or(0);
+    let keys_width = match aligned {
+        true => rows
+            .iter()
+            .map(|(k, _)| k.chars().count())
+            .max()
+            .unwrap_or(0),
+        false => 0,
+    };
     let mut lines = vec![Line::styled(mode.title().to_owned(), theme.title)];
     for (keys, help) in rows {
         lines.push(Line::from(vec![
@@ -45,13 +49,13 @@ fn section<'a>(keymap: &KeyMap, mode: Mode, theme: &Theme) -> Vec<Line<'a>> {
 }
 
 /// Sections flowed into columns of at most `height` lines, a blank line between sections.
-fn columns<'a>(keymap: &KeyMap, height: usize, theme: &Theme) -> Vec<Vec<Line<'a>>> {
+fn columns<'a>(keymap: &KeyMap, height: usize, aligned: bool, theme: &Theme) -> Vec<Vec<Line<'a>>> {
     let mut columns: Vec<Vec<Line>> = vec![Vec::new()];
     for mode in ORDER {
         if keymap.describe(mode).is_empty() {
             continue;
         }
-        let lines = section(keymap, mode, theme);
+        let lines = section(keymap, mode, aligned, theme);
         let column = columns.last_mut().expect("starts with one column");
         if column.is_empty() {
             column.extend(lines);
@@ -65,13 +69,34 @@ fn columns<'a>(keymap: &KeyMap, height: usize, theme: &Theme) -> Vec<Vec<Line<'a
     columns
 }
 
-pub fn render(frame: &mut Frame, area: Rect, keymap: &KeyMap, theme: &Theme) {
-    let columns = columns(keymap, usize::from(area.height.saturating_sub(2)), theme);
+/// The width of each column, and of the whole box with gaps and borders.
+fn widths(columns: &[Vec<Line>]) -> (Vec<u16>, u16) {
     let widths: Vec<u16> = columns
         .iter()
         .map(|c| c.iter().map(Line::width).max().unwrap_or(0) as u16)
         .collect();
-    let width = widths.iter().sum::<u16>() + GAP * (widths.len() as u16 - 1) + 2;
+    let total = widths.iter().sum::<u16>() + GAP * (widths.len() as u16 - 1) + 2;
+    (widths, total)
+}
+
+/// The shortest flow that fits `area`, keys aligned if possible; when nothing fits (a tiny
+/// terminal) the full-height unaligned flow, clipped.
+fn layout<'a>(keymap: &KeyMap, area: Rect, theme: &Theme) -> Vec<Vec<Line<'a>>> {
+    let max_height = usize::from(area.height.saturating_sub(2));
+    for aligned in [true, false] {
+        for height in 1..=max_height {
+            let columns = columns(keymap, height, aligned, theme);
+            if widths(&columns).1 <= area.width && columns.iter().all(|c| c.len() <= height) {
+                return columns;
+            }
+        }
+    }
+    columns(keymap, max_height, false, theme)
+}
+
+pub fn render(frame: &mut Frame, area: Rect, keymap: &KeyMap, theme: &Theme) {
+    let columns = layout(keymap, area, theme);
+    let (widths, width) = widths(&columns);
     let height = columns.iter().map(Vec::len).max().unwrap_or(0) as u16 + 2;
     let popup_area = popup::centred(area, width, height);
     let inner = popup::open(frame, popup_area, "keys", "", theme);

@@ -66,8 +66,10 @@ impl ParamsState {
         FIELDS[self.selected.min(FIELDS.len() - 1)]
     }
 
+    /// Whether the params behave differently from the preset as loaded: `*` in the status bar.
+    /// Compared in canonical spelling, so that typing `top_k` 0 over -1 is no change.
     pub fn modified(&self) -> bool {
-        self.params != self.baseline
+        self.params.normalized() != self.baseline.normalized()
     }
 
     pub fn select(&mut self, delta: i32) {

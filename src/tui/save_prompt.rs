@@ -51,7 +51,7 @@ pub fn render(
         None => [Mode::PresetName, Mode::Dialog],
     };
     let hints = popup::hints(keymap, &modes);
-    let popup_area = popup::centred(area, 64, 7);
+    let popup_area = popup::centred(area, 76, 7);
     let inner = popup::open(frame, popup_area, "save preset", &hints, theme);
     let mut lines = vec![
         Line::from(vec![

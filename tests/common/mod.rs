@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+pub mod tui;
+
 /// The stories260K test model: `$SAMPLAB_TEST_MODEL`, or `../shared/models/stories260K/` beside the
 /// repository. `None` skips the test, unless `SAMPLAB_REQUIRE_TEST_MODEL=1` (set by CI), which fails it.
 pub fn test_model() -> Option<PathBuf> {

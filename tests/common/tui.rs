@@ -1,0 +1,96 @@
+//! Helpers for the playground's tests: states, engine events and drawing on `TestBackend`.
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use samplab::engine::{Event, RunId};
+use samplab::params::SamplingParams;
+use samplab::response::{SampleResponse, StopReason, Timings, Trajectory};
+use samplab::tui::keymap::KeyMap;
+use samplab::tui::params::ParamsState;
+use samplab::tui::state::State;
+use samplab::tui::theme::Theme;
+use samplab::tui::view;
+
+pub fn state_sized(width: u16, height: u16) -> State {
+    let params = ParamsState::new("default", SamplingParams::default(), 1);
+    State::new("Once", params, Rect::new(0, 0, width, height))
+}
+
+pub fn loaded() -> Event {
+    loaded_with_template(false)
+}
+
+pub fn loaded_with_template(chat_template: bool) -> Event {
+    Event::Loaded {
+        model: "fake".into(),
+        device: "cpu".into(),
+        defaults: None,
+        chat_template,
+        vocab: 0,
+    }
+}
+
+pub fn done(run_id: RunId, reasons: &[StopReason]) -> Event {
+    Event::Done {
+        run_id,
+        response: Box::new(SampleResponse {
+            model: "fake".into(),
+            params: SamplingParams::default(),
+            prompt_token_ids: vec![0, 2],
+            prompt_logprobs: None,
+            prompt_top_logprobs: None,
+            trajectories: reasons
+                .iter()
+                .enumerate()
+                .map(|(i, &stop_reason)| Trajectory {
+                    index: i as u32,
+                    seed: 42 + i as u64,
+                    token_ids: vec![],
+                    text: String::new(),
+                    stop_reason,
+                    stop_matched: None,
+                    logprobs: vec![],
+                    top_logprobs: None,
+                    cross_scores: None,
+                })
+                .collect(),
+            timings: Timings {
+                prefill_ms: 3.0,
+                decode_ms: 10.0,
+                decode_tok_per_s: 812.0,
+            },
+        }),
+    }
+}
+
+pub fn render(state: &State, theme: &Theme) -> Buffer {
+    let mut terminal =
+        Terminal::new(TestBackend::new(state.size.width, state.size.height)).unwrap();
+    terminal
+        .draw(|frame| view::draw(frame, state, theme, &KeyMap::default()))
+        .unwrap();
+    terminal.backend().buffer().clone()
+}
+
+pub fn row(buffer: &Buffer, y: u16) -> String {
+    (0..buffer.area.width)
+        .map(|x| buffer[(x, y)].symbol())
+        .collect()
+}
+
+pub fn find(buffer: &Buffer, text: &str) -> Option<(u16, u16)> {
+    (0..buffer.area.height).find_map(|y| {
+        let line: Vec<&str> = (0..buffer.area.width)
+            .map(|x| buffer[(x, y)].symbol())
+            .collect();
+        let chars: Vec<&str> = text.chars().map(|_| "").collect();
+        (0..line.len().saturating_sub(chars.len() - 1)).find_map(|x| {
+            text.chars()
+                .enumerate()
+                .all(|(i, c)| line[x + i] == c.to_string())
+                .then_some((x as u16, y))
+        })
+    })
+}

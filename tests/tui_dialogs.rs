@@ -1,0 +1,924 @@
+//! The playground's dialogs and themes: the preset picker, saving presets, the export dialog,
+//! theme switching and the `*` marker, as pure updates, as drawn cells, and against real files.
+
+mod common;
+
+use common::tui::{done, find, loaded, render, row, state_sized};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Color;
+use samplab::engine::{Event, Request, RunId};
+use samplab::export::{ExportContext, ExportFormat, to_vllm};
+use samplab::params::{FIELDS, SamplingParams};
+use samplab::preset_store::{PresetStore, UserPreset};
+use samplab::presets::PresetSource;
+use samplab::response::{SampleResponse, StopReason};
+use samplab::tui::action::{Action, DialogAction, Effect, Focus, Outcome};
+use samplab::tui::app::{App, EngineHandle};
+use samplab::tui::clipboard::osc52;
+use samplab::tui::export_dialog::{ExportDialog, Note};
+use samplab::tui::keymap::{KeyMap, Mode};
+use samplab::tui::layout::areas;
+use samplab::tui::preset_picker::{EntryKind, PresetPicker};
+use samplab::tui::results_file;
+use samplab::tui::save_prompt::SavePrompt;
+use samplab::tui::state::{Overlay, State};
+use samplab::tui::theme::Theme;
+use samplab::tui::themes;
+use samplab::tui::update::update;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+fn dialog(action: DialogAction) -> Action {
+    Action::Dialog(action)
+}
+
+fn with_store(dir: &Path) -> State {
+    let mut s = state_sized(80, 24);
+    s.presets.store = Some(PresetStore::new(dir));
+    s
+}
+
+/// Model loaded, first run (id 1) in flight.
+fn running(dir: &Path) -> State {
+    let mut s = with_store(dir);
+    update(&mut s, Action::Engine(loaded()));
+    s
+}
+
+fn type_text(s: &mut State, text: &str) {
+    for c in text.chars() {
+        update(s, Action::InsertChar(c));
+    }
+}
+
+fn select(s: &mut State, field: &str) {
+    s.focus = Focus::Params;
+    s.params.selected = FIELDS.iter().position(|&f| f == field).unwrap();
+}
+
+fn nudge(steps: i32) -> Action {
+    Action::NudgeParam {
+        steps,
+        coarse: false,
+    }
+}
+
+fn picker(s: &State) -> &PresetPicker {
+    match &s.overlay {
+        Some(Overlay::Presets(picker)) => picker,
+        other => panic!("no picker: {other:?}"),
+    }
+}
+
+fn prompt(s: &State) -> &SavePrompt {
+    match &s.overlay {
+        Some(Overlay::SavePreset(prompt)) => prompt,
+        other => panic!("no save prompt: {other:?}"),
+    }
+}
+
+fn export(s: &State) -> &ExportDialog {
+    match &s.overlay {
+        Some(Overlay::Export(dialog)) => dialog,
+        other => panic!("no export dialog: {other:?}"),
+    }
+}
+
+fn user(name: &str, params: Result<SamplingParams, String>) -> UserPreset {
+    UserPreset {
+        name: name.into(),
+        path: PathBuf::from(format!("/presets/{name}.yaml")),
+        params,
+    }
+}
+
+fn pick(s: &mut State, name: &str) {
+    while picker(s).chosen().unwrap().name != name {
+        update(s, dialog(DialogAction::PickerMove(1)));
+    }
+}
+
+fn bad_top_p() -> String {
+    SamplingParams::from_yaml("top_p: 2")
+        .unwrap_err()
+        .to_string()
+}
+
+// ---- preset picker ----
+
+#[test]
+fn p_opens_the_picker_on_the_built_ins_and_asks_the_loop_for_user_presets() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = with_store(dir.path());
+    let effects = update(&mut s, dialog(DialogAction::OpenPresets));
+    assert_eq!(effects, [Effect::ListPresets(PresetStore::new(dir.path()))]);
+    let names: Vec<&str> = picker(&s).entries.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(&names[..3], ["default", "greedy", "precise"]);
+    assert_eq!(
+        picker(&s).chosen().unwrap().name,
+        "default",
+        "on the current"
+    );
+    assert_eq!(s.modes(), [Mode::Presets, Mode::Dialog]);
+    update(&mut s, Action::CloseOverlay);
+    assert_eq!(s.overlay, None);
+
+    let mut no_dir = state_sized(80, 24);
+    assert!(update(&mut no_dir, dialog(DialogAction::OpenPresets)).is_empty());
+    let message = picker(&no_dir).message.clone().unwrap();
+    assert!(message.contains("SAMPLAB_CONFIG_DIR"), "{message}");
+}
+
+#[test]
+fn enter_loads_the_chosen_preset_keeps_the_seed_and_reruns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = running(dir.path());
+    let seed = s.params.params.seed;
+    update(&mut s, dialog(DialogAction::OpenPresets));
+    update(
+        &mut s,
+        Action::Outcome(Outcome::PresetsListed(Ok(vec![user(
+            "mine",
+            Ok(SamplingParams::from_yaml("min_p: 0.2").unwrap()),
+        )]))),
+    );
+    pick(&mut s, "creative");
+    let effects = update(&mut s, dialog(DialogAction::LoadPreset));
+    assert_eq!(effects, [Effect::Cancel(1), Effect::ScheduleRun]);
+    assert_eq!(s.overlay, None);
+    assert_eq!(s.params.preset_name, "creative");
+    assert_eq!(
+        (s.params.params.temperature, s.params.params.min_p),
+        (1.1, 0.05)
+    );
+    assert_eq!(s.params.params.seed, seed, "the seed stays unless rolled");
+    assert!(!s.params.modified());
+    assert_eq!(s.presets.source, PresetSource::BuiltIn);
+
+    update(&mut s, dialog(DialogAction::OpenPresets));
+    assert_eq!(picker(&s).chosen().unwrap().name, "creative");
+    update(
+        &mut s,
+        Action::Outcome(Outcome::PresetsListed(Ok(vec![user(
+            "mine",
+            Ok(SamplingParams::from_yaml("min_p: 0.2").unwrap()),
+        )]))),
+    );
+    pick(&mut s, "mine");
+    assert_eq!(
+        picker(&s).chosen().unwrap().kind,
+        EntryKind::User("/presets/mine.yaml".into())
+    );
+    update(&mut s, dialog(DialogAction::LoadPreset));
+    assert_eq!(s.params.params.min_p, 0.2);
+    assert_eq!(
+        s.params.params.temperature, 1.0,
+        "a preset replaces, not patches"
+    );
+    assert_eq!(
+        s.presets.source,
+        PresetSource::File("/presets/mine.yaml".into())
+    );
+}
+
+#[test]
+fn a_broken_user_preset_is_listed_with_its_error_and_loads_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = running(dir.path());
+    update(&mut s, dialog(DialogAction::OpenPresets));
+    update(
+        &mut s,
+        Action::Outcome(Outcome::PresetsListed(Ok(vec![user(
+            "bad",
+            Err(bad_top_p()),
+        )]))),
+    );
+    pick(&mut s, "bad");
+    let before = s.params.clone();
+    assert!(update(&mut s, dialog(DialogAction::LoadPreset)).is_empty());
+    assert_eq!(s.params, before);
+    let message = picker(&s).message.clone().unwrap();
+    assert!(
+        message.contains("nothing loaded") && message.contains("bad"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_model_preset_is_offered_once_the_model_shipped_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = with_store(dir.path());
+    update(&mut s, dialog(DialogAction::OpenPresets));
+    assert!(
+        picker(&s)
+            .entries
+            .iter()
+            .all(|e| e.kind != EntryKind::Model)
+    );
+    update(
+        &mut s,
+        Action::Engine(Event::Loaded {
+            model: "fake".into(),
+            device: "cpu".into(),
+            defaults: Some(SamplingParams::from_yaml("temperature: 0.6").unwrap()),
+            chat_template: false,
+            vocab: 0,
+        }),
+    );
+    update(&mut s, dialog(DialogAction::OpenPresets));
+    pick(&mut s, "model");
+    update(&mut s, dialog(DialogAction::LoadPreset));
+    assert_eq!(
+        (s.params.preset_name.as_str(), s.params.params.temperature),
+        ("model", 0.6)
+    );
+}
+
+// ---- saving presets ----
+
+#[test]
+fn s_asks_for_a_name_and_saving_makes_the_preset_current_and_unmodified() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = running(dir.path());
+    select(&mut s, "temperature");
+    update(&mut s, nudge(-2));
+    assert!(s.params.modified());
+    update(&mut s, dialog(DialogAction::OpenSave));
+    assert_eq!(
+        prompt(&s).buffer.text,
+        "",
+        "a built-in's name is not offered"
+    );
+    assert_eq!(s.modes(), [Mode::PresetName, Mode::Dialog]);
+    type_text(&mut s, " mine ");
+    let effects = update(&mut s, dialog(DialogAction::SubmitName));
+    let [
+        Effect::SavePreset {
+            store,
+            name,
+            params,
+            overwrite,
+        },
+    ] = &effects[..]
+    else {
+        panic!("{effects:?}")
+    };
+    assert_eq!(
+        (store.dir.as_path(), name.as_str(), *overwrite),
+        (dir.path(), "mine", false)
+    );
+    assert_eq!(params, &s.params.params);
+
+    let saved = PresetStore::new(dir.path())
+        .save("mine", params, false)
+        .unwrap();
+    update(&mut s, Action::Outcome(Outcome::PresetSaved(Ok(saved))));
+    assert_eq!(s.overlay, None);
+    assert_eq!(s.params.preset_name, "mine");
+    assert!(!s.params.modified());
+    let notice = s.status.notice.clone().unwrap();
+    assert!(notice.contains("mine.yaml"), "{notice}");
+    update(&mut s, dialog(DialogAction::OpenSave));
+    assert_eq!(
+        prompt(&s).buffer.text,
+        "mine",
+        "a user preset offers its name"
+    );
+    assert_eq!(s.status.notice, None, "the next key clears the notice");
+}
+
+#[test]
+fn an_existing_name_asks_before_overwriting() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = running(dir.path());
+    update(&mut s, dialog(DialogAction::OpenSave));
+    type_text(&mut s, "mine");
+    update(&mut s, dialog(DialogAction::SubmitName));
+    update(
+        &mut s,
+        Action::Outcome(Outcome::PresetExists("mine".into())),
+    );
+    assert_eq!(prompt(&s).confirm.as_deref(), Some("mine"));
+    assert_eq!(s.modes(), [Mode::Confirm, Mode::Dialog]);
+    assert!(update(&mut s, dialog(DialogAction::ConfirmOverwrite(false))).is_empty());
+    assert_eq!(prompt(&s).confirm, None, "n goes back to the name");
+    assert_eq!(prompt(&s).buffer.text, "mine");
+
+    update(&mut s, dialog(DialogAction::SubmitName));
+    update(
+        &mut s,
+        Action::Outcome(Outcome::PresetExists("mine".into())),
+    );
+    let effects = update(&mut s, dialog(DialogAction::ConfirmOverwrite(true)));
+    assert!(
+        matches!(&effects[..], [Effect::SavePreset { name, overwrite: true, .. }] if name == "mine"),
+        "{effects:?}"
+    );
+    update(
+        &mut s,
+        Action::Outcome(Outcome::PresetSaved(Err(
+            "cannot write preset: disk full".into()
+        ))),
+    );
+    assert_eq!(
+        prompt(&s).error.as_deref(),
+        Some("cannot write preset: disk full")
+    );
+    assert_eq!(prompt(&s).confirm, None);
+}
+
+#[test]
+fn bad_names_are_refused_with_what_would_be_right() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = running(dir.path());
+    update(&mut s, dialog(DialogAction::OpenSave));
+    for (name, expected) in [
+        ("", "type a name"),
+        ("a/b", "cannot contain `/`"),
+        (
+            "Creative",
+            "`creative` is a built-in preset; choose another name",
+        ),
+        ("model", "the model's own defaults"),
+    ] {
+        update(&mut s, Action::CursorEnd);
+        while update(&mut s, Action::DeleteBack).is_empty() && !prompt(&s).buffer.text.is_empty() {}
+        type_text(&mut s, name);
+        assert!(update(&mut s, dialog(DialogAction::SubmitName)).is_empty());
+        let error = prompt(&s).error.clone().unwrap();
+        assert!(error.contains(expected), "{name}: {error}");
+    }
+    update(&mut s, Action::Paste("x\ny".into()));
+    assert_eq!(prompt(&s).error, None, "typing clears the error");
+    assert_eq!(prompt(&s).buffer.text, "modelx y", "a name is one line");
+}
+
+#[test]
+fn saving_without_a_config_dir_says_how_to_get_one() {
+    let mut s = state_sized(80, 24);
+    assert!(update(&mut s, dialog(DialogAction::OpenSave)).is_empty());
+    assert_eq!(s.overlay, None);
+    assert!(
+        s.status
+            .notice
+            .clone()
+            .unwrap()
+            .contains("SAMPLAB_CONFIG_DIR")
+    );
+}
+
+// ---- export ----
+
+#[test]
+fn the_export_dialog_switches_tabs_scrolls_and_copies_the_shown_snippet() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = running(dir.path());
+    s.export.model = "org/tiny".into();
+    update(&mut s, dialog(DialogAction::OpenExport));
+    assert_eq!(export(&s).format, ExportFormat::Vllm);
+    assert_eq!(s.modes(), [Mode::Export, Mode::Dialog]);
+    let effects = update(&mut s, dialog(DialogAction::CopyExport));
+    let expected = to_vllm(
+        &s.params.params,
+        &ExportContext {
+            prompt: "Once",
+            model: "org/tiny",
+        },
+    );
+    assert_eq!(effects, [Effect::Copy(expected)]);
+    update(&mut s, Action::Outcome(Outcome::Copied(Ok(()))));
+    assert_eq!(
+        export(&s).note,
+        Some(Note::Done(
+            "copied the vLLM snippet to the clipboard (OSC 52)".into()
+        ))
+    );
+
+    update(&mut s, dialog(DialogAction::ExportCycle(-1)));
+    assert_eq!(export(&s).format, ExportFormat::Llamacpp);
+    assert_eq!(export(&s).note, None);
+    update(
+        &mut s,
+        dialog(DialogAction::ExportSelect(ExportFormat::Openai)),
+    );
+    update(&mut s, dialog(DialogAction::ExportScroll(3)));
+    assert_eq!(export(&s).scroll, 3);
+    update(&mut s, dialog(DialogAction::ExportScroll(-9)));
+    assert_eq!(export(&s).scroll, 0);
+    let effects = update(&mut s, dialog(DialogAction::CopyExport));
+    assert!(matches!(&effects[..], [Effect::Copy(text)] if text.contains("/v1/completions")));
+    update(
+        &mut s,
+        Action::Outcome(Outcome::Copied(Err("broken pipe".into()))),
+    );
+    assert_eq!(
+        export(&s).note,
+        Some(Note::Failed("cannot copy: broken pipe".into()))
+    );
+}
+
+#[test]
+fn w_writes_the_last_finished_run_or_says_there_is_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = running(dir.path());
+    s.export.results_dir = dir.path().to_owned();
+    update(&mut s, dialog(DialogAction::OpenExport));
+    assert!(update(&mut s, dialog(DialogAction::WriteResults)).is_empty());
+    assert!(
+        matches!(&export(&s).note, Some(Note::Failed(m)) if m.contains("no finished run yet")),
+        "{:?}",
+        export(&s).note
+    );
+    update(&mut s, Action::Engine(done(1, &[StopReason::Length])));
+    let effects = update(&mut s, dialog(DialogAction::WriteResults));
+    let [
+        Effect::WriteResults {
+            dir: to,
+            run_id,
+            response,
+        },
+    ] = &effects[..]
+    else {
+        panic!("{effects:?}")
+    };
+    assert_eq!((to.as_path(), *run_id), (dir.path(), 1));
+    assert_eq!(response.trajectories.len(), 1);
+    let path = dir.path().join("samplab-1-7.json");
+    update(
+        &mut s,
+        Action::Outcome(Outcome::ResultsWritten(Ok(path.clone()))),
+    );
+    assert_eq!(
+        export(&s).note,
+        Some(Note::Done(format!("wrote {}", path.display())))
+    );
+}
+
+// ---- themes and the `*` marker ----
+
+#[test]
+fn t_cycles_the_themes_and_names_the_new_one_until_the_next_key() {
+    let mut s = state_sized(80, 24);
+    let effects = update(&mut s, Action::CycleTheme);
+    assert_eq!(
+        effects,
+        [Effect::SetTheme(themes::builtin("light").unwrap())]
+    );
+    assert_eq!(s.status.notice.as_deref(), Some("theme light"));
+    update(&mut s, Action::Engine(loaded()));
+    assert!(s.status.notice.is_some(), "engine news is not a key");
+    update(&mut s, Action::FocusNext);
+    assert_eq!(s.status.notice, None);
+    for _ in 0..4 {
+        update(&mut s, Action::CycleTheme);
+    }
+    assert_eq!(s.themes.current().name, "dark", "round the cycle");
+}
+
+#[test]
+fn the_star_goes_when_the_params_are_back_at_the_preset() {
+    let mut s = state_sized(80, 24);
+    select(&mut s, "temperature");
+    update(&mut s, nudge(1));
+    assert!(s.params.modified());
+    update(&mut s, nudge(-1));
+    assert!(!s.params.modified());
+    select(&mut s, "top_k");
+    update(&mut s, Action::EditParam);
+    type_text(&mut s, "0");
+    update(&mut s, Action::CursorHome);
+    update(&mut s, Action::DeleteForward);
+    update(&mut s, Action::DeleteForward);
+    update(&mut s, Action::CommitEdit);
+    assert_eq!(s.params.params.top_k, 0);
+    assert!(!s.params.modified(), "top_k 0 is off, as the preset's -1");
+}
+
+// ---- key map and help ----
+
+#[test]
+fn the_new_keys_are_bound_where_they_act() {
+    let map = KeyMap::default();
+    let key = |c| KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE);
+    let nav = [Mode::Params, Mode::Navigate, Mode::Global];
+    assert_eq!(
+        map.action(&nav, key('p')),
+        Some(dialog(DialogAction::OpenPresets))
+    );
+    assert_eq!(
+        map.action(&nav, key('s')),
+        Some(dialog(DialogAction::OpenSave))
+    );
+    assert_eq!(
+        map.action(&nav, key('e')),
+        Some(dialog(DialogAction::OpenExport))
+    );
+    assert_eq!(map.action(&nav, key('t')), Some(Action::CycleTheme));
+    let typing = [Mode::PresetName, Mode::Dialog];
+    assert_eq!(map.action(&typing, key('p')), Some(Action::InsertChar('p')));
+    let export = [Mode::Export, Mode::Dialog];
+    assert_eq!(
+        map.action(&export, key('3')),
+        Some(dialog(DialogAction::ExportSelect(ExportFormat::Openai)))
+    );
+    assert_eq!(
+        map.action(&export, KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)),
+        Some(Action::CloseOverlay)
+    );
+    assert_eq!(
+        map.action(&[Mode::Confirm, Mode::Dialog], key('y')),
+        Some(dialog(DialogAction::ConfirmOverwrite(true)))
+    );
+}
+
+#[test]
+fn help_lists_every_binding_at_80x24_and_200x50() {
+    let map = KeyMap::default();
+    let modes = [
+        Mode::Global,
+        Mode::Navigate,
+        Mode::Prompt,
+        Mode::Params,
+        Mode::ParamEdit,
+        Mode::Help,
+        Mode::Dialog,
+        Mode::Presets,
+        Mode::PresetName,
+        Mode::Confirm,
+        Mode::Export,
+    ];
+    for (w, h) in [(80, 24), (200, 50)] {
+        let mut s = state_sized(w, h);
+        update(&mut s, Action::OpenHelp);
+        let buffer = render(&s, &Theme::dark());
+        for mode in modes {
+            assert!(
+                find(&buffer, mode.title()).is_some(),
+                "{w}x{h}: {}",
+                mode.title()
+            );
+            for (keys, help) in map.describe(mode) {
+                assert!(
+                    listed(&buffer, &keys, help),
+                    "{w}x{h}: `{keys} {help}` of {}",
+                    mode.title()
+                );
+            }
+        }
+    }
+}
+
+/// Whether some screen line has `keys`, then only spaces, then `help`.
+fn listed(buffer: &Buffer, keys: &str, help: &str) -> bool {
+    (0..buffer.area.height).any(|y| {
+        let line = row(buffer, y);
+        line.match_indices(keys)
+            .any(|(i, _)| line[i + keys.len()..].trim_start().starts_with(help))
+    })
+}
+
+// ---- views ----
+
+#[test]
+fn the_picker_shows_presets_with_summaries_and_a_bad_files_error() {
+    let dir = tempfile::tempdir().unwrap();
+    for (w, h) in [(80, 24), (200, 50)] {
+        let mut s = with_store(dir.path());
+        s.size = Rect::new(0, 0, w, h);
+        update(&mut s, dialog(DialogAction::OpenPresets));
+        update(
+            &mut s,
+            Action::Outcome(Outcome::PresetsListed(Ok(vec![
+                user("bad", Err(bad_top_p())),
+                user("mine", Ok(SamplingParams::from_yaml("min_p: 0.2").unwrap())),
+            ]))),
+        );
+        let buffer = render(&s, &Theme::dark());
+        assert!(find(&buffer, " presets ").is_some(), "{w}x{h}");
+        assert!(find(&buffer, "creative").is_some());
+        assert!(find(&buffer, "temperature: 1.1, top_p: 0.98").is_some());
+        assert!(find(&buffer, "mine").is_some());
+        let (x, y) = find(&buffer, "✗ `top_p` = 2 is invalid").expect("the error, inline");
+        assert_eq!(buffer[(x, y)].fg, Theme::dark().error.fg.unwrap());
+        assert!(
+            find(&buffer, "Enter load").is_some(),
+            "hints from the key map"
+        );
+
+        pick(&mut s, "bad");
+        let buffer = render(&s, &Theme::dark());
+        assert!(find(&buffer, "/presets/bad.yaml").is_some(), "{w}x{h}");
+        assert!(
+            find(&buffer, "cannot load: `top_p` = 2").is_some(),
+            "{w}x{h}"
+        );
+    }
+}
+
+#[test]
+fn the_export_dialog_shows_the_vllm_snippet_and_its_notes() {
+    for (w, h) in [(80, 24), (200, 50)] {
+        let mut s = state_sized(w, h);
+        s.export.model = "org/tiny".into();
+        update(&mut s, dialog(DialogAction::OpenExport));
+        let buffer = render(&s, &Theme::dark());
+        assert!(find(&buffer, "1 vLLM").is_some(), "{w}x{h}");
+        assert!(find(&buffer, "4 llama.cpp").is_some(), "{w}x{h}");
+        assert!(
+            find(&buffer, "llm = LLM(model=\"org/tiny\")").is_some(),
+            "{w}x{h}"
+        );
+        assert!(
+            find(&buffer, "params = SamplingParams(").is_some(),
+            "{w}x{h}"
+        );
+        update(&mut s, Action::Outcome(Outcome::Copied(Ok(()))));
+        let buffer = render(&s, &Theme::dark());
+        assert!(
+            find(&buffer, "copied the vLLM snippet").is_some(),
+            "{w}x{h}"
+        );
+        update(
+            &mut s,
+            dialog(DialogAction::ExportSelect(ExportFormat::Llamacpp)),
+        );
+        let buffer = render(&s, &Theme::dark());
+        assert!(
+            find(&buffer, "llama-completion -m org/tiny").is_some(),
+            "{w}x{h}"
+        );
+    }
+}
+
+#[test]
+fn the_save_prompt_shows_the_name_the_directory_and_the_question() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = with_store(dir.path());
+    s.size = Rect::new(0, 0, 200, 50);
+    update(&mut s, dialog(DialogAction::OpenSave));
+    type_text(&mut s, "a/b");
+    update(&mut s, dialog(DialogAction::SubmitName));
+    let buffer = render(&s, &Theme::dark());
+    assert!(find(&buffer, "name: a/b").is_some());
+    assert!(find(&buffer, &format!("into {}", dir.path().display())).is_some());
+    assert!(find(&buffer, "cannot contain `/`").is_some());
+    update(&mut s, Action::Outcome(Outcome::PresetExists("a".into())));
+    let buffer = render(&s, &Theme::dark());
+    assert!(find(&buffer, "`a` exists: overwrite it? y/n").is_some());
+    assert!(find(&buffer, "y overwrite").is_some());
+}
+
+#[test]
+fn switching_themes_recolours_borders_and_tokens() {
+    for (w, h) in [(80, 24), (200, 50)] {
+        let mut s = state_sized(w, h);
+        update(&mut s, Action::Engine(loaded()));
+        update(
+            &mut s,
+            Action::Engine(Event::Started {
+                run_id: 1,
+                prompt_token_ids: vec![0],
+                seeds: vec![42],
+                prefill_ms: 1.0,
+            }),
+        );
+        update(&mut s, Action::Engine(token(1, "Hello", 0.0)));
+        let params = areas(Rect::new(0, 0, w, h)).params;
+        let dark = render(&s, &Theme::dark());
+        assert_eq!(dark[(params.x, params.y)].fg, Color::Cyan, "focused border");
+        let (x, y) = find(&dark, "Hello").unwrap();
+        assert_eq!(dark[(x, y)].bg, Color::Rgb(150, 30, 45));
+
+        let mut theme = Theme::dark();
+        while s.themes.current().name != "viridis" {
+            for effect in update(&mut s, Action::CycleTheme) {
+                if let Effect::SetTheme(next) = effect {
+                    theme = next;
+                }
+            }
+        }
+        let viridis = render(&s, &theme);
+        assert_eq!(viridis[(params.x, params.y)].fg, Color::Rgb(94, 201, 98));
+        assert_eq!(viridis[(x, y)].bg, Color::Rgb(68, 1, 84), "{w}x{h}");
+        assert_eq!(viridis[(x, y)].fg, Color::White, "readable on dark purple");
+        assert!(
+            find(&viridis, "theme viridis").is_some(),
+            "named in the status bar"
+        );
+    }
+}
+
+fn token(run_id: RunId, text: &str, prob: f32) -> Event {
+    Event::Token {
+        run_id,
+        token: samplab::engine::TokenEvent {
+            sample: 0,
+            id: 5,
+            text: text.into(),
+            logprob: -1.0,
+            prob,
+            rank: 1,
+            top: Vec::new(),
+        },
+    }
+}
+
+#[test]
+fn the_star_marks_a_modified_preset_in_the_status_bar() {
+    for (w, h) in [(80, 24), (200, 50)] {
+        let mut s = state_sized(w, h);
+        update(&mut s, Action::Engine(loaded()));
+        select(&mut s, "min_p");
+        let status_row = h - 1;
+        let status = |s: &State| {
+            let buffer = render(s, &Theme::dark());
+            let (_, y) = find(&buffer, "preset default").expect("preset in the status bar");
+            assert_eq!(y, status_row);
+            find(&buffer, "preset default*").is_some()
+        };
+        assert!(!status(&s));
+        update(&mut s, nudge(1));
+        assert!(status(&s), "{w}x{h}");
+        update(&mut s, nudge(-1));
+        assert!(!status(&s), "{w}x{h}: back at the preset's value");
+    }
+}
+
+// ---- against real files, through the app ----
+
+struct NoEngine;
+
+impl EngineHandle for NoEngine {
+    fn run(&self, _: Request) {}
+    fn cancel(&self, _: RunId) {}
+}
+
+/// A clipboard the test can read after the app wrote to it.
+#[derive(Clone, Default)]
+struct Shared(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Shared {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn app(state: State) -> App<NoEngine> {
+    App::new(state, NoEngine, KeyMap::default(), Theme::dark())
+}
+
+/// `s`, the offered name erased, `name` typed, Enter.
+fn save_as(app: &mut App<NoEngine>, name: &str) {
+    app.dispatch(dialog(DialogAction::OpenSave));
+    while matches!(&app.state.overlay, Some(Overlay::SavePreset(p)) if !p.buffer.text.is_empty()) {
+        app.dispatch(Action::DeleteBack);
+    }
+    for c in name.chars() {
+        app.dispatch(Action::InsertChar(c));
+    }
+    app.dispatch(dialog(DialogAction::SubmitName));
+}
+
+#[test]
+fn saved_presets_hold_only_non_default_keys_and_load_back_equal() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = app(running(dir.path()));
+    select(&mut app.state, "top_p");
+    app.dispatch(nudge(-5));
+    save_as(&mut app, "mine");
+    assert_eq!(app.state.overlay, None);
+    let text = std::fs::read_to_string(dir.path().join("mine.yaml")).unwrap();
+    let seed = app.state.params.params.seed.unwrap();
+    assert_eq!(
+        text,
+        format!("max_tokens: 128\nseed: {seed}\ntop_p: 0.95\n")
+    );
+    let store = PresetStore::new(dir.path());
+    assert_eq!(
+        store.find("mine").unwrap().unwrap().params,
+        app.state.params.params
+    );
+    assert!(!app.state.params.modified());
+
+    app.dispatch(dialog(DialogAction::OpenPresets));
+    let Some(Overlay::Presets(picker)) = &app.state.overlay else {
+        panic!("picker")
+    };
+    assert_eq!(
+        picker.chosen().unwrap().name,
+        "mine",
+        "listed from disk, on the current"
+    );
+}
+
+#[test]
+fn overwriting_asks_first_and_no_leaves_the_file_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = app(running(dir.path()));
+    save_as(&mut app, "mine");
+    let first = std::fs::read_to_string(dir.path().join("mine.yaml")).unwrap();
+    select(&mut app.state, "temperature");
+    app.dispatch(nudge(-4));
+    save_as(&mut app, "mine");
+    assert!(matches!(&app.state.overlay, Some(Overlay::SavePreset(p)) if p.confirm.is_some()));
+    app.dispatch(dialog(DialogAction::ConfirmOverwrite(false)));
+    app.dispatch(Action::CloseOverlay);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("mine.yaml")).unwrap(),
+        first
+    );
+    save_as(&mut app, "mine");
+    app.dispatch(dialog(DialogAction::ConfirmOverwrite(true)));
+    let second = std::fs::read_to_string(dir.path().join("mine.yaml")).unwrap();
+    assert!(second.contains("temperature: 0.8"), "{second}");
+    assert!(!app.state.params.modified());
+}
+
+#[test]
+fn a_failed_save_says_why_and_keeps_the_prompt_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("presets");
+    std::fs::write(&blocker, "a file where the directory should be").unwrap();
+    let mut app = app(running(&blocker));
+    save_as(&mut app, "mine");
+    let Some(Overlay::SavePreset(prompt)) = &app.state.overlay else {
+        panic!("the prompt stays open")
+    };
+    let error = prompt.error.clone().unwrap();
+    assert!(
+        error.contains("cannot write preset") && error.contains("mine.yaml"),
+        "{error}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&blocker).unwrap(),
+        "a file where the directory should be"
+    );
+}
+
+#[test]
+fn w_writes_json_that_parses_back_to_the_response_and_c_copies_with_osc_52() {
+    let dir = tempfile::tempdir().unwrap();
+    let clipboard = Shared::default();
+    let mut app = app(running(dir.path())).with_clipboard(clipboard.clone());
+    app.state.export.results_dir = dir.path().to_owned();
+    let Event::Done { response, .. } = done(1, &[StopReason::Length, StopReason::Stop]) else {
+        unreachable!()
+    };
+    app.dispatch(Action::Engine(Event::Done {
+        run_id: 1,
+        response: response.clone(),
+    }));
+    app.dispatch(dialog(DialogAction::OpenExport));
+    app.dispatch(dialog(DialogAction::WriteResults));
+    let Some(Overlay::Export(dialog_state)) = &app.state.overlay else {
+        panic!("export dialog")
+    };
+    let Some(Note::Done(note)) = &dialog_state.note else {
+        panic!("{:?}", dialog_state.note)
+    };
+    let path = PathBuf::from(note.strip_prefix("wrote ").unwrap());
+    assert_eq!(path.parent(), Some(dir.path()));
+    let name = path.file_name().unwrap().to_str().unwrap();
+    assert!(
+        name.starts_with("samplab-1-") && name.ends_with(".json"),
+        "{name}"
+    );
+    let back: SampleResponse =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(back, *response);
+
+    app.dispatch(dialog(DialogAction::CopyExport));
+    let written = String::from_utf8(clipboard.0.lock().unwrap().clone()).unwrap();
+    let snippet = to_vllm(
+        &app.state.params.params,
+        &ExportContext {
+            prompt: "Once",
+            model: "",
+        },
+    );
+    assert_eq!(written, osc52(&snippet));
+}
+
+#[test]
+fn results_files_never_overwrite_one_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let Event::Done { response, .. } = done(3, &[StopReason::Length]) else {
+        unreachable!()
+    };
+    let first = results_file::write(dir.path(), 3, 1_700_000_000, &response).unwrap();
+    let second = results_file::write(dir.path(), 3, 1_700_000_000, &response).unwrap();
+    assert_eq!(first, dir.path().join("samplab-3-1700000000.json"));
+    assert_eq!(second, dir.path().join("samplab-3-1700000000-2.json"));
+    assert_eq!(
+        std::fs::read_to_string(&first).unwrap(),
+        std::fs::read_to_string(&second).unwrap()
+    );
+}
