@@ -3,7 +3,8 @@
 //! Only the binary's edge asks for it; everything below takes the directory as an argument, so
 //! tests (and the tmux end-to-end run) never touch the real home.
 
-use std::path::PathBuf;
+use crate::preset_store::PresetStore;
+use std::path::{Path, PathBuf};
 
 /// Overrides the platform's config directory, e.g. for tests or a portable setup.
 pub const CONFIG_DIR_ENV: &str = "SAMPLAB_CONFIG_DIR";
@@ -17,10 +18,12 @@ pub fn config_dir() -> Option<PathBuf> {
     }
 }
 
-pub fn presets_dir(config: &std::path::Path) -> PathBuf {
-    config.join("presets")
+/// The user's presets, in `<config dir>/presets`.
+pub fn user_presets() -> Option<PresetStore> {
+    config_dir().map(|dir| PresetStore::new(dir.join("presets")))
 }
 
-pub fn themes_dir(config: &std::path::Path) -> PathBuf {
+/// Where user themes live: `<config dir>/themes`.
+pub fn themes_dir(config: &Path) -> PathBuf {
     config.join("themes")
 }

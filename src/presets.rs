@@ -101,13 +101,8 @@ pub fn load_file(path: &Path) -> Result<Preset, PresetError> {
     })
 }
 
-/// `--preset NAME|FILE` without user presets.
-pub fn resolve(name_or_path: &str) -> Result<Preset, PresetError> {
-    resolve_in(name_or_path, None)
-}
-
 /// `--preset NAME|FILE`: an existing path wins, then a built-in, then a preset in `user`.
-pub fn resolve_in(name_or_path: &str, user: Option<&PresetStore>) -> Result<Preset, PresetError> {
+pub fn resolve(name_or_path: &str, user: Option<&PresetStore>) -> Result<Preset, PresetError> {
     let path = Path::new(name_or_path);
     if path.is_file() {
         return load_file(path);
@@ -171,7 +166,7 @@ mod tests {
 
     #[test]
     fn resolve_reports_unknown_names_and_bad_files() {
-        let message = resolve("no-such-preset").unwrap_err().to_string();
+        let message = resolve("no-such-preset", None).unwrap_err().to_string();
         assert!(
             message.contains("no-such-preset") && message.contains("balanced"),
             "{message}"
@@ -180,14 +175,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("mine.yaml");
         std::fs::write(&path, "top_p: 2\n").unwrap();
-        let message = resolve(path.to_str().unwrap()).unwrap_err().to_string();
+        let message = resolve(path.to_str().unwrap(), None)
+            .unwrap_err()
+            .to_string();
         assert!(
             message.contains("mine.yaml") && message.contains("`top_p`"),
             "{message}"
         );
 
         std::fs::write(&path, "top_p: 0.5\n").unwrap();
-        let preset = resolve(path.to_str().unwrap()).unwrap();
+        let preset = resolve(path.to_str().unwrap(), None).unwrap();
         assert_eq!(preset.name, "mine");
         assert_eq!(preset.params.top_p, 0.5);
     }
@@ -196,7 +193,7 @@ mod tests {
     fn resolve_finds_user_presets_by_name_after_built_ins() {
         let dir = tempfile::tempdir().unwrap();
         let store = PresetStore::new(dir.path());
-        let message = resolve_in("mine", Some(&store)).unwrap_err().to_string();
+        let message = resolve("mine", Some(&store)).unwrap_err().to_string();
         assert!(
             message.contains("user presets in") && message.contains("none yet"),
             "{message}"
@@ -204,23 +201,18 @@ mod tests {
 
         std::fs::write(dir.path().join("mine.yaml"), "min_p: 0.1\n").unwrap();
         std::fs::write(dir.path().join("greedy.yaml"), "temperature: 2\n").unwrap();
-        let mine = resolve_in("mine", Some(&store)).unwrap();
+        let mine = resolve("mine", Some(&store)).unwrap();
         assert_eq!(mine.params.min_p, 0.1);
         assert_eq!(
             mine.source,
             PresetSource::File(dir.path().join("mine.yaml"))
         );
+        assert!(resolve("greedy", Some(&store)).unwrap().params.is_greedy());
         assert!(
-            resolve_in("greedy", Some(&store))
-                .unwrap()
-                .params
-                .is_greedy()
-        );
-        assert!(
-            resolve("mine").is_err(),
+            resolve("mine", None).is_err(),
             "without a store there are no user presets"
         );
-        let message = resolve_in("nope", Some(&store)).unwrap_err().to_string();
+        let message = resolve("nope", Some(&store)).unwrap_err().to_string();
         assert!(message.contains("are greedy, mine"), "{message}");
     }
 }

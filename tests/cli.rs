@@ -280,3 +280,46 @@ fn sample_chat_on_a_model_without_a_template_says_to_use_the_raw_prompt() {
     assert!(message.contains("has no chat template"), "{message}");
     assert!(message.contains("raw prompt"), "{message}");
 }
+
+#[test]
+fn the_playground_checks_themes_and_user_presets_before_taking_the_terminal() {
+    let config = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(config.path().join("themes")).unwrap();
+    std::fs::write(config.path().join("themes/broken.yaml"), "border: blu\n").unwrap();
+    std::fs::create_dir_all(config.path().join("presets")).unwrap();
+    std::fs::write(config.path().join("presets/mine.yaml"), "min_p: 0.1\n").unwrap();
+    let play = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_samplab"))
+            .env("SAMPLAB_CONFIG_DIR", config.path())
+            .args(["--model", "m.gguf"])
+            .args(args)
+            .output()
+            .expect("the samplab binary runs")
+    };
+
+    let out = play(&["--preset", "nope"]);
+    assert!(!out.status.success());
+    let message = stderr(&out);
+    assert!(
+        message.contains("no preset named `nope`") && message.contains("are mine"),
+        "{message}"
+    );
+
+    let out = play(&["--theme", "neon"]);
+    assert!(!out.status.success());
+    let message = stderr(&out);
+    assert!(
+        message.contains("theme neon: no theme of that name")
+            && message.contains("viridis")
+            && message.contains("themes"),
+        "{message}"
+    );
+
+    let out = play(&["--preset", "mine", "--theme", "broken"]);
+    assert!(!out.status.success());
+    let message = stderr(&out);
+    assert!(
+        message.contains("broken.yaml: `border`: unknown colour `blu`"),
+        "{message}"
+    );
+}

@@ -4,7 +4,6 @@
 use clap::Args;
 use samplab::config;
 use samplab::params::SamplingParams;
-use samplab::preset_store::PresetStore;
 use samplab::presets::{self, MODEL_PRESET, Preset, PresetSource};
 use samplab::tui::Playground;
 use samplab::tui::theme::Theme;
@@ -40,10 +39,7 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(2));
     };
-    let config_dir = config::config_dir();
-    let store = config_dir
-        .as_deref()
-        .map(|dir| PresetStore::new(config::presets_dir(dir)));
+    let store = config::user_presets();
     let neutral = |name: &str| Preset {
         name: name.to_owned(),
         params: SamplingParams::default(),
@@ -51,10 +47,10 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
     };
     let preset = match args.preset.as_deref() {
         Some(MODEL_PRESET) => neutral(MODEL_PRESET),
-        Some(name) => presets::resolve_in(name, store.as_ref())?,
+        Some(name) => presets::resolve(name, store.as_ref())?,
         None => neutral("default"),
     };
-    let themes_dir = config_dir.as_deref().map(config::themes_dir);
+    let themes_dir = config::config_dir().map(|dir| config::themes_dir(&dir));
     let (themes, theme_errors) = ThemeCatalog::load(
         args.theme.as_deref(),
         themes_dir.as_deref(),

@@ -2,6 +2,7 @@
 //! programs; with several models, each one's samples are scored by the others.
 
 use clap::Args;
+use samplab::config;
 use samplab::engine::load::load_model;
 use samplab::engine::{Engine, Event, Request, RunId, ScoreRequest, random_seed};
 use samplab::model::source::HubSettings;
@@ -235,7 +236,7 @@ fn wait_for_scores(scorer: &Finished) -> anyhow::Result<Vec<CrossScore>> {
 /// The preset (or defaults) with each `--set` applied in order.
 fn params_from_flags(preset: Option<&str>, sets: &[String]) -> anyhow::Result<SamplingParams> {
     let params = match preset {
-        Some(name) => presets::resolve(name)?.params,
+        Some(name) => presets::resolve(name, config::user_presets().as_ref())?.params,
         None => SamplingParams::default(),
     };
     apply_sets(params, sets)
