@@ -922,3 +922,24 @@ fn results_files_never_overwrite_one_another() {
         std::fs::read_to_string(&second).unwrap()
     );
 }
+
+#[test]
+fn every_overlay_survives_tiny_terminals() {
+    let dir = tempfile::tempdir().unwrap();
+    for (w, h) in [(10, 5), (1, 1), (3, 2), (24, 6), (0, 0)] {
+        let mut s = with_store(dir.path());
+        s.size = Rect::new(0, 0, w, h);
+        update(&mut s, Action::OpenHelp);
+        render(&s, &Theme::dark());
+        for open in [
+            DialogAction::OpenPresets,
+            DialogAction::OpenSave,
+            DialogAction::OpenExport,
+        ] {
+            update(&mut s, dialog(open));
+            update(&mut s, Action::InsertChar('x'));
+            update(&mut s, dialog(DialogAction::ExportScroll(5)));
+            render(&s, &Theme::plain());
+        }
+    }
+}

@@ -198,6 +198,26 @@ fn the_playground_reruns_on_a_change_and_quits_cleanly() {
         texts[0] != texts[1] || texts[1] != texts[2],
         "at temperature 1.5 the seeds give different samples:\n{hot}"
     );
+    assert!(
+        hot.contains("preset start*"),
+        "the edit marks the preset:\n{hot}"
+    );
+
+    // Saved under a new name, the params become that preset, unmodified, in the config dir.
+    tmux.keys(&["s"]);
+    tmux.wait_for("the save prompt", |s| s.contains("save preset"));
+    tmux.type_text("mine");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the saved preset in the status bar", |s| {
+        s.contains("preset mine · saved")
+    });
+    let saved = std::fs::read_to_string(home.path().join("config/presets/mine.yaml")).unwrap();
+    assert_eq!(
+        saved,
+        "max_tokens: 40\nseed: 7\ntemperature: 1.5\nnum_samples: 3\n"
+    );
+    tmux.keys(&["t"]);
+    tmux.wait_for("the next theme named", |s| s.contains("theme light"));
 
     tmux.keys(&["q"]);
     let after = tmux.wait_for("the shell prompt after quitting", |s| {
