@@ -133,10 +133,11 @@ fn p_opens_the_picker_on_the_built_ins_and_asks_the_loop_for_user_presets() {
 }
 
 #[test]
-fn enter_loads_the_chosen_preset_keeps_the_seed_and_reruns() {
+fn enter_loads_the_chosen_preset_keeps_seed_and_length_and_reruns() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = running(dir.path());
     let seed = s.params.params.seed;
+    s.params.params.max_tokens = Some(300);
     update(&mut s, dialog(DialogAction::OpenPresets));
     update(
         &mut s,
@@ -155,6 +156,7 @@ fn enter_loads_the_chosen_preset_keeps_the_seed_and_reruns() {
         (1.1, 0.05)
     );
     assert_eq!(s.params.params.seed, seed, "the seed stays unless rolled");
+    assert_eq!(s.params.params.max_tokens, Some(300));
     assert!(!s.params.modified());
     assert_eq!(s.presets.source, PresetSource::BuiltIn);
 

@@ -129,8 +129,9 @@ fn snippet_of(state: &State, dialog: &ExportDialog) -> String {
     )
 }
 
-/// Loads the picker's choice; a preset without a seed keeps the current one, so that the
-/// samples change by the preset's knobs and not by fresh noise. A broken file loads nothing.
+/// Loads the picker's choice. A preset that leaves the seed or the length open keeps the
+/// current ones, so that the samples change by the preset's knobs, not by fresh noise or a
+/// different cut. A broken file loads nothing.
 fn load_preset(state: &mut State) -> Vec<Effect> {
     let Some(Overlay::Presets(picker)) = &mut state.overlay else {
         return Vec::new();
@@ -148,9 +149,8 @@ fn load_preset(state: &mut State) -> Vec<Effect> {
             return Vec::new();
         }
     };
-    if params.seed.is_none() {
-        params.seed = state.params.params.seed;
-    }
+    params.seed = params.seed.or(state.params.params.seed);
+    params.max_tokens = params.max_tokens.or(state.params.params.max_tokens);
     let before = state.params.params.clone();
     state.params.load_preset(&entry.name, params);
     state.presets.source = match entry.kind {

@@ -159,7 +159,7 @@ pub fn render(
     );
     if let Some(note) = &dialog.note {
         let (text, style) = match note {
-            Note::Done(text) => (text, theme.gauge_filled),
+            Note::Done(text) => (text, theme.value),
             Note::Failed(text) => (text, theme.error),
         };
         frame.render_widget(Paragraph::new(Line::styled(text.clone(), style)), note_area);
