@@ -144,6 +144,23 @@ fn column_text(screen: &str, index: usize) -> String {
         .to_owned()
 }
 
+/// Opens the preset picker and moves down until the selected preset's summary (the line under
+/// the list) reads `summary`, then loads it.
+fn pick_preset(tmux: &Tmux, summary: &str) {
+    tmux.keys(&["p"]);
+    tmux.wait_for("the preset picker", |s| s.contains("┌ presets"));
+    let selected = format!("│{summary}");
+    for _ in 0..20 {
+        if tmux.screen().contains(&selected) {
+            tmux.keys(&["Enter"]);
+            return;
+        }
+        tmux.keys(&["Down"]);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("no preset reads {summary:?}:\n{}", tmux.screen());
+}
+
 fn finished_columns(screen: &str) -> usize {
     screen.matches("■ length").count() + screen.matches("■ stop").count()
 }
@@ -218,6 +235,23 @@ fn the_playground_reruns_on_a_change_and_quits_cleanly() {
     );
     tmux.keys(&["t"]);
     tmux.wait_for("the next theme named", |s| s.contains("theme light"));
+
+    // Another preset from the picker, then the saved one back.
+    pick_preset(&tmux, "temperature: 0.0");
+    tmux.wait_for("greedy loaded", |s| {
+        param_value(s, "temperature").as_deref() == Some("0.00") && s.contains("preset greedy")
+    });
+    pick_preset(
+        &tmux,
+        "max_tokens: 40, seed: 7, temperature: 1.5, num_samples: 3",
+    );
+    let back = tmux.wait_for("the saved preset loaded back", |s| {
+        param_value(s, "temperature").as_deref() == Some("1.50") && s.contains("preset mine")
+    });
+    assert!(
+        !back.contains("preset mine*"),
+        "loaded, not modified:\n{back}"
+    );
 
     tmux.keys(&["q"]);
     let after = tmux.wait_for("the shell prompt after quitting", |s| {
