@@ -3,6 +3,7 @@
 
 mod common;
 
+use samplab::engine::generate::EVENT_ALTERNATIVES;
 use samplab::engine::load::load_model;
 use samplab::engine::{Event, LoadedModel, Request};
 use samplab::model::source::HubSettings;
@@ -159,4 +160,73 @@ fn each_sample_of_one_batch_stops_for_its_own_reason() {
         })
         .collect();
     assert_eq!(finished.len(), 8, "every sample finishes exactly once");
+}
+
+#[test]
+fn token_events_carry_alternatives_while_the_response_keeps_what_was_asked() {
+    let Some(mut model) = load() else { return };
+    let yaml = "seed: 3\nmax_tokens: 12\ntop_k: 3";
+    for logprobs in [None, Some(0), Some(2)] {
+        let yaml = match logprobs {
+            Some(n) => format!("{yaml}\nlogprobs: {n}"),
+            None => yaml.to_owned(),
+        };
+        let (response, events) = run(&mut model, "Once upon a time", &yaml);
+        let tokens: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Token { token, .. } => Some(token),
+                _ => None,
+            })
+            .collect();
+        let trajectory = &response.trajectories[0];
+        assert_eq!(tokens.len(), trajectory.token_ids.len());
+        for token in &tokens {
+            let top = &token.top;
+            assert!(top.len() >= EVENT_ALTERNATIVES as usize, "{logprobs:?}");
+            assert!(top.windows(2).all(|w| w[0].logprob >= w[1].logprob));
+            assert!(
+                top.iter().any(|a| a.id == token.id),
+                "the chosen one is listed"
+            );
+            // top_k 3: only the three best survive the filters.
+            assert!(top[..3].iter().all(|a| a.prob > 0.0));
+            assert!(top[3..].iter().all(|a| a.prob == 0.0));
+        }
+        let json = serde_json::to_value(&response).unwrap();
+        let listed = &json["trajectories"][0]["top_logprobs"];
+        match logprobs {
+            None => {
+                assert_eq!(trajectory.top_logprobs, None);
+                assert!(json["trajectories"][0].get("top_logprobs").is_none());
+            }
+            Some(n) => {
+                let listed = listed.as_array().unwrap();
+                assert_eq!(listed.len(), tokens.len());
+                for (entries, token) in listed.iter().zip(&tokens) {
+                    let ids: Vec<u64> = entries
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|e| e[0].as_u64().unwrap())
+                        .collect();
+                    let mut want: Vec<u64> = token.top[..n as usize]
+                        .iter()
+                        .map(|a| u64::from(a.id))
+                        .collect();
+                    if !want.contains(&u64::from(token.id)) {
+                        want.push(u64::from(token.id));
+                    }
+                    assert_eq!(ids, want);
+                    assert!(
+                        entries
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .all(|e| e.as_array().unwrap().len() == 3)
+                    );
+                }
+            }
+        }
+    }
 }

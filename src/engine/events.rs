@@ -32,7 +32,9 @@ pub struct TokenEvent {
     pub prob: f32,
     /// 1-based rank by raw logprob.
     pub rank: u32,
-    /// Top alternatives by raw logprob with their processed probabilities.
+    /// The best alternatives by raw logprob (at least `EVENT_ALTERNATIVES`, more when
+    /// `logprobs` asks), then the chosen token if it is not among them, each with its processed
+    /// probability.
     pub top: Vec<Alternative>,
 }
 

@@ -14,6 +14,10 @@ use crate::sampling::{SampleState, SampledToken, Sampler, TopToken, sample_seed}
 use std::time::Instant;
 use tokenizers::Tokenizer;
 
+/// Alternatives every token event carries whatever `logprobs` asks, so that the inspector can
+/// show them for any token; the response keeps only what was requested.
+pub const EVENT_ALTERNATIVES: u32 = 10;
+
 /// What a run needs from the loaded model besides its forward pass.
 pub struct RunContext<'a> {
     pub tokenizer: &'a Tokenizer,
@@ -56,7 +60,7 @@ pub fn generate(
         );
     }
     let vocab_size = backend.vocab_size();
-    let mut sampler = Sampler::new(params)?;
+    let mut sampler = Sampler::new(params)?.with_alternatives(EVENT_ALTERNATIVES);
 
     let prefill_start = Instant::now();
     let prompt_rows = backend.prefill(&prompt_ids, params.prompt_logprobs.is_some())?;
@@ -121,6 +125,7 @@ pub fn generate(
                 slot,
                 token,
                 ctx,
+                params.logprobs,
                 prompt_ids.len(),
                 context_length,
                 run_id,
@@ -199,11 +204,13 @@ fn score_prompt(
 }
 
 /// Records a sampled token, emits what may be shown, and ends the sample when a stop or the
-/// length limit says so.
+/// length limit says so. The event gets every alternative; the trajectory only `logprobs`.
+#[allow(clippy::too_many_arguments)]
 fn accept(
     slot: &mut Slot,
     token: SampledToken,
     ctx: &RunContext,
+    logprobs: Option<u32>,
     prompt_len: usize,
     context_length: usize,
     run_id: RunId,
@@ -223,8 +230,8 @@ fn accept(
             prob: t.prob,
         })
         .collect();
-    if let Some(tops) = &mut trajectory.top_logprobs {
-        tops.push(alternatives.iter().map(TopLogprob::from).collect());
+    if let (Some(tops), Some(n)) = (&mut trajectory.top_logprobs, logprobs) {
+        tops.push(requested_top(&alternatives, n, token.id));
     }
     let step = slot
         .stops
@@ -249,6 +256,19 @@ fn accept(
         }
         None => {}
     }
+}
+
+/// The `n` best of `alternatives` (best first, the chosen token among them or last), then the
+/// chosen token if it is not among those `n`: what vLLM returns for `logprobs: n`.
+fn requested_top(alternatives: &[Alternative], n: u32, chosen: u32) -> Vec<TopLogprob> {
+    let best = &alternatives[..alternatives.len().min(n as usize)];
+    let mut top: Vec<TopLogprob> = best.iter().map(TopLogprob::from).collect();
+    if !best.iter().any(|a| a.id == chosen)
+        && let Some(a) = alternatives.iter().find(|a| a.id == chosen)
+    {
+        top.push(a.into());
+    }
+    top
 }
 
 /// Ends a sample, showing any text still held back for a stop string that never completed.
@@ -314,7 +334,8 @@ pub fn token_text(tokenizer: &Tokenizer, id: u32) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::token_text;
+    use super::{Alternative, requested_top, token_text};
+    use crate::response::TopLogprob;
     use std::str::FromStr;
     use tokenizers::Tokenizer;
 
@@ -327,6 +348,24 @@ mod tests {
             "vocab":{vocab},"merges":[]}}}}"#
         );
         Tokenizer::from_str(&json).unwrap()
+    }
+
+    #[test]
+    fn the_response_keeps_the_requested_alternatives_and_the_chosen_token() {
+        let alternatives: Vec<Alternative> = [(7, -0.5), (3, -1.0), (9, -2.0), (4, -6.0)]
+            .into_iter()
+            .map(|(id, logprob)| Alternative {
+                id,
+                text: format!("t{id}"),
+                logprob,
+                prob: 0.1,
+            })
+            .collect();
+        let ids = |top: Vec<TopLogprob>| top.into_iter().map(|t| t.0).collect::<Vec<_>>();
+        assert_eq!(ids(requested_top(&alternatives, 2, 3)), [7, 3]);
+        assert_eq!(ids(requested_top(&alternatives, 2, 4)), [7, 3, 4]);
+        assert_eq!(ids(requested_top(&alternatives, 0, 9)), [9]);
+        assert_eq!(ids(requested_top(&alternatives, 20, 4)), [7, 3, 9, 4]);
     }
 
     #[test]

@@ -54,8 +54,9 @@ pub struct SampledToken {
     /// vLLM's 1-based rank in the raw distribution: how many tokens have a raw logit at least
     /// as large as this one.
     pub rank: u32,
-    /// With `logprobs: n`: the n best tokens by raw logprob (ties to the lower id), then the
-    /// chosen token if it is not among them, as vLLM returns them; empty without `logprobs`.
+    /// With `logprobs: n` (or `with_alternatives(n)`): the n best tokens by raw logprob (ties
+    /// to the lower id), then the chosen token if it is not among them, as vLLM returns them;
+    /// empty when neither asks for any.
     pub top: Vec<TopToken>,
 }
 
@@ -123,7 +124,8 @@ pub struct Sampler {
     /// ln(min_p): min_p compares probabilities, i.e. scaled logits against this.
     min_p_floor: f32,
     repetition_penalty: f32,
-    logprobs: Option<u32>,
+    /// How many alternatives each `SampledToken` lists; `None` lists none.
+    top_n: Option<u32>,
     /// The current step's logits after the penalty.
     work: Vec<f32>,
     keys: Vec<u64>,
@@ -144,11 +146,18 @@ impl Sampler {
                 f32::NEG_INFINITY
             },
             repetition_penalty: params.repetition_penalty,
-            logprobs: params.logprobs,
+            top_n: params.logprobs,
             work: Vec::new(),
             keys: Vec::new(),
             candidates: Vec::new(),
         })
+    }
+
+    /// Lists at least `n` alternatives per token whatever `logprobs` asks, for a UI that
+    /// inspects every token; the caller trims them to what the request asked for.
+    pub fn with_alternatives(mut self, n: u32) -> Self {
+        self.top_n = Some(self.top_n.map_or(n, |asked| asked.max(n)));
+        self
     }
 
     /// Chooses the next token of one sample and records it in the sample's seen set.
@@ -355,7 +364,7 @@ impl Sampler {
     fn report(&mut self, logits: &[f32], log_norm: f32, cut: &Cut, id: u32) -> SampledToken {
         let raw = |id: u32| sanitize(logits[id as usize]);
         let work = &self.work;
-        let top = match self.logprobs {
+        let top = match self.top_n {
             Some(n) => top_ids(logits, n, id, &mut self.keys)
                 .map(|alt| TopToken {
                     id: alt,
