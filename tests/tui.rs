@@ -381,7 +381,7 @@ fn events_of_a_stale_run_are_dropped() {
     }
     assert_eq!(s, before);
     assert_eq!(
-        s.columns.columns[0].footer(),
+        s.columns.columns[0].footer(80),
         "■ abort 1 tok lp -0.69 ppl 2.00"
     );
 }
@@ -417,7 +417,7 @@ fn finished_and_done_fill_the_footers() {
             &[StopReason::Stop, StopReason::Stop, StopReason::Length],
         )),
     );
-    let footers: Vec<String> = s.columns.columns.iter().map(|c| c.footer()).collect();
+    let footers: Vec<String> = s.columns.columns.iter().map(|c| c.footer(80)).collect();
     assert_eq!(footers[0], "■ stop \"\\n\\n\" 1 tok lp -0.69 ppl 2.00");
     assert_eq!(footers[1], "■ stop <eos> 1 tok lp 0.00 ppl 1.00");
     assert_eq!(footers[2], "■ length 0 tok");
@@ -451,7 +451,7 @@ fn resize_rewraps_the_columns() {
     for _ in 0..30 {
         update(&mut s, Action::Engine(token(1, 0, " word", 0.5)));
     }
-    let narrow = s.columns.columns[0].lines.len();
+    let narrow = s.columns.columns[0].text.lines.len();
     update(
         &mut s,
         Action::Resize {
@@ -459,7 +459,7 @@ fn resize_rewraps_the_columns() {
             height: 50,
         },
     );
-    assert!(s.columns.columns[0].lines.len() < narrow);
+    assert!(s.columns.columns[0].text.lines.len() < narrow);
 }
 
 // ---- views ----

@@ -73,6 +73,30 @@ pub enum Action {
         width: u16,
         height: u16,
     },
+    /// Move the token cursor by this many tokens within its column.
+    StepToken(i32),
+    /// Move the token cursor this many rows, to the token nearest the same cell.
+    StepTokenRow(i32),
+    FirstToken,
+    /// The newest token, followed as more arrive.
+    LastToken,
+    /// The next (or previous) column; past either end the focus moves on to the next pane.
+    StepColumn(i32),
+    /// Scroll the cursor's column by whole views, the cursor moving along.
+    PageColumn(i32),
+    /// Draw spaces, tabs and newlines in the columns as `·`, `→` and `↵`.
+    ToggleWhitespace,
+    /// The left button pressed (or dragged) over a cell.
+    Click {
+        x: u16,
+        y: u16,
+    },
+    /// The wheel over a cell; positive `lines` scroll down.
+    Wheel {
+        x: u16,
+        y: u16,
+        lines: i32,
+    },
     /// The debounce after the last change has elapsed.
     DebounceElapsed,
     Engine(Event),

@@ -3,6 +3,7 @@
 
 use super::action::{Action, Effect, Outcome};
 use super::keymap::KeyMap;
+use super::mouse;
 use super::perform;
 use super::state::State;
 use super::theme::Theme;
@@ -121,6 +122,7 @@ impl<E: EngineHandle> App<E> {
             }
             TermEvent::Paste(text) => Some(Action::Paste(text)),
             TermEvent::Resize(width, height) => Some(Action::Resize { width, height }),
+            TermEvent::Mouse(event) => mouse::action(event),
             _ => None,
         };
         if let Some(action) = action {

@@ -1,65 +1,54 @@
-//! The sample columns: streamed tokens wrapped as they arrive (not every frame), a title with
-//! the sample's seed, and a footer with how and why it ended.
+//! The sample columns: every token with what the inspector needs, its text wrapped as it
+//! arrives, a scroll position per column, the token cursor, and a footer with how and why the
+//! sample ended.
 
-use super::layout::column_rects;
+use super::layout::Grid;
 use super::theme::Theme;
+use super::wrap::Wrapped;
+use crate::engine::TokenEvent;
 use crate::response::{StopMatched, StopReason};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 
-/// A piece of shown text; `prob` is `None` for text that is no token (a released stop tail).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Segment {
-    pub text: String,
-    pub prob: Option<f32>,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct Column {
     pub seed: u64,
-    pub tokens: usize,
+    /// Every generated token as the engine reported it, alternatives included.
+    pub tokens: Vec<TokenEvent>,
     sum_logprob: f64,
     /// The stop reason as the footer shows it, once the sample has ended.
     pub finish: Option<String>,
-    /// Everything as it arrived, kept to re-wrap after a resize.
-    pieces: Vec<Segment>,
-    pub lines: Vec<Vec<Segment>>,
-    width: usize,
-    line_chars: usize,
+    /// Text held back for a stop string that never came, released when the sample ended.
+    tail: String,
+    pub text: Wrapped,
+    /// The first row shown once the user scrolled; `None` follows the newest rows.
+    pub scroll: Option<usize>,
 }
 
 impl Column {
-    pub fn new(seed: u64, width: usize) -> Self {
+    pub fn new(seed: u64, width: usize, whitespace: bool) -> Self {
         Self {
             seed,
-            tokens: 0,
+            tokens: Vec::new(),
             sum_logprob: 0.0,
             finish: None,
-            pieces: Vec::new(),
-            lines: vec![Vec::new()],
-            width: width.max(1),
-            line_chars: 0,
+            tail: String::new(),
+            text: Wrapped::new(width, whitespace),
+            scroll: None,
         }
     }
 
-    pub fn push_token(&mut self, text: &str, prob: f32, logprob: f32) {
-        self.tokens += 1;
-        self.sum_logprob += f64::from(logprob);
-        self.push(text, Some(prob));
+    pub fn push_token(&mut self, token: TokenEvent) {
+        self.sum_logprob += f64::from(token.logprob);
+        self.text.push_token(&token.text);
+        self.tokens.push(token);
     }
 
-    pub fn push(&mut self, text: &str, prob: Option<f32>) {
-        if text.is_empty() {
-            return;
-        }
-        let text: String = text
-            .chars()
-            .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
-            .collect();
-        self.place(&text, prob);
-        self.pieces.push(Segment { text, prob });
+    pub fn push_tail(&mut self, text: &str) {
+        self.text.push_text(text);
+        self.tail.push_str(text);
     }
 
     /// `stop_ids` are the run's stop token ids: a matched id outside them must be EOS.
@@ -76,90 +65,140 @@ impl Column {
         });
     }
 
-    pub fn rewrap(&mut self, width: usize) {
-        let width = width.max(1);
-        if width == self.width {
+    /// Wraps the text again when the width or the whitespace marks change.
+    pub fn rewrap(&mut self, width: usize, whitespace: bool) {
+        if width.max(1) == self.text.width() && whitespace == self.text.whitespace() {
             return;
         }
-        self.width = width;
-        self.lines = vec![Vec::new()];
-        self.line_chars = 0;
-        for piece in std::mem::take(&mut self.pieces) {
-            self.place(&piece.text, piece.prob);
-            self.pieces.push(piece);
+        self.text = Wrapped::new(width, whitespace);
+        for token in &self.tokens {
+            self.text.push_token(&token.text);
         }
+        self.text.push_text(&self.tail);
     }
 
-    fn new_line(&mut self) {
-        self.lines.push(Vec::new());
-        self.line_chars = 0;
-    }
-
-    /// Token-level wrapping: a token that does not fit starts a new row; only tokens wider than
-    /// a whole row are split.
-    fn place(&mut self, text: &str, prob: Option<f32>) {
-        for (i, part) in text.split('\n').enumerate() {
-            if i > 0 {
-                self.new_line();
-            }
-            let mut chars: Vec<char> = part.chars().collect();
-            if chars.is_empty() {
-                continue;
-            }
-            if self.line_chars > 0
-                && self.line_chars + chars.len() > self.width
-                && chars.len() <= self.width
-            {
-                self.new_line();
-            }
-            while !chars.is_empty() {
-                let room = self.width - self.line_chars;
-                if room == 0 {
-                    self.new_line();
-                    continue;
-                }
-                let rest = chars.split_off(room.min(chars.len()));
-                self.line_chars += chars.len();
-                let segment = Segment {
-                    text: chars.into_iter().collect(),
-                    prob,
-                };
-                if let Some(line) = self.lines.last_mut() {
-                    line.push(segment);
-                }
-                chars = rest;
-            }
-        }
-    }
-
-    /// `■ stop "\n\n" 37 tok lp -1.23 ppl 3.42`; a running sample shows `…` instead.
-    pub fn footer(&self) -> String {
-        let mut footer = match &self.finish {
-            Some(reason) => format!("■ {reason} {} tok", self.tokens),
-            None => format!("… {} tok", self.tokens),
+    /// The footer that fits in `width` cells, dropping statistics from the right:
+    /// `■ stop "\n\n" 37 tok lp -1.23 ppl 3.42`; a running sample shows `…` instead of `■`.
+    pub fn footer(&self, width: usize) -> String {
+        let reason = match &self.finish {
+            Some(reason) => format!("■ {reason}"),
+            None => "…".to_owned(),
         };
-        if self.tokens > 0 {
-            let mean = self.sum_logprob / self.tokens as f64;
-            footer.push_str(&format!(" lp {mean:.2} ppl {:.2}", (-mean).exp()));
-        }
-        footer
+        let count = format!(" {} tok", self.tokens.len());
+        let (lp, ppl) = match self.tokens.len() {
+            0 => (String::new(), String::new()),
+            n => {
+                let mean = self.sum_logprob / n as f64;
+                (
+                    format!(" lp {mean:.2}"),
+                    format!(" ppl {:.2}", (-mean).exp()),
+                )
+            }
+        };
+        [
+            format!("{reason}{count}{lp}{ppl}"),
+            format!("{reason}{count}{ppl}"),
+            format!("{reason}{count}"),
+        ]
+        .into_iter()
+        .find(|f| f.chars().count() <= width)
+        .unwrap_or(reason)
     }
+
+    /// The first row shown in a view of `rows` rows.
+    pub fn top(&self, rows: usize) -> usize {
+        let bottom = self.text.lines.len().saturating_sub(rows);
+        self.scroll.map_or(bottom, |top| top.min(bottom))
+    }
+
+    /// Shows from row `top`; reaching the bottom follows the newest rows again.
+    pub fn scroll_to(&mut self, top: usize, rows: usize) {
+        let bottom = self.text.lines.len().saturating_sub(rows);
+        self.scroll = (top < bottom).then_some(top);
+    }
+
+    pub fn scroll_by(&mut self, delta: isize, rows: usize) {
+        let top = self.top(rows).saturating_add_signed(delta);
+        self.scroll_to(top, rows);
+    }
+
+    /// Scrolls as little as possible to bring `row` into a view of `rows` rows.
+    pub fn reveal(&mut self, row: usize, rows: usize) {
+        let top = self.top(rows);
+        if row < top {
+            self.scroll_to(row, rows);
+        } else if row >= top + rows {
+            self.scroll_to(row + 1 - rows, rows);
+        }
+    }
+}
+
+/// Which token the cursor is on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenCursor {
+    pub column: usize,
+    /// `None` sits on the newest token and stays on it as tokens arrive. An index past a
+    /// column's end means its last token, so the index survives a switch to a shorter column.
+    pub token: Option<usize>,
 }
 
 /// The samples of the run on screen.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Columns {
     pub columns: Vec<Column>,
+    pub cursor: TokenCursor,
+    /// The first row of columns shown when not all of them fit.
+    pub first_row: usize,
+    /// Spaces, tabs and newlines drawn as `·`, `→` and `↵`.
+    pub whitespace: bool,
 }
 
 impl Columns {
-    pub fn start(&mut self, seeds: &[u64], width: usize) {
-        self.columns = seeds.iter().map(|&seed| Column::new(seed, width)).collect();
+    /// A new run: fresh columns that follow their tails; the cursor keeps its place so that
+    /// the same position can be compared across runs.
+    pub fn start(&mut self, seeds: &[u64], grid: &Grid) {
+        let width = grid.text_width();
+        self.columns = seeds
+            .iter()
+            .map(|&seed| Column::new(seed, width, self.whitespace))
+            .collect();
+        self.cursor.column = self.cursor.column.min(seeds.len().saturating_sub(1));
+        self.first_row = grid.first_row_showing(self.cursor.column, self.first_row);
     }
 
-    pub fn rewrap(&mut self, width: usize) {
+    /// After a resize or a whitespace toggle.
+    pub fn rewrap(&mut self, grid: &Grid) {
         for column in &mut self.columns {
-            column.rewrap(width);
+            column.rewrap(grid.text_width(), self.whitespace);
+        }
+        self.first_row = grid.first_row_showing(self.cursor.column, self.first_row);
+        self.reveal_cursor(grid);
+    }
+
+    pub fn toggle_whitespace(&mut self, grid: &Grid) {
+        self.whitespace = !self.whitespace;
+        self.rewrap(grid);
+    }
+
+    /// Adds a token; `hold` (the cursor is shown) stops the column from following its tail
+    /// when that would scroll a cursor placed on an earlier token out of view.
+    pub fn push_token(&mut self, token: TokenEvent, grid: &Grid, hold: bool) {
+        let index = token.sample as usize;
+        let rows = grid.text_rows();
+        let cursor = self.cursor_token();
+        let Some(column) = self.columns.get_mut(index) else {
+            return;
+        };
+        let before = column.top(rows);
+        column.push_token(token);
+        let held = cursor
+            .filter(|_| hold && self.cursor.token.is_some() && column.scroll.is_none())
+            .filter(|&(c, _)| c == index)
+            .and_then(|(_, t)| column.text.start(t));
+        if let Some((row, _)) = held
+            && row < column.top(rows)
+        {
+            column.scroll_to(before.min(row), rows);
         }
     }
 
@@ -169,8 +208,94 @@ impl Columns {
             column.finish(StopReason::Abort, None, &[]);
         }
     }
+
+    /// The (column, token) under the cursor, if that column has a token yet.
+    pub fn cursor_token(&self) -> Option<(usize, usize)> {
+        let column = self.cursor.column.min(self.columns.len().checked_sub(1)?);
+        let last = self.columns[column].tokens.len().checked_sub(1)?;
+        Some((column, self.cursor.token.map_or(last, |t| t.min(last))))
+    }
+
+    /// Moves the cursor by `delta` tokens within its column.
+    pub fn step_token(&mut self, delta: isize, grid: &Grid) {
+        if let Some((_, token)) = self.cursor_token() {
+            self.cursor.token = Some(token.saturating_add_signed(delta));
+            self.reveal_cursor(grid);
+        }
+    }
+
+    pub fn first_token(&mut self, grid: &Grid) {
+        self.cursor.token = Some(0);
+        self.reveal_cursor(grid);
+    }
+
+    /// The newest token, followed as more arrive.
+    pub fn last_token(&mut self, grid: &Grid) {
+        self.cursor.token = None;
+        self.reveal_cursor(grid);
+    }
+
+    /// Moves the cursor `delta` rows up or down, to the token nearest the same cell.
+    pub fn step_row(&mut self, delta: isize, grid: &Grid) {
+        let Some((column, token)) = self.cursor_token() else {
+            return;
+        };
+        let text = &self.columns[column].text;
+        let Some((row, cell)) = text.start(token) else {
+            return;
+        };
+        let last_row = text.lines.len() - 1;
+        let target = row.saturating_add_signed(delta).min(last_row);
+        if let Some(token) = text.nearest(target, cell) {
+            self.cursor.token = Some(token);
+        }
+        self.reveal_cursor(grid);
+    }
+
+    /// PageUp/PageDown: scrolls the cursor's column by whole views, the cursor moving along.
+    pub fn page(&mut self, pages: isize, grid: &Grid) {
+        let rows = grid.text_rows().max(1);
+        let lines = pages.saturating_mul(rows as isize);
+        if let Some(column) = self.columns.get_mut(self.cursor.column) {
+            column.scroll_by(lines, rows);
+        }
+        self.step_row(lines, grid);
+    }
+
+    /// Moves to the next (or previous) column, keeping the token index; returns false when
+    /// there is none, so that the caller can move the focus on instead.
+    pub fn step_column(&mut self, delta: isize, grid: &Grid) -> bool {
+        let Some(column) = self
+            .cursor
+            .column
+            .checked_add_signed(delta)
+            .filter(|&c| c < self.columns.len())
+        else {
+            return false;
+        };
+        self.select(column, self.cursor.token, grid);
+        true
+    }
+
+    /// Puts the cursor on `token` of `column` (a click) and brings both into view.
+    pub fn select(&mut self, column: usize, token: Option<usize>, grid: &Grid) {
+        self.cursor = TokenCursor { column, token };
+        self.first_row = grid.first_row_showing(column, self.first_row);
+        self.reveal_cursor(grid);
+    }
+
+    /// Scrolls the cursor's column so that the cursor's token is in view.
+    pub fn reveal_cursor(&mut self, grid: &Grid) {
+        if let Some((column, token)) = self.cursor_token() {
+            let column = &mut self.columns[column];
+            if let Some((row, _)) = column.text.start(token) {
+                column.reveal(row, grid.text_rows());
+            }
+        }
+    }
 }
 
+/// Draws the columns on screen; only the rows in view are laid out, whatever the length.
 pub fn render(frame: &mut Frame, area: Rect, state: &Columns, focused: bool, theme: &Theme) {
     if state.columns.is_empty() {
         let block = Block::bordered()
@@ -184,57 +309,91 @@ pub fn render(frame: &mut Frame, area: Rect, state: &Columns, focused: bool, the
         frame.render_widget(text, area);
         return;
     }
-    for (i, (column, rect)) in state
-        .columns
-        .iter()
-        .zip(column_rects(area, state.columns.len()))
-        .enumerate()
-    {
-        let block = Block::bordered()
+    let grid = Grid::new(area, state.columns.len());
+    let rows = grid.text_rows();
+    let cursor = state.cursor_token().filter(|_| focused);
+    for (i, rect) in grid.rects(state.first_row) {
+        let column = &state.columns[i];
+        let top = column.top(rows);
+        let mut block = Block::bordered()
             .title(Span::styled(
                 format!(" #{i} seed {} ", column.seed),
                 theme.title,
             ))
-            .border_style(theme.frame(focused));
+            .border_style(theme.frame(focused && i == state.cursor.column));
+        let below = column.text.lines.len().saturating_sub(top + rows);
+        if below > 0 {
+            block = block.title(Line::styled(format!(" ↓{below} "), theme.dim).right_aligned());
+        }
         let inner = block.inner(rect);
         frame.render_widget(block, rect);
         if inner.height == 0 {
             continue;
         }
-        let text_rows = usize::from(inner.height - 1);
-        // Follow the stream: show the newest rows.
-        let skip = column.lines.len().saturating_sub(text_rows);
-        let mut lines: Vec<Line> = column.lines[skip..]
+        let cursor = cursor.filter(|&(c, _)| c == i).map(|(_, t)| t);
+        let style = |token: Option<usize>| match token {
+            None => theme.base,
+            Some(t) if Some(t) == cursor => theme.cursor_style(column.tokens[t].prob),
+            Some(t) => theme.token_style(column.tokens[t].prob),
+        };
+        let mut lines: Vec<Line> = column.text.lines[top..]
             .iter()
+            .take(rows)
             .map(|segments| {
                 Line::from(
                     segments
                         .iter()
-                        .map(|s| {
-                            let style = s.prob.map_or(theme.base, |p| theme.token_style(p));
-                            Span::styled(s.text.as_str(), style)
-                        })
+                        .map(|s| Span::styled(s.text.as_str(), style(s.token)))
                         .collect::<Vec<_>>(),
                 )
             })
             .collect();
-        lines.resize(text_rows, Line::default());
-        let footer_style = if column.finish.as_deref().is_some_and(|f| f == "error") {
+        lines.resize(rows, Line::default());
+        let footer_style = if column.finish.as_deref() == Some("error") {
             theme.error
         } else {
             theme.dim
         };
-        lines.push(Line::styled(column.footer(), footer_style));
+        lines.push(Line::styled(
+            column.footer(usize::from(inner.width)),
+            footer_style,
+        ));
         frame.render_widget(Paragraph::new(lines), inner);
+    }
+    if let Some(line) = grid.indicator {
+        let shown: Vec<usize> = grid.rects(state.first_row).map(|(i, _)| i).collect();
+        if let (Some(first), Some(last)) = (shown.first(), shown.last()) {
+            let text = format!(
+                " columns {}–{} of {} ",
+                first + 1,
+                last + 1,
+                state.columns.len()
+            );
+            frame.render_widget(Paragraph::new(Line::styled(text, theme.dim)), line);
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ratatui::layout::Rect;
+
+    fn token(text: &str, logprob: f32) -> TokenEvent {
+        TokenEvent {
+            sample: 0,
+            id: 1,
+            text: text.into(),
+            logprob,
+            prob: 0.5,
+            rank: 1,
+            top: Vec::new(),
+        }
+    }
 
     fn texts(column: &Column) -> Vec<String> {
         column
+            .text
             .lines
             .iter()
             .map(|l| l.iter().map(|s| s.text.as_str()).collect())
@@ -242,34 +401,80 @@ mod tests {
     }
 
     #[test]
-    fn tokens_wrap_whole_and_rewrap_on_resize() {
-        let mut c = Column::new(1, 8);
-        for t in ["Once", " upon", " a", "\ntime", " abcdefghijk"] {
-            c.push_token(t, 0.5, -1.0);
+    fn rewrap_keeps_tokens_and_the_tail() {
+        let mut c = Column::new(1, 8, false);
+        for t in ["Once", " upon", " a", "\ntime"] {
+            c.push_token(token(t, -1.0));
         }
-        assert_eq!(texts(&c), ["Once", " upon a", "time abc", "defghijk"]);
-        c.rewrap(20);
-        assert_eq!(texts(&c), ["Once upon a", "time abcdefghijk"]);
-        assert_eq!(c.tokens, 5);
+        c.push_tail(" end");
+        assert_eq!(texts(&c), ["Once", " upon a ", "time end"]);
+        c.rewrap(40, true);
+        assert_eq!(texts(&c), ["Once·upon·a↵", "time·end"]);
+        assert_eq!(c.tokens.len(), 4);
     }
 
     #[test]
-    fn footer_names_the_stop_and_the_statistics() {
-        let mut c = Column::new(1, 10);
-        c.push_token("a", 0.5, -1.0);
-        c.push_token("b", 0.5, -3.0);
-        assert_eq!(c.footer(), "… 2 tok lp -2.00 ppl 7.39");
+    fn footer_names_the_stop_and_drops_statistics_that_do_not_fit() {
+        let mut c = Column::new(1, 10, false);
+        c.push_token(token("a", -1.0));
+        c.push_token(token("b", -3.0));
+        assert_eq!(c.footer(80), "… 2 tok lp -2.00 ppl 7.39");
         c.finish(
             StopReason::Stop,
             Some(&StopMatched::Text("\n\n".into())),
             &[],
         );
-        assert_eq!(c.footer(), "■ stop \"\\n\\n\" 2 tok lp -2.00 ppl 7.39");
+        assert_eq!(c.footer(80), "■ stop \"\\n\\n\" 2 tok lp -2.00 ppl 7.39");
+        assert_eq!(c.footer(30), "■ stop \"\\n\\n\" 2 tok ppl 7.39");
+        assert_eq!(c.footer(20), "■ stop \"\\n\\n\" 2 tok");
+        assert_eq!(c.footer(5), "■ stop \"\\n\\n\"");
         c.finish(StopReason::Stop, Some(&StopMatched::Token(2)), &[13]);
         assert_eq!(c.finish.as_deref(), Some("stop <eos>"));
         c.finish(StopReason::Stop, Some(&StopMatched::Token(13)), &[13]);
         assert_eq!(c.finish.as_deref(), Some("stop <token 13>"));
         c.finish(StopReason::Length, None, &[]);
-        assert_eq!(c.finish.as_deref(), Some("length"));
+        assert_eq!(c.footer(80), "■ length 2 tok lp -2.00 ppl 7.39");
+        assert_eq!(Column::new(1, 10, false).footer(80), "… 0 tok");
+    }
+
+    #[test]
+    fn a_scrolled_column_stays_put_and_follows_again_at_the_bottom() {
+        let mut c = Column::new(1, 4, false);
+        for _ in 0..10 {
+            c.push_token(token("abcd", -1.0));
+        }
+        assert_eq!(c.top(3), 7, "following: the newest rows");
+        c.scroll_by(-5, 3);
+        assert_eq!((c.scroll, c.top(3)), (Some(2), 2));
+        c.push_token(token("efgh", -1.0));
+        assert_eq!(c.top(3), 2, "a scrolled column does not follow");
+        c.scroll_by(100, 3);
+        assert_eq!(c.scroll, None);
+        c.reveal(1, 3);
+        assert_eq!(c.top(3), 1);
+        c.reveal(5, 3);
+        assert_eq!(c.top(3), 3);
+    }
+
+    #[test]
+    fn the_cursor_resolves_past_the_end_and_holds_the_view_while_tokens_stream() {
+        let grid = Grid::new(Rect::new(0, 0, 10, 6), 1);
+        assert_eq!(grid.text_rows(), 3);
+        let mut columns = Columns::default();
+        columns.start(&[7], &grid);
+        assert_eq!(columns.cursor_token(), None, "no token yet");
+        for _ in 0..3 {
+            columns.push_token(token("abcdefgh", -1.0), &grid, true);
+        }
+        assert_eq!(columns.cursor_token(), Some((0, 2)));
+        columns.step_token(-1, &grid);
+        assert_eq!(columns.cursor.token, Some(1));
+        for _ in 0..5 {
+            columns.push_token(token("abcdefgh", -1.0), &grid, true);
+        }
+        let column = &columns.columns[0];
+        assert!(column.top(3) <= 1, "the cursor's row stays in view");
+        columns.cursor.token = Some(99);
+        assert_eq!(columns.cursor_token(), Some((0, 7)));
     }
 }

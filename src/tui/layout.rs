@@ -5,6 +5,8 @@ use ratatui::layout::Rect;
 
 /// Narrower columns than this wrap into a new row of columns.
 pub const MIN_COLUMN_WIDTH: u16 = 24;
+/// Rows of columns lower than this (borders, two lines of text, the footer) scroll instead.
+pub const MIN_COLUMN_HEIGHT: u16 = 5;
 const PARAMS_WIDTH: u16 = 36;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,40 +55,116 @@ pub fn areas(size: Rect) -> Areas {
     }
 }
 
-/// `n` columns side by side, wrapping into rows when they would be narrower than the minimum.
-pub fn column_rects(area: Rect, n: usize) -> Vec<Rect> {
-    if n == 0 {
-        return Vec::new();
+/// How `n` sample columns tile their area: side by side, wrapping into rows of columns when
+/// they would be narrower than `MIN_COLUMN_WIDTH`; when even the rows do not fit at
+/// `MIN_COLUMN_HEIGHT`, a window of rows is shown and a last line says which columns are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grid {
+    area: Rect,
+    n: usize,
+    pub per_row: usize,
+    /// Rows of columns in all.
+    pub rows: usize,
+    /// Rows of columns on screen at once.
+    pub shown: usize,
+    row_height: u16,
+    /// The line for "columns 1–4 of 8", when not every row is shown.
+    pub indicator: Option<Rect>,
+}
+
+impl Grid {
+    pub fn new(area: Rect, n: usize) -> Self {
+        let per_row = usize::from((area.width / MIN_COLUMN_WIDTH).max(1)).clamp(1, n.max(1));
+        let rows = n.div_ceil(per_row);
+        let fits = rows * usize::from(MIN_COLUMN_HEIGHT) <= usize::from(area.height);
+        let (area, indicator) = if fits || area.height == 0 {
+            (area, None)
+        } else {
+            let body = Rect {
+                height: area.height - 1,
+                ..area
+            };
+            let line = Rect {
+                y: area.y + body.height,
+                height: 1,
+                ..area
+            };
+            (body, Some(line))
+        };
+        let shown = if fits {
+            rows
+        } else {
+            (usize::from(area.height / MIN_COLUMN_HEIGHT)).clamp(1, rows.max(1))
+        };
+        let row_height = usize::from(area.height).checked_div(shown).unwrap_or(0) as u16;
+        Self {
+            area,
+            n,
+            per_row,
+            rows,
+            shown,
+            row_height,
+            indicator,
+        }
     }
-    let per_row = usize::from((area.width / MIN_COLUMN_WIDTH).max(1)).min(n);
-    let rows = n.div_ceil(per_row);
-    let width = area.width / per_row as u16;
-    let height = (usize::from(area.height) / rows) as u16;
-    (0..n)
-        .map(|i| {
-            let (row, col) = (i / per_row, i % per_row);
-            let last_in_row = col + 1 == per_row;
-            Rect {
-                x: area.x + col as u16 * width,
-                y: area.y + row as u16 * height,
+
+    /// The grid on a terminal of `size`.
+    pub fn on_screen(size: Rect, n: usize) -> Self {
+        Self::new(areas(size).columns, n)
+    }
+
+    /// `first_row` moved as little as possible to keep the rows in range.
+    pub fn clamp_first_row(&self, first_row: usize) -> usize {
+        first_row.min(self.rows - self.shown)
+    }
+
+    /// The first row to show so that `column` is on screen, moving from `first_row` as little as
+    /// possible.
+    pub fn first_row_showing(&self, column: usize, first_row: usize) -> usize {
+        let row = column / self.per_row;
+        let first_row = self.clamp_first_row(first_row);
+        if row < first_row {
+            row
+        } else if row >= first_row + self.shown {
+            row + 1 - self.shown
+        } else {
+            first_row
+        }
+    }
+
+    /// The columns on screen with their rectangles, when the window starts at `first_row`.
+    pub fn rects(&self, first_row: usize) -> impl Iterator<Item = (usize, Rect)> + '_ {
+        let first_row = self.clamp_first_row(first_row);
+        let width = self.area.width / self.per_row as u16;
+        let start = first_row * self.per_row;
+        let end = ((first_row + self.shown) * self.per_row).min(self.n);
+        (start..end).map(move |i| {
+            let (row, col) = (i / self.per_row - first_row, i % self.per_row);
+            let last_in_row = col + 1 == self.per_row;
+            let rect = Rect {
+                x: self.area.x + col as u16 * width,
+                y: self.area.y + row as u16 * self.row_height,
                 // The last column of a row takes the rounding leftovers.
                 width: if last_in_row {
-                    area.width - col as u16 * width
+                    self.area.width - col as u16 * width
                 } else {
                     width
                 },
-                height,
-            }
+                height: self.row_height,
+            };
+            (i, rect)
         })
-        .collect()
-}
+    }
 
-/// The text width inside each of `n` columns on a terminal of `size`.
-pub fn column_text_width(size: Rect, n: usize) -> usize {
-    let area = areas(size).columns;
-    column_rects(area, n)
-        .first()
-        .map_or(0, |r| usize::from(r.width.saturating_sub(2)))
+    /// The text width inside each column (the last of a row may have a few cells more).
+    pub fn text_width(&self) -> usize {
+        usize::from((self.area.width / self.per_row as u16).saturating_sub(2))
+    }
+
+    /// Rows of text inside each column: the height less the borders and the footer.
+    pub fn text_rows(&self) -> usize {
+        usize::from(self.row_height.saturating_sub(3))
+    }
 }
 
 #[cfg(test)]
@@ -103,13 +181,46 @@ mod tests {
         }
     }
 
+    fn rects(grid: &Grid, first_row: usize) -> Vec<Rect> {
+        grid.rects(first_row).map(|(_, r)| r).collect()
+    }
+
     #[test]
     fn many_columns_wrap_into_rows() {
-        let rects = column_rects(Rect::new(0, 0, 80, 20), 5);
-        assert_eq!(rects.len(), 5);
-        assert_eq!(rects[0].width, 26);
-        assert_eq!(rects[2].width, 28);
-        assert_eq!(rects[3].y, 10);
-        assert_eq!(column_rects(Rect::new(0, 0, 10, 5), 3)[0].width, 10);
+        let grid = Grid::new(Rect::new(0, 0, 80, 20), 5);
+        let shown = rects(&grid, 0);
+        assert_eq!(shown.len(), 5);
+        assert_eq!(shown[0].width, 26);
+        assert_eq!(shown[2].width, 28);
+        assert_eq!(shown[3].y, 10);
+        assert_eq!((grid.text_width(), grid.text_rows()), (24, 7));
+        assert_eq!(grid.indicator, None);
+        assert_eq!(rects(&Grid::new(Rect::new(0, 0, 10, 5), 3), 0)[0].width, 10);
+    }
+
+    #[test]
+    fn rows_that_do_not_fit_scroll_with_an_indicator_line() {
+        // 8 columns of at least 24 cells in 50: 2 per row, 4 rows; 16 lines hold 3 rows of 5.
+        let grid = Grid::new(Rect::new(0, 10, 50, 16), 8);
+        assert_eq!((grid.per_row, grid.rows, grid.shown), (2, 4, 3));
+        assert_eq!(grid.indicator, Some(Rect::new(0, 25, 50, 1)));
+        let shown: Vec<usize> = grid.rects(5).map(|(i, _)| i).collect();
+        assert_eq!(
+            shown,
+            [2, 3, 4, 5, 6, 7],
+            "the window stops at the last row"
+        );
+        assert_eq!(rects(&grid, 1)[0], Rect::new(0, 10, 25, 5));
+        assert_eq!(grid.first_row_showing(7, 0), 1);
+        assert_eq!(grid.first_row_showing(0, 1), 0);
+        assert_eq!(grid.first_row_showing(3, 1), 1);
+        for (w, h) in [(0, 0), (1, 1), (30, 2)] {
+            let grid = Grid::new(Rect::new(0, 0, w, h), 64);
+            assert!(
+                rects(&grid, 99)
+                    .iter()
+                    .all(|r| r.height <= h && r.width <= w)
+            );
+        }
     }
 }

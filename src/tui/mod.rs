@@ -10,8 +10,10 @@ pub mod columns;
 pub mod dialogs;
 pub mod export_dialog;
 pub mod help;
+pub mod inspector;
 pub mod keymap;
 pub mod layout;
+pub mod mouse;
 pub mod params;
 pub mod perform;
 pub mod popup;
@@ -27,13 +29,17 @@ pub mod theme_file;
 pub mod themes;
 pub mod update;
 pub mod view;
+pub mod wrap;
 
 use crate::engine::Engine;
 use crate::engine::load::load_model;
 use crate::model::source::HubSettings;
 use crate::preset_store::PresetStore;
 use crate::presets::Preset;
-use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste, EventStream};
+use crossterm::event::{
+    DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
+    EventStream,
+};
 use crossterm::execute;
 use ratatui::layout::Rect;
 
@@ -70,11 +76,15 @@ pub fn run(playground: Playground) -> anyhow::Result<()> {
     let mut terminal = ratatui::init();
     let restore_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let _ = execute!(std::io::stdout(), DisableBracketedPaste);
+        let _ = execute!(
+            std::io::stdout(),
+            DisableMouseCapture,
+            DisableBracketedPaste
+        );
         restore_hook(info);
     }));
     let result = (|| {
-        execute!(std::io::stdout(), EnableBracketedPaste)?;
+        execute!(std::io::stdout(), EnableBracketedPaste, EnableMouseCapture)?;
         let size = terminal.size()?;
         let Playground {
             model,
@@ -99,7 +109,11 @@ pub fn run(playground: Playground) -> anyhow::Result<()> {
         runtime.block_on(app.run(&mut terminal, EventStream::new(), &mut events))
         // Dropping `app` here joins the engine thread after the quit cancelled its run.
     })();
-    let _ = execute!(std::io::stdout(), DisableBracketedPaste);
+    let _ = execute!(
+        std::io::stdout(),
+        DisableMouseCapture,
+        DisableBracketedPaste
+    );
     ratatui::restore();
     result
 }

@@ -166,6 +166,28 @@ impl ParamsState {
         (z ^ (z >> 31)) % 1_000_000
     }
 
+    /// Sets the selected field to the value a full slider times `fraction` shows (a click on
+    /// the slider); the inverse of `gauge`. Fields without a slider do not change.
+    pub fn set_fraction(&mut self, fraction: f64) -> bool {
+        let f = fraction.clamp(0.0, 1.0);
+        let log = |max: u32| f64::from(max).powf(f).round() as u32;
+        let count = |max: u32| (f * f64::from(max)).round() as u32;
+        let mut p = self.params.clone();
+        match self.field() {
+            "max_tokens" => p.max_tokens = Some(log(LOG_MAX)),
+            "top_k" => p.top_k = log(LOG_MAX) as i32,
+            "temperature" => p.temperature = hundredths(f * 2.0),
+            "top_p" => p.top_p = hundredths(f.max(0.01)),
+            "min_p" => p.min_p = hundredths(f),
+            "repetition_penalty" => p.repetition_penalty = hundredths(1.0 + f),
+            "num_samples" => p.num_samples = log(MAX_SAMPLES),
+            "logprobs" => p.logprobs = Some(count(MAX_LOGPROBS)),
+            "prompt_logprobs" => p.prompt_logprobs = Some(count(MAX_LOGPROBS)),
+            _ => return false,
+        }
+        self.apply(p)
+    }
+
     pub fn roll_seed(&mut self) -> bool {
         let mut p = self.params.clone();
         p.seed = Some(self.next_seed());
@@ -228,8 +250,8 @@ fn count_step(value: Option<u32>, steps: i32) -> Option<u32> {
     (position >= 0).then(|| position.min(i64::from(MAX_LOGPROBS)) as u32)
 }
 
-/// To the next multiple of the step in the direction of travel, printed and re-read so that
-/// 0.1 + 0.05 becomes the f32 nearest 0.15 and shows as typed.
+/// To the next multiple of the step in the direction of travel, rounded so that 0.1 + 0.05
+/// becomes the f32 nearest 0.15 and shows as typed.
 fn float_step(
     value: f32,
     steps: i32,
@@ -247,7 +269,12 @@ fn float_step(
         (grid - 1e-6).ceil()
     };
     let next = ((base + f64::from(steps)) * step).clamp(min, max);
-    format!("{next:.2}").parse().unwrap_or(value)
+    hundredths(next)
+}
+
+/// The f32 nearest `value` rounded to two decimals, so that it shows as it would be typed.
+fn hundredths(value: f64) -> f32 {
+    format!("{value:.2}").parse().unwrap_or(value as f32)
 }
 
 /// The value as the editor starts it: YAML that `set_text` reads back; empty means null.
@@ -343,6 +370,13 @@ fn gauge(params: &SamplingParams, field: &str) -> Option<f64> {
 const LABEL_WIDTH: usize = 11;
 const VALUE_WIDTH: usize = 6;
 
+/// Where a row of `width` cells draws its slider: (first cell, cells); `None` when too narrow.
+/// The view and the mouse share it, so a click lands where the slider is drawn.
+pub fn slider_cells(width: usize) -> Option<(usize, usize)> {
+    let room = width.saturating_sub(LABEL_WIDTH + 2 + VALUE_WIDTH);
+    (room >= 3).then_some((LABEL_WIDTH + 1, room))
+}
+
 pub fn render(frame: &mut Frame, area: Rect, state: &ParamsState, focused: bool, theme: &Theme) {
     let title = format!(
         " params · {}{} ",
@@ -376,10 +410,8 @@ pub fn render(frame: &mut Frame, area: Rect, state: &ParamsState, focused: bool,
             }
             _ => {
                 let value = value_text(&state.params, field);
-                let room = width.saturating_sub(LABEL_WIDTH + 2 + VALUE_WIDTH);
-                if let Some(fraction) = gauge(&state.params, field)
-                    .filter(|_| room >= 3 && value.chars().count() <= VALUE_WIDTH)
-                {
+                let slider = slider_cells(width).filter(|_| value.chars().count() <= VALUE_WIDTH);
+                if let (Some(fraction), Some((_, room))) = (gauge(&state.params, field), slider) {
                     let filled = (fraction * room as f64).round() as usize;
                     spans.push(Span::styled(
                         "▮".repeat(filled),
@@ -459,6 +491,34 @@ mod tests {
         assert_eq!(count_step(None, 1), Some(0));
         assert_eq!(count_step(Some(0), -1), None);
         assert_eq!(count_step(Some(18), 5), Some(MAX_LOGPROBS));
+    }
+
+    #[test]
+    fn a_click_on_the_slider_sets_the_value_the_slider_then_shows() {
+        for (field, at) in [
+            ("temperature", 0.4),
+            ("top_p", 0.9),
+            ("min_p", 0.05),
+            ("repetition_penalty", 0.3),
+            ("max_tokens", 0.5),
+            ("top_k", 0.25),
+            ("num_samples", 0.5),
+            ("logprobs", 0.5),
+        ] {
+            let mut s = state(field);
+            assert!(s.set_fraction(at), "{field}");
+            let shown = gauge(&s.params, field).unwrap();
+            assert!((shown - at).abs() < 0.01, "{field}: {shown} for {at}");
+        }
+        let mut s = state("top_p");
+        s.set_fraction(0.0);
+        assert_eq!(s.params.top_p, 0.01, "top_p stays valid at the left end");
+        let mut s = state("temperature");
+        s.set_fraction(0.0);
+        assert_eq!(s.params.temperature, 0.0, "greedy is reachable");
+        assert!(!state("seed").set_fraction(0.5), "no slider");
+        assert_eq!(slider_cells(34), Some((12, 15)));
+        assert_eq!(slider_cells(20), None);
     }
 
     #[test]

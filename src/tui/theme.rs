@@ -73,6 +73,13 @@ impl Theme {
         }
     }
 
+    /// The token under the cursor: its heatmap colours swapped, so that it stands out in any
+    /// theme, NO_COLOR included.
+    pub fn cursor_style(&self, prob: f32) -> Style {
+        self.token_style(prob)
+            .add_modifier(Modifier::REVERSED | Modifier::BOLD)
+    }
+
     /// The background of a token with processed probability `prob`, linear between stops.
     pub fn token_style(&self, prob: f32) -> Style {
         let Some(first) = self.gradient.first() else {

@@ -2,8 +2,10 @@
 //! no engine: the loop performs the effects.
 
 use super::action::{Action, Effect, Focus};
+use super::columns::Columns;
 use super::dialogs;
-use super::layout::column_text_width;
+use super::layout::Grid;
+use super::mouse::{self, Target};
 use super::state::{Overlay, State};
 use super::status::ModelStatus;
 use super::text::TextBuffer;
@@ -25,8 +27,7 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             effects
         }
         Action::FocusNext | Action::FocusPrev => {
-            state.params.editor = None;
-            state.focus = state.focus.cycled(action == Action::FocusNext);
+            cycle_focus(state, action == Action::FocusNext);
             Vec::new()
         }
         Action::OpenHelp => {
@@ -135,8 +136,24 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         Action::Resize { width, height } => {
             state.size.width = width;
             state.size.height = height;
-            let wrap = column_text_width(state.size, state.columns.columns.len());
-            state.columns.rewrap(wrap);
+            navigate(state, Columns::rewrap)
+        }
+        Action::StepToken(delta) => navigate(state, |c, g| c.step_token(delta as isize, g)),
+        Action::StepTokenRow(delta) => navigate(state, |c, g| c.step_row(delta as isize, g)),
+        Action::FirstToken => navigate(state, Columns::first_token),
+        Action::LastToken => navigate(state, Columns::last_token),
+        Action::PageColumn(pages) => navigate(state, |c, g| c.page(pages as isize, g)),
+        Action::ToggleWhitespace => navigate(state, Columns::toggle_whitespace),
+        Action::StepColumn(delta) => {
+            let grid = grid(state);
+            if !state.columns.step_column(delta as isize, &grid) {
+                cycle_focus(state, delta > 0);
+            }
+            Vec::new()
+        }
+        Action::Click { x, y } => click(state, x, y),
+        Action::Wheel { x, y, lines } => {
+            wheel(state, x, y, lines);
             Vec::new()
         }
         Action::DebounceElapsed => {
@@ -150,6 +167,81 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         Action::CycleTheme => dialogs::cycle_theme(state),
         Action::Dialog(action) => dialogs::update(state, action),
         Action::Outcome(outcome) => dialogs::outcome(state, outcome),
+    }
+}
+
+/// The sample columns as the view will lay them out.
+fn grid(state: &State) -> Grid {
+    Grid::on_screen(state.size, state.columns.columns.len())
+}
+
+/// Moves the token cursor or the columns' view; nothing to re-run.
+fn navigate(state: &mut State, step: impl FnOnce(&mut Columns, &Grid)) -> Vec<Effect> {
+    let grid = grid(state);
+    step(&mut state.columns, &grid);
+    Vec::new()
+}
+
+/// Tab and Shift+Tab between panes; arriving in the columns brings the cursor into view.
+fn cycle_focus(state: &mut State, forward: bool) {
+    state.params.editor = None;
+    state.focus = state.focus.cycled(forward);
+    if state.focus == Focus::Columns {
+        navigate(state, Columns::reveal_cursor);
+    }
+}
+
+/// A click focuses the pane under it: on a token it moves the cursor there, on a slider it
+/// sets the value; over the inspector it brings the params back. Overlays ignore the mouse.
+fn click(state: &mut State, x: u16, y: u16) -> Vec<Effect> {
+    if state.overlay.is_some() {
+        return Vec::new();
+    }
+    let Some(target) = mouse::target(state, x, y) else {
+        return Vec::new();
+    };
+    state.params.editor = None;
+    match target {
+        Target::Prompt => state.focus = Focus::Prompt,
+        Target::Params { field } => {
+            state.focus = Focus::Params;
+            if let Some((field, fraction)) = field {
+                state.params.selected = field;
+                let changed = fraction.is_some_and(|f| state.params.set_fraction(f));
+                return params_changed(state, changed);
+            }
+        }
+        Target::Column { column, text } => {
+            state.focus = Focus::Columns;
+            let token = text
+                .and_then(|(row, cell)| state.columns.columns[column].text.token_at(row, cell))
+                .or(state.columns.cursor.token);
+            navigate(state, |c, g| c.select(column, token, g));
+        }
+        Target::Grid => {}
+    }
+    Vec::new()
+}
+
+/// The wheel scrolls the column under the pointer, or the rows of columns from the line that
+/// says which are shown.
+fn wheel(state: &mut State, x: u16, y: u16, lines: i32) {
+    if state.overlay.is_some() {
+        return;
+    }
+    let grid = grid(state);
+    match mouse::target(state, x, y) {
+        Some(Target::Column { column, .. }) => {
+            state.columns.columns[column].scroll_by(lines as isize, grid.text_rows());
+        }
+        Some(Target::Grid) => {
+            let first_row = state
+                .columns
+                .first_row
+                .saturating_add_signed(lines.signum() as isize);
+            state.columns.first_row = grid.clamp_first_row(first_row);
+        }
+        _ => {}
     }
 }
 
@@ -274,16 +366,16 @@ fn engine_event(state: &mut State, event: Event) -> Vec<Effect> {
         Event::Started {
             seeds, prefill_ms, ..
         } => {
-            let width = column_text_width(state.size, seeds.len());
-            state.columns.start(&seeds, width);
+            let grid = Grid::on_screen(state.size, seeds.len());
+            state.columns.start(&seeds, &grid);
             state.status.prefill_ms = Some(prefill_ms);
             state.status.tok_per_s = None;
             state.status.error = None;
         }
         Event::Token { token, .. } => {
-            if let Some(column) = state.columns.columns.get_mut(token.sample as usize) {
-                column.push_token(&token.text, token.prob, token.logprob);
-            }
+            let hold = state.focus == Focus::Columns;
+            let grid = grid(state);
+            state.columns.push_token(token, &grid, hold);
         }
         Event::Finished {
             sample,
@@ -293,7 +385,7 @@ fn engine_event(state: &mut State, event: Event) -> Vec<Effect> {
             ..
         } => {
             if let Some(column) = state.columns.columns.get_mut(sample as usize) {
-                column.push(&tail, None);
+                column.push_tail(&tail);
                 column.finish(reason, matched.as_ref(), &state.run.stop_ids);
             }
         }

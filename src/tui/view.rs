@@ -5,7 +5,9 @@ use super::keymap::KeyMap;
 use super::layout::areas;
 use super::state::{Overlay, State};
 use super::theme::Theme;
-use super::{columns, export_dialog, help, params, preset_picker, prompt, save_prompt, status};
+use super::{
+    columns, export_dialog, help, inspector, params, preset_picker, prompt, save_prompt, status,
+};
 use ratatui::Frame;
 
 pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
@@ -19,7 +21,11 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         focus(Focus::Prompt),
         theme,
     );
-    params::render(frame, a.params, &state.params, focus(Focus::Params), theme);
+    if state.focus == Focus::Columns {
+        inspector::render(frame, a.params, &state.columns, theme);
+    } else {
+        params::render(frame, a.params, &state.params, focus(Focus::Params), theme);
+    }
     columns::render(
         frame,
         a.columns,
@@ -28,7 +34,12 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         theme,
     );
     let modes = state.modes();
-    let hints: Vec<(String, &str)> = [(Action::Quit, "quit"), (Action::OpenHelp, "help")]
+    let mut wanted = vec![(Action::Quit, "quit"), (Action::OpenHelp, "help")];
+    if focus(Focus::Columns) {
+        // The cursor keys take over the pane: say how to get out.
+        wanted.insert(0, (Action::FocusPrev, "leave"));
+    }
+    let hints: Vec<(String, &str)> = wanted
         .iter()
         .filter_map(|(action, name)| keymap.key_for(&modes, action).map(|k| (k, *name)))
         .collect();

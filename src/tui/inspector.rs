@@ -1,0 +1,185 @@
+//! The inspector: everything the sampler said about the token under the cursor, and its
+//! alternatives as bars.
+//!
+//! It is drawn in the params panel's place while the columns have the focus: the params keys do
+//! not apply then, the panel is the only one tall enough for a list of alternatives without
+//! taking rows from the columns, and it sits beside the text being inspected.
+
+use super::columns::Columns;
+use super::theme::Theme;
+use crate::engine::{Alternative, TokenEvent};
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Paragraph};
+use unicode_width::UnicodeWidthChar;
+
+/// Cells for an alternative's quoted text.
+const TEXT_WIDTH: usize = 10;
+/// `▶ ` before the chosen alternative, blanks before the others.
+const MARK_WIDTH: usize = 2;
+/// ` 0.29 0.41`: raw and processed probability after the bar.
+const NUMBERS_WIDTH: usize = 10;
+const LABEL_WIDTH: usize = 9;
+
+/// Eighths of a cell, for bars finer than whole cells.
+const EIGHTHS: [&str; 8] = ["", "▏", "▎", "▍", "▌", "▋", "▊", "▉"];
+
+pub fn render(frame: &mut Frame, area: Rect, columns: &Columns, theme: &Theme) {
+    let cursor = columns.cursor_token();
+    let title = match cursor {
+        Some((column, token)) => format!(
+            " inspect #{column} · token {}/{} ",
+            token + 1,
+            columns.columns[column].tokens.len()
+        ),
+        None => " inspect ".to_owned(),
+    };
+    let block = Block::bordered()
+        .title(Span::styled(title, theme.title))
+        .border_style(theme.frame(true));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let lines = match cursor {
+        Some((column, token)) => token_lines(
+            &columns.columns[column].tokens[token],
+            usize::from(inner.width),
+            theme,
+        ),
+        None => vec![Line::styled("no token under the cursor yet", theme.dim)],
+    };
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+fn token_lines<'a>(token: &TokenEvent, width: usize, theme: &Theme) -> Vec<Line<'a>> {
+    let own_text = token
+        .top
+        .iter()
+        .find(|a| a.id == token.id)
+        .map_or(token.text.as_str(), |a| a.text.as_str());
+    let row = |label: &str, value: String| {
+        Line::from(vec![
+            Span::styled(format!("{label:<LABEL_WIDTH$}"), theme.dim),
+            Span::styled(value, theme.value),
+        ])
+    };
+    let mut lines = vec![
+        row("id", token.id.to_string()),
+        row("text", quoted(own_text)),
+        row("logprob", format!("{:.3}", token.logprob)),
+        row("raw p", format!("{:.3}", token.logprob.exp())),
+        row("kept p", format!("{:.3}", token.prob)),
+        row("rank", token.rank.to_string()),
+        Line::default(),
+    ];
+    let bar_width = width.saturating_sub(MARK_WIDTH + TEXT_WIDTH + 1 + NUMBERS_WIDTH);
+    lines.push(Line::styled(
+        format!(
+            "{:<w$}{:>NUMBERS_WIDTH$}",
+            "alternatives",
+            "raw  kept",
+            w = MARK_WIDTH + TEXT_WIDTH + 1 + bar_width
+        ),
+        theme.dim,
+    ));
+    lines.extend(
+        token
+            .top
+            .iter()
+            .map(|a| alternative_line(a, a.id == token.id, bar_width, theme)),
+    );
+    lines
+}
+
+/// `▶ " the"     ██████▍    0.29 0.41`: the bar's length is the raw probability; a token
+/// the filters removed is dimmed, the chosen one marked.
+fn alternative_line<'a>(
+    a: &Alternative,
+    chosen: bool,
+    bar_width: usize,
+    theme: &Theme,
+) -> Line<'a> {
+    let raw = a.logprob.exp();
+    let (text, bar, numbers) = if a.prob > 0.0 {
+        (theme.value, theme.gauge_filled, theme.value)
+    } else {
+        (theme.dim, theme.dim, theme.dim)
+    };
+    let emphasis = |style: Style| {
+        if chosen {
+            style.add_modifier(Modifier::BOLD)
+        } else {
+            style
+        }
+    };
+    Line::from(vec![
+        Span::styled(if chosen { "▶ " } else { "  " }, emphasis(text)),
+        Span::styled(fit(&quoted(&a.text), TEXT_WIDTH), emphasis(text)),
+        Span::raw(" "),
+        Span::styled(bar_text(raw, bar_width), bar),
+        Span::styled(format!(" {raw:.2} {:.2}", a.prob), emphasis(numbers)),
+    ])
+}
+
+/// The token's text as a Rust string literal: `" the"`, `"\n"`.
+fn quoted(text: &str) -> String {
+    format!("\"{}\"", text.escape_debug())
+}
+
+/// `text` cut or padded to exactly `width` cells, `…` marking a cut.
+fn fit(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut used = 0;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let w = c.width().unwrap_or(0);
+        let room = if chars.peek().is_some() {
+            width.saturating_sub(1)
+        } else {
+            width
+        };
+        if used + w > room {
+            out.push('…');
+            used += 1;
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    out + &" ".repeat(width.saturating_sub(used))
+}
+
+/// A bar of `fraction` of `width` cells, in eighths of a cell, padded to `width`.
+fn bar_text(fraction: f32, width: usize) -> String {
+    let eighths = (fraction.clamp(0.0, 1.0) * (width * 8) as f32).round() as usize;
+    let (full, part) = (eighths / 8, eighths % 8);
+    let mut bar = "█".repeat(full) + EIGHTHS[part];
+    let used = full + usize::from(part > 0);
+    bar.push_str(&" ".repeat(width - used));
+    bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bars_are_as_long_as_the_probability_in_eighths() {
+        assert_eq!(bar_text(0.5, 8), "████    ");
+        assert_eq!(bar_text(1.0, 4), "████");
+        assert_eq!(bar_text(0.0, 3), "   ");
+        assert_eq!(bar_text(0.3, 5), "█▌   ");
+        assert_eq!(bar_text(f32::NAN, 2).chars().count(), 2);
+    }
+
+    #[test]
+    fn texts_are_quoted_escaped_and_fitted() {
+        assert_eq!(quoted("\n"), r#""\n""#);
+        assert_eq!(quoted(" the"), r#"" the""#);
+        assert_eq!(fit(r#"" the""#, 8), r#"" the"  "#);
+        assert_eq!(fit(r#""abcdefghij""#, 6), r#""abcd…"#);
+        assert_eq!(fit("日本語", 5), "日本…");
+        assert_eq!(fit("", 0), "");
+    }
+}
