@@ -3,12 +3,14 @@
 
 mod common;
 
-use common::tui::{done, find, loaded, loaded_with_template, render, row, state_sized};
+use common::tui::{
+    done, find, finished, loaded, loaded_with_template, render, row, started, state_sized, token,
+};
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::layout::Rect;
-use samplab::engine::{Event, Request, RunId, TokenEvent};
+use samplab::engine::{Event, Request, RunId};
 use samplab::params::{FIELDS, SamplingParams};
 use samplab::response::{StopMatched, StopReason};
 use samplab::tui::action::{Action, Effect, Focus};
@@ -40,40 +42,6 @@ fn running() -> State {
     let effects = update(&mut s, Action::Engine(loaded()));
     assert!(matches!(&effects[..], [Effect::Run(r)] if r.run_id == 1));
     s
-}
-
-fn token(run_id: RunId, sample: u32, text: &str, prob: f32) -> Event {
-    Event::Token {
-        run_id,
-        token: TokenEvent {
-            sample,
-            id: 5,
-            text: text.into(),
-            logprob: prob.ln(),
-            prob,
-            rank: 1,
-            top: Vec::new(),
-        },
-    }
-}
-
-fn started(run_id: RunId, seeds: Vec<u64>) -> Event {
-    Event::Started {
-        run_id,
-        prompt_token_ids: vec![0, 2],
-        seeds,
-        prefill_ms: 3.0,
-    }
-}
-
-fn finished(run_id: RunId, sample: u32, reason: StopReason, matched: Option<StopMatched>) -> Event {
-    Event::Finished {
-        run_id,
-        sample,
-        reason,
-        matched,
-        tail: String::new(),
-    }
 }
 
 fn nudge(steps: i32, coarse: bool) -> Action {

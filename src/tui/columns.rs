@@ -166,13 +166,12 @@ impl Columns {
         self.first_row = grid.first_row_showing(self.cursor.column, self.first_row);
     }
 
-    /// After a resize or a whitespace toggle.
+    /// After a resize or a whitespace toggle; scroll positions stay as the user left them.
     pub fn rewrap(&mut self, grid: &Grid) {
         for column in &mut self.columns {
             column.rewrap(grid.text_width(), self.whitespace);
         }
         self.first_row = grid.first_row_showing(self.cursor.column, self.first_row);
-        self.reveal_cursor(grid);
     }
 
     pub fn toggle_whitespace(&mut self, grid: &Grid) {
@@ -218,8 +217,9 @@ impl Columns {
 
     /// Moves the cursor by `delta` tokens within its column.
     pub fn step_token(&mut self, delta: isize, grid: &Grid) {
-        if let Some((_, token)) = self.cursor_token() {
-            self.cursor.token = Some(token.saturating_add_signed(delta));
+        if let Some((column, token)) = self.cursor_token() {
+            let last = self.columns[column].tokens.len() - 1;
+            self.cursor.token = Some(token.saturating_add_signed(delta).min(last));
             self.reveal_cursor(grid);
         }
     }

@@ -4,9 +4,9 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use samplab::engine::{Event, RunId};
+use samplab::engine::{Event, RunId, TokenEvent};
 use samplab::params::SamplingParams;
-use samplab::response::{SampleResponse, StopReason, Timings, Trajectory};
+use samplab::response::{SampleResponse, StopMatched, StopReason, Timings, Trajectory};
 use samplab::tui::keymap::KeyMap;
 use samplab::tui::params::ParamsState;
 use samplab::tui::state::State;
@@ -29,6 +29,45 @@ pub fn loaded_with_template(chat_template: bool) -> Event {
         defaults: None,
         chat_template,
         vocab: 0,
+    }
+}
+
+pub fn token(run_id: RunId, sample: u32, text: &str, prob: f32) -> Event {
+    Event::Token {
+        run_id,
+        token: TokenEvent {
+            sample,
+            id: 5,
+            text: text.into(),
+            logprob: prob.ln(),
+            prob,
+            rank: 1,
+            top: Vec::new(),
+        },
+    }
+}
+
+pub fn started(run_id: RunId, seeds: Vec<u64>) -> Event {
+    Event::Started {
+        run_id,
+        prompt_token_ids: vec![0, 2],
+        seeds,
+        prefill_ms: 3.0,
+    }
+}
+
+pub fn finished(
+    run_id: RunId,
+    sample: u32,
+    reason: StopReason,
+    matched: Option<StopMatched>,
+) -> Event {
+    Event::Finished {
+        run_id,
+        sample,
+        reason,
+        matched,
+        tail: String::new(),
     }
 }
 

@@ -1,0 +1,596 @@
+//! The columns pane: token cursor, inspector, scrolling, the column grid, visible whitespace,
+//! footers and the mouse, as pure updates and as drawn cells.
+
+mod common;
+
+use common::tui::*;
+use crossterm::event::{
+    Event as TermEvent, KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
+use ratatui::buffer::Buffer;
+use ratatui::style::Modifier;
+use samplab::engine::{Alternative, Event, Request, RunId, TokenEvent};
+use samplab::response::{StopMatched, StopReason};
+use samplab::tui::action::{Action, Effect, Focus};
+use samplab::tui::app::{App, EngineHandle};
+use samplab::tui::keymap::{KeyMap, Mode};
+use samplab::tui::layout::areas;
+use samplab::tui::mouse;
+use samplab::tui::state::{Overlay, State};
+use samplab::tui::theme::Theme;
+use samplab::tui::update::update;
+
+fn alternative(id: u32, text: &str, raw: f32, kept: f32) -> Alternative {
+    Alternative {
+        id,
+        text: text.into(),
+        logprob: raw.ln(),
+        prob: kept,
+    }
+}
+
+/// " the" (id 42, raw p 0.5, kept 0.7, rank 1) among alternatives; " a" was filtered out.
+fn inspected(run_id: RunId, sample: u32) -> Event {
+    Event::Token {
+        run_id,
+        token: TokenEvent {
+            sample,
+            id: 42,
+            text: " the".into(),
+            logprob: 0.5f32.ln(),
+            prob: 0.7,
+            rank: 1,
+            top: vec![
+                alternative(42, " the", 0.5, 0.7),
+                alternative(7, "\n", 0.25, 0.3),
+                alternative(9, " a", 0.125, 0.0),
+            ],
+        },
+    }
+}
+
+/// Two samples, the first ending on " the" with a stop string, and the columns focused.
+fn inspecting(width: u16, height: u16) -> State {
+    let mut s = state_sized(width, height);
+    update(&mut s, Action::Engine(loaded()));
+    update(&mut s, Action::Engine(started(1, vec![42, 43])));
+    update(&mut s, Action::Engine(token(1, 0, "Hello", 0.3)));
+    update(&mut s, Action::Engine(token(1, 0, " world", 0.9)));
+    update(&mut s, Action::Engine(inspected(1, 0)));
+    update(&mut s, Action::Engine(token(1, 1, "Bye", 0.05)));
+    update(
+        &mut s,
+        Action::Engine(finished(
+            1,
+            0,
+            StopReason::Stop,
+            Some(StopMatched::Text("\n\n".into())),
+        )),
+    );
+    update(&mut s, Action::FocusNext);
+    assert_eq!(s.focus, Focus::Columns);
+    s
+}
+
+/// A ready model with `samples` columns of `tokens` tokens each ("w0", " w1", …).
+fn long_run(width: u16, height: u16, samples: u32, tokens: usize) -> State {
+    let mut s = state_sized(width, height);
+    update(&mut s, Action::Engine(loaded()));
+    update(
+        &mut s,
+        Action::Engine(started(1, (0..u64::from(samples)).collect())),
+    );
+    for i in 0..tokens {
+        for sample in 0..samples {
+            update(
+                &mut s,
+                Action::Engine(token(1, sample, &format!(" w{i}"), 0.5)),
+            );
+        }
+    }
+    s
+}
+
+fn cursor(s: &State) -> Option<(usize, usize)> {
+    s.columns.cursor_token()
+}
+
+/// The rows of text a column shows on this screen.
+fn text_rows(s: &State) -> usize {
+    samplab::tui::layout::Grid::on_screen(s.size, s.columns.columns.len()).text_rows()
+}
+
+// ---- update ----
+
+#[test]
+fn arrows_home_and_end_walk_the_tokens_of_the_column() {
+    let mut s = long_run(80, 24, 2, 5);
+    update(&mut s, Action::FocusPrev);
+    assert_eq!(s.focus, Focus::Prompt);
+    update(&mut s, Action::FocusPrev);
+    assert_eq!(s.focus, Focus::Columns);
+    assert_eq!(
+        cursor(&s),
+        Some((0, 4)),
+        "the cursor starts on the newest token"
+    );
+    update(&mut s, Action::StepToken(-1));
+    assert_eq!(cursor(&s), Some((0, 3)));
+    update(&mut s, Action::FirstToken);
+    update(&mut s, Action::StepToken(-1));
+    assert_eq!(cursor(&s), Some((0, 0)), "stops at the first token");
+    update(&mut s, Action::StepToken(2));
+    assert_eq!(cursor(&s), Some((0, 2)));
+    update(&mut s, Action::StepToken(10));
+    assert_eq!(cursor(&s), Some((0, 4)), "stops at the last token");
+    update(&mut s, Action::LastToken);
+    update(&mut s, Action::Engine(token(1, 0, " new", 0.5)));
+    assert_eq!(cursor(&s), Some((0, 5)), "End follows the newest token");
+    assert!(
+        update(&mut s, Action::StepToken(-1)).is_empty(),
+        "no re-run"
+    );
+}
+
+#[test]
+fn up_and_down_move_to_the_token_on_the_next_row() {
+    // 80 wide: one column of 42 cells; " w0" … take 3 or 4 cells, so a row holds 12 or so.
+    let mut s = long_run(80, 40, 1, 40);
+    update(&mut s, Action::FocusPrev);
+    update(&mut s, Action::FocusPrev);
+    update(&mut s, Action::FirstToken);
+    update(&mut s, Action::StepToken(1));
+    let text = &s.columns.columns[0].text;
+    let (row, cell) = text.start(1).unwrap();
+    assert_eq!(row, 0);
+    update(&mut s, Action::StepTokenRow(1));
+    let (_, token) = cursor(&s).unwrap();
+    let text = &s.columns.columns[0].text;
+    assert_eq!(text.start(token).unwrap().0, 1);
+    assert_eq!(text.nearest(1, cell), Some(token));
+    update(&mut s, Action::StepTokenRow(-1));
+    let (_, up) = cursor(&s).unwrap();
+    assert_eq!(s.columns.columns[0].text.start(up).unwrap().0, 0);
+    update(&mut s, Action::StepTokenRow(-1));
+    assert_eq!(cursor(&s), Some((0, up)), "no row above the first");
+}
+
+#[test]
+fn tab_moves_between_columns_keeping_the_index_and_leaves_past_the_ends() {
+    let mut s = long_run(200, 50, 3, 6);
+    update(&mut s, Action::Engine(token(1, 0, " extra", 0.5)));
+    update(&mut s, Action::FocusNext);
+    assert_eq!(s.focus, Focus::Columns);
+    update(&mut s, Action::FirstToken);
+    update(&mut s, Action::StepToken(6));
+    assert_eq!(cursor(&s), Some((0, 6)));
+    update(&mut s, Action::StepColumn(1));
+    assert_eq!(cursor(&s), Some((1, 5)), "a shorter column: its last token");
+    update(&mut s, Action::StepColumn(-1));
+    assert_eq!(
+        cursor(&s),
+        Some((0, 6)),
+        "the index survived the shorter column"
+    );
+    update(&mut s, Action::StepColumn(-1));
+    assert_eq!(s.focus, Focus::Params, "Shift+Tab before the first column");
+    update(&mut s, Action::FocusNext);
+    update(&mut s, Action::StepColumn(1));
+    update(&mut s, Action::StepColumn(1));
+    assert_eq!(cursor(&s), Some((2, 5)));
+    update(&mut s, Action::StepColumn(1));
+    assert_eq!(s.focus, Focus::Prompt, "Tab past the last column");
+
+    let keys = KeyMap::default();
+    let modes = [Mode::Columns, Mode::Navigate, Mode::Global];
+    let press = |code| keys.action(&modes, KeyEvent::new(code, KeyModifiers::NONE));
+    assert_eq!(press(KeyCode::Tab), Some(Action::StepColumn(1)));
+    assert_eq!(press(KeyCode::BackTab), Some(Action::StepColumn(-1)));
+    assert_eq!(press(KeyCode::Esc), Some(Action::FocusPrev));
+    assert_eq!(press(KeyCode::PageUp), Some(Action::PageColumn(-1)));
+    assert_eq!(press(KeyCode::Char('v')), Some(Action::ToggleWhitespace));
+    assert_eq!(press(KeyCode::Char('q')), Some(Action::Quit));
+}
+
+#[test]
+fn columns_follow_the_stream_until_scrolled_up_and_page_back_to_following() {
+    let mut s = long_run(80, 24, 1, 400);
+    let rows = text_rows(&s);
+    let bottom = |s: &State| s.columns.columns[0].text.lines.len() - rows;
+    assert_eq!(s.columns.columns[0].top(rows), bottom(&s));
+    update(&mut s, Action::FocusNext);
+    update(&mut s, Action::PageColumn(-1));
+    let pinned = s.columns.columns[0].top(rows);
+    assert_eq!(pinned, bottom(&s) - rows);
+    let (_, at) = cursor(&s).unwrap();
+    let row = s.columns.columns[0].text.start(at).unwrap().0;
+    assert!(
+        (pinned..pinned + rows).contains(&row),
+        "the cursor moved along"
+    );
+    for _ in 0..30 {
+        update(&mut s, Action::Engine(token(1, 0, " more", 0.5)));
+    }
+    assert_eq!(
+        s.columns.columns[0].top(rows),
+        pinned,
+        "scrolled up: no following"
+    );
+    for _ in 0..100 {
+        update(&mut s, Action::PageColumn(1));
+    }
+    assert_eq!(s.columns.columns[0].scroll, None);
+    update(&mut s, Action::Engine(token(1, 0, " again and again", 0.5)));
+    assert_eq!(
+        s.columns.columns[0].top(rows),
+        bottom(&s),
+        "following again"
+    );
+}
+
+#[test]
+fn a_cursor_on_an_earlier_token_holds_the_view_while_tokens_stream() {
+    let mut s = long_run(80, 24, 1, 40);
+    let rows = text_rows(&s);
+    update(&mut s, Action::FocusPrev);
+    update(&mut s, Action::FocusPrev);
+    update(&mut s, Action::StepToken(-1));
+    let (_, held) = cursor(&s).unwrap();
+    for _ in 0..60 {
+        update(&mut s, Action::Engine(token(1, 0, " more", 0.5)));
+    }
+    let column = &s.columns.columns[0];
+    let row = column.text.start(held).unwrap().0;
+    let top = column.top(rows);
+    assert!(
+        (top..top + rows).contains(&row),
+        "{row} outside {top}+{rows}"
+    );
+    update(&mut s, Action::FirstToken);
+    assert_eq!(s.columns.columns[0].top(rows), 0, "Home scrolls to the top");
+}
+
+#[test]
+fn v_toggles_visible_whitespace_and_keeps_the_layout() {
+    let mut s = inspecting(80, 24);
+    s.focus = Focus::Params;
+    let lines = |s: &State| -> Vec<String> {
+        s.columns.columns[0]
+            .text
+            .lines
+            .iter()
+            .map(|l| l.iter().map(|seg| seg.text.as_str()).collect())
+            .collect()
+    };
+    assert_eq!(lines(&s), ["Hello world the"]);
+    update(&mut s, Action::ToggleWhitespace);
+    assert_eq!(lines(&s), ["Hello·world·the"]);
+    update(&mut s, Action::Rerun);
+    update(&mut s, Action::Engine(started(2, vec![1])));
+    update(&mut s, Action::Engine(token(2, 0, "a\tb\n", 0.5)));
+    assert_eq!(lines(&s), ["a→b↵", ""], "a new run keeps the setting");
+    update(&mut s, Action::ToggleWhitespace);
+    assert_eq!(lines(&s), ["a b ", ""]);
+}
+
+// ---- mouse ----
+
+fn click(s: &mut State, (x, y): (u16, u16)) -> Vec<Effect> {
+    update(s, Action::Click { x, y })
+}
+
+#[test]
+fn a_click_on_a_token_focuses_its_column_and_puts_the_cursor_there() {
+    let mut s = inspecting(200, 50);
+    s.focus = Focus::Prompt;
+    let buffer = render(&s, &Theme::dark());
+    let (x, y) = find(&buffer, "Hello world").unwrap();
+    assert!(click(&mut s, (x + 7, y)).is_empty());
+    assert_eq!((s.focus, cursor(&s)), (Focus::Columns, Some((0, 1))));
+    let (x, y) = find(&buffer, "Bye").unwrap();
+    click(&mut s, (x + 1, y));
+    assert_eq!(cursor(&s), Some((1, 0)));
+    // Beyond the text: the column is chosen, the token index kept.
+    click(&mut s, (x + 20, y));
+    assert_eq!(cursor(&s), Some((1, 0)));
+    let prompt = areas(s.size).prompt;
+    click(&mut s, (prompt.x + 3, prompt.y + 1));
+    assert_eq!(s.focus, Focus::Prompt);
+}
+
+#[test]
+fn a_click_on_a_slider_sets_its_value_from_the_position() {
+    let mut s = state_sized(80, 24);
+    let buffer = render(&s, &Theme::dark());
+    let (_, y) = find(&buffer, "temperature").unwrap();
+    let params = areas(s.size).params;
+    // Inside the border: an 11-cell label and a space, then the slider up to " value".
+    let start = params.x + 1 + 12;
+    let end = params.x + params.width - 1 - 7;
+    assert_eq!(buffer[(start, y)].symbol(), "▮");
+    assert_eq!(buffer[(end - 1, y)].symbol(), "▯");
+    assert_eq!(click(&mut s, (start, y)), [Effect::ScheduleRun]);
+    assert_eq!(s.params.params.temperature, 0.0);
+    click(&mut s, (end - 1, y));
+    assert_eq!(s.params.params.temperature, 2.0);
+    click(&mut s, (start + 3, y));
+    assert_eq!(s.params.params.temperature, 0.43);
+
+    let (x, y) = find(&buffer, "top_p").unwrap();
+    assert!(click(&mut s, (x, y)).is_empty(), "the label only selects");
+    assert_eq!(s.params.field(), "top_p");
+    assert_eq!(s.params.params.top_p, 1.0);
+}
+
+#[test]
+fn the_inspector_gives_way_to_the_params_on_a_click_and_overlays_ignore_the_mouse() {
+    let mut s = inspecting(80, 24);
+    let params = areas(s.size).params;
+    let before = s.params.clone();
+    click(&mut s, (params.x + 20, params.y + 3));
+    assert_eq!(s.focus, Focus::Params);
+    assert_eq!(
+        s.params, before,
+        "the first click only brings the params back"
+    );
+
+    update(&mut s, Action::OpenHelp);
+    let before = s.clone();
+    click(&mut s, (params.x + 20, params.y + 3));
+    update(
+        &mut s,
+        Action::Wheel {
+            x: 2,
+            y: 10,
+            lines: -3,
+        },
+    );
+    assert_eq!(s, before);
+    assert_eq!(s.overlay, Some(Overlay::Help));
+}
+
+#[test]
+fn the_wheel_scrolls_the_column_under_the_pointer() {
+    let mut s = long_run(80, 24, 2, 300);
+    let buffer = render(&s, &Theme::dark());
+    let (x, y) = find(&buffer, "#1 seed 1").unwrap();
+    update(
+        &mut s,
+        Action::Wheel {
+            x,
+            y: y + 3,
+            lines: -3,
+        },
+    );
+    let rows = text_rows(&s);
+    let second = &s.columns.columns[1];
+    assert_eq!(second.top(rows), second.text.lines.len() - rows - 3);
+    assert_eq!(
+        s.columns.columns[0].scroll, None,
+        "the other column still follows"
+    );
+}
+
+#[test]
+fn mouse_events_become_clicks_and_wheel_steps() {
+    let event = |kind| MouseEvent {
+        kind,
+        column: 5,
+        row: 7,
+        modifiers: KeyModifiers::NONE,
+    };
+    let left = MouseButton::Left;
+    assert_eq!(
+        mouse::action(event(MouseEventKind::Down(left))),
+        Some(Action::Click { x: 5, y: 7 })
+    );
+    assert_eq!(
+        mouse::action(event(MouseEventKind::Drag(left))),
+        Some(Action::Click { x: 5, y: 7 })
+    );
+    assert_eq!(
+        mouse::action(event(MouseEventKind::ScrollDown)),
+        Some(Action::Wheel {
+            x: 5,
+            y: 7,
+            lines: 3
+        })
+    );
+    assert_eq!(mouse::action(event(MouseEventKind::Moved)), None);
+    assert_eq!(
+        mouse::action(event(MouseEventKind::Down(MouseButton::Right))),
+        None
+    );
+}
+
+/// Records nothing: the mouse test needs an engine but no runs.
+struct NoEngine;
+
+impl EngineHandle for NoEngine {
+    fn run(&self, _: Request) {}
+    fn cancel(&self, _: RunId) {}
+}
+
+#[test]
+fn the_app_turns_terminal_mouse_events_into_clicks() {
+    let mut app = App::new(
+        inspecting(200, 50),
+        NoEngine,
+        KeyMap::default(),
+        Theme::dark(),
+    );
+    let prompt = areas(app.state.size).prompt;
+    app.on_terminal(TermEvent::Mouse(MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column: prompt.x + 2,
+        row: prompt.y + 1,
+        modifiers: KeyModifiers::NONE,
+    }));
+    assert_eq!(app.state.focus, Focus::Prompt);
+}
+
+// ---- grid ----
+
+#[test]
+fn more_columns_than_fit_scroll_as_rows_with_an_indicator() {
+    let mut s = long_run(80, 24, 8, 3);
+    let buffer = render(&s, &Theme::dark());
+    assert!(find(&buffer, "columns 1–3 of 8").is_some());
+    assert!(find(&buffer, "#3 seed 3").is_none());
+    update(&mut s, Action::FocusPrev);
+    update(&mut s, Action::FocusPrev);
+    for _ in 0..7 {
+        update(&mut s, Action::StepColumn(1));
+    }
+    assert_eq!(cursor(&s), Some((7, 2)));
+    let buffer = render(&s, &Theme::dark());
+    assert!(find(&buffer, "columns 6–8 of 8").is_some());
+    assert!(find(&buffer, "#7 seed 7").is_some());
+    let (x, y) = find(&buffer, "columns 6–8").unwrap();
+    update(&mut s, Action::Wheel { x, y, lines: -3 });
+    let buffer = render(&s, &Theme::dark());
+    assert!(
+        find(&buffer, "columns 5–7 of 8").is_some(),
+        "the wheel on the line"
+    );
+}
+
+// ---- views ----
+
+fn cell_row(buffer: &Buffer, x: u16, y: u16, n: u16) -> String {
+    (x..x + n).map(|x| buffer[(x, y)].symbol()).collect()
+}
+
+#[test]
+fn the_inspector_shows_the_token_and_its_alternatives_as_bars() {
+    let theme = Theme::dark();
+    for (w, h) in [(80, 24), (200, 50)] {
+        let s = inspecting(w, h);
+        let buffer = render(&s, &theme);
+        for text in [
+            "inspect #0 · token 3/3",
+            "id       42",
+            r#"text     " the""#,
+            "logprob  -0.693",
+            "raw p    0.500",
+            "kept p   0.700",
+            "rank     1",
+        ] {
+            assert!(find(&buffer, text).is_some(), "{w}x{h}: {text}");
+        }
+        let params = areas(s.size).params;
+        let bar_width = usize::from(params.width) - 2 - 23;
+        let eighths = (0.5 * bar_width as f32 * 8.0).round() as u16;
+
+        let (x, y) = find(&buffer, r#"▶ " the""#).expect("the chosen one is marked");
+        let bar_x = x + 13;
+        let bar = cell_row(&buffer, bar_x, y, bar_width as u16);
+        assert_eq!(
+            bar.matches('█').count(),
+            usize::from(eighths / 8),
+            "{bar:?}"
+        );
+        assert_eq!(buffer[(bar_x, y)].fg, theme.gauge_filled.fg.unwrap());
+        assert!(row(&buffer, y).contains(" 0.50 0.70"));
+
+        let (x, y) = find(&buffer, r#"  "\n""#).unwrap();
+        assert_eq!(buffer[(x + 2, y)].fg, theme.value.fg.unwrap());
+        let quarter = cell_row(&buffer, x + 13, y, bar_width as u16);
+        assert_eq!(quarter.matches('█').count(), usize::from(eighths / 16));
+
+        let (x, y) = find(&buffer, r#"  " a""#).unwrap();
+        let dim = theme.dim.fg.unwrap();
+        assert_eq!(buffer[(x + 3, y)].fg, dim, "filtered out: dimmed");
+        assert_eq!(buffer[(x + 13, y)].fg, dim);
+        assert!(row(&buffer, y).contains(" 0.12 0.00"));
+    }
+}
+
+#[test]
+fn the_cursor_token_is_drawn_reversed_only_while_the_columns_have_focus() {
+    let mut s = inspecting(80, 24);
+    let buffer = render(&s, &Theme::dark());
+    let (x, y) = find(&buffer, "Hello world the").unwrap();
+    let reversed =
+        |buffer: &Buffer, dx: u16| buffer[(x + dx, y)].modifier.contains(Modifier::REVERSED);
+    assert!(reversed(&buffer, 12), "the newest token: \" the\"");
+    assert!(!reversed(&buffer, 8));
+    update(&mut s, Action::StepToken(-1));
+    let buffer = render(&s, &Theme::dark());
+    assert!(reversed(&buffer, 8) && !reversed(&buffer, 12));
+    update(&mut s, Action::FocusPrev);
+    let buffer = render(&s, &Theme::dark());
+    assert!(!reversed(&buffer, 8));
+    assert!(
+        find(&buffer, "temperature").is_some(),
+        "the params are back"
+    );
+    let buffer = render(&s, &Theme::plain());
+    let (x, y) = find(&buffer, "Hello").unwrap();
+    assert!(!buffer[(x, y)].modifier.contains(Modifier::REVERSED));
+}
+
+#[test]
+fn visible_whitespace_and_footers_are_drawn() {
+    let mean = (0.3f64.ln() + 0.9f64.ln() + 0.5f64.ln()) / 3.0;
+    for (w, h) in [(80, 24), (200, 50)] {
+        let mut s = inspecting(w, h);
+        update(&mut s, Action::ToggleWhitespace);
+        let buffer = render(&s, &Theme::dark());
+        assert!(find(&buffer, "Hello·world·the").is_some(), "{w}x{h}");
+        let footer = format!(
+            "■ stop \"\\n\\n\" 3 tok lp {mean:.2} ppl {:.2}",
+            (-mean).exp()
+        );
+        assert!(find(&buffer, &footer).is_some(), "{w}x{h}: {footer}");
+        assert!(find(&buffer, "… 1 tok").is_some());
+        assert!(find(&buffer, "Esc leave").is_some(), "the way out is shown");
+    }
+}
+
+#[test]
+fn help_lists_the_columns_keys_on_a_small_terminal() {
+    let mut s = inspecting(80, 24);
+    update(&mut s, Action::OpenHelp);
+    let buffer = render(&s, &Theme::dark());
+    for text in [
+        "←/→/↑/↓/Home/End",
+        "Tab/Shift+Tab",
+        "PageUp/PageDown",
+        "leave samples",
+        "show whitespace",
+        "Ctrl+C",
+        "←/→/↑/↓/Home/End move cursor",
+    ] {
+        assert!(find(&buffer, text).is_some(), "{text}");
+    }
+}
+
+#[test]
+fn tiny_terminals_with_the_inspector_and_many_columns_do_not_panic() {
+    for (w, h) in [(10, 5), (1, 1), (3, 2), (24, 6), (0, 0), (60, 9)] {
+        let mut s = inspecting(80, 24);
+        update(
+            &mut s,
+            Action::Resize {
+                width: w,
+                height: h,
+            },
+        );
+        render(&s, &Theme::dark());
+        update(&mut s, Action::Click { x: 0, y: 0 });
+        update(&mut s, Action::PageColumn(1));
+        let mut many = long_run(w, h, 64, 2);
+        many.focus = Focus::Columns;
+        update(&mut many, Action::StepColumn(1));
+        update(
+            &mut many,
+            Action::Wheel {
+                x: 1,
+                y: 1,
+                lines: 3,
+            },
+        );
+        render(&many, &Theme::plain());
+    }
+}
