@@ -11,6 +11,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
+use unicode_width::UnicodeWidthStr;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Column {
@@ -101,7 +102,7 @@ impl Column {
             format!("{reason}{count}"),
         ]
         .into_iter()
-        .find(|f| f.chars().count() <= width)
+        .find(|f| f.width() <= width)
         .unwrap_or(reason)
     }
 
