@@ -65,6 +65,13 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// A pane format variable, such as `#{alternate_on}`.
+    fn display(&self, format: &str) -> String {
+        self.run(&["display", "-p", "-t", "e2e", format])
+            .trim()
+            .to_owned()
+    }
+
     fn screen(&self) -> String {
         self.run(&["capture-pane", "-p", "-t", "e2e"])
     }
@@ -161,6 +168,18 @@ fn pick_preset(tmux: &Tmux, summary: &str) {
     panic!("no preset reads {summary:?}:\n{}", tmux.screen());
 }
 
+/// The (x, y) cell where `title` starts on the screen, counted in characters from 0.
+fn title_cell(screen: &str, title: &str) -> (usize, usize) {
+    screen
+        .lines()
+        .enumerate()
+        .find_map(|(y, line)| {
+            let byte = line.find(title)?;
+            Some((line[..byte].chars().count(), y))
+        })
+        .unwrap_or_else(|| panic!("{title} is not on the screen:\n{screen}"))
+}
+
 fn finished_columns(screen: &str) -> usize {
     screen.matches("■ length").count() + screen.matches("■ stop").count()
 }
@@ -253,6 +272,23 @@ fn the_playground_reruns_on_a_change_and_quits_cleanly() {
         "loaded, not modified:\n{back}"
     );
 
+    // A click on the second column's first token (SGR mouse report, 1-based) inspects it.
+    assert_eq!(
+        tmux.display("#{mouse_any_flag}"),
+        "1",
+        "mouse capture is on"
+    );
+    let settled = tmux.wait_for("three finished samples", |s| finished_columns(s) == 3);
+    let (x, y) = title_cell(&settled, "┌ #1 seed");
+    let (col, row) = (x + 2, y + 2);
+    tmux.type_text(&format!("\x1b[<0;{col};{row}M\x1b[<0;{col};{row}m"));
+    let inspected = tmux.wait_for("the inspector", |s| s.contains("inspect #1 · token 1/"));
+    assert!(inspected.contains("alternatives"), "{inspected}");
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("the params again", |s| {
+        param_value(s, "temperature").is_some()
+    });
+
     tmux.keys(&["q"]);
     let after = tmux.wait_for("the shell prompt after quitting", |s| {
         s.trim_end().ends_with(PROMPT_MARK)
@@ -262,10 +298,14 @@ fn the_playground_reruns_on_a_change_and_quits_cleanly() {
         "the playground is gone:\n{after}"
     );
     assert_eq!(
-        tmux.run(&["display", "-p", "-t", "e2e", "#{alternate_on}"])
-            .trim(),
+        tmux.display("#{alternate_on}"),
         "0",
         "the alternate screen was left"
+    );
+    assert_eq!(
+        tmux.display("#{mouse_any_flag}"),
+        "0",
+        "mouse capture is off"
     );
     tmux.type_text(
         "echo \"exit=$?\"; stty -a | tr ' ' '\\n' | grep -x -e icanon -e echo | sort | tr '\\n' +",
