@@ -545,6 +545,7 @@ fn help_lists_every_binding_at_80x24_and_200x50() {
         Mode::Prompt,
         Mode::Params,
         Mode::ParamEdit,
+        Mode::Columns,
         Mode::Help,
         Mode::Dialog,
         Mode::Presets,

@@ -1,6 +1,7 @@
 //! The help overlay, generated from the key map so that it always tells the truth. Sections
 //! (one per key-map mode) flow top to bottom into columns, as short as the width allows; their
-//! keys are padded into a column of their own unless that would not fit.
+//! keys are padded into a column of their own, and a blank line parts the sections, unless that
+//! would not fit.
 
 use super::keymap::{KeyMap, Mode};
 use super::popup;
@@ -48,8 +49,16 @@ fn section<'a>(keymap: &KeyMap, mode: Mode, aligned: bool, theme: &Theme) -> Vec
     lines
 }
 
-/// Sections flowed into columns of at most `height` lines, a blank line between sections.
-fn columns<'a>(keymap: &KeyMap, height: usize, aligned: bool, theme: &Theme) -> Vec<Vec<Line<'a>>> {
+/// Sections flowed into columns of at most `height` lines, with `spaced` a blank line between
+/// sections (their bold titles part them otherwise).
+fn columns<'a>(
+    keymap: &KeyMap,
+    height: usize,
+    aligned: bool,
+    spaced: bool,
+    theme: &Theme,
+) -> Vec<Vec<Line<'a>>> {
+    let gap = usize::from(spaced);
     let mut columns: Vec<Vec<Line>> = vec![Vec::new()];
     for mode in ORDER {
         if keymap.describe(mode).is_empty() {
@@ -59,8 +68,10 @@ fn columns<'a>(keymap: &KeyMap, height: usize, aligned: bool, theme: &Theme) -> 
         let column = columns.last_mut().expect("starts with one column");
         if column.is_empty() {
             column.extend(lines);
-        } else if column.len() + 1 + lines.len() <= height {
-            column.push(Line::default());
+        } else if column.len() + gap + lines.len() <= height {
+            if spaced {
+                column.push(Line::default());
+            }
             column.extend(lines);
         } else {
             columns.push(lines);
@@ -79,19 +90,19 @@ fn widths(columns: &[Vec<Line>]) -> (Vec<u16>, u16) {
     (widths, total)
 }
 
-/// The shortest flow that fits `area`, keys aligned if possible; when nothing fits (a tiny
-/// terminal) the full-height unaligned flow, clipped.
+/// The shortest flow that fits `area`, spaced and with keys aligned if possible; when nothing
+/// fits (a tiny terminal) the full-height compact flow, clipped.
 fn layout<'a>(keymap: &KeyMap, area: Rect, theme: &Theme) -> Vec<Vec<Line<'a>>> {
     let max_height = usize::from(area.height.saturating_sub(2));
-    for aligned in [true, false] {
+    for (spaced, aligned) in [(true, true), (true, false), (false, true), (false, false)] {
         for height in 1..=max_height {
-            let columns = columns(keymap, height, aligned, theme);
+            let columns = columns(keymap, height, aligned, spaced, theme);
             if widths(&columns).1 <= area.width && columns.iter().all(|c| c.len() <= height) {
                 return columns;
             }
         }
     }
-    columns(keymap, max_height, false, theme)
+    columns(keymap, max_height, false, false, theme)
 }
 
 pub fn render(frame: &mut Frame, area: Rect, keymap: &KeyMap, theme: &Theme) {
