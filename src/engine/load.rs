@@ -3,6 +3,7 @@
 
 use super::backend::Backend;
 use super::worker::LoadedModel;
+use crate::model::cache::cache_dir;
 use crate::model::chat_template::ChatTemplate;
 use crate::model::gguf_tokenizer::{GgufTokenizer, tokenizer_from_gguf};
 use crate::model::memory;
@@ -11,7 +12,7 @@ use crate::model::synthetic::{qtype_from_name, synthetic_spec, write_synthetic_g
 use crate::model::{Model, Session};
 use anyhow::Context;
 use candle_core::Device;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use tokenizers::Tokenizer;
 
@@ -161,7 +162,7 @@ pub fn synthetic_model(
 ) -> anyhow::Result<LoadedModel> {
     let spec = synthetic_spec(name)?;
     let dtype = qtype_from_name(qtype)?;
-    let path = synthetic_dir()?.join(format!("{name}-{}.gguf", qtype.to_lowercase()));
+    let path = cache_dir("synthetic")?.join(format!("{name}-{}.gguf", qtype.to_lowercase()));
     if !path.is_file() {
         progress(0.0, &format!("writing {}", path.display()));
         let partial = path.with_extension("gguf.partial");
@@ -171,16 +172,4 @@ pub fn synthetic_model(
     }
     let path = path.to_string_lossy().into_owned();
     load_model(&path, &HubSettings::from_env(), progress)
-}
-
-/// `$XDG_CACHE_HOME/samplab` or `~/.cache/samplab`.
-fn synthetic_dir() -> anyhow::Result<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .context("neither XDG_CACHE_HOME nor HOME is set: cannot choose a cache directory")?;
-    let dir = base.join("samplab").join("synthetic");
-    std::fs::create_dir_all(&dir)
-        .with_context(|| format!("cannot create the cache directory {}", dir.display()))?;
-    Ok(dir)
 }
