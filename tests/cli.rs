@@ -243,15 +243,34 @@ fn bench_reports_prefill_and_decode_rates_as_json() {
 }
 
 #[test]
-fn the_playground_needs_a_model_for_now() {
-    let output = samplab(&[]);
-    assert_eq!(output.status.code(), Some(2));
+fn sample_without_a_model_streams_the_built_in_one() {
+    let out = samplab(&[
+        "sample",
+        "--prompt",
+        "Once upon a time",
+        "--set",
+        "temperature=0",
+        "--set",
+        "max_tokens=24",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let story = text.split("\n── ").next().unwrap();
     assert!(
-        stderr(&output).contains("--model is required"),
+        story.starts_with("Once upon a time") && story.len() > "Once upon a time".len() + 24,
+        "{text}"
+    );
+    assert!(text.contains("── length · 24 tokens"), "{text}");
+}
+
+#[test]
+fn the_playground_checks_its_preset_before_taking_the_terminal() {
+    let output = samplab(&["--preset", "no-such-preset"]);
+    assert!(
+        stderr(&output).contains("no-such-preset"),
         "{}",
         stderr(&output)
     );
-    let output = samplab(&["--prompt", "hi"]);
     assert!(!output.status.success());
     let output = samplab(&["--model", "m.gguf", "--preset", "no-such-preset"]);
     assert!(

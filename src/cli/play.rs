@@ -1,8 +1,9 @@
-//! `samplab --model M`: the playground, with the preset and theme checked before the terminal
+//! `samplab [--model M]`: the playground, with the preset and theme checked before the terminal
 //! is taken. This is the edge that reads the environment (config dir, NO_COLOR).
 
 use clap::Args;
 use samplab::config;
+use samplab::model::embedded;
 use samplab::params::SamplingParams;
 use samplab::presets::{self, MODEL_PRESET, Preset, PresetSource};
 use samplab::tui::Playground;
@@ -12,9 +13,10 @@ use std::process::ExitCode;
 
 #[derive(Args)]
 pub struct PlayArgs {
-    /// A .gguf file, a Hugging Face model directory, or a Hub id (`org/name`, `org/name:file.gguf`).
-    #[arg(long)]
-    model: Option<String>,
+    /// A .gguf file, a Hugging Face model directory, a Hub id (`org/name`, `org/name:file.gguf`),
+    /// or samplab-tiny, the small story model built into samplab.
+    #[arg(long, default_value = embedded::NAME)]
+    model: String,
     /// The prompt to start with; it can be edited in the playground.
     #[arg(long, default_value = "")]
     prompt: String,
@@ -31,14 +33,6 @@ pub struct PlayArgs {
 }
 
 pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
-    let Some(model) = args.model else {
-        eprintln!(
-            "samplab: --model is required for now, e.g. `samplab --model path/to/model.gguf` \
-             (a .gguf file, a Hugging Face model directory or a Hub id); \
-             see `samplab --help` for the subcommands"
-        );
-        return Ok(ExitCode::from(2));
-    };
     let store = config::user_presets();
     let neutral = |name: &str| Preset {
         name: name.to_owned(),
@@ -64,7 +58,7 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
             .join("; ")
     });
     samplab::tui::run(Playground {
-        model,
+        model: args.model,
         prompt: args.prompt,
         chat: args.chat,
         preset,

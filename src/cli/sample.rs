@@ -5,6 +5,7 @@ use clap::Args;
 use samplab::config;
 use samplab::engine::load::load_model;
 use samplab::engine::{Engine, Event, Request, RunId, ScoreRequest, random_seed};
+use samplab::model::embedded;
 use samplab::model::source::HubSettings;
 use samplab::params::SamplingParams;
 use samplab::presets::{self, MODEL_PRESET};
@@ -15,10 +16,11 @@ use std::sync::mpsc::Receiver;
 
 #[derive(Args)]
 pub struct SampleArgs {
-    /// A .gguf file, a Hugging Face model directory, or a Hub id (`org/name`, `org/name:file.gguf`).
+    /// A .gguf file, a Hugging Face model directory, a Hub id (`org/name`, `org/name:file.gguf`),
+    /// or samplab-tiny, the small story model built into samplab (the default).
     /// Repeat it to compare models: each runs the same parameters and seeds, and every sample
     /// is also scored by the other models.
-    #[arg(long = "model", value_name = "MODEL")]
+    #[arg(long = "model", value_name = "MODEL", default_value = embedded::NAME)]
     models: Vec<String>,
     /// The prompt text.
     #[arg(long)]
@@ -50,11 +52,6 @@ struct Finished {
 }
 
 pub fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
-    if args.models.is_empty() {
-        anyhow::bail!(
-            "--model is required: a .gguf file, a Hugging Face model directory or a Hub id"
-        );
-    }
     let model_defaults = args.preset.as_deref() == Some(MODEL_PRESET);
     // Checked before loading so that a typo costs no load time.
     let params = params_from_flags(

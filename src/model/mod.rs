@@ -1,7 +1,7 @@
-//! Models: where they come from ([`source`]), how GGUF vocabularies tokenize
-//! ([`gguf_tokenizer`]), and our own llama-family forward pass on candle: Llama 2/3, TinyLlama,
-//! SmolLM, Mistral, Qwen2/2.5 and Qwen3, from a GGUF file (weights stay quantized) or a Hugging
-//! Face directory (safetensors, run in f32).
+//! Models: where they come from ([`source`], the built-in [`embedded`] one), how GGUF
+//! vocabularies tokenize ([`gguf_tokenizer`]), and our own llama-family forward pass on candle:
+//! Llama 2/3, TinyLlama, SmolLM, Mistral, Qwen2/2.5 and Qwen3, from a GGUF file (weights stay
+//! quantized) or a Hugging Face directory (safetensors, run in f32).
 //!
 //! A run prefills the shared prompt once into a [`Session`], forks it into one row per
 //! sample, and decodes all rows in one batched forward per step. The model knows nothing
@@ -11,6 +11,7 @@ pub mod cache;
 pub mod chat_template;
 pub mod config;
 pub mod discover;
+pub mod embedded;
 pub mod error;
 pub mod gguf_tokenizer;
 mod kv_cache;

@@ -1,8 +1,10 @@
-//! What `--model` names: a GGUF file, a Hugging Face model directory, or a Hub id.
+//! What `--model` names: a GGUF file, a Hugging Face model directory, a Hub id, or the
+//! built-in samplab-tiny.
 //!
 //! Hub ids resolve into the standard HF cache (`$HF_HOME/hub`), so models downloaded by Python
 //! tools are reused and ours are reused by them. Offline, only the cache is consulted.
 
+use super::embedded;
 use hf_hub::api::Progress;
 use hf_hub::api::sync::ApiBuilder;
 use hf_hub::{Cache, Repo};
@@ -36,6 +38,11 @@ pub enum SourceError {
         cache: PathBuf,
         missing: String,
     },
+    #[error(
+        "cannot write the built-in model {name} into the cache: {source}; set XDG_CACHE_HOME to a writable directory, or pass --model",
+        name = embedded::NAME
+    )]
+    Embedded { source: std::io::Error },
     #[error(
         "cannot download `{file}` of `{id}`: {message}. Check the id, your network, or HF_TOKEN for a gated model"
     )]
@@ -89,6 +96,10 @@ pub fn resolve(
     hub: &HubSettings,
     progress: &mut dyn FnMut(f32, &str),
 ) -> Result<ModelSource, SourceError> {
+    if embedded::is_embedded(spec) {
+        let dir = embedded::materialise().map_err(|source| SourceError::Embedded { source })?;
+        return Ok(ModelSource::HfDir(dir));
+    }
     let path = Path::new(spec);
     if path.exists() {
         return local(path);
