@@ -65,11 +65,11 @@ fn streamed() -> State {
         },
     ];
     for event in events {
-        update(&mut state, Action::Engine(event));
+        update(&mut state, Action::Engine(0, event));
     }
     for i in 0..TOKENS {
         for sample in 0..SAMPLES {
-            update(&mut state, Action::Engine(token(sample, i)));
+            update(&mut state, Action::Engine(0, token(sample, i)));
         }
     }
     update(&mut state, Action::FocusNext);

@@ -10,7 +10,7 @@ use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::layout::Rect;
-use samplab::engine::{Event, Request, RunId};
+use samplab::engine::{Event, Request, RunId, ScoreRequest};
 use samplab::params::{FIELDS, SamplingParams};
 use samplab::response::{StopMatched, StopReason};
 use samplab::tui::action::{Action, Effect, Focus};
@@ -39,8 +39,8 @@ fn select(state: &mut State, field: &str) {
 fn running() -> State {
     let mut s = state();
     s.focus = Focus::Prompt;
-    let effects = update(&mut s, Action::Engine(loaded()));
-    assert!(matches!(&effects[..], [Effect::Run(r)] if r.run_id == 1));
+    let effects = update(&mut s, Action::Engine(0, loaded()));
+    assert!(matches!(&effects[..], [Effect::Run(_, r)] if r.run_id == 1));
     s
 }
 
@@ -62,7 +62,7 @@ fn nudge_moves_the_selected_field_and_schedules_a_rerun() {
     select(&mut s, "temperature");
     let effects = update(&mut s, nudge(1, false));
     assert_eq!(s.params.params.temperature, 1.05);
-    assert_eq!(effects, [Effect::Cancel(1), Effect::ScheduleRun]);
+    assert_eq!(effects, [Effect::Cancel(0, 1), Effect::ScheduleRun]);
     assert!(s.params.modified());
     let effects = update(&mut s, nudge(-1, false));
     assert_eq!(s.params.params.temperature, 1.0);
@@ -245,7 +245,7 @@ fn tab_cycles_focus_and_closes_the_editor() {
 fn prompt_edits_and_pastes_rerun() {
     let mut s = running();
     let effects = update(&mut s, Action::InsertChar('!'));
-    assert_eq!(effects, [Effect::Cancel(1), Effect::ScheduleRun]);
+    assert_eq!(effects, [Effect::Cancel(0, 1), Effect::ScheduleRun]);
     update(&mut s, Action::InsertNewline);
     update(&mut s, Action::Paste("a\r\nb".into()));
     assert_eq!(s.prompt.text(), "Once!\na\nb");
@@ -268,7 +268,7 @@ fn quit_cancels_the_run_and_quits() {
     let mut s = running();
     assert_eq!(
         update(&mut s, Action::Quit),
-        [Effect::Cancel(1), Effect::Quit]
+        [Effect::Cancel(0, 1), Effect::Quit]
     );
     let mut idle = state();
     assert_eq!(update(&mut idle, Action::Quit), [Effect::Quit]);
@@ -289,7 +289,7 @@ fn debounce_starts_a_new_run_with_a_new_id() {
     select(&mut s, "temperature");
     update(&mut s, nudge(-2, false));
     let effects = update(&mut s, Action::DebounceElapsed);
-    let [Effect::Run(request)] = &effects[..] else {
+    let [Effect::Run(_, request)] = &effects[..] else {
         panic!("{effects:?}")
     };
     assert_eq!(request.run_id, 2);
@@ -300,7 +300,7 @@ fn debounce_starts_a_new_run_with_a_new_id() {
         "nothing owed"
     );
     let effects = update(&mut s, Action::Rerun);
-    assert!(matches!(&effects[..], [Effect::Cancel(2), Effect::Run(r)] if r.run_id == 3));
+    assert!(matches!(&effects[..], [Effect::Cancel(0, 2), Effect::Run(_, r)] if r.run_id == 3));
 }
 
 #[test]
@@ -310,19 +310,25 @@ fn nothing_runs_before_the_model_is_ready() {
     assert!(update(&mut s, Action::Rerun).is_empty());
     update(
         &mut s,
-        Action::Engine(Event::Loading {
-            progress: 0.5,
-            message: "weights".into(),
-        }),
+        Action::Engine(
+            0,
+            Event::Loading {
+                progress: 0.5,
+                message: "weights".into(),
+            },
+        ),
     );
-    let effects = update(&mut s, Action::Engine(loaded()));
-    assert!(matches!(&effects[..], [Effect::Run(r)] if r.run_id == 1));
+    let effects = update(&mut s, Action::Engine(0, loaded()));
+    assert!(matches!(&effects[..], [Effect::Run(_, r)] if r.run_id == 1));
     let mut failed = state();
     update(
         &mut failed,
-        Action::Engine(Event::LoadFailed {
-            message: "no such file".into(),
-        }),
+        Action::Engine(
+            0,
+            Event::LoadFailed {
+                message: "no such file".into(),
+            },
+        ),
     );
     assert!(update(&mut failed, Action::Rerun).is_empty());
 }
@@ -330,8 +336,8 @@ fn nothing_runs_before_the_model_is_ready() {
 #[test]
 fn events_of_a_stale_run_are_dropped() {
     let mut s = running();
-    update(&mut s, Action::Engine(started(1, vec![42])));
-    update(&mut s, Action::Engine(token(1, 0, "Hi", 0.5)));
+    update(&mut s, Action::Engine(0, started(1, vec![42])));
+    update(&mut s, Action::Engine(0, token(1, 0, "Hi", 0.5)));
     update(&mut s, Action::InsertChar('!'));
     update(&mut s, Action::DebounceElapsed);
     let before = s.clone();
@@ -345,7 +351,7 @@ fn events_of_a_stale_run_are_dropped() {
             message: "late".into(),
         },
     ] {
-        update(&mut s, Action::Engine(event));
+        update(&mut s, Action::Engine(0, event));
     }
     assert_eq!(s, before);
     assert_eq!(
@@ -357,40 +363,41 @@ fn events_of_a_stale_run_are_dropped() {
 #[test]
 fn finished_and_done_fill_the_footers() {
     let mut s = running();
-    update(&mut s, Action::Engine(started(1, vec![42, 43, 44])));
-    update(&mut s, Action::Engine(token(1, 0, "a", 0.5)));
-    update(&mut s, Action::Engine(token(1, 1, "b", 1.0)));
+    update(&mut s, Action::Engine(0, started(1, vec![42, 43, 44])));
+    update(&mut s, Action::Engine(0, token(1, 0, "a", 0.5)));
+    update(&mut s, Action::Engine(0, token(1, 1, "b", 1.0)));
     update(
         &mut s,
-        Action::Engine(finished(
-            1,
+        Action::Engine(
             0,
-            StopReason::Stop,
-            Some(StopMatched::Text("\n\n".into())),
-        )),
+            finished(
+                1,
+                0,
+                StopReason::Stop,
+                Some(StopMatched::Text("\n\n".into())),
+            ),
+        ),
     );
     update(
         &mut s,
-        Action::Engine(finished(
-            1,
-            1,
-            StopReason::Stop,
-            Some(StopMatched::Token(2)),
-        )),
+        Action::Engine(
+            0,
+            finished(1, 1, StopReason::Stop, Some(StopMatched::Token(2))),
+        ),
     );
     update(
         &mut s,
-        Action::Engine(done(
-            1,
-            &[StopReason::Stop, StopReason::Stop, StopReason::Length],
-        )),
+        Action::Engine(
+            0,
+            done(1, &[StopReason::Stop, StopReason::Stop, StopReason::Length]),
+        ),
     );
     let footers: Vec<String> = s.columns.columns.iter().map(|c| c.footer(80)).collect();
     assert_eq!(footers[0], "■ stop \"\\n\\n\" 1 tok lp -0.69 ppl 2.00");
     assert_eq!(footers[1], "■ stop <eos> 1 tok lp 0.00 ppl 1.00");
     assert_eq!(footers[2], "■ length 0 tok");
-    assert_eq!(s.status.tok_per_s, Some(812.0));
-    assert!(!s.run.active);
+    assert_eq!(s.status.models[0].tok_per_s, Some(812.0));
+    assert!(!s.sides[0].active);
     assert!(
         update(&mut s, Action::InsertChar('x')) == [Effect::ScheduleRun],
         "a finished run needs no cancel"
@@ -400,13 +407,16 @@ fn finished_and_done_fill_the_footers() {
 #[test]
 fn run_errors_mark_the_columns_and_the_status() {
     let mut s = running();
-    update(&mut s, Action::Engine(started(1, vec![42])));
+    update(&mut s, Action::Engine(0, started(1, vec![42])));
     update(
         &mut s,
-        Action::Engine(Event::Error {
-            run_id: 1,
-            message: "out of memory".into(),
-        }),
+        Action::Engine(
+            0,
+            Event::Error {
+                run_id: 1,
+                message: "out of memory".into(),
+            },
+        ),
     );
     assert_eq!(s.columns.columns[0].finish.as_deref(), Some("error"));
     assert_eq!(s.status.error.as_deref(), Some("out of memory"));
@@ -415,9 +425,9 @@ fn run_errors_mark_the_columns_and_the_status() {
 #[test]
 fn resize_rewraps_the_columns() {
     let mut s = running();
-    update(&mut s, Action::Engine(started(1, vec![42])));
+    update(&mut s, Action::Engine(0, started(1, vec![42])));
     for _ in 0..30 {
-        update(&mut s, Action::Engine(token(1, 0, " word", 0.5)));
+        update(&mut s, Action::Engine(0, token(1, 0, " word", 0.5)));
     }
     let narrow = s.columns.columns[0].text.lines.len();
     update(
@@ -435,21 +445,24 @@ fn resize_rewraps_the_columns() {
 /// A run with two samples on screen: tokens, one finished with a stop string.
 fn streamed(width: u16, height: u16) -> State {
     let mut s = state_sized(width, height);
-    update(&mut s, Action::Engine(loaded()));
+    update(&mut s, Action::Engine(0, loaded()));
     select(&mut s, "temperature");
     s.params.params.temperature = 0.8;
-    update(&mut s, Action::Engine(started(1, vec![42, 43])));
-    update(&mut s, Action::Engine(token(1, 0, "Hello", 0.3)));
-    update(&mut s, Action::Engine(token(1, 0, " world", 0.9)));
-    update(&mut s, Action::Engine(token(1, 1, "Bye", 0.05)));
+    update(&mut s, Action::Engine(0, started(1, vec![42, 43])));
+    update(&mut s, Action::Engine(0, token(1, 0, "Hello", 0.3)));
+    update(&mut s, Action::Engine(0, token(1, 0, " world", 0.9)));
+    update(&mut s, Action::Engine(0, token(1, 1, "Bye", 0.05)));
     update(
         &mut s,
-        Action::Engine(finished(
-            1,
+        Action::Engine(
             0,
-            StopReason::Stop,
-            Some(StopMatched::Text("\n\n".into())),
-        )),
+            finished(
+                1,
+                0,
+                StopReason::Stop,
+                Some(StopMatched::Text("\n\n".into())),
+            ),
+        ),
     );
     s
 }
@@ -510,10 +523,13 @@ fn editor_errors_loading_and_help_are_drawn() {
     let mut s = state();
     update(
         &mut s,
-        Action::Engine(Event::Loading {
-            progress: 0.5,
-            message: "weights".into(),
-        }),
+        Action::Engine(
+            0,
+            Event::Loading {
+                progress: 0.5,
+                message: "weights".into(),
+            },
+        ),
     );
     select(&mut s, "top_p");
     update(&mut s, Action::EditParam);
@@ -550,9 +566,9 @@ fn tiny_and_empty_terminals_do_not_panic() {
         update(&mut s, Action::OpenHelp);
         render(&s, &Theme::dark());
         let mut many = state_sized(w, h);
-        update(&mut many, Action::Engine(loaded()));
-        update(&mut many, Action::Engine(started(1, (0..64).collect())));
-        update(&mut many, Action::Engine(token(1, 63, "x", 0.5)));
+        update(&mut many, Action::Engine(0, loaded()));
+        update(&mut many, Action::Engine(0, started(1, (0..64).collect())));
+        update(&mut many, Action::Engine(0, token(1, 63, "x", 0.5)));
         render(&many, &Theme::plain());
     }
 }
@@ -562,7 +578,7 @@ fn tiny_and_empty_terminals_do_not_panic() {
 /// Answers each run at once with one token per sample, then stops it for `length`.
 #[derive(Clone)]
 struct FakeEngine {
-    events: UnboundedSender<Event>,
+    events: UnboundedSender<(usize, Event)>,
     requests: Arc<Mutex<Vec<Request>>>,
     cancels: Arc<Mutex<Vec<RunId>>>,
 }
@@ -579,7 +595,7 @@ impl EngineHandle for FakeEngine {
         }
         events.push(done(id, &vec![StopReason::Length; n as usize]));
         for event in events {
-            self.events.send(event).unwrap();
+            self.events.send((0, event)).unwrap();
         }
         self.requests.lock().unwrap().push(request);
     }
@@ -587,6 +603,8 @@ impl EngineHandle for FakeEngine {
     fn cancel(&self, run_id: RunId) {
         self.cancels.lock().unwrap().push(run_id);
     }
+
+    fn score(&self, _: ScoreRequest) {}
 }
 
 fn key(code: KeyCode) -> std::io::Result<TermEvent> {
@@ -601,14 +619,19 @@ async fn keys_and_engine_events_drive_the_app_headless() {
         requests: Arc::default(),
         cancels: Arc::default(),
     };
-    let mut app = App::new(state(), engine.clone(), KeyMap::default(), Theme::dark());
+    let mut app = App::new(
+        state(),
+        vec![engine.clone()],
+        KeyMap::default(),
+        Theme::dark(),
+    );
     let (keys, input) = futures::channel::mpsc::unbounded();
     let task = tokio::spawn(async move {
         let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
         app.run(&mut terminal, input, &mut events).await.unwrap();
         (app, terminal)
     });
-    events_tx.send(loaded()).unwrap();
+    events_tx.send((0, loaded())).unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     for k in [KeyCode::Right, KeyCode::Right] {
         keys.unbounded_send(key(k)).unwrap();
@@ -641,15 +664,18 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
     let defaults = SamplingParams::from_yaml("temperature: 0.3\ntop_p: 0.8").unwrap();
     let effects = update(
         &mut s,
-        Action::Engine(Event::Loaded {
-            model: "fake".into(),
-            device: "cpu".into(),
-            defaults: Some(defaults),
-            chat_template: false,
-            vocab: 0,
-        }),
+        Action::Engine(
+            0,
+            Event::Loaded {
+                model: "fake".into(),
+                device: "cpu".into(),
+                defaults: Some(defaults),
+                chat_template: false,
+                vocab: 0,
+            },
+        ),
     );
-    let [Effect::Run(request)] = &effects[..] else {
+    let [Effect::Run(_, request)] = &effects[..] else {
         panic!("the first run starts: {effects:?}");
     };
     assert_eq!(
@@ -665,13 +691,16 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
     let mut other = state();
     update(
         &mut other,
-        Action::Engine(Event::Loaded {
-            model: "fake".into(),
-            device: "cpu".into(),
-            defaults: Some(SamplingParams::from_yaml("temperature: 0.3").unwrap()),
-            chat_template: false,
-            vocab: 0,
-        }),
+        Action::Engine(
+            0,
+            Event::Loaded {
+                model: "fake".into(),
+                device: "cpu".into(),
+                defaults: Some(SamplingParams::from_yaml("temperature: 0.3").unwrap()),
+                chat_template: false,
+                vocab: 0,
+            },
+        ),
     );
     assert_eq!(
         other.params.params.temperature, 1.0,
@@ -682,14 +711,14 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
 #[test]
 fn m_switches_the_prompt_to_the_chat_template_and_reruns() {
     let mut s = state();
-    let effects = update(&mut s, Action::Engine(loaded_with_template(true)));
-    assert!(matches!(&effects[..], [Effect::Run(r)] if !r.chat));
+    let effects = update(&mut s, Action::Engine(0, loaded_with_template(true)));
+    assert!(matches!(&effects[..], [Effect::Run(_, r)] if !r.chat));
     let effects = update(&mut s, Action::ToggleChat);
     assert!(s.prompt.chat);
     assert!(effects.contains(&Effect::ScheduleRun), "{effects:?}");
     let effects = update(&mut s, Action::DebounceElapsed);
     assert!(
-        matches!(&effects[..], [Effect::Run(r)] if r.chat),
+        matches!(&effects[..], [Effect::Run(_, r)] if r.chat),
         "{effects:?}"
     );
     let title = row(&render(&s, &Theme::plain()), 0);
@@ -705,12 +734,12 @@ fn m_switches_the_prompt_to_the_chat_template_and_reruns() {
 fn a_model_without_a_template_keeps_the_prompt_raw_and_says_why() {
     let mut s = state();
     s.prompt.chat = true;
-    let effects = update(&mut s, Action::Engine(loaded_with_template(false)));
+    let effects = update(&mut s, Action::Engine(0, loaded_with_template(false)));
     assert!(
         !s.prompt.chat,
         "chat mode asked for before the load is dropped"
     );
-    assert!(matches!(&effects[..], [Effect::Run(r)] if !r.chat));
+    assert!(matches!(&effects[..], [Effect::Run(_, r)] if !r.chat));
     assert!(
         s.status
             .error

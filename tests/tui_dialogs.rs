@@ -3,19 +3,19 @@
 
 mod common;
 
-use common::tui::{done, find, loaded, render, row, state_sized};
+use common::tui::{NoEngine, done, find, loaded, render, row, state_sized};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Color;
-use samplab::engine::{Event, Request, RunId};
+use samplab::engine::{Event, RunId};
 use samplab::export::{ExportContext, ExportFormat, to_vllm};
 use samplab::params::{FIELDS, SamplingParams};
 use samplab::preset_store::{PresetStore, UserPreset};
 use samplab::presets::PresetSource;
 use samplab::response::{SampleResponse, StopReason};
 use samplab::tui::action::{Action, DialogAction, Effect, Focus, Outcome};
-use samplab::tui::app::{App, EngineHandle};
+use samplab::tui::app::App;
 use samplab::tui::clipboard::osc52;
 use samplab::tui::export_dialog::{ExportDialog, Note};
 use samplab::tui::keymap::{KeyMap, Mode};
@@ -44,7 +44,7 @@ fn with_store(dir: &Path) -> State {
 /// Model loaded, first run (id 1) in flight.
 fn running(dir: &Path) -> State {
     let mut s = with_store(dir);
-    update(&mut s, Action::Engine(loaded()));
+    update(&mut s, Action::Engine(0, loaded()));
     s
 }
 
@@ -148,7 +148,7 @@ fn enter_loads_the_chosen_preset_keeps_seed_and_length_and_reruns() {
     );
     pick(&mut s, "creative");
     let effects = update(&mut s, dialog(DialogAction::LoadPreset));
-    assert_eq!(effects, [Effect::Cancel(1), Effect::ScheduleRun]);
+    assert_eq!(effects, [Effect::Cancel(0, 1), Effect::ScheduleRun]);
     assert_eq!(s.overlay, None);
     assert_eq!(s.params.preset_name, "creative");
     assert_eq!(
@@ -222,13 +222,16 @@ fn the_model_preset_is_offered_once_the_model_shipped_defaults() {
     );
     update(
         &mut s,
-        Action::Engine(Event::Loaded {
-            model: "fake".into(),
-            device: "cpu".into(),
-            defaults: Some(SamplingParams::from_yaml("temperature: 0.6").unwrap()),
-            chat_template: false,
-            vocab: 0,
-        }),
+        Action::Engine(
+            0,
+            Event::Loaded {
+                model: "fake".into(),
+                device: "cpu".into(),
+                defaults: Some(SamplingParams::from_yaml("temperature: 0.6").unwrap()),
+                chat_template: false,
+                vocab: 0,
+            },
+        ),
     );
     update(&mut s, dialog(DialogAction::OpenPresets));
     pick(&mut s, "model");
@@ -434,7 +437,7 @@ fn w_writes_the_last_finished_run_or_says_there_is_none() {
         "{:?}",
         export(&s).note
     );
-    update(&mut s, Action::Engine(done(1, &[StopReason::Length])));
+    update(&mut s, Action::Engine(0, done(1, &[StopReason::Length])));
     let effects = update(&mut s, dialog(DialogAction::WriteResults));
     let [
         Effect::WriteResults {
@@ -470,7 +473,7 @@ fn t_cycles_the_themes_and_names_the_new_one_until_the_next_key() {
         [Effect::SetTheme(themes::builtin("light").unwrap())]
     );
     assert_eq!(s.status.notice.as_deref(), Some("theme light"));
-    update(&mut s, Action::Engine(loaded()));
+    update(&mut s, Action::Engine(0, loaded()));
     assert!(s.status.notice.is_some(), "engine news is not a key");
     update(&mut s, Action::FocusNext);
     assert_eq!(s.status.notice, None);
@@ -678,17 +681,20 @@ fn the_save_prompt_shows_the_name_the_directory_and_the_question() {
 fn switching_themes_recolours_borders_and_tokens() {
     for (w, h) in [(80, 24), (200, 50)] {
         let mut s = state_sized(w, h);
-        update(&mut s, Action::Engine(loaded()));
+        update(&mut s, Action::Engine(0, loaded()));
         update(
             &mut s,
-            Action::Engine(Event::Started {
-                run_id: 1,
-                prompt_token_ids: vec![0],
-                seeds: vec![42],
-                prefill_ms: 1.0,
-            }),
+            Action::Engine(
+                0,
+                Event::Started {
+                    run_id: 1,
+                    prompt_token_ids: vec![0],
+                    seeds: vec![42],
+                    prefill_ms: 1.0,
+                },
+            ),
         );
-        update(&mut s, Action::Engine(token(1, "Hello", 0.0)));
+        update(&mut s, Action::Engine(0, token(1, "Hello", 0.0)));
         let params = areas(Rect::new(0, 0, w, h)).params;
         let dark = render(&s, &Theme::dark());
         assert_eq!(dark[(params.x, params.y)].fg, Color::Cyan, "focused border");
@@ -733,7 +739,7 @@ fn token(run_id: RunId, text: &str, prob: f32) -> Event {
 fn the_star_marks_a_modified_preset_in_the_status_bar() {
     for (w, h) in [(80, 24), (200, 50)] {
         let mut s = state_sized(w, h);
-        update(&mut s, Action::Engine(loaded()));
+        update(&mut s, Action::Engine(0, loaded()));
         select(&mut s, "min_p");
         let status_row = h - 1;
         let status = |s: &State| {
@@ -752,13 +758,6 @@ fn the_star_marks_a_modified_preset_in_the_status_bar() {
 
 // ---- against real files, through the app ----
 
-struct NoEngine;
-
-impl EngineHandle for NoEngine {
-    fn run(&self, _: Request) {}
-    fn cancel(&self, _: RunId) {}
-}
-
 /// A clipboard the test can read after the app wrote to it.
 #[derive(Clone, Default)]
 struct Shared(Arc<Mutex<Vec<u8>>>);
@@ -775,7 +774,7 @@ impl Write for Shared {
 }
 
 fn app(state: State) -> App<NoEngine> {
-    App::new(state, NoEngine, KeyMap::default(), Theme::dark())
+    App::new(state, vec![NoEngine], KeyMap::default(), Theme::dark())
 }
 
 /// `s`, the offered name erased, `name` typed, Enter.
@@ -875,10 +874,13 @@ fn w_writes_json_that_parses_back_to_the_response_and_c_copies_with_osc_52() {
     let Event::Done { response, .. } = done(1, &[StopReason::Length, StopReason::Stop]) else {
         unreachable!()
     };
-    app.dispatch(Action::Engine(Event::Done {
-        run_id: 1,
-        response: response.clone(),
-    }));
+    app.dispatch(Action::Engine(
+        0,
+        Event::Done {
+            run_id: 1,
+            response: response.clone(),
+        },
+    ));
     app.dispatch(dialog(DialogAction::OpenExport));
     app.dispatch(dialog(DialogAction::WriteResults));
     let Some(Overlay::Export(dialog_state)) = &app.state.overlay else {

@@ -9,10 +9,10 @@ use crossterm::event::{
 };
 use ratatui::buffer::Buffer;
 use ratatui::style::Modifier;
-use samplab::engine::{Alternative, Event, Request, RunId, TokenEvent};
+use samplab::engine::{Alternative, Event, RunId, TokenEvent};
 use samplab::response::{StopMatched, StopReason};
 use samplab::tui::action::{Action, Effect, Focus};
-use samplab::tui::app::{App, EngineHandle};
+use samplab::tui::app::App;
 use samplab::tui::keymap::{KeyMap, Mode};
 use samplab::tui::layout::areas;
 use samplab::tui::mouse;
@@ -52,20 +52,23 @@ fn inspected(run_id: RunId, sample: u32) -> Event {
 /// Two samples, the first ending on " the" with a stop string, and the columns focused.
 fn inspecting(width: u16, height: u16) -> State {
     let mut s = state_sized(width, height);
-    update(&mut s, Action::Engine(loaded()));
-    update(&mut s, Action::Engine(started(1, vec![42, 43])));
-    update(&mut s, Action::Engine(token(1, 0, "Hello", 0.3)));
-    update(&mut s, Action::Engine(token(1, 0, " world", 0.9)));
-    update(&mut s, Action::Engine(inspected(1, 0)));
-    update(&mut s, Action::Engine(token(1, 1, "Bye", 0.05)));
+    update(&mut s, Action::Engine(0, loaded()));
+    update(&mut s, Action::Engine(0, started(1, vec![42, 43])));
+    update(&mut s, Action::Engine(0, token(1, 0, "Hello", 0.3)));
+    update(&mut s, Action::Engine(0, token(1, 0, " world", 0.9)));
+    update(&mut s, Action::Engine(0, inspected(1, 0)));
+    update(&mut s, Action::Engine(0, token(1, 1, "Bye", 0.05)));
     update(
         &mut s,
-        Action::Engine(finished(
-            1,
+        Action::Engine(
             0,
-            StopReason::Stop,
-            Some(StopMatched::Text("\n\n".into())),
-        )),
+            finished(
+                1,
+                0,
+                StopReason::Stop,
+                Some(StopMatched::Text("\n\n".into())),
+            ),
+        ),
     );
     update(&mut s, Action::FocusNext);
     assert_eq!(s.focus, Focus::Columns);
@@ -75,16 +78,16 @@ fn inspecting(width: u16, height: u16) -> State {
 /// A ready model with `samples` columns of `tokens` tokens each ("w0", " w1", …).
 fn long_run(width: u16, height: u16, samples: u32, tokens: usize) -> State {
     let mut s = state_sized(width, height);
-    update(&mut s, Action::Engine(loaded()));
+    update(&mut s, Action::Engine(0, loaded()));
     update(
         &mut s,
-        Action::Engine(started(1, (0..u64::from(samples)).collect())),
+        Action::Engine(0, started(1, (0..u64::from(samples)).collect())),
     );
     for i in 0..tokens {
         for sample in 0..samples {
             update(
                 &mut s,
-                Action::Engine(token(1, sample, &format!(" w{i}"), 0.5)),
+                Action::Engine(0, token(1, sample, &format!(" w{i}"), 0.5)),
             );
         }
     }
@@ -124,7 +127,7 @@ fn arrows_home_and_end_walk_the_tokens_of_the_column() {
     update(&mut s, Action::StepToken(10));
     assert_eq!(cursor(&s), Some((0, 4)), "stops at the last token");
     update(&mut s, Action::LastToken);
-    update(&mut s, Action::Engine(token(1, 0, " new", 0.5)));
+    update(&mut s, Action::Engine(0, token(1, 0, " new", 0.5)));
     assert_eq!(cursor(&s), Some((0, 5)), "End follows the newest token");
     assert!(
         update(&mut s, Action::StepToken(-1)).is_empty(),
@@ -158,7 +161,7 @@ fn up_and_down_move_to_the_token_on_the_next_row() {
 #[test]
 fn tab_moves_between_columns_keeping_the_index_and_leaves_past_the_ends() {
     let mut s = long_run(200, 50, 3, 6);
-    update(&mut s, Action::Engine(token(1, 0, " extra", 0.5)));
+    update(&mut s, Action::Engine(0, token(1, 0, " extra", 0.5)));
     update(&mut s, Action::FocusNext);
     assert_eq!(s.focus, Focus::Columns);
     update(&mut s, Action::FirstToken);
@@ -209,7 +212,7 @@ fn columns_follow_the_stream_until_scrolled_up_and_page_back_to_following() {
         "the cursor moved along"
     );
     for _ in 0..30 {
-        update(&mut s, Action::Engine(token(1, 0, " more", 0.5)));
+        update(&mut s, Action::Engine(0, token(1, 0, " more", 0.5)));
     }
     assert_eq!(
         s.columns.columns[0].top(rows),
@@ -220,7 +223,10 @@ fn columns_follow_the_stream_until_scrolled_up_and_page_back_to_following() {
         update(&mut s, Action::PageColumn(1));
     }
     assert_eq!(s.columns.columns[0].scroll, None);
-    update(&mut s, Action::Engine(token(1, 0, " again and again", 0.5)));
+    update(
+        &mut s,
+        Action::Engine(0, token(1, 0, " again and again", 0.5)),
+    );
     assert_eq!(
         s.columns.columns[0].top(rows),
         bottom(&s),
@@ -237,7 +243,7 @@ fn a_cursor_on_an_earlier_token_holds_the_view_while_tokens_stream() {
     update(&mut s, Action::StepToken(-1));
     let (_, held) = cursor(&s).unwrap();
     for _ in 0..60 {
-        update(&mut s, Action::Engine(token(1, 0, " more", 0.5)));
+        update(&mut s, Action::Engine(0, token(1, 0, " more", 0.5)));
     }
     let column = &s.columns.columns[0];
     let row = column.text.start(held).unwrap().0;
@@ -266,8 +272,8 @@ fn v_toggles_visible_whitespace_and_keeps_the_layout() {
     update(&mut s, Action::ToggleWhitespace);
     assert_eq!(lines(&s), ["Hello·world·the"]);
     update(&mut s, Action::Rerun);
-    update(&mut s, Action::Engine(started(2, vec![1])));
-    update(&mut s, Action::Engine(token(2, 0, "a\tb\n", 0.5)));
+    update(&mut s, Action::Engine(0, started(2, vec![1])));
+    update(&mut s, Action::Engine(0, token(2, 0, "a\tb\n", 0.5)));
     assert_eq!(lines(&s), ["a→b↵", ""], "a new run keeps the setting");
     update(&mut s, Action::ToggleWhitespace);
     assert_eq!(lines(&s), ["a b ", ""]);
@@ -403,19 +409,11 @@ fn mouse_events_become_clicks_and_wheel_steps() {
     );
 }
 
-/// Records nothing: the mouse test needs an engine but no runs.
-struct NoEngine;
-
-impl EngineHandle for NoEngine {
-    fn run(&self, _: Request) {}
-    fn cancel(&self, _: RunId) {}
-}
-
 #[test]
 fn the_app_turns_terminal_mouse_events_into_clicks() {
     let mut app = App::new(
         inspecting(200, 50),
-        NoEngine,
+        vec![NoEngine],
         KeyMap::default(),
         Theme::dark(),
     );

@@ -14,9 +14,10 @@ use std::process::ExitCode;
 #[derive(Args)]
 pub struct PlayArgs {
     /// A .gguf file, a Hugging Face model directory, a Hub id (`org/name`, `org/name:file.gguf`),
-    /// or samplab-tiny, the small story model built into samplab.
-    #[arg(long, default_value = embedded::NAME)]
-    model: String,
+    /// or samplab-tiny, the small story model built into samplab. Repeat it to compare models
+    /// side by side on the same parameters and seeds.
+    #[arg(long = "model", value_name = "MODEL", default_value = embedded::NAME)]
+    models: Vec<String>,
     /// The prompt to start with; it can be edited in the playground.
     #[arg(long, default_value = "")]
     prompt: String,
@@ -24,8 +25,9 @@ pub struct PlayArgs {
     #[arg(long)]
     chat: bool,
     /// A built-in or saved preset name, a preset file, or `model` for the model's own defaults.
-    #[arg(long)]
-    preset: Option<String>,
+    /// Give two to compare parameter sets (A/B) side by side; `b` switches which one is edited.
+    #[arg(long = "preset", value_name = "PRESET")]
+    presets: Vec<String>,
     /// A theme name (dark, light, high-contrast, viridis, no-color, or one of yours) or a theme
     /// file; `t` switches at run time.
     #[arg(long)]
@@ -33,17 +35,29 @@ pub struct PlayArgs {
 }
 
 pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
+    if args.presets.len() > 2 {
+        anyhow::bail!(
+            "--preset is given {} times: give one, or two to compare parameter sets (A/B)",
+            args.presets.len()
+        );
+    }
     let store = config::user_presets();
     let neutral = |name: &str| Preset {
         name: name.to_owned(),
         params: SamplingParams::default(),
         source: PresetSource::BuiltIn,
     };
-    let preset = match args.preset.as_deref() {
-        Some(MODEL_PRESET) => neutral(MODEL_PRESET),
-        Some(name) => presets::resolve(name, store.as_ref())?,
-        None => neutral("default"),
+    let resolve = |name: Option<&str>| match name {
+        Some(MODEL_PRESET) => Ok(neutral(MODEL_PRESET)),
+        Some(name) => presets::resolve(name, store.as_ref()),
+        None => Ok(neutral("default")),
     };
+    let preset = resolve(args.presets.first().map(String::as_str))?;
+    let second_preset = args
+        .presets
+        .get(1)
+        .map(|name| resolve(Some(name)))
+        .transpose()?;
     let themes_dir = config::config_dir().map(|dir| config::themes_dir(&dir));
     let (themes, theme_errors) = ThemeCatalog::load(
         args.theme.as_deref(),
@@ -58,10 +72,11 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
             .join("; ")
     });
     samplab::tui::run(Playground {
-        model: args.model,
+        models: args.models,
         prompt: args.prompt,
         chat: args.chat,
         preset,
+        second_preset,
         presets: store,
         themes,
         notice,

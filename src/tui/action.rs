@@ -2,7 +2,7 @@
 //! loop to do in return.
 
 use super::theme::Theme;
-use crate::engine::{Event, Request, RunId};
+use crate::engine::{Event, Request, RunId, ScoreRequest};
 use crate::export::ExportFormat;
 use crate::params::SamplingParams;
 use crate::preset_store::{PresetStore, UserPreset};
@@ -99,7 +99,10 @@ pub enum Action {
     },
     /// The debounce after the last change has elapsed.
     DebounceElapsed,
-    Engine(Event),
+    /// News from the engine of model `.0` (its index in `--model` order).
+    Engine(usize, Event),
+    /// Edit the other parameter set, when two are compared.
+    SwitchParamSet,
     /// Switch to the next theme.
     CycleTheme,
     /// The preset picker, the save prompt and the export dialog.
@@ -147,8 +150,11 @@ pub enum Outcome {
 /// Work for the loop; `update` itself never touches the engine, the clock or the terminal.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
-    Run(Request),
-    Cancel(RunId),
+    /// Start a run on model `.0`.
+    Run(usize, Request),
+    Cancel(usize, RunId),
+    /// Ask model `.0` how likely it finds another model's samples.
+    Score(usize, ScoreRequest),
     /// (Re)start the debounce timer; `DebounceElapsed` comes back when it fires.
     ScheduleRun,
     Quit,

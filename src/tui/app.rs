@@ -9,7 +9,7 @@ use super::state::State;
 use super::theme::Theme;
 use super::update::update;
 use super::view;
-use crate::engine::{Engine, Event, Request, RunId};
+use crate::engine::{Engine, Event, Request, RunId, ScoreRequest};
 use crossterm::event::{Event as TermEvent, KeyEventKind};
 use futures::{Stream, StreamExt};
 use ratatui::Terminal;
@@ -24,10 +24,11 @@ use tokio::time::Instant;
 pub const DEBOUNCE: Duration = Duration::from_millis(150);
 const FRAME: Duration = Duration::from_millis(16);
 
-/// What the loop needs from the engine; a fake stands in for it in tests.
+/// What the loop needs from an engine; a fake stands in for it in tests.
 pub trait EngineHandle {
     fn run(&self, request: Request);
     fn cancel(&self, run_id: RunId);
+    fn score(&self, request: ScoreRequest);
 }
 
 impl EngineHandle for Engine {
@@ -38,11 +39,16 @@ impl EngineHandle for Engine {
     fn cancel(&self, run_id: RunId) {
         Engine::cancel(self, run_id);
     }
+
+    fn score(&self, request: ScoreRequest) {
+        Engine::score(self, request);
+    }
 }
 
 pub struct App<E> {
     pub state: State,
-    pub engine: E,
+    /// One engine per model, in `--model` order.
+    pub engines: Vec<E>,
     pub keymap: KeyMap,
     pub theme: Theme,
     /// Where OSC 52 copy requests go: the terminal, or a buffer in tests.
@@ -53,10 +59,10 @@ pub struct App<E> {
 }
 
 impl<E: EngineHandle> App<E> {
-    pub fn new(state: State, engine: E, keymap: KeyMap, theme: Theme) -> Self {
+    pub fn new(state: State, engines: Vec<E>, keymap: KeyMap, theme: Theme) -> Self {
         Self {
             state,
-            engine,
+            engines,
             keymap,
             theme,
             clipboard: Box::new(std::io::stdout()),
@@ -70,6 +76,12 @@ impl<E: EngineHandle> App<E> {
     pub fn with_clipboard(mut self, out: impl Write + Send + 'static) -> Self {
         self.clipboard = Box::new(out);
         self
+    }
+
+    fn engine(&self, model: usize, act: impl FnOnce(&E)) {
+        if let Some(engine) = self.engines.get(model) {
+            act(engine);
+        }
     }
 
     pub fn should_quit(&self) -> bool {
@@ -92,8 +104,9 @@ impl<E: EngineHandle> App<E> {
 
     fn perform(&mut self, effect: Effect) -> Option<Outcome> {
         match effect {
-            Effect::Run(request) => self.engine.run(request),
-            Effect::Cancel(run_id) => self.engine.cancel(run_id),
+            Effect::Run(model, request) => self.engine(model, |e| e.run(request)),
+            Effect::Cancel(model, run_id) => self.engine(model, |e| e.cancel(run_id)),
+            Effect::Score(model, request) => self.engine(model, |e| e.score(request)),
             Effect::ScheduleRun => self.debounce = Some(Instant::now() + DEBOUNCE),
             Effect::Quit => self.quit = true,
             Effect::SetTheme(theme) => self.theme = theme,
@@ -141,7 +154,7 @@ impl<E: EngineHandle> App<E> {
         &mut self,
         terminal: &mut Terminal<B>,
         mut input: S,
-        events: &mut UnboundedReceiver<Event>,
+        events: &mut UnboundedReceiver<(usize, Event)>,
     ) -> anyhow::Result<()>
     where
         B: Backend,
@@ -164,10 +177,10 @@ impl<E: EngineHandle> App<E> {
                 },
                 event = events.recv(), if engine_open => match event {
                     Some(event) => {
-                        self.dispatch(Action::Engine(event));
+                        self.dispatch(Action::Engine(event.0, event.1));
                         // Drain the backlog so a burst of tokens costs one draw.
                         while let Ok(event) = events.try_recv() {
-                            self.dispatch(Action::Engine(event));
+                            self.dispatch(Action::Engine(event.0, event.1));
                         }
                     }
                     None => engine_open = false,

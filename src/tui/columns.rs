@@ -6,15 +6,22 @@ use super::layout::Grid;
 use super::theme::Theme;
 use super::wrap::Wrapped;
 use crate::engine::TokenEvent;
-use crate::response::{StopMatched, StopReason};
+use crate::response::{CrossScore, StopMatched, StopReason};
 use ratatui::Frame;
 use ratatui::layout::Rect;
+use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 use unicode_width::UnicodeWidthStr;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Column {
+    /// The side (model and parameter set) whose run this sample belongs to.
+    pub side: usize,
+    /// The side's name in the title when several are compared; empty for one.
+    pub label: String,
+    /// The sample's index within its run.
+    pub sample: u32,
     pub seed: u64,
     /// Every generated token as the engine reported it, alternatives included.
     pub tokens: Vec<TokenEvent>,
@@ -26,11 +33,19 @@ pub struct Column {
     pub text: Wrapped,
     /// The first row shown once the user scrolled; `None` follows the newest rows.
     pub scroll: Option<usize>,
+    /// How likely the other compared models find this sample, once they scored it.
+    pub cross: Vec<CrossScore>,
+    /// The token where this sample first parts from the samples of the other sides that
+    /// share its seed; `None` while they agree (or there are none).
+    pub diverge: Option<usize>,
 }
 
 impl Column {
     pub fn new(seed: u64, width: usize, whitespace: bool) -> Self {
         Self {
+            side: 0,
+            label: String::new(),
+            sample: 0,
             seed,
             tokens: Vec::new(),
             sum_logprob: 0.0,
@@ -38,7 +53,20 @@ impl Column {
             tail: String::new(),
             text: Wrapped::new(width, whitespace),
             scroll: None,
+            cross: Vec::new(),
+            diverge: None,
         }
+    }
+
+    /// The generated text so far, tokens only (a released stop tail is not the model's).
+    pub fn token_text(&self) -> String {
+        self.tokens.iter().map(|t| t.text.as_str()).collect()
+    }
+
+    /// Keeps one score per scoring model, the newest.
+    pub fn add_cross_score(&mut self, score: CrossScore) {
+        self.cross.retain(|s| s.model != score.model);
+        self.cross.push(score);
     }
 
     pub fn push_token(&mut self, token: TokenEvent) {
@@ -80,7 +108,29 @@ impl Column {
 
     /// The footer that fits in `width` cells, dropping statistics from the right:
     /// `■ stop "\n\n" 37 tok lp -1.23 ppl 3.42`; a running sample shows `…` instead of `■`.
+    /// When models are compared, the other models' perplexities follow (`⇄tiny 8.10`, with `*`
+    /// when the text was tokenized again) and where the sample parts from the others (`≠12`).
     pub fn footer(&self, width: usize) -> String {
+        let mut compare = String::new();
+        if let Some(token) = self.diverge {
+            compare.push_str(&format!(" ≠{token}"));
+        }
+        for score in &self.cross {
+            let retokenized = if score.retokenized { "*" } else { "" };
+            compare.push_str(&format!(
+                " ⇄{} {:.2}{retokenized}",
+                score.model, score.perplexity
+            ));
+        }
+        let own = self.own_footer(width.saturating_sub(compare.width()));
+        if own.width() + compare.width() <= width {
+            own + &compare
+        } else {
+            self.own_footer(width)
+        }
+    }
+
+    fn own_footer(&self, width: usize) -> String {
         let reason = match &self.finish {
             Some(reason) => format!("■ {reason}"),
             None => "…".to_owned(),
@@ -155,16 +205,53 @@ pub struct Columns {
 }
 
 impl Columns {
-    /// A new run: fresh columns that follow their tails; the cursor keeps its place so that
-    /// the same position can be compared across runs.
-    pub fn start(&mut self, seeds: &[u64], grid: &Grid) {
+    /// A new run of `side`: fresh columns that follow their tails, in place of the side's old
+    /// ones (sides stay in order); the cursor keeps its place so that the same position can
+    /// be compared across runs. `grid` is laid out for every column after the change.
+    pub fn start(&mut self, side: usize, label: &str, seeds: &[u64], grid: &Grid) {
         let width = grid.text_width();
-        self.columns = seeds
-            .iter()
-            .map(|&seed| Column::new(seed, width, self.whitespace))
-            .collect();
-        self.cursor.column = self.cursor.column.min(seeds.len().saturating_sub(1));
+        let fresh = seeds.iter().enumerate().map(|(i, &seed)| Column {
+            side,
+            label: label.to_owned(),
+            sample: i as u32,
+            ..Column::new(seed, width, self.whitespace)
+        });
+        let at = self.columns.iter().filter(|c| c.side < side).count();
+        self.columns.retain(|c| c.side != side);
+        self.columns.splice(at..at, fresh);
+        self.cursor.column = self.cursor.column.min(self.columns.len().saturating_sub(1));
         self.first_row = grid.first_row_showing(self.cursor.column, self.first_row);
+    }
+
+    /// The column of `sample` in `side`'s run.
+    pub fn index_of(&self, side: usize, sample: u32) -> Option<usize> {
+        self.columns
+            .iter()
+            .position(|c| c.side == side && c.sample == sample)
+    }
+
+    pub fn get_mut(&mut self, side: usize, sample: u32) -> Option<&mut Column> {
+        let index = self.index_of(side, sample)?;
+        self.columns.get_mut(index)
+    }
+
+    /// Marks in every column where it first parts from the columns of other sides that share
+    /// its sample index (and so its seed): compared by text, since tokenizers may differ.
+    pub fn mark_divergence(&mut self) {
+        let texts: Vec<(usize, u32, Vec<char>)> = self
+            .columns
+            .iter()
+            .map(|c| (c.side, c.sample, c.token_text().chars().collect()))
+            .collect();
+        for (column, (side, sample, text)) in self.columns.iter_mut().zip(&texts) {
+            let parted = texts
+                .iter()
+                .filter(|(s, i, _)| s != side && i == sample)
+                .map(|(_, _, other)| common_prefix(text, other))
+                .filter(|&shared| shared < text.len())
+                .min();
+            column.diverge = parted.and_then(|chars| token_at_char(column, chars));
+        }
     }
 
     /// After a resize or a whitespace toggle; scroll positions stay as the user left them.
@@ -182,8 +269,10 @@ impl Columns {
 
     /// Adds a token; `hold` (the cursor is shown) stops the column from following its tail
     /// when that would scroll a cursor placed on an earlier token out of view.
-    pub fn push_token(&mut self, token: TokenEvent, grid: &Grid, hold: bool) {
-        let index = token.sample as usize;
+    pub fn push_token(&mut self, side: usize, token: TokenEvent, grid: &Grid, hold: bool) {
+        let Some(index) = self.index_of(side, token.sample) else {
+            return;
+        };
         let rows = grid.text_rows();
         let cursor = self.cursor_token();
         let Some(column) = self.columns.get_mut(index) else {
@@ -202,9 +291,13 @@ impl Columns {
         }
     }
 
-    /// Samples cut short by a newer run end as `abort`.
-    pub fn abort_unfinished(&mut self) {
-        for column in self.columns.iter_mut().filter(|c| c.finish.is_none()) {
+    /// Samples of `side` cut short by a newer run end as `abort`.
+    pub fn abort_unfinished(&mut self, side: usize) {
+        for column in self
+            .columns
+            .iter_mut()
+            .filter(|c| c.side == side && c.finish.is_none())
+        {
             column.finish(StopReason::Abort, None, &[]);
         }
     }
@@ -296,6 +389,19 @@ impl Columns {
     }
 }
 
+fn common_prefix(a: &[char], b: &[char]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// The token whose text holds character `chars` of the column's text.
+fn token_at_char(column: &Column, chars: usize) -> Option<usize> {
+    let mut seen = 0;
+    column.tokens.iter().position(|t| {
+        seen += t.text.chars().count();
+        seen > chars
+    })
+}
+
 /// Draws the columns on screen; only the rows in view are laid out, whatever the length.
 pub fn render(frame: &mut Frame, area: Rect, state: &Columns, focused: bool, theme: &Theme) {
     if state.columns.is_empty() {
@@ -318,7 +424,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &Columns, focused: bool, the
         let top = column.top(rows);
         let mut block = Block::bordered()
             .title(Span::styled(
-                format!(" #{i} seed {} ", column.seed),
+                format!(" {}#{} seed {} ", column.label, column.sample, column.seed),
                 theme.title,
             ))
             .border_style(theme.frame(focused && i == state.cursor.column));
@@ -335,6 +441,10 @@ pub fn render(frame: &mut Frame, area: Rect, state: &Columns, focused: bool, the
         let style = |token: Option<usize>| match token {
             None => theme.base,
             Some(t) if Some(t) == cursor => theme.cursor_style(column.tokens[t].prob),
+            // Where compared samples part, underlined so the eye finds it in the colours.
+            Some(t) if Some(t) == column.diverge => theme
+                .token_style(column.tokens[t].prob)
+                .add_modifier(Modifier::UNDERLINED | Modifier::BOLD),
             Some(t) => theme.token_style(column.tokens[t].prob),
         };
         let mut lines: Vec<Line> = column.text.lines[top..]
@@ -462,16 +572,16 @@ mod tests {
         let grid = Grid::new(Rect::new(0, 0, 10, 6), 1);
         assert_eq!(grid.text_rows(), 3);
         let mut columns = Columns::default();
-        columns.start(&[7], &grid);
+        columns.start(0, "", &[7], &grid);
         assert_eq!(columns.cursor_token(), None, "no token yet");
         for _ in 0..3 {
-            columns.push_token(token("abcdefgh", -1.0), &grid, true);
+            columns.push_token(0, token("abcdefgh", -1.0), &grid, true);
         }
         assert_eq!(columns.cursor_token(), Some((0, 2)));
         columns.step_token(-1, &grid);
         assert_eq!(columns.cursor.token, Some(1));
         for _ in 0..5 {
-            columns.push_token(token("abcdefgh", -1.0), &grid, true);
+            columns.push_token(0, token("abcdefgh", -1.0), &grid, true);
         }
         let column = &columns.columns[0];
         assert!(column.top(3) <= 1, "the cursor's row stays in view");

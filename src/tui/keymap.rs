@@ -150,6 +150,12 @@ impl Default for KeyMap {
             (Mode::Navigate, c('m'), A::ToggleChat, "raw / chat prompt"),
             (
                 Mode::Navigate,
+                c('b'),
+                A::SwitchParamSet,
+                "edit the other set (A/B)",
+            ),
+            (
+                Mode::Navigate,
                 c('p'),
                 dialog(DialogAction::OpenPresets),
                 "presets",

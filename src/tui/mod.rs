@@ -45,12 +45,14 @@ use ratatui::layout::Rect;
 
 /// What the playground starts with, all of it checked before the terminal is taken.
 pub struct Playground {
-    /// As given to `--model`.
-    pub model: String,
+    /// As given to `--model`, in order; more than one are compared side by side.
+    pub models: Vec<String>,
     pub prompt: String,
     /// Send the prompt through the model's chat template.
     pub chat: bool,
     pub preset: Preset,
+    /// A second parameter set to compare with the first (A/B).
+    pub second_preset: Option<Preset>,
     /// Where user presets are saved; `None` when there is no config directory.
     pub presets: Option<PresetStore>,
     pub themes: themes::ThemeCatalog,
@@ -65,14 +67,22 @@ pub fn run(playground: Playground) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
-    let spec = playground.model.clone();
-    let engine = Engine::spawn(
-        move |progress| load_model(&spec, &HubSettings::from_env(), progress),
-        move |event| {
-            // The receiver is gone only when the playground is closing.
-            let _ = events_tx.send(event);
-        },
-    );
+    let engines: Vec<Engine> = playground
+        .models
+        .iter()
+        .enumerate()
+        .map(|(index, spec)| {
+            let spec = spec.clone();
+            let events_tx = events_tx.clone();
+            Engine::spawn(
+                move |progress| load_model(&spec, &HubSettings::from_env(), progress),
+                move |event| {
+                    // The receiver is gone only when the playground is closing.
+                    let _ = events_tx.send((index, event));
+                },
+            )
+        })
+        .collect();
     let mut terminal = ratatui::init();
     let restore_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -87,10 +97,11 @@ pub fn run(playground: Playground) -> anyhow::Result<()> {
         execute!(std::io::stdout(), EnableBracketedPaste, EnableMouseCapture)?;
         let size = terminal.size()?;
         let Playground {
-            model,
+            models,
             prompt,
             chat,
             preset,
+            second_preset,
             presets,
             themes,
             notice,
@@ -98,14 +109,21 @@ pub fn run(playground: Playground) -> anyhow::Result<()> {
         let params = params::ParamsState::new(&preset.name, preset.params, entropy());
         let mut state =
             state::State::new(&prompt, params, Rect::new(0, 0, size.width, size.height));
+        // The second set samples with the first one's seed unless its preset fixes one, so
+        // that the two sides' columns can be compared sample by sample.
+        let second_set = second_preset.map(|mut preset| {
+            preset.params.seed = preset.params.seed.or(state.params.params.seed);
+            params::ParamsState::new(&preset.name, preset.params, entropy())
+        });
+        state.compare(models.len(), second_set);
         state.prompt.chat = chat;
         state.presets.store = presets;
         state.presets.source = preset.source;
-        state.export.model = model;
+        state.export.model = models.join(", ");
         state.status.notice = notice;
         let theme = themes.current().theme.clone();
         state.themes = themes;
-        let mut app = app::App::new(state, engine, keymap::KeyMap::default(), theme);
+        let mut app = app::App::new(state, engines, keymap::KeyMap::default(), theme);
         runtime.block_on(app.run(&mut terminal, EventStream::new(), &mut events))
         // Dropping `app` here joins the engine thread after the quit cancelled its run.
     })();

@@ -377,9 +377,27 @@ pub fn slider_cells(width: usize) -> Option<(usize, usize)> {
     (room >= 3).then_some((LABEL_WIDTH + 1, room))
 }
 
-pub fn render(frame: &mut Frame, area: Rect, state: &ParamsState, focused: bool, theme: &Theme) {
+/// The set being edited next to another (A/B): its letter, and the other set's parameters,
+/// whose differing rows are marked `≠`.
+pub struct Compared<'a> {
+    pub letter: char,
+    pub other: &'a SamplingParams,
+}
+
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    state: &ParamsState,
+    compared: Option<Compared>,
+    focused: bool,
+    theme: &Theme,
+) {
     let title = format!(
-        " params · {}{} ",
+        " params{} · {}{} ",
+        compared
+            .as_ref()
+            .map(|c| format!(" {}", c.letter))
+            .unwrap_or_default(),
         state.preset_name,
         if state.modified() { "*" } else { "" }
     );
@@ -398,10 +416,17 @@ pub fn render(frame: &mut Frame, area: Rect, state: &ParamsState, focused: bool,
         } else {
             theme.base
         };
-        let mut spans = vec![Span::styled(
-            format!("{:<LABEL_WIDTH$} ", label(field)),
-            row_style,
-        )];
+        let differs = compared
+            .as_ref()
+            .is_some_and(|c| value_text(c.other, field) != value_text(&state.params, field));
+        let mut spans = vec![
+            Span::styled(format!("{:<LABEL_WIDTH$}", label(field)), row_style),
+            if differs {
+                Span::styled("≠", theme.value.patch(row_style))
+            } else {
+                Span::styled(" ", row_style)
+            },
+        ];
         match (&state.editor, selected) {
             (Some(editor), true) => {
                 let (_, col) = editor.buffer.cursor_line_col();

@@ -23,10 +23,21 @@ pub enum Overlay {
     Export(ExportDialog),
 }
 
-/// Which run is on screen and whether a new one is owed.
+/// Run ids, shared by all sides so that an id names one run of one side.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunState {
     pub last_id: RunId,
+    /// The result of the first side's last finished run, with its id, for the export dialog.
+    pub last_response: Option<(RunId, Box<SampleResponse>)>,
+}
+
+/// One model with one parameter set: a group of columns with its own run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Side {
+    /// Index into `status.models` (and the engines).
+    pub model: usize,
+    /// 0 for the first parameter set, 1 for the second (A/B).
+    pub set: usize,
     /// The run whose events are shown; events of any other run are dropped.
     pub current: Option<RunId>,
     /// The current run is still producing events.
@@ -35,8 +46,19 @@ pub struct RunState {
     pub pending: bool,
     /// The stop token ids of the current run, to tell `<eos>` from a listed stop token.
     pub stop_ids: Vec<u32>,
-    /// The result of the last run that finished, with its id, for the export dialog to save.
-    pub last_response: Option<(RunId, Box<SampleResponse>)>,
+}
+
+impl Side {
+    pub fn new(model: usize, set: usize) -> Self {
+        Self {
+            model,
+            set,
+            current: None,
+            active: false,
+            pending: true,
+            stop_ids: Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +70,12 @@ pub struct State {
     pub columns: Columns,
     pub status: StatusState,
     pub run: RunState,
+    /// Every model × parameter set, in column order; one side when nothing is compared.
+    pub sides: Vec<Side>,
+    /// The parameter set not being edited, when two are compared (A/B); `params` holds the
+    /// one being edited, which is set `editing_set`.
+    pub other_set: Option<ParamsState>,
+    pub editing_set: usize,
     /// The terminal size, so that sample text is wrapped at the width it will be drawn.
     pub size: Rect,
     pub presets: PresetsState,
@@ -66,15 +94,57 @@ impl State {
             params,
             columns: Columns::default(),
             status: StatusState::default(),
-            run: RunState {
-                pending: true,
-                ..RunState::default()
-            },
+            run: RunState::default(),
+            sides: vec![Side::new(0, 0)],
+            other_set: None,
+            editing_set: 0,
             size,
             presets: PresetsState::default(),
             themes: ThemeCatalog::default(),
             export: ExportSettings::default(),
         }
+    }
+
+    /// Compares `models` models, each with the current params and, when given, a second
+    /// parameter set: one side per (model, set), models first.
+    pub fn compare(&mut self, models: usize, second_set: Option<ParamsState>) {
+        let sets = if second_set.is_some() { 2 } else { 1 };
+        self.status.models = vec![Default::default(); models.max(1)];
+        self.sides = (0..models.max(1))
+            .flat_map(|model| (0..sets).map(move |set| Side::new(model, set)))
+            .collect();
+        self.other_set = second_set;
+        self.editing_set = 0;
+    }
+
+    /// The parameters of set `set`.
+    pub fn set_params(&self, set: usize) -> &ParamsState {
+        match &self.other_set {
+            Some(other) if set != self.editing_set => other,
+            _ => &self.params,
+        }
+    }
+
+    /// The name a side's columns carry when several are shown: the model's name when models
+    /// are compared, `A`/`B` and the preset when parameter sets are.
+    pub fn side_label(&self, side: usize) -> String {
+        let Some(side) = self.sides.get(side) else {
+            return String::new();
+        };
+        let mut label = String::new();
+        if self.status.models.len() > 1 {
+            let model = &self.status.models[side.model];
+            label.push_str(model.name().unwrap_or("model"));
+            label.push(' ');
+        }
+        if self.other_set.is_some() {
+            let letter = if side.set == 0 { 'A' } else { 'B' };
+            label.push_str(&format!(
+                "{letter}:{} ",
+                self.set_params(side.set).preset_name
+            ));
+        }
+        label
     }
 
     /// The key-map layers that apply now, most specific first.

@@ -15,15 +15,52 @@ pub enum ModelStatus {
     Failed(String),
 }
 
+/// One loaded (or loading) model and how its last run went.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StatusState {
-    pub model: ModelStatus,
+pub struct ModelSlot {
+    pub status: ModelStatus,
     pub prefill_ms: Option<f64>,
     pub tok_per_s: Option<f64>,
+    /// The model has a chat template.
+    pub chat_available: bool,
+    /// The vocabulary fingerprint from `Event::Loaded`, sent along with samples to be scored.
+    pub vocab: u64,
+}
+
+impl Default for ModelSlot {
+    fn default() -> Self {
+        Self {
+            status: ModelStatus::Loading {
+                progress: 0.0,
+                message: "starting".to_owned(),
+            },
+            prefill_ms: None,
+            tok_per_s: None,
+            chat_available: false,
+            vocab: 0,
+        }
+    }
+}
+
+impl ModelSlot {
+    pub fn ready(&self) -> bool {
+        matches!(self.status, ModelStatus::Ready { .. })
+    }
+
+    pub fn name(&self) -> Option<&str> {
+        match &self.status {
+            ModelStatus::Ready { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusState {
+    /// One per `--model`, in order.
+    pub models: Vec<ModelSlot>,
     /// The last run's error, until the next run starts.
     pub error: Option<String>,
-    /// The loaded model has a chat template.
-    pub chat_available: bool,
     /// News about something the user did (a saved preset, a theme switch), until the next key.
     pub notice: Option<String>,
 }
@@ -31,22 +68,22 @@ pub struct StatusState {
 impl Default for StatusState {
     fn default() -> Self {
         Self {
-            model: ModelStatus::Loading {
-                progress: 0.0,
-                message: "starting".to_owned(),
-            },
-            prefill_ms: None,
-            tok_per_s: None,
+            models: vec![ModelSlot::default()],
             error: None,
-            chat_available: false,
             notice: None,
         }
     }
 }
 
 impl StatusState {
+    /// Every model is loaded.
     pub fn ready(&self) -> bool {
-        matches!(self.model, ModelStatus::Ready { .. })
+        self.models.iter().all(ModelSlot::ready)
+    }
+
+    /// Chat mode needs every compared model to have a template.
+    pub fn chat_available(&self) -> bool {
+        self.models.iter().all(|m| m.chat_available)
     }
 }
 
@@ -63,37 +100,11 @@ pub fn render(
 ) {
     let sep = || Span::styled(" · ", theme.dim.patch(theme.status));
     let mut left = vec![Span::raw(" ")];
-    match &status.model {
-        ModelStatus::Loading { progress, message } => {
-            let filled = ((progress.clamp(0.0, 1.0) * LOAD_GAUGE_WIDTH as f32).round()) as usize;
-            left.push(Span::raw("loading "));
-            left.push(Span::styled(
-                "▮".repeat(filled),
-                theme.gauge_filled.patch(theme.status),
-            ));
-            left.push(Span::styled(
-                "▯".repeat(LOAD_GAUGE_WIDTH - filled),
-                theme.gauge_empty.patch(theme.status),
-            ));
-            left.push(Span::raw(format!(" {:.0}% {message}", progress * 100.0)));
+    for (i, model) in status.models.iter().enumerate() {
+        if i > 0 {
+            left.push(Span::styled(" │ ", theme.dim.patch(theme.status)));
         }
-        ModelStatus::Ready { name, device } => {
-            left.push(Span::raw(format!("model {name} ({device})")));
-            if let Some(ms) = status.prefill_ms {
-                left.push(sep());
-                left.push(Span::raw(format!("prefill {ms:.0} ms")));
-            }
-            if let Some(rate) = status.tok_per_s {
-                left.push(sep());
-                left.push(Span::raw(format!("{rate:.0} tok/s")));
-            }
-        }
-        ModelStatus::Failed(message) => {
-            left.push(Span::styled(
-                format!("model failed: {message}"),
-                theme.error.patch(theme.status),
-            ));
-        }
+        model_spans(&mut left, model, theme);
     }
     left.push(sep());
     left.push(Span::raw(format!(
@@ -137,5 +148,42 @@ pub fn render(
             ..area
         };
         frame.render_widget(Paragraph::new(right).style(theme.status), right_area);
+    }
+}
+
+/// `model stories260K (cpu) · prefill 3 ms · 812 tok/s`, a load gauge, or why it failed.
+fn model_spans(left: &mut Vec<Span<'static>>, model: &ModelSlot, theme: &Theme) {
+    let sep = || Span::styled(" · ", theme.dim.patch(theme.status));
+    match &model.status {
+        ModelStatus::Loading { progress, message } => {
+            let filled = ((progress.clamp(0.0, 1.0) * LOAD_GAUGE_WIDTH as f32).round()) as usize;
+            left.push(Span::raw("loading "));
+            left.push(Span::styled(
+                "▮".repeat(filled),
+                theme.gauge_filled.patch(theme.status),
+            ));
+            left.push(Span::styled(
+                "▯".repeat(LOAD_GAUGE_WIDTH - filled),
+                theme.gauge_empty.patch(theme.status),
+            ));
+            left.push(Span::raw(format!(" {:.0}% {message}", progress * 100.0)));
+        }
+        ModelStatus::Ready { name, device } => {
+            left.push(Span::raw(format!("model {name} ({device})")));
+            if let Some(ms) = model.prefill_ms {
+                left.push(sep());
+                left.push(Span::raw(format!("prefill {ms:.0} ms")));
+            }
+            if let Some(rate) = model.tok_per_s {
+                left.push(sep());
+                left.push(Span::raw(format!("{rate:.0} tok/s")));
+            }
+        }
+        ModelStatus::Failed(message) => {
+            left.push(Span::styled(
+                format!("model failed: {message}"),
+                theme.error.patch(theme.status),
+            ));
+        }
     }
 }

@@ -9,22 +9,35 @@ use super::mouse::{self, Target};
 use super::state::{Overlay, State};
 use super::status::ModelStatus;
 use super::text::TextBuffer;
-use crate::engine::{Event, Request};
+use crate::engine::{Event, Request, RunId, ScoreRequest};
 use crate::presets::MODEL_PRESET;
+use crate::response::SampleResponse;
 
 pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
     if !matches!(
         action,
-        Action::Engine(_) | Action::DebounceElapsed | Action::Resize { .. } | Action::Outcome(_)
+        Action::Engine(..) | Action::DebounceElapsed | Action::Resize { .. } | Action::Outcome(_)
     ) {
         // A notice lasts until the user does the next thing.
         state.status.notice = None;
     }
     match action {
         Action::Quit => {
-            let mut effects = cancel_current(state);
+            let mut effects = cancel_all(state);
             effects.push(Effect::Quit);
             effects
+        }
+        Action::SwitchParamSet => {
+            if let Some(other) = &mut state.other_set {
+                state.params.editor = None;
+                std::mem::swap(&mut state.params, other);
+                state.editing_set = 1 - state.editing_set;
+            } else {
+                state.status.notice = Some(
+                    "one parameter set: start with two --preset to compare sets (A/B)".to_owned(),
+                );
+            }
+            Vec::new()
         }
         Action::FocusNext | Action::FocusPrev => {
             cycle_focus(state, action == Action::FocusNext);
@@ -39,7 +52,7 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             Vec::new()
         }
         Action::Rerun => {
-            state.run.pending = true;
+            mark_all_pending(state);
             start_run(state)
         }
         Action::SelectParam(delta) => {
@@ -63,7 +76,7 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             params_changed(state, changed)
         }
         Action::ToggleChat => {
-            if !state.prompt.chat && state.status.ready() && !state.status.chat_available {
+            if !state.prompt.chat && state.status.ready() && !state.status.chat_available() {
                 state.status.error = Some(no_template_message(state));
                 return Vec::new();
             }
@@ -156,14 +169,8 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             wheel(state, x, y, lines);
             Vec::new()
         }
-        Action::DebounceElapsed => {
-            if state.run.pending {
-                start_run(state)
-            } else {
-                Vec::new()
-            }
-        }
-        Action::Engine(event) => engine_event(state, event),
+        Action::DebounceElapsed => start_run(state),
+        Action::Engine(model, event) => engine_event(state, model, event),
         Action::CycleTheme => dialogs::cycle_theme(state),
         Action::Dialog(action) => dialogs::update(state, action),
         Action::Outcome(outcome) => dialogs::outcome(state, outcome),
@@ -271,111 +278,162 @@ pub(super) fn params_changed(state: &mut State, changed: bool) -> Vec<Effect> {
     if !changed {
         return Vec::new();
     }
-    state.run.pending = true;
-    let mut effects = cancel_current(state);
+    mark_all_pending(state);
+    let mut effects = cancel_all(state);
     effects.push(Effect::ScheduleRun);
     effects
 }
 
-fn cancel_current(state: &mut State) -> Vec<Effect> {
-    match state.run.current.filter(|_| state.run.active) {
-        Some(id) => {
-            state.run.current = None;
-            state.run.active = false;
-            state.columns.abort_unfinished();
-            vec![Effect::Cancel(id)]
-        }
-        None => Vec::new(),
+fn mark_all_pending(state: &mut State) {
+    for side in &mut state.sides {
+        side.pending = true;
     }
 }
 
-/// Runs the owed request now, or leaves it owed until the model is ready.
+/// Stops every side's run in flight; their unfinished samples end as `abort`.
+fn cancel_all(state: &mut State) -> Vec<Effect> {
+    (0..state.sides.len())
+        .filter_map(|i| cancel_side(state, i))
+        .collect()
+}
+
+fn cancel_side(state: &mut State, index: usize) -> Option<Effect> {
+    let side = &mut state.sides[index];
+    let id = side.current.filter(|_| side.active)?;
+    side.current = None;
+    side.active = false;
+    let model = side.model;
+    state.columns.abort_unfinished(index);
+    Some(Effect::Cancel(model, id))
+}
+
+/// Runs every owed side whose model is ready; the others stay owed until theirs loads.
 fn start_run(state: &mut State) -> Vec<Effect> {
-    if !state.run.pending || !state.status.ready() {
-        return Vec::new();
+    let mut effects = Vec::new();
+    for index in 0..state.sides.len() {
+        let side = &state.sides[index];
+        if !side.pending || !state.status.models[side.model].ready() {
+            continue;
+        }
+        effects.extend(cancel_side(state, index));
+        state.run.last_id += 1;
+        let run_id = state.run.last_id;
+        let params = state.set_params(state.sides[index].set).params.clone();
+        let side = &mut state.sides[index];
+        side.current = Some(run_id);
+        side.active = true;
+        side.pending = false;
+        side.stop_ids = params
+            .stop
+            .as_ref()
+            .map(|s| s.token_ids().collect())
+            .unwrap_or_default();
+        effects.push(Effect::Run(
+            side.model,
+            Request {
+                run_id,
+                prompt: state.prompt.text().to_owned(),
+                lane: side.set as u32,
+                chat: state.prompt.chat,
+                params,
+            },
+        ));
     }
-    let mut effects = cancel_current(state);
-    state.run.last_id += 1;
-    let run_id = state.run.last_id;
-    let params = state.params.params.clone();
-    state.run.current = Some(run_id);
-    state.run.active = true;
-    state.run.pending = false;
-    state.run.stop_ids = params
-        .stop
-        .as_ref()
-        .map(|s| s.token_ids().collect())
-        .unwrap_or_default();
-    effects.push(Effect::Run(Request {
-        run_id,
-        prompt: state.prompt.text().to_owned(),
-        lane: 0,
-        chat: state.prompt.chat,
-        params,
-    }));
     effects
 }
 
 fn no_template_message(state: &State) -> String {
-    let name = match &state.status.model {
-        ModelStatus::Ready { name, .. } => name.as_str(),
-        _ => "the model",
-    };
+    let name = state
+        .status
+        .models
+        .iter()
+        .find(|m| m.ready() && !m.chat_available)
+        .and_then(|m| m.name())
+        .unwrap_or("the model");
     format!("{name} has no chat template: the prompt is sent as raw text")
 }
 
-fn engine_event(state: &mut State, event: Event) -> Vec<Effect> {
-    if let Some(run_id) = event.run_id()
-        && state.run.current != Some(run_id)
-    {
+/// The side showing run `run_id` of `model`.
+fn side_of(state: &State, model: usize, run_id: RunId) -> Option<usize> {
+    state
+        .sides
+        .iter()
+        .position(|s| s.model == model && s.current == Some(run_id))
+}
+
+fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
+    if model >= state.status.models.len() {
         return Vec::new();
     }
+    let side = match event.run_id() {
+        Some(_) if matches!(event, Event::Scored { .. } | Event::ScoreFailed { .. }) => None,
+        Some(run_id) => match side_of(state, model, run_id) {
+            Some(side) => Some(side),
+            None => return Vec::new(),
+        },
+        None => None,
+    };
     match event {
         Event::Loading { progress, message } => {
-            state.status.model = ModelStatus::Loading { progress, message };
+            state.status.models[model].status = ModelStatus::Loading { progress, message };
         }
         Event::Loaded {
-            model,
+            model: name,
             device,
             defaults,
             chat_template,
-            ..
+            vocab,
         } => {
-            state.status.model = ModelStatus::Ready {
-                name: model,
-                device,
-            };
-            state.status.chat_available = chat_template;
+            let slot = &mut state.status.models[model];
+            slot.status = ModelStatus::Ready { name, device };
+            slot.chat_available = chat_template;
+            slot.vocab = vocab;
             if state.prompt.chat && !chat_template {
                 state.prompt.chat = false;
                 state.status.error = Some(no_template_message(state));
             }
-            state.presets.model_defaults.clone_from(&defaults);
-            if state.params.preset_name == MODEL_PRESET {
-                match defaults {
-                    Some(defaults) => state.params.load_preset(MODEL_PRESET, defaults),
-                    None => {
-                        state.status.error =
-                            Some("the model ships no valid sampling defaults".to_owned())
+            // The first model's defaults are the ones `--preset model` means.
+            if model == 0 {
+                state.presets.model_defaults.clone_from(&defaults);
+                if state.params.preset_name == MODEL_PRESET {
+                    match defaults {
+                        Some(defaults) => state.params.load_preset(MODEL_PRESET, defaults),
+                        None => {
+                            state.status.error =
+                                Some("the model ships no valid sampling defaults".to_owned())
+                        }
                     }
                 }
             }
             return start_run(state);
         }
-        Event::LoadFailed { message } => state.status.model = ModelStatus::Failed(message),
+        Event::LoadFailed { message } => {
+            state.status.models[model].status = ModelStatus::Failed(message);
+        }
         Event::Started {
             seeds, prefill_ms, ..
         } => {
-            let grid = Grid::on_screen(state.size, seeds.len());
-            state.columns.start(&seeds, &grid);
-            state.status.prefill_ms = Some(prefill_ms);
-            state.status.tok_per_s = None;
+            let slot = &mut state.status.models[model];
+            slot.prefill_ms = Some(prefill_ms);
+            slot.tok_per_s = None;
             state.status.error = None;
+            let side = side.unwrap_or_default();
+            let others = state
+                .columns
+                .columns
+                .iter()
+                .filter(|c| c.side != side)
+                .count();
+            let grid = Grid::on_screen(state.size, others + seeds.len());
+            let label = state.side_label(side);
+            state.columns.start(side, &label, &seeds, &grid);
         }
         Event::Token { token, .. } => {
             let hold = state.focus == Focus::Columns;
             let grid = grid(state);
-            state.columns.push_token(token, &grid, hold);
+            state
+                .columns
+                .push_token(side.unwrap_or_default(), token, &grid, hold);
         }
         Event::Finished {
             sample,
@@ -384,39 +442,82 @@ fn engine_event(state: &mut State, event: Event) -> Vec<Effect> {
             tail,
             ..
         } => {
-            if let Some(column) = state.columns.columns.get_mut(sample as usize) {
+            let side = side.unwrap_or_default();
+            let stop_ids = &state.sides[side].stop_ids;
+            if let Some(column) = state.columns.get_mut(side, sample) {
                 column.push_tail(&tail);
-                column.finish(reason, matched.as_ref(), &state.run.stop_ids);
+                column.finish(reason, matched.as_ref(), stop_ids);
             }
         }
         Event::Done { run_id, response } => {
-            state.run.active = false;
-            state.status.tok_per_s = Some(response.timings.decode_tok_per_s);
-            for (column, trajectory) in state.columns.columns.iter_mut().zip(&response.trajectories)
-            {
-                if column.finish.is_none() {
+            state.status.models[model].tok_per_s = Some(response.timings.decode_tok_per_s);
+            let side = side.unwrap_or_default();
+            state.sides[side].active = false;
+            for trajectory in &response.trajectories {
+                let stop_ids = &state.sides[side].stop_ids;
+                if let Some(column) = state.columns.get_mut(side, trajectory.index)
+                    && column.finish.is_none()
+                {
                     column.finish(
                         trajectory.stop_reason,
                         trajectory.stop_matched.as_ref(),
-                        &state.run.stop_ids,
+                        stop_ids,
                     );
                 }
             }
-            state.run.last_response = Some((run_id, response));
+            state.columns.mark_divergence();
+            let effects = score_elsewhere(state, model, run_id, &response);
+            if side == 0 {
+                state.run.last_response = Some((run_id, response));
+            }
+            return effects;
         }
-        Event::Scored { .. } | Event::ScoreFailed { .. } => {}
+        Event::Scored { run_id, scores } => {
+            if let Some(side) = state.sides.iter().position(|s| s.current == Some(run_id)) {
+                for score in scores {
+                    if let Some(column) = state.columns.get_mut(side, score.sample) {
+                        column.add_cross_score(score);
+                    }
+                }
+            }
+        }
+        Event::ScoreFailed { message, .. } => {
+            state.status.error = Some(format!("cross-scoring failed: {message}"));
+        }
         Event::Error { message, .. } => {
-            state.run.active = false;
+            let side = side.unwrap_or_default();
+            state.sides[side].active = false;
             state.status.error = Some(message);
             for column in state
                 .columns
                 .columns
                 .iter_mut()
-                .filter(|c| c.finish.is_none())
+                .filter(|c| c.side == side && c.finish.is_none())
             {
                 column.finish(crate::response::StopReason::Error, None, &[]);
             }
         }
     }
     Vec::new()
+}
+
+/// A finished run of `model`, sent to every other loaded model to be scored.
+fn score_elsewhere(
+    state: &State,
+    model: usize,
+    run_id: RunId,
+    response: &SampleResponse,
+) -> Vec<Effect> {
+    let vocab = state.status.models[model].vocab;
+    let request = ScoreRequest::new(
+        run_id,
+        vocab,
+        state.prompt.text(),
+        state.prompt.chat,
+        response,
+    );
+    (0..state.status.models.len())
+        .filter(|&other| other != model && state.status.models[other].ready())
+        .map(|other| Effect::Score(other, request.clone()))
+        .collect()
 }

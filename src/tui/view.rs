@@ -17,14 +17,25 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         frame,
         a.prompt,
         &state.prompt,
-        state.status.chat_available,
+        state.status.chat_available(),
         focus(Focus::Prompt),
         theme,
     );
     if state.focus == Focus::Columns {
         inspector::render(frame, a.params, &state.columns, theme);
     } else {
-        params::render(frame, a.params, &state.params, focus(Focus::Params), theme);
+        let compared = state.other_set.as_ref().map(|other| params::Compared {
+            letter: if state.editing_set == 0 { 'A' } else { 'B' },
+            other: &other.params,
+        });
+        params::render(
+            frame,
+            a.params,
+            &state.params,
+            compared,
+            focus(Focus::Params),
+            theme,
+        );
     }
     columns::render(
         frame,

@@ -4,9 +4,10 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use samplab::engine::{Event, RunId, TokenEvent};
+use samplab::engine::{Event, Request, RunId, ScoreRequest, TokenEvent};
 use samplab::params::SamplingParams;
 use samplab::response::{SampleResponse, StopMatched, StopReason, Timings, Trajectory};
+use samplab::tui::app::EngineHandle;
 use samplab::tui::keymap::KeyMap;
 use samplab::tui::params::ParamsState;
 use samplab::tui::state::State;
@@ -132,4 +133,13 @@ pub fn find(buffer: &Buffer, text: &str) -> Option<(u16, u16)> {
                 .then_some((x as u16, y))
         })
     })
+}
+
+/// An engine for tests that drive the app without caring what it is asked.
+pub struct NoEngine;
+
+impl EngineHandle for NoEngine {
+    fn run(&self, _: Request) {}
+    fn cancel(&self, _: RunId) {}
+    fn score(&self, _: ScoreRequest) {}
 }

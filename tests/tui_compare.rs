@@ -1,0 +1,193 @@
+//! The playground comparing models (one side per `--model`) and parameter sets (A/B): each
+//! side runs on its own engine and lane, other models score its samples, and the columns mark
+//! where samples that share a seed part.
+
+mod common;
+
+use common::tui::{done, find, finished, render, row, started, state_sized, token};
+use samplab::engine::Event;
+use samplab::params::SamplingParams;
+use samplab::response::{CrossScore, StopReason};
+use samplab::tui::action::{Action, Effect};
+use samplab::tui::params::ParamsState;
+use samplab::tui::state::State;
+use samplab::tui::theme::Theme;
+use samplab::tui::update::update;
+
+fn loaded(name: &str, vocab: u64) -> Event {
+    Event::Loaded {
+        model: name.into(),
+        device: "cpu".into(),
+        defaults: None,
+        chat_template: false,
+        vocab,
+    }
+}
+
+/// Two models, both loaded, each with its first run started; returns their run ids.
+fn two_models() -> (State, u64, u64) {
+    let mut s = state_sized(200, 50);
+    s.compare(2, None);
+    let first = update(&mut s, Action::Engine(0, loaded("stories", 11)));
+    let [Effect::Run(0, a)] = &first[..] else {
+        panic!("only the loaded model runs: {first:?}");
+    };
+    let second = update(&mut s, Action::Engine(1, loaded("tiny", 22)));
+    let [Effect::Run(1, b)] = &second[..] else {
+        panic!("the second model runs once it is loaded, the first is not re-run: {second:?}");
+    };
+    assert_eq!(a.params, b.params, "the same params and seed on both");
+    (s, a.run_id, b.run_id)
+}
+
+fn stream(s: &mut State, model: usize, run_id: u64, texts: &[&str]) {
+    update(s, Action::Engine(model, started(run_id, vec![7])));
+    for text in texts {
+        update(s, Action::Engine(model, token(run_id, 0, text, 0.5)));
+    }
+    update(
+        s,
+        Action::Engine(model, finished(run_id, 0, StopReason::Length, None)),
+    );
+}
+
+#[test]
+fn each_model_fills_its_own_columns_and_the_status_bar_names_both() {
+    let (mut s, a, b) = two_models();
+    stream(&mut s, 1, b, &["B", "b"]);
+    stream(&mut s, 0, a, &["A", "a"]);
+    // A stale event of model 1 under model 0's run id is dropped.
+    update(&mut s, Action::Engine(1, token(a, 0, "X", 0.5)));
+
+    let texts: Vec<(usize, String)> = s
+        .columns
+        .columns
+        .iter()
+        .map(|c| (c.side, c.token_text()))
+        .collect();
+    assert_eq!(texts, [(0, "Aa".to_owned()), (1, "Bb".to_owned())]);
+    let screen = render(&s, &Theme::plain());
+    assert!(find(&screen, "stories #0 seed 7").is_some());
+    assert!(find(&screen, "tiny #0 seed 7").is_some());
+    let status = row(&screen, 49);
+    assert!(
+        status.contains("model stories (cpu)") && status.contains("model tiny (cpu)"),
+        "{status}"
+    );
+}
+
+#[test]
+fn a_finished_run_is_sent_to_the_other_model_and_its_scores_reach_the_footer() {
+    let (mut s, a, _) = two_models();
+    stream(&mut s, 0, a, &["A", "a"]);
+    let effects = update(&mut s, Action::Engine(0, done(a, &[StopReason::Length])));
+    let [Effect::Score(1, request)] = &effects[..] else {
+        panic!("model 1 is asked to score run {a}: {effects:?}");
+    };
+    assert_eq!((request.run_id, request.vocab), (a, 11));
+
+    let score = CrossScore {
+        model: "tiny".into(),
+        sample: 0,
+        tokens: 3,
+        mean_logprob: -2.0,
+        perplexity: 2f64.exp(),
+        retokenized: true,
+    };
+    update(
+        &mut s,
+        Action::Engine(
+            1,
+            Event::Scored {
+                run_id: a,
+                scores: vec![score],
+            },
+        ),
+    );
+    let column = &s.columns.columns[0];
+    assert_eq!(column.cross.len(), 1);
+    assert!(
+        column.footer(60).ends_with("⇄tiny 7.39*"),
+        "{}",
+        column.footer(60)
+    );
+    let screen = render(&s, &Theme::plain());
+    assert!(find(&screen, "⇄tiny 7.39*").is_some());
+}
+
+#[test]
+fn samples_sharing_a_seed_are_marked_where_they_part() {
+    let (mut s, a, b) = two_models();
+    stream(&mut s, 0, a, &["Once", " upon", " a", " time"]);
+    stream(&mut s, 1, b, &["Once", " upon", " the", " hill"]);
+    update(&mut s, Action::Engine(0, done(a, &[StopReason::Length])));
+    update(&mut s, Action::Engine(1, done(b, &[StopReason::Length])));
+
+    let marks: Vec<Option<usize>> = s.columns.columns.iter().map(|c| c.diverge).collect();
+    assert_eq!(marks, [Some(2), Some(2)], "both part at their third token");
+    assert!(s.columns.columns[0].footer(80).contains("≠2"));
+    let screen = render(&s, &Theme::dark());
+    let (x, y) = find(&screen, " a time").expect("the first column's text");
+    assert!(
+        screen[(x + 1, y)]
+            .modifier
+            .contains(ratatui::style::Modifier::UNDERLINED),
+        "the parting token is underlined"
+    );
+}
+
+#[test]
+fn a_change_cancels_every_side_and_reruns_them_all() {
+    let (mut s, a, b) = two_models();
+    s.focus = samplab::tui::action::Focus::Prompt;
+    let effects = update(&mut s, Action::InsertChar('!'));
+    assert!(effects.contains(&Effect::Cancel(0, a)), "{effects:?}");
+    assert!(effects.contains(&Effect::Cancel(1, b)), "{effects:?}");
+    let effects = update(&mut s, Action::DebounceElapsed);
+    let models: Vec<usize> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Run(model, r) if r.prompt.ends_with('!') => Some(*model),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(models, [0, 1]);
+}
+
+#[test]
+fn two_parameter_sets_run_in_two_lanes_and_b_switches_the_one_edited() {
+    let mut s = state_sized(200, 50);
+    let greedy = SamplingParams::from_yaml("temperature: 0\nseed: 3").unwrap();
+    let params_b = ParamsState::new("greedy", greedy, 1);
+    s.compare(1, Some(params_b));
+    let effects = update(&mut s, Action::Engine(0, loaded("stories", 11)));
+    let runs: Vec<(u32, f32, u64)> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Run(0, r) => Some((r.lane, r.params.temperature, r.run_id)),
+            _ => None,
+        })
+        .collect();
+    let [(0, 1.0, _), (1, 0.0, b)] = runs[..] else {
+        panic!("set A in lane 0, set B in lane 1: {runs:?}");
+    };
+    stream(&mut s, 0, b, &["B"]);
+
+    let screen = render(&s, &Theme::plain());
+    assert!(find(&screen, "params A · default").is_some());
+    let temperature_row = (0..50)
+        .map(|y| row(&screen, y))
+        .find(|r| r.contains("temperature"))
+        .unwrap();
+    assert!(
+        temperature_row.contains("temperature≠"),
+        "{temperature_row}"
+    );
+
+    update(&mut s, Action::SwitchParamSet);
+    assert_eq!(s.params.params.temperature, 0.0, "B is edited now");
+    assert_eq!(s.set_params(0).params.temperature, 1.0);
+    let screen = render(&s, &Theme::plain());
+    assert!(find(&screen, "params B · greedy").is_some());
+    assert!(find(&screen, "B:greedy #0 seed 7").is_some());
+}
