@@ -191,3 +191,24 @@ fn two_parameter_sets_run_in_two_lanes_and_b_switches_the_one_edited() {
     assert!(find(&screen, "params B · greedy").is_some());
     assert!(find(&screen, "B:greedy #0 seed 7").is_some());
 }
+
+#[test]
+fn a_side_starting_later_rewraps_the_columns_already_shown() {
+    let (mut s, a, b) = two_models();
+    // Model 0 streams alone first: its column would be wrapped at the full width.
+    let long = "word ".repeat(60);
+    update(&mut s, Action::Engine(0, started(a, vec![7])));
+    update(&mut s, Action::Engine(0, token(a, 0, &long, 0.5)));
+    let alone = s.columns.columns[0].text.width();
+    update(&mut s, Action::Engine(1, started(b, vec![7])));
+    let beside = s.columns.columns[0].text.width();
+    assert!(beside < alone, "{beside} < {alone}");
+    assert_eq!(beside, s.columns.columns[1].text.width());
+    let shown: String = s.columns.columns[0]
+        .text
+        .lines
+        .iter()
+        .flat_map(|l| l.iter().map(|seg| seg.text.as_str()))
+        .collect();
+    assert_eq!(shown, long, "nothing is lost to clipping");
+}

@@ -220,7 +220,8 @@ impl Columns {
         self.columns.retain(|c| c.side != side);
         self.columns.splice(at..at, fresh);
         self.cursor.column = self.cursor.column.min(self.columns.len().saturating_sub(1));
-        self.first_row = grid.first_row_showing(self.cursor.column, self.first_row);
+        // The other sides' columns become narrower (or wider) with this side's count.
+        self.rewrap(grid);
     }
 
     /// The column of `sample` in `side`'s run.
