@@ -6,11 +6,12 @@ mod common;
 
 use common::tui::{done, find, finished, render, row, started, state_sized, token};
 use samplab::engine::Event;
+use samplab::model::discover::Candidate;
 use samplab::params::SamplingParams;
 use samplab::response::{CrossScore, StopReason};
-use samplab::tui::action::{Action, Effect};
+use samplab::tui::action::{Action, DialogAction, Effect, Outcome};
 use samplab::tui::params::ParamsState;
-use samplab::tui::state::State;
+use samplab::tui::state::{Overlay, State};
 use samplab::tui::theme::Theme;
 use samplab::tui::update::update;
 
@@ -27,7 +28,7 @@ fn loaded(name: &str, vocab: u64) -> Event {
 /// Two models, both loaded, each with its first run started; returns their run ids.
 fn two_models() -> (State, u64, u64) {
     let mut s = state_sized(200, 50);
-    s.compare(2, None);
+    s.compare(&["stories".into(), "tiny".into()], None);
     let first = update(&mut s, Action::Engine(0, loaded("stories", 11)));
     let [Effect::Run(0, a)] = &first[..] else {
         panic!("only the loaded model runs: {first:?}");
@@ -159,7 +160,7 @@ fn two_parameter_sets_run_in_two_lanes_and_b_switches_the_one_edited() {
     let mut s = state_sized(200, 50);
     let greedy = SamplingParams::from_yaml("temperature: 0\nseed: 3").unwrap();
     let params_b = ParamsState::new("greedy", greedy, 1);
-    s.compare(1, Some(params_b));
+    s.compare(&["stories".into()], Some(params_b));
     let effects = update(&mut s, Action::Engine(0, loaded("stories", 11)));
     let runs: Vec<(u32, f32, u64)> = effects
         .iter()
@@ -211,4 +212,114 @@ fn a_side_starting_later_rewraps_the_columns_already_shown() {
         .flat_map(|l| l.iter().map(|seg| seg.text.as_str()))
         .collect();
     assert_eq!(shown, long, "nothing is lost to clipping");
+}
+
+#[test]
+fn a_model_that_loads_late_scores_the_runs_already_finished() {
+    let mut s = state_sized(200, 50);
+    s.compare(&["stories".into(), "tiny".into()], None);
+    let effects = update(&mut s, Action::Engine(0, loaded("stories", 11)));
+    let [Effect::Run(0, a)] = &effects[..] else {
+        panic!("{effects:?}");
+    };
+    let a = a.run_id;
+    stream(&mut s, 0, a, &["A"]);
+    let effects = update(&mut s, Action::Engine(0, done(a, &[StopReason::Length])));
+    assert!(effects.is_empty(), "nobody to score yet: {effects:?}");
+    let effects = update(&mut s, Action::Engine(1, loaded("tiny", 22)));
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Score(1, r) if r.run_id == a && r.vocab == 11)),
+        "{effects:?}"
+    );
+}
+
+fn open_models(s: &mut State) {
+    let effects = update(s, Action::Dialog(DialogAction::OpenModels));
+    assert_eq!(effects, [Effect::DiscoverModels]);
+    update(
+        s,
+        Action::Outcome(Outcome::ModelsFound(vec![Candidate {
+            spec: "/models/small.gguf".into(),
+            label: "small.gguf (local)".into(),
+        }])),
+    );
+}
+
+#[test]
+fn the_model_picker_adds_a_typed_or_found_model_which_runs_once_loaded() {
+    let mut s = state_sized(200, 50);
+    update(&mut s, Action::Engine(0, loaded("stories", 11)));
+    open_models(&mut s);
+    let screen = render(&s, &Theme::plain());
+    assert!(find(&screen, "stories").is_some());
+    assert!(find(&screen, "samplab-tiny (built in)").is_some());
+    assert!(find(&screen, "small.gguf (local)").is_some());
+
+    // Down past the loaded model and the built-in one, to the file found on disk.
+    update(&mut s, Action::Dialog(DialogAction::ModelsMove(2)));
+    let effects = update(&mut s, Action::Dialog(DialogAction::AddModel));
+    assert_eq!(
+        effects,
+        [Effect::AddEngine {
+            id: 1,
+            spec: "/models/small.gguf".into()
+        }]
+    );
+    assert!(s.overlay.is_none());
+    assert_eq!(s.sides.len(), 2);
+    let effects = update(&mut s, Action::Engine(1, loaded("small", 33)));
+    assert!(
+        effects.iter().any(|e| matches!(e, Effect::Run(1, _))),
+        "{effects:?}"
+    );
+
+    open_models(&mut s);
+    for c in "org/name".chars() {
+        update(&mut s, Action::InsertChar(c));
+    }
+    let effects = update(&mut s, Action::Dialog(DialogAction::AddModel));
+    assert_eq!(
+        effects,
+        [Effect::AddEngine {
+            id: 2,
+            spec: "org/name".into()
+        }]
+    );
+}
+
+#[test]
+fn removing_a_model_drops_its_columns_and_scores_and_keeps_the_last_one() {
+    let (mut s, a, b) = two_models();
+    stream(&mut s, 0, a, &["A"]);
+    stream(&mut s, 1, b, &["B"]);
+    open_models(&mut s);
+    let effects = update(&mut s, Action::Dialog(DialogAction::RemoveModel));
+    assert_eq!(effects, [Effect::Cancel(0, a), Effect::RemoveEngine(0)]);
+    assert_eq!(s.sides.len(), 1);
+    assert_eq!(s.sides[0].model, 1);
+    let sides: Vec<(usize, String)> = s
+        .columns
+        .columns
+        .iter()
+        .map(|c| (c.side, c.token_text()))
+        .collect();
+    assert_eq!(sides, [(0, "B".to_owned())], "model 1's column moved up");
+    // Its events still find it under its id.
+    update(&mut s, Action::Engine(1, token(b, 0, "b", 0.5)));
+    assert_eq!(s.columns.columns[0].token_text(), "Bb");
+
+    let effects = update(&mut s, Action::Dialog(DialogAction::RemoveModel));
+    assert!(effects.is_empty());
+    let Some(Overlay::Models(picker)) = &s.overlay else {
+        panic!("the picker stays open");
+    };
+    assert!(
+        picker
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("last model stays")
+    );
 }

@@ -257,7 +257,7 @@ fn s_asks_for_a_name_and_saving_makes_the_preset_current_and_unmodified() {
         "",
         "a built-in's name is not offered"
     );
-    assert_eq!(s.modes(), [Mode::PresetName, Mode::Dialog]);
+    assert_eq!(s.modes(), [Mode::PresetName, Mode::TextField, Mode::Dialog]);
     type_text(&mut s, " mine ");
     let effects = update(&mut s, dialog(DialogAction::SubmitName));
     let [
@@ -548,6 +548,7 @@ fn help_lists_every_binding_at_80x24_and_200x50() {
         Mode::Prompt,
         Mode::Params,
         Mode::ParamEdit,
+        Mode::TextField,
         Mode::Columns,
         Mode::Help,
         Mode::Dialog,
@@ -555,6 +556,7 @@ fn help_lists_every_binding_at_80x24_and_200x50() {
         Mode::PresetName,
         Mode::Confirm,
         Mode::Export,
+        Mode::Models,
     ];
     for (w, h) in [(80, 24), (200, 50)] {
         let mut s = state_sized(w, h);

@@ -4,6 +4,7 @@
 use super::theme::Theme;
 use crate::engine::{Event, Request, RunId, ScoreRequest};
 use crate::export::ExportFormat;
+use crate::model::discover::Candidate;
 use crate::params::SamplingParams;
 use crate::preset_store::{PresetStore, UserPreset};
 use crate::presets::Preset;
@@ -134,6 +135,13 @@ pub enum DialogAction {
     CopyExport,
     /// Write the last finished run as SampleResponse JSON.
     WriteResults,
+    /// The model picker: the models compared, and others to add.
+    OpenModels,
+    ModelsMove(i32),
+    /// Add the typed or selected model.
+    AddModel,
+    /// Remove the selected loaded model.
+    RemoveModel,
 }
 
 /// The result of an effect that touched the outside world, with errors as messages to show.
@@ -145,6 +153,8 @@ pub enum Outcome {
     PresetExists(String),
     Copied(Result<(), String>),
     ResultsWritten(Result<PathBuf, String>),
+    /// Models on disk for the model picker.
+    ModelsFound(Vec<Candidate>),
 }
 
 /// Work for the loop; `update` itself never touches the engine, the clock or the terminal.
@@ -169,6 +179,15 @@ pub enum Effect {
         params: SamplingParams,
         overwrite: bool,
     },
+    /// Look for models on disk; answered with `Outcome::ModelsFound`.
+    DiscoverModels,
+    /// Start an engine for model `id` loading `spec`; its events come tagged with `id`.
+    AddEngine {
+        id: usize,
+        spec: String,
+    },
+    /// Close model `id`'s engine.
+    RemoveEngine(usize),
     /// Put text on the clipboard (OSC 52); answered with `Outcome::Copied`.
     Copy(String),
     /// Write `response` as JSON to a new file in `dir`; answered with `Outcome::ResultsWritten`.

@@ -45,10 +45,15 @@ impl EngineHandle for Engine {
     }
 }
 
+/// Starts the engine of model `id` loading `spec`; events come back tagged with `id`.
+pub type Spawner<E> = Box<dyn FnMut(usize, &str) -> E + Send>;
+
 pub struct App<E> {
     pub state: State,
-    /// One engine per model, in `--model` order.
-    pub engines: Vec<E>,
+    /// The engines by model id; a removed model leaves `None`, so ids stay valid.
+    pub engines: Vec<Option<E>>,
+    /// Starts engines for models added at run time; without one, adding does nothing.
+    spawner: Option<Spawner<E>>,
     pub keymap: KeyMap,
     pub theme: Theme,
     /// Where OSC 52 copy requests go: the terminal, or a buffer in tests.
@@ -62,7 +67,8 @@ impl<E: EngineHandle> App<E> {
     pub fn new(state: State, engines: Vec<E>, keymap: KeyMap, theme: Theme) -> Self {
         Self {
             state,
-            engines,
+            engines: engines.into_iter().map(Some).collect(),
+            spawner: None,
             keymap,
             theme,
             clipboard: Box::new(std::io::stdout()),
@@ -78,8 +84,14 @@ impl<E: EngineHandle> App<E> {
         self
     }
 
+    /// Lets the model picker add models.
+    pub fn with_spawner(mut self, spawner: Spawner<E>) -> Self {
+        self.spawner = Some(spawner);
+        self
+    }
+
     fn engine(&self, model: usize, act: impl FnOnce(&E)) {
-        if let Some(engine) = self.engines.get(model) {
+        if let Some(Some(engine)) = self.engines.get(model) {
             act(engine);
         }
     }
@@ -107,6 +119,22 @@ impl<E: EngineHandle> App<E> {
             Effect::Run(model, request) => self.engine(model, |e| e.run(request)),
             Effect::Cancel(model, run_id) => self.engine(model, |e| e.cancel(run_id)),
             Effect::Score(model, request) => self.engine(model, |e| e.score(request)),
+            Effect::AddEngine { id, spec } => {
+                if let Some(spawn) = &mut self.spawner {
+                    let engine = spawn(id, &spec);
+                    if self.engines.len() <= id {
+                        self.engines.resize_with(id + 1, || None);
+                    }
+                    self.engines[id] = Some(engine);
+                }
+            }
+            // Dropping the engine stops its worker.
+            Effect::RemoveEngine(id) => {
+                if let Some(slot) = self.engines.get_mut(id) {
+                    *slot = None;
+                }
+            }
+            Effect::DiscoverModels => return Some(perform::discover_models()),
             Effect::ScheduleRun => self.debounce = Some(Instant::now() + DEBOUNCE),
             Effect::Quit => self.quit = true,
             Effect::SetTheme(theme) => self.theme = theme,

@@ -224,6 +224,15 @@ impl Columns {
         self.rewrap(grid);
     }
 
+    /// Drops the columns of `side`, which no longer exists; later sides move up by one.
+    pub fn remove_side(&mut self, side: usize) {
+        self.columns.retain(|c| c.side != side);
+        for column in self.columns.iter_mut().filter(|c| c.side > side) {
+            column.side -= 1;
+        }
+        self.cursor.column = self.cursor.column.min(self.columns.len().saturating_sub(1));
+    }
+
     /// The column of `sample` in `side`'s run.
     pub fn index_of(&self, side: usize, sample: u32) -> Option<usize> {
         self.columns

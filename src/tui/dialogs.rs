@@ -4,6 +4,7 @@
 
 use super::action::{DialogAction, Effect, Outcome};
 use super::export_dialog::{self, ExportDialog, Note};
+use super::model_picker;
 use super::preset_picker::{EntryKind, PresetPicker};
 use super::save_prompt::SavePrompt;
 use super::state::{Overlay, State};
@@ -58,6 +59,13 @@ pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
             _ => Vec::new(),
         },
         DialogAction::WriteResults => write_results(state),
+        DialogAction::OpenModels => model_picker::open(state),
+        DialogAction::ModelsMove(delta) => {
+            model_picker::move_by(state, delta);
+            Vec::new()
+        }
+        DialogAction::AddModel => model_picker::add(state),
+        DialogAction::RemoveModel => model_picker::remove(state),
     }
 }
 
@@ -104,6 +112,11 @@ pub fn outcome(state: &mut State, outcome: Outcome) -> Vec<Effect> {
                 Err(e) => Note::Failed(format!("cannot copy: {e}")),
             })
         }),
+        Outcome::ModelsFound(candidates) => {
+            if let Some(Overlay::Models(picker)) = &mut state.overlay {
+                picker.found(candidates);
+            }
+        }
         Outcome::ResultsWritten(result) => with_export(state, |d| {
             d.note = Some(match result {
                 Ok(path) => Note::Done(format!("wrote {}", path.display())),

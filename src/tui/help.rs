@@ -12,12 +12,13 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 /// The order sections appear in; modes without bindings are left out.
-const ORDER: [Mode; 12] = [
+const ORDER: [Mode; 14] = [
     Mode::Global,
     Mode::Navigate,
     Mode::Prompt,
     Mode::Params,
     Mode::ParamEdit,
+    Mode::TextField,
     Mode::Columns,
     Mode::Help,
     Mode::Dialog,
@@ -25,12 +26,19 @@ const ORDER: [Mode; 12] = [
     Mode::PresetName,
     Mode::Confirm,
     Mode::Export,
+    Mode::Models,
 ];
 const GAP: u16 = 2;
 
 /// One mode's title and rows, with `aligned` the keys padded to the section's widest.
 fn section<'a>(keymap: &KeyMap, mode: Mode, aligned: bool, theme: &Theme) -> Vec<Line<'a>> {
-    let rows = keymap.describe(mode);
+    // A key that does the same everywhere is listed once, under "everywhere".
+    let global = keymap.describe(Mode::Global);
+    let rows: Vec<_> = keymap
+        .describe(mode)
+        .into_iter()
+        .filter(|row| mode == Mode::Global || !global.contains(row))
+        .collect();
     let keys_width = match aligned {
         true => rows
             .iter()
@@ -50,7 +58,8 @@ fn section<'a>(keymap: &KeyMap, mode: Mode, aligned: bool, theme: &Theme) -> Vec
 }
 
 /// Sections flowed into columns of at most `height` lines, with `spaced` a blank line between
-/// sections (their bold titles part them otherwise).
+/// sections (their bold titles part them otherwise). A section that does not fit whole goes
+/// on in the next column under its title again, so that no space is lost to short columns.
 fn columns<'a>(
     keymap: &KeyMap,
     height: usize,
@@ -64,17 +73,26 @@ fn columns<'a>(
         if keymap.describe(mode).is_empty() {
             continue;
         }
-        let lines = section(keymap, mode, aligned, theme);
+        let mut lines = section(keymap, mode, aligned, theme).into_iter();
+        let Some(title) = lines.next() else {
+            continue;
+        };
         let column = columns.last_mut().expect("starts with one column");
-        if column.is_empty() {
-            column.extend(lines);
-        } else if column.len() + gap + lines.len() <= height {
-            if spaced {
-                column.push(Line::default());
+        // A title needs one of its rows under it in the same column.
+        if !column.is_empty() && column.len() + gap + 2 > height {
+            columns.push(Vec::new());
+        } else if !column.is_empty() && spaced {
+            column.push(Line::default());
+        }
+        columns
+            .last_mut()
+            .expect("one column at least")
+            .push(title.clone());
+        for line in lines {
+            if columns.last().is_some_and(|c| c.len() >= height.max(2)) {
+                columns.push(vec![title.clone()]);
             }
-            column.extend(lines);
-        } else {
-            columns.push(lines);
+            columns.last_mut().expect("one column at least").push(line);
         }
     }
     columns

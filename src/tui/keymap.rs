@@ -23,6 +23,9 @@ pub enum Mode {
     PresetName,
     Confirm,
     Export,
+    Models,
+    /// Moving and deleting in a one-line text field (a value, a name, a model).
+    TextField,
 }
 
 impl Mode {
@@ -40,12 +43,17 @@ impl Mode {
             Mode::PresetName => "naming a preset",
             Mode::Confirm => "preset exists",
             Mode::Export => "export",
+            Mode::Models => "model picker",
+            Mode::TextField => "in a text field",
         }
     }
 
     /// Modes where unbound printable characters are typed, not ignored.
     pub fn takes_text(self) -> bool {
-        matches!(self, Mode::Prompt | Mode::ParamEdit | Mode::PresetName)
+        matches!(
+            self,
+            Mode::Prompt | Mode::ParamEdit | Mode::PresetName | Mode::Models | Mode::TextField
+        )
     }
 }
 
@@ -144,16 +152,11 @@ impl Default for KeyMap {
             (Mode::Global, p(K::F(5)), A::Rerun, "re-run now"),
             (Mode::Global, ctrl('r'), A::Rerun, "re-run now"),
             (Mode::Global, p(K::F(1)), A::OpenHelp, "help"),
-            (Mode::Global, ctrl('t'), A::ToggleChat, "raw / chat prompt"),
+            (Mode::Global, ctrl('t'), A::ToggleChat, "chat mode"),
             (Mode::Navigate, c('q'), A::Quit, "quit"),
             (Mode::Navigate, c('?'), A::OpenHelp, "help"),
-            (Mode::Navigate, c('m'), A::ToggleChat, "raw / chat prompt"),
-            (
-                Mode::Navigate,
-                c('b'),
-                A::SwitchParamSet,
-                "edit the other set (A/B)",
-            ),
+            (Mode::Navigate, c('m'), A::ToggleChat, "chat mode"),
+            (Mode::Navigate, c('b'), A::SwitchParamSet, "A/B set"),
             (
                 Mode::Navigate,
                 c('p'),
@@ -197,12 +200,12 @@ impl Default for KeyMap {
             (Mode::Params, c('r'), A::RollSeed, "roll seed"),
             (Mode::ParamEdit, p(K::Enter), A::CommitEdit, "apply"),
             (Mode::ParamEdit, p(K::Esc), A::CancelEdit, "cancel"),
-            (Mode::ParamEdit, p(K::Backspace), A::DeleteBack, "delete"),
-            (Mode::ParamEdit, p(K::Delete), A::DeleteForward, "delete"),
-            (Mode::ParamEdit, p(K::Left), A::CursorLeft, "move"),
-            (Mode::ParamEdit, p(K::Right), A::CursorRight, "move"),
-            (Mode::ParamEdit, p(K::Home), A::CursorHome, "move"),
-            (Mode::ParamEdit, p(K::End), A::CursorEnd, "move"),
+            (Mode::TextField, p(K::Backspace), A::DeleteBack, "delete"),
+            (Mode::TextField, p(K::Delete), A::DeleteForward, "delete"),
+            (Mode::TextField, p(K::Left), A::CursorLeft, "move"),
+            (Mode::TextField, p(K::Right), A::CursorRight, "move"),
+            (Mode::TextField, p(K::Home), A::CursorHome, "move"),
+            (Mode::TextField, p(K::End), A::CursorEnd, "move"),
             (Mode::Prompt, p(K::Enter), A::InsertNewline, "new line"),
             (Mode::Prompt, p(K::Esc), A::FocusNext, "leave prompt"),
             (Mode::Prompt, p(K::Backspace), A::DeleteBack, "delete"),
@@ -229,7 +232,37 @@ impl Default for KeyMap {
             (Mode::Help, c('q'), A::CloseOverlay, "close"),
             (Mode::Help, p(K::F(1)), A::CloseOverlay, "close"),
             (Mode::Help, ctrl('c'), A::Quit, "quit"),
+            (
+                Mode::Navigate,
+                c('a'),
+                dialog(DialogAction::OpenModels),
+                "models",
+            ),
             (Mode::Dialog, p(K::Esc), A::CloseOverlay, "close"),
+            (
+                Mode::Models,
+                p(K::Up),
+                dialog(DialogAction::ModelsMove(-1)),
+                "select",
+            ),
+            (
+                Mode::Models,
+                p(K::Down),
+                dialog(DialogAction::ModelsMove(1)),
+                "select",
+            ),
+            (
+                Mode::Models,
+                p(K::Enter),
+                dialog(DialogAction::AddModel),
+                "add",
+            ),
+            (
+                Mode::Models,
+                p(K::Delete),
+                dialog(DialogAction::RemoveModel),
+                "remove",
+            ),
             (Mode::Dialog, ctrl('c'), A::Quit, "quit"),
             (
                 Mode::Presets,
@@ -255,12 +288,6 @@ impl Default for KeyMap {
                 dialog(DialogAction::SubmitName),
                 "save",
             ),
-            (Mode::PresetName, p(K::Backspace), A::DeleteBack, "delete"),
-            (Mode::PresetName, p(K::Delete), A::DeleteForward, "delete"),
-            (Mode::PresetName, p(K::Left), A::CursorLeft, "move"),
-            (Mode::PresetName, p(K::Right), A::CursorRight, "move"),
-            (Mode::PresetName, p(K::Home), A::CursorHome, "move"),
-            (Mode::PresetName, p(K::End), A::CursorEnd, "move"),
             (
                 Mode::Confirm,
                 c('y'),

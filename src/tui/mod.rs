@@ -13,6 +13,7 @@ pub mod help;
 pub mod inspector;
 pub mod keymap;
 pub mod layout;
+pub mod model_picker;
 pub mod mouse;
 pub mod params;
 pub mod perform;
@@ -67,21 +68,22 @@ pub fn run(playground: Playground) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let spawn = move |id: usize, spec: &str| {
+        let spec = spec.to_owned();
+        let events_tx = events_tx.clone();
+        Engine::spawn(
+            move |progress| load_model(&spec, &HubSettings::from_env(), progress),
+            move |event| {
+                // The receiver is gone only when the playground is closing.
+                let _ = events_tx.send((id, event));
+            },
+        )
+    };
     let engines: Vec<Engine> = playground
         .models
         .iter()
         .enumerate()
-        .map(|(index, spec)| {
-            let spec = spec.clone();
-            let events_tx = events_tx.clone();
-            Engine::spawn(
-                move |progress| load_model(&spec, &HubSettings::from_env(), progress),
-                move |event| {
-                    // The receiver is gone only when the playground is closing.
-                    let _ = events_tx.send((index, event));
-                },
-            )
-        })
+        .map(|(id, spec)| spawn(id, spec))
         .collect();
     let mut terminal = ratatui::init();
     let restore_hook = std::panic::take_hook();
@@ -115,7 +117,7 @@ pub fn run(playground: Playground) -> anyhow::Result<()> {
             preset.params.seed = preset.params.seed.or(state.params.params.seed);
             params::ParamsState::new(&preset.name, preset.params, entropy())
         });
-        state.compare(models.len(), second_set);
+        state.compare(&models, second_set);
         state.prompt.chat = chat;
         state.presets.store = presets;
         state.presets.source = preset.source;
@@ -123,7 +125,8 @@ pub fn run(playground: Playground) -> anyhow::Result<()> {
         state.status.notice = notice;
         let theme = themes.current().theme.clone();
         state.themes = themes;
-        let mut app = app::App::new(state, engines, keymap::KeyMap::default(), theme);
+        let mut app = app::App::new(state, engines, keymap::KeyMap::default(), theme)
+            .with_spawner(Box::new(spawn));
         runtime.block_on(app.run(&mut terminal, EventStream::new(), &mut events))
         // Dropping `app` here joins the engine thread after the quit cancelled its run.
     })();

@@ -4,6 +4,8 @@
 use super::action::Outcome;
 use super::{clipboard, results_file};
 use crate::engine::RunId;
+use crate::model::discover::discover;
+use crate::model::source::HubSettings;
 use crate::params::SamplingParams;
 use crate::preset_store::{PresetStore, SaveError};
 use crate::response::SampleResponse;
@@ -43,4 +45,11 @@ pub fn write_results(dir: &Path, run_id: RunId, response: &SampleResponse) -> Ou
     Outcome::ResultsWritten(
         results_file::write(dir, run_id, now, response).map_err(|e| e.to_string()),
     )
+}
+
+/// GGUF files and model directories where the playground was started, and the HF cache.
+pub fn discover_models() -> Outcome {
+    let here = std::env::current_dir().unwrap_or_default();
+    let hub = HubSettings::from_env();
+    Outcome::ModelsFound(discover(&here, &hub.cache_dir))
 }

@@ -4,11 +4,12 @@ use super::action::Focus;
 use super::columns::Columns;
 use super::export_dialog::{ExportDialog, ExportSettings};
 use super::keymap::Mode;
+use super::model_picker::ModelPicker;
 use super::params::ParamsState;
 use super::preset_picker::{PresetPicker, PresetsState};
 use super::prompt::PromptState;
 use super::save_prompt::SavePrompt;
-use super::status::StatusState;
+use super::status::{ModelSlot, StatusState};
 use super::themes::ThemeCatalog;
 use crate::engine::RunId;
 use crate::response::SampleResponse;
@@ -21,6 +22,7 @@ pub enum Overlay {
     Presets(PresetPicker),
     SavePreset(SavePrompt),
     Export(ExportDialog),
+    Models(ModelPicker),
 }
 
 /// Run ids, shared by all sides so that an id names one run of one side.
@@ -34,7 +36,7 @@ pub struct RunState {
 /// One model with one parameter set: a group of columns with its own run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Side {
-    /// Index into `status.models` (and the engines).
+    /// The model's id (see `ModelSlot::id`).
     pub model: usize,
     /// 0 for the first parameter set, 1 for the second (A/B).
     pub set: usize,
@@ -46,6 +48,8 @@ pub struct Side {
     pub pending: bool,
     /// The stop token ids of the current run, to tell `<eos>` from a listed stop token.
     pub stop_ids: Vec<u32>,
+    /// The current run's result once it finished, for models that load later to score.
+    pub response: Option<Box<SampleResponse>>,
 }
 
 impl Side {
@@ -57,6 +61,7 @@ impl Side {
             active: false,
             pending: true,
             stop_ids: Vec::new(),
+            response: None,
         }
     }
 }
@@ -76,6 +81,8 @@ pub struct State {
     /// one being edited, which is set `editing_set`.
     pub other_set: Option<ParamsState>,
     pub editing_set: usize,
+    /// The id the next model added at run time gets.
+    pub next_model_id: usize,
     /// The terminal size, so that sample text is wrapped at the width it will be drawn.
     pub size: Rect,
     pub presets: PresetsState,
@@ -98,6 +105,7 @@ impl State {
             sides: vec![Side::new(0, 0)],
             other_set: None,
             editing_set: 0,
+            next_model_id: 1,
             size,
             presets: PresetsState::default(),
             themes: ThemeCatalog::default(),
@@ -105,16 +113,31 @@ impl State {
         }
     }
 
-    /// Compares `models` models, each with the current params and, when given, a second
-    /// parameter set: one side per (model, set), models first.
-    pub fn compare(&mut self, models: usize, second_set: Option<ParamsState>) {
-        let sets = if second_set.is_some() { 2 } else { 1 };
-        self.status.models = vec![Default::default(); models.max(1)];
-        self.sides = (0..models.max(1))
-            .flat_map(|model| (0..sets).map(move |set| Side::new(model, set)))
-            .collect();
+    /// Compares the models `specs` (ids 0, 1, …), each with the current params and, when
+    /// given, a second parameter set: one side per (model, set), models first.
+    pub fn compare(&mut self, specs: &[String], second_set: Option<ParamsState>) {
         self.other_set = second_set;
         self.editing_set = 0;
+        self.status.models.clear();
+        self.sides.clear();
+        self.next_model_id = 0;
+        for spec in specs {
+            self.add_model(spec);
+        }
+    }
+
+    /// A new model slot with its sides (one per parameter set), owed a run; returns its id.
+    pub fn add_model(&mut self, spec: &str) -> usize {
+        let id = self.next_model_id;
+        self.next_model_id += 1;
+        self.status.models.push(ModelSlot {
+            id,
+            spec: spec.to_owned(),
+            ..ModelSlot::default()
+        });
+        let sets = if self.other_set.is_some() { 2 } else { 1 };
+        self.sides.extend((0..sets).map(|set| Side::new(id, set)));
+        id
     }
 
     /// The parameters of set `set`.
@@ -133,8 +156,8 @@ impl State {
         };
         let mut label = String::new();
         if self.status.models.len() > 1 {
-            let model = &self.status.models[side.model];
-            label.push_str(model.name().unwrap_or("model"));
+            let name = self.status.slot(side.model).and_then(ModelSlot::name);
+            label.push_str(name.unwrap_or("model"));
             label.push(' ');
         }
         if self.other_set.is_some() {
@@ -155,12 +178,17 @@ impl State {
             Some(Overlay::SavePreset(prompt)) if prompt.confirm.is_some() => {
                 return vec![Mode::Confirm, Mode::Dialog];
             }
-            Some(Overlay::SavePreset(_)) => return vec![Mode::PresetName, Mode::Dialog],
+            Some(Overlay::SavePreset(_)) => {
+                return vec![Mode::PresetName, Mode::TextField, Mode::Dialog];
+            }
             Some(Overlay::Export(_)) => return vec![Mode::Export, Mode::Dialog],
+            Some(Overlay::Models(_)) => {
+                return vec![Mode::Models, Mode::TextField, Mode::Dialog];
+            }
             None => {}
         }
         if self.params.editor.is_some() {
-            return vec![Mode::ParamEdit, Mode::Global];
+            return vec![Mode::ParamEdit, Mode::TextField, Mode::Global];
         }
         match self.focus {
             Focus::Prompt => vec![Mode::Prompt, Mode::Global],

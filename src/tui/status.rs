@@ -18,6 +18,11 @@ pub enum ModelStatus {
 /// One loaded (or loading) model and how its last run went.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelSlot {
+    /// Names the model's engine for good: events carry it, and it stays valid when models
+    /// before it are removed.
+    pub id: usize,
+    /// As given to `--model` or the model picker.
+    pub spec: String,
     pub status: ModelStatus,
     pub prefill_ms: Option<f64>,
     pub tok_per_s: Option<f64>,
@@ -30,6 +35,8 @@ pub struct ModelSlot {
 impl Default for ModelSlot {
     fn default() -> Self {
         Self {
+            id: 0,
+            spec: String::new(),
             status: ModelStatus::Loading {
                 progress: 0.0,
                 message: "starting".to_owned(),
@@ -76,6 +83,19 @@ impl Default for StatusState {
 }
 
 impl StatusState {
+    pub fn slot(&self, id: usize) -> Option<&ModelSlot> {
+        self.models.iter().find(|m| m.id == id)
+    }
+
+    pub fn slot_mut(&mut self, id: usize) -> Option<&mut ModelSlot> {
+        self.models.iter_mut().find(|m| m.id == id)
+    }
+
+    /// Whether model `id` is loaded.
+    pub fn is_ready(&self, id: usize) -> bool {
+        self.slot(id).is_some_and(ModelSlot::ready)
+    }
+
     /// Every model is loaded.
     pub fn ready(&self) -> bool {
         self.models.iter().all(ModelSlot::ready)

@@ -11,7 +11,6 @@ use super::status::ModelStatus;
 use super::text::TextBuffer;
 use crate::engine::{Event, Request, RunId, ScoreRequest};
 use crate::presets::MODEL_PRESET;
-use crate::response::SampleResponse;
 
 pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
     if !matches!(
@@ -105,7 +104,10 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         }),
         Action::Paste(text) => {
             if state.params.editor.is_some()
-                || matches!(state.overlay, Some(Overlay::SavePreset(_)))
+                || matches!(
+                    state.overlay,
+                    Some(Overlay::SavePreset(_) | Overlay::Models(_))
+                )
             {
                 // A value is one line: newlines would only make it invalid.
                 let line = text.replace(['\r', '\n'], " ");
@@ -255,7 +257,12 @@ fn wheel(state: &mut State, x: u16, y: u16, lines: i32) {
 /// Applies `edit` to the preset name being typed, the open value editor, or else the prompt;
 /// `edit` says whether the text changed, and a changed prompt re-runs.
 fn edit_text(state: &mut State, edit: impl FnOnce(&mut TextBuffer) -> bool) -> Vec<Effect> {
-    if let Some(Overlay::SavePreset(prompt)) = &mut state.overlay {
+    if let Some(Overlay::Models(picker)) = &mut state.overlay {
+        if edit(&mut picker.input) {
+            picker.error = None;
+        }
+        Vec::new()
+    } else if let Some(Overlay::SavePreset(prompt)) = &mut state.overlay {
         if edit(&mut prompt.buffer) {
             prompt.error = None;
         }
@@ -312,7 +319,7 @@ fn start_run(state: &mut State) -> Vec<Effect> {
     let mut effects = Vec::new();
     for index in 0..state.sides.len() {
         let side = &state.sides[index];
-        if !side.pending || !state.status.models[side.model].ready() {
+        if !side.pending || !state.status.is_ready(side.model) {
             continue;
         }
         effects.extend(cancel_side(state, index));
@@ -323,6 +330,7 @@ fn start_run(state: &mut State) -> Vec<Effect> {
         side.current = Some(run_id);
         side.active = true;
         side.pending = false;
+        side.response = None;
         side.stop_ids = params
             .stop
             .as_ref()
@@ -362,7 +370,7 @@ fn side_of(state: &State, model: usize, run_id: RunId) -> Option<usize> {
 }
 
 fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
-    if model >= state.status.models.len() {
+    if state.status.slot(model).is_none() {
         return Vec::new();
     }
     let side = match event.run_id() {
@@ -375,7 +383,9 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
     };
     match event {
         Event::Loading { progress, message } => {
-            state.status.models[model].status = ModelStatus::Loading { progress, message };
+            if let Some(slot) = state.status.slot_mut(model) {
+                slot.status = ModelStatus::Loading { progress, message };
+            }
         }
         Event::Loaded {
             model: name,
@@ -384,10 +394,11 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             chat_template,
             vocab,
         } => {
-            let slot = &mut state.status.models[model];
-            slot.status = ModelStatus::Ready { name, device };
-            slot.chat_available = chat_template;
-            slot.vocab = vocab;
+            if let Some(slot) = state.status.slot_mut(model) {
+                slot.status = ModelStatus::Ready { name, device };
+                slot.chat_available = chat_template;
+                slot.vocab = vocab;
+            }
             if state.prompt.chat && !chat_template {
                 state.prompt.chat = false;
                 state.status.error = Some(no_template_message(state));
@@ -405,17 +416,28 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
                     }
                 }
             }
-            return start_run(state);
+            let mut effects = start_run(state);
+            // Finished runs of the other models are this one's to score too.
+            effects.extend((0..state.sides.len()).filter_map(|side| {
+                (state.sides[side].model != model)
+                    .then(|| score_request(state, side))
+                    .flatten()
+                    .map(|request| Effect::Score(model, request))
+            }));
+            return effects;
         }
         Event::LoadFailed { message } => {
-            state.status.models[model].status = ModelStatus::Failed(message);
+            if let Some(slot) = state.status.slot_mut(model) {
+                slot.status = ModelStatus::Failed(message);
+            }
         }
         Event::Started {
             seeds, prefill_ms, ..
         } => {
-            let slot = &mut state.status.models[model];
-            slot.prefill_ms = Some(prefill_ms);
-            slot.tok_per_s = None;
+            if let Some(slot) = state.status.slot_mut(model) {
+                slot.prefill_ms = Some(prefill_ms);
+                slot.tok_per_s = None;
+            }
             state.status.error = None;
             let side = side.unwrap_or_default();
             let others = state
@@ -450,7 +472,9 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             }
         }
         Event::Done { run_id, response } => {
-            state.status.models[model].tok_per_s = Some(response.timings.decode_tok_per_s);
+            if let Some(slot) = state.status.slot_mut(model) {
+                slot.tok_per_s = Some(response.timings.decode_tok_per_s);
+            }
             let side = side.unwrap_or_default();
             state.sides[side].active = false;
             for trajectory in &response.trajectories {
@@ -466,11 +490,20 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
                 }
             }
             state.columns.mark_divergence();
-            let effects = score_elsewhere(state, model, run_id, &response);
+            state.sides[side].response = Some(response.clone());
             if side == 0 {
                 state.run.last_response = Some((run_id, response));
             }
-            return effects;
+            let Some(request) = score_request(state, side) else {
+                return Vec::new();
+            };
+            return state
+                .status
+                .models
+                .iter()
+                .filter(|other| other.id != model && other.ready())
+                .map(|other| Effect::Score(other.id, request.clone()))
+                .collect();
         }
         Event::Scored { run_id, scores } => {
             if let Some(side) = state.sides.iter().position(|s| s.current == Some(run_id)) {
@@ -501,23 +534,15 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
     Vec::new()
 }
 
-/// A finished run of `model`, sent to every other loaded model to be scored.
-fn score_elsewhere(
-    state: &State,
-    model: usize,
-    run_id: RunId,
-    response: &SampleResponse,
-) -> Vec<Effect> {
-    let vocab = state.status.models[model].vocab;
-    let request = ScoreRequest::new(
-        run_id,
-        vocab,
+/// The finished current run of `side`, as other models are asked to score it.
+fn score_request(state: &State, side: usize) -> Option<ScoreRequest> {
+    let side = &state.sides[side];
+    let response = side.response.as_ref()?;
+    Some(ScoreRequest::new(
+        side.current?,
+        state.status.slot(side.model)?.vocab,
         state.prompt.text(),
         state.prompt.chat,
         response,
-    );
-    (0..state.status.models.len())
-        .filter(|&other| other != model && state.status.models[other].ready())
-        .map(|other| Effect::Score(other, request.clone()))
-        .collect()
+    ))
 }

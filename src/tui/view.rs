@@ -6,7 +6,8 @@ use super::layout::areas;
 use super::state::{Overlay, State};
 use super::theme::Theme;
 use super::{
-    columns, export_dialog, help, inspector, params, preset_picker, prompt, save_prompt, status,
+    columns, export_dialog, help, inspector, model_picker, params, preset_picker, prompt,
+    save_prompt, status,
 };
 use ratatui::Frame;
 
@@ -73,6 +74,9 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
                 &state.export,
             );
             export_dialog::render(frame, area, dialog, &snippet, keymap, theme);
+        }
+        Some(Overlay::Models(picker)) => {
+            model_picker::render(frame, area, state, picker, keymap, theme);
         }
     }
 }
