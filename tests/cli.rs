@@ -59,14 +59,25 @@ fn presets_validate_accepts_the_builtins_and_names_the_bad_field() {
 }
 
 #[test]
-fn presets_list_shows_the_historical_presets() {
-    let out = samplab(&["presets", "list"]);
-    assert!(out.status.success());
+fn presets_list_shows_the_historical_presets_and_the_saved_ones() {
+    let config = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(config.path().join("presets")).unwrap();
+    std::fs::write(config.path().join("presets/mine.yaml"), "top_k: 7\n").unwrap();
+    std::fs::write(config.path().join("presets/broken.yaml"), "top_k: many\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_samplab"))
+        .args(["presets", "list"])
+        .env("SAMPLAB_CONFIG_DIR", config.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(
         text.contains("divine-intellect:\n  temperature: 1.31"),
         "{text}"
     );
+    assert!(text.contains("mine:\n  top_k: 7"), "{text}");
+    assert!(text.contains("broken: error:"), "{text}");
+    assert!(text.contains("`top_k`"), "{text}");
 }
 
 #[test]

@@ -323,3 +323,26 @@ fn removing_a_model_drops_its_columns_and_scores_and_keeps_the_last_one() {
             .contains("last model stays")
     );
 }
+
+#[test]
+fn w_writes_every_sides_finished_run() {
+    let (mut s, a, b) = two_models();
+    update(&mut s, Action::Engine(0, done(a, &[StopReason::Length])));
+    update(&mut s, Action::Engine(1, done(b, &[StopReason::Stop])));
+    update(&mut s, Action::Dialog(DialogAction::OpenExport));
+    let effects = update(&mut s, Action::Dialog(DialogAction::WriteResults));
+    let [
+        Effect::WriteResults {
+            run_id, responses, ..
+        },
+    ] = &effects[..]
+    else {
+        panic!("{effects:?}");
+    };
+    assert_eq!(*run_id, a);
+    let reasons: Vec<StopReason> = responses
+        .iter()
+        .map(|r| r.trajectories[0].stop_reason)
+        .collect();
+    assert_eq!(reasons, [StopReason::Length, StopReason::Stop]);
+}

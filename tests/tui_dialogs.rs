@@ -443,14 +443,15 @@ fn w_writes_the_last_finished_run_or_says_there_is_none() {
         Effect::WriteResults {
             dir: to,
             run_id,
-            response,
+            responses,
         },
     ] = &effects[..]
     else {
         panic!("{effects:?}")
     };
     assert_eq!((to.as_path(), *run_id), (dir.path(), 1));
-    assert_eq!(response.trajectories.len(), 1);
+    assert_eq!(responses.len(), 1, "one side, one response");
+    assert_eq!(responses[0].trajectories.len(), 1);
     let path = dir.path().join("samplab-1-7.json");
     update(
         &mut s,
@@ -920,8 +921,9 @@ fn results_files_never_overwrite_one_another() {
     let Event::Done { response, .. } = done(3, &[StopReason::Length]) else {
         unreachable!()
     };
-    let first = results_file::write(dir.path(), 3, 1_700_000_000, &response).unwrap();
-    let second = results_file::write(dir.path(), 3, 1_700_000_000, &response).unwrap();
+    let responses = [*response];
+    let first = results_file::write(dir.path(), 3, 1_700_000_000, &responses).unwrap();
+    let second = results_file::write(dir.path(), 3, 1_700_000_000, &responses).unwrap();
     assert_eq!(first, dir.path().join("samplab-3-1700000000.json"));
     assert_eq!(second, dir.path().join("samplab-3-1700000000-2.json"));
     assert_eq!(

@@ -1,6 +1,8 @@
 //! `samplab presets validate|list`.
 
 use clap::Subcommand;
+use samplab::config;
+use samplab::params::SamplingParams;
 use samplab::presets;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,7 +14,7 @@ pub enum PresetsCommand {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// List the built-in presets with their values.
+    /// List the built-in presets and the saved ones with their values.
     List,
 }
 
@@ -21,16 +23,32 @@ pub fn run(command: PresetsCommand) -> anyhow::Result<ExitCode> {
         PresetsCommand::Validate { files } => Ok(validate(&files)),
         PresetsCommand::List => {
             for preset in presets::builtins() {
-                let yaml = preset.params.to_yaml_non_default();
-                println!(
-                    "{}:\n  {}",
-                    preset.name,
-                    yaml.trim_end().replace('\n', "\n  ")
-                );
+                print_preset(&preset.name, &preset.params);
+            }
+            let Some(store) = config::user_presets() else {
+                return Ok(ExitCode::SUCCESS);
+            };
+            let saved = store
+                .list()
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", store.dir.display()))?;
+            if !saved.is_empty() {
+                println!("\nsaved in {}:", store.dir.display());
+            }
+            for preset in saved {
+                match &preset.params {
+                    Ok(params) => print_preset(&preset.name, params),
+                    Err(e) => println!("{}: error: {e}", preset.name),
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `name:` and its non-default keys, indented.
+fn print_preset(name: &str, params: &SamplingParams) {
+    let yaml = params.to_yaml_non_default();
+    println!("{name}:\n  {}", yaml.trim_end().replace('\n', "\n  "));
 }
 
 /// Checks every file (not just up to the first bad one) so one run reports them all.

@@ -190,10 +190,11 @@ pub enum Effect {
     RemoveEngine(usize),
     /// Put text on the clipboard (OSC 52); answered with `Outcome::Copied`.
     Copy(String),
-    /// Write `response` as JSON to a new file in `dir`; answered with `Outcome::ResultsWritten`.
+    /// Write `responses` (one per side) as JSON to a new file in `dir`; answered with
+    /// `Outcome::ResultsWritten`.
     WriteResults {
         dir: PathBuf,
         run_id: RunId,
-        response: Box<SampleResponse>,
+        responses: Vec<SampleResponse>,
     },
 }

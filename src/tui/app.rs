@@ -149,8 +149,8 @@ impl<E: EngineHandle> App<E> {
             Effect::WriteResults {
                 dir,
                 run_id,
-                response,
-            } => return Some(perform::write_results(&dir, run_id, &response)),
+                responses,
+            } => return Some(perform::write_results(&dir, run_id, &responses)),
         }
         None
     }

@@ -11,6 +11,7 @@ use super::state::{Overlay, State};
 use super::update::params_changed;
 use crate::preset_store::check_name;
 use crate::presets::PresetSource;
+use crate::response::SampleResponse;
 
 pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
     match action {
@@ -230,12 +231,23 @@ fn confirm_overwrite(state: &mut State, yes: bool) -> Vec<Effect> {
     }]
 }
 
+/// Every side's finished run, named after the first side's.
 fn write_results(state: &mut State) -> Vec<Effect> {
-    match &state.run.last_response {
-        Some((run_id, response)) => vec![Effect::WriteResults {
+    let responses: Vec<SampleResponse> = state
+        .sides
+        .iter()
+        .filter_map(|side| side.response.as_deref().cloned())
+        .collect();
+    let run_id = state
+        .sides
+        .iter()
+        .find(|s| s.response.is_some())
+        .and_then(|s| s.current);
+    match run_id {
+        Some(run_id) => vec![Effect::WriteResults {
             dir: state.export.results_dir.clone(),
-            run_id: *run_id,
-            response: response.clone(),
+            run_id,
+            responses,
         }],
         None => {
             with_export(state, |d| {

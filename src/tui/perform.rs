@@ -38,12 +38,12 @@ pub fn copy(out: &mut dyn Write, text: &str) -> Outcome {
     Outcome::Copied(clipboard::copy(out, text).map_err(|e| e.to_string()))
 }
 
-pub fn write_results(dir: &Path, run_id: RunId, response: &SampleResponse) -> Outcome {
+pub fn write_results(dir: &Path, run_id: RunId, responses: &[SampleResponse]) -> Outcome {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     Outcome::ResultsWritten(
-        results_file::write(dir, run_id, now, response).map_err(|e| e.to_string()),
+        results_file::write(dir, run_id, now, responses).map_err(|e| e.to_string()),
     )
 }
 

@@ -1,5 +1,7 @@
-//! `w` in the export dialog: the last finished run as pretty SampleResponse JSON, in a new file
-//! named after the run and the time, so that nothing a user kept is ever overwritten.
+//! `w` in the export dialog: the last finished run as pretty SampleResponse JSON (an array of
+//! them, one per side, when models or parameter sets are compared, as `samplab sample` prints
+//! them), in a new file named after the run and the time, so that nothing a user kept is ever
+//! overwritten.
 
 use crate::atomic_file;
 use crate::engine::RunId;
@@ -15,9 +17,13 @@ pub fn write(
     dir: &Path,
     run_id: RunId,
     unix_time: u64,
-    response: &SampleResponse,
+    responses: &[SampleResponse],
 ) -> io::Result<PathBuf> {
-    let mut json = serde_json::to_vec_pretty(response).map_err(io::Error::other)?;
+    let json = match responses {
+        [one] => serde_json::to_vec_pretty(one),
+        several => serde_json::to_vec_pretty(several),
+    };
+    let mut json = json.map_err(io::Error::other)?;
     json.push(b'\n');
     for attempt in 1..=MAX_ATTEMPTS {
         let suffix = if attempt == 1 {

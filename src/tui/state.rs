@@ -29,8 +29,6 @@ pub enum Overlay {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunState {
     pub last_id: RunId,
-    /// The result of the first side's last finished run, with its id, for the export dialog.
-    pub last_response: Option<(RunId, Box<SampleResponse>)>,
 }
 
 /// One model with one parameter set: a group of columns with its own run.

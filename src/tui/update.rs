@@ -471,7 +471,7 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
                 column.finish(reason, matched.as_ref(), stop_ids);
             }
         }
-        Event::Done { run_id, response } => {
+        Event::Done { response, .. } => {
             if let Some(slot) = state.status.slot_mut(model) {
                 slot.tok_per_s = Some(response.timings.decode_tok_per_s);
             }
@@ -490,10 +490,7 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
                 }
             }
             state.columns.mark_divergence();
-            state.sides[side].response = Some(response.clone());
-            if side == 0 {
-                state.run.last_response = Some((run_id, response));
-            }
+            state.sides[side].response = Some(response);
             let Some(request) = score_request(state, side) else {
                 return Vec::new();
             };
