@@ -190,6 +190,38 @@ fn stop_strings_are_typed_as_yaml() {
 }
 
 #[test]
+fn stop_lists_take_escapes_and_token_ids_and_a_typo_keeps_the_old_value() {
+    let mut s = state();
+    select(&mut s, "stop");
+    update(&mut s, Action::EditParam);
+    for c in r#""\n\n", #13, The End"#.chars() {
+        update(&mut s, Action::InsertChar(c));
+    }
+    let effects = update(&mut s, Action::CommitEdit);
+    assert!(effects.contains(&Effect::ScheduleRun), "{effects:?}");
+    let stop = s.params.params.stop.clone().unwrap();
+    assert_eq!(stop.strings().collect::<Vec<_>>(), ["\n\n", "The End"]);
+    assert_eq!(stop.token_ids().collect::<Vec<_>>(), [13]);
+
+    update(&mut s, Action::EditParam);
+    assert_eq!(
+        s.params.editor.as_ref().unwrap().buffer.text,
+        r#""\n\n", #13, "The End""#
+    );
+    update(&mut s, Action::InsertChar(','));
+    assert!(update(&mut s, Action::CommitEdit).is_empty());
+    let editor = s.params.editor.as_ref().expect("the editor stays open");
+    assert!(
+        editor
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("missing after the last comma")
+    );
+    assert_eq!(s.params.params.stop, Some(stop));
+}
+
+#[test]
 fn backspace_resets_the_field_to_the_preset_value() {
     let mut s = state();
     select(&mut s, "temperature");

@@ -24,6 +24,7 @@ pub mod results_file;
 pub mod save_prompt;
 pub mod state;
 pub mod status;
+pub mod stop_text;
 pub mod text;
 pub mod theme;
 pub mod theme_file;

@@ -1,9 +1,10 @@
 //! The params panel: one slider row per `SamplingParams` field, with nudging, log-scale steps,
 //! reset, an inline editor for exact values, and its view.
 
+use super::stop_text;
 use super::text::TextBuffer;
 use super::theme::Theme;
-use crate::params::{FIELDS, MAX_LOGPROBS, MAX_SAMPLES, SamplingParams, StopItem};
+use crate::params::{FIELDS, MAX_LOGPROBS, MAX_SAMPLES, SamplingParams};
 use ratatui::Frame;
 use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span};
@@ -212,13 +213,24 @@ impl ParamsState {
             return false;
         };
         let mut p = self.params.clone();
-        match p.set_text(FIELDS[self.selected], &editor.buffer.text) {
+        let field = FIELDS[self.selected];
+        let set = if field == "stop" {
+            stop_text::parse(&editor.buffer.text).and_then(|value| {
+                p.set(field, value)
+                    .and_then(|()| p.validate())
+                    .map_err(|e| e.to_string())
+            })
+        } else {
+            p.set_text(field, &editor.buffer.text)
+                .map_err(|e| e.to_string())
+        };
+        match set {
             Ok(()) => {
                 self.editor = None;
                 self.apply(p)
             }
             Err(e) => {
-                editor.error = Some(e.to_string());
+                editor.error = Some(e);
                 false
             }
         }
@@ -290,6 +302,13 @@ fn edit_text(params: &SamplingParams, field: &str) -> String {
     if let Some(value) = float {
         return value.to_string();
     }
+    if field == "stop" {
+        return params
+            .stop
+            .as_ref()
+            .map(stop_text::format)
+            .unwrap_or_default();
+    }
     match serde_json::to_value(params) {
         Ok(serde_json::Value::Object(map)) => match map.get(field) {
             None | Some(serde_json::Value::Null) => String::new(),
@@ -319,17 +338,8 @@ pub fn value_text(params: &SamplingParams, field: &str) -> String {
             .seed
             .map_or_else(|| "random".to_owned(), |s| s.to_string()),
         "stop" => match &params.stop {
-            None => off(),
-            Some(stop) if stop.is_empty() => off(),
-            Some(stop) => stop
-                .0
-                .iter()
-                .map(|item| match item {
-                    StopItem::Text(s) => format!("\"{}\"", s.escape_debug()),
-                    StopItem::Token(id) => format!("<{id}>"),
-                })
-                .collect::<Vec<_>>()
-                .join(" "),
+            Some(stop) if !stop.is_empty() => stop_text::format(stop),
+            _ => off(),
         },
         "include_stop_str_in_output" => if params.include_stop_str_in_output {
             "on"
@@ -551,8 +561,8 @@ mod tests {
         let mut p = SamplingParams::default();
         assert_eq!(value_text(&p, "top_k"), "off");
         p.set_text("stop", r#"["\n\n", 13]"#).unwrap();
-        assert_eq!(value_text(&p, "stop"), r#""\n\n" <13>"#);
-        assert_eq!(edit_text(&p, "stop"), r#"["\n\n",13]"#);
+        assert_eq!(value_text(&p, "stop"), r#""\n\n", #13"#);
+        assert_eq!(edit_text(&p, "stop"), r#""\n\n", #13"#);
         p.temperature = 1.1;
         assert_eq!(edit_text(&p, "temperature"), "1.1");
         assert_eq!(edit_text(&p, "top_p"), "1");
