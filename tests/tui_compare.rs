@@ -68,8 +68,8 @@ fn each_model_fills_its_own_columns_and_the_status_bar_names_both() {
         .collect();
     assert_eq!(texts, [(0, "Aa".to_owned()), (1, "Bb".to_owned())]);
     let screen = render(&s, &Theme::plain());
-    assert!(find(&screen, "stories #0 seed 7").is_some());
-    assert!(find(&screen, "tiny #0 seed 7").is_some());
+    assert!(find(&screen, "stories · cpu · #0 seed 7").is_some());
+    assert!(find(&screen, "tiny · cpu · #0 seed 7").is_some());
     let status = row(&screen, 49);
     assert!(
         status.contains("model stories (cpu)") && status.contains("model tiny (cpu)"),
@@ -114,6 +114,10 @@ fn a_finished_run_is_sent_to_the_other_model_and_its_scores_reach_the_footer() {
     );
     let screen = render(&s, &Theme::plain());
     assert!(find(&screen, "⇄tiny 7.39*").is_some());
+    assert!(
+        find(&screen, "stories · cpu · 812 tok/s · #0 seed 7").is_some(),
+        "the group header has the model's speed once a run finished"
+    );
 }
 
 #[test]
@@ -190,7 +194,7 @@ fn two_parameter_sets_run_in_two_lanes_and_b_switches_the_one_edited() {
     assert_eq!(s.set_params(0).params.temperature, 1.0);
     let screen = render(&s, &Theme::plain());
     assert!(find(&screen, "params B · greedy").is_some());
-    assert!(find(&screen, "B:greedy #0 seed 7").is_some());
+    assert!(find(&screen, "B:greedy · cpu · #0 seed 7").is_some());
 }
 
 #[test]

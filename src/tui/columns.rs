@@ -413,7 +413,16 @@ fn token_at_char(column: &Column, chars: usize) -> Option<usize> {
 }
 
 /// Draws the columns on screen; only the rows in view are laid out, whatever the length.
-pub fn render(frame: &mut Frame, area: Rect, state: &Columns, focused: bool, theme: &Theme) {
+/// `headers` name each side's model, device and speed when several are compared; the first
+/// column of a side carries its header in the title.
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    state: &Columns,
+    headers: &[String],
+    focused: bool,
+    theme: &Theme,
+) {
     if state.columns.is_empty() {
         let block = Block::bordered()
             .title(Span::styled(" samples ", theme.title))
@@ -434,7 +443,10 @@ pub fn render(frame: &mut Frame, area: Rect, state: &Columns, focused: bool, the
         let top = column.top(rows);
         let mut block = Block::bordered()
             .title(Span::styled(
-                format!(" {}#{} seed {} ", column.label, column.sample, column.seed),
+                match headers.get(column.side).filter(|_| column.sample == 0) {
+                    Some(header) => format!(" {header} · #0 seed {} ", column.seed),
+                    None => format!(" {}#{} seed {} ", column.label, column.sample, column.seed),
+                },
                 theme.title,
             ))
             .border_style(theme.frame(focused && i == state.cursor.column));

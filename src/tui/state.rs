@@ -9,7 +9,7 @@ use super::params::ParamsState;
 use super::preset_picker::{PresetPicker, PresetsState};
 use super::prompt::PromptState;
 use super::save_prompt::SavePrompt;
-use super::status::{ModelSlot, StatusState};
+use super::status::{ModelSlot, ModelStatus, StatusState};
 use super::themes::ThemeCatalog;
 use crate::engine::RunId;
 use crate::response::SampleResponse;
@@ -166,6 +166,23 @@ impl State {
             ));
         }
         label
+    }
+
+    /// `stories260K A:greedy · cpu · 812 tok/s`: the head of a side's columns when several
+    /// sides are shown; `None` for one.
+    pub fn side_header(&self, side: usize) -> Option<String> {
+        if self.sides.len() < 2 {
+            return None;
+        }
+        let slot = self.status.slot(self.sides.get(side)?.model)?;
+        let mut header = self.side_label(side).trim_end().to_owned();
+        if let ModelStatus::Ready { device, .. } = &slot.status {
+            header.push_str(&format!(" · {device}"));
+        }
+        if let Some(rate) = slot.tok_per_s {
+            header.push_str(&format!(" · {rate:.0} tok/s"));
+        }
+        Some(header)
     }
 
     /// The key-map layers that apply now, most specific first.
