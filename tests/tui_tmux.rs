@@ -5,6 +5,7 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The shell's prompt (`PS1`), as capture-pane shows it: trailing spaces trimmed.
@@ -26,8 +27,13 @@ impl Tmux {
             eprintln!("skipping: tmux is not installed");
             return None;
         }
+        static SERVERS: AtomicUsize = AtomicUsize::new(0);
         let tmux = Tmux {
-            socket: format!("samplab-e2e-{}", std::process::id()),
+            socket: format!(
+                "samplab-e2e-{}-{}",
+                std::process::id(),
+                SERVERS.fetch_add(1, Ordering::Relaxed)
+            ),
         };
         let shell = format!(
             "env -i PATH=/usr/bin:/bin TERM=xterm-256color HOME={home} \
@@ -322,4 +328,39 @@ fn the_playground_reruns_on_a_change_and_quits_cleanly() {
         shell.lines().any(|l| l.starts_with("echo+icanon+")),
         "the terminal is back in cooked mode with echo:\n{shell}"
     );
+}
+
+#[test]
+fn two_models_run_side_by_side_and_score_each_other() {
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(home.path()) else {
+        return;
+    };
+    let preset = home.path().join("short.yaml");
+    std::fs::write(&preset, "max_tokens: 24\nseed: 3\n").unwrap();
+    tmux.type_text(&format!(
+        "{} --model {} --model samplab-tiny --prompt 'Once upon a time' --preset {}",
+        env!("CARGO_BIN_EXE_samplab"),
+        model.display(),
+        preset.display()
+    ));
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("both models' samples scored by the other", |s| {
+        s.contains("⇄samplab-tiny") && s.contains("⇄stories260K")
+    });
+    for header in ["stories260K · cpu", "samplab-tiny · cpu"] {
+        assert!(screen.contains(header), "{header}:\n{screen}");
+    }
+    assert_eq!(finished_columns(&screen), 2, "{screen}");
+    assert!(
+        screen.contains("model stories260K (cpu)") && screen.contains("model samplab-tiny (cpu)"),
+        "{screen}"
+    );
+    tmux.keys(&["q"]);
+    tmux.wait_for("the shell prompt after quitting", |s| {
+        s.trim_end().ends_with(PROMPT_MARK)
+    });
 }
