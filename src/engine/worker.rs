@@ -79,6 +79,16 @@ impl LoadedModel {
         Ok(encoding.get_ids().to_vec())
     }
 
+    /// Text that is already a whole prompt: chat-rendered (specials parsed, nothing added) or
+    /// raw (BOS added as the model wants).
+    fn encode_text(&mut self, text: &str, rendered: bool) -> anyhow::Result<Vec<u32>> {
+        if rendered {
+            self.encode_rendered(text)
+        } else {
+            self.encode(text)
+        }
+    }
+
     /// Identifies the vocabulary: equal fingerprints mean token ids can be shared.
     pub fn vocab_fingerprint(&self) -> u64 {
         use std::hash::{DefaultHasher, Hash, Hasher};
@@ -96,34 +106,37 @@ impl LoadedModel {
         vocab: u64,
         interrupted: &mut dyn FnMut() -> bool,
     ) -> anyhow::Result<Vec<CrossScore>> {
+        // With another vocabulary the texts are tokenized again; the prompt, as this model
+        // frames it, is the same for every sample, so it is rendered and encoded once.
+        let retokenize = if request.vocab == vocab {
+            None
+        } else {
+            let text = if request.chat {
+                self.render_chat(&request.prompt)?
+            } else {
+                request.prompt.clone()
+            };
+            let prefix = self.encode_text(&text, request.chat)?;
+            Some((text, prefix))
+        };
         let mut scores = Vec::with_capacity(request.samples.len());
         for sample in &request.samples {
             if interrupted() {
                 break;
             }
-            let scoring = if request.vocab == vocab {
-                Scoring {
+            let scoring = match &retokenize {
+                None => Scoring {
                     ids: [&request.prompt_token_ids[..], &sample.token_ids[..]].concat(),
                     start: request.prompt_token_ids.len(),
                     retokenized: false,
-                }
-            } else {
-                let (prefix, ids) = if request.chat {
-                    let rendered = self.render_chat(&request.prompt)?;
-                    (
-                        self.encode_rendered(&rendered)?,
-                        self.encode_rendered(&format!("{rendered}{}", sample.text))?,
-                    )
-                } else {
-                    (
-                        self.encode(&request.prompt)?,
-                        self.encode(&format!("{}{}", request.prompt, sample.text))?,
-                    )
-                };
-                Scoring {
-                    start: common_prefix(&prefix, &ids),
-                    ids,
-                    retokenized: true,
+                },
+                Some((text, prefix)) => {
+                    let ids = self.encode_text(&format!("{text}{}", sample.text), request.chat)?;
+                    Scoring {
+                        start: common_prefix(prefix, &ids),
+                        ids,
+                        retokenized: true,
+                    }
                 }
             };
             scores.push(score_sequence(
