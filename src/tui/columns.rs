@@ -18,8 +18,6 @@ use unicode_width::UnicodeWidthStr;
 pub struct Column {
     /// The side (model and parameter set) whose run this sample belongs to.
     pub side: usize,
-    /// The side's name in the title when several are compared; empty for one.
-    pub label: String,
     /// The sample's index within its run.
     pub sample: u32,
     pub seed: u64,
@@ -44,7 +42,6 @@ impl Column {
     pub fn new(seed: u64, width: usize, whitespace: bool) -> Self {
         Self {
             side: 0,
-            label: String::new(),
             sample: 0,
             seed,
             tokens: Vec::new(),
@@ -208,11 +205,10 @@ impl Columns {
     /// A new run of `side`: fresh columns that follow their tails, in place of the side's old
     /// ones (sides stay in order); the cursor keeps its place so that the same position can
     /// be compared across runs. `grid` is laid out for every column after the change.
-    pub fn start(&mut self, side: usize, label: &str, seeds: &[u64], grid: &Grid) {
+    pub fn start(&mut self, side: usize, seeds: &[u64], grid: &Grid) {
         let width = grid.text_width();
         let fresh = seeds.iter().enumerate().map(|(i, &seed)| Column {
             side,
-            label: label.to_owned(),
             sample: i as u32,
             ..Column::new(seed, width, self.whitespace)
         });
@@ -413,13 +409,20 @@ fn token_at_char(column: &Column, chars: usize) -> Option<usize> {
 }
 
 /// Draws the columns on screen; only the rows in view are laid out, whatever the length.
-/// `headers` name each side's model, device and speed when several are compared; the first
-/// column of a side carries its header in the title.
+/// How a compared side's columns are titled: every column by `label` (model, parameter set),
+/// the side's first one by `header` (with the device and speed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SideTitle {
+    pub label: String,
+    pub header: String,
+}
+
+/// `titles` are indexed by side, empty when only one side is shown.
 pub fn render(
     frame: &mut Frame,
     area: Rect,
     state: &Columns,
-    headers: &[String],
+    titles: &[SideTitle],
     focused: bool,
     theme: &Theme,
 ) {
@@ -443,9 +446,14 @@ pub fn render(
         let top = column.top(rows);
         let mut block = Block::bordered()
             .title(Span::styled(
-                match headers.get(column.side).filter(|_| column.sample == 0) {
-                    Some(header) => format!(" {header} · #0 seed {} ", column.seed),
-                    None => format!(" {}#{} seed {} ", column.label, column.sample, column.seed),
+                match titles.get(column.side) {
+                    Some(title) if column.sample == 0 => {
+                        format!(" {} · #0 seed {} ", title.header, column.seed)
+                    }
+                    Some(title) => {
+                        format!(" {} #{} seed {} ", title.label, column.sample, column.seed)
+                    }
+                    None => format!(" #{} seed {} ", column.sample, column.seed),
                 },
                 theme.title,
             ))
@@ -594,7 +602,7 @@ mod tests {
         let grid = Grid::new(Rect::new(0, 0, 10, 6), 1);
         assert_eq!(grid.text_rows(), 3);
         let mut columns = Columns::default();
-        columns.start(0, "", &[7], &grid);
+        columns.start(0, &[7], &grid);
         assert_eq!(columns.cursor_token(), None, "no token yet");
         for _ in 0..3 {
             columns.push_token(0, token("abcdefgh", -1.0), &grid, true);

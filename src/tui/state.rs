@@ -1,7 +1,7 @@
 //! The whole UI state, one field per domain; each domain lives in its widget's module.
 
 use super::action::Focus;
-use super::columns::Columns;
+use super::columns::{Columns, SideTitle};
 use super::export_dialog::{ExportDialog, ExportSettings};
 use super::keymap::Mode;
 use super::model_picker::ModelPicker;
@@ -146,43 +146,36 @@ impl State {
         }
     }
 
-    /// The name a side's columns carry when several are shown: the model's name when models
-    /// are compared, `A`/`B` and the preset when parameter sets are.
-    pub fn side_label(&self, side: usize) -> String {
-        let Some(side) = self.sides.get(side) else {
-            return String::new();
-        };
-        let mut label = String::new();
-        if self.status.models.len() > 1 {
-            let name = self.status.slot(side.model).and_then(ModelSlot::name);
-            label.push_str(name.unwrap_or("model"));
-            label.push(' ');
-        }
-        if self.other_set.is_some() {
-            let letter = if side.set == 0 { 'A' } else { 'B' };
-            label.push_str(&format!(
-                "{letter}:{} ",
-                self.set_params(side.set).preset_name
-            ));
-        }
-        label
-    }
-
-    /// `stories260K A:greedy · cpu · 812 tok/s`: the head of a side's columns when several
-    /// sides are shown; `None` for one.
-    pub fn side_header(&self, side: usize) -> Option<String> {
+    /// How each side's columns are titled, derived from the models and sets as they are now;
+    /// empty when only one side is shown.
+    pub fn side_titles(&self) -> Vec<SideTitle> {
         if self.sides.len() < 2 {
-            return None;
+            return Vec::new();
         }
-        let slot = self.status.slot(self.sides.get(side)?.model)?;
-        let mut header = self.side_label(side).trim_end().to_owned();
-        if let ModelStatus::Ready { device, .. } = &slot.status {
-            header.push_str(&format!(" · {device}"));
-        }
-        if let Some(rate) = slot.tok_per_s {
-            header.push_str(&format!(" · {rate:.0} tok/s"));
-        }
-        Some(header)
+        self.sides
+            .iter()
+            .map(|side| {
+                let slot = self.status.slot(side.model);
+                let mut names = Vec::new();
+                if self.status.models.len() > 1 {
+                    names.push(slot.and_then(ModelSlot::name).unwrap_or("model").to_owned());
+                }
+                if self.other_set.is_some() {
+                    let letter = if side.set == 0 { 'A' } else { 'B' };
+                    let preset = &self.set_params(side.set).preset_name;
+                    names.push(format!("{letter}:{preset}"));
+                }
+                let label = names.join(" ");
+                let mut header = label.clone();
+                if let Some(ModelStatus::Ready { device, .. }) = slot.map(|s| &s.status) {
+                    header.push_str(&format!(" · {device}"));
+                }
+                if let Some(rate) = slot.and_then(|s| s.tok_per_s) {
+                    header.push_str(&format!(" · {rate:.0} tok/s"));
+                }
+                SideTitle { label, header }
+            })
+            .collect()
     }
 
     /// The key-map layers that apply now, most specific first.

@@ -447,8 +447,7 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
                 .filter(|c| c.side != side)
                 .count();
             let grid = Grid::on_screen(state.size, others + seeds.len());
-            let label = state.side_label(side);
-            state.columns.start(side, &label, &seeds, &grid);
+            state.columns.start(side, &seeds, &grid);
         }
         Event::Token { token, .. } => {
             let hold = state.focus == Focus::Columns;

@@ -38,14 +38,11 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
             theme,
         );
     }
-    let headers: Vec<String> = (0..state.sides.len())
-        .filter_map(|side| state.side_header(side))
-        .collect();
     columns::render(
         frame,
         a.columns,
         &state.columns,
-        &headers,
+        &state.side_titles(),
         focus(Focus::Columns),
         theme,
     );
