@@ -1,11 +1,11 @@
 //! Chat templates: rendering as transformers' `apply_chat_template(add_generation_prompt=True)`
 //! does, where HF directories keep them, and how the engine tokenizes the rendered prompt.
 
+mod common;
+
 use samplab::engine::{Backend, LoadedModel};
 use samplab::model::chat_template::ChatTemplate;
-use tokenizers::models::bpe::{BPE, Vocab};
-use tokenizers::processors::template::TemplateProcessing;
-use tokenizers::{AddedToken, Tokenizer};
+use tokenizers::AddedToken;
 
 /// SmolLM2 / Qwen-style ChatML, as such models ship it.
 const CHATML: &str = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + \
@@ -118,22 +118,13 @@ impl Backend for NoModel {
 /// Characters as tokens, `<|im_start|>` and `<|im_end|>` as specials that plain text cannot
 /// produce (as a GGUF vocabulary makes them), and BOS added to raw prompts.
 fn loaded(template: Option<ChatTemplate>) -> LoadedModel {
-    let mut chars: Vec<String> = vec!["<s>".into(), "</s>".into()];
-    chars.extend(
-        "abcdefghijklmnopqrstuvwxyz|<>_ \n"
-            .chars()
-            .map(String::from),
-    );
-    let vocab: Vocab = chars
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.clone(), i as u32))
+    let mut pieces = vec!["<s>", "</s>"];
+    let chars: Vec<String> = "abcdefghijklmnopqrstuvwxyz|<>_ \n"
+        .chars()
+        .map(String::from)
         .collect();
-    let bpe = BPE::builder()
-        .vocab_and_merges(vocab, vec![])
-        .build()
-        .unwrap();
-    let mut tokenizer = Tokenizer::new(bpe);
+    pieces.extend(chars.iter().map(String::as_str));
+    let mut tokenizer = common::piece_tokenizer(&pieces);
     tokenizer
         .add_special_tokens([
             AddedToken::from("<|im_start|>", true),
@@ -141,13 +132,6 @@ fn loaded(template: Option<ChatTemplate>) -> LoadedModel {
         ])
         .unwrap();
     tokenizer.set_encode_special_tokens(true);
-    let bos = TemplateProcessing::builder()
-        .try_single("<s> $A")
-        .unwrap()
-        .special_tokens(vec![("<s>", 0)])
-        .build()
-        .unwrap();
-    tokenizer.with_post_processor(Some(bos));
     LoadedModel {
         name: "chars".into(),
         device: "cpu".into(),

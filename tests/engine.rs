@@ -1,15 +1,14 @@
 //! The generation loop and the worker, on a deterministic fake model whose logits depend on each
 //! row's whole history, so any row mix-up in batching, forking or retiring changes the output.
 
+mod common;
+
 use samplab::engine::generate::{RunContext, generate};
 use samplab::engine::{Backend, Engine, Event, LoadedModel, Request, ScoreRequest, ScoreSample};
 use samplab::params::SamplingParams;
 use samplab::response::{SampleResponse, StopMatched, StopReason};
 use std::time::Duration;
 use tokenizers::Tokenizer;
-use tokenizers::decoders::fuse::Fuse;
-use tokenizers::models::bpe::{BPE, Vocab};
-use tokenizers::processors::template::TemplateProcessing;
 
 const VOCAB: &[&str] = &[
     "<s>", "</s>", "a", "b", "c", "d", "e", " ", "\n", "x", "y", "z", "!", ".", "o", "k",
@@ -17,25 +16,7 @@ const VOCAB: &[&str] = &[
 const EOS: u32 = 1;
 
 fn tokenizer() -> Tokenizer {
-    let vocab: Vocab = VOCAB
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.to_string(), i as u32))
-        .collect();
-    let bpe = BPE::builder()
-        .vocab_and_merges(vocab, vec![])
-        .build()
-        .unwrap();
-    let mut tokenizer = Tokenizer::new(bpe);
-    tokenizer.with_decoder(Some(Fuse::new()));
-    let bos = TemplateProcessing::builder()
-        .try_single("<s> $A")
-        .unwrap()
-        .special_tokens(vec![("<s>", 0)])
-        .build()
-        .unwrap();
-    tokenizer.with_post_processor(Some(bos));
-    tokenizer
+    common::piece_tokenizer(VOCAB)
 }
 
 /// Each row keeps its own history; logits are a hash of (history, candidate).

@@ -34,3 +34,30 @@ pub fn reference() -> Option<serde_json::Value> {
         .expect("reference.json lies beside the test model");
     Some(serde_json::from_str(&text).expect("reference.json is JSON"))
 }
+
+/// A tokenizer whose tokens are exactly `pieces` (ids by position, no merges), with `pieces[0]`
+/// the BOS added to every encoding and a decoder that joins pieces as they are.
+pub fn piece_tokenizer(pieces: &[&str]) -> tokenizers::Tokenizer {
+    use tokenizers::decoders::fuse::Fuse;
+    use tokenizers::models::bpe::{BPE, Vocab};
+    use tokenizers::processors::template::TemplateProcessing;
+    let vocab: Vocab = pieces
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.to_string(), i as u32))
+        .collect();
+    let bpe = BPE::builder()
+        .vocab_and_merges(vocab, vec![])
+        .build()
+        .unwrap();
+    let mut tokenizer = tokenizers::Tokenizer::new(bpe);
+    tokenizer.with_decoder(Some(Fuse::new()));
+    let bos = TemplateProcessing::builder()
+        .try_single(format!("{} $A", pieces[0]))
+        .unwrap()
+        .special_tokens(vec![(pieces[0], 0)])
+        .build()
+        .unwrap();
+    tokenizer.with_post_processor(Some(bos));
+    tokenizer
+}
