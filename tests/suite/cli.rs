@@ -1,6 +1,6 @@
 //! The real `samplab` binary, as a user runs it.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Output};
 

@@ -1,7 +1,7 @@
 //! The real playground in a real terminal: the binary runs inside tmux on the stories260K model,
 //! keys are sent with `send-keys` and the screen is read with `capture-pane`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

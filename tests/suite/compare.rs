@@ -1,7 +1,7 @@
 //! Several models on one prompt (`samplab sample --model A --model B`): each model's result is
 //! its single-model result, and cross-scores agree with a separate scoring pass.
 
-mod common;
+use crate::common;
 
 use samplab::model::synthetic::{SyntheticSpec, write_synthetic_gguf};
 use samplab::response::{SampleResponse, Trajectory};

@@ -3,7 +3,7 @@
 
 // Only the lexicon and word splitter are needed here, not the story generator.
 #[allow(dead_code)]
-#[path = "../examples/train_default_model/corpus.rs"]
+#[path = "../../examples/train_default_model/corpus.rs"]
 mod corpus;
 
 use samplab::engine::Request;

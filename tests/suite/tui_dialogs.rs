@@ -1,7 +1,7 @@
 //! The playground's dialogs and themes: the preset picker, saving presets, the export dialog,
 //! theme switching and the `*` marker, as pure updates, as drawn cells, and against real files.
 
-mod common;
+use crate::common;
 
 use common::tui::{NoEngine, done, find, loaded, render, row, state_sized};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};

@@ -1,7 +1,7 @@
 //! The playground without a terminal: pure `update` for every action, views on `TestBackend`,
 //! and the whole loop driven by injected keys and a fake engine.
 
-mod common;
+use crate::common;
 
 use common::tui::{
     done, find, finished, loaded, loaded_with_template, render, row, started, state_sized, token,

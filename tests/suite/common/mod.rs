@@ -1,5 +1,4 @@
 //! Shared helpers for integration tests.
-#![allow(dead_code)]
 
 use std::path::PathBuf;
 

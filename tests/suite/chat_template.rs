@@ -1,7 +1,7 @@
 //! Chat templates: rendering as transformers' `apply_chat_template(add_generation_prompt=True)`
 //! does, where HF directories keep them, and how the engine tokenizes the rendered prompt.
 
-mod common;
+use crate::common;
 
 use samplab::engine::{Backend, LoadedModel};
 use samplab::model::chat_template::ChatTemplate;

@@ -1,7 +1,7 @@
 //! The whole engine (tokenizer, forward, sampler, stops) on the real stories260K model, checked
 //! against llama.cpp's reference and against itself across batch sizes.
 
-mod common;
+use crate::common;
 
 use samplab::engine::generate::EVENT_ALTERNATIVES;
 use samplab::engine::load::load_model;
@@ -62,7 +62,7 @@ fn greedy_run_reproduces_llama_cpp() {
         assert_eq!(trajectory.text, expected["greedy_text"].as_str().unwrap());
         assert_eq!(trajectory.stop_reason, StopReason::Length);
         // llama.cpp keeps its KV cache in f16, we keep f32: the error grows along the sequence
-        // (see tests/model_stories.rs), so each step gets 5e-3 and the mean 1e-3.
+        // (see model_stories.rs), so each step gets 5e-3 and the mean 1e-3.
         let reference: Vec<f64> = expected["greedy_logprobs"]
             .as_array()
             .unwrap()

@@ -1,6 +1,6 @@
 //! Bad inputs give the right `ModelError`, never a panic.
 
-mod common;
+use crate::common;
 
 use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
 use candle_core::{Device, Tensor};

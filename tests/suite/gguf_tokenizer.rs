@@ -1,7 +1,7 @@
 //! The GGUF tokenizer against llama.cpp: the stories260K SentencePiece vocabulary, a tiny
 //! byte-level BPE vocabulary written here, and malformed metadata.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::fs::File;

@@ -1,7 +1,7 @@
 //! The generation loop and the worker, on a deterministic fake model whose logits depend on each
 //! row's whole history, so any row mix-up in batching, forking or retiring changes the output.
 
-mod common;
+use crate::common;
 
 use samplab::engine::generate::{RunContext, generate};
 use samplab::engine::{Backend, Engine, Event, LoadedModel, Request, ScoreRequest, ScoreSample};

@@ -1,6 +1,6 @@
 //! Loading is refused, with the figures, when a model would not fit in the free memory.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -2,7 +2,7 @@
 //! side runs on its own engine and lane, other models score its samples, and the columns mark
 //! where samples that share a seed part.
 
-mod common;
+use crate::common;
 
 use common::tui::{done, find, finished, render, row, started, state_sized, token};
 use samplab::engine::Event;

@@ -1,7 +1,7 @@
 //! The columns pane: token cursor, inspector, scrolling, the column grid, visible whitespace,
 //! footers and the mouse, as pure updates and as drawn cells.
 
-mod common;
+use crate::common;
 
 use common::tui::*;
 use crossterm::event::{

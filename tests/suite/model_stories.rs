@@ -1,6 +1,6 @@
 //! The forward pass against llama.cpp on stories260K (reference.json), and batching.
 
-mod common;
+use crate::common;
 
 use candle_core::Device;
 use samplab::model::{Model, ModelError, Session};

@@ -1,0 +1,27 @@
+//! The integration tests, linked into one binary: every test binary links candle, tokenizers and
+//! the whole crate, so one binary instead of one per file saves gigabytes of disk and minutes of linking.
+
+mod common;
+
+mod chat_template;
+mod cli;
+mod compare;
+mod default_model;
+mod detokenizer;
+mod engine;
+mod engine_stories;
+mod export;
+mod gguf_tokenizer;
+mod model_architectures;
+mod model_discover;
+mod model_errors;
+mod model_memory;
+mod model_qtypes;
+mod model_stories;
+mod sampling;
+mod stop_strings;
+mod tui;
+mod tui_compare;
+mod tui_dialogs;
+mod tui_inspect;
+mod tui_tmux;
