@@ -43,11 +43,18 @@ pub struct SampleArgs {
     jsonl: bool,
 }
 
-/// A model that has run: its worker stays up to score the other models' samples.
-struct Finished {
+/// A loaded model's worker.
+struct Worker {
+    spec: String,
     engine: Engine,
     inbox: Receiver<Event>,
     vocab: u64,
+    defaults: Option<SamplingParams>,
+}
+
+/// A model that has run: its worker stays up to score the other models' samples.
+struct Finished {
+    worker: Worker,
     response: SampleResponse,
 }
 
@@ -59,13 +66,34 @@ pub fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
         &args.sets,
     )?;
     let mut stdout = std::io::stdout().lock();
+    // Every model loads before any runs, so that a bad `--model` fails at once. One after the
+    // other, so that each memory check sees the models already loaded.
+    let mut workers = Vec::new();
+    for spec in &args.models {
+        workers.push(load(spec, &args, &mut stdout)?);
+    }
     // Compared models sample with the same seeds, also when none was given.
     let seed = (args.models.len() > 1).then(random_seed);
     let mut finished = Vec::new();
-    for (i, spec) in args.models.iter().enumerate() {
-        let run_id = i as RunId + 1;
-        let params = (!model_defaults).then(|| params.clone());
-        finished.push(run_model(&args, spec, run_id, params, seed, &mut stdout)?);
+    for (i, worker) in workers.into_iter().enumerate() {
+        let mut params = if model_defaults {
+            let defaults = worker.defaults.clone().ok_or_else(|| {
+                anyhow::anyhow!("{} ships no valid sampling defaults", worker.spec)
+            })?;
+            apply_sets(defaults, &args.sets)?
+        } else {
+            params.clone()
+        };
+        if params.seed.is_none() {
+            params.seed = seed;
+        }
+        finished.push(run_model(
+            worker,
+            &args,
+            i as RunId + 1,
+            params,
+            &mut stdout,
+        )?);
     }
     if finished.len() > 1 {
         cross_score(&mut finished, &args)?;
@@ -94,22 +122,8 @@ fn streams_plain(args: &SampleArgs, params: &SamplingParams) -> bool {
     !args.json && !args.jsonl && args.models.len() == 1 && params.num_samples == 1
 }
 
-/// Loads `spec` and runs the prompt on it; `params` is `None` for the model's own defaults.
-fn run_model(
-    args: &SampleArgs,
-    spec: &str,
-    run_id: RunId,
-    mut params: Option<SamplingParams>,
-    shared_seed: Option<u64>,
-    stdout: &mut impl Write,
-) -> anyhow::Result<Finished> {
-    let with_seed = |mut params: SamplingParams| {
-        if params.seed.is_none() {
-            params.seed = shared_seed;
-        }
-        params
-    };
-    params = params.map(with_seed);
+/// Starts a worker for `spec` and waits until its model is loaded.
+fn load(spec: &str, args: &SampleArgs, stdout: &mut impl Write) -> anyhow::Result<Worker> {
     let (events, inbox) = std::sync::mpsc::channel();
     let owned_spec = spec.to_owned();
     let engine = Engine::spawn(
@@ -118,21 +132,7 @@ fn run_model(
             let _ = events.send(event);
         },
     );
-    let request = |params| Request {
-        run_id,
-        prompt: args.prompt.clone(),
-        lane: 0,
-        chat: args.chat,
-        params,
-    };
-    if let Some(params) = &params {
-        engine.run(request(params.clone()));
-    }
-    let mut vocab = 0;
     let mut progress = ProgressLine::new();
-    let mut stream_plain = params
-        .as_ref()
-        .is_some_and(|params| streams_plain(args, params));
     while let Ok(event) = inbox.recv() {
         if args.jsonl {
             writeln!(stdout, "{}", serde_json::to_string(&event)?)?;
@@ -143,26 +143,48 @@ fn run_model(
                 message,
             } if !args.jsonl => progress.show(p, &message),
             Event::Loaded {
-                defaults,
-                vocab: fingerprint,
-                ..
+                defaults, vocab, ..
             } => {
                 progress.clear();
-                vocab = fingerprint;
-                if params.is_none() {
-                    let defaults = defaults.ok_or_else(|| {
-                        anyhow::anyhow!("{spec} ships no valid sampling defaults")
-                    })?;
-                    let with_sets = with_seed(apply_sets(defaults, &args.sets)?);
-                    stream_plain = streams_plain(args, &with_sets);
-                    engine.run(request(with_sets.clone()));
-                    params = Some(with_sets);
-                }
+                return Ok(Worker {
+                    spec: spec.to_owned(),
+                    engine,
+                    inbox,
+                    vocab,
+                    defaults,
+                });
             }
             Event::LoadFailed { message } => {
                 progress.clear();
                 anyhow::bail!("cannot load model {spec}: {message}");
             }
+            _ => {}
+        }
+    }
+    anyhow::bail!("the engine of {spec} stopped while loading")
+}
+
+/// Runs the prompt on a loaded model.
+fn run_model(
+    worker: Worker,
+    args: &SampleArgs,
+    run_id: RunId,
+    params: SamplingParams,
+    stdout: &mut impl Write,
+) -> anyhow::Result<Finished> {
+    let stream_plain = streams_plain(args, &params);
+    worker.engine.run(Request {
+        run_id,
+        prompt: args.prompt.clone(),
+        lane: 0,
+        chat: args.chat,
+        params,
+    });
+    while let Ok(event) = worker.inbox.recv() {
+        if args.jsonl {
+            writeln!(stdout, "{}", serde_json::to_string(&event)?)?;
+        }
+        match event {
             Event::Started { .. } if stream_plain => write!(stdout, "{}", args.prompt)?,
             Event::Token { token, .. } if stream_plain => {
                 write!(stdout, "{}", token.text)?;
@@ -171,17 +193,18 @@ fn run_model(
             Event::Finished { tail, .. } if stream_plain => write!(stdout, "{tail}")?,
             Event::Done { response, .. } => {
                 return Ok(Finished {
-                    engine,
-                    inbox,
-                    vocab,
+                    worker,
                     response: *response,
                 });
             }
-            Event::Error { message, .. } => anyhow::bail!("{spec}: {message}"),
+            Event::Error { message, .. } => anyhow::bail!("{}: {message}", worker.spec),
             _ => {}
         }
     }
-    anyhow::bail!("the engine of {spec} stopped without finishing the run")
+    anyhow::bail!(
+        "the engine of {} stopped without finishing the run",
+        worker.spec
+    )
 }
 
 /// Every model's samples scored by every other model, written into the trajectories.
@@ -189,13 +212,13 @@ fn cross_score(finished: &mut [Finished], args: &SampleArgs) -> anyhow::Result<(
     for source in 0..finished.len() {
         let request = ScoreRequest::new(
             source as RunId + 1,
-            finished[source].vocab,
+            finished[source].worker.vocab,
             &args.prompt,
             args.chat,
             &finished[source].response,
         );
         for scorer in (0..finished.len()).filter(|&s| s != source) {
-            finished[scorer].engine.score(request.clone());
+            finished[scorer].worker.engine.score(request.clone());
             let scores = wait_for_scores(&finished[scorer])?;
             for score in scores {
                 if let Some(trajectory) = finished[source]
@@ -215,7 +238,7 @@ fn cross_score(finished: &mut [Finished], args: &SampleArgs) -> anyhow::Result<(
 }
 
 fn wait_for_scores(scorer: &Finished) -> anyhow::Result<Vec<CrossScore>> {
-    while let Ok(event) = scorer.inbox.recv() {
+    while let Ok(event) = scorer.worker.inbox.recv() {
         match event {
             Event::Scored { scores, .. } => return Ok(scores),
             Event::ScoreFailed { message, .. } => {

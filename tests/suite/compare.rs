@@ -148,3 +148,28 @@ fn twin_models_share_a_random_seed_and_teacher_force_each_others_tokens() {
         );
     }
 }
+
+#[test]
+fn a_bad_second_model_fails_before_the_first_one_runs() {
+    let Some(stories) = common::test_model() else {
+        return;
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_samplab"))
+        .args(["sample", "--jsonl", "--prompt", PROMPT, "--model"])
+        .arg(&stories)
+        .args(["--model", "/nonexistent/second.gguf"])
+        .output()
+        .expect("the samplab binary runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("second.gguf"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(r#""event":"loaded""#),
+        "the first model loads: {stdout}"
+    );
+    assert!(
+        !stdout.contains(r#""event":"token""#),
+        "but nothing runs: {stdout}"
+    );
+}
