@@ -13,7 +13,7 @@ use crate::model::{Model, Session};
 use anyhow::Context;
 use candle_core::Device;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use tokenizers::Tokenizer;
 
 /// The llama forward pass as the engine drives it: each prefill starts a fresh session.
@@ -53,6 +53,10 @@ impl Backend for LlamaBackend {
     }
 }
 
+/// Held from the memory check until the weights are in memory, so that models loading at the
+/// same time (the playground's `--model A --model B`) each see the memory the others took.
+static LOADING: Mutex<()> = Mutex::new(());
+
 /// CPU unless a GPU feature was compiled in and a GPU answers.
 fn pick_device() -> (Device, String) {
     #[cfg(feature = "cuda")]
@@ -76,6 +80,14 @@ pub fn load_model(
     let source = resolve(spec, hub, progress)?;
     let (device, device_name) = pick_device();
     let (ModelSource::Gguf(path) | ModelSource::HfDir(path)) = &source;
+    let _one_at_a_time = match LOADING.try_lock() {
+        Ok(guard) => guard,
+        Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        Err(TryLockError::WouldBlock) => {
+            progress(0.2, "waiting for another model to finish loading");
+            LOADING.lock().unwrap_or_else(PoisonError::into_inner)
+        }
+    };
     // Only host memory can be asked for here; a GPU's memory is left to its driver to refuse.
     if device.is_cpu() {
         let estimate = memory::estimate(path)?;
