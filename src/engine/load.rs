@@ -88,21 +88,27 @@ pub fn load_model(
             LOADING.lock().unwrap_or_else(PoisonError::into_inner)
         }
     };
+    let name = display_name(spec, path);
     // Only host memory can be asked for here; a GPU's memory is left to its driver to refuse.
-    if device.is_cpu() {
-        let estimate = memory::estimate(path)?;
-        memory::check_fits(&display_name(spec, path), estimate, memory::available()?)?;
-    }
-    progress(0.3, &format!("loading weights from {}", path.display()));
+    let mut check_fits = |estimate: memory::MemoryEstimate| -> anyhow::Result<()> {
+        if device.is_cpu() {
+            memory::check_fits(&name, estimate, memory::available()?)?;
+        }
+        progress(0.3, &format!("loading weights from {}", path.display()));
+        Ok(())
+    };
     let (model, tokenizer, eos_ids, chat_template) = match &source {
         ModelSource::Gguf(path) => {
-            let (model, content) = Model::load_gguf(path, &device)?;
+            let gguf = Model::open_gguf(path)?;
+            check_fits(memory::estimate_gguf(&gguf)?)?;
+            let (model, content) = gguf.load(&device)?;
             let gguf = tokenizer_from_gguf(&content)
                 .with_context(|| format!("cannot build the tokenizer of {}", path.display()))?;
             let template = gguf_chat_template(&gguf);
             (model, gguf.tokenizer, gguf.eos_ids, template)
         }
         ModelSource::HfDir(dir) => {
+            check_fits(memory::estimate(dir)?)?;
             let model = Model::load(dir, &device)?;
             let file = dir.join("tokenizer.json");
             let tokenizer = Tokenizer::from_file(&file).map_err(|e| {
@@ -128,7 +134,7 @@ pub fn load_model(
     let defaults = model.config().generation.sampling_params().ok();
     let model = Arc::new(model);
     Ok(LoadedModel {
-        name: display_name(spec, path),
+        name,
         device: device_name,
         backend: Box::new(LlamaBackend {
             session: Session::new(Arc::clone(&model)),

@@ -7,8 +7,10 @@ use super::rope::Rope;
 use super::weights::{Layer, Weights};
 use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device, Tensor};
+use std::fs::File;
+use std::io::BufReader;
 use std::ops::Deref;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Longest slice of a prompt run through one forward; bounds the `[heads, chunk, context]`
 /// attention scores of a long prompt.
@@ -21,6 +23,49 @@ pub struct Model {
     weights: Weights,
     rope: Rope,
     device: Device,
+}
+
+/// A GGUF file with its header read and its tensors still on disk.
+pub struct OpenGguf {
+    path: PathBuf,
+    content: gguf_file::Content,
+    reader: BufReader<File>,
+    config: ModelConfig,
+}
+
+impl OpenGguf {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// Reads the weights; hands back the metadata too, so that the tokenizer is built from
+    /// the same read of the header.
+    pub fn load(self, device: &Device) -> Result<(Model, gguf_file::Content), ModelError> {
+        self.load_with(device, true)
+    }
+
+    fn load_with(
+        mut self,
+        device: &Device,
+        our_q8: bool,
+    ) -> Result<(Model, gguf_file::Content), ModelError> {
+        let weights = Weights::load_gguf(
+            &self.content,
+            self.reader,
+            &self.config,
+            &self.path,
+            device,
+            our_q8,
+        )?;
+        if let Some(factors) = &weights.rope_freqs {
+            self.config.rope_scaling = Some(RopeScaling::FreqFactors(factors.clone()));
+        }
+        Ok((Model::new(self.config, weights, device), self.content))
+    }
 }
 
 impl Model {
@@ -48,13 +93,16 @@ impl Model {
         }
     }
 
-    /// Loads a `.gguf` file and hands back its metadata too, so that the tokenizer is built
-    /// from the same read of the header.
-    pub fn load_gguf(
-        path: &Path,
-        device: &Device,
-    ) -> Result<(Self, gguf_file::Content), ModelError> {
-        Self::load_gguf_with(path, device, true)
+    /// Reads a `.gguf` file's header and config, leaving the tensors on disk: the config can be
+    /// checked (does it fit in memory?) before [`OpenGguf::load`] reads the weights.
+    pub fn open_gguf(path: &Path) -> Result<OpenGguf, ModelError> {
+        let (content, reader, config) = Weights::open_gguf(path)?;
+        Ok(OpenGguf {
+            path: path.to_owned(),
+            content,
+            reader,
+            config,
+        })
     }
 
     fn load_gguf_with(
@@ -62,12 +110,7 @@ impl Model {
         device: &Device,
         our_q8: bool,
     ) -> Result<(Self, gguf_file::Content), ModelError> {
-        let (content, reader, mut config) = Weights::open_gguf(path)?;
-        let weights = Weights::load_gguf(&content, reader, &config, path, device, our_q8)?;
-        if let Some(factors) = &weights.rope_freqs {
-            config.rope_scaling = Some(RopeScaling::FreqFactors(factors.clone()));
-        }
-        Ok((Self::new(config, weights, device), content))
+        Self::open_gguf(path)?.load_with(device, our_q8)
     }
 
     fn new(config: ModelConfig, weights: Weights, device: &Device) -> Self {

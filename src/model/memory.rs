@@ -4,6 +4,7 @@
 
 use super::config::{ModelConfig, io_error};
 use super::error::ModelError;
+use super::llama::{Model, OpenGguf};
 use super::weights::Weights;
 use std::io::Read;
 use std::path::Path;
@@ -54,27 +55,33 @@ pub enum MemoryError {
 
 /// Estimates a GGUF file or an HF directory from its headers alone.
 pub fn estimate(path: &Path) -> Result<MemoryEstimate, ModelError> {
-    let (config, weights) = if path.is_dir() {
-        let config = ModelConfig::from_hf_dir(path)?;
+    if path.is_dir() {
         let mut elements = 0u64;
         for file in Weights::safetensors_files(path)? {
             elements += safetensors_elements(&file)?;
         }
-        (config, elements * 4)
+        Ok(for_config(&ModelConfig::from_hf_dir(path)?, elements * 4))
     } else {
-        let (_, _, config) = Weights::open_gguf(path)?;
-        let bytes = std::fs::metadata(path)
-            .map_err(|e| io_error(path, e))?
-            .len();
-        (config, bytes)
-    };
+        estimate_gguf(&Model::open_gguf(path)?)
+    }
+}
+
+/// Estimates an opened GGUF file: its tensors take what they take on disk.
+pub fn estimate_gguf(gguf: &OpenGguf) -> Result<MemoryEstimate, ModelError> {
+    let bytes = std::fs::metadata(gguf.path())
+        .map_err(|e| io_error(gguf.path(), e))?
+        .len();
+    Ok(for_config(gguf.config(), bytes))
+}
+
+fn for_config(config: &ModelConfig, weights: u64) -> MemoryEstimate {
     let positions = config.context_length.min(KV_POSITIONS);
     let per_position = 2 * config.num_layers * config.num_kv_heads * config.head_dim * 4;
-    Ok(MemoryEstimate {
+    MemoryEstimate {
         weights,
         kv_cache: (per_position * positions) as u64,
         positions,
-    })
+    }
 }
 
 /// Elements in a safetensors file, from its JSON header.

@@ -25,4 +25,4 @@ mod weights;
 
 pub use config::{Architecture, GenerationDefaults, ModelConfig, RopeLayout, RopeScaling};
 pub use error::ModelError;
-pub use llama::{Model, Session};
+pub use llama::{Model, OpenGguf, Session};
