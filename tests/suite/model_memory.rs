@@ -54,3 +54,49 @@ fn the_estimate_counts_the_weights_and_a_kv_cache() {
     assert!(estimate.kv_cache > 0 && estimate.positions > 0);
     assert!(estimate.positions <= samplab::model::memory::KV_POSITIONS);
 }
+
+/// Each memory check must see the weights of a model that loaded at the same time, so no two
+/// loads may be between their check and their weights at once.
+#[test]
+fn models_loading_at_the_same_time_take_turns() {
+    use samplab::engine::load::load_model;
+    use samplab::model::source::HubSettings;
+    use std::sync::{Arc, Barrier, Mutex};
+
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let start = Arc::new(Barrier::new(3));
+    let loads: Vec<_> = (0..3)
+        .map(|i| {
+            let (model, log, start) = (model.clone(), Arc::clone(&log), Arc::clone(&start));
+            std::thread::spawn(move || {
+                start.wait();
+                let mut progress = |fraction: f32, message: &str| {
+                    log.lock().unwrap().push((i, fraction, message.to_owned()));
+                };
+                load_model(
+                    model.to_str().unwrap(),
+                    &HubSettings::from_env(),
+                    &mut progress,
+                )
+                .map(|_| ())
+            })
+        })
+        .collect();
+    for load in loads {
+        load.join().unwrap().unwrap();
+    }
+    let log = log.lock().unwrap();
+    let mut loading = None;
+    for (i, fraction, message) in log.iter() {
+        if message.starts_with("loading weights") {
+            assert_eq!(loading, None, "{i} started while another loaded: {log:?}");
+            loading = Some(*i);
+        } else if *fraction == 1.0 {
+            assert_eq!(loading, Some(*i), "{log:?}");
+            loading = None;
+        }
+    }
+}
