@@ -123,8 +123,9 @@ pub fn score_sequence(
     })
 }
 
-/// The length of the shared beginning of two token sequences: where a re-tokenized sample
-/// starts, so that a token merged across the prompt's end counts as the sample's.
-pub fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+/// The length of the shared beginning of two sequences: where a re-tokenized sample starts
+/// (a token merged across the prompt's end counts as the sample's), and where two samples
+/// sharing a seed part.
+pub fn common_prefix<T: PartialEq>(a: &[T], b: &[T]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }

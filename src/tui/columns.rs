@@ -6,6 +6,7 @@ use super::layout::Grid;
 use super::theme::Theme;
 use super::wrap::Wrapped;
 use crate::engine::TokenEvent;
+use crate::engine::score::common_prefix;
 use crate::response::{CrossScore, StopMatched, StopReason};
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -297,14 +298,15 @@ impl Columns {
         }
     }
 
-    /// Samples of `side` cut short by a newer run end as `abort`.
-    pub fn abort_unfinished(&mut self, side: usize) {
+    /// Ends the samples of `side` still running: `abort` when a newer run cut them short,
+    /// `error` when the engine failed.
+    pub fn end_unfinished(&mut self, side: usize, reason: StopReason) {
         for column in self
             .columns
             .iter_mut()
             .filter(|c| c.side == side && c.finish.is_none())
         {
-            column.finish(StopReason::Abort, None, &[]);
+            column.finish(reason, None, &[]);
         }
     }
 
@@ -395,10 +397,6 @@ impl Columns {
     }
 }
 
-fn common_prefix(a: &[char], b: &[char]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
-
 /// The token whose text holds character `chars` of the column's text.
 fn token_at_char(column: &Column, chars: usize) -> Option<usize> {
     let mut seen = 0;
@@ -408,7 +406,6 @@ fn token_at_char(column: &Column, chars: usize) -> Option<usize> {
     })
 }
 
-/// Draws the columns on screen; only the rows in view are laid out, whatever the length.
 /// How a compared side's columns are titled: every column by `label` (model, parameter set),
 /// the side's first one by `header` (with the device and speed).
 #[derive(Debug, Clone, PartialEq)]
@@ -417,6 +414,7 @@ pub struct SideTitle {
     pub header: String,
 }
 
+/// Draws the columns on screen; only the rows in view are laid out, whatever the length.
 /// `titles` are indexed by side, empty when only one side is shown.
 pub fn render(
     frame: &mut Frame,

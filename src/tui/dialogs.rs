@@ -134,7 +134,8 @@ fn with_export(state: &mut State, change: impl FnOnce(&mut ExportDialog)) {
     }
 }
 
-fn snippet_of(state: &State, dialog: &ExportDialog) -> String {
+/// What the export dialog shows, scrolls and copies.
+pub(super) fn snippet_of(state: &State, dialog: &ExportDialog) -> String {
     export_dialog::snippet(
         dialog.format,
         &state.params.params,

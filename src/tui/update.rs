@@ -11,6 +11,7 @@ use super::status::ModelStatus;
 use super::text::TextBuffer;
 use crate::engine::{Event, Request, RunId, ScoreRequest};
 use crate::presets::MODEL_PRESET;
+use crate::response::StopReason;
 
 pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
     if !matches!(
@@ -310,7 +311,7 @@ fn cancel_side(state: &mut State, index: usize) -> Option<Effect> {
     side.current = None;
     side.active = false;
     let model = side.model;
-    state.columns.abort_unfinished(index);
+    state.columns.end_unfinished(index, StopReason::Abort);
     Some(Effect::Cancel(model, id))
 }
 
@@ -517,14 +518,7 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             let side = side.unwrap_or_default();
             state.sides[side].active = false;
             state.status.error = Some(message);
-            for column in state
-                .columns
-                .columns
-                .iter_mut()
-                .filter(|c| c.side == side && c.finish.is_none())
-            {
-                column.finish(crate::response::StopReason::Error, None, &[]);
-            }
+            state.columns.end_unfinished(side, StopReason::Error);
         }
     }
     Vec::new()

@@ -6,7 +6,7 @@ use super::layout::areas;
 use super::state::{Overlay, State};
 use super::theme::Theme;
 use super::{
-    columns, export_dialog, help, inspector, model_picker, params, preset_picker, prompt,
+    columns, dialogs, export_dialog, help, inspector, model_picker, params, preset_picker, prompt,
     save_prompt, status,
 };
 use ratatui::Frame;
@@ -68,12 +68,7 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
             }
         }
         Some(Overlay::Export(dialog)) => {
-            let snippet = export_dialog::snippet(
-                dialog.format,
-                &state.params.params,
-                state.prompt.text(),
-                &state.export,
-            );
+            let snippet = dialogs::snippet_of(state, dialog);
             export_dialog::render(frame, area, dialog, &snippet, keymap, theme);
         }
         Some(Overlay::Models(picker)) => {
