@@ -2,7 +2,7 @@
 //! the same layout the view draws (computed from the state, never stored while drawing).
 
 use super::action::{Action, Focus};
-use super::layout::{Grid, areas};
+use super::layout::areas;
 use super::params::slider_cells;
 use super::state::State;
 use crate::params::FIELDS;
@@ -76,7 +76,7 @@ pub fn target(state: &State, x: u16, y: u16) -> Option<Target> {
     if !a.columns.contains(at) {
         return None;
     }
-    let grid = Grid::on_screen(state.size, state.columns.columns.len());
+    let grid = state.grid();
     let Some((column, rect)) = grid
         .rects(state.columns.first_row)
         .find(|(_, rect)| rect.contains(at))

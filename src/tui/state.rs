@@ -4,6 +4,7 @@ use super::action::Focus;
 use super::columns::{Columns, SideTitle};
 use super::export_dialog::{ExportDialog, ExportSettings};
 use super::keymap::Mode;
+use super::layout::Grid;
 use super::model_picker::ModelPicker;
 use super::params::ParamsState;
 use super::preset_picker::{PresetPicker, PresetsState};
@@ -89,6 +90,11 @@ pub struct State {
 }
 
 impl State {
+    /// The sample columns as the view lays them out on this screen.
+    pub fn grid(&self) -> Grid {
+        Grid::on_screen(self.size, self.columns.columns.len())
+    }
+
     /// Starts on the params, where most keys go (and `q` quits rather than typing), with a run
     /// owed as soon as the model is ready.
     pub fn new(prompt: &str, params: ParamsState, size: Rect) -> Self {

@@ -161,7 +161,7 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         Action::PageColumn(pages) => navigate(state, |c, g| c.page(pages as isize, g)),
         Action::ToggleWhitespace => navigate(state, Columns::toggle_whitespace),
         Action::StepColumn(delta) => {
-            let grid = grid(state);
+            let grid = state.grid();
             if !state.columns.step_column(delta as isize, &grid) {
                 cycle_focus(state, delta > 0);
             }
@@ -180,14 +180,9 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
     }
 }
 
-/// The sample columns as the view will lay them out.
-fn grid(state: &State) -> Grid {
-    Grid::on_screen(state.size, state.columns.columns.len())
-}
-
 /// Moves the token cursor or the columns' view; nothing to re-run.
 fn navigate(state: &mut State, step: impl FnOnce(&mut Columns, &Grid)) -> Vec<Effect> {
-    let grid = grid(state);
+    let grid = state.grid();
     step(&mut state.columns, &grid);
     Vec::new()
 }
@@ -239,7 +234,7 @@ fn wheel(state: &mut State, x: u16, y: u16, lines: i32) {
     if state.overlay.is_some() {
         return;
     }
-    let grid = grid(state);
+    let grid = state.grid();
     match mouse::target(state, x, y) {
         Some(Target::Column { column, .. }) => {
             state.columns.columns[column].scroll_by(lines as isize, grid.text_rows());
@@ -452,7 +447,7 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
         }
         Event::Token { token, .. } => {
             let hold = state.focus == Focus::Columns;
-            let grid = grid(state);
+            let grid = state.grid();
             state
                 .columns
                 .push_token(side.unwrap_or_default(), token, &grid, hold);
