@@ -59,6 +59,17 @@ pub struct Trajectory {
     pub cross_scores: Option<Vec<CrossScore>>,
 }
 
+/// The mean logprob of `tokens` tokens whose logprobs sum to `sum`, and its perplexity;
+/// (0, 1) for no tokens.
+pub fn mean_and_perplexity(sum: f64, tokens: usize) -> (f64, f64) {
+    let mean = if tokens == 0 {
+        0.0
+    } else {
+        sum / tokens as f64
+    };
+    (mean, (-mean).exp())
+}
+
 /// One sample's likelihood under another model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CrossScore {

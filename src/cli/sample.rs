@@ -9,7 +9,9 @@ use samplab::model::embedded;
 use samplab::model::source::HubSettings;
 use samplab::params::SamplingParams;
 use samplab::presets::{self, MODEL_PRESET};
-use samplab::response::{CrossScore, SampleResponse, StopMatched, StopReason, Trajectory};
+use samplab::response::{
+    CrossScore, SampleResponse, StopMatched, StopReason, Trajectory, mean_and_perplexity,
+};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::mpsc::Receiver;
@@ -314,20 +316,9 @@ fn summary(trajectory: &Trajectory) -> String {
         (reason, _) => reason.as_str().to_owned(),
     };
     let count = trajectory.logprobs.len();
-    let mean = if count == 0 {
-        0.0
-    } else {
-        trajectory
-            .logprobs
-            .iter()
-            .map(|&l| f64::from(l))
-            .sum::<f64>()
-            / count as f64
-    };
-    format!(
-        "{reason} · {count} tokens · mean logprob {mean:.3} · ppl {:.2}",
-        (-mean).exp()
-    )
+    let sum = trajectory.logprobs.iter().map(|&l| f64::from(l)).sum();
+    let (mean, ppl) = mean_and_perplexity(sum, count);
+    format!("{reason} · {count} tokens · mean logprob {mean:.3} · ppl {ppl:.2}")
 }
 
 /// A one-line progress bar on stderr, only when stderr is a terminal.

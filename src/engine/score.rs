@@ -8,7 +8,7 @@
 use super::backend::Backend;
 use super::events::RunId;
 use crate::params::SamplingParams;
-use crate::response::{CrossScore, SampleResponse};
+use crate::response::{CrossScore, SampleResponse, mean_and_perplexity};
 use crate::sampling::Sampler;
 
 /// The finished samples of one run, to be scored by another model.
@@ -88,16 +88,24 @@ pub fn score_sequence(
     }
     // The first token has nothing before it to be scored on.
     let start = (*start).max(1);
-    if ids.len() <= start {
-        return Ok(CrossScore {
-            model: model.to_owned(),
-            sample,
-            tokens: 0,
-            mean_logprob: 0.0,
-            perplexity: 1.0,
-            retokenized: *retokenized,
-        });
+    let tokens = ids.len().saturating_sub(start);
+    let mut sum = 0.0f64;
+    if tokens > 0 {
+        sum = sum_logprobs(backend, ids, start)?;
     }
+    let (mean_logprob, perplexity) = mean_and_perplexity(sum, tokens);
+    Ok(CrossScore {
+        model: model.to_owned(),
+        sample,
+        tokens,
+        mean_logprob,
+        perplexity,
+        retokenized: *retokenized,
+    })
+}
+
+/// The summed logprobs of `ids[start..]`, teacher-forced in one prefill.
+fn sum_logprobs(backend: &mut dyn Backend, ids: &[u32], start: usize) -> anyhow::Result<f64> {
     let rows = backend.prefill(ids, true)?;
     let mut sampler = Sampler::new(&SamplingParams::default())?;
     let mut sum = 0.0f64;
@@ -111,16 +119,7 @@ pub fn score_sequence(
         })?;
         sum += f64::from(sampler.score(logits, ids[position], 0)?.logprob);
     }
-    let tokens = ids.len() - start;
-    let mean_logprob = sum / tokens as f64;
-    Ok(CrossScore {
-        model: model.to_owned(),
-        sample,
-        tokens,
-        mean_logprob,
-        perplexity: (-mean_logprob).exp(),
-        retokenized: *retokenized,
-    })
+    Ok(sum)
 }
 
 /// The length of the shared beginning of two sequences: where a re-tokenized sample starts

@@ -87,7 +87,9 @@ impl Model {
             config.tie_word_embeddings = weights.tied_output;
             Ok(Self::new(config, weights, device))
         } else if path.exists() {
-            Self::load_gguf_with(path, device, our_q8).map(|(model, _)| model)
+            Self::open_gguf(path)?
+                .load_with(device, our_q8)
+                .map(|(model, _)| model)
         } else {
             Err(ModelError::NotFound(path.to_owned()))
         }
@@ -103,14 +105,6 @@ impl Model {
             reader,
             config,
         })
-    }
-
-    fn load_gguf_with(
-        path: &Path,
-        device: &Device,
-        our_q8: bool,
-    ) -> Result<(Self, gguf_file::Content), ModelError> {
-        Self::open_gguf(path)?.load_with(device, our_q8)
     }
 
     fn new(config: ModelConfig, weights: Weights, device: &Device) -> Self {

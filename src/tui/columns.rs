@@ -7,7 +7,7 @@ use super::theme::Theme;
 use super::wrap::Wrapped;
 use crate::engine::TokenEvent;
 use crate::engine::score::common_prefix;
-use crate::response::{CrossScore, StopMatched, StopReason};
+use crate::response::{CrossScore, StopMatched, StopReason, mean_and_perplexity};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Modifier;
@@ -137,11 +137,8 @@ impl Column {
         let (lp, ppl) = match self.tokens.len() {
             0 => (String::new(), String::new()),
             n => {
-                let mean = self.sum_logprob / n as f64;
-                (
-                    format!(" lp {mean:.2}"),
-                    format!(" ppl {:.2}", (-mean).exp()),
-                )
+                let (mean, ppl) = mean_and_perplexity(self.sum_logprob, n);
+                (format!(" lp {mean:.2}"), format!(" ppl {ppl:.2}"))
             }
         };
         [
