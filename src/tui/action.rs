@@ -1,7 +1,6 @@
 //! The vocabulary of the loop: what the user (or the engine) wants, and what `update` asks the
 //! loop to do in return.
 
-use super::theme::Theme;
 use crate::engine::{Event, Request, RunId, ScoreRequest};
 use crate::export::ExportFormat;
 use crate::model::discover::Candidate;
@@ -168,8 +167,6 @@ pub enum Effect {
     /// (Re)start the debounce timer; `DebounceElapsed` comes back when it fires.
     ScheduleRun,
     Quit,
-    /// Draw with this theme from now on.
-    SetTheme(Theme),
     /// Read the user presets; answered with `Outcome::PresetsListed`.
     ListPresets(PresetStore),
     /// Answered with `Outcome::PresetSaved` or `Outcome::PresetExists`.

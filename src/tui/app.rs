@@ -6,7 +6,6 @@ use super::keymap::KeyMap;
 use super::mouse;
 use super::perform;
 use super::state::State;
-use super::theme::Theme;
 use super::update::update;
 use super::view;
 use crate::engine::{Engine, Event, Request, RunId, ScoreRequest};
@@ -55,7 +54,6 @@ pub struct App<E> {
     /// Starts engines for models added at run time; without one, adding does nothing.
     spawner: Option<Spawner<E>>,
     pub keymap: KeyMap,
-    pub theme: Theme,
     /// Where OSC 52 copy requests go: the terminal, or a buffer in tests.
     clipboard: Box<dyn Write + Send>,
     debounce: Option<Instant>,
@@ -64,13 +62,12 @@ pub struct App<E> {
 }
 
 impl<E: EngineHandle> App<E> {
-    pub fn new(state: State, engines: Vec<E>, keymap: KeyMap, theme: Theme) -> Self {
+    pub fn new(state: State, engines: Vec<E>, keymap: KeyMap) -> Self {
         Self {
             state,
             engines: engines.into_iter().map(Some).collect(),
             spawner: None,
             keymap,
-            theme,
             clipboard: Box::new(std::io::stdout()),
             debounce: None,
             dirty: true,
@@ -137,7 +134,6 @@ impl<E: EngineHandle> App<E> {
             Effect::DiscoverModels => return Some(perform::discover_models()),
             Effect::ScheduleRun => self.debounce = Some(Instant::now() + DEBOUNCE),
             Effect::Quit => self.quit = true,
-            Effect::SetTheme(theme) => self.theme = theme,
             Effect::ListPresets(store) => return Some(perform::list_presets(&store)),
             Effect::SavePreset {
                 store,
@@ -172,7 +168,14 @@ impl<E: EngineHandle> App<E> {
     }
 
     pub fn draw<B: Backend>(&mut self, terminal: &mut Terminal<B>) -> Result<(), B::Error> {
-        terminal.draw(|frame| view::draw(frame, &self.state, &self.theme, &self.keymap))?;
+        terminal.draw(|frame| {
+            view::draw(
+                frame,
+                &self.state,
+                &self.state.themes.current().theme,
+                &self.keymap,
+            )
+        })?;
         self.dirty = false;
         Ok(())
     }

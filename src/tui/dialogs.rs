@@ -74,7 +74,7 @@ pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
 pub fn cycle_theme(state: &mut State) -> Vec<Effect> {
     let next = state.themes.cycle();
     state.status.notice = Some(format!("theme {}", next.name));
-    vec![Effect::SetTheme(next.theme.clone())]
+    Vec::new()
 }
 
 pub fn outcome(state: &mut State, outcome: Outcome) -> Vec<Effect> {

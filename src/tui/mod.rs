@@ -124,10 +124,9 @@ pub fn run(playground: Playground) -> anyhow::Result<()> {
         state.presets.source = preset.source;
         state.export.model = models.join(", ");
         state.status.notice = notice;
-        let theme = themes.current().theme.clone();
         state.themes = themes;
-        let mut app = app::App::new(state, engines, keymap::KeyMap::default(), theme)
-            .with_spawner(Box::new(spawn));
+        let mut app =
+            app::App::new(state, engines, keymap::KeyMap::default()).with_spawner(Box::new(spawn));
         runtime.block_on(app.run(&mut terminal, EventStream::new(), &mut events))
         // Dropping `app` here joins the engine thread after the quit cancelled its run.
     })();

@@ -651,12 +651,7 @@ async fn keys_and_engine_events_drive_the_app_headless() {
         requests: Arc::default(),
         cancels: Arc::default(),
     };
-    let mut app = App::new(
-        state(),
-        vec![engine.clone()],
-        KeyMap::default(),
-        Theme::dark(),
-    );
+    let mut app = App::new(state(), vec![engine.clone()], KeyMap::default());
     let (keys, input) = futures::channel::mpsc::unbounded();
     let task = tokio::spawn(async move {
         let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();

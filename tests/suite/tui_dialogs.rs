@@ -468,11 +468,8 @@ fn w_writes_the_last_finished_run_or_says_there_is_none() {
 #[test]
 fn t_cycles_the_themes_and_names_the_new_one_until_the_next_key() {
     let mut s = state_sized(80, 24);
-    let effects = update(&mut s, Action::CycleTheme);
-    assert_eq!(
-        effects,
-        [Effect::SetTheme(themes::builtin("light").unwrap())]
-    );
+    update(&mut s, Action::CycleTheme);
+    assert_eq!(s.themes.current().theme, themes::builtin("light").unwrap());
     assert_eq!(s.status.notice.as_deref(), Some("theme light"));
     update(&mut s, Action::Engine(0, loaded()));
     assert!(s.status.notice.is_some(), "engine news is not a key");
@@ -704,15 +701,10 @@ fn switching_themes_recolours_borders_and_tokens() {
         let (x, y) = find(&dark, "Hello").unwrap();
         assert_eq!(dark[(x, y)].bg, Color::Rgb(150, 30, 45));
 
-        let mut theme = Theme::dark();
         while s.themes.current().name != "viridis" {
-            for effect in update(&mut s, Action::CycleTheme) {
-                if let Effect::SetTheme(next) = effect {
-                    theme = next;
-                }
-            }
+            update(&mut s, Action::CycleTheme);
         }
-        let viridis = render(&s, &theme);
+        let viridis = render(&s, &s.themes.current().theme);
         assert_eq!(viridis[(params.x, params.y)].fg, Color::Rgb(94, 201, 98));
         assert_eq!(viridis[(x, y)].bg, Color::Rgb(68, 1, 84), "{w}x{h}");
         assert_eq!(viridis[(x, y)].fg, Color::White, "readable on dark purple");
@@ -777,7 +769,7 @@ impl Write for Shared {
 }
 
 fn app(state: State) -> App<NoEngine> {
-    App::new(state, vec![NoEngine], KeyMap::default(), Theme::dark())
+    App::new(state, vec![NoEngine], KeyMap::default())
 }
 
 /// `s`, the offered name erased, `name` typed, Enter.

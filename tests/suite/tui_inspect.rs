@@ -411,12 +411,7 @@ fn mouse_events_become_clicks_and_wheel_steps() {
 
 #[test]
 fn the_app_turns_terminal_mouse_events_into_clicks() {
-    let mut app = App::new(
-        inspecting(200, 50),
-        vec![NoEngine],
-        KeyMap::default(),
-        Theme::dark(),
-    );
+    let mut app = App::new(inspecting(200, 50), vec![NoEngine], KeyMap::default());
     let prompt = areas(app.state.size).prompt;
     app.on_terminal(TermEvent::Mouse(MouseEvent {
         kind: MouseEventKind::Down(MouseButton::Left),
