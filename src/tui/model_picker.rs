@@ -9,6 +9,7 @@ use super::popup;
 use super::state::{Overlay, State};
 use super::text::TextBuffer;
 use super::theme::Theme;
+use super::update;
 use crate::model::discover::Candidate;
 use crate::model::embedded;
 use ratatui::Frame;
@@ -105,13 +106,10 @@ pub fn remove(state: &mut State) -> Vec<Effect> {
     let (id, name) = (slot.id, slot.name().map(str::to_owned));
     let mut effects = Vec::new();
     for index in (0..state.sides.len()).rev() {
-        let side = &state.sides[index];
-        if side.model != id {
+        if state.sides[index].model != id {
             continue;
         }
-        if let Some(run_id) = side.current.filter(|_| side.active) {
-            effects.push(Effect::Cancel(id, run_id));
-        }
+        effects.extend(update::cancel_side(state, index));
         state.sides.remove(index);
         state.columns.remove_side(index);
     }

@@ -300,7 +300,8 @@ fn cancel_all(state: &mut State) -> Vec<Effect> {
         .collect()
 }
 
-fn cancel_side(state: &mut State, index: usize) -> Option<Effect> {
+/// Stops the run in progress on side `index`, if any.
+pub(super) fn cancel_side(state: &mut State, index: usize) -> Option<Effect> {
     let side = &mut state.sides[index];
     let id = side.current.filter(|_| side.active)?;
     side.current = None;
