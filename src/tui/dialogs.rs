@@ -140,7 +140,7 @@ pub(super) fn snippet_of(state: &State, dialog: &ExportDialog) -> String {
         dialog.format,
         &state.params.params,
         state.prompt.text(),
-        &state.export,
+        &state.status.model_specs(),
     )
 }
 

@@ -21,11 +21,9 @@ pub const TABS: [(ExportFormat, &str); 4] = [
     (ExportFormat::Llamacpp, "llama.cpp"),
 ];
 
-/// What the snippets and the results file need from outside the params.
+/// What the results file needs from outside the params.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExportSettings {
-    /// As given to `--model`, so that the snippet loads the same model.
-    pub model: String,
     /// Where `w` writes results files.
     pub results_dir: PathBuf,
 }
@@ -33,7 +31,6 @@ pub struct ExportSettings {
 impl Default for ExportSettings {
     fn default() -> Self {
         Self {
-            model: String::new(),
             results_dir: PathBuf::from("."),
         }
     }
@@ -97,21 +94,10 @@ impl ExportDialog {
     }
 }
 
-/// The code the dialog shows and copies for `format`.
-pub fn snippet(
-    format: ExportFormat,
-    params: &SamplingParams,
-    prompt: &str,
-    settings: &ExportSettings,
-) -> String {
-    export(
-        format,
-        params,
-        &ExportContext {
-            prompt,
-            model: &settings.model,
-        },
-    )
+/// The code the dialog shows and copies for `format`; `model` as given to `--model`, so that
+/// the snippet loads the same model.
+pub fn snippet(format: ExportFormat, params: &SamplingParams, prompt: &str, model: &str) -> String {
+    export(format, params, &ExportContext { prompt, model })
 }
 
 pub fn render(

@@ -122,7 +122,6 @@ pub fn run(playground: Playground) -> anyhow::Result<()> {
         state.prompt.chat = chat;
         state.presets.store = presets;
         state.presets.source = preset.source;
-        state.export.model = models.join(", ");
         state.status.notice = notice;
         state.themes = themes;
         let mut app =

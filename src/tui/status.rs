@@ -83,6 +83,12 @@ impl Default for StatusState {
 }
 
 impl StatusState {
+    /// The loaded models as given to `--model` or the picker, for exported code.
+    pub fn model_specs(&self) -> String {
+        let specs: Vec<&str> = self.models.iter().map(|m| m.spec.as_str()).collect();
+        specs.join(", ")
+    }
+
     pub fn slot(&self, id: usize) -> Option<&ModelSlot> {
         self.models.iter().find(|m| m.id == id)
     }

@@ -291,6 +291,16 @@ fn the_model_picker_adds_a_typed_or_found_model_which_runs_once_loaded() {
             spec: "org/name".into()
         }]
     );
+
+    update(&mut s, Action::Dialog(DialogAction::OpenExport));
+    let copied = update(&mut s, Action::Dialog(DialogAction::CopyExport));
+    let [Effect::Copy(snippet)] = &copied[..] else {
+        panic!("{copied:?}");
+    };
+    assert!(
+        snippet.contains("/models/small.gguf, org/name"),
+        "exported code names the models added since the start: {snippet}"
+    );
 }
 
 #[test]

@@ -381,7 +381,7 @@ fn saving_without_a_config_dir_says_how_to_get_one() {
 fn the_export_dialog_switches_tabs_scrolls_and_copies_the_shown_snippet() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = running(dir.path());
-    s.export.model = "org/tiny".into();
+    s.status.models[0].spec = "org/tiny".into();
     update(&mut s, dialog(DialogAction::OpenExport));
     assert_eq!(export(&s).format, ExportFormat::Vllm);
     assert_eq!(s.modes(), [Mode::Export, Mode::Dialog]);
@@ -628,7 +628,7 @@ fn the_picker_shows_presets_with_summaries_and_a_bad_files_error() {
 fn the_export_dialog_shows_the_vllm_snippet_and_its_notes() {
     for (w, h) in [(80, 24), (200, 50)] {
         let mut s = state_sized(w, h);
-        s.export.model = "org/tiny".into();
+        s.status.models[0].spec = "org/tiny".into();
         update(&mut s, dialog(DialogAction::OpenExport));
         let buffer = render(&s, &Theme::dark());
         assert!(find(&buffer, "1 vLLM").is_some(), "{w}x{h}");
