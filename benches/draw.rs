@@ -7,6 +7,7 @@ use ratatui::backend::TestBackend;
 use ratatui::layout::Rect;
 use samplab::engine::{Alternative, Event, TokenEvent};
 use samplab::params::SamplingParams;
+use samplab::presets::Preset;
 use samplab::tui::action::Action;
 use samplab::tui::keymap::KeyMap;
 use samplab::tui::params::ParamsState;
@@ -47,7 +48,7 @@ fn token(sample: u32, i: usize) -> Event {
 }
 
 fn streamed() -> State {
-    let params = ParamsState::new("default", SamplingParams::default(), 1);
+    let params = ParamsState::new(Preset::built_in("default", SamplingParams::default()), 1);
     let mut state = State::new("Once upon a time", params, Rect::new(0, 0, 200, 50));
     let events = [
         Event::Loaded {

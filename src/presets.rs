@@ -22,6 +22,17 @@ pub struct Preset {
     pub source: PresetSource,
 }
 
+impl Preset {
+    /// A preset that is not the user's file: a built-in, or the model's defaults.
+    pub fn built_in(name: &str, params: SamplingParams) -> Self {
+        Self {
+            name: name.to_owned(),
+            params,
+            source: PresetSource::BuiltIn,
+        }
+    }
+}
+
 /// `--preset model`: the model's own sampling defaults, known only once it has loaded.
 pub const MODEL_PRESET: &str = "model";
 

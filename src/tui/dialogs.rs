@@ -10,7 +10,7 @@ use super::save_prompt::SavePrompt;
 use super::state::{Overlay, State};
 use super::update::params_changed;
 use crate::preset_store::check_name;
-use crate::presets::PresetSource;
+use crate::presets::{Preset, PresetSource};
 use crate::response::SampleResponse;
 
 pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
@@ -91,11 +91,10 @@ pub fn outcome(state: &mut State, outcome: Outcome) -> Vec<Effect> {
         }
         Outcome::PresetSaved(Ok(preset)) => {
             // The saved params are the current ones (in canonical spelling): no re-run needed.
-            state.params.load_preset(&preset.name, preset.params);
             if let PresetSource::File(path) = &preset.source {
                 state.status.notice = Some(format!("saved {}", path.display()));
             }
-            state.presets.source = preset.source;
+            state.params.load_preset(preset);
             state.overlay = None;
         }
         Outcome::PresetSaved(Err(error)) => {
@@ -167,11 +166,15 @@ fn load_preset(state: &mut State) -> Vec<Effect> {
     params.seed = params.seed.or(state.params.params.seed);
     params.max_tokens = params.max_tokens.or(state.params.params.max_tokens);
     let before = state.params.params.clone();
-    state.params.load_preset(&entry.name, params);
-    state.presets.source = match entry.kind {
+    let source = match entry.kind {
         EntryKind::User(path) => PresetSource::File(path),
         EntryKind::BuiltIn | EntryKind::Model => PresetSource::BuiltIn,
     };
+    state.params.load_preset(Preset {
+        name: entry.name,
+        params,
+        source,
+    });
     state.overlay = None;
     let changed = state.params.params != before;
     params_changed(state, changed)
@@ -185,7 +188,7 @@ fn open_save(state: &mut State) -> Vec<Effect> {
         );
         return Vec::new();
     };
-    let name = match &state.presets.source {
+    let name = match &state.params.source {
         PresetSource::File(path) if store.holds(path) => state.params.preset_name.as_str(),
         _ => "",
     };

@@ -109,19 +109,18 @@ pub fn run(playground: Playground) -> anyhow::Result<()> {
             themes,
             notice,
         } = playground;
-        let params = params::ParamsState::new(&preset.name, preset.params, entropy());
+        let params = params::ParamsState::new(preset, entropy());
         let mut state =
             state::State::new(&prompt, params, Rect::new(0, 0, size.width, size.height));
         // The second set samples with the first one's seed unless its preset fixes one, so
         // that the two sides' columns can be compared sample by sample.
         let second_set = second_preset.map(|mut preset| {
             preset.params.seed = preset.params.seed.or(state.params.params.seed);
-            params::ParamsState::new(&preset.name, preset.params, entropy())
+            params::ParamsState::new(preset, entropy())
         });
         state.compare(&models, second_set);
         state.prompt.chat = chat;
         state.presets.store = presets;
-        state.presets.source = preset.source;
         state.status.notice = notice;
         state.themes = themes;
         let mut app =

@@ -5,6 +5,7 @@ use super::stop_text;
 use super::text::TextBuffer;
 use super::theme::Theme;
 use crate::params::{FIELDS, MAX_LOGPROBS, MAX_SAMPLES, SamplingParams};
+use crate::presets::{Preset, PresetSource};
 use ratatui::Frame;
 use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span};
@@ -28,6 +29,8 @@ pub struct ParamsState {
     /// What reset returns to and what `*` compares with: the preset as the TUI started it.
     pub baseline: SamplingParams,
     pub preset_name: String,
+    /// Where the preset came from, so that saving offers its name back when it is the user's.
+    pub source: PresetSource,
     pub selected: usize,
     pub editor: Option<FieldEditor>,
     /// State of the seed roller, so rolling stays a pure function of the state.
@@ -37,23 +40,25 @@ pub struct ParamsState {
 impl ParamsState {
     /// The preset's params, with a 128-token limit and a fixed seed where it leaves them null,
     /// so that every change re-runs quickly and shows the knob's effect rather than new noise.
-    pub fn new(preset_name: &str, preset: SamplingParams, entropy: u64) -> Self {
+    pub fn new(preset: Preset, entropy: u64) -> Self {
         let mut state = Self {
             baseline: SamplingParams::default(),
             params: SamplingParams::default(),
             preset_name: String::new(),
+            source: PresetSource::BuiltIn,
             selected: FIELDS.iter().position(|&f| f == "temperature").unwrap_or(0),
             editor: None,
             roller: entropy,
         };
-        state.load_preset(preset_name, preset);
+        state.load_preset(preset);
         state
     }
 
     /// Starts over from a preset (the model's defaults arrive only once it has loaded).
-    pub fn load_preset(&mut self, preset_name: &str, preset: SamplingParams) {
-        self.preset_name = preset_name.to_owned();
-        self.baseline = preset;
+    pub fn load_preset(&mut self, preset: Preset) {
+        self.preset_name = preset.name;
+        self.source = preset.source;
+        self.baseline = preset.params;
         if self.baseline.max_tokens.is_none() {
             self.baseline.max_tokens = Some(START_MAX_TOKENS);
         }
@@ -486,7 +491,7 @@ mod tests {
     use super::*;
 
     fn state(field: &str) -> ParamsState {
-        let mut s = ParamsState::new("default", SamplingParams::default(), 7);
+        let mut s = ParamsState::new(Preset::built_in("default", SamplingParams::default()), 7);
         s.selected = FIELDS.iter().position(|&f| f == field).unwrap();
         s
     }

@@ -7,7 +7,7 @@ use super::popup;
 use super::theme::Theme;
 use crate::params::SamplingParams;
 use crate::preset_store::{PresetStore, UserPreset};
-use crate::presets::{self, MODEL_PRESET, PresetSource};
+use crate::presets::{self, MODEL_PRESET};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
@@ -15,24 +15,12 @@ use ratatui::widgets::{Paragraph, Wrap};
 use std::path::PathBuf;
 
 /// What the preset dialogs know beyond the params themselves.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct PresetsState {
     /// Where user presets live; `None` when the platform offers no config directory.
     pub store: Option<PresetStore>,
     /// The loaded model's own sampling defaults, offered as the `model` preset.
     pub model_defaults: Option<SamplingParams>,
-    /// Where the current preset came from, so that saving offers its name back.
-    pub source: PresetSource,
-}
-
-impl Default for PresetsState {
-    fn default() -> Self {
-        Self {
-            store: None,
-            model_defaults: None,
-            source: PresetSource::BuiltIn,
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

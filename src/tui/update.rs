@@ -10,7 +10,7 @@ use super::state::{Overlay, State};
 use super::status::ModelStatus;
 use super::text::TextBuffer;
 use crate::engine::{Event, Request, RunId, ScoreRequest};
-use crate::presets::MODEL_PRESET;
+use crate::presets::{MODEL_PRESET, Preset};
 use crate::response::StopReason;
 
 pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
@@ -405,7 +405,9 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
                 state.presets.model_defaults.clone_from(&defaults);
                 if state.params.preset_name == MODEL_PRESET {
                     match defaults {
-                        Some(defaults) => state.params.load_preset(MODEL_PRESET, defaults),
+                        Some(defaults) => state
+                            .params
+                            .load_preset(Preset::built_in(MODEL_PRESET, defaults)),
                         None => {
                             state.status.error =
                                 Some("the model ships no valid sampling defaults".to_owned())

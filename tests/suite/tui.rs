@@ -12,6 +12,7 @@ use ratatui::backend::TestBackend;
 use ratatui::layout::Rect;
 use samplab::engine::{Event, Request, RunId, ScoreRequest};
 use samplab::params::{FIELDS, SamplingParams};
+use samplab::presets::Preset;
 use samplab::response::{StopMatched, StopReason};
 use samplab::tui::action::{Action, Effect, Focus};
 use samplab::tui::app::{App, EngineHandle};
@@ -686,7 +687,7 @@ async fn keys_and_engine_events_drive_the_app_headless() {
 
 #[test]
 fn the_model_preset_takes_the_defaults_the_model_ships_with() {
-    let params = ParamsState::new("model", SamplingParams::default(), 1);
+    let params = ParamsState::new(Preset::built_in("model", SamplingParams::default()), 1);
     let mut s = State::new("Once", params, Rect::new(0, 0, 80, 24));
     let defaults = SamplingParams::from_yaml("temperature: 0.3\ntop_p: 0.8").unwrap();
     let effects = update(

@@ -8,6 +8,7 @@ use common::tui::{done, find, finished, render, row, started, state_sized, token
 use samplab::engine::Event;
 use samplab::model::discover::Candidate;
 use samplab::params::SamplingParams;
+use samplab::presets::Preset;
 use samplab::response::{CrossScore, StopReason};
 use samplab::tui::action::{Action, DialogAction, Effect, Outcome};
 use samplab::tui::params::ParamsState;
@@ -163,7 +164,7 @@ fn a_change_cancels_every_side_and_reruns_them_all() {
 fn two_parameter_sets_run_in_two_lanes_and_b_switches_the_one_edited() {
     let mut s = state_sized(200, 50);
     let greedy = SamplingParams::from_yaml("temperature: 0\nseed: 3").unwrap();
-    let params_b = ParamsState::new("greedy", greedy, 1);
+    let params_b = ParamsState::new(Preset::built_in("greedy", greedy), 1);
     s.compare(&["stories".into()], Some(params_b));
     let effects = update(&mut s, Action::Engine(0, loaded("stories", 11)));
     let runs: Vec<(u32, f32, u64)> = effects

@@ -12,7 +12,7 @@ use samplab::engine::{Event, RunId};
 use samplab::export::{ExportContext, ExportFormat, to_vllm};
 use samplab::params::{FIELDS, SamplingParams};
 use samplab::preset_store::{PresetStore, UserPreset};
-use samplab::presets::PresetSource;
+use samplab::presets::{Preset, PresetSource};
 use samplab::response::{SampleResponse, StopReason};
 use samplab::tui::action::{Action, DialogAction, Effect, Focus, Outcome};
 use samplab::tui::app::App;
@@ -20,6 +20,7 @@ use samplab::tui::clipboard::osc52;
 use samplab::tui::export_dialog::{ExportDialog, Note};
 use samplab::tui::keymap::{KeyMap, Mode};
 use samplab::tui::layout::areas;
+use samplab::tui::params::ParamsState;
 use samplab::tui::preset_picker::{EntryKind, PresetPicker};
 use samplab::tui::results_file;
 use samplab::tui::save_prompt::SavePrompt;
@@ -158,7 +159,7 @@ fn enter_loads_the_chosen_preset_keeps_seed_and_length_and_reruns() {
     assert_eq!(s.params.params.seed, seed, "the seed stays unless rolled");
     assert_eq!(s.params.params.max_tokens, Some(300));
     assert!(!s.params.modified());
-    assert_eq!(s.presets.source, PresetSource::BuiltIn);
+    assert_eq!(s.params.source, PresetSource::BuiltIn);
 
     update(&mut s, dialog(DialogAction::OpenPresets));
     assert_eq!(picker(&s).chosen().unwrap().name, "creative");
@@ -181,7 +182,7 @@ fn enter_loads_the_chosen_preset_keeps_seed_and_length_and_reruns() {
         "a preset replaces, not patches"
     );
     assert_eq!(
-        s.presets.source,
+        s.params.source,
         PresetSource::File("/presets/mine.yaml".into())
     );
 }
@@ -293,6 +294,30 @@ fn s_asks_for_a_name_and_saving_makes_the_preset_current_and_unmodified() {
         "a user preset offers its name"
     );
     assert_eq!(s.status.notice, None, "the next key clears the notice");
+}
+
+#[test]
+fn each_parameter_set_offers_its_own_presets_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = with_store(dir.path());
+    let creative = Preset::built_in("creative", SamplingParams::default());
+    s.compare(&["m".into()], Some(ParamsState::new(creative, 1)));
+    let saved = PresetStore::new(dir.path())
+        .save("mine", &s.params.params, false)
+        .unwrap();
+    update(&mut s, Action::Outcome(Outcome::PresetSaved(Ok(saved))));
+
+    update(&mut s, Action::SwitchParamSet);
+    update(&mut s, dialog(DialogAction::OpenSave));
+    assert_eq!(
+        prompt(&s).buffer.text,
+        "",
+        "set B came from a built-in, whatever set A came from"
+    );
+    update(&mut s, Action::CloseOverlay);
+    update(&mut s, Action::SwitchParamSet);
+    update(&mut s, dialog(DialogAction::OpenSave));
+    assert_eq!(prompt(&s).buffer.text, "mine");
 }
 
 #[test]

@@ -6,6 +6,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use samplab::engine::{Event, Request, RunId, ScoreRequest, TokenEvent};
 use samplab::params::SamplingParams;
+use samplab::presets::Preset;
 use samplab::response::{SampleResponse, StopMatched, StopReason, Timings, Trajectory};
 use samplab::tui::app::EngineHandle;
 use samplab::tui::keymap::KeyMap;
@@ -15,7 +16,7 @@ use samplab::tui::theme::Theme;
 use samplab::tui::view;
 
 pub fn state_sized(width: u16, height: u16) -> State {
-    let params = ParamsState::new("default", SamplingParams::default(), 1);
+    let params = ParamsState::new(Preset::built_in("default", SamplingParams::default()), 1);
     State::new("Once", params, Rect::new(0, 0, width, height))
 }
 
