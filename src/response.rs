@@ -59,6 +59,15 @@ pub struct Trajectory {
     pub cross_scores: Option<Vec<CrossScore>>,
 }
 
+/// Pretty JSON of one response, or an array of them when models or parameter sets were
+/// compared: what `samplab sample --json` prints and the playground's `w` writes.
+pub fn responses_json<T: Serialize>(responses: &[T]) -> serde_json::Result<String> {
+    match responses {
+        [one] => serde_json::to_string_pretty(one),
+        several => serde_json::to_string_pretty(several),
+    }
+}
+
 /// The mean logprob of `tokens` tokens whose logprobs sum to `sum`, and its perplexity;
 /// (0, 1) for no tokens.
 pub fn mean_and_perplexity(sum: f64, tokens: usize) -> (f64, f64) {

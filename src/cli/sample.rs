@@ -11,6 +11,7 @@ use samplab::params::SamplingParams;
 use samplab::presets::{self, MODEL_PRESET};
 use samplab::response::{
     CrossScore, SampleResponse, StopMatched, StopReason, Trajectory, mean_and_perplexity,
+    responses_json,
 };
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -102,13 +103,9 @@ pub fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
     }
     let responses: Vec<&SampleResponse> = finished.iter().map(|f| &f.response).collect();
     if args.json {
-        let json = match responses[..] {
-            [single] => serde_json::to_string_pretty(single)?,
-            _ => serde_json::to_string_pretty(&responses)?,
-        };
-        writeln!(stdout, "{json}")?;
+        writeln!(stdout, "{}", responses_json(&responses)?)?;
     } else if !args.jsonl {
-        let streamed = streams_plain(&args, &responses[0].params) && responses.len() == 1;
+        let streamed = streams_plain(&args, &responses[0].params);
         for response in responses {
             if args.models.len() > 1 {
                 writeln!(stdout, "══ {} ══", response.model)?;

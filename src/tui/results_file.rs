@@ -5,7 +5,7 @@
 
 use crate::atomic_file;
 use crate::engine::RunId;
-use crate::response::SampleResponse;
+use crate::response::{SampleResponse, responses_json};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -19,12 +19,8 @@ pub fn write(
     unix_time: u64,
     responses: &[SampleResponse],
 ) -> io::Result<PathBuf> {
-    let json = match responses {
-        [one] => serde_json::to_vec_pretty(one),
-        several => serde_json::to_vec_pretty(several),
-    };
-    let mut json = json.map_err(io::Error::other)?;
-    json.push(b'\n');
+    let mut json = responses_json(responses).map_err(io::Error::other)?;
+    json.push('\n');
     for attempt in 1..=MAX_ATTEMPTS {
         let suffix = if attempt == 1 {
             String::new()
@@ -32,7 +28,7 @@ pub fn write(
             format!("-{attempt}")
         };
         let path = dir.join(format!("samplab-{run_id}-{unix_time}{suffix}.json"));
-        match atomic_file::write(&path, false, |f| f.write_all(&json)) {
+        match atomic_file::write(&path, false, |f| f.write_all(json.as_bytes())) {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             result => return result.map(|()| path),
         }
