@@ -4,6 +4,7 @@
 //! tests (and the tmux end-to-end run) never touch the real home.
 
 use crate::preset_store::PresetStore;
+use std::io;
 use std::path::{Path, PathBuf};
 
 /// Overrides the platform's config directory, e.g. for tests or a portable setup.
@@ -26,4 +27,26 @@ pub fn user_presets() -> Option<PresetStore> {
 /// Where user themes live: `<config dir>/themes`.
 pub fn themes_dir(config: &Path) -> PathBuf {
     config.join("themes")
+}
+
+/// The `*.yaml` files a user keeps in `dir` (presets, themes) with their names, sorted by
+/// name; hidden files (editors' temporaries) are skipped, and a missing directory has none.
+pub fn yaml_files(dir: &Path) -> io::Result<Vec<(String, PathBuf)>> {
+    let entries = match std::fs::read_dir(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        entries => entries?,
+    };
+    let mut found = Vec::new();
+    for entry in entries {
+        let path = entry?.path();
+        let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        if path.extension().is_some_and(|e| e == "yaml") && !name.starts_with('.') && path.is_file()
+        {
+            found.push((name.to_owned(), path));
+        }
+    }
+    found.sort();
+    Ok(found)
 }

@@ -2,6 +2,7 @@
 //! (`<config dir>/presets`), holding only the non-default keys and written atomically.
 
 use crate::atomic_file;
+use crate::config;
 use crate::params::SamplingParams;
 use crate::presets::{self, MODEL_PRESET, Preset, PresetError};
 use std::io::{self, Write};
@@ -102,20 +103,9 @@ impl PresetStore {
 
     /// Every `*.yaml` in the directory, sorted by name; a missing directory has none.
     pub fn list(&self) -> io::Result<Vec<UserPreset>> {
-        let entries = match std::fs::read_dir(&self.dir) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            entries => entries?,
-        };
         let mut found = Vec::new();
-        for entry in entries {
-            let path = entry?.path();
-            let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
-                continue;
-            };
-            if !self.holds(&path) || name.starts_with('.') || !path.is_file() {
-                continue;
-            }
-            let params = match reserved(name) {
+        for (name, path) in config::yaml_files(&self.dir)? {
+            let params = match reserved(&name) {
                 Err(e) => Err(format!("{e}: rename the file to use it")),
                 Ok(()) => presets::load_file(&path)
                     .map(|p| p.params)
@@ -124,13 +114,8 @@ impl PresetStore {
                         other => other.to_string(),
                     }),
             };
-            found.push(UserPreset {
-                name: name.to_owned(),
-                path,
-                params,
-            });
+            found.push(UserPreset { name, path, params });
         }
-        found.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(found)
     }
 

@@ -4,6 +4,7 @@
 
 use super::theme::Theme;
 use super::theme_file::{self, ThemeError};
+use crate::config;
 use std::path::Path;
 
 /// The theme a playground starts with unless told otherwise.
@@ -54,12 +55,8 @@ pub fn load_file(path: &Path) -> Result<NamedTheme, ThemeError> {
 
 /// Every `*.yaml` in `dir`, sorted by name, and the errors of those that could not be read.
 pub fn user_themes(dir: &Path) -> (Vec<NamedTheme>, Vec<ThemeError>) {
-    let mut paths: Vec<_> = match std::fs::read_dir(dir) {
-        Ok(entries) => entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "yaml") && p.is_file())
-            .collect(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+    let files = match config::yaml_files(dir) {
+        Ok(files) => files,
         Err(e) => {
             let error = ThemeError {
                 origin: dir.display().to_string(),
@@ -69,10 +66,9 @@ pub fn user_themes(dir: &Path) -> (Vec<NamedTheme>, Vec<ThemeError>) {
             return (Vec::new(), vec![error]);
         }
     };
-    paths.sort();
     let mut themes = Vec::new();
     let mut errors = Vec::new();
-    for path in paths {
+    for (_, path) in files {
         match load_file(&path) {
             Ok(theme) => themes.push(theme),
             Err(e) => errors.push(e),
@@ -248,6 +244,7 @@ mod tests {
         std::fs::write(dir.path().join("mine.yaml"), "border: red").unwrap();
         std::fs::write(dir.path().join("light.yaml"), "border: green").unwrap();
         std::fs::write(dir.path().join("broken.yaml"), "border: blu").unwrap();
+        std::fs::write(dir.path().join(".mine.yaml"), "border: [").unwrap();
         let (mut c, errors) = ThemeCatalog::load(Some("mine"), Some(dir.path()), false).unwrap();
         assert_eq!(
             c.names().join(" "),
@@ -260,7 +257,11 @@ mod tests {
             "unnamed keys come from the default"
         );
         assert_eq!(c.themes[1].theme.border.fg, Some(Color::Green));
-        assert_eq!(errors.len(), 1);
+        assert_eq!(
+            errors.len(),
+            1,
+            "an editor's hidden file is no theme: {errors:?}"
+        );
         assert!(errors[0].to_string().contains("broken.yaml: `border`"));
         assert_eq!(c.cycle().name, "dark", "the cycle wraps around");
 
