@@ -30,51 +30,49 @@ const ORDER: [Mode; 14] = [
 ];
 const GAP: u16 = 2;
 
-/// One mode's title and rows, with `aligned` the keys padded to the section's widest.
-fn section<'a>(keymap: &KeyMap, mode: Mode, aligned: bool, theme: &Theme) -> Vec<Line<'a>> {
+/// Every mode's section in [`ORDER`]: its title, then its rows, with `aligned` the keys
+/// padded to the section's widest. Modes without bindings are left out.
+fn sections<'a>(keymap: &KeyMap, aligned: bool, theme: &Theme) -> Vec<Vec<Line<'a>>> {
     // A key that does the same everywhere is listed once, under "everywhere".
     let global = keymap.describe(Mode::Global);
-    let rows: Vec<_> = keymap
-        .describe(mode)
-        .into_iter()
-        .filter(|row| mode == Mode::Global || !global.contains(row))
-        .collect();
-    let keys_width = match aligned {
-        true => rows
-            .iter()
-            .map(|(k, _)| k.chars().count())
-            .max()
-            .unwrap_or(0),
-        false => 0,
-    };
-    let mut lines = vec![Line::styled(mode.title().to_owned(), theme.title)];
-    for (keys, help) in rows {
-        lines.push(Line::from(vec![
-            Span::styled(format!(" {keys:<keys_width$} "), theme.value),
-            Span::styled(help.to_owned(), theme.dim),
-        ]));
+    let mut sections = Vec::new();
+    for mode in ORDER {
+        let rows = keymap.describe(mode);
+        if rows.is_empty() {
+            continue;
+        }
+        let rows: Vec<_> = rows
+            .into_iter()
+            .filter(|row| mode == Mode::Global || !global.contains(row))
+            .collect();
+        let keys_width = match aligned {
+            true => rows
+                .iter()
+                .map(|(k, _)| k.chars().count())
+                .max()
+                .unwrap_or(0),
+            false => 0,
+        };
+        let mut lines = vec![Line::styled(mode.title().to_owned(), theme.title)];
+        for (keys, help) in rows {
+            lines.push(Line::from(vec![
+                Span::styled(format!(" {keys:<keys_width$} "), theme.value),
+                Span::styled(help.to_owned(), theme.dim),
+            ]));
+        }
+        sections.push(lines);
     }
-    lines
+    sections
 }
 
 /// Sections flowed into columns of at most `height` lines, with `spaced` a blank line between
 /// sections (their bold titles part them otherwise). A section that does not fit whole goes
 /// on in the next column under its title again, so that no space is lost to short columns.
-fn columns<'a>(
-    keymap: &KeyMap,
-    height: usize,
-    aligned: bool,
-    spaced: bool,
-    theme: &Theme,
-) -> Vec<Vec<Line<'a>>> {
+fn columns<'a>(sections: &[Vec<Line<'a>>], height: usize, spaced: bool) -> Vec<Vec<Line<'a>>> {
     let gap = usize::from(spaced);
     let mut columns: Vec<Vec<Line>> = vec![Vec::new()];
-    for mode in ORDER {
-        if keymap.describe(mode).is_empty() {
-            continue;
-        }
-        let mut lines = section(keymap, mode, aligned, theme).into_iter();
-        let Some(title) = lines.next() else {
+    for section in sections {
+        let Some((title, lines)) = section.split_first() else {
             continue;
         };
         let column = columns.last_mut().expect("starts with one column");
@@ -92,7 +90,10 @@ fn columns<'a>(
             if columns.last().is_some_and(|c| c.len() >= height.max(2)) {
                 columns.push(vec![title.clone()]);
             }
-            columns.last_mut().expect("one column at least").push(line);
+            columns
+                .last_mut()
+                .expect("one column at least")
+                .push(line.clone());
         }
     }
     columns
@@ -109,23 +110,32 @@ fn widths(columns: &[Vec<Line>]) -> (Vec<u16>, u16) {
 }
 
 /// The shortest flow that fits `area`, spaced and with keys aligned if possible; when nothing
-/// fits (a tiny terminal) the full-height compact flow, clipped.
-fn layout<'a>(keymap: &KeyMap, area: Rect, theme: &Theme) -> Vec<Vec<Line<'a>>> {
+/// fits (a tiny terminal) the full-height compact flow, clipped. With the columns' widths.
+fn layout<'a>(keymap: &KeyMap, area: Rect, theme: &Theme) -> (Vec<Vec<Line<'a>>>, Vec<u16>, u16) {
     let max_height = usize::from(area.height.saturating_sub(2));
-    for (spaced, aligned) in [(true, true), (true, false), (false, true), (false, false)] {
+    let aligned = sections(keymap, true, theme);
+    let compact = sections(keymap, false, theme);
+    for (spaced, sections) in [
+        (true, &aligned),
+        (true, &compact),
+        (false, &aligned),
+        (false, &compact),
+    ] {
         for height in 1..=max_height {
-            let columns = columns(keymap, height, aligned, spaced, theme);
-            if widths(&columns).1 <= area.width && columns.iter().all(|c| c.len() <= height) {
-                return columns;
+            let columns = columns(sections, height, spaced);
+            let (widths, width) = widths(&columns);
+            if width <= area.width && columns.iter().all(|c| c.len() <= height) {
+                return (columns, widths, width);
             }
         }
     }
-    columns(keymap, max_height, false, false, theme)
+    let columns = columns(&compact, max_height, false);
+    let (widths, width) = widths(&columns);
+    (columns, widths, width)
 }
 
 pub fn render(frame: &mut Frame, area: Rect, keymap: &KeyMap, theme: &Theme) {
-    let columns = layout(keymap, area, theme);
-    let (widths, width) = widths(&columns);
+    let (columns, widths, width) = layout(keymap, area, theme);
     let height = columns.iter().map(Vec::len).max().unwrap_or(0) as u16 + 2;
     let popup_area = popup::centred(area, width, height);
     let inner = popup::open(frame, popup_area, "keys", "", theme);
