@@ -1,7 +1,7 @@
 //! Where each pane goes, computed in one place so that `update` can wrap sample text at the
 //! width the view will draw it.
 
-use ratatui::layout::Rect;
+use ratatui::layout::{Margin, Rect};
 
 /// Narrower columns than this wrap into a new row of columns.
 pub const MIN_COLUMN_WIDTH: u16 = 24;
@@ -164,6 +164,16 @@ impl Grid {
     /// Rows of text inside each column: the height less the borders and the footer.
     pub fn text_rows(&self) -> usize {
         usize::from(self.row_height.saturating_sub(3))
+    }
+
+    /// Where the text of a column drawn in `rect` goes: inside the borders, above the footer
+    /// ([`Self::text_rows`] high).
+    pub fn text_area(rect: Rect) -> Rect {
+        let inner = rect.inner(Margin::new(1, 1));
+        Rect {
+            height: inner.height.saturating_sub(1),
+            ..inner
+        }
     }
 }
 

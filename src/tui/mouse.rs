@@ -2,7 +2,7 @@
 //! the same layout the view draws (computed from the state, never stored while drawing).
 
 use super::action::{Action, Focus};
-use super::layout::areas;
+use super::layout::{Grid, areas};
 use super::params::slider_cells;
 use super::state::State;
 use crate::params::FIELDS;
@@ -51,15 +51,6 @@ pub enum Target {
     Grid,
 }
 
-/// Where the text of a column drawn in `rect` goes: inside the borders, above the footer.
-pub fn text_area(rect: Rect) -> Rect {
-    let inner = rect.inner(Margin::new(1, 1));
-    Rect {
-        height: inner.height.saturating_sub(1),
-        ..inner
-    }
-}
-
 /// What is drawn at (`x`, `y`) on the screen of `state`.
 pub fn target(state: &State, x: u16, y: u16) -> Option<Target> {
     let at = Position::new(x, y);
@@ -83,7 +74,7 @@ pub fn target(state: &State, x: u16, y: u16) -> Option<Target> {
     else {
         return Some(Target::Grid);
     };
-    let text = text_area(rect);
+    let text = Grid::text_area(rect);
     let text = text.contains(at).then(|| {
         let top = state.columns.columns[column].top(grid.text_rows());
         (top + usize::from(y - text.y), usize::from(x - text.x))
