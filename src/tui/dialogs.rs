@@ -139,7 +139,7 @@ pub(super) fn snippet_of(state: &State, dialog: &ExportDialog) -> String {
         dialog.format,
         &state.params.params,
         state.prompt.text(),
-        &state.status.model_specs(),
+        state.status.export_model(),
     )
 }
 

@@ -83,10 +83,10 @@ impl Default for StatusState {
 }
 
 impl StatusState {
-    /// The loaded models as given to `--model` or the picker, for exported code.
-    pub fn model_specs(&self) -> String {
-        let specs: Vec<&str> = self.models.iter().map(|m| m.spec.as_str()).collect();
-        specs.join(", ")
+    /// The model exported code loads: one engine takes one model, so the first one, as given
+    /// to `--model` or the picker.
+    pub fn export_model(&self) -> &str {
+        self.models.first().map_or("", |m| m.spec.as_str())
     }
 
     pub fn slot(&self, id: usize) -> Option<&ModelSlot> {

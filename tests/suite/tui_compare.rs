@@ -240,6 +240,17 @@ fn a_model_that_loads_late_scores_the_runs_already_finished() {
     );
 }
 
+/// The vLLM code the export dialog copies.
+fn exported(s: &mut State) -> String {
+    update(s, Action::Dialog(DialogAction::OpenExport));
+    let copied = update(s, Action::Dialog(DialogAction::CopyExport));
+    update(s, Action::CloseOverlay);
+    match &copied[..] {
+        [Effect::Copy(snippet)] => snippet.clone(),
+        _ => panic!("{copied:?}"),
+    }
+}
+
 fn open_models(s: &mut State) {
     let effects = update(s, Action::Dialog(DialogAction::OpenModels));
     assert_eq!(effects, [Effect::DiscoverModels]);
@@ -292,21 +303,12 @@ fn the_model_picker_adds_a_typed_or_found_model_which_runs_once_loaded() {
             spec: "org/name".into()
         }]
     );
-
-    update(&mut s, Action::Dialog(DialogAction::OpenExport));
-    let copied = update(&mut s, Action::Dialog(DialogAction::CopyExport));
-    let [Effect::Copy(snippet)] = &copied[..] else {
-        panic!("{copied:?}");
-    };
-    assert!(
-        snippet.contains("/models/small.gguf, org/name"),
-        "exported code names the models added since the start: {snippet}"
-    );
 }
 
 #[test]
 fn removing_a_model_drops_its_columns_and_scores_and_keeps_the_last_one() {
     let (mut s, a, b) = two_models();
+    assert!(exported(&mut s).contains(r#"LLM(model="stories")"#));
     stream(&mut s, 0, a, &["A"]);
     stream(&mut s, 1, b, &["B"]);
     open_models(&mut s);
@@ -324,6 +326,12 @@ fn removing_a_model_drops_its_columns_and_scores_and_keeps_the_last_one() {
     // Its events still find it under its id.
     update(&mut s, Action::Engine(1, token(b, 0, "b", 0.5)));
     assert_eq!(s.columns.columns[0].token_text(), "Bb");
+    let code = exported(&mut s);
+    assert!(
+        code.contains(r#"LLM(model="tiny")"#),
+        "exported code loads a model still there: {code}"
+    );
+    open_models(&mut s);
 
     let effects = update(&mut s, Action::Dialog(DialogAction::RemoveModel));
     assert!(effects.is_empty());
