@@ -99,8 +99,17 @@ pub struct CrossScore {
 pub struct Timings {
     pub prefill_ms: f64,
     pub decode_ms: f64,
-    /// Generated tokens of all samples divided by the decode time.
+    /// Tokens decoded (not replayed) by all samples divided by the decode time.
     pub decode_tok_per_s: f64,
+    /// Prompt positions run through the model; the rest came from the prompt cache.
+    #[serde(default)]
+    pub prefill_tokens: usize,
+    /// Tokens sampled from the logits the run before kept.
+    #[serde(default)]
+    pub tokens_replayed: u32,
+    /// Tokens sampled from logits computed by this run.
+    #[serde(default)]
+    pub tokens_decoded: u32,
 }
 
 /// The result of one run.

@@ -1,8 +1,8 @@
 //! `samplab bench`: prefill and batched decode speed of a model, and the bandwidth it implies.
 
 use clap::Args;
-use samplab::engine::Backend;
 use samplab::engine::load::{load_model, synthetic_model};
+use samplab::engine::{Backend, RowSource};
 use samplab::model::source::HubSettings;
 use serde::Serialize;
 use std::process::ExitCode;
@@ -82,24 +82,27 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn measure(backend: &mut dyn Backend, name: &str, args: &BenchArgs) -> anyhow::Result<Report> {
-    let vocab = backend.vocab_size() as u32;
-    let room = backend.context_length().saturating_sub(args.tokens + 1);
-    let prompt_tokens = args.prompt_tokens.min(room).max(1);
-    // Spread ids over the vocabulary; their values do not change the work done.
-    let prompt: Vec<u32> = (0..prompt_tokens as u32)
-        .map(|i| (i * 7919 + 1) % vocab)
-        .collect();
+    let prompt = bench_prompt(backend, args.prompt_tokens, args.tokens);
+    let prompt_tokens = prompt.len();
 
-    backend.prefill(&prompt[..prompt_tokens.min(8)], false)?;
+    // A different first token, so that the timed prefill reuses nothing of the warm-up's.
+    let warm_up: Vec<u32> = prompt[..prompt_tokens.min(8)]
+        .iter()
+        .map(|&t| t ^ 1)
+        .collect();
+    backend.prefill(&warm_up, warm_up.len() - 1)?;
+    backend.reset();
     let start = Instant::now();
-    backend.prefill(&prompt, false)?;
+    backend.prefill(&prompt, prompt_tokens - 1)?;
     let prefill_tok_per_s = prompt_tokens as f64 / start.elapsed().as_secs_f64();
 
     let weight_bytes = backend.weight_bytes();
+    let vocab = backend.vocab_size() as u32;
     let mut decode = Vec::new();
     for &samples in &args.samples {
-        backend.prefill(&prompt[..1], false)?;
-        backend.fork(samples)?;
+        backend.reset();
+        backend.prefill(&prompt[..1], 1)?;
+        backend.join((0..samples).map(|_| RowSource::Prompt).collect(), 1)?;
         let tokens: Vec<u32> = (0..samples as u32).map(|i| (i * 31 + 7) % vocab).collect();
         backend.decode(&tokens)?;
         let start = Instant::now();
@@ -115,6 +118,7 @@ fn measure(backend: &mut dyn Backend, name: &str, args: &BenchArgs) -> anyhow::R
             weight_gb_per_s: steps_per_s * weight_bytes as f64 / 1e9,
         });
     }
+    backend.reset();
     Ok(Report {
         model: name.to_owned(),
         weight_bytes,
@@ -122,6 +126,16 @@ fn measure(backend: &mut dyn Backend, name: &str, args: &BenchArgs) -> anyhow::R
         prefill_tok_per_s,
         decode,
     })
+}
+
+/// `tokens` ids spread over the vocabulary (their values do not change the work done), fewer
+/// where the context must leave room for `room` more.
+fn bench_prompt(backend: &dyn Backend, tokens: usize, room: usize) -> Vec<u32> {
+    let vocab = backend.vocab_size() as u32;
+    let fits = backend.context_length().saturating_sub(room + 1);
+    (0..tokens.min(fits).max(1) as u32)
+        .map(|i| (i * 7919 + 1) % vocab)
+        .collect()
 }
 
 fn print_table(report: &Report) {

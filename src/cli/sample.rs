@@ -253,7 +253,10 @@ fn wait_for_scores(scorer: &Finished) -> anyhow::Result<Vec<CrossScore>> {
 }
 
 /// The preset (or defaults) with each `--set` applied in order.
-fn params_from_flags(preset: Option<&str>, sets: &[String]) -> anyhow::Result<SamplingParams> {
+pub(crate) fn params_from_flags(
+    preset: Option<&str>,
+    sets: &[String],
+) -> anyhow::Result<SamplingParams> {
     let params = match preset {
         Some(name) => presets::resolve(name, config::user_presets().as_ref())?.params,
         None => SamplingParams::default(),
@@ -261,7 +264,10 @@ fn params_from_flags(preset: Option<&str>, sets: &[String]) -> anyhow::Result<Sa
     apply_sets(params, sets)
 }
 
-fn apply_sets(mut params: SamplingParams, sets: &[String]) -> anyhow::Result<SamplingParams> {
+pub(crate) fn apply_sets(
+    mut params: SamplingParams,
+    sets: &[String],
+) -> anyhow::Result<SamplingParams> {
     for assignment in sets {
         params
             .set_assignment(assignment)

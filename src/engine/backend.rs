@@ -1,9 +1,12 @@
-//! What the engine needs from a model: one prefill of the shared prompt, then batched decode steps.
+//! What the engine needs from a model: a prompt cache, and batched decode steps over rows that
+//! can leave the batch and join a later one where they left off.
 //!
 //! The trait keeps the generation loop independent of candle, so it is tested with a
 //! deterministic fake model as well as the real llama forward.
 
-/// A model whose KV cache serves a batch of rows that share one prompt.
+use std::any::Any;
+
+/// A model with a cache of its last prompt and a batch of rows that decode together.
 pub trait Backend {
     fn vocab_size(&self) -> usize;
 
@@ -13,16 +16,70 @@ pub trait Backend {
     /// The most positions (prompt + generated) the model can attend over.
     fn context_length(&self) -> usize;
 
-    /// Runs the prompt and resets the cache to it. Returns the logits of the last position, or of
-    /// every position when `all_positions` (for prompt logprobs).
-    fn prefill(&mut self, prompt: &[u32], all_positions: bool) -> anyhow::Result<Vec<Vec<f32>>>;
+    /// Makes the prompt cache hold `prompt`, running only the positions past the longest
+    /// prefix it already holds, and past no more than `logits_from` (whose logits are wanted).
+    /// Returns the logits after each position from `logits_from` on: row `j` predicts the token
+    /// after `prompt[..=logits_from + j]`; none when `logits_from` is `prompt.len()`.
+    fn prefill(&mut self, prompt: &[u32], logits_from: usize) -> anyhow::Result<Prefill>;
 
-    /// Replicates the prefilled cache into `rows` identical rows.
-    fn fork(&mut self, rows: usize) -> anyhow::Result<()>;
+    /// Appends rows to the batch, each holding `len` positions: a copy of the prompt cache's
+    /// first `len` (after a `prefill` of that prompt), or a parked row cut to `len`. The rows
+    /// already in the batch must hold `len` positions too.
+    fn join(&mut self, rows: Vec<RowSource>, len: usize) -> anyhow::Result<()>;
 
-    /// Feeds one token to each live row; returns one logits row per live row, in order.
+    /// Feeds one token to each row of the batch; returns one logits row per row, in order.
     fn decode(&mut self, tokens: &[u32]) -> anyhow::Result<Vec<Vec<f32>>>;
 
-    /// Keeps only the rows whose flag is set (in the current row order).
-    fn retain(&mut self, keep: &[bool]) -> anyhow::Result<()>;
+    /// Takes the rows whose flag is false out of the batch (in the current row order) and
+    /// hands them back, in order, to join a later batch.
+    fn retire(&mut self, keep: &[bool]) -> anyhow::Result<Vec<ParkedRow>>;
+
+    /// Forgets the prompt cache and the batch: the next prefill runs every position.
+    fn reset(&mut self);
+}
+
+/// What a prefill ran and returned.
+#[derive(Debug, Default)]
+pub struct Prefill {
+    /// Logits after each position from the requested one on.
+    pub logits: Vec<Vec<f32>>,
+    /// Positions run through the model; the others came from the prompt cache.
+    pub computed: usize,
+}
+
+/// Where a row joining the batch gets its cached positions.
+pub enum RowSource {
+    Prompt,
+    Parked(ParkedRow),
+}
+
+/// One row's cached keys and values, out of the batch. Only the backend that made it reads it.
+pub struct ParkedRow {
+    row: Box<dyn Any + Send>,
+    positions: usize,
+    bytes: usize,
+}
+
+impl ParkedRow {
+    /// `row` holds `positions` positions in `bytes` bytes.
+    pub fn new(row: impl Any + Send, positions: usize, bytes: usize) -> Self {
+        Self {
+            row: Box::new(row),
+            positions,
+            bytes,
+        }
+    }
+
+    pub fn positions(&self) -> usize {
+        self.positions
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The backend's own row, when this row is of type `T`.
+    pub fn into_inner<T: Any>(self) -> Option<T> {
+        self.row.downcast().ok().map(|row| *row)
+    }
 }

@@ -83,6 +83,8 @@ pub enum Event {
         /// The seed of each sample (`seed + i`), shown so a random seed can be reused.
         seeds: Vec<u64>,
         prefill_ms: f64,
+        /// Prompt positions run through the model; the rest came from the prompt cache.
+        prefill_tokens: usize,
     },
     Token {
         run_id: RunId,
@@ -96,6 +98,10 @@ pub enum Event {
         matched: Option<StopMatched>,
         /// Text held back for a stop string that never completed, shown now that the sample ended.
         tail: String,
+        /// Tokens sampled again from the logits the run before kept, and from logits computed
+        /// by this run.
+        replayed: u32,
+        decoded: u32,
     },
     /// The run ended (also when aborted); the full result.
     Done {

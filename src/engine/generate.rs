@@ -4,13 +4,15 @@
 //! logits, the sampler turns logits into a token, and each sample's stop matcher decides
 //! what text may be shown and when the sample ends.
 
-use super::backend::Backend;
+use super::backend::{Backend, RowSource};
 use super::events::{Alternative, Event, RunId, TokenEvent};
+use super::replay::{PromptLogits, ReplayStore, Resume};
 use crate::params::SamplingParams;
 use crate::response::{SampleResponse, StopMatched, StopReason, Timings, TopLogprob, Trajectory};
 use crate::sampling::detokenizer::Detokenizer;
 use crate::sampling::stop::StopMatcher;
 use crate::sampling::{SampleState, SampledToken, Sampler, TopToken, sample_seed};
+use std::sync::Arc;
 use std::time::Instant;
 use tokenizers::Tokenizer;
 
@@ -27,19 +29,25 @@ pub struct RunContext<'a> {
 
 /// One sample's progress through the run.
 struct Slot<'a> {
+    seed: u64,
     state: SampleState,
     detokenizer: Detokenizer<'a>,
     stops: StopMatcher,
     trajectory: Trajectory,
     end: Option<(StopReason, Option<StopMatched>)>,
+    /// Tokens sampled from kept logits, and from logits computed in this run.
+    replayed: u32,
+    decoded: u32,
 }
 
 /// Runs `prompt_ids` with `params` to the end, or until `interrupted` says to stop (checked
-/// before every decode step). Every token and stop is emitted as it happens; the returned
-/// response holds the whole run.
+/// before every step). Every token and stop is emitted as it happens; the returned response
+/// holds the whole run. What `store` kept of the run before is replayed where it still holds
+/// (see [`super::replay`]), and what this run computes is kept for the next.
 #[allow(clippy::too_many_arguments)]
 pub fn generate(
     backend: &mut dyn Backend,
+    store: &mut ReplayStore,
     ctx: &RunContext,
     run_id: RunId,
     prompt_ids: Vec<u32>,
@@ -59,121 +67,334 @@ pub fn generate(
             prompt_ids.len()
         );
     }
-    let vocab_size = backend.vocab_size();
-    let mut sampler = Sampler::new(params)?.with_alternatives(EVENT_ALTERNATIVES);
-
-    let prefill_start = Instant::now();
-    let prompt_rows = backend.prefill(&prompt_ids, params.prompt_logprobs.is_some())?;
-    let prefill_ms = prefill_start.elapsed().as_secs_f64() * 1e3;
-    let last_logits = prompt_rows
-        .last()
-        .ok_or_else(|| anyhow::anyhow!("the model returned no logits for the prompt"))?;
-
-    let (prompt_logprobs, prompt_top_logprobs) = match params.prompt_logprobs {
-        Some(top_n) => {
-            let (logprobs, tops) =
-                score_prompt(&mut sampler, ctx, &prompt_ids, &prompt_rows, top_n)?;
-            (Some(logprobs), Some(tops))
-        }
-        None => (None, None),
-    };
-
-    let samples = params.num_samples;
-    let seeds: Vec<u64> = (0..samples).map(|i| sample_seed(base_seed, i)).collect();
-    emit(Event::Started {
+    let mut run = Run {
+        backend,
+        store,
+        ctx,
         run_id,
-        prompt_token_ids: prompt_ids.clone(),
-        seeds: seeds.clone(),
-        prefill_ms,
-    });
+        params,
+        context_length,
+        interrupted,
+        emit,
+    };
+    let result = run.generate(prompt_ids, base_seed);
+    if result.is_err() {
+        // A run that failed half-way leaves caches that cannot be trusted.
+        run.store.clear();
+        run.backend.reset();
+    }
+    result
+}
 
-    let mut slots: Vec<Slot> = seeds
-        .iter()
-        .enumerate()
-        .map(|(index, &seed)| Slot {
-            state: SampleState::new(base_seed, index as u32, &prompt_ids, vocab_size),
-            detokenizer: Detokenizer::new(ctx.tokenizer, &prompt_ids),
-            stops: StopMatcher::new(params, ctx.eos_ids),
-            trajectory: Trajectory {
-                index: index as u32,
-                seed,
-                token_ids: Vec::new(),
-                text: String::new(),
-                stop_reason: StopReason::Length,
-                stop_matched: None,
-                logprobs: Vec::new(),
-                top_logprobs: params.logprobs.map(|_| Vec::new()),
-                cross_scores: None,
-            },
-            end: None,
-        })
-        .collect();
+/// One run's borrowed surroundings.
+struct Run<'r, 'c> {
+    backend: &'r mut dyn Backend,
+    store: &'r mut ReplayStore,
+    ctx: &'r RunContext<'c>,
+    run_id: RunId,
+    params: &'r SamplingParams,
+    context_length: usize,
+    interrupted: &'r mut dyn FnMut() -> bool,
+    emit: &'r mut dyn FnMut(Event),
+}
 
-    let decode_start = Instant::now();
-    let mut generated = 0usize;
-    backend.fork(slots.len())?;
-    let mut live: Vec<usize> = (0..slots.len()).collect();
-    // The first token of every sample comes from the prompt's last logits; later ones from
-    // one batched decode of all live rows.
-    let mut rows: Option<Vec<Vec<f32>>> = None;
-    loop {
-        for (row, &i) in live.iter().enumerate() {
-            let logits = rows.as_ref().map_or(last_logits, |rows| &rows[row]);
-            let token = sampler.sample(logits, &mut slots[i].state)?;
-            let slot = &mut slots[i];
-            accept(
-                slot,
-                token,
-                ctx,
-                params.logprobs,
-                prompt_ids.len(),
-                context_length,
-                run_id,
-                emit,
-            );
-            generated += 1;
-        }
-        retire_finished(backend, &slots, &mut live)?;
-        if live.is_empty() {
-            break;
-        }
-        if interrupted() {
-            for &i in &live {
-                finish(&mut slots[i], StopReason::Abort, None, run_id, emit);
+impl<'c> Run<'_, 'c> {
+    fn generate(&mut self, prompt_ids: Vec<u32>, base_seed: u64) -> anyhow::Result<SampleResponse> {
+        let params = self.params;
+        let vocab_size = self.backend.vocab_size();
+        let mut sampler = Sampler::new(params)?.with_alternatives(EVENT_ALTERNATIVES);
+        let seeds: Vec<u64> = (0..params.num_samples)
+            .map(|i| sample_seed(base_seed, i))
+            .collect();
+        self.store.begin(&prompt_ids, &seeds);
+
+        let prefill_start = Instant::now();
+        let (prompt_logits, prefill_tokens) = self.prompt_logits(&prompt_ids)?;
+        let prefill_ms = prefill_start.elapsed().as_secs_f64() * 1e3;
+        let (prompt_logprobs, prompt_top_logprobs) = match params.prompt_logprobs {
+            Some(top_n) => {
+                let (logprobs, tops) = score_prompt(
+                    &mut sampler,
+                    self.ctx,
+                    &prompt_ids,
+                    &prompt_logits.rows,
+                    top_n,
+                )?;
+                (Some(logprobs), Some(tops))
             }
-            break;
-        }
-        let tokens: Vec<u32> = live
+            None => (None, None),
+        };
+        (self.emit)(Event::Started {
+            run_id: self.run_id,
+            prompt_token_ids: prompt_ids.clone(),
+            seeds: seeds.clone(),
+            prefill_ms,
+            prefill_tokens,
+        });
+
+        let mut slots: Vec<Slot> = seeds
             .iter()
-            .map(|&i| {
-                *slots[i]
-                    .trajectory
-                    .token_ids
-                    .last()
-                    .expect("a live sample has a token")
+            .enumerate()
+            .map(|(index, &seed)| Slot {
+                seed,
+                state: SampleState::new(base_seed, index as u32, &prompt_ids, vocab_size),
+                detokenizer: Detokenizer::new(self.ctx.tokenizer, &prompt_ids),
+                stops: StopMatcher::new(params, self.ctx.eos_ids),
+                trajectory: Trajectory {
+                    index: index as u32,
+                    seed,
+                    token_ids: Vec::new(),
+                    text: String::new(),
+                    stop_reason: StopReason::Length,
+                    stop_matched: None,
+                    logprobs: Vec::new(),
+                    top_logprobs: params.logprobs.map(|_| Vec::new()),
+                    cross_scores: None,
+                },
+                end: None,
+                replayed: 0,
+                decoded: 0,
             })
             .collect();
-        rows = Some(backend.decode(&tokens)?);
-    }
-    let decode_ms = decode_start.elapsed().as_secs_f64() * 1e3;
 
-    Ok(SampleResponse {
-        model: ctx.model_name.to_owned(),
-        params: params.clone(),
-        prompt_token_ids: prompt_ids,
-        prompt_logprobs,
-        prompt_top_logprobs,
-        trajectories: slots.into_iter().map(|slot| slot.trajectory).collect(),
-        timings: Timings {
-            prefill_ms,
-            decode_ms,
-            decode_tok_per_s: if decode_ms > 0.0 {
-                generated as f64 / (decode_ms / 1e3)
-            } else {
-                0.0
+        let decode_start = Instant::now();
+        let from_prefill = prefill_tokens > 0;
+        let waiting = self.replay(
+            &mut sampler,
+            &mut slots,
+            prompt_ids.len(),
+            prompt_logits.last(),
+            from_prefill,
+        )?;
+        self.decode(&mut sampler, &mut slots, waiting, &prompt_ids)?;
+        let decode_ms = decode_start.elapsed().as_secs_f64() * 1e3;
+
+        let replayed: u32 = slots.iter().map(|s| s.replayed).sum();
+        let decoded: u32 = slots.iter().map(|s| s.decoded).sum();
+        Ok(SampleResponse {
+            model: self.ctx.model_name.to_owned(),
+            params: params.clone(),
+            prompt_token_ids: prompt_ids,
+            prompt_logprobs,
+            prompt_top_logprobs,
+            trajectories: slots.into_iter().map(|slot| slot.trajectory).collect(),
+            timings: Timings {
+                prefill_ms,
+                decode_ms,
+                decode_tok_per_s: if decode_ms > 0.0 {
+                    f64::from(decoded) / (decode_ms / 1e3)
+                } else {
+                    0.0
+                },
+                prefill_tokens,
+                tokens_replayed: replayed,
+                tokens_decoded: decoded,
             },
-        },
-    })
+        })
+    }
+
+    /// The prompt's logits (every position's with `prompt_logprobs`, else the last), kept from
+    /// the run before or computed from the longest prefix the prompt cache holds; and how many
+    /// positions were computed.
+    fn prompt_logits(&mut self, prompt_ids: &[u32]) -> anyhow::Result<(PromptLogits, usize)> {
+        let from = if self.params.prompt_logprobs.is_some() {
+            0
+        } else {
+            prompt_ids.len() - 1
+        };
+        if let Some(kept) = self.store.prompt_logits(from) {
+            return Ok((kept, 0));
+        }
+        let prefill = self.backend.prefill(prompt_ids, from)?;
+        if prefill.logits.is_empty() {
+            anyhow::bail!("the model returned no logits for the prompt");
+        }
+        let logits = PromptLogits {
+            from,
+            rows: Arc::new(prefill.logits),
+        };
+        self.store.keep_prompt_logits(logits.clone());
+        Ok((logits, prefill.computed))
+    }
+
+    /// Samples every slot as far as kept logits reach (step 0 from the prompt's logits, which
+    /// count as decoded when `from_prefill`); returns the unfinished slots with the position
+    /// at which each feeds its last token.
+    fn replay(
+        &mut self,
+        sampler: &mut Sampler,
+        slots: &mut [Slot<'c>],
+        prompt_len: usize,
+        first: &[f32],
+        from_prefill: bool,
+    ) -> anyhow::Result<Vec<(usize, usize)>> {
+        let mut waiting = Vec::new();
+        for i in 0..slots.len() {
+            while slots[i].end.is_none() {
+                let step = slots[i].trajectory.token_ids.len();
+                let logits = if step == 0 {
+                    first
+                } else {
+                    match self.store.step_logits(slots[i].seed, step) {
+                        Some(logits) => logits,
+                        None => {
+                            waiting.push((prompt_len + step - 1, i));
+                            break;
+                        }
+                    }
+                };
+                if step > 0 && (self.interrupted)() {
+                    self.abort(slots.iter_mut().filter(|s| s.end.is_none()));
+                    return Ok(Vec::new());
+                }
+                let slot = &mut slots[i];
+                let token = sampler.sample(logits, &mut slot.state)?;
+                if step == 0 && from_prefill {
+                    slot.decoded += 1;
+                } else {
+                    slot.replayed += 1;
+                }
+                self.store.record(slot.seed, step, token.id, prompt_len);
+                self.accept(slot, token, prompt_len);
+            }
+        }
+        Ok(waiting)
+    }
+
+    /// Decodes the `waiting` slots to their ends, one batch whose rows all feed the same
+    /// position: it starts at the earliest position a slot waits at, and each slot joins when
+    /// the batch reaches its own.
+    fn decode(
+        &mut self,
+        sampler: &mut Sampler,
+        slots: &mut [Slot<'c>],
+        mut waiting: Vec<(usize, usize)>,
+        prompt_ids: &[u32],
+    ) -> anyhow::Result<()> {
+        let prompt_len = prompt_ids.len();
+        let mut live: Vec<usize> = Vec::new();
+        let mut position = 0;
+        loop {
+            if live.is_empty() {
+                match waiting.iter().map(|&(at, _)| at).min() {
+                    Some(at) => position = at,
+                    None => return Ok(()),
+                }
+            }
+            let (joining, later): (Vec<_>, Vec<_>) =
+                waiting.into_iter().partition(|&(at, _)| at == position);
+            waiting = later;
+            self.join(slots, &joining, prompt_ids, position)?;
+            live.extend(joining.iter().map(|&(_, i)| i));
+
+            if (self.interrupted)() {
+                // Live rows keep their keys and values; waiting ones never gave theirs up.
+                self.park(slots, &mut live, |_| false)?;
+                self.abort(slots.iter_mut().filter(|s| s.end.is_none()));
+                return Ok(());
+            }
+            let tokens: Vec<u32> = live
+                .iter()
+                .map(|&i| {
+                    *slots[i]
+                        .trajectory
+                        .token_ids
+                        .last()
+                        .expect("a waiting sample has a token")
+                })
+                .collect();
+            let rows = self.backend.decode(&tokens)?;
+            position += 1;
+            for (&i, logits) in live.iter().zip(rows) {
+                let slot = &mut slots[i];
+                let step = slot.trajectory.token_ids.len();
+                let token = sampler.sample(&logits, &mut slot.state)?;
+                slot.decoded += 1;
+                self.store.keep_step_logits(slot.seed, step, logits);
+                self.store.record(slot.seed, step, token.id, prompt_len);
+                self.accept(slot, token, prompt_len);
+            }
+            self.park(slots, &mut live, |slot| slot.end.is_none())?;
+        }
+    }
+
+    /// Brings the `joining` slots into the batch at `position`.
+    fn join(
+        &mut self,
+        slots: &[Slot],
+        joining: &[(usize, usize)],
+        prompt_ids: &[u32],
+        position: usize,
+    ) -> anyhow::Result<()> {
+        if joining.is_empty() {
+            return Ok(());
+        }
+        let mut rows = Vec::with_capacity(joining.len());
+        for &(_, i) in joining {
+            let slot = &slots[i];
+            let tokens = slot.trajectory.token_ids.len();
+            rows.push(
+                match self.store.resume(slot.seed, tokens, prompt_ids.len())? {
+                    Resume::Prompt => RowSource::Prompt,
+                    Resume::Parked(row) => RowSource::Parked(row),
+                },
+            );
+        }
+        if rows.iter().any(|row| matches!(row, RowSource::Prompt)) {
+            // The prompt cache may hold another sequence since (a model scoring others).
+            self.backend.prefill(prompt_ids, prompt_ids.len())?;
+        }
+        self.backend.join(rows, position)
+    }
+
+    /// Takes the live slots for which `stay` is false out of the batch, keeping their keys and
+    /// values for the next run.
+    fn park(
+        &mut self,
+        slots: &[Slot],
+        live: &mut Vec<usize>,
+        stay: impl Fn(&Slot) -> bool,
+    ) -> anyhow::Result<()> {
+        let keep: Vec<bool> = live.iter().map(|&i| stay(&slots[i])).collect();
+        if keep.iter().all(|&k| k) {
+            return Ok(());
+        }
+        let parked = self.backend.retire(&keep)?;
+        let leaving = live
+            .iter()
+            .zip(&keep)
+            .filter(|(_, k)| !**k)
+            .map(|(&i, _)| i);
+        for (i, row) in leaving.zip(parked) {
+            self.store.park(slots[i].seed, row);
+        }
+        let mut flags = keep.iter();
+        live.retain(|_| *flags.next().expect("one flag per live row"));
+        Ok(())
+    }
+
+    fn abort<'s>(&mut self, slots: impl Iterator<Item = &'s mut Slot<'c>>)
+    where
+        'c: 's,
+    {
+        for slot in slots {
+            finish(slot, StopReason::Abort, None, self.run_id, self.emit);
+        }
+    }
+
+    /// Records a sampled token (see [`accept`]).
+    fn accept(&mut self, slot: &mut Slot, token: SampledToken, prompt_len: usize) {
+        accept(
+            slot,
+            token,
+            self.ctx,
+            self.params.logprobs,
+            prompt_len,
+            self.context_length,
+            self.run_id,
+            self.emit,
+        );
+    }
 }
 
 /// Per prompt position, its top alternatives (none for the first token).
@@ -297,23 +518,9 @@ fn finish(
         reason,
         matched,
         tail,
+        replayed: slot.replayed,
+        decoded: slot.decoded,
     });
-}
-
-/// Drops finished samples from the batch so later steps spend nothing on them.
-fn retire_finished(
-    backend: &mut dyn Backend,
-    slots: &[Slot],
-    live: &mut Vec<usize>,
-) -> anyhow::Result<()> {
-    let keep: Vec<bool> = live.iter().map(|&i| slots[i].end.is_none()).collect();
-    if keep.iter().all(|&k| k) {
-        return Ok(());
-    }
-    backend.retain(&keep)?;
-    let mut flags = keep.iter();
-    live.retain(|_| *flags.next().expect("one flag per live row"));
-    Ok(())
 }
 
 /// A token's own text for display: SentencePiece's "▁the" shows as " the", byte-level BPE's

@@ -1,7 +1,9 @@
 //! Turning `--model` into a [`LoadedModel`]: resolve the source, load the forward pass and the
 //! tokenizer that belongs to it, and pick the device.
 
-use super::backend::Backend;
+use super::backend::{Backend, ParkedRow, Prefill, RowSource};
+use super::replay::ReplayStore;
+use super::score::common_prefix;
 use super::worker::LoadedModel;
 use crate::model::cache::cache_dir;
 use crate::model::chat_template::ChatTemplate;
@@ -16,10 +18,25 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use tokenizers::Tokenizer;
 
-/// The llama forward pass as the engine drives it: each prefill starts a fresh session.
+/// The llama forward pass as the engine drives it: a one-row session caches the last prompt,
+/// and a batch session decodes the rows of a run.
 struct LlamaBackend {
     model: Arc<Model>,
-    session: Session<Arc<Model>>,
+    prompt: Session<Arc<Model>>,
+    /// The tokens whose positions `prompt` holds.
+    prompt_ids: Vec<u32>,
+    batch: Session<Arc<Model>>,
+}
+
+impl LlamaBackend {
+    fn new(model: Arc<Model>) -> Self {
+        Self {
+            prompt: Session::new(Arc::clone(&model)),
+            prompt_ids: Vec::new(),
+            batch: Session::batch(Arc::clone(&model)),
+            model,
+        }
+    }
 }
 
 impl Backend for LlamaBackend {
@@ -35,21 +52,77 @@ impl Backend for LlamaBackend {
         self.model.context_length()
     }
 
-    fn prefill(&mut self, prompt: &[u32], all_positions: bool) -> anyhow::Result<Vec<Vec<f32>>> {
-        self.session = Session::new(Arc::clone(&self.model));
-        Ok(self.session.prefill(prompt, all_positions)?)
+    fn prefill(&mut self, prompt: &[u32], logits_from: usize) -> anyhow::Result<Prefill> {
+        let reused = common_prefix(&self.prompt_ids, prompt).min(logits_from);
+        self.prompt.truncate(reused);
+        self.prompt_ids.truncate(reused);
+        let rest = &prompt[reused..];
+        if rest.is_empty() {
+            return Ok(Prefill::default());
+        }
+        let every = logits_from + 1 < prompt.len();
+        let logits = match self.prompt.prefill(rest, every) {
+            Ok(logits) => logits,
+            Err(e) => {
+                self.prompt = Session::new(Arc::clone(&self.model));
+                self.prompt_ids.clear();
+                return Err(e.into());
+            }
+        };
+        self.prompt_ids.extend_from_slice(rest);
+        let logits = match (every, logits_from < prompt.len()) {
+            (true, _) => logits.into_iter().skip(logits_from - reused).collect(),
+            (false, true) => logits,
+            (false, false) => Vec::new(),
+        };
+        Ok(Prefill {
+            logits,
+            computed: rest.len(),
+        })
     }
 
-    fn fork(&mut self, rows: usize) -> anyhow::Result<()> {
-        Ok(self.session.fork(rows)?)
+    fn join(&mut self, rows: Vec<RowSource>, len: usize) -> anyhow::Result<()> {
+        let parked: Vec<Option<Session<Arc<Model>>>> = rows
+            .into_iter()
+            .map(|row| match row {
+                RowSource::Prompt => Ok(None),
+                RowSource::Parked(row) => row
+                    .into_inner()
+                    .map(Some)
+                    .ok_or_else(|| anyhow::anyhow!("a parked row of another backend")),
+            })
+            .collect::<anyhow::Result<_>>()?;
+        if parked.iter().any(Option::is_none) && self.prompt.position() < len {
+            anyhow::bail!(
+                "the prompt cache holds {} positions, not the {len} a row joins at",
+                self.prompt.position()
+            );
+        }
+        let sources: Vec<&Session<Arc<Model>>> = parked
+            .iter()
+            .map(|row| row.as_ref().unwrap_or(&self.prompt))
+            .collect();
+        Ok(self.batch.extend(&sources, len)?)
     }
 
     fn decode(&mut self, tokens: &[u32]) -> anyhow::Result<Vec<Vec<f32>>> {
-        Ok(self.session.decode_step(tokens)?)
+        Ok(self.batch.decode_step(tokens)?)
     }
 
-    fn retain(&mut self, keep: &[bool]) -> anyhow::Result<()> {
-        Ok(self.session.retain_rows(keep)?)
+    fn retire(&mut self, keep: &[bool]) -> anyhow::Result<Vec<ParkedRow>> {
+        Ok(self
+            .batch
+            .split_off(keep)?
+            .into_iter()
+            .map(|row| {
+                let (positions, bytes) = (row.position(), row.cache_bytes());
+                ParkedRow::new(row, positions, bytes)
+            })
+            .collect())
+    }
+
+    fn reset(&mut self) {
+        *self = Self::new(Arc::clone(&self.model));
     }
 }
 
@@ -136,10 +209,8 @@ pub fn load_model(
     Ok(LoadedModel {
         name,
         device: device_name,
-        backend: Box::new(LlamaBackend {
-            session: Session::new(Arc::clone(&model)),
-            model,
-        }),
+        backend: Box::new(LlamaBackend::new(model)),
+        replay: ReplayStore::from_env()?,
         tokenizer,
         eos_ids,
         defaults,

@@ -6,10 +6,12 @@ pub mod backend;
 pub mod events;
 pub mod generate;
 pub mod load;
+pub mod replay;
 pub mod score;
 pub mod worker;
 
-pub use backend::Backend;
+pub use backend::{Backend, ParkedRow, Prefill, RowSource};
 pub use events::{Alternative, Event, Request, RunId, TokenEvent};
+pub use replay::ReplayStore;
 pub use score::{ScoreRequest, ScoreSample};
 pub use worker::{Engine, LoadedModel, random_seed};

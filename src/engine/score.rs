@@ -106,11 +106,12 @@ pub fn score_sequence(
 
 /// The summed logprobs of `ids[start..]`, teacher-forced in one prefill.
 fn sum_logprobs(backend: &mut dyn Backend, ids: &[u32], start: usize) -> anyhow::Result<f64> {
-    let rows = backend.prefill(ids, true)?;
+    // Only the positions past the prompt cache's shared prefix (the prompt) are run.
+    let rows = backend.prefill(ids, start - 1)?.logits;
     let mut sampler = Sampler::new(&SamplingParams::default())?;
     let mut sum = 0.0f64;
     for position in start..ids.len() {
-        let logits = rows.get(position - 1).ok_or_else(|| {
+        let logits = rows.get(position - start).ok_or_else(|| {
             anyhow::anyhow!(
                 "the model returned {} logit rows for {} tokens",
                 rows.len(),

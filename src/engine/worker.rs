@@ -7,6 +7,7 @@
 use super::backend::Backend;
 use super::events::{Event, Request, RunId};
 use super::generate::{RunContext, generate};
+use super::replay::ReplayStore;
 use super::score::{ScoreRequest, Scoring, common_prefix, score_sequence};
 use crate::model::chat_template::ChatTemplate;
 use crate::params::SamplingParams;
@@ -30,6 +31,8 @@ pub struct LoadedModel {
     /// `general.sampling.*`), over samplab's defaults; `None` when they are not valid params.
     pub defaults: Option<SamplingParams>,
     pub chat_template: Option<ChatTemplate>,
+    /// What the last run left for the next to replay.
+    pub replay: ReplayStore,
 }
 
 impl LoadedModel {
@@ -165,6 +168,7 @@ impl LoadedModel {
         };
         generate(
             self.backend.as_mut(),
+            &mut self.replay,
             &ctx,
             request.run_id,
             prompt_ids,

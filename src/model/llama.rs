@@ -275,8 +275,46 @@ impl<M: Deref<Target = Model>> Session<M> {
         Self { model, cache }
     }
 
+    /// A batch of no rows, which [`Session::extend`] fills.
+    pub fn batch(model: M) -> Self {
+        let cache = KvCache::empty_batch(model.config.num_layers, model.config.context_length);
+        Self { model, cache }
+    }
+
     pub fn model(&self) -> &Model {
         &self.model
+    }
+
+    /// Appends one row per source (each a one-row session of the same model), cut to its first
+    /// `len` positions. The batch must be empty or hold `len` positions itself.
+    pub fn extend(&mut self, sources: &[&Session<M>], len: usize) -> Result<(), ModelError> {
+        let caches: Vec<&KvCache> = sources.iter().map(|s| &s.cache).collect();
+        self.cache
+            .extend(&caches, len)
+            .map_err(|e| ModelError::Usage(e.to_string()))
+    }
+
+    /// Takes the rows whose flag is false out of the batch, each as a one-row session that can
+    /// join a batch again later; the others continue exactly as before.
+    pub fn split_off(&mut self, keep: &[bool]) -> Result<Vec<Session<M>>, ModelError>
+    where
+        M: Clone,
+    {
+        if keep.len() != self.cache.rows() {
+            return Err(ModelError::Usage(format!(
+                "split_off got {} flags for {} rows",
+                keep.len(),
+                self.cache.rows()
+            )));
+        }
+        let taken = self.cache.split_off(keep)?;
+        Ok(taken
+            .into_iter()
+            .map(|cache| Session {
+                model: self.model.clone(),
+                cache,
+            })
+            .collect())
     }
 
     /// Runs prompt tokens through the model (the batch must be a single row). Returns the
@@ -338,6 +376,17 @@ impl<M: Deref<Target = Model>> Session<M> {
         let input = Tensor::new(ids, &self.model.device)?.unsqueeze(1)?;
         let out = self.model.forward(&mut self.cache, &input, true)?;
         rows_to_vec(&out)
+    }
+
+    /// Forgets every position from `len` on, so that a prompt sharing only the first `len`
+    /// tokens can continue from there.
+    pub fn truncate(&mut self, len: usize) {
+        self.cache.truncate(len);
+    }
+
+    /// Bytes of keys and values the cached positions hold.
+    pub fn cache_bytes(&self) -> usize {
+        self.cache.bytes()
     }
 
     /// Drops the rows whose flag is false; the others continue exactly as before.

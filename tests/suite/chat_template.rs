@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use samplab::engine::{Backend, LoadedModel};
+use samplab::engine::{Backend, LoadedModel, ParkedRow, Prefill, ReplayStore, RowSource};
 use samplab::model::chat_template::ChatTemplate;
 use tokenizers::AddedToken;
 
@@ -101,16 +101,19 @@ impl Backend for NoModel {
     fn context_length(&self) -> usize {
         unreachable!("tokenizing needs no forward pass")
     }
-    fn prefill(&mut self, _: &[u32], _: bool) -> anyhow::Result<Vec<Vec<f32>>> {
+    fn prefill(&mut self, _: &[u32], _: usize) -> anyhow::Result<Prefill> {
         unreachable!("tokenizing needs no forward pass")
     }
-    fn fork(&mut self, _: usize) -> anyhow::Result<()> {
+    fn join(&mut self, _: Vec<RowSource>, _: usize) -> anyhow::Result<()> {
         unreachable!("tokenizing needs no forward pass")
     }
     fn decode(&mut self, _: &[u32]) -> anyhow::Result<Vec<Vec<f32>>> {
         unreachable!("tokenizing needs no forward pass")
     }
-    fn retain(&mut self, _: &[bool]) -> anyhow::Result<()> {
+    fn retire(&mut self, _: &[bool]) -> anyhow::Result<Vec<ParkedRow>> {
+        unreachable!("tokenizing needs no forward pass")
+    }
+    fn reset(&mut self) {
         unreachable!("tokenizing needs no forward pass")
     }
 }
@@ -140,6 +143,7 @@ fn loaded(template: Option<ChatTemplate>) -> LoadedModel {
         eos_ids: vec![1],
         defaults: None,
         chat_template: template,
+        replay: ReplayStore::new(0),
     }
 }
 

@@ -2,9 +2,12 @@
 //! row's whole history, so any row mix-up in batching, forking or retiring changes the output.
 
 use crate::common;
+use crate::common::fake_model::FakeModel;
 
 use samplab::engine::generate::{RunContext, generate};
-use samplab::engine::{Backend, Engine, Event, LoadedModel, Request, ScoreRequest, ScoreSample};
+use samplab::engine::{
+    Engine, Event, LoadedModel, ReplayStore, Request, ScoreRequest, ScoreSample,
+};
 use samplab::params::SamplingParams;
 use samplab::response::{SampleResponse, StopMatched, StopReason};
 use std::time::Duration;
@@ -19,76 +22,8 @@ fn tokenizer() -> Tokenizer {
     common::piece_tokenizer(VOCAB)
 }
 
-/// Each row keeps its own history; logits are a hash of (history, candidate).
-struct FakeModel {
-    rows: Vec<Vec<u32>>,
-    context: usize,
-    delay: Duration,
-}
-
-impl FakeModel {
-    fn new(context: usize) -> Self {
-        Self {
-            rows: Vec::new(),
-            context,
-            delay: Duration::ZERO,
-        }
-    }
-
-    fn logits(history: &[u32]) -> Vec<f32> {
-        let mut h: u64 = 1469598103934665603;
-        for &t in history {
-            h = (h ^ u64::from(t)).wrapping_mul(1099511628211);
-        }
-        (0..VOCAB.len() as u64)
-            .map(|j| {
-                let x = (h ^ j.wrapping_mul(0x9E3779B97F4A7C15)).wrapping_mul(0xBF58476D1CE4E5B9);
-                ((x >> 40) % 1000) as f32 / 250.0
-            })
-            .collect()
-    }
-}
-
-impl Backend for FakeModel {
-    fn vocab_size(&self) -> usize {
-        VOCAB.len()
-    }
-    fn weight_bytes(&self) -> u64 {
-        0
-    }
-    fn context_length(&self) -> usize {
-        self.context
-    }
-    fn prefill(&mut self, prompt: &[u32], all_positions: bool) -> anyhow::Result<Vec<Vec<f32>>> {
-        self.rows = vec![prompt.to_vec()];
-        let start = if all_positions { 1 } else { prompt.len() };
-        Ok((start..=prompt.len())
-            .map(|end| Self::logits(&prompt[..end]))
-            .collect())
-    }
-    fn fork(&mut self, rows: usize) -> anyhow::Result<()> {
-        self.rows = vec![self.rows[0].clone(); rows];
-        Ok(())
-    }
-    fn decode(&mut self, tokens: &[u32]) -> anyhow::Result<Vec<Vec<f32>>> {
-        assert_eq!(tokens.len(), self.rows.len(), "one token per live row");
-        std::thread::sleep(self.delay);
-        Ok(self
-            .rows
-            .iter_mut()
-            .zip(tokens)
-            .map(|(row, &t)| {
-                row.push(t);
-                Self::logits(row)
-            })
-            .collect())
-    }
-    fn retain(&mut self, keep: &[bool]) -> anyhow::Result<()> {
-        assert_eq!(keep.len(), self.rows.len());
-        let mut flags = keep.iter();
-        self.rows.retain(|_| *flags.next().unwrap());
-        Ok(())
-    }
+fn fake(context: usize) -> FakeModel {
+    FakeModel::new(VOCAB.len(), context)
 }
 
 const PROMPT: [u32; 3] = [0, 2, 3];
@@ -102,7 +37,8 @@ fn run(params: &SamplingParams, seed: u64, context: usize) -> (SampleResponse, V
     };
     let mut events = Vec::new();
     let response = generate(
-        &mut FakeModel::new(context),
+        &mut fake(context),
+        &mut ReplayStore::new(0),
         &ctx,
         7,
         PROMPT.to_vec(),
@@ -226,7 +162,7 @@ fn prompt_logprobs_score_each_prompt_token() {
     assert_eq!(logprobs.len(), PROMPT.len());
     assert_eq!(logprobs[0], None);
     for (i, lp) in logprobs.iter().enumerate().skip(1) {
-        let logits = FakeModel::logits(&PROMPT[..i]);
+        let logits = fake(4096).logits(&PROMPT[..i]);
         let max = logits.iter().cloned().fold(f32::MIN, f32::max);
         let lse = max + logits.iter().map(|l| (l - max).exp()).sum::<f32>().ln();
         let expected = logits[PROMPT[i] as usize] - lse;
@@ -259,7 +195,8 @@ fn an_interrupted_run_ends_every_live_sample_with_abort() {
     };
     let mut checks = 0;
     let response = generate(
-        &mut FakeModel::new(4096),
+        &mut fake(4096),
+        &mut ReplayStore::new(0),
         &ctx,
         1,
         PROMPT.to_vec(),
@@ -283,7 +220,7 @@ fn an_interrupted_run_ends_every_live_sample_with_abort() {
 }
 
 fn fake_loaded(delay: Duration) -> LoadedModel {
-    let mut backend = FakeModel::new(4096);
+    let mut backend = fake(4096);
     backend.delay = delay;
     LoadedModel {
         name: "fake".into(),
@@ -293,6 +230,7 @@ fn fake_loaded(delay: Duration) -> LoadedModel {
         eos_ids: vec![],
         defaults: None,
         chat_template: None,
+        replay: ReplayStore::new(0),
     }
 }
 

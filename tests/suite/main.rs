@@ -18,6 +18,7 @@ mod model_errors;
 mod model_memory;
 mod model_qtypes;
 mod model_stories;
+mod replay;
 mod sampling;
 mod stop_strings;
 mod tui;

@@ -716,6 +716,7 @@ fn switching_themes_recolours_borders_and_tokens() {
                     prompt_token_ids: vec![0],
                     seeds: vec![42],
                     prefill_ms: 1.0,
+                    prefill_tokens: 1,
                 },
             ),
         );

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+pub mod fake_model;
 pub mod tui;
 
 /// The stories260K test model: `$SAMPLAB_TEST_MODEL`, or `../shared/models/stories260K/` beside the

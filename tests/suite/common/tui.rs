@@ -55,6 +55,7 @@ pub fn started(run_id: RunId, seeds: Vec<u64>) -> Event {
         prompt_token_ids: vec![0, 2],
         seeds,
         prefill_ms: 3.0,
+        prefill_tokens: 3,
     }
 }
 
@@ -70,6 +71,8 @@ pub fn finished(
         reason,
         matched,
         tail: String::new(),
+        replayed: 0,
+        decoded: 1,
     }
 }
 
@@ -101,6 +104,7 @@ pub fn done(run_id: RunId, reasons: &[StopReason]) -> Event {
                 prefill_ms: 3.0,
                 decode_ms: 10.0,
                 decode_tok_per_s: 812.0,
+                ..Timings::default()
             },
         }),
     }

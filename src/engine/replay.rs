@@ -1,0 +1,215 @@
+//! What a run keeps so that the next one replays instead of recomputing.
+//!
+//! Sampling is coupled (one uniform per step from the sample's own seed), so after a parameter
+//! change a sample usually picks the same tokens as before up to some step. The store keeps,
+//! per sample seed, the tokens of the last run, the logits each step was sampled from, and the
+//! sample's keys and values; the next run with the same prompt samples the kept logits again
+//! under its own parameters and history (penalties see the new history), and only from the
+//! first step whose token changes does it decode, starting from the kept keys and values cut
+//! there. Replaying the very logits a fresh run would compute makes the re-run equal to it.
+
+use super::backend::ParkedRow;
+use crate::model::memory::parse_size;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Names the budget for kept logits.
+pub const BUDGET_VAR: &str = "SAMPLAB_REPLAY_BUDGET";
+/// The budget when `SAMPLAB_REPLAY_BUDGET` is not set.
+pub const DEFAULT_BUDGET: usize = 512 << 20;
+
+/// The logits of the prompt's positions from `from` on, shared by every sample of a run.
+#[derive(Debug, Clone)]
+pub struct PromptLogits {
+    pub from: usize,
+    pub rows: Arc<Vec<Vec<f32>>>,
+}
+
+impl PromptLogits {
+    /// The logits after the prompt's last token: step 0 of every sample.
+    pub fn last(&self) -> &[f32] {
+        self.rows.last().map_or(&[], Vec::as_slice)
+    }
+}
+
+/// One sample's last run.
+#[derive(Default)]
+struct Record {
+    /// The sample's tokens; `logits` and `kv` hold for them.
+    tokens: Vec<u32>,
+    /// `logits[j]` predicted `tokens[j + 1]` (it came after `tokens[..=j]`); the logits of
+    /// step 0 are the prompt's.
+    logits: Vec<Vec<f32>>,
+    kv: Option<ParkedRow>,
+    /// Positions of `kv` that still hold for `tokens` (the rest belong to tokens replaced
+    /// since).
+    kv_valid: usize,
+}
+
+/// The prompt's logits and every sample's last run, for one model; see the module docs.
+pub struct ReplayStore {
+    /// Bytes of logits (prompt rows and steps) the store may keep.
+    budget: usize,
+    used: usize,
+    prompt_ids: Vec<u32>,
+    prompt: Option<PromptLogits>,
+    records: HashMap<u64, Record>,
+    /// The seeds of the run before, whose records stay while they may be asked for again.
+    last_seeds: Vec<u64>,
+}
+
+/// Where a sample that is not finished continues: it feeds its last token at `position`,
+/// from these cached positions.
+pub enum Resume {
+    Prompt,
+    Parked(ParkedRow),
+}
+
+impl ReplayStore {
+    pub fn new(budget: usize) -> Self {
+        Self {
+            budget,
+            used: 0,
+            prompt_ids: Vec::new(),
+            prompt: None,
+            records: HashMap::new(),
+            last_seeds: Vec::new(),
+        }
+    }
+
+    /// The budget from `SAMPLAB_REPLAY_BUDGET` (e.g. `256M`, `0` to keep nothing), else 512 MiB.
+    pub fn from_env() -> anyhow::Result<Self> {
+        let budget = match std::env::var(BUDGET_VAR) {
+            Ok(value) => parse_size(&value).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{BUDGET_VAR}={value} is not a size: write bytes or a number with K, M or G, \
+                     e.g. 512M or 1.5G"
+                )
+            })?,
+            Err(_) => DEFAULT_BUDGET as u64,
+        };
+        Ok(Self::new(usize::try_from(budget).unwrap_or(usize::MAX)))
+    }
+
+    /// Bytes of logits kept now.
+    pub fn used(&self) -> usize {
+        self.used
+    }
+
+    /// Forgets everything (after a failed run, whose state cannot be trusted).
+    pub fn clear(&mut self) {
+        *self = Self::new(self.budget);
+    }
+
+    /// Starts a run of `prompt` with samples seeded `seeds`: another prompt forgets everything;
+    /// records of seeds in neither this run nor the one before are dropped.
+    pub fn begin(&mut self, prompt: &[u32], seeds: &[u64]) {
+        if self.prompt_ids != prompt {
+            self.clear();
+            self.prompt_ids = prompt.to_vec();
+        }
+        let keep = |seed: &u64| seeds.contains(seed) || self.last_seeds.contains(seed);
+        let dropped: Vec<u64> = self.records.keys().copied().filter(|s| !keep(s)).collect();
+        for seed in dropped {
+            self.drop_record(seed);
+        }
+        self.last_seeds = seeds.to_vec();
+    }
+
+    /// The prompt's logits from position `from` on (at least the last), if kept.
+    pub fn prompt_logits(&self, from: usize) -> Option<PromptLogits> {
+        self.prompt.clone().filter(|p| p.from <= from)
+    }
+
+    /// Keeps the prompt's logits if the budget allows, replacing those kept before.
+    pub fn keep_prompt_logits(&mut self, logits: PromptLogits) {
+        let old = self.prompt.take().map_or(0, |p| rows_bytes(&p.rows));
+        self.used -= old;
+        let bytes = rows_bytes(&logits.rows);
+        if self.used + bytes <= self.budget {
+            self.used += bytes;
+            self.prompt = Some(logits);
+        }
+    }
+
+    /// The kept logits of step `step` (>= 1) of the sample seeded `seed`, whose tokens so far
+    /// are those the store holds (every step was reported through [`ReplayStore::record`]).
+    pub fn step_logits(&self, seed: u64, step: usize) -> Option<&[f32]> {
+        let record = self.records.get(&seed)?;
+        (record.tokens.len() >= step)
+            .then(|| record.logits.get(step - 1).map(Vec::as_slice))
+            .flatten()
+    }
+
+    /// Notes the token the sample seeded `seed` picked at `step` (its earlier steps already
+    /// noted). A token other than the kept one drops what followed it, and the keys and values
+    /// from there on. `prompt_len` places step positions in the cache.
+    pub fn record(&mut self, seed: u64, step: usize, id: u32, prompt_len: usize) {
+        let record = self.records.entry(seed).or_default();
+        if record.tokens.get(step) == Some(&id) {
+            return;
+        }
+        record.tokens.truncate(step);
+        record.tokens.push(id);
+        let dropped: usize = record
+            .logits
+            .drain(step.min(record.logits.len())..)
+            .map(|row| row.len() * 4)
+            .sum();
+        record.kv_valid = record.kv_valid.min(prompt_len + step);
+        self.used -= dropped;
+    }
+
+    /// Keeps the logits computed for step `step` (>= 1) of the sample seeded `seed`, if every
+    /// step before it is kept and the budget allows: past the budget the earliest steps stay.
+    pub fn keep_step_logits(&mut self, seed: u64, step: usize, logits: Vec<f32>) {
+        let bytes = logits.len() * 4;
+        let Some(record) = self.records.get_mut(&seed) else {
+            return;
+        };
+        if record.logits.len() + 1 == step && self.used + bytes <= self.budget {
+            record.logits.push(logits);
+            self.used += bytes;
+        }
+    }
+
+    /// Where the sample seeded `seed`, with `tokens` tokens so far, continues: it feeds its last
+    /// token at `prompt_len + tokens - 1`, from its own kept keys and values or (after its first
+    /// token) from the prompt's. Its later tokens are then its own, not the kept ones.
+    pub fn resume(
+        &mut self,
+        seed: u64,
+        tokens: usize,
+        prompt_len: usize,
+    ) -> anyhow::Result<Resume> {
+        let position = prompt_len + tokens - 1;
+        let record = self.records.entry(seed).or_default();
+        record.tokens.truncate(tokens);
+        let kv = record.kv.take().filter(|_| record.kv_valid >= position);
+        record.kv_valid = 0;
+        match kv {
+            Some(row) => Ok(Resume::Parked(row)),
+            None if tokens == 1 => Ok(Resume::Prompt),
+            None => anyhow::bail!(
+                "the replay store lost the keys and values of sample seed {seed}: run again"
+            ),
+        }
+    }
+
+    /// Keeps the keys and values of a sample that left the batch.
+    pub fn park(&mut self, seed: u64, row: ParkedRow) {
+        let record = self.records.entry(seed).or_default();
+        record.kv_valid = row.positions();
+        record.kv = Some(row);
+    }
+
+    fn drop_record(&mut self, seed: u64) {
+        if let Some(record) = self.records.remove(&seed) {
+            self.used -= rows_bytes(&record.logits);
+        }
+    }
+}
+
+fn rows_bytes(rows: &[Vec<f32>]) -> usize {
+    rows.iter().map(|row| row.len() * 4).sum()
+}

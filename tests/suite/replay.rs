@@ -1,0 +1,480 @@
+//! Instant re-runs: a run after a parameter change replays what the run before kept and decodes
+//! only from the first changed token, and must equal a fresh run exactly; the prompt cache
+//! runs only the positions a new prompt does not share with the last.
+
+use crate::common;
+use crate::common::fake_model::FakeModel;
+
+use proptest::prelude::*;
+use samplab::engine::generate::{RunContext, generate};
+use samplab::engine::load::load_model;
+use samplab::engine::score::common_prefix;
+use samplab::engine::{LoadedModel, ReplayStore, Request};
+use samplab::model::source::HubSettings;
+use samplab::params::SamplingParams;
+use samplab::response::{SampleResponse, StopReason};
+use tokenizers::Tokenizer;
+
+const VOCAB: &[&str] = &[
+    "<s>", "</s>", "a", "b", "c", "d", "e", " ", "\n", "x", "y", "z", "!", ".", "o", "k",
+];
+const EOS: u32 = 1;
+const PROMPT: [u32; 4] = [0, 2, 3, 7];
+const SEED: u64 = 11;
+
+struct Fake {
+    model: FakeModel,
+    store: ReplayStore,
+    tokenizer: Tokenizer,
+}
+
+impl Fake {
+    fn new(budget: usize) -> Self {
+        Self {
+            model: FakeModel::new(VOCAB.len(), 4096),
+            store: ReplayStore::new(budget),
+            tokenizer: common::piece_tokenizer(VOCAB),
+        }
+    }
+
+    /// Runs `params` on `prompt`, interrupted once `interrupt_after` checks have passed.
+    fn run_until(
+        &mut self,
+        prompt: &[u32],
+        params: &SamplingParams,
+        interrupt_after: Option<usize>,
+    ) -> SampleResponse {
+        let ctx = RunContext {
+            tokenizer: &self.tokenizer,
+            eos_ids: &[EOS],
+            model_name: "fake",
+        };
+        let mut checks = 0;
+        generate(
+            &mut self.model,
+            &mut self.store,
+            &ctx,
+            1,
+            prompt.to_vec(),
+            params,
+            SEED,
+            &mut || {
+                checks += 1;
+                interrupt_after.is_some_and(|n| checks > n)
+            },
+            &mut |_| {},
+        )
+        .unwrap()
+    }
+
+    fn run(&mut self, prompt: &[u32], params: &SamplingParams) -> SampleResponse {
+        self.run_until(prompt, params, None)
+    }
+}
+
+/// What a fresh model with nothing kept makes of `params`.
+fn fresh(prompt: &[u32], params: &SamplingParams) -> SampleResponse {
+    Fake::new(0).run(prompt, params)
+}
+
+/// Everything a run produced, timings aside.
+fn assert_same_run(got: &SampleResponse, want: &SampleResponse, context: &str) {
+    assert_eq!(got.prompt_token_ids, want.prompt_token_ids, "{context}");
+    assert_eq!(got.prompt_logprobs, want.prompt_logprobs, "{context}");
+    assert_eq!(
+        got.prompt_top_logprobs, want.prompt_top_logprobs,
+        "{context}"
+    );
+    assert_eq!(got.trajectories.len(), want.trajectories.len(), "{context}");
+    for (a, b) in got.trajectories.iter().zip(&want.trajectories) {
+        let step = common_prefix(&a.token_ids, &b.token_ids);
+        assert_eq!(
+            a.token_ids, b.token_ids,
+            "{context}: sample {} parts at step {step}",
+            a.index
+        );
+        if let Some(i) = (0..a.logprobs.len()).find(|&i| a.logprobs[i] != b.logprobs[i]) {
+            panic!(
+                "{context}: sample {} logprob {i}: {} vs {}",
+                a.index, a.logprobs[i], b.logprobs[i]
+            );
+        }
+        assert_eq!(a, b, "{context}: sample {}", a.index);
+    }
+}
+
+/// What the store keeps of each sample seed, as the tests expect it: the longest known tokens
+/// and how many steps after the first have kept logits.
+#[derive(Default)]
+struct Kept {
+    records: std::collections::HashMap<u64, (Vec<u32>, usize)>,
+    last_seeds: Vec<u64>,
+}
+
+impl Kept {
+    /// Tokens a run must sample from kept logits, per sample: step 0 (the prompt's logits), and
+    /// each later step whose history the kept tokens share and whose logits were computed.
+    fn replays(&mut self, run: &SampleResponse) -> Vec<usize> {
+        let seeds: Vec<u64> = run.trajectories.iter().map(|t| t.seed).collect();
+        let last = std::mem::replace(&mut self.last_seeds, seeds.clone());
+        self.records
+            .retain(|seed, _| seeds.contains(seed) || last.contains(seed));
+        run.trajectories
+            .iter()
+            .map(|t| {
+                let len = t.token_ids.len();
+                let replays = match self.records.get(&t.seed) {
+                    Some((kept, computed)) => {
+                        (common_prefix(kept, &t.token_ids).min(*computed) + 1).min(len)
+                    }
+                    None => 1.min(len),
+                };
+                let record = self.records.entry(t.seed).or_default();
+                if !record.0.starts_with(&t.token_ids) {
+                    *record = (t.token_ids.clone(), len.saturating_sub(1));
+                }
+                replays
+            })
+            .collect()
+    }
+}
+
+fn arb_params() -> impl Strategy<Value = SamplingParams> {
+    let stop = prop_oneof![
+        Just(None),
+        Just(Some("stop: [\"!\"]")),
+        Just(Some("stop: [\"o k\", \"\\n\"]")),
+        Just(Some("stop: [13]")),
+    ];
+    (
+        (
+            prop_oneof![Just(0.0f32), 0.2f32..2.0],
+            prop_oneof![Just(-1i32), 1i32..8],
+            prop_oneof![Just(1.0f32), 0.3f32..1.0],
+            prop_oneof![Just(0.0f32), 0.0f32..0.4],
+            prop_oneof![Just(1.0f32), 0.7f32..1.8],
+        ),
+        (
+            1u32..40,
+            1u32..6,
+            stop,
+            prop_oneof![Just(None), (0u32..4).prop_map(Some)],
+            prop_oneof![Just(None), (0u32..3).prop_map(Some)],
+        ),
+    )
+        .prop_map(
+            |((temperature, top_k, top_p, min_p, penalty), (max, n, stop, logprobs, prompt_lp))| {
+                let mut params = SamplingParams {
+                    temperature,
+                    top_k,
+                    top_p,
+                    min_p,
+                    repetition_penalty: penalty,
+                    max_tokens: Some(max),
+                    num_samples: n,
+                    logprobs,
+                    prompt_logprobs: prompt_lp,
+                    ..SamplingParams::default()
+                };
+                if let Some(stop) = stop {
+                    let with_stop = SamplingParams::from_yaml(stop).unwrap();
+                    params.stop = with_stop.stop;
+                }
+                params
+            },
+        )
+}
+
+/// A small change of one or more parameters, as a slider makes.
+fn nudge(base: &SamplingParams, which: u8, amount: f32) -> SamplingParams {
+    let mut p = base.clone();
+    match which % 8 {
+        0 => p.temperature = (p.temperature + amount * 0.1).max(0.0),
+        1 => p.top_p = (p.top_p - amount.abs() * 0.1).clamp(0.05, 1.0),
+        2 => p.min_p = (p.min_p + amount.abs() * 0.05).min(1.0),
+        3 => p.repetition_penalty = (p.repetition_penalty + amount * 0.2).max(0.1),
+        4 => {
+            p.max_tokens = p
+                .max_tokens
+                .map(|m| (m as f32 * (1.0 + amount)).max(1.0) as u32)
+        }
+        5 => p.num_samples = (p.num_samples as i32 + amount.signum() as i32).clamp(1, 6) as u32,
+        6 => p.stop = SamplingParams::from_yaml("stop: [\"a\"]").unwrap().stop,
+        _ => {
+            p.top_k = if p.top_k < 0 { 5 } else { -1 };
+            p.temperature = (p.temperature + amount * 0.05).max(0.0);
+        }
+    }
+    p
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(120))]
+
+    /// A chain of re-runs, each after a change of one or two parameters: every one equals a
+    /// fresh run, and decodes exactly the tokens its divergence points leave.
+    #[test]
+    fn a_re_run_equals_a_fresh_run_and_decodes_only_past_its_divergence(
+        base in arb_params(),
+        changes in proptest::collection::vec((any::<u8>(), -0.9f32..0.9, any::<u8>()), 1..4),
+    ) {
+        let mut fake = Fake::new(64 << 20);
+        let first = fake.run(&PROMPT, &base);
+        assert_same_run(&first, &fresh(&PROMPT, &base), "the first run");
+        let mut kept = Kept::default();
+        kept.replays(&first);
+        let mut params = base;
+        for (which, amount, second) in changes {
+            params = nudge(&params, which, amount);
+            if second % 3 == 0 {
+                params = nudge(&params, second, -amount);
+            }
+            let decoded_before = fake.model.decoded;
+            let after = fake.run(&PROMPT, &params);
+            assert_same_run(&after, &fresh(&PROMPT, &params), &format!("{params:?}"));
+
+            let replays = kept.replays(&after);
+            let lengths: Vec<usize> = after.trajectories.iter().map(|t| t.token_ids.len()).collect();
+            let decoded: usize = lengths.iter().zip(&replays).map(|(len, r)| len - r).sum();
+            prop_assert_eq!(after.timings.tokens_replayed as usize, replays.iter().sum::<usize>());
+            prop_assert_eq!(after.timings.tokens_decoded as usize, decoded);
+            prop_assert_eq!(fake.model.decoded - decoded_before, decoded, "rows the model ran");
+            prop_assert_eq!(after.timings.prefill_tokens, 0, "the prompt's logits were kept");
+        }
+    }
+
+    /// With a budget too small for every step, the earliest are kept and the re-run is still
+    /// exact.
+    #[test]
+    fn a_small_budget_keeps_the_earliest_steps_and_stays_exact(
+        base in arb_params(),
+        which in any::<u8>(),
+        amount in -0.9f32..0.9,
+        budget_steps in 0usize..12,
+    ) {
+        let mut fake = Fake::new(budget_steps * VOCAB.len() * 4);
+        fake.run(&PROMPT, &base);
+        prop_assert!(fake.store.used() <= budget_steps * VOCAB.len() * 4);
+        let params = nudge(&base, which, amount);
+        let after = fake.run(&PROMPT, &params);
+        assert_same_run(&after, &fresh(&PROMPT, &params), &format!("{params:?}"));
+    }
+
+    /// A run cancelled while replaying or decoding leaves the store consistent: the next run,
+    /// with the same or other parameters, equals a fresh one.
+    #[test]
+    fn a_cancelled_re_run_leaves_the_next_run_exact(
+        base in arb_params(),
+        which in any::<u8>(),
+        amount in -0.9f32..0.9,
+        cancel_after in 0usize..30,
+        same_again in any::<bool>(),
+    ) {
+        let mut fake = Fake::new(64 << 20);
+        fake.run(&PROMPT, &base);
+        let changed = nudge(&base, which, amount);
+        let cancelled = fake.run_until(&PROMPT, &changed, Some(cancel_after));
+        prop_assert!(cancelled.trajectories.iter().all(|t| t.stop_reason != StopReason::Error));
+        let next = if same_again { changed } else { nudge(&changed, which.wrapping_add(3), amount) };
+        let after = fake.run(&PROMPT, &next);
+        assert_same_run(&after, &fresh(&PROMPT, &next), &format!("{next:?}"));
+    }
+}
+
+#[test]
+fn a_change_that_alters_no_token_decodes_nothing() {
+    let base = SamplingParams::from_yaml(
+        "temperature: 0.8\ntop_p: 0.9\nmax_tokens: 30\nnum_samples: 4\nstop: []",
+    )
+    .unwrap();
+    let mut fake = Fake::new(64 << 20);
+    fake.run(&PROMPT, &base);
+    for change in ["max_tokens=20", "num_samples=3", "logprobs=5"] {
+        let mut params = base.clone();
+        params.set_assignment(change).unwrap();
+        let decoded_before = fake.model.decoded;
+        let after = fake.run(&PROMPT, &params);
+        assert_eq!(fake.model.decoded, decoded_before, "{change} ran the model");
+        assert_eq!(after.timings.tokens_decoded, 0, "{change}");
+        assert_same_run(&after, &fresh(&PROMPT, &params), change);
+        fake.run(&PROMPT, &base);
+    }
+}
+
+#[test]
+fn the_prompt_cache_runs_only_what_a_new_prompt_does_not_share() {
+    let params = SamplingParams::from_yaml("max_tokens: 6\nnum_samples: 2").unwrap();
+    let mut fake = Fake::new(64 << 20);
+    let long: Vec<u32> = [0, 2, 3, 4, 5, 6, 9, 10, 11, 2, 3].to_vec();
+    let cases: [(&str, Vec<u32>, usize); 5] = [
+        ("the first prompt", long.clone(), long.len()),
+        ("the same prompt", long.clone(), 0),
+        (
+            "its last two tokens edited",
+            [&long[..9], &[14, 15]].concat(),
+            2,
+        ),
+        ("a shorter prompt", long[..5].to_vec(), 1),
+        ("a different prompt", vec![0, 9, 9, 9], 3),
+    ];
+    for (what, prompt, computed) in cases {
+        let prefilled = fake.model.prefilled;
+        let response = fake.run(&prompt, &params);
+        assert_eq!(response.timings.prefill_tokens, computed, "{what}");
+        assert_eq!(fake.model.prefilled - prefilled, computed, "{what}");
+        assert_same_run(&response, &fresh(&prompt, &params), what);
+    }
+}
+
+#[test]
+fn another_prompt_replays_nothing_and_another_seed_only_its_own_samples() {
+    let params = SamplingParams::from_yaml("max_tokens: 10\nnum_samples: 3").unwrap();
+    let mut fake = Fake::new(64 << 20);
+    fake.run(&PROMPT, &params);
+    let other = [0, 2, 3, 8];
+    let response = fake.run(&other, &params);
+    assert_eq!(response.timings.tokens_replayed, 0);
+    assert_same_run(&response, &fresh(&other, &params), "another prompt");
+
+    // Sample i is seeded SEED + i: a seed one higher finds two of its samples kept.
+    let mut shifted = params.clone();
+    shifted.seed = Some(SEED + 1);
+    fake.run(
+        &other,
+        &SamplingParams {
+            seed: Some(SEED),
+            ..params.clone()
+        },
+    );
+    let ctx_seed = fake.run(&other, &shifted);
+    let full: Vec<usize> = ctx_seed
+        .trajectories
+        .iter()
+        .map(|t| t.token_ids.len())
+        .collect();
+    assert!(ctx_seed.timings.tokens_replayed as usize >= full[0] + full[1]);
+}
+
+fn load() -> Option<LoadedModel> {
+    let path = common::test_model()?;
+    let hub = HubSettings {
+        cache_dir: std::env::temp_dir(),
+        offline: true,
+        token: None,
+    };
+    Some(load_model(path.to_str().unwrap(), &hub, &mut |_, _| {}).expect("stories260K loads"))
+}
+
+fn stories_run(
+    model: &mut LoadedModel,
+    prompt: &str,
+    params: &SamplingParams,
+    interrupt_after: Option<usize>,
+) -> SampleResponse {
+    let request = Request {
+        run_id: 1,
+        prompt: prompt.to_owned(),
+        lane: 0,
+        chat: false,
+        params: params.clone(),
+    };
+    let mut checks = 0;
+    model
+        .run(
+            &request,
+            &mut || {
+                checks += 1;
+                interrupt_after.is_some_and(|n| checks > n)
+            },
+            &mut |_| {},
+        )
+        .unwrap()
+}
+
+fn stories_fresh(model: &mut LoadedModel, prompt: &str, params: &SamplingParams) -> SampleResponse {
+    model.replay.clear();
+    model.backend.reset();
+    stories_run(model, prompt, params, None)
+}
+
+/// On the real model, re-runs after each change equal fresh runs token for token and logprob
+/// for logprob (the very same f32 values), also after a cancelled run.
+#[test]
+fn stories260k_re_runs_equal_fresh_runs_exactly() {
+    let Some(mut model) = load() else {
+        return;
+    };
+    let prompt = "Once upon a time, there was a little girl named Lily. She loved to play";
+    let base = SamplingParams::from_yaml(
+        "temperature: 0.9\ntop_p: 0.9\nseed: 5\nmax_tokens: 48\nnum_samples: 4\nlogprobs: 2\n\
+         prompt_logprobs: 1",
+    )
+    .unwrap();
+    let changes = [
+        "top_p=0.92",
+        "min_p=0.05",
+        "temperature=0.95",
+        "repetition_penalty=1.2",
+        "stop=[\".\"]",
+        "max_tokens=64",
+        "num_samples=6",
+        "num_samples=2",
+        "top_k=5",
+    ];
+    let first = stories_run(&mut model, prompt, &base, None);
+    for (i, change) in changes.iter().enumerate() {
+        let mut params = base.clone();
+        params.set_assignment(change).unwrap();
+        // Every third re-run is cancelled part-way first.
+        if i % 3 == 2 {
+            stories_run(&mut model, prompt, &params, Some(7));
+        }
+        let rerun = stories_run(&mut model, prompt, &params, None);
+        let fresh = stories_fresh(&mut model, prompt, &params);
+        assert_same_run(&rerun, &fresh, change);
+        assert!(
+            rerun.timings.tokens_replayed > 0,
+            "{change}: nothing replayed"
+        );
+        stories_run(&mut model, prompt, &base, None);
+    }
+    let again = stories_run(&mut model, prompt, &base, None);
+    assert_same_run(&again, &first, "the base parameters again");
+    assert_eq!(again.timings.tokens_decoded, 0);
+}
+
+/// A prompt edited at its end runs only the edited positions; the samples equal a fresh run's.
+#[test]
+fn stories260k_prompt_cache_reuses_the_shared_prefix() {
+    let Some(mut model) = load() else {
+        return;
+    };
+    let params =
+        SamplingParams::from_yaml("temperature: 0.8\nseed: 3\nmax_tokens: 24\nnum_samples: 2")
+            .unwrap();
+    let prompt = "Once upon a time, there was a little dog named Max. He liked to run in the park";
+    stories_run(&mut model, prompt, &params, None);
+    for edited in [
+        "Once upon a time, there was a little dog named Max. He liked to run in the garden",
+        "Once upon a time, there was a little dog named Max.",
+        "The sun was hot",
+    ] {
+        let rerun = stories_run(&mut model, edited, &params, None);
+        let total = rerun.prompt_token_ids.len();
+        let shared = common_prefix(&rerun.prompt_token_ids, &model.encode(prompt).unwrap());
+        assert_eq!(
+            rerun.timings.prefill_tokens,
+            total - shared.min(total - 1),
+            "{edited}"
+        );
+        let fresh = stories_fresh(&mut model, edited, &params);
+        assert_eq!(fresh.timings.prefill_tokens, total);
+        for (a, b) in rerun.trajectories.iter().zip(&fresh.trajectories) {
+            assert_eq!(a.token_ids, b.token_ids, "{edited}");
+            for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
+                assert!((x - y).abs() < 1e-4, "{edited}: {x} vs {y}");
+            }
+        }
+        stories_run(&mut model, prompt, &params, None);
+    }
+}
