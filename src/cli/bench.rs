@@ -26,16 +26,26 @@ pub struct BenchArgs {
     qtype: String,
     /// Batch sizes to decode, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,4,8")]
-    samples: Vec<usize>,
+    pub(crate) samples: Vec<usize>,
     /// Tokens decoded per sample at each batch size.
     #[arg(long, default_value_t = 128)]
-    tokens: usize,
+    pub(crate) tokens: usize,
     /// Prompt tokens for the prefill measurement.
     #[arg(long, default_value_t = 512)]
-    prompt_tokens: usize,
+    pub(crate) prompt_tokens: usize,
     /// Print one JSON object instead of a table.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
+    /// With `--rerun`: the base parameters' preset (a built-in name or a file).
+    #[arg(long, requires = "reruns")]
+    pub(crate) preset: Option<String>,
+    /// With `--rerun`: a base parameter as key=value, value in YAML.
+    #[arg(long = "set", value_name = "KEY=VALUE", requires = "reruns")]
+    pub(crate) sets: Vec<String>,
+    /// Measure a re-run after this change of the base parameters instead of raw speed:
+    /// key=value of any parameter, or prompt_edit=N to replace the prompt's last N tokens.
+    #[arg(long = "rerun", value_name = "KEY=VALUE")]
+    pub(crate) reruns: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -71,6 +81,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         }
         (None, None) => unreachable!("clap requires --model or --synthetic"),
     };
+    if !args.reruns.is_empty() {
+        return super::bench_rerun::run(&mut model, &args);
+    }
     let backend = model.backend.as_mut();
     let report = measure(backend, &model.name, &args)?;
     if args.json {

@@ -1,0 +1,225 @@
+//! `samplab bench --rerun`: what a re-run after a change costs next to a full run, and whether
+//! it equals a fresh run of the changed parameters.
+
+use super::bench::BenchArgs;
+use super::sample::{apply_sets, params_from_flags};
+use samplab::engine::LoadedModel;
+use samplab::engine::generate::{RunContext, generate};
+use samplab::params::SamplingParams;
+use samplab::response::SampleResponse;
+use serde::Serialize;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Plain prose, repeated to make a prompt of any length.
+const PROSE: &str = "The old lighthouse keeper climbed the spiral stairs every evening, counting \
+    the steps as his father had taught him. From the top he could see the harbour, the fishing \
+    boats returning with their nets, and the long line of hills where the sun went down. He \
+    wrote in his logbook the colour of the sky, the direction of the wind, and the names of the \
+    ships that passed. ";
+
+/// The change a `--rerun` names besides the parameters: the prompt's last tokens replaced.
+const PROMPT_EDIT: &str = "prompt_edit";
+
+#[derive(Serialize)]
+struct Report {
+    model: String,
+    prompt_tokens: usize,
+    params: SamplingParams,
+    full_run_ms: f64,
+    /// Bytes of logits the replay store kept after the full run, and per kept step.
+    replay_bytes: usize,
+    replay_bytes_per_step: usize,
+    reruns: Vec<Rerun>,
+}
+
+#[derive(Serialize)]
+struct Rerun {
+    change: String,
+    rerun_ms: f64,
+    /// The re-run's time over the full run's.
+    fraction_of_full_run: f64,
+    tokens_replayed: u32,
+    tokens_decoded: u32,
+    prefill_tokens: usize,
+    identical_to_fresh_run: bool,
+}
+
+pub fn run(model: &mut LoadedModel, args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    let mut base = params_from_flags(args.preset.as_deref(), &[])?;
+    base.num_samples = args.samples[0] as u32;
+    base.max_tokens = Some(args.tokens as u32);
+    let mut base = apply_sets(base, &args.sets)?;
+    base.seed.get_or_insert(1);
+    base.validate()?;
+    let prompt = prompt_ids(model, args.prompt_tokens)?;
+
+    let (full_run_ms, _) = fresh_run(model, &prompt, &base)?;
+    let replay_bytes = model.replay.used();
+    let mut reruns = Vec::new();
+    for change in &args.reruns {
+        let (params, edited) = apply_change(&base, &prompt, change, model.backend.vocab_size())?;
+        fresh_run(model, &prompt, &base)?;
+        let start = Instant::now();
+        let rerun = run_once(model, &edited, &params)?;
+        let rerun_ms = start.elapsed().as_secs_f64() * 1e3;
+        let (_, fresh) = fresh_run(model, &edited, &params)?;
+        reruns.push(Rerun {
+            change: change.clone(),
+            rerun_ms,
+            fraction_of_full_run: rerun_ms / full_run_ms,
+            tokens_replayed: rerun.timings.tokens_replayed,
+            tokens_decoded: rerun.timings.tokens_decoded,
+            prefill_tokens: rerun.timings.prefill_tokens,
+            identical_to_fresh_run: same_samples(&rerun, &fresh),
+        });
+    }
+    let report = Report {
+        model: model.name.clone(),
+        prompt_tokens: prompt.len(),
+        params: base,
+        full_run_ms,
+        replay_bytes,
+        replay_bytes_per_step: model.backend.vocab_size() * size_of::<f32>(),
+        reruns,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_table(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The prose prompt cut to `tokens` tokens (fewer where the context must leave room).
+fn prompt_ids(model: &LoadedModel, tokens: usize) -> anyhow::Result<Vec<u32>> {
+    let mut text = String::new();
+    let mut ids = model.encode(&text)?;
+    while ids.len() < tokens {
+        text.push_str(PROSE);
+        ids = model.encode(&text)?;
+    }
+    let room = model.backend.context_length().saturating_sub(1);
+    ids.truncate(tokens.min(room / 2).max(1));
+    Ok(ids)
+}
+
+/// The base parameters with `change` applied (`key=value`), or the prompt with its last N
+/// tokens replaced (`prompt_edit=N`).
+fn apply_change(
+    base: &SamplingParams,
+    prompt: &[u32],
+    change: &str,
+    vocab: usize,
+) -> anyhow::Result<(SamplingParams, Vec<u32>)> {
+    let Some(count) = change
+        .strip_prefix(PROMPT_EDIT)
+        .and_then(|c| c.strip_prefix('='))
+    else {
+        let mut params = base.clone();
+        params
+            .set_assignment(change)
+            .map_err(|e| anyhow::anyhow!("--rerun {change}: {e}"))?;
+        return Ok((params, prompt.to_vec()));
+    };
+    let count: usize = count
+        .parse()
+        .ok()
+        .filter(|&n| n >= 1 && n < prompt.len())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "--rerun {change}: {PROMPT_EDIT} takes a number of tokens from 1 to {}",
+                prompt.len() - 1
+            )
+        })?;
+    let mut edited = prompt.to_vec();
+    let start = prompt.len() - count;
+    for (i, id) in edited[start..].iter_mut().enumerate() {
+        *id = prompt[(start + i) / 2] % vocab as u32;
+    }
+    Ok((base.clone(), edited))
+}
+
+/// A run with nothing kept from before: prompt cache and replay store forgotten.
+fn fresh_run(
+    model: &mut LoadedModel,
+    prompt: &[u32],
+    params: &SamplingParams,
+) -> anyhow::Result<(f64, SampleResponse)> {
+    model.replay.clear();
+    model.backend.reset();
+    let start = Instant::now();
+    let response = run_once(model, prompt, params)?;
+    Ok((start.elapsed().as_secs_f64() * 1e3, response))
+}
+
+fn run_once(
+    model: &mut LoadedModel,
+    prompt: &[u32],
+    params: &SamplingParams,
+) -> anyhow::Result<SampleResponse> {
+    let ctx = RunContext {
+        tokenizer: &model.tokenizer,
+        eos_ids: &model.eos_ids,
+        model_name: &model.name,
+    };
+    generate(
+        model.backend.as_mut(),
+        &mut model.replay,
+        &ctx,
+        0,
+        prompt.to_vec(),
+        params,
+        params.seed.unwrap_or(1),
+        &mut || false,
+        &mut |_| {},
+    )
+}
+
+/// Every sample's tokens, logprobs (to the bit), text and stop.
+fn same_samples(a: &SampleResponse, b: &SampleResponse) -> bool {
+    a.trajectories.len() == b.trajectories.len()
+        && a.trajectories.iter().zip(&b.trajectories).all(|(x, y)| {
+            x.token_ids == y.token_ids
+                && x.text == y.text
+                && x.stop_reason == y.stop_reason
+                && x.logprobs.len() == y.logprobs.len()
+                && x.logprobs
+                    .iter()
+                    .zip(&y.logprobs)
+                    .all(|(p, q)| p.to_bits() == q.to_bits())
+        })
+}
+
+fn print_table(report: &Report) {
+    println!(
+        "model {} · prompt {} tokens · {} samples x {} tokens · full run {:.0} ms",
+        report.model,
+        report.prompt_tokens,
+        report.params.num_samples,
+        report.params.max_tokens.unwrap_or_default(),
+        report.full_run_ms
+    );
+    println!(
+        "replay store {:.1} MiB ({} KiB per kept step)",
+        report.replay_bytes as f64 / (1 << 20) as f64,
+        report.replay_bytes_per_step / 1024
+    );
+    println!("change                  re-run ms  of full  replayed  decoded  prefill  exact");
+    for r in &report.reruns {
+        println!(
+            "{:<22} {:>10.1} {:>7.1}% {:>9} {:>8} {:>8}  {}",
+            r.change,
+            r.rerun_ms,
+            r.fraction_of_full_run * 100.0,
+            r.tokens_replayed,
+            r.tokens_decoded,
+            r.prefill_tokens,
+            if r.identical_to_fresh_run {
+                "yes"
+            } else {
+                "NO"
+            }
+        );
+    }
+}
