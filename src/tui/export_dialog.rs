@@ -2,6 +2,7 @@
 //! `crate::export`, one tab each, to copy (OSC 52) or to keep; and the last finished run
 //! written out as SampleResponse JSON, in samplab's shape or twinkle's.
 
+use super::action::{Action, DialogAction};
 use super::keymap::{KeyMap, Mode};
 use super::popup;
 use super::theme::Theme;
@@ -141,9 +142,20 @@ pub fn render(
             .highlight_style(theme.selected.patch(theme.value)),
         tabs_area,
     );
+    // Said here too because the hints line is cut on narrow screens.
+    let switch = keymap
+        .key_for(
+            &[Mode::Export],
+            &Action::Dialog(DialogAction::CycleResultsShape),
+        )
+        .map(|key| format!(" ({key} switches)"))
+        .unwrap_or_default();
     frame.render_widget(
         Paragraph::new(Line::styled(
-            format!("results are written in {}'s JSON shape", shape.name()),
+            format!(
+                "results are written in {}'s JSON shape{switch}",
+                shape.name()
+            ),
             theme.dim,
         )),
         shape_area,

@@ -955,7 +955,10 @@ fn s_switches_w_to_twinkles_shape_and_the_choice_outlives_the_dialog() {
     app.dispatch(dialog(DialogAction::OpenExport));
     let shows =
         |app: &App<NoEngine>, text| find(&render(&app.state, &Theme::dark()), text).is_some();
-    assert!(shows(&app, "results are written in samplab's JSON shape"));
+    assert!(shows(
+        &app,
+        "results are written in samplab's JSON shape (s switches)"
+    ));
     app.dispatch(dialog(DialogAction::CycleResultsShape));
     assert!(shows(&app, "results are written in twinkle's JSON shape"));
     app.dispatch(Action::CloseOverlay);
