@@ -1,10 +1,10 @@
-//! Export: samplab's parameters as code for vLLM, transformers, an OpenAI-compatible server and
-//! llama.cpp, so that a setting found in the playground can be reproduced elsewhere.
+//! Export: samplab's parameters as code for vLLM, transformers, an OpenAI-compatible server,
+//! llama.cpp and twinkle, so that a setting found in the playground can be reproduced elsewhere.
 //!
 //! Every knob is written out, even at its default: the other engines fill missing ones from the
 //! model's `generation_config.json` or from defaults of their own (vLLM's `max_tokens=16`,
-//! llama.cpp's `top_k=40`). Whatever a target cannot express exactly becomes a `#` comment in the
-//! output; nothing is dropped silently.
+//! llama.cpp's `top_k=40`); twinkle, whose defaults are samplab's, is the exception. Whatever a
+//! target cannot express exactly becomes a `#` comment in the output; nothing is dropped silently.
 //!
 //! Semantics checked against vLLM (`vllm/sampling_params.py`, `vllm/v1/sample/sampler.py`,
 //! `vllm/v1/engine/parallel_sampling.py`, `vllm/v1/engine/detokenizer.py`), transformers
@@ -14,7 +14,11 @@
 use crate::params::SamplingParams;
 use serde::Serialize;
 
-/// The engines samplab writes code for.
+mod twinkle;
+pub use twinkle::to_twinkle;
+
+/// The engines samplab writes code for, in the order the CLI lists them and the playground's
+/// export dialog shows them; [`ExportFormat::spec`] holds each one's row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExportFormat {
     /// Python using vLLM's offline `LLM` and `SamplingParams`.
@@ -26,6 +30,38 @@ pub enum ExportFormat {
     /// A llama.cpp command line.
     #[value(alias = "llama.cpp", alias = "llama-cpp")]
     Llamacpp,
+    /// Python building twinkle's `SamplingParams` and its `to_vllm` / `to_transformers` calls.
+    Twinkle,
+}
+
+/// Writes one format's code.
+pub type Writer = fn(&SamplingParams, &ExportContext) -> String;
+
+/// One export format's row: what the dialog calls it and what writes it.
+#[derive(Debug, Clone, Copy)]
+pub struct FormatSpec {
+    /// The export dialog's tab title.
+    pub title: &'static str,
+    pub write: Writer,
+}
+
+impl ExportFormat {
+    /// The table of formats: a new format is a variant and its row here.
+    pub fn spec(self) -> FormatSpec {
+        let (title, write): (&'static str, Writer) = match self {
+            ExportFormat::Vllm => ("vLLM", to_vllm),
+            ExportFormat::Transformers => ("transformers", to_transformers),
+            ExportFormat::Openai => ("OpenAI request", to_openai),
+            ExportFormat::Llamacpp => ("llama.cpp", to_llama_cpp),
+            ExportFormat::Twinkle => ("twinkle", to_twinkle),
+        };
+        FormatSpec { title, write }
+    }
+
+    /// Every format, in table order.
+    pub fn all() -> &'static [ExportFormat] {
+        <Self as clap::ValueEnum>::value_variants()
+    }
 }
 
 /// What a snippet needs besides the parameters.
@@ -38,12 +74,7 @@ pub struct ExportContext<'a> {
 
 /// The one entry point for the CLI and the TUI. `params` should be validated.
 pub fn export(format: ExportFormat, params: &SamplingParams, ctx: &ExportContext) -> String {
-    match format {
-        ExportFormat::Vllm => to_vllm(params, ctx),
-        ExportFormat::Transformers => to_transformers(params, ctx),
-        ExportFormat::Openai => to_openai(params, ctx),
-        ExportFormat::Llamacpp => to_llama_cpp(params, ctx),
-    }
+    (format.spec().write)(params, ctx)
 }
 
 /// Python for vLLM's offline API: `SamplingParams(...)` and `llm.generate(prompt, params)`.

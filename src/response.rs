@@ -1,7 +1,53 @@
-//! `SampleResponse`: what one run returns, in the JSON shape of design.md §1.
+//! `SampleResponse`: what one run returns, in the JSON shape of design.md §1, or in twinkle's.
 
 use crate::params::SamplingParams;
 use serde::{Deserialize, Serialize};
+use std::borrow::Borrow;
+
+pub mod twinkle;
+
+/// The JSON layouts a run can be written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ResponseShape {
+    /// samplab's own SampleResponse: everything the run knows.
+    #[default]
+    Samplab,
+    /// twinkle's SampleResponse: each sample as messages, per-sample lists beside them.
+    Twinkle,
+}
+
+impl ResponseShape {
+    /// Every shape, in the order the playground cycles them.
+    pub fn all() -> &'static [ResponseShape] {
+        <Self as clap::ValueEnum>::value_variants()
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ResponseShape::Samplab => "samplab",
+            ResponseShape::Twinkle => "twinkle",
+        }
+    }
+
+    /// Pretty JSON of one response, or an array of them when models or parameter sets were
+    /// compared: what `samplab sample --json` prints and the playground's `w` writes. `prompt`
+    /// is the text the runs were given, which twinkle's shape holds as a message.
+    pub fn json<R>(self, responses: &[R], prompt: &str) -> serde_json::Result<String>
+    where
+        R: Borrow<SampleResponse> + Serialize,
+    {
+        match self {
+            ResponseShape::Samplab => one_or_array(responses),
+            ResponseShape::Twinkle => {
+                let shaped: Vec<twinkle::SampleResponse> = responses
+                    .iter()
+                    .map(|r| twinkle::SampleResponse::from_run(r.borrow(), prompt))
+                    .collect();
+                one_or_array(&shaped)
+            }
+        }
+    }
+}
 
 /// Why a sample ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,9 +105,8 @@ pub struct Trajectory {
     pub cross_scores: Option<Vec<CrossScore>>,
 }
 
-/// Pretty JSON of one response, or an array of them when models or parameter sets were
-/// compared: what `samplab sample --json` prints and the playground's `w` writes.
-pub fn responses_json<T: Serialize>(responses: &[T]) -> serde_json::Result<String> {
+/// Pretty JSON of the one item, or of them all as an array.
+fn one_or_array<T: Serialize>(responses: &[T]) -> serde_json::Result<String> {
     match responses {
         [one] => serde_json::to_string_pretty(one),
         several => serde_json::to_string_pretty(several),

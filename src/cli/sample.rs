@@ -10,8 +10,8 @@ use samplab::model::source::HubSettings;
 use samplab::params::SamplingParams;
 use samplab::presets::{self, MODEL_PRESET};
 use samplab::response::{
-    CrossScore, SampleResponse, StopMatched, StopReason, Trajectory, mean_and_perplexity,
-    responses_json,
+    CrossScore, ResponseShape, SampleResponse, StopMatched, StopReason, Trajectory,
+    mean_and_perplexity,
 };
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -41,6 +41,16 @@ pub struct SampleArgs {
     /// Print one SampleResponse as JSON (an array of them, in `--model` order, for several models).
     #[arg(long, conflicts_with = "jsonl")]
     json: bool,
+    /// The layout of `--json`: samplab's own SampleResponse, or twinkle's (each sample as
+    /// messages; logprobs, prompt logprobs and stop reasons as one list per sample).
+    #[arg(
+        long,
+        value_enum,
+        default_value_t,
+        requires = "json",
+        conflicts_with = "jsonl"
+    )]
+    shape: ResponseShape,
     /// Stream one JSON event per line.
     #[arg(long)]
     jsonl: bool,
@@ -103,7 +113,7 @@ pub fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
     }
     let responses: Vec<&SampleResponse> = finished.iter().map(|f| &f.response).collect();
     if args.json {
-        writeln!(stdout, "{}", responses_json(&responses)?)?;
+        writeln!(stdout, "{}", args.shape.json(&responses, &args.prompt)?)?;
     } else if !args.jsonl {
         let streamed = streams_plain(&args, &responses[0].params);
         for response in responses {

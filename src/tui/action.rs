@@ -7,7 +7,7 @@ use crate::model::discover::Candidate;
 use crate::params::SamplingParams;
 use crate::preset_store::{PresetStore, UserPreset};
 use crate::presets::Preset;
-use crate::response::SampleResponse;
+use crate::response::{ResponseShape, SampleResponse};
 use std::path::PathBuf;
 
 /// Which pane takes keys.
@@ -134,6 +134,8 @@ pub enum DialogAction {
     CopyExport,
     /// Write the last finished run as SampleResponse JSON.
     WriteResults,
+    /// The next JSON shape `WriteResults` writes (samplab's, twinkle's).
+    CycleResultsShape,
     /// The model picker: the models compared, and others to add.
     OpenModels,
     ModelsMove(i32),
@@ -187,11 +189,13 @@ pub enum Effect {
     RemoveEngine(usize),
     /// Put text on the clipboard (OSC 52); answered with `Outcome::Copied`.
     Copy(String),
-    /// Write `responses` (one per side) as JSON to a new file in `dir`; answered with
-    /// `Outcome::ResultsWritten`.
+    /// Write `responses` (one per side, run on `prompt`) as JSON in `shape` to a new file in
+    /// `dir`; answered with `Outcome::ResultsWritten`.
     WriteResults {
         dir: PathBuf,
         run_id: RunId,
         responses: Vec<SampleResponse>,
+        shape: ResponseShape,
+        prompt: String,
     },
 }

@@ -146,7 +146,12 @@ impl<E: EngineHandle> App<E> {
                 dir,
                 run_id,
                 responses,
-            } => return Some(perform::write_results(&dir, run_id, &responses)),
+                shape,
+                prompt,
+            } => {
+                let json = shape.json(&responses, &prompt);
+                return Some(perform::write_results(&dir, run_id, json));
+            }
         }
         None
     }

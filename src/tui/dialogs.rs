@@ -60,6 +60,12 @@ pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
             _ => Vec::new(),
         },
         DialogAction::WriteResults => write_results(state),
+        DialogAction::CycleResultsShape => {
+            state.export.cycle_shape();
+            // The last note spoke of a file in the old shape.
+            with_export(state, |d| d.note = None);
+            Vec::new()
+        }
         DialogAction::OpenModels => model_picker::open(state),
         DialogAction::ModelsMove(delta) => {
             model_picker::move_by(state, delta);
@@ -235,7 +241,7 @@ fn confirm_overwrite(state: &mut State, yes: bool) -> Vec<Effect> {
     }]
 }
 
-/// Every side's finished run, named after the first side's.
+/// Every side's finished run, named after the first side's, in the chosen shape.
 fn write_results(state: &mut State) -> Vec<Effect> {
     let responses: Vec<SampleResponse> = state
         .sides
@@ -252,6 +258,8 @@ fn write_results(state: &mut State) -> Vec<Effect> {
             dir: state.export.results_dir.clone(),
             run_id,
             responses,
+            shape: state.export.shape,
+            prompt: state.prompt.text().to_owned(),
         }],
         None => {
             with_export(state, |d| {

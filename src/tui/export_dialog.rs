@@ -1,38 +1,44 @@
 //! The export dialog (`e`): the current params, prompt and model as code for each exporter of
 //! `crate::export`, one tab each, to copy (OSC 52) or to keep; and the last finished run
-//! written out as SampleResponse JSON.
+//! written out as SampleResponse JSON, in samplab's shape or twinkle's.
 
+use super::action::{Action, DialogAction};
 use super::keymap::{KeyMap, Mode};
 use super::popup;
 use super::theme::Theme;
 use crate::export::{ExportContext, ExportFormat, export};
 use crate::params::SamplingParams;
+use crate::response::ResponseShape;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Tabs, Wrap};
 use std::path::PathBuf;
 
-/// The tabs, in the order 1-4 select them.
-pub const TABS: [(ExportFormat, &str); 4] = [
-    (ExportFormat::Vllm, "vLLM"),
-    (ExportFormat::Transformers, "transformers"),
-    (ExportFormat::Openai, "OpenAI request"),
-    (ExportFormat::Llamacpp, "llama.cpp"),
-];
-
-/// What the results file needs from outside the params.
+/// What the results file needs from outside the params; kept while the dialog is closed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExportSettings {
     /// Where `w` writes results files.
     pub results_dir: PathBuf,
+    /// The JSON shape `w` writes results in.
+    pub shape: ResponseShape,
 }
 
 impl Default for ExportSettings {
     fn default() -> Self {
         Self {
             results_dir: PathBuf::from("."),
+            shape: ResponseShape::default(),
         }
+    }
+}
+
+impl ExportSettings {
+    /// The next results shape.
+    pub fn cycle_shape(&mut self) {
+        let shapes = ResponseShape::all();
+        let i = shapes.iter().position(|s| *s == self.shape).unwrap_or(0);
+        self.shape = shapes[(i + 1) % shapes.len()];
     }
 }
 
@@ -63,13 +69,14 @@ impl Default for ExportDialog {
 
 impl ExportDialog {
     fn tab(&self) -> usize {
-        TABS.iter()
-            .position(|(f, _)| *f == self.format)
+        ExportFormat::all()
+            .iter()
+            .position(|f| *f == self.format)
             .unwrap_or(0)
     }
 
     pub fn tab_name(&self) -> &'static str {
-        TABS[self.tab()].1
+        self.format.spec().title
     }
 
     /// A new tab starts at its top, with the last note gone (it spoke of another snippet).
@@ -82,9 +89,9 @@ impl ExportDialog {
     }
 
     pub fn cycle(&mut self, delta: i32) {
-        let n = TABS.len() as i64;
-        let i = (self.tab() as i64 + i64::from(delta)).rem_euclid(n) as usize;
-        self.select(TABS[i].0);
+        let formats = ExportFormat::all();
+        let i = (self.tab() as i64 + i64::from(delta)).rem_euclid(formats.len() as i64);
+        self.select(formats[i as usize]);
     }
 
     /// Scrolls within the snippet's `lines`, keeping its last line reachable.
@@ -105,6 +112,7 @@ pub fn render(
     area: Rect,
     dialog: &ExportDialog,
     snippet: &str,
+    shape: ResponseShape,
     keymap: &KeyMap,
     theme: &Theme,
 ) {
@@ -116,22 +124,41 @@ pub fn render(
     let hints = popup::hints(keymap, &[Mode::Export, Mode::Dialog]);
     let inner = popup::open(frame, popup_area, "export", &hints, theme);
     let note_height = u16::from(dialog.note.is_some());
-    let [tabs_area, code_area, note_area] = Layout::vertical([
-        Constraint::Length(2),
+    let [tabs_area, shape_area, code_area, note_area] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(1),
         Constraint::Fill(1),
         Constraint::Length(note_height),
     ])
     .areas(inner);
-    let titles = TABS
+    let titles = ExportFormat::all()
         .iter()
         .enumerate()
-        .map(|(i, (_, name))| format!("{} {name}", i + 1));
+        .map(|(i, format)| format!("{} {}", i + 1, format.spec().title));
     frame.render_widget(
         Tabs::new(titles)
             .select(dialog.tab())
             .style(theme.dim)
             .highlight_style(theme.selected.patch(theme.value)),
         tabs_area,
+    );
+    // Said here too because the hints line is cut on narrow screens.
+    let switch = keymap
+        .key_for(
+            &[Mode::Export],
+            &Action::Dialog(DialogAction::CycleResultsShape),
+        )
+        .map(|key| format!(" ({key} switches)"))
+        .unwrap_or_default();
+    frame.render_widget(
+        Paragraph::new(Line::styled(
+            format!(
+                "results are written in {}'s JSON shape{switch}",
+                shape.name()
+            ),
+            theme.dim,
+        )),
+        shape_area,
     );
     let lines: Vec<Line> = snippet
         .lines()
@@ -160,7 +187,7 @@ mod tests {
     fn tabs_cycle_both_ways_and_a_new_tab_starts_fresh() {
         let mut d = ExportDialog::default();
         d.cycle(-1);
-        assert_eq!(d.format, ExportFormat::Llamacpp);
+        assert_eq!(d.format, ExportFormat::Twinkle);
         d.cycle(1);
         assert_eq!(d.format, ExportFormat::Vllm);
         d.scroll_by(5, 20);

@@ -312,20 +312,6 @@ impl Default for KeyMap {
                 dialog(DialogAction::ExportCycle(1)),
                 "exporter",
             ),
-            (Mode::Export, c('1'), tab(ExportFormat::Vllm), "exporter"),
-            (
-                Mode::Export,
-                c('2'),
-                tab(ExportFormat::Transformers),
-                "exporter",
-            ),
-            (Mode::Export, c('3'), tab(ExportFormat::Openai), "exporter"),
-            (
-                Mode::Export,
-                c('4'),
-                tab(ExportFormat::Llamacpp),
-                "exporter",
-            ),
             (
                 Mode::Export,
                 p(K::Up),
@@ -356,10 +342,22 @@ impl Default for KeyMap {
                 dialog(DialogAction::WriteResults),
                 "save results",
             ),
+            (
+                Mode::Export,
+                c('s'),
+                dialog(DialogAction::CycleResultsShape),
+                "results shape",
+            ),
         ];
+        // 1, 2, … select the export dialog's tabs, one per format.
+        let tabs = ExportFormat::all()
+            .iter()
+            .zip('1'..='9')
+            .map(|(&format, digit)| (Mode::Export, c(digit), tab(format), "exporter"));
         Self {
             bindings: table
                 .into_iter()
+                .chain(tabs)
                 .map(|(mode, key, action, help)| Binding {
                     mode,
                     key,

@@ -8,7 +8,6 @@ use crate::model::discover::discover;
 use crate::model::source::HubSettings;
 use crate::params::SamplingParams;
 use crate::preset_store::{PresetStore, SaveError};
-use crate::response::SampleResponse;
 use std::io::Write;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -38,12 +37,14 @@ pub fn copy(out: &mut dyn Write, text: &str) -> Outcome {
     Outcome::Copied(clipboard::copy(out, text).map_err(|e| e.to_string()))
 }
 
-pub fn write_results(dir: &Path, run_id: RunId, responses: &[SampleResponse]) -> Outcome {
+pub fn write_results(dir: &Path, run_id: RunId, json: serde_json::Result<String>) -> Outcome {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     Outcome::ResultsWritten(
-        results_file::write(dir, run_id, now, responses).map_err(|e| e.to_string()),
+        json.map_err(std::io::Error::other)
+            .and_then(|json| results_file::write(dir, run_id, now, &json))
+            .map_err(|e| e.to_string()),
     )
 }
 

@@ -69,7 +69,8 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         }
         Some(Overlay::Export(dialog)) => {
             let snippet = dialogs::snippet_of(state, dialog);
-            export_dialog::render(frame, area, dialog, &snippet, keymap, theme);
+            let shape = state.export.shape;
+            export_dialog::render(frame, area, dialog, &snippet, shape, keymap, theme);
         }
         Some(Overlay::Models(picker)) => {
             model_picker::render(frame, area, state, picker, keymap, theme);

@@ -3,7 +3,7 @@
 
 use samplab::export::{
     ExportContext, ExportFormat, export, openai_body, to_llama_cpp, to_openai, to_transformers,
-    to_vllm,
+    to_twinkle, to_vllm,
 };
 use samplab::params::{SamplingParams, Stop, StopItem};
 use serde_json::{Value, json};
@@ -179,6 +179,36 @@ for sample in outputs[0].outputs:
 }
 
 #[test]
+fn twinkle_rich_snippet_is_exact() {
+    let expected = r#"# twinkle's SamplingParams with samplab's sampling parameters; fields at twinkle's defaults (which are samplab's) are left out.
+# twinkle's SamplingParams has no min_p, so min_p=0.05 is left out: its runs keep the tokens min_p would drop.
+# twinkle's stop takes strings or token ids, not both, so the token ids [13] are left out.
+# to_transformers stops on any one token of a stop string's encoding (added to eos_token_id), not on the whole string as to_vllm and samplab do.
+# to_vllm(logprobs=True) returns the chosen token's logprob only; samplab's top 5 alternatives per token have no twinkle setting.
+# to_vllm passes prompt_logprobs only when it is above 0, so samplab's 0 (the prompt tokens' own logprobs) is asked as 1, which adds each position's top alternative.
+# to_transformers has no sample count: pass num_return_sequences=4 to generate(); its samples draw from one torch generator, samplab gives sample i seed+i.
+# Random draws in vLLM differ from samplab's, so only greedy output matches samplab's token for token.
+from transformers import AutoTokenizer
+from twinkle.data_format import SamplingParams
+
+model_id = "TinyLlama/TinyLlama-1.1B-Chat-v1.0"
+params = SamplingParams(
+    max_tokens=64,
+    seed=42,
+    stop=["\n\n", "The End"],
+    temperature=0.7,
+    top_k=40,
+    top_p=0.9,
+    repetition_penalty=1.1,
+)
+vllm_params = params.to_vllm(num_samples=4, logprobs=True, prompt_logprobs=1)
+tokenizer = AutoTokenizer.from_pretrained(model_id)
+gen_kwargs = params.to_transformers(tokenizer=tokenizer)
+"#;
+    assert_eq!(to_twinkle(&rich(), &HUB), expected);
+}
+
+#[test]
 fn transformers_rich_snippet_is_exact() {
     let expected = r#"# transformers generate() with samplab's sampling parameters; every knob is passed because the model's generation_config.json supplies any that are left out.
 # stop_strings ends generation after the token that completes a stop string and keeps all of that token's text: cut the text at the start of the first stop string, as samplab does.
@@ -289,7 +319,10 @@ fn dispatcher_and_format_names() {
         .iter()
         .map(|f| f.to_possible_value().unwrap().get_name().to_owned())
         .collect();
-    assert_eq!(names, ["vllm", "transformers", "openai", "llamacpp"]);
+    assert_eq!(
+        names,
+        ["vllm", "transformers", "openai", "llamacpp", "twinkle"]
+    );
     assert_eq!(
         ExportFormat::from_str("llama.cpp", false),
         Ok(ExportFormat::Llamacpp)
@@ -310,6 +343,10 @@ fn dispatcher_and_format_names() {
     assert_eq!(
         export(ExportFormat::Llamacpp, &params, &GGUF),
         to_llama_cpp(&params, &GGUF)
+    );
+    assert_eq!(
+        export(ExportFormat::Twinkle, &params, &HUB),
+        to_twinkle(&params, &HUB)
     );
 }
 

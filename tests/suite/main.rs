@@ -26,3 +26,4 @@ mod tui_compare;
 mod tui_dialogs;
 mod tui_inspect;
 mod tui_tmux;
+mod twinkle;

@@ -13,7 +13,7 @@ use samplab::export::{ExportContext, ExportFormat, to_vllm};
 use samplab::params::{FIELDS, SamplingParams};
 use samplab::preset_store::{PresetStore, UserPreset};
 use samplab::presets::{Preset, PresetSource};
-use samplab::response::{SampleResponse, StopReason};
+use samplab::response::{ResponseShape, SampleResponse, StopReason};
 use samplab::tui::action::{Action, DialogAction, Effect, Focus, Outcome};
 use samplab::tui::app::App;
 use samplab::tui::clipboard::osc52;
@@ -428,7 +428,7 @@ fn the_export_dialog_switches_tabs_scrolls_and_copies_the_shown_snippet() {
     );
 
     update(&mut s, dialog(DialogAction::ExportCycle(-1)));
-    assert_eq!(export(&s).format, ExportFormat::Llamacpp);
+    assert_eq!(export(&s).format, ExportFormat::Twinkle);
     assert_eq!(export(&s).note, None);
     update(
         &mut s,
@@ -469,6 +469,8 @@ fn w_writes_the_last_finished_run_or_says_there_is_none() {
             dir: to,
             run_id,
             responses,
+            shape,
+            prompt,
         },
     ] = &effects[..]
     else {
@@ -477,6 +479,7 @@ fn w_writes_the_last_finished_run_or_says_there_is_none() {
     assert_eq!((to.as_path(), *run_id), (dir.path(), 1));
     assert_eq!(responses.len(), 1, "one side, one response");
     assert_eq!(responses[0].trajectories.len(), 1);
+    assert_eq!((*shape, prompt.as_str()), (ResponseShape::Samplab, "Once"));
     let path = dir.path().join("samplab-1-7.json");
     update(
         &mut s,
@@ -551,6 +554,14 @@ fn the_new_keys_are_bound_where_they_act() {
     assert_eq!(
         map.action(&export, key('3')),
         Some(dialog(DialogAction::ExportSelect(ExportFormat::Openai)))
+    );
+    assert_eq!(
+        map.action(&export, key('5')),
+        Some(dialog(DialogAction::ExportSelect(ExportFormat::Twinkle)))
+    );
+    assert_eq!(
+        map.action(&export, key('s')),
+        Some(dialog(DialogAction::CycleResultsShape))
     );
     assert_eq!(
         map.action(&export, KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)),
@@ -934,14 +945,63 @@ fn w_writes_json_that_parses_back_to_the_response_and_c_copies_with_osc_52() {
 }
 
 #[test]
+fn s_switches_w_to_twinkles_shape_and_the_choice_outlives_the_dialog() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = app(running(dir.path()));
+    app.state.export.results_dir = dir.path().to_owned();
+    app.dispatch(Action::Engine(
+        0,
+        done(1, &[StopReason::Length, StopReason::Abort]),
+    ));
+    app.dispatch(dialog(DialogAction::OpenExport));
+    let shows =
+        |app: &App<NoEngine>, text| find(&render(&app.state, &Theme::dark()), text).is_some();
+    assert!(shows(
+        &app,
+        "results are written in samplab's JSON shape (s switches)"
+    ));
+    app.dispatch(dialog(DialogAction::CycleResultsShape));
+    assert!(shows(&app, "results are written in twinkle's JSON shape"));
+    app.dispatch(Action::CloseOverlay);
+    app.dispatch(dialog(DialogAction::OpenExport));
+    app.dispatch(dialog(DialogAction::WriteResults));
+    let Some(Note::Done(note)) = &export(&app.state).note else {
+        panic!("{:?}", export(&app.state).note)
+    };
+    let written: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(note.strip_prefix("wrote ").unwrap()).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        written["trajectories"][0]["messages"][0],
+        serde_json::json!({"role": "user", "content": "Once"})
+    );
+    assert_eq!(
+        written["stop_reason"],
+        serde_json::json!(["length", "length"])
+    );
+    app.dispatch(dialog(DialogAction::CycleResultsShape));
+    assert_eq!(
+        app.state.export.shape,
+        ResponseShape::Samplab,
+        "cycles back"
+    );
+    assert_eq!(
+        export(&app.state).note,
+        None,
+        "the note spoke of the other shape"
+    );
+}
+
+#[test]
 fn results_files_never_overwrite_one_another() {
     let dir = tempfile::tempdir().unwrap();
     let Event::Done { response, .. } = done(3, &[StopReason::Length]) else {
         unreachable!()
     };
-    let responses = [*response];
-    let first = results_file::write(dir.path(), 3, 1_700_000_000, &responses).unwrap();
-    let second = results_file::write(dir.path(), 3, 1_700_000_000, &responses).unwrap();
+    let json = serde_json::to_string(&response).unwrap();
+    let first = results_file::write(dir.path(), 3, 1_700_000_000, &json).unwrap();
+    let second = results_file::write(dir.path(), 3, 1_700_000_000, &json).unwrap();
     assert_eq!(first, dir.path().join("samplab-3-1700000000.json"));
     assert_eq!(second, dir.path().join("samplab-3-1700000000-2.json"));
     assert_eq!(
