@@ -11,12 +11,26 @@ use serde::Serialize;
 use std::process::ExitCode;
 use std::time::Instant;
 
-/// Plain prose, repeated to make a prompt of any length.
+/// Plain prose (about 400 tokens in common vocabularies), repeated for longer prompts.
 const PROSE: &str = "The old lighthouse keeper climbed the spiral stairs every evening, counting \
     the steps as his father had taught him. From the top he could see the harbour, the fishing \
-    boats returning with their nets, and the long line of hills where the sun went down. He \
+    boats coming home with their nets, and the long line of hills where the sun went down. He \
     wrote in his logbook the colour of the sky, the direction of the wind, and the names of the \
-    ships that passed. ";
+    ships that passed. In the spring a girl from the village began to visit him. She wanted to \
+    know why the lamp turned, how the lens was cleaned, and whether he was ever lonely in the \
+    winter, when the storms kept the boats in the harbour for weeks. He showed her the brass \
+    gears and the oil cans, the cloth he used for the glass, and the little stove where he \
+    boiled water for tea. He told her that the sea was never the same two days running, that \
+    the gulls knew a storm was coming before the barometer did, and that the worst nights were \
+    not the loud ones but the foggy ones, when the horn sounded every half minute until dawn. \
+    She came back the next week with a notebook of her own, and soon she was writing down the \
+    weather beside him, in neat handwriting that was better than his. By the end of the summer \
+    she could light the lamp by herself, and she had started to ask about the ships: where they \
+    came from, what they carried, and who waited for them in the ports on the other side of the \
+    water. The keeper did not know most of the answers, so they made them up together, one ship \
+    at a time, and wrote the stories in the back of the logbook where nobody official would ever \
+    look. Years later, when the light was automated and the keeper had moved to a small house in \
+    the village, the logbooks were sent to a museum in the city. ";
 
 /// The change a `--rerun` names besides the parameters: the prompt's last tokens replaced.
 const PROMPT_EDIT: &str = "prompt_edit";
@@ -54,6 +68,8 @@ pub fn run(model: &mut LoadedModel, args: &BenchArgs) -> anyhow::Result<ExitCode
     base.validate()?;
     let prompt = prompt_ids(model, args.prompt_tokens)?;
 
+    // The first run also pays for warming caches and threads; the second is what a user waits.
+    fresh_run(model, &prompt, &base)?;
     let (full_run_ms, _) = fresh_run(model, &prompt, &base)?;
     let replay_bytes = model.replay.used();
     let mut reruns = Vec::new();

@@ -37,6 +37,9 @@ pub struct Column {
     /// The token where this sample first parts from the samples of the other sides that
     /// share its seed; `None` while they agree (or there are none).
     pub diverge: Option<usize>,
+    /// Once the sample ended: how many of its tokens were replayed from the run before and how
+    /// many were decoded anew.
+    pub replay: Option<(u32, u32)>,
 }
 
 impl Column {
@@ -53,6 +56,7 @@ impl Column {
             scroll: None,
             cross: Vec::new(),
             diverge: None,
+            replay: None,
         }
     }
 
@@ -106,6 +110,7 @@ impl Column {
 
     /// The footer that fits in `width` cells, dropping statistics from the right:
     /// `■ stop "\n\n" 37 tok lp -1.23 ppl 3.42`; a running sample shows `…` instead of `■`.
+    /// A re-run's sample says how many tokens it replayed and decoded: `37 tok ↺30+7`.
     /// When models are compared, the other models' perplexities follow (`⇄tiny 8.10`, with `*`
     /// when the text was tokenized again) and where the sample parts from the others (`≠12`).
     pub fn footer(&self, width: usize) -> String {
@@ -133,7 +138,10 @@ impl Column {
             Some(reason) => format!("■ {reason}"),
             None => "…".to_owned(),
         };
-        let count = format!(" {} tok", self.tokens.len());
+        let mut count = format!(" {} tok", self.tokens.len());
+        if let Some((replayed, decoded)) = self.replay.filter(|&(replayed, _)| replayed > 0) {
+            count.push_str(&format!(" ↺{replayed}+{decoded}"));
+        }
         let (lp, ppl) = match self.tokens.len() {
             0 => (String::new(), String::new()),
             n => {
@@ -570,6 +578,11 @@ mod tests {
         assert_eq!(c.finish.as_deref(), Some("stop <token 13>"));
         c.finish(StopReason::Length, None, &[]);
         assert_eq!(c.footer(80), "■ length 2 tok lp -2.00 ppl 7.39");
+        c.replay = Some((0, 2));
+        assert_eq!(c.footer(80), "■ length 2 tok lp -2.00 ppl 7.39");
+        c.replay = Some((1, 1));
+        assert_eq!(c.footer(80), "■ length 2 tok ↺1+1 lp -2.00 ppl 7.39");
+        assert_eq!(c.footer(20), "■ length 2 tok ↺1+1");
         assert_eq!(Column::new(1, 10, false).footer(80), "… 0 tok");
     }
 

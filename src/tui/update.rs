@@ -460,6 +460,8 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             reason,
             matched,
             tail,
+            replayed,
+            decoded,
             ..
         } => {
             let side = side.unwrap_or_default();
@@ -467,6 +469,7 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             if let Some(column) = state.columns.get_mut(side, sample) {
                 column.push_tail(&tail);
                 column.finish(reason, matched.as_ref(), stop_ids);
+                column.replay = Some((replayed, decoded));
             }
         }
         Event::Done { response, .. } => {

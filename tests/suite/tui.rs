@@ -394,6 +394,27 @@ fn events_of_a_stale_run_are_dropped() {
 }
 
 #[test]
+fn a_replayed_sample_footer_counts_replayed_and_decoded_tokens() {
+    let mut s = running();
+    update(&mut s, Action::Engine(0, started(1, vec![42])));
+    for text in ["a", "b", "c"] {
+        update(&mut s, Action::Engine(0, token(1, 0, text, 0.5)));
+    }
+    let mut event = finished(1, 0, StopReason::Length, None);
+    if let Event::Finished {
+        replayed, decoded, ..
+    } = &mut event
+    {
+        (*replayed, *decoded) = (2, 1);
+    }
+    update(&mut s, Action::Engine(0, event));
+    assert_eq!(
+        s.columns.columns[0].footer(80),
+        "■ length 3 tok ↺2+1 lp -0.69 ppl 2.00"
+    );
+}
+
+#[test]
 fn finished_and_done_fill_the_footers() {
     let mut s = running();
     update(&mut s, Action::Engine(0, started(1, vec![42, 43, 44])));
