@@ -63,6 +63,7 @@ fn streamed() -> State {
             prompt_token_ids: vec![1, 403],
             seeds: (0..u64::from(SAMPLES)).collect(),
             prefill_ms: 3.0,
+            prefill_tokens: 3,
         },
     ];
     for event in events {

@@ -6,12 +6,13 @@
 
 use super::backend::{Backend, RowSource};
 use super::events::{Alternative, Event, RunId, TokenEvent};
-use super::replay::{PromptLogits, ReplayStore, Resume};
+use super::replay::{PromptLogits, Record, ReplayStore, Resume};
 use crate::params::SamplingParams;
 use crate::response::{SampleResponse, StopMatched, StopReason, Timings, TopLogprob, Trajectory};
 use crate::sampling::detokenizer::Detokenizer;
 use crate::sampling::stop::StopMatcher;
 use crate::sampling::{SampleState, SampledToken, Sampler, TopToken, sample_seed};
+use rayon::prelude::*;
 use std::sync::Arc;
 use std::time::Instant;
 use tokenizers::Tokenizer;
@@ -160,7 +161,7 @@ impl<'c> Run<'_, 'c> {
         let decode_start = Instant::now();
         let from_prefill = prefill_tokens > 0;
         let waiting = self.replay(
-            &mut sampler,
+            &sampler,
             &mut slots,
             prompt_ids.len(),
             prompt_logits.last(),
@@ -218,47 +219,68 @@ impl<'c> Run<'_, 'c> {
     }
 
     /// Samples every slot as far as kept logits reach (step 0 from the prompt's logits, which
-    /// count as decoded when `from_prefill`); returns the unfinished slots with the position
-    /// at which each feeds its last token.
+    /// count as decoded when `from_prefill`), the samples side by side on the thread pool in
+    /// rounds of `REPLAY_ROUND` steps, checking for a cancel between rounds. Returns the
+    /// unfinished slots with the position at which each feeds its last token.
     fn replay(
         &mut self,
-        sampler: &mut Sampler,
+        sampler: &Sampler,
         slots: &mut [Slot<'c>],
         prompt_len: usize,
         first: &[f32],
         from_prefill: bool,
     ) -> anyhow::Result<Vec<(usize, usize)>> {
-        let mut waiting = Vec::new();
-        for i in 0..slots.len() {
-            while slots[i].end.is_none() {
-                let step = slots[i].trajectory.token_ids.len();
-                let logits = if step == 0 {
-                    first
-                } else {
-                    match self.store.step_logits(slots[i].seed, step) {
-                        Some(logits) => logits,
-                        None => {
-                            waiting.push((prompt_len + step - 1, i));
-                            break;
-                        }
-                    }
-                };
-                if step > 0 && (self.interrupted)() {
-                    self.abort(slots.iter_mut().filter(|s| s.end.is_none()));
-                    return Ok(Vec::new());
-                }
-                let slot = &mut slots[i];
-                let token = sampler.sample(logits, &mut slot.state)?;
-                if step == 0 && from_prefill {
-                    slot.decoded += 1;
-                } else {
-                    slot.replayed += 1;
-                }
-                self.store.record(slot.seed, step, token.id, prompt_len);
-                self.accept(slot, token, prompt_len);
+        let mut lanes: Vec<Lane> = slots
+            .iter()
+            .map(|slot| Lane {
+                record: self.store.check_out(slot.seed),
+                sampler: sampler.clone(),
+                dropped: 0,
+                waits_at: None,
+                events: Vec::new(),
+            })
+            .collect();
+        let context = StepContext {
+            ctx: self.ctx,
+            logprobs: self.params.logprobs,
+            prompt_len,
+            context_length: self.context_length,
+            run_id: self.run_id,
+        };
+        let mut result = Ok(());
+        loop {
+            let round: anyhow::Result<()> = slots
+                .par_iter_mut()
+                .zip(lanes.par_iter_mut())
+                .try_for_each(|(slot, lane)| lane.replay(slot, &context, first, from_prefill));
+            for lane in &mut lanes {
+                lane.events.drain(..).for_each(&mut *self.emit);
+            }
+            let busy = slots
+                .iter()
+                .zip(&lanes)
+                .any(|(slot, lane)| slot.end.is_none() && lane.waits_at.is_none());
+            if round.is_err() || !busy {
+                result = round;
+                break;
+            }
+            if (self.interrupted)() {
+                self.abort(slots.iter_mut().filter(|s| s.end.is_none()));
+                lanes.iter_mut().for_each(|lane| lane.waits_at = None);
+                break;
             }
         }
-        Ok(waiting)
+        for (slot, lane) in slots.iter().zip(lanes.iter_mut()) {
+            let record = std::mem::take(&mut lane.record);
+            self.store.check_in(slot.seed, record, lane.dropped);
+        }
+        result?;
+        Ok(lanes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, lane)| lane.waits_at.map(|at| (at, i)))
+            .filter(|&(_, i)| slots[i].end.is_none())
+            .collect())
     }
 
     /// Decodes the `waiting` slots to their ends, one batch whose rows all feed the same
@@ -394,6 +416,78 @@ impl<'c> Run<'_, 'c> {
             self.run_id,
             self.emit,
         );
+    }
+}
+
+/// Steps a replaying sample takes between checks for a cancel.
+const REPLAY_ROUND: usize = 32;
+
+/// What [`accept`] needs of a run, shareable between threads.
+struct StepContext<'r, 'c> {
+    ctx: &'r RunContext<'c>,
+    logprobs: Option<u32>,
+    prompt_len: usize,
+    context_length: usize,
+    run_id: RunId,
+}
+
+/// One sample replaying on its own: its record taken out of the store, its own sampler
+/// (scratch buffers), and the events it made this round.
+struct Lane {
+    record: Record,
+    sampler: Sampler,
+    /// Bytes of kept logits the record dropped.
+    dropped: usize,
+    /// The position at which the sample feeds its last token, once its kept steps ran out.
+    waits_at: Option<usize>,
+    events: Vec<Event>,
+}
+
+impl Lane {
+    /// Up to `REPLAY_ROUND` steps of `slot` from kept logits.
+    fn replay(
+        &mut self,
+        slot: &mut Slot,
+        context: &StepContext,
+        first: &[f32],
+        from_prefill: bool,
+    ) -> anyhow::Result<()> {
+        for _ in 0..REPLAY_ROUND {
+            if slot.end.is_some() || self.waits_at.is_some() {
+                break;
+            }
+            let step = slot.trajectory.token_ids.len();
+            let logits = if step == 0 {
+                first
+            } else {
+                match self.record.step_logits(step) {
+                    Some(logits) => logits,
+                    None => {
+                        self.waits_at = Some(context.prompt_len + step - 1);
+                        break;
+                    }
+                }
+            };
+            let token = self.sampler.sample(logits, &mut slot.state)?;
+            if step == 0 && from_prefill {
+                slot.decoded += 1;
+            } else {
+                slot.replayed += 1;
+            }
+            self.dropped += self.record.record(step, token.id, context.prompt_len);
+            let events = &mut self.events;
+            accept(
+                slot,
+                token,
+                context.ctx,
+                context.logprobs,
+                context.prompt_len,
+                context.context_length,
+                context.run_id,
+                &mut |event| events.push(event),
+            );
+        }
+        Ok(())
     }
 }
 

@@ -34,7 +34,7 @@ impl PromptLogits {
 
 /// One sample's last run.
 #[derive(Default)]
-struct Record {
+pub(super) struct Record {
     /// The sample's tokens; `logits` and `kv` hold for them.
     tokens: Vec<u32>,
     /// `logits[j]` predicted `tokens[j + 1]` (it came after `tokens[..=j]`); the logits of
@@ -44,6 +44,30 @@ struct Record {
     /// Positions of `kv` that still hold for `tokens` (the rest belong to tokens replaced
     /// since).
     kv_valid: usize,
+}
+
+impl Record {
+    /// The kept logits of step `step` (>= 1), valid when the sample's tokens so far are the
+    /// record's (every earlier step went through [`Record::record`]).
+    pub(super) fn step_logits(&self, step: usize) -> Option<&[f32]> {
+        (self.tokens.len() >= step)
+            .then(|| self.logits.get(step - 1).map(Vec::as_slice))
+            .flatten()
+    }
+
+    /// Notes the token picked at `step` (earlier steps already noted). A token other than the
+    /// kept one drops what followed it, and the keys and values from there on (`prompt_len`
+    /// places steps in the cache). Returns the bytes of logits dropped.
+    pub(super) fn record(&mut self, step: usize, id: u32, prompt_len: usize) -> usize {
+        if self.tokens.get(step) == Some(&id) {
+            return 0;
+        }
+        self.tokens.truncate(step);
+        self.tokens.push(id);
+        self.kv_valid = self.kv_valid.min(prompt_len + step);
+        let dropped = self.logits.drain(step.min(self.logits.len())..);
+        dropped.map(|row| row.len() * size_of::<f32>()).sum()
+    }
 }
 
 /// The prompt's logits and every sample's last run, for one model; see the module docs.
@@ -132,38 +156,32 @@ impl ReplayStore {
         }
     }
 
-    /// The kept logits of step `step` (>= 1) of the sample seeded `seed`, whose tokens so far
-    /// are those the store holds (every step was reported through [`ReplayStore::record`]).
-    pub fn step_logits(&self, seed: u64, step: usize) -> Option<&[f32]> {
-        let record = self.records.get(&seed)?;
-        (record.tokens.len() >= step)
-            .then(|| record.logits.get(step - 1).map(Vec::as_slice))
-            .flatten()
+    /// Takes the record of the sample seeded `seed` out of the store (an empty one if none),
+    /// so that samples can be replayed side by side; [`ReplayStore::check_in`] returns it.
+    pub(super) fn check_out(&mut self, seed: u64) -> Record {
+        self.records.remove(&seed).unwrap_or_default()
     }
 
-    /// Notes the token the sample seeded `seed` picked at `step` (its earlier steps already
-    /// noted). A token other than the kept one drops what followed it, and the keys and values
-    /// from there on. `prompt_len` places step positions in the cache.
+    /// Returns a record taken out, with the bytes of logits it dropped meanwhile.
+    pub(super) fn check_in(&mut self, seed: u64, record: Record, dropped: usize) {
+        self.used -= dropped;
+        self.records.insert(seed, record);
+    }
+
+    /// Notes the token the sample seeded `seed` picked at `step` (see [`Record::record`]).
     pub fn record(&mut self, seed: u64, step: usize, id: u32, prompt_len: usize) {
-        let record = self.records.entry(seed).or_default();
-        if record.tokens.get(step) == Some(&id) {
-            return;
-        }
-        record.tokens.truncate(step);
-        record.tokens.push(id);
-        let dropped: usize = record
-            .logits
-            .drain(step.min(record.logits.len())..)
-            .map(|row| row.len() * 4)
-            .sum();
-        record.kv_valid = record.kv_valid.min(prompt_len + step);
+        let dropped = self
+            .records
+            .entry(seed)
+            .or_default()
+            .record(step, id, prompt_len);
         self.used -= dropped;
     }
 
     /// Keeps the logits computed for step `step` (>= 1) of the sample seeded `seed`, if every
     /// step before it is kept and the budget allows: past the budget the earliest steps stay.
     pub fn keep_step_logits(&mut self, seed: u64, step: usize, logits: Vec<f32>) {
-        let bytes = logits.len() * 4;
+        let bytes = logits.len() * size_of::<f32>();
         let Some(record) = self.records.get_mut(&seed) else {
             return;
         };
@@ -211,5 +229,5 @@ impl ReplayStore {
 }
 
 fn rows_bytes(rows: &[Vec<f32>]) -> usize {
-    rows.iter().map(|row| row.len() * 4).sum()
+    rows.iter().map(|row| row.len() * size_of::<f32>()).sum()
 }

@@ -13,6 +13,7 @@ pub mod config;
 pub mod discover;
 pub mod embedded;
 pub mod error;
+mod f32_kernel;
 pub mod gguf_tokenizer;
 mod kv_cache;
 mod llama;

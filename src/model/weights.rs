@@ -3,6 +3,7 @@
 
 use super::config::{ModelConfig, io_error};
 use super::error::{ModelError, without_backtrace};
+use super::f32_kernel::F32Matrix;
 use super::q8_kernel::Q8Matrix;
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Tensor};
@@ -25,6 +26,9 @@ enum Matrix {
     Candle(QMatMul),
     /// Q8_0 on the CPU: our kernel, several times faster than candle's there.
     Q8(Arc<Q8Matrix>),
+    /// f32 on the CPU: our batch-invariant product (a row's logits must not depend on the
+    /// rows decoded beside it, or a re-run would differ from a fresh run).
+    F32(Arc<F32Matrix>),
 }
 
 impl Linear {
@@ -37,6 +41,11 @@ impl Linear {
             {
                 let (rows, cols) = q.shape().dims2()?;
                 Matrix::Q8(Arc::new(Q8Matrix::from_gguf(rows, cols, &q.data()?)?))
+            }
+            QMatMul::Tensor(t) if t.dtype() == DType::F32 && t.device().is_cpu() => {
+                let (rows, cols) = t.dims2()?;
+                let values = t.flatten_all()?.to_vec1::<f32>()?;
+                Matrix::F32(Arc::new(F32Matrix::new(rows, cols, values)?))
             }
             weight => Matrix::Candle(weight),
         };
@@ -51,6 +60,7 @@ impl Linear {
                 t.elem_count() * t.dtype().size_in_bytes()
             }
             Matrix::Q8(q) => q.storage_size_in_bytes(),
+            Matrix::F32(w) => w.storage_size_in_bytes(),
         };
         bytes as u64
     }
@@ -59,6 +69,7 @@ impl Linear {
         let y = match &self.weight {
             Matrix::Candle(w) => w.forward(x)?,
             Matrix::Q8(w) => x.contiguous()?.apply_op1_no_bwd(w.as_ref())?,
+            Matrix::F32(w) => x.contiguous()?.apply_op1_no_bwd(w.as_ref())?,
         };
         match &self.bias {
             Some(b) => y.broadcast_add(b),
