@@ -457,18 +457,21 @@ impl Lane {
                 break;
             }
             let step = slot.trajectory.token_ids.len();
-            let logits = if step == 0 {
-                first
+            let token = if step == 0 {
+                self.sampler.sample(first, &mut slot.state)?
             } else {
                 match self.record.step_logits(step) {
-                    Some(logits) => logits,
+                    Some(kept) => {
+                        let (logits, norm) = (&kept.logits, kept.log_norm);
+                        self.sampler
+                            .sample_normalized(logits, norm, &mut slot.state)?
+                    }
                     None => {
                         self.waits_at = Some(context.prompt_len + step - 1);
                         break;
                     }
                 }
             };
-            let token = self.sampler.sample(logits, &mut slot.state)?;
             if step == 0 && from_prefill {
                 slot.decoded += 1;
             } else {

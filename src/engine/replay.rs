@@ -10,6 +10,7 @@
 
 use super::backend::ParkedRow;
 use crate::model::memory::parse_size;
+use crate::sampling::log_normalizer;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -39,19 +40,31 @@ pub(super) struct Record {
     tokens: Vec<u32>,
     /// `logits[j]` predicted `tokens[j + 1]` (it came after `tokens[..=j]`); the logits of
     /// step 0 are the prompt's.
-    logits: Vec<Vec<f32>>,
+    logits: Vec<KeptStep>,
     kv: Option<ParkedRow>,
     /// Positions of `kv` that still hold for `tokens` (the rest belong to tokens replaced
     /// since).
     kv_valid: usize,
 }
 
+/// One step's logits with their log_softmax normaliser, which replaying need not compute again.
+pub(super) struct KeptStep {
+    pub logits: Vec<f32>,
+    pub log_norm: f32,
+}
+
+impl KeptStep {
+    fn bytes(&self) -> usize {
+        size_of_val(self.logits.as_slice()) + size_of::<f32>()
+    }
+}
+
 impl Record {
     /// The kept logits of step `step` (>= 1), valid when the sample's tokens so far are the
     /// record's (every earlier step went through [`Record::record`]).
-    pub(super) fn step_logits(&self, step: usize) -> Option<&[f32]> {
+    pub(super) fn step_logits(&self, step: usize) -> Option<&KeptStep> {
         (self.tokens.len() >= step)
-            .then(|| self.logits.get(step - 1).map(Vec::as_slice))
+            .then(|| self.logits.get(step - 1))
             .flatten()
     }
 
@@ -66,7 +79,7 @@ impl Record {
         self.tokens.push(id);
         self.kv_valid = self.kv_valid.min(prompt_len + step);
         let dropped = self.logits.drain(step.min(self.logits.len())..);
-        dropped.map(|row| row.len() * size_of::<f32>()).sum()
+        dropped.map(|kept| kept.bytes()).sum()
     }
 }
 
@@ -181,13 +194,16 @@ impl ReplayStore {
     /// Keeps the logits computed for step `step` (>= 1) of the sample seeded `seed`, if every
     /// step before it is kept and the budget allows: past the budget the earliest steps stay.
     pub fn keep_step_logits(&mut self, seed: u64, step: usize, logits: Vec<f32>) {
-        let bytes = logits.len() * size_of::<f32>();
         let Some(record) = self.records.get_mut(&seed) else {
             return;
         };
-        if record.logits.len() + 1 == step && self.used + bytes <= self.budget {
-            record.logits.push(logits);
-            self.used += bytes;
+        let Ok(log_norm) = log_normalizer(&logits) else {
+            return;
+        };
+        let kept = KeptStep { logits, log_norm };
+        if record.logits.len() + 1 == step && self.used + kept.bytes() <= self.budget {
+            self.used += kept.bytes();
+            record.logits.push(kept);
         }
     }
 
@@ -223,7 +239,7 @@ impl ReplayStore {
 
     fn drop_record(&mut self, seed: u64) {
         if let Some(record) = self.records.remove(&seed) {
-            self.used -= rows_bytes(&record.logits);
+            self.used -= record.logits.iter().map(KeptStep::bytes).sum::<usize>();
         }
     }
 }

@@ -54,7 +54,7 @@ pub(super) fn score_token(
 }
 
 /// The log_softmax normaliser, or an error when no logit is usable.
-pub(super) fn log_normalizer(logits: &[f32]) -> Result<f32, SamplingError> {
+pub fn log_normalizer(logits: &[f32]) -> Result<f32, SamplingError> {
     let log_norm = log_sum_exp(logits);
     if log_norm == f32::NEG_INFINITY {
         Err(SamplingError::NoCandidates)

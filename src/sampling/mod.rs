@@ -20,6 +20,6 @@ mod select;
 mod softmax;
 
 pub use error::SamplingError;
-pub use logprobs::{ScoredToken, TokenLogprob};
+pub use logprobs::{ScoredToken, TokenLogprob, log_normalizer};
 pub use rng::{SampleRng, sample_seed};
 pub use sampler::{KeptToken, SampleState, SampledToken, Sampler, TopToken};

@@ -169,8 +169,18 @@ impl Sampler {
         logits: &[f32],
         state: &mut SampleState,
     ) -> Result<SampledToken, SamplingError> {
+        self.sample_normalized(logits, log_normalizer(logits)?, state)
+    }
+
+    /// [`Sampler::sample`] given the logits' [`log_normalizer`], kept from before: a replayed
+    /// step saves a pass over the vocabulary.
+    pub fn sample_normalized(
+        &mut self,
+        logits: &[f32],
+        log_norm: f32,
+        state: &mut SampleState,
+    ) -> Result<SampledToken, SamplingError> {
         let u = state.rng.uniform();
-        let log_norm = log_normalizer(logits)?;
         let cut = self.cut(logits, &state.seen)?;
         let id = self.draw(&cut, u)?;
         state.seen.insert(id);
