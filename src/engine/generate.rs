@@ -30,7 +30,6 @@ pub struct RunContext<'a> {
 
 /// One sample's progress through the run.
 struct Slot<'a> {
-    seed: u64,
     state: SampleState,
     detokenizer: Detokenizer<'a>,
     stops: StopMatcher,
@@ -42,7 +41,7 @@ struct Slot<'a> {
 }
 
 /// Runs `prompt_ids` with `params` to the end, or until `interrupted` says to stop (checked
-/// before every step). Every token and stop is emitted as it happens; the returned response
+/// before every decode step, and every few replayed steps). Every token and stop is emitted as it happens; the returned response
 /// holds the whole run. What `store` kept of the run before is replayed where it still holds
 /// (see [`super::replay`]), and what this run computes is kept for the next.
 #[allow(clippy::too_many_arguments)]
@@ -137,7 +136,6 @@ impl<'c> Run<'_, 'c> {
             .iter()
             .enumerate()
             .map(|(index, &seed)| Slot {
-                seed,
                 state: SampleState::new(base_seed, index as u32, &prompt_ids, vocab_size),
                 detokenizer: Detokenizer::new(self.ctx.tokenizer, &prompt_ids),
                 stops: StopMatcher::new(params, self.ctx.eos_ids),
@@ -233,7 +231,7 @@ impl<'c> Run<'_, 'c> {
         let mut lanes: Vec<Lane> = slots
             .iter()
             .map(|slot| Lane {
-                record: self.store.check_out(slot.seed),
+                record: self.store.check_out(slot.trajectory.seed),
                 sampler: sampler.clone(),
                 dropped: 0,
                 waits_at: None,
@@ -272,7 +270,8 @@ impl<'c> Run<'_, 'c> {
         }
         for (slot, lane) in slots.iter().zip(lanes.iter_mut()) {
             let record = std::mem::take(&mut lane.record);
-            self.store.check_in(slot.seed, record, lane.dropped);
+            self.store
+                .check_in(slot.trajectory.seed, record, lane.dropped);
         }
         result?;
         Ok(lanes
@@ -332,8 +331,10 @@ impl<'c> Run<'_, 'c> {
                 let step = slot.trajectory.token_ids.len();
                 let token = sampler.sample(&logits, &mut slot.state)?;
                 slot.decoded += 1;
-                self.store.keep_step_logits(slot.seed, step, logits);
-                self.store.record(slot.seed, step, token.id, prompt_len);
+                self.store
+                    .keep_step_logits(slot.trajectory.seed, step, logits);
+                self.store
+                    .record(slot.trajectory.seed, step, token.id, prompt_len);
                 self.accept(slot, token, prompt_len);
             }
             self.park(slots, &mut live, |slot| slot.end.is_none())?;
@@ -356,7 +357,10 @@ impl<'c> Run<'_, 'c> {
             let slot = &slots[i];
             let tokens = slot.trajectory.token_ids.len();
             rows.push(
-                match self.store.resume(slot.seed, tokens, prompt_ids.len())? {
+                match self
+                    .store
+                    .resume(slot.trajectory.seed, tokens, prompt_ids.len())?
+                {
                     Resume::Prompt => RowSource::Prompt,
                     Resume::Parked(row) => RowSource::Parked(row),
                 },
@@ -388,7 +392,7 @@ impl<'c> Run<'_, 'c> {
             .filter(|(_, k)| !**k)
             .map(|(&i, _)| i);
         for (i, row) in leaving.zip(parked) {
-            self.store.park(slots[i].seed, row);
+            self.store.park(slots[i].trajectory.seed, row);
         }
         let mut flags = keep.iter();
         live.retain(|_| *flags.next().expect("one flag per live row"));

@@ -21,14 +21,14 @@ pub const DEFAULT_BUDGET: usize = 512 << 20;
 
 /// The logits of the prompt's positions from `from` on, shared by every sample of a run.
 #[derive(Debug, Clone)]
-pub struct PromptLogits {
-    pub from: usize,
-    pub rows: Arc<Vec<Vec<f32>>>,
+pub(super) struct PromptLogits {
+    pub(super) from: usize,
+    pub(super) rows: Arc<Vec<Vec<f32>>>,
 }
 
 impl PromptLogits {
     /// The logits after the prompt's last token: step 0 of every sample.
-    pub fn last(&self) -> &[f32] {
+    pub(super) fn last(&self) -> &[f32] {
         self.rows.last().map_or(&[], Vec::as_slice)
     }
 }
@@ -97,7 +97,7 @@ pub struct ReplayStore {
 
 /// Where a sample that is not finished continues: it feeds its last token at `position`,
 /// from these cached positions.
-pub enum Resume {
+pub(super) enum Resume {
     Prompt,
     Parked(ParkedRow),
 }
@@ -116,16 +116,9 @@ impl ReplayStore {
 
     /// The budget from `SAMPLAB_REPLAY_BUDGET` (e.g. `256M`, `0` to keep nothing), else 512 MiB.
     pub fn from_env() -> anyhow::Result<Self> {
-        let budget = match std::env::var(BUDGET_VAR) {
-            Ok(value) => parse_size(&value).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "{BUDGET_VAR}={value} is not a size: write bytes or a number with K, M or G, \
-                     e.g. 512M or 1.5G"
-                )
-            })?,
-            Err(_) => DEFAULT_BUDGET as u64,
-        };
-        Ok(Self::new(usize::try_from(budget).unwrap_or(usize::MAX)))
+        Ok(Self::new(budget(
+            std::env::var(BUDGET_VAR).ok().as_deref(),
+        )?))
     }
 
     /// Bytes of logits kept now.
@@ -140,7 +133,7 @@ impl ReplayStore {
 
     /// Starts a run of `prompt` with samples seeded `seeds`: another prompt forgets everything;
     /// records of seeds in neither this run nor the one before are dropped.
-    pub fn begin(&mut self, prompt: &[u32], seeds: &[u64]) {
+    pub(super) fn begin(&mut self, prompt: &[u32], seeds: &[u64]) {
         if self.prompt_ids != prompt {
             self.clear();
             self.prompt_ids = prompt.to_vec();
@@ -154,12 +147,12 @@ impl ReplayStore {
     }
 
     /// The prompt's logits from position `from` on (at least the last), if kept.
-    pub fn prompt_logits(&self, from: usize) -> Option<PromptLogits> {
+    pub(super) fn prompt_logits(&self, from: usize) -> Option<PromptLogits> {
         self.prompt.clone().filter(|p| p.from <= from)
     }
 
     /// Keeps the prompt's logits if the budget allows, replacing those kept before.
-    pub fn keep_prompt_logits(&mut self, logits: PromptLogits) {
+    pub(super) fn keep_prompt_logits(&mut self, logits: PromptLogits) {
         let old = self.prompt.take().map_or(0, |p| rows_bytes(&p.rows));
         self.used -= old;
         let bytes = rows_bytes(&logits.rows);
@@ -182,7 +175,7 @@ impl ReplayStore {
     }
 
     /// Notes the token the sample seeded `seed` picked at `step` (see [`Record::record`]).
-    pub fn record(&mut self, seed: u64, step: usize, id: u32, prompt_len: usize) {
+    pub(super) fn record(&mut self, seed: u64, step: usize, id: u32, prompt_len: usize) {
         let dropped = self
             .records
             .entry(seed)
@@ -193,7 +186,7 @@ impl ReplayStore {
 
     /// Keeps the logits computed for step `step` (>= 1) of the sample seeded `seed`, if every
     /// step before it is kept and the budget allows: past the budget the earliest steps stay.
-    pub fn keep_step_logits(&mut self, seed: u64, step: usize, logits: Vec<f32>) {
+    pub(super) fn keep_step_logits(&mut self, seed: u64, step: usize, logits: Vec<f32>) {
         let Some(record) = self.records.get_mut(&seed) else {
             return;
         };
@@ -210,7 +203,7 @@ impl ReplayStore {
     /// Where the sample seeded `seed`, with `tokens` tokens so far, continues: it feeds its last
     /// token at `prompt_len + tokens - 1`, from its own kept keys and values or (after its first
     /// token) from the prompt's. Its later tokens are then its own, not the kept ones.
-    pub fn resume(
+    pub(super) fn resume(
         &mut self,
         seed: u64,
         tokens: usize,
@@ -231,7 +224,7 @@ impl ReplayStore {
     }
 
     /// Keeps the keys and values of a sample that left the batch.
-    pub fn park(&mut self, seed: u64, row: ParkedRow) {
+    pub(super) fn park(&mut self, seed: u64, row: ParkedRow) {
         let record = self.records.entry(seed).or_default();
         record.kv_valid = row.positions();
         record.kv = Some(row);
@@ -244,6 +237,37 @@ impl ReplayStore {
     }
 }
 
+/// The budget a `SAMPLAB_REPLAY_BUDGET` value names; the default without one.
+fn budget(value: Option<&str>) -> anyhow::Result<usize> {
+    let Some(value) = value else {
+        return Ok(DEFAULT_BUDGET);
+    };
+    let bytes = parse_size(value).ok_or_else(|| {
+        anyhow::anyhow!(
+            "{BUDGET_VAR}={value} is not a size: write bytes or a number with K, M or G, \
+             e.g. 512M or 1.5G"
+        )
+    })?;
+    Ok(usize::try_from(bytes).unwrap_or(usize::MAX))
+}
+
 fn rows_bytes(rows: &[Vec<f32>]) -> usize {
     rows.iter().map(|row| row.len() * size_of::<f32>()).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_is_a_size() {
+        assert_eq!(budget(None).unwrap(), DEFAULT_BUDGET);
+        assert_eq!(budget(Some("0")).unwrap(), 0);
+        assert_eq!(budget(Some("1.5K")).unwrap(), 1536);
+        let err = budget(Some("lots")).unwrap_err().to_string();
+        assert!(
+            err.contains("SAMPLAB_REPLAY_BUDGET=lots") && err.contains("512M"),
+            "{err}"
+        );
+    }
 }
