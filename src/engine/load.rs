@@ -31,6 +31,10 @@ impl Backend for LlamaBackend {
         self.model.weight_bytes_per_step()
     }
 
+    fn kernels(&self) -> Vec<(String, String)> {
+        self.model.kernels()
+    }
+
     fn context_length(&self) -> usize {
         self.model.context_length()
     }

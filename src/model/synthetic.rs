@@ -294,7 +294,7 @@ mod tests {
         let path = dir.path().join("tiny.gguf");
         write_synthetic_gguf(&path, &TINY, GgmlDType::Q8_0, 11).unwrap();
         let ours = super::super::Model::load(&path, &Device::Cpu).unwrap();
-        let candles = super::super::Model::load_with_candle_q8(&path, &Device::Cpu).unwrap();
+        let candles = super::super::Model::load_with_candle_kernels(&path, &Device::Cpu).unwrap();
         let prompt: Vec<u32> = (0..40).map(|i| (i * 37 % 300) as u32).collect();
         let a = ours.session().prefill(&prompt, true).unwrap();
         let b = candles.session().prefill(&prompt, true).unwrap();

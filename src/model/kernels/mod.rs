@@ -1,0 +1,454 @@
+//! Our CPU matrix products for quantized weights, every format through one kernel.
+//!
+//! At load each matrix is repacked into tiles of 16 output rows: for every 32 columns a
+//! tile stores its quants as byte planes (row-interleaved, so 16 bytes are one column of
+//! the 16 rows) plus f32 scales and mins. The kernel expands a column of a tile into 16
+//! f32 weights, exactly the values candle's dequantization gives, and multiplies them
+//! with f32 activations: the product is the dequantized model's, up to f32 summation
+//! order, with no 8-bit rounding of activations. A tile is expanded once per group of
+//! activation rows, so batched decode and prefill reuse it from L1.
+
+mod format;
+mod lanes;
+
+use candle_core::quantized::GgmlDType;
+use candle_core::{CpuStorage, CustomOp1, Layout, Shape};
+use format::{Format, SUB, Sub};
+use lanes::{Lanes, Portable};
+use rayon::prelude::*;
+
+/// Output rows per tile: one lane each.
+const TILE: usize = 16;
+/// Activation rows that share one expansion of a tile's weights.
+const GROUP: usize = 4;
+/// Activation rows swept together over a thread's tiles: their values stay in L2 while
+/// each tile stays in L1.
+const CHUNK_ROWS: usize = 64;
+
+/// The instruction set a product runs with, chosen from the running CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Isa {
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+impl Isa {
+    pub(crate) fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx512f") {
+                return Isa::Avx512;
+            }
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                return Isa::Avx2;
+            }
+        }
+        Isa::Portable
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Isa::Portable => "portable",
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => "avx2",
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => "avx512",
+        }
+    }
+}
+
+/// One tile's weights: its sub-blocks' quant planes, scales and mins, in column order.
+#[derive(Clone, Copy)]
+struct TileRef<'a> {
+    quants: &'a [u8],
+    scales: &'a [f32],
+    mins: &'a [f32],
+}
+
+/// A tile times activation rows `rows` of `x` (`cols` wide), into `out[i * stride + row]`.
+type TileTimes = fn(Isa, TileRef, &[f32], std::ops::Range<usize>, &mut [f32], usize);
+
+/// A `[rows, cols]` quantized matrix in our tiled layout; the last tile is padded with
+/// zero rows.
+#[derive(Clone)]
+pub(crate) struct QuantMatrix {
+    rows: usize,
+    cols: usize,
+    dtype: GgmlDType,
+    quants: Vec<u8>,
+    scales: Vec<f32>,
+    mins: Vec<f32>,
+    plane_bytes: usize,
+    spans: usize,
+    tile_times: TileTimes,
+}
+
+impl std::fmt::Debug for QuantMatrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "QuantMatrix({:?}, [{}, {}])",
+            self.dtype, self.rows, self.cols
+        )
+    }
+}
+
+impl QuantMatrix {
+    /// Takes over a GGUF tensor's bytes; `None` for a type we have no kernel for.
+    pub(crate) fn from_gguf(
+        dtype: GgmlDType,
+        rows: usize,
+        cols: usize,
+        data: &[u8],
+    ) -> candle_core::Result<Option<Self>> {
+        use format::*;
+        Ok(Some(match dtype {
+            GgmlDType::Q4_0 => Self::repack::<Q4_0>(rows, cols, data)?,
+            GgmlDType::Q4_1 => Self::repack::<Q4_1>(rows, cols, data)?,
+            GgmlDType::Q5_0 => Self::repack::<Q5_0>(rows, cols, data)?,
+            GgmlDType::Q5_1 => Self::repack::<Q5_1>(rows, cols, data)?,
+            GgmlDType::Q8_0 => Self::repack::<Q8_0>(rows, cols, data)?,
+            GgmlDType::Q4K => Self::repack::<Q4K>(rows, cols, data)?,
+            GgmlDType::Q5K => Self::repack::<Q5K>(rows, cols, data)?,
+            GgmlDType::Q6K => Self::repack::<Q6K>(rows, cols, data)?,
+            _ => return Ok(None),
+        }))
+    }
+
+    fn repack<F: Format>(rows: usize, cols: usize, data: &[u8]) -> candle_core::Result<Self> {
+        if !cols.is_multiple_of(F::BLOCK) || data.len() != rows * cols / F::BLOCK * F::BLOCK_BYTES {
+            candle_core::bail!(
+                "{:?} matrix [{rows}, {cols}] does not match {} bytes of blocks",
+                F::DTYPE,
+                data.len()
+            );
+        }
+        let (subs, tiles) = (cols / SUB, rows.div_ceil(TILE));
+        let plane_bytes = plane_bytes(F::BITS);
+        let spans = F::SPANS;
+        let mut m = Self {
+            rows,
+            cols,
+            dtype: F::DTYPE,
+            quants: vec![0; tiles * subs * plane_bytes],
+            scales: vec![0.0; tiles * subs * spans * TILE],
+            mins: vec![
+                0.0;
+                if F::MIN {
+                    tiles * subs * spans * TILE
+                } else {
+                    0
+                }
+            ],
+            plane_bytes,
+            spans,
+            tile_times: tile_times::<F>,
+        };
+        let mut unpacked = vec![Sub::default(); F::BLOCK / SUB];
+        let blocks_per_row = cols / F::BLOCK;
+        for (i, block) in data.chunks_exact(F::BLOCK_BYTES).enumerate() {
+            F::unpack(block, &mut unpacked);
+            let (row, first) = (i / blocks_per_row, i % blocks_per_row * unpacked.len());
+            for (j, sub) in unpacked.iter().enumerate() {
+                m.place::<F>(row, first + j, sub);
+            }
+        }
+        Ok(m)
+    }
+
+    /// Where sub-block `sb` of row `row` lives: its tile's sub-block index and its lane.
+    fn slot(&self, row: usize, sb: usize) -> (usize, usize) {
+        ((row / TILE) * (self.cols / SUB) + sb, row % TILE)
+    }
+
+    /// Writes a sub-block into the planes: byte `c * 16 + lane` holds column `c` (8 bits)
+    /// or columns `c` and `c + 16` as low and high nibble; 5-bit formats add a plane whose
+    /// byte `(c % 4) * 16 + lane` holds bit 4 of columns `c % 4 + 4j` as bit `j`; 6-bit
+    /// formats one whose byte `(c % 8) * 16 + lane` holds bits 4..6 of columns `c % 8 + 8j`
+    /// as bits `2j..2j + 2`.
+    fn place<F: Format>(&mut self, row: usize, sb: usize, sub: &Sub) {
+        let (at, lane) = self.slot(row, sb);
+        let planes = &mut self.quants[at * self.plane_bytes..][..self.plane_bytes];
+        for (c, &q) in sub.q.iter().enumerate() {
+            if F::BITS == 8 {
+                planes[c * TILE + lane] = q;
+                continue;
+            }
+            planes[(c % 16) * TILE + lane] |= (q & 0xf) << (4 * (c / 16));
+            let high = q >> 4;
+            match F::BITS {
+                5 => planes[256 + (c % 4) * TILE + lane] |= high << (c / 4),
+                6 => planes[256 + (c % 8) * TILE + lane] |= high << (2 * (c / 8)),
+                _ => {}
+            }
+        }
+        for s in 0..self.spans {
+            let i = (at * self.spans + s) * TILE + lane;
+            self.scales[i] = sub.scale[s];
+            if F::MIN {
+                self.mins[i] = sub.min[s];
+            }
+        }
+    }
+
+    pub(crate) fn dtype(&self) -> GgmlDType {
+        self.dtype
+    }
+
+    pub(crate) fn storage_size_in_bytes(&self) -> usize {
+        size_of_val(self.quants.as_slice())
+            + size_of_val(self.scales.as_slice())
+            + size_of_val(self.mins.as_slice())
+    }
+
+    fn tile(&self, t: usize) -> TileRef<'_> {
+        let subs = self.cols / SUB;
+        let floats = subs * self.spans * TILE;
+        TileRef {
+            quants: &self.quants[t * subs * self.plane_bytes..][..subs * self.plane_bytes],
+            scales: &self.scales[t * floats..][..floats],
+            mins: self.mins.get(t * floats..(t + 1) * floats).unwrap_or(&[]),
+        }
+    }
+
+    /// `x W^T` for `x` = `[m, cols]` f32 values (row-major): `[m, rows]`.
+    pub(crate) fn matmul(&self, x: &[f32]) -> Vec<f32> {
+        self.matmul_with(Isa::detect(), x)
+    }
+
+    fn matmul_with(&self, isa: Isa, x: &[f32]) -> Vec<f32> {
+        let m = x.len() / self.cols;
+        if m == 0 {
+            return Vec::new();
+        }
+        let tiles = self.rows.div_ceil(TILE);
+        let tiles_per_task = tiles.div_ceil(rayon::current_num_threads());
+        // Each task computes `[m, its output rows]`; the rows are then placed side by side.
+        let parts: Vec<Vec<f32>> = (0..tiles)
+            .step_by(tiles_per_task)
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|first| {
+                let last = (first + tiles_per_task).min(tiles);
+                let width = (last - first) * TILE;
+                let mut out = vec![0f32; m * width];
+                for chunk in (0..m).step_by(CHUNK_ROWS) {
+                    let chunk = chunk..(chunk + CHUNK_ROWS).min(m);
+                    for t in first..last {
+                        let out = &mut out[(t - first) * TILE..];
+                        (self.tile_times)(isa, self.tile(t), x, chunk.clone(), out, width);
+                    }
+                }
+                out
+            })
+            .collect();
+        let mut y = Vec::with_capacity(m * self.rows);
+        for i in 0..m {
+            for part in &parts {
+                let width = part.len() / m;
+                let row = &part[i * width..(i + 1) * width];
+                let room = (i + 1) * self.rows - y.len();
+                y.extend_from_slice(&row[..width.min(room)]);
+            }
+        }
+        y
+    }
+}
+
+fn plane_bytes(bits: u32) -> usize {
+    match bits {
+        4 => 256,
+        5 => 256 + 64,
+        6 => 256 + 128,
+        _ => 512,
+    }
+}
+
+fn tile_times<F: Format>(
+    isa: Isa,
+    w: TileRef,
+    x: &[f32],
+    rows: std::ops::Range<usize>,
+    out: &mut [f32],
+    stride: usize,
+) {
+    let cols = w.scales.len() / F::SPANS / TILE * SUB;
+    let row = |i: usize| &x[i * cols..(i + 1) * cols];
+    let full = rows.end - rows.len() % GROUP;
+    for i in (rows.start..full).step_by(GROUP) {
+        let tile = tile_product::<F, GROUP>(isa, w, std::array::from_fn(|d| row(i + d)));
+        store(out, stride, i, &tile);
+    }
+    for i in full..rows.end {
+        store(out, stride, i, &tile_product::<F, 1>(isa, w, [row(i)]));
+    }
+}
+
+fn store<const C: usize>(out: &mut [f32], stride: usize, i: usize, tile: &[[f32; TILE]; C]) {
+    for (j, values) in tile.iter().enumerate() {
+        out[(i + j) * stride..][..TILE].copy_from_slice(values);
+    }
+}
+
+fn tile_product<F: Format, const C: usize>(
+    isa: Isa,
+    w: TileRef,
+    x: [&[f32]; C],
+) -> [[f32; TILE]; C] {
+    match isa {
+        // SAFETY: the portable lanes need no CPU feature.
+        Isa::Portable => unsafe { tile_body::<Portable, F, C>(w, x) },
+        // SAFETY: `Isa::detect` chose this only where the CPU has AVX2 and FMA.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { tile_avx2::<F, C>(w, x) },
+        // SAFETY: `Isa::detect` chose this only where the CPU has AVX-512F.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { tile_avx512::<F, C>(w, x) },
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tile_avx2<F: Format, const C: usize>(w: TileRef, x: [&[f32]; C]) -> [[f32; TILE]; C] {
+    // SAFETY: AVX2 and FMA are enabled here, as `lanes::Avx2` requires.
+    unsafe { tile_body::<lanes::Avx2, F, C>(w, x) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn tile_avx512<F: Format, const C: usize>(w: TileRef, x: [&[f32]; C]) -> [[f32; TILE]; C] {
+    // SAFETY: AVX-512F is enabled here, as `lanes::Avx512` requires.
+    unsafe { tile_body::<lanes::Avx512, F, C>(w, x) }
+}
+
+/// Moves bits `from..` of every lane to bits `to..`.
+#[inline(always)]
+unsafe fn shift<L: Lanes>(v: L::I, from: u32, to: u32) -> L::I {
+    // SAFETY: the caller's lanes are enabled.
+    unsafe {
+        if from >= to {
+            L::shr(v, from - to)
+        } else {
+            L::shl(v, to - from)
+        }
+    }
+}
+
+/// The tile's 16 output rows times `C` activation rows. For each column the 16 weights
+/// are expanded once, `scale * (q - OFFSET) + min`, and multiply-added into every
+/// activation row's accumulator; each row's sums run in the same order whatever `C` is,
+/// so a row's result does not depend on the batch around it.
+///
+/// # Safety
+/// `L`'s instruction set must be enabled.
+#[inline(always)]
+unsafe fn tile_body<L: Lanes, F: Format, const C: usize>(
+    w: TileRef,
+    x: [&[f32]; C],
+) -> [[f32; TILE]; C] {
+    let planes = plane_bytes(F::BITS);
+    let floats = F::SPANS * TILE;
+    let columns = if F::BITS == 8 { SUB } else { SUB / 2 };
+    // SAFETY (whole body): every pointer below is into a slice whose length was checked
+    // by the surrounding indexing: a sub-block's planes hold `planes` bytes, its scales
+    // and mins `floats` f32, and each plane row read is 16 bytes inside it.
+    unsafe {
+        let mut acc = [L::zero(); C];
+        for (sb, q) in w.quants.chunks_exact(planes).enumerate() {
+            let scales = &w.scales[sb * floats..][..floats];
+            let scale = [
+                L::load(scales.as_ptr()),
+                L::load(scales[floats - TILE..].as_ptr()),
+            ];
+            let min = if F::MIN {
+                let mins = &w.mins[sb * floats..][..floats];
+                [
+                    L::load(mins.as_ptr()),
+                    L::load(mins[floats - TILE..].as_ptr()),
+                ]
+            } else {
+                [L::zero(); 2]
+            };
+            let xs: [&[f32]; C] = std::array::from_fn(|i| &x[i][sb * SUB..][..SUB]);
+            for c in 0..columns {
+                let byte_row = q[c * TILE..][..TILE].as_ptr();
+                let v = if F::BITS == 8 {
+                    L::load_i8(byte_row)
+                } else {
+                    L::load_u8(byte_row)
+                };
+                for h in 0..SUB / columns {
+                    let col = c + h * SUB / 2;
+                    let mut qi = match (F::BITS, h) {
+                        (8, _) => v,
+                        (_, 0) => L::and(v, 0xf),
+                        _ => L::shr(v, 4),
+                    };
+                    if F::BITS == 5 {
+                        let high = L::load_u8(q[256 + (col % 4) * TILE..][..TILE].as_ptr());
+                        qi = L::or(qi, L::and(shift::<L>(high, (col / 4) as u32, 4), 0x10));
+                    }
+                    if F::BITS == 6 {
+                        let high = L::load_u8(q[256 + (col % 8) * TILE..][..TILE].as_ptr());
+                        let from = 2 * (col / 8) as u32;
+                        qi = L::or(qi, L::and(shift::<L>(high, from, 4), 0x30));
+                    }
+                    if F::OFFSET != 0 {
+                        qi = L::sub(qi, F::OFFSET);
+                    }
+                    let span = col * F::SPANS / SUB;
+                    let weights = if F::MIN {
+                        L::fma(L::float(qi), scale[span], min[span])
+                    } else {
+                        L::mul(L::float(qi), scale[span])
+                    };
+                    for (acc, xs) in acc.iter_mut().zip(&xs) {
+                        *acc = L::fma(weights, L::splat(xs[col]), *acc);
+                    }
+                }
+            }
+        }
+        let mut out = [[0f32; TILE]; C];
+        for (out, acc) in out.iter_mut().zip(acc) {
+            L::store(acc, out.as_mut_ptr());
+        }
+        out
+    }
+}
+
+/// Runs a `[.., cols]` f32 tensor through the matrix: `[.., rows]`.
+impl CustomOp1 for QuantMatrix {
+    fn name(&self) -> &'static str {
+        "quant-matmul"
+    }
+
+    fn cpu_fwd(
+        &self,
+        storage: &CpuStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let CpuStorage::F32(values) = storage else {
+            candle_core::bail!("quantized matmul takes f32 activations");
+        };
+        let Some((start, end)) = layout.contiguous_offsets() else {
+            candle_core::bail!("quantized matmul takes contiguous activations");
+        };
+        let mut dims = layout.dims().to_vec();
+        if dims.last() != Some(&self.cols) {
+            candle_core::bail!(
+                "quantized matmul: activations {dims:?} for a [{}, {}] matrix",
+                self.rows,
+                self.cols
+            );
+        }
+        *dims.last_mut().expect("checked above") = self.rows;
+        let y = self.matmul(&values[start..end]);
+        Ok((CpuStorage::F32(y), Shape::from(dims)))
+    }
+}
+
+#[cfg(test)]
+mod tests;
