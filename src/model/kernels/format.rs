@@ -4,18 +4,24 @@
 //! sub-blocks of small integers `q` with a scale and a min per span of `32 / SPANS` values,
 //! `w = scale * (q - OFFSET) + min`. The kernels only know that form, so a format is its
 //! bit width, offset, spans and unpacking, not a kernel of its own.
+//!
+//! Scales stay as compact as in the file: the 32-value formats keep their f16 scale (and
+//! min) per sub-block; the K-quants keep their f16 `d` (and `dmin`) per 256 values and a
+//! small integer multiplier per span, `scale = d * multiplier`, exact in f32.
 
 use candle_core::quantized::GgmlDType;
 
 /// Values per sub-block, the unit the kernels walk.
 pub(crate) const SUB: usize = 32;
 
-/// One sub-block: `q` in `0..2^BITS` (for 8 bits, an `i8` bit pattern).
+/// One sub-block: `q` in `0..2^BITS` (for 8 bits, an `i8` bit pattern); `half` the f16
+/// bits of its scale and min (32-value formats) or of its super-block's `d` and `-dmin`
+/// (K-quants, which also set `multiplier[scale or min][span]`).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Sub {
     pub q: [u8; SUB],
-    pub scale: [f32; 2],
-    pub min: [f32; 2],
+    pub half: [u16; 2],
+    pub multiplier: [[i8; 2]; 2],
 }
 
 pub(crate) trait Format {
@@ -31,12 +37,19 @@ pub(crate) trait Format {
     const SPANS: usize;
     /// Whether the format has mins (otherwise they are zero and never read).
     const MIN: bool;
+    /// K-quants: `half` is per super-block of `BLOCK` values, with per-span multipliers.
+    const SUPER: bool = false;
     /// Unpacks one block (`BLOCK_BYTES` bytes) into `BLOCK / SUB` sub-blocks.
     fn unpack(block: &[u8], out: &mut [Sub]);
 }
 
-fn half(block: &[u8], at: usize) -> f32 {
-    f16_to_f32(u16::from_le_bytes([block[at], block[at + 1]]))
+fn half(block: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([block[at], block[at + 1]])
+}
+
+/// `-x` in f16 bits (exact: the sign bit).
+fn negated(half: u16) -> u16 {
+    half ^ 0x8000
 }
 
 /// Low nibbles are values 0..16, high nibbles 16..32 (the 32-value formats).
@@ -65,7 +78,7 @@ impl Format for Q4_0 {
     const SPANS: usize = 1;
     const MIN: bool = false;
     fn unpack(block: &[u8], out: &mut [Sub]) {
-        out[0].scale[0] = half(block, 0);
+        out[0].half[0] = half(block, 0);
         nibbles(&block[2..18], &mut out[0].q);
     }
 }
@@ -80,7 +93,7 @@ impl Format for Q4_1 {
     const SPANS: usize = 1;
     const MIN: bool = true;
     fn unpack(block: &[u8], out: &mut [Sub]) {
-        (out[0].scale[0], out[0].min[0]) = (half(block, 0), half(block, 2));
+        out[0].half = [half(block, 0), half(block, 2)];
         nibbles(&block[4..20], &mut out[0].q);
     }
 }
@@ -95,7 +108,7 @@ impl Format for Q5_0 {
     const SPANS: usize = 1;
     const MIN: bool = false;
     fn unpack(block: &[u8], out: &mut [Sub]) {
-        out[0].scale[0] = half(block, 0);
+        out[0].half[0] = half(block, 0);
         nibbles(&block[6..22], &mut out[0].q);
         fifth_bits(&block[2..6], &mut out[0].q);
     }
@@ -111,7 +124,7 @@ impl Format for Q5_1 {
     const SPANS: usize = 1;
     const MIN: bool = true;
     fn unpack(block: &[u8], out: &mut [Sub]) {
-        (out[0].scale[0], out[0].min[0]) = (half(block, 0), half(block, 2));
+        out[0].half = [half(block, 0), half(block, 2)];
         nibbles(&block[8..24], &mut out[0].q);
         fifth_bits(&block[4..8], &mut out[0].q);
     }
@@ -127,13 +140,13 @@ impl Format for Q8_0 {
     const SPANS: usize = 1;
     const MIN: bool = false;
     fn unpack(block: &[u8], out: &mut [Sub]) {
-        out[0].scale[0] = half(block, 0);
+        out[0].half[0] = half(block, 0);
         out[0].q.copy_from_slice(&block[2..34]);
     }
 }
 
 /// The K-quant super-block's 8 six-bit scales and mins, packed into 12 bytes.
-fn scale_min_k4(j: usize, packed: &[u8]) -> (f32, f32) {
+fn scale_min_k4(j: usize, packed: &[u8]) -> (u8, u8) {
     let (scale, min) = if j < 4 {
         (packed[j] & 63, packed[j + 4] & 63)
     } else {
@@ -142,14 +155,14 @@ fn scale_min_k4(j: usize, packed: &[u8]) -> (f32, f32) {
             (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4),
         )
     };
-    (f32::from(scale), f32::from(min))
+    (scale, min)
 }
 
 /// Q4_K and Q5_K: `d`, `dmin`, 12 bytes of scales, then (Q5_K) 32 bytes of fifth bits and
 /// 128 bytes of nibbles; sub-block `j` takes the low (even `j`) or high (odd `j`) nibbles of
 /// bytes `32 (j / 2)..`, and bit `j` of each fifth-bit byte.
 fn unpack_k(block: &[u8], fifth: bool, out: &mut [Sub]) {
-    let (d, dmin) = (half(block, 0), half(block, 2));
+    let halves = [half(block, 0), negated(half(block, 2))];
     let scales = &block[4..16];
     let qs = if fifth {
         &block[48..176]
@@ -158,8 +171,9 @@ fn unpack_k(block: &[u8], fifth: bool, out: &mut [Sub]) {
     };
     for (j, sub) in out.iter_mut().enumerate() {
         let (scale, min) = scale_min_k4(j, scales);
-        sub.scale[0] = d * scale;
-        sub.min[0] = -(dmin * min);
+        // Six bits: they fit an i8.
+        sub.half = halves;
+        sub.multiplier = [[scale as i8; 2], [min as i8; 2]];
         let bytes = &qs[32 * (j / 2)..32 * (j / 2) + 32];
         for (l, q) in sub.q.iter_mut().enumerate() {
             *q = (bytes[l] >> (4 * (j % 2))) & 0xf;
@@ -179,6 +193,7 @@ impl Format for Q4K {
     const OFFSET: i32 = 0;
     const SPANS: usize = 1;
     const MIN: bool = true;
+    const SUPER: bool = true;
     fn unpack(block: &[u8], out: &mut [Sub]) {
         unpack_k(block, false, out);
     }
@@ -193,6 +208,7 @@ impl Format for Q5K {
     const OFFSET: i32 = 0;
     const SPANS: usize = 1;
     const MIN: bool = true;
+    const SUPER: bool = true;
     fn unpack(block: &[u8], out: &mut [Sub]) {
         unpack_k(block, true, out);
     }
@@ -210,6 +226,7 @@ impl Format for Q6K {
     const OFFSET: i32 = 32;
     const SPANS: usize = 2;
     const MIN: bool = false;
+    const SUPER: bool = true;
     fn unpack(block: &[u8], out: &mut [Sub]) {
         let (ql, qh, scales) = (&block[..128], &block[128..192], &block[192..208]);
         let d = half(block, 208);
@@ -220,9 +237,8 @@ impl Format for Q6K {
                 let high = (qh[32 * h + l] >> (2 * t)) & 3;
                 *q = low | high << 4;
             }
-            for (s, scale) in sub.scale.iter_mut().enumerate() {
-                *scale = d * f32::from(scales[2 * j + s] as i8);
-            }
+            sub.half[0] = d;
+            sub.multiplier[0] = [scales[2 * j] as i8, scales[2 * j + 1] as i8];
         }
     }
 }

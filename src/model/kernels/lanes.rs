@@ -16,7 +16,8 @@ pub(super) trait Lanes {
     unsafe fn or(a: Self::I, b: Self::I) -> Self::I;
     unsafe fn sub(a: Self::I, n: i32) -> Self::I;
     unsafe fn float(a: Self::I) -> Self::F;
-    unsafe fn load(p: *const f32) -> Self::F;
+    /// 16 f16 values, widened exactly.
+    unsafe fn load_f16(p: *const u16) -> Self::F;
     unsafe fn splat(v: f32) -> Self::F;
     unsafe fn zero() -> Self::F;
     unsafe fn mul(a: Self::F, b: Self::F) -> Self::F;
@@ -57,9 +58,9 @@ impl Lanes for Portable {
     unsafe fn float(a: Self::I) -> Self::F {
         a.map(|v| v as f32)
     }
-    unsafe fn load(p: *const f32) -> Self::F {
-        // SAFETY: the caller guarantees 16 readable f32.
-        std::array::from_fn(|i| unsafe { *p.add(i) })
+    unsafe fn load_f16(p: *const u16) -> Self::F {
+        // SAFETY: the caller guarantees 16 readable u16.
+        std::array::from_fn(|i| super::format::f16_to_f32(unsafe { *p.add(i) }))
     }
     unsafe fn splat(v: f32) -> Self::F {
         [v; 16]
@@ -89,7 +90,7 @@ mod x86 {
     use super::Lanes;
     use std::arch::x86_64::*;
 
-    /// Two 8-lane halves. Only called from functions compiled with `avx2,fma`.
+    /// Two 8-lane halves. Only called from functions compiled with `avx2,fma,f16c`.
     pub(in super::super) struct Avx2;
 
     impl Lanes for Avx2 {
@@ -148,9 +149,14 @@ mod x86 {
             unsafe { a.map(|v| _mm256_cvtepi32_ps(v)) }
         }
         #[inline(always)]
-        unsafe fn load(p: *const f32) -> Self::F {
-            // SAFETY: 16 readable f32; `loadu` needs no alignment.
-            unsafe { [_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))] }
+        unsafe fn load_f16(p: *const u16) -> Self::F {
+            // SAFETY: 16 readable u16, F16C enabled by the caller.
+            unsafe {
+                [
+                    _mm256_cvtph_ps(_mm_loadu_si128(p.cast())),
+                    _mm256_cvtph_ps(_mm_loadu_si128(p.add(8).cast())),
+                ]
+            }
         }
         #[inline(always)]
         unsafe fn splat(v: f32) -> Self::F {
@@ -234,9 +240,9 @@ mod x86 {
             unsafe { _mm512_cvtepi32_ps(a) }
         }
         #[inline(always)]
-        unsafe fn load(p: *const f32) -> Self::F {
-            // SAFETY: 16 readable f32; `loadu` needs no alignment.
-            unsafe { _mm512_loadu_ps(p) }
+        unsafe fn load_f16(p: *const u16) -> Self::F {
+            // SAFETY: 16 readable u16, AVX-512F enabled by the caller.
+            unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p.cast())) }
         }
         #[inline(always)]
         unsafe fn splat(v: f32) -> Self::F {

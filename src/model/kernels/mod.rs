@@ -2,7 +2,8 @@
 //!
 //! At load each matrix is repacked into tiles of 16 output rows: for every 32 columns a
 //! tile stores its quants as byte planes (row-interleaved, so 16 bytes are one column of
-//! the 16 rows) plus f32 scales and mins. The kernel expands a column of a tile into 16
+//! the 16 rows) and its scales as compact as the file has them (see [`format`]), so a
+//! decode step reads as many bytes as llama.cpp's. The kernel expands a column of a tile into 16
 //! f32 weights, exactly the values candle's dequantization gives, and multiplies them
 //! with f32 activations: the product is the dequantized model's, up to f32 summation
 //! order, with no 8-bit rounding of activations. A tile is expanded once per group of
@@ -42,7 +43,10 @@ impl Isa {
             if is_x86_feature_detected!("avx512f") {
                 return Isa::Avx512;
             }
-            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            if is_x86_feature_detected!("avx2")
+                && is_x86_feature_detected!("fma")
+                && is_x86_feature_detected!("f16c")
+            {
                 return Isa::Avx2;
             }
         }
@@ -60,12 +64,13 @@ impl Isa {
     }
 }
 
-/// One tile's weights: its sub-blocks' quant planes, scales and mins, in column order.
+/// One tile's weights in column order: its sub-blocks' quant planes, f16 scales (and
+/// mins), and K-quant multipliers.
 #[derive(Clone, Copy)]
 struct TileRef<'a> {
     quants: &'a [u8],
-    scales: &'a [f32],
-    mins: &'a [f32],
+    halves: &'a [u16],
+    multipliers: &'a [u8],
 }
 
 /// A tile times activation rows `rows` of `x` (`cols` wide), into `out[i * stride + row]`.
@@ -79,10 +84,11 @@ pub(crate) struct QuantMatrix {
     cols: usize,
     dtype: GgmlDType,
     quants: Vec<u8>,
-    scales: Vec<f32>,
-    mins: Vec<f32>,
-    plane_bytes: usize,
-    spans: usize,
+    /// Per tile and sub-block (or K-quant super-block): `[scale, min][lane]` f16 bits.
+    halves: Vec<u16>,
+    /// K-quants, per tile and sub-block: `[scale spans, min spans][lane]` as i8.
+    multipliers: Vec<u8>,
+    sizes: Sizes,
     tile_times: TileTimes,
 }
 
@@ -126,25 +132,16 @@ impl QuantMatrix {
                 data.len()
             );
         }
-        let (subs, tiles) = (cols / SUB, rows.div_ceil(TILE));
-        let plane_bytes = plane_bytes(F::BITS);
-        let spans = F::SPANS;
+        let sizes = Sizes::of::<F>(cols);
+        let tiles = rows.div_ceil(TILE);
         let mut m = Self {
             rows,
             cols,
             dtype: F::DTYPE,
-            quants: vec![0; tiles * subs * plane_bytes],
-            scales: vec![0.0; tiles * subs * spans * TILE],
-            mins: vec![
-                0.0;
-                if F::MIN {
-                    tiles * subs * spans * TILE
-                } else {
-                    0
-                }
-            ],
-            plane_bytes,
-            spans,
+            quants: vec![0; tiles * sizes.quants],
+            halves: vec![0; tiles * sizes.halves],
+            multipliers: vec![0; tiles * sizes.multipliers],
+            sizes,
             tile_times: tile_times::<F>,
         };
         let mut unpacked = vec![Sub::default(); F::BLOCK / SUB];
@@ -159,19 +156,16 @@ impl QuantMatrix {
         Ok(m)
     }
 
-    /// Where sub-block `sb` of row `row` lives: its tile's sub-block index and its lane.
-    fn slot(&self, row: usize, sb: usize) -> (usize, usize) {
-        ((row / TILE) * (self.cols / SUB) + sb, row % TILE)
-    }
-
     /// Writes a sub-block into the planes: byte `c * 16 + lane` holds column `c` (8 bits)
     /// or columns `c` and `c + 16` as low and high nibble; 5-bit formats add a plane whose
     /// byte `(c % 4) * 16 + lane` holds bit 4 of columns `c % 4 + 4j` as bit `j`; 6-bit
     /// formats one whose byte `(c % 8) * 16 + lane` holds bits 4..6 of columns `c % 8 + 8j`
     /// as bits `2j..2j + 2`.
     fn place<F: Format>(&mut self, row: usize, sb: usize, sub: &Sub) {
-        let (at, lane) = self.slot(row, sb);
-        let planes = &mut self.quants[at * self.plane_bytes..][..self.plane_bytes];
+        let (tile, lane, sizes) = (row / TILE, row % TILE, self.sizes);
+        let planes_bytes = plane_bytes(F::BITS);
+        let at = tile * sizes.quants + sb * planes_bytes;
+        let planes = &mut self.quants[at..][..planes_bytes];
         for (c, &q) in sub.q.iter().enumerate() {
             if F::BITS == 8 {
                 planes[c * TILE + lane] = q;
@@ -185,11 +179,21 @@ impl QuantMatrix {
                 _ => {}
             }
         }
-        for s in 0..self.spans {
-            let i = (at * self.spans + s) * TILE + lane;
-            self.scales[i] = sub.scale[s];
-            if F::MIN {
-                self.mins[i] = sub.min[s];
+        let group = if F::SUPER { sb / (F::BLOCK / SUB) } else { sb };
+        let halves = &mut self.halves[tile * sizes.halves + group * sizes.group..][..sizes.group];
+        for (k, &half) in sub.half.iter().take(sizes.group / TILE).enumerate() {
+            halves[k * TILE + lane] = half;
+        }
+        if F::SUPER {
+            let per_sub = sizes.multipliers / (self.cols / SUB);
+            let at = tile * sizes.multipliers + sb * per_sub;
+            let multipliers = &mut self.multipliers[at..][..per_sub];
+            let kinds = if F::MIN { 2 } else { 1 };
+            for kind in 0..kinds {
+                for span in 0..F::SPANS {
+                    let value = sub.multiplier[kind][span] as u8;
+                    multipliers[(kind * F::SPANS + span) * TILE + lane] = value;
+                }
             }
         }
     }
@@ -200,17 +204,16 @@ impl QuantMatrix {
 
     pub(crate) fn storage_size_in_bytes(&self) -> usize {
         size_of_val(self.quants.as_slice())
-            + size_of_val(self.scales.as_slice())
-            + size_of_val(self.mins.as_slice())
+            + size_of_val(self.halves.as_slice())
+            + size_of_val(self.multipliers.as_slice())
     }
 
     fn tile(&self, t: usize) -> TileRef<'_> {
-        let subs = self.cols / SUB;
-        let floats = subs * self.spans * TILE;
+        let sizes = self.sizes;
         TileRef {
-            quants: &self.quants[t * subs * self.plane_bytes..][..subs * self.plane_bytes],
-            scales: &self.scales[t * floats..][..floats],
-            mins: self.mins.get(t * floats..(t + 1) * floats).unwrap_or(&[]),
+            quants: &self.quants[t * sizes.quants..][..sizes.quants],
+            halves: &self.halves[t * sizes.halves..][..sizes.halves],
+            multipliers: &self.multipliers[t * sizes.multipliers..][..sizes.multipliers],
         }
     }
 
@@ -258,6 +261,35 @@ impl QuantMatrix {
     }
 }
 
+/// What one tile holds for a row of `cols` columns.
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    quants: usize,
+    halves: usize,
+    /// f16 values per sub-block (or super-block): a scale, and a min, for every lane.
+    group: usize,
+    multipliers: usize,
+}
+
+impl Sizes {
+    fn of<F: Format>(cols: usize) -> Self {
+        let subs = cols / SUB;
+        let kinds = if F::MIN { 2 } else { 1 };
+        let group = kinds * TILE;
+        let (groups, multipliers) = if F::SUPER {
+            (cols / F::BLOCK, subs * kinds * F::SPANS * TILE)
+        } else {
+            (subs, 0)
+        };
+        Self {
+            quants: subs * plane_bytes(F::BITS),
+            halves: groups * group,
+            group,
+            multipliers,
+        }
+    }
+}
+
 fn plane_bytes(bits: u32) -> usize {
     match bits {
         4 => 256,
@@ -275,7 +307,7 @@ fn tile_times<F: Format>(
     out: &mut [f32],
     stride: usize,
 ) {
-    let cols = w.scales.len() / F::SPANS / TILE * SUB;
+    let cols = w.quants.len() / plane_bytes(F::BITS) * SUB;
     let row = |i: usize| &x[i * cols..(i + 1) * cols];
     let full = rows.end - rows.len() % GROUP;
     for i in (rows.start..full).step_by(GROUP) {
@@ -301,7 +333,7 @@ fn tile_product<F: Format, const C: usize>(
     match isa {
         // SAFETY: the portable lanes need no CPU feature.
         Isa::Portable => unsafe { tile_body::<Portable, F, C>(w, x) },
-        // SAFETY: `Isa::detect` chose this only where the CPU has AVX2 and FMA.
+        // SAFETY: `Isa::detect` chose this only where the CPU has AVX2, FMA and F16C.
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => unsafe { tile_avx2::<F, C>(w, x) },
         // SAFETY: `Isa::detect` chose this only where the CPU has AVX-512F.
@@ -311,9 +343,9 @@ fn tile_product<F: Format, const C: usize>(
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn tile_avx2<F: Format, const C: usize>(w: TileRef, x: [&[f32]; C]) -> [[f32; TILE]; C] {
-    // SAFETY: AVX2 and FMA are enabled here, as `lanes::Avx2` requires.
+    // SAFETY: AVX2, FMA and F16C are enabled here, as `lanes::Avx2` requires.
     unsafe { tile_body::<lanes::Avx2, F, C>(w, x) }
 }
 
@@ -350,27 +382,37 @@ unsafe fn tile_body<L: Lanes, F: Format, const C: usize>(
     x: [&[f32]; C],
 ) -> [[f32; TILE]; C] {
     let planes = plane_bytes(F::BITS);
-    let floats = F::SPANS * TILE;
     let columns = if F::BITS == 8 { SUB } else { SUB / 2 };
+    let sizes = Sizes::of::<F>(x[0].len());
+    let multipliers = sizes.multipliers / (x[0].len() / SUB);
     // SAFETY (whole body): every pointer below is into a slice whose length was checked
-    // by the surrounding indexing: a sub-block's planes hold `planes` bytes, its scales
-    // and mins `floats` f32, and each plane row read is 16 bytes inside it.
+    // by the surrounding indexing: 16 bytes of a sub-block's planes, 16 f16 of its group,
+    // 16 multipliers.
     unsafe {
         let mut acc = [L::zero(); C];
         for (sb, q) in w.quants.chunks_exact(planes).enumerate() {
-            let scales = &w.scales[sb * floats..][..floats];
-            let scale = [
-                L::load(scales.as_ptr()),
-                L::load(scales[floats - TILE..].as_ptr()),
-            ];
-            let min = if F::MIN {
-                let mins = &w.mins[sb * floats..][..floats];
-                [
-                    L::load(mins.as_ptr()),
-                    L::load(mins[floats - TILE..].as_ptr()),
-                ]
+            let group = if F::SUPER { sb / (F::BLOCK / SUB) } else { sb };
+            let halves = &w.halves[group * sizes.group..][..sizes.group];
+            let d = L::load_f16(halves.as_ptr());
+            let dmin = if F::MIN {
+                L::load_f16(halves[TILE..].as_ptr())
             } else {
-                [L::zero(); 2]
+                L::zero()
+            };
+            let (scale, min) = if F::SUPER {
+                let m = &w.multipliers[sb * multipliers..][..multipliers];
+                let times =
+                    |d, k: usize| L::mul(d, L::float(L::load_i8(m[k * TILE..][..TILE].as_ptr())));
+                let last = F::SPANS - 1;
+                let scale = [times(d, 0), times(d, last)];
+                let min = if F::MIN {
+                    [times(dmin, F::SPANS), times(dmin, F::SPANS + last)]
+                } else {
+                    [L::zero(); 2]
+                };
+                (scale, min)
+            } else {
+                ([d; 2], [dmin; 2])
             };
             let xs: [&[f32]; C] = std::array::from_fn(|i| &x[i][sb * SUB..][..SUB]);
             for c in 0..columns {
