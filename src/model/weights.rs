@@ -4,7 +4,7 @@
 use super::config::{ModelConfig, io_error};
 use super::error::{ModelError, without_backtrace};
 use super::kernels::{Isa, QuantMatrix};
-use candle_core::quantized::{QMatMul, QTensor, gguf_file};
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Tensor};
 use std::collections::HashMap;
 use std::fs::File;
@@ -52,13 +52,12 @@ impl Linear {
     fn kernel(&self) -> (String, String) {
         match &self.weight {
             Matrix::Ours(q) => (
-                format!("{:?}", q.dtype()).to_lowercase(),
+                ggml_name(q.dtype()),
                 format!("samplab {}, f32 activations", Isa::detect().name()),
             ),
-            Matrix::Candle(QMatMul::QTensor(q)) => (
-                format!("{:?}", q.dtype()).to_lowercase(),
-                "candle, 8-bit activations".to_owned(),
-            ),
+            Matrix::Candle(QMatMul::QTensor(q)) => {
+                (ggml_name(q.dtype()), "candle, 8-bit activations".to_owned())
+            }
             Matrix::Candle(QMatMul::Tensor(t) | QMatMul::TensorF16(t)) => (
                 format!("{:?}", t.dtype()).to_lowercase(),
                 "candle matmul".to_owned(),
@@ -87,6 +86,15 @@ impl Linear {
             Some(b) => y.broadcast_add(b),
             None => Ok(y),
         }
+    }
+}
+
+/// llama.cpp's name of a GGML type: `q4_1`, `q6_k`, `f16`.
+fn ggml_name(dtype: GgmlDType) -> String {
+    let name = format!("{dtype:?}").to_lowercase();
+    match name.strip_suffix('k') {
+        Some(base) => format!("{base}_k"),
+        None => name,
     }
 }
 
