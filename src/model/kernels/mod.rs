@@ -20,10 +20,6 @@ use rayon::prelude::*;
 
 /// Output rows per tile: one lane each.
 const TILE: usize = 16;
-/// Activation rows that share one expansion of a tile's weights: as many as the
-/// accumulators that fit in registers (AVX-512 has 32, AVX2 16 of half the width).
-const WIDE_GROUP: usize = 8;
-const GROUP: usize = 4;
 /// Activation rows swept together over a thread's tiles: their values stay in L2 while
 /// each tile stays in L1.
 const CHUNK_ROWS: usize = 64;
@@ -310,21 +306,34 @@ fn tile_times<F: Format>(
     stride: usize,
 ) {
     let cols = w.quants.len() / plane_bytes(F::BITS) * SUB;
-    let row = |i: usize| &x[i * cols..(i + 1) * cols];
+    // Activation rows share one expansion of the tile's weights in groups as large as
+    // their accumulators fit in registers (AVX-512 has 32, AVX2 16 of half the width).
     let mut i = rows.start;
     #[cfg(target_arch = "x86_64")]
-    while isa == Isa::Avx512 && i + WIDE_GROUP <= rows.end {
-        let rows = std::array::from_fn(|d| row(i + d));
-        store(out, stride, i, &tile_product::<F, WIDE_GROUP>(isa, w, rows));
-        i += WIDE_GROUP;
+    if isa == Isa::Avx512 {
+        sweep::<F, 16>(isa, w, x, cols, &mut i, rows.end, out, stride);
+        sweep::<F, 8>(isa, w, x, cols, &mut i, rows.end, out, stride);
     }
-    while i + GROUP <= rows.end {
-        let rows = std::array::from_fn(|d| row(i + d));
-        store(out, stride, i, &tile_product::<F, GROUP>(isa, w, rows));
-        i += GROUP;
-    }
-    for i in i..rows.end {
-        store(out, stride, i, &tile_product::<F, 1>(isa, w, [row(i)]));
+    sweep::<F, 4>(isa, w, x, cols, &mut i, rows.end, out, stride);
+    sweep::<F, 1>(isa, w, x, cols, &mut i, rows.end, out, stride);
+}
+
+/// Activation rows `*i..end` in groups of `G`, while a whole group remains.
+#[allow(clippy::too_many_arguments)]
+fn sweep<F: Format, const G: usize>(
+    isa: Isa,
+    w: TileRef,
+    x: &[f32],
+    cols: usize,
+    i: &mut usize,
+    end: usize,
+    out: &mut [f32],
+    stride: usize,
+) {
+    while *i + G <= end {
+        let rows = std::array::from_fn(|d| &x[(*i + d) * cols..][..cols]);
+        store(out, stride, *i, &tile_product::<F, G>(isa, w, rows));
+        *i += G;
     }
 }
 
