@@ -123,7 +123,12 @@ impl QuantMatrix {
     }
 
     fn repack<F: Format>(rows: usize, cols: usize, data: &[u8]) -> candle_core::Result<Self> {
-        if !cols.is_multiple_of(F::BLOCK) || data.len() != rows * cols / F::BLOCK * F::BLOCK_BYTES {
+        let blocks = rows * cols / F::BLOCK;
+        if rows == 0
+            || cols == 0
+            || !cols.is_multiple_of(F::BLOCK)
+            || data.len() != blocks * F::BLOCK_BYTES
+        {
             candle_core::bail!(
                 "{:?} matrix [{rows}, {cols}] does not match {} bytes of blocks",
                 F::DTYPE,

@@ -199,4 +199,6 @@ fn rejects_blocks_that_do_not_fit_the_shape() {
             .unwrap()
             .is_none()
     );
+    assert!(QuantMatrix::from_gguf(GgmlDType::Q4_1, 0, 64, &[]).is_err());
+    assert!(QuantMatrix::from_gguf(GgmlDType::Q4_1, 4, 0, &[]).is_err());
 }
