@@ -20,6 +20,18 @@ struct Cli {
     play: cli::play::PlayArgs,
 }
 
+/// candle asks for its thread count on every f32 matmul (attention) and, unless
+/// `RAYON_NUM_THREADS` is set, counts physical cores by reading /proc/cpuinfo each time:
+/// 8% of a decode step on a small model. Setting it once to rayon's own default (the
+/// logical CPUs) keeps every pool's size and skips the reads.
+fn pin_thread_count() {
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // SAFETY: called first in `main`, before any other thread exists.
+        unsafe { std::env::set_var("RAYON_NUM_THREADS", threads.to_string()) };
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Sample a prompt once and print the samples, a SampleResponse (--json) or events (--jsonl).
@@ -36,6 +48,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    pin_thread_count();
     let cli = Cli::parse();
     let result = match cli.command {
         None => cli::play::run(cli.play),

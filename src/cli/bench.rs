@@ -21,7 +21,9 @@ pub struct BenchArgs {
     /// directory): smollm2-135m.
     #[arg(long)]
     synthetic: Option<String>,
-    /// Weight type of the synthetic model: f32, f16, q8_0, q4_0, q4k, q6k.
+    /// Weight type of the synthetic model: f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k,
+    /// q4_k, q5_k, q6_k, or q4_k_m (Q4_K with Q6_K for the output and ffn_down, as llama.cpp's
+    /// Q4_K_M).
     #[arg(long, default_value = "q8_0", requires = "synthetic")]
     qtype: String,
     /// Batch sizes to decode, comma-separated.
@@ -52,9 +54,17 @@ pub struct BenchArgs {
 struct Report {
     model: String,
     weight_bytes: u64,
+    /// Each weight type and the matrix product that ran it.
+    kernels: Vec<KernelRow>,
     prefill_tokens: usize,
     prefill_tok_per_s: f64,
     decode: Vec<DecodeRow>,
+}
+
+#[derive(Serialize)]
+struct KernelRow {
+    weight_type: String,
+    kernel: String,
 }
 
 #[derive(Serialize)]
@@ -135,6 +145,14 @@ fn measure(backend: &mut dyn Backend, name: &str, args: &BenchArgs) -> anyhow::R
     Ok(Report {
         model: name.to_owned(),
         weight_bytes,
+        kernels: backend
+            .kernels()
+            .into_iter()
+            .map(|(weight_type, kernel)| KernelRow {
+                weight_type,
+                kernel,
+            })
+            .collect(),
         prefill_tokens: prompt_tokens,
         prefill_tok_per_s,
         decode,
@@ -157,6 +175,9 @@ fn print_table(report: &Report) {
         report.model,
         report.weight_bytes as f64 / 1e6
     );
+    for row in &report.kernels {
+        println!("{:<7}  {}", row.weight_type, row.kernel);
+    }
     println!(
         "prefill  {} tokens: {:.1} tok/s",
         report.prefill_tokens, report.prefill_tok_per_s

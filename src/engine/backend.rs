@@ -13,6 +13,12 @@ pub trait Backend {
     /// Bytes of weights read by one forward step, for the bandwidth figure of `samplab bench`.
     fn weight_bytes(&self) -> u64;
 
+    /// Each weight type of the model's matrices and the kernel that runs it, for `samplab
+    /// bench`; empty where the backend does not say.
+    fn kernels(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
     /// The most positions (prompt + generated) the model can attend over.
     fn context_length(&self) -> usize;
 

@@ -48,6 +48,10 @@ impl Backend for LlamaBackend {
         self.model.weight_bytes_per_step()
     }
 
+    fn kernels(&self) -> Vec<(String, String)> {
+        self.model.kernels()
+    }
+
     fn context_length(&self) -> usize {
         self.model.context_length()
     }
@@ -250,12 +254,12 @@ pub fn synthetic_model(
     progress: &mut dyn FnMut(f32, &str),
 ) -> anyhow::Result<LoadedModel> {
     let spec = synthetic_spec(name)?;
-    let dtype = qtype_from_name(qtype)?;
+    let quantization = qtype_from_name(qtype)?;
     let path = cache_dir("synthetic")?.join(format!("{name}-{}.gguf", qtype.to_lowercase()));
     if !path.is_file() {
         progress(0.0, &format!("writing {}", path.display()));
         let partial = path.with_extension("gguf.partial");
-        write_synthetic_gguf(&partial, spec, dtype, 0)?;
+        write_synthetic_gguf(&partial, spec, quantization, 0)?;
         std::fs::rename(&partial, &path)
             .with_context(|| format!("cannot move the synthetic model to {}", path.display()))?;
     }

@@ -51,7 +51,7 @@ impl OpenGguf {
     fn load_with(
         mut self,
         device: &Device,
-        our_q8: bool,
+        our_kernels: bool,
     ) -> Result<(Model, gguf_file::Content), ModelError> {
         let weights = Weights::load_gguf(
             &self.content,
@@ -59,7 +59,7 @@ impl OpenGguf {
             &self.config,
             &self.path,
             device,
-            our_q8,
+            our_kernels,
         )?;
         if let Some(factors) = &weights.rope_freqs {
             self.config.rope_scaling = Some(RopeScaling::FreqFactors(factors.clone()));
@@ -74,13 +74,16 @@ impl Model {
         Self::load_with(path, device, true)
     }
 
-    /// Loads a GGUF file's Q8_0 matrices into candle's product instead of ours.
+    /// Loads a GGUF file's quantized matrices into candle's product instead of ours.
     #[cfg(test)]
-    pub(crate) fn load_with_candle_q8(path: &Path, device: &Device) -> Result<Self, ModelError> {
+    pub(crate) fn load_with_candle_kernels(
+        path: &Path,
+        device: &Device,
+    ) -> Result<Self, ModelError> {
         Self::load_with(path, device, false)
     }
 
-    fn load_with(path: &Path, device: &Device, our_q8: bool) -> Result<Self, ModelError> {
+    fn load_with(path: &Path, device: &Device, our_kernels: bool) -> Result<Self, ModelError> {
         if path.is_dir() {
             let mut config = ModelConfig::from_hf_dir(path)?;
             let weights = Weights::load_hf(path, &config, device)?;
@@ -88,7 +91,7 @@ impl Model {
             Ok(Self::new(config, weights, device))
         } else if path.exists() {
             Self::open_gguf(path)?
-                .load_with(device, our_q8)
+                .load_with(device, our_kernels)
                 .map(|(model, _)| model)
         } else {
             Err(ModelError::NotFound(path.to_owned()))
@@ -127,6 +130,11 @@ impl Model {
     /// Weight bytes one decode step reads, for bandwidth figures.
     pub fn weight_bytes_per_step(&self) -> u64 {
         self.weights.bytes_per_step()
+    }
+
+    /// Each weight type of the matrices and the kernel that runs it.
+    pub fn kernels(&self) -> Vec<(String, String)> {
+        self.weights.kernels()
     }
 
     pub fn device(&self) -> &Device {

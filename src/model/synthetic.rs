@@ -55,23 +55,68 @@ pub fn synthetic_spec(name: &str) -> Result<&'static SyntheticSpec, ModelError> 
         })
 }
 
-const QTYPES: &[(&str, GgmlDType)] = &[
-    ("f32", GgmlDType::F32),
-    ("f16", GgmlDType::F16),
-    ("q4_0", GgmlDType::Q4_0),
-    ("q4_1", GgmlDType::Q4_1),
-    ("q5_0", GgmlDType::Q5_0),
-    ("q5_1", GgmlDType::Q5_1),
-    ("q8_0", GgmlDType::Q8_0),
-    ("q2_k", GgmlDType::Q2K),
-    ("q3_k", GgmlDType::Q3K),
-    ("q4_k", GgmlDType::Q4K),
-    ("q5_k", GgmlDType::Q5K),
-    ("q6_k", GgmlDType::Q6K),
+/// The weights' types: one for every matrix, or llama.cpp's Q4_K_M mix.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Quantization {
+    Uniform(GgmlDType),
+    /// Q4_K, with Q6_K for the output matrix and every `ffn_down`.
+    Q4KM,
+}
+
+impl From<GgmlDType> for Quantization {
+    fn from(dtype: GgmlDType) -> Self {
+        Quantization::Uniform(dtype)
+    }
+}
+
+impl Quantization {
+    /// The type of the matrix `name` whose rows hold `cols` values.
+    fn for_matrix(self, name: &str, cols: usize) -> GgmlDType {
+        let wanted = match self {
+            Quantization::Uniform(dtype) => dtype,
+            Quantization::Q4KM if name == "output.weight" || name.contains("ffn_down") => {
+                GgmlDType::Q6K
+            }
+            Quantization::Q4KM => GgmlDType::Q4K,
+        };
+        fitting(wanted, cols)
+    }
+}
+
+/// llama.cpp's quantizer's fallback for rows that are not a whole number of `dtype`'s
+/// blocks (SmolLM2's 576 is not a multiple of 256): Q4_K becomes Q5_0, Q5_K Q5_1, and the
+/// rest Q8_0, except Q2_K and Q3_K, which llama.cpp makes IQ4_NL and candle cannot write,
+/// so Q4_0.
+fn fitting(dtype: GgmlDType, cols: usize) -> GgmlDType {
+    if cols.is_multiple_of(dtype.block_size()) {
+        return dtype;
+    }
+    match dtype {
+        GgmlDType::Q2K | GgmlDType::Q3K => GgmlDType::Q4_0,
+        GgmlDType::Q4K => GgmlDType::Q5_0,
+        GgmlDType::Q5K => GgmlDType::Q5_1,
+        _ => GgmlDType::Q8_0,
+    }
+}
+
+const QTYPES: &[(&str, Quantization)] = &[
+    ("f32", Quantization::Uniform(GgmlDType::F32)),
+    ("f16", Quantization::Uniform(GgmlDType::F16)),
+    ("q4_0", Quantization::Uniform(GgmlDType::Q4_0)),
+    ("q4_1", Quantization::Uniform(GgmlDType::Q4_1)),
+    ("q5_0", Quantization::Uniform(GgmlDType::Q5_0)),
+    ("q5_1", Quantization::Uniform(GgmlDType::Q5_1)),
+    ("q8_0", Quantization::Uniform(GgmlDType::Q8_0)),
+    ("q2_k", Quantization::Uniform(GgmlDType::Q2K)),
+    ("q3_k", Quantization::Uniform(GgmlDType::Q3K)),
+    ("q4_k", Quantization::Uniform(GgmlDType::Q4K)),
+    ("q5_k", Quantization::Uniform(GgmlDType::Q5K)),
+    ("q6_k", Quantization::Uniform(GgmlDType::Q6K)),
+    ("q4_k_m", Quantization::Q4KM),
 ];
 
-/// A GGML type from its llama.cpp name (`q8_0`, `Q4_K`…).
-pub fn qtype_from_name(name: &str) -> Result<GgmlDType, ModelError> {
+/// Weight types from their llama.cpp name (`q8_0`, `Q4_K`, `q4_k_m`…).
+pub fn qtype_from_name(name: &str) -> Result<Quantization, ModelError> {
     let lower = name.to_ascii_lowercase();
     QTYPES
         .iter()
@@ -87,14 +132,15 @@ pub fn qtype_from_name(name: &str) -> Result<GgmlDType, ModelError> {
 }
 
 /// Writes `spec` with uniform random weights (scaled by 1/sqrt(fan-in), so activations stay
-/// in a realistic range) quantized to `qtype`. Matrices whose rows do not fit `qtype`'s
-/// block fall back to q8_0, as llama.cpp's quantizer does; norms stay f32.
+/// in a realistic range) quantized to `qtype`. Matrices whose rows do not fit a type's
+/// block fall back as llama.cpp's quantizer does (see [`fitting`]); norms stay f32.
 pub fn write_synthetic_gguf(
     path: &Path,
     spec: &SyntheticSpec,
-    qtype: GgmlDType,
+    qtype: impl Into<Quantization>,
     seed: u64,
 ) -> Result<(), ModelError> {
+    let qtype = qtype.into();
     let head_dim = spec.hidden_size / spec.num_heads;
     let (h, kv) = (spec.hidden_size, spec.num_kv_heads * head_dim);
     let mut noise = Noise(seed | 1);
@@ -103,11 +149,7 @@ pub fn write_synthetic_gguf(
         let scale = 1.0 / (cols as f32).sqrt();
         let values: Vec<f32> = (0..rows * cols).map(|_| scale * noise.uniform()).collect();
         let tensor = Tensor::from_vec(values, (rows, cols), &Device::Cpu)?;
-        let dtype = if cols.is_multiple_of(qtype.block_size()) {
-            qtype
-        } else {
-            GgmlDType::Q8_0
-        };
+        let dtype = qtype.for_matrix(&name, cols);
         tensors.push((name, QTensor::quantize(&tensor, dtype)?));
         Ok(())
     };
@@ -254,9 +296,25 @@ mod tests {
 
     #[test]
     fn qtype_names() {
-        assert_eq!(qtype_from_name("Q8_0").unwrap(), GgmlDType::Q8_0);
-        assert_eq!(qtype_from_name("q4_k").unwrap(), GgmlDType::Q4K);
+        assert_eq!(qtype_from_name("Q8_0").unwrap(), GgmlDType::Q8_0.into());
+        assert_eq!(qtype_from_name("q4_k").unwrap(), GgmlDType::Q4K.into());
+        assert_eq!(qtype_from_name("Q4_K_M").unwrap(), Quantization::Q4KM);
         assert!(qtype_from_name("q9").is_err());
+    }
+
+    /// llama.cpp's Q4_K_M on SmolLM2's shapes: 576-wide rows fall back from Q4_K to Q5_0
+    /// and from Q6_K to Q8_0; the 1536-wide `ffn_down` rows take Q6_K.
+    #[test]
+    fn q4_k_m_mixes_types_as_llama_cpp_does() {
+        let mix = Quantization::Q4KM;
+        assert_eq!(
+            mix.for_matrix("blk.0.ffn_down.weight", 1536),
+            GgmlDType::Q6K
+        );
+        assert_eq!(mix.for_matrix("blk.0.ffn_up.weight", 576), GgmlDType::Q5_0);
+        assert_eq!(mix.for_matrix("blk.0.ffn_up.weight", 512), GgmlDType::Q4K);
+        assert_eq!(mix.for_matrix("output.weight", 576), GgmlDType::Q8_0);
+        assert_eq!(mix.for_matrix("output.weight", 768), GgmlDType::Q6K);
     }
 
     const TINY: SyntheticSpec = SyntheticSpec {
@@ -294,7 +352,7 @@ mod tests {
         let path = dir.path().join("tiny.gguf");
         write_synthetic_gguf(&path, &TINY, GgmlDType::Q8_0, 11).unwrap();
         let ours = super::super::Model::load(&path, &Device::Cpu).unwrap();
-        let candles = super::super::Model::load_with_candle_q8(&path, &Device::Cpu).unwrap();
+        let candles = super::super::Model::load_with_candle_kernels(&path, &Device::Cpu).unwrap();
         let prompt: Vec<u32> = (0..40).map(|i| (i * 37 % 300) as u32).collect();
         let a = ours.session().prefill(&prompt, true).unwrap();
         let b = candles.session().prefill(&prompt, true).unwrap();

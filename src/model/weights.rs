@@ -4,7 +4,7 @@
 use super::config::{ModelConfig, io_error};
 use super::error::{ModelError, without_backtrace};
 use super::f32_kernel::F32Matrix;
-use super::q8_kernel::Q8Matrix;
+use super::kernels::{Isa, QuantMatrix};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Tensor};
 use std::collections::HashMap;
@@ -24,32 +24,59 @@ pub(crate) struct Linear {
 #[derive(Debug, Clone)]
 enum Matrix {
     Candle(QMatMul),
-    /// Q8_0 on the CPU: our kernel, several times faster than candle's there.
-    Q8(Arc<Q8Matrix>),
+    /// A quantized matrix on the CPU in a format we have a kernel for: f32 activations
+    /// against the exact dequantized weights, and several times faster than candle's.
+    Ours(Arc<QuantMatrix>),
     /// f32 on the CPU: our batch-invariant product (a row's logits must not depend on the
     /// rows decoded beside it, or a re-run would differ from a fresh run).
     F32(Arc<F32Matrix>),
 }
 
 impl Linear {
-    /// With `our_q8`, a CPU Q8_0 matrix moves into our layout (candle's copy is freed unless
-    /// shared, as a tied embedding is); `false` keeps candle's product, for comparisons.
-    fn new(weight: QMatMul, bias: Option<Tensor>, our_q8: bool) -> candle_core::Result<Self> {
-        let weight = match weight {
-            QMatMul::QTensor(q)
-                if our_q8 && q.dtype() == GgmlDType::Q8_0 && q.device().is_cpu() =>
-            {
-                let (rows, cols) = q.shape().dims2()?;
-                Matrix::Q8(Arc::new(Q8Matrix::from_gguf(rows, cols, &q.data()?)?))
+    /// With `our_kernels`, a CPU matrix in a format we have a kernel for moves into our
+    /// layout (candle's copy is freed unless shared, as a tied embedding is); `false` keeps
+    /// candle's product, for comparisons.
+    fn new(weight: QMatMul, bias: Option<Tensor>, our_kernels: bool) -> candle_core::Result<Self> {
+        if let QMatMul::QTensor(q) = &weight
+            && our_kernels
+            && q.device().is_cpu()
+        {
+            let (rows, cols) = q.shape().dims2()?;
+            if let Some(ours) = QuantMatrix::from_gguf(q.dtype(), rows, cols, &q.data()?)? {
+                let weight = Matrix::Ours(Arc::new(ours));
+                return Ok(Self { weight, bias });
             }
-            QMatMul::Tensor(t) if t.dtype() == DType::F32 && t.device().is_cpu() => {
-                let (rows, cols) = t.dims2()?;
-                let values = t.flatten_all()?.to_vec1::<f32>()?;
-                Matrix::F32(Arc::new(F32Matrix::new(rows, cols, values)?))
-            }
-            weight => Matrix::Candle(weight),
-        };
+        }
+        if let QMatMul::Tensor(t) = &weight
+            && t.dtype() == DType::F32
+            && t.device().is_cpu()
+        {
+            let (rows, cols) = t.dims2()?;
+            let values = t.flatten_all()?.to_vec1::<f32>()?;
+            let weight = Matrix::F32(Arc::new(F32Matrix::new(rows, cols, values)?));
+            return Ok(Self { weight, bias });
+        }
+        let weight = Matrix::Candle(weight);
         Ok(Self { weight, bias })
+    }
+
+    /// The weight type and the product that runs it, e.g. `("q4_1", "samplab avx512, f32
+    /// activations")`.
+    fn kernel(&self) -> (String, String) {
+        match &self.weight {
+            Matrix::Ours(q) => (
+                ggml_name(q.dtype()),
+                format!("samplab {}, f32 activations", Isa::detect().name()),
+            ),
+            Matrix::Candle(QMatMul::QTensor(q)) => {
+                (ggml_name(q.dtype()), "candle, 8-bit activations".to_owned())
+            }
+            Matrix::Candle(QMatMul::Tensor(t) | QMatMul::TensorF16(t)) => (
+                format!("{:?}", t.dtype()).to_lowercase(),
+                "candle matmul".to_owned(),
+            ),
+            Matrix::F32(_) => ("f32".to_owned(), "samplab f32, batch invariant".to_owned()),
+        }
     }
 
     /// Bytes of the weight matrix as stored, quantized or not.
@@ -59,7 +86,7 @@ impl Linear {
             Matrix::Candle(QMatMul::Tensor(t) | QMatMul::TensorF16(t)) => {
                 t.elem_count() * t.dtype().size_in_bytes()
             }
-            Matrix::Q8(q) => q.storage_size_in_bytes(),
+            Matrix::Ours(q) => q.storage_size_in_bytes(),
             Matrix::F32(w) => w.storage_size_in_bytes(),
         };
         bytes as u64
@@ -68,13 +95,22 @@ impl Linear {
     pub(crate) fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let y = match &self.weight {
             Matrix::Candle(w) => w.forward(x)?,
-            Matrix::Q8(w) => x.contiguous()?.apply_op1_no_bwd(w.as_ref())?,
+            Matrix::Ours(w) => x.contiguous()?.apply_op1_no_bwd(w.as_ref())?,
             Matrix::F32(w) => x.contiguous()?.apply_op1_no_bwd(w.as_ref())?,
         };
         match &self.bias {
             Some(b) => y.broadcast_add(b),
             None => Ok(y),
         }
+    }
+}
+
+/// llama.cpp's name of a GGML type: `q4_1`, `q6_k`, `f16`.
+fn ggml_name(dtype: GgmlDType) -> String {
+    let name = format!("{dtype:?}").to_lowercase();
+    match name.strip_suffix('k') {
+        Some(base) => format!("{base}_k"),
+        None => name,
     }
 }
 
@@ -118,6 +154,20 @@ impl Weights {
             .map(Linear::bytes)
             .sum();
         layers + self.output.bytes()
+    }
+
+    /// Each weight type of the matrices and the kernel that runs it, once each.
+    pub(crate) fn kernels(&self) -> Vec<(String, String)> {
+        let mut kernels: Vec<(String, String)> = self
+            .layers
+            .iter()
+            .flat_map(|l| [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down])
+            .chain([&self.output])
+            .map(Linear::kernel)
+            .collect();
+        kernels.sort();
+        kernels.dedup();
+        kernels
     }
 }
 
@@ -210,14 +260,14 @@ impl Weights {
         Ok((content, reader, config))
     }
 
-    /// `our_q8`: Q8_0 matrices on the CPU run through our kernel (see [`Linear::new`]).
+    /// `our_kernels`: quantized matrices on the CPU run through our kernels (see [`Linear::new`]).
     pub(crate) fn load_gguf(
         content: &gguf_file::Content,
         reader: BufReader<File>,
         config: &ModelConfig,
         path: &Path,
         device: &Device,
-        our_q8: bool,
+        our_kernels: bool,
     ) -> Result<Self, ModelError> {
         let mut source = GgufSource {
             content,
@@ -225,7 +275,7 @@ impl Weights {
             path: path.to_owned(),
             device: device.clone(),
         };
-        Self::load(&mut source, config, our_q8)
+        Self::load(&mut source, config, our_kernels)
     }
 
     /// The `*.safetensors` files of a Hugging Face model directory, in name order.
@@ -264,7 +314,7 @@ impl Weights {
     fn load(
         source: &mut impl Source,
         config: &ModelConfig,
-        our_q8: bool,
+        our_kernels: bool,
     ) -> Result<Self, ModelError> {
         let (h, kv) = (config.hidden_size, config.num_kv_heads * config.head_dim);
         let q_dim = config.num_heads * config.head_dim;
@@ -285,7 +335,7 @@ impl Weights {
                 let weight = require(source, &name, |s, n| s.matrix(n, shape))?;
                 let bias_name = source.name(Some(i), part, "bias");
                 let bias = source.vector(&bias_name, shape.0)?;
-                Ok(Linear::new(weight, bias, our_q8)?)
+                Ok(Linear::new(weight, bias, our_kernels)?)
             };
             let (q, k, v, o) = (
                 linear(Part::Q, (q_dim, h))?,
@@ -337,7 +387,7 @@ impl Weights {
             embed,
             layers,
             norm,
-            output: Linear::new(output, None, our_q8)?,
+            output: Linear::new(output, None, our_kernels)?,
             tied_output,
             rope_freqs,
         })

@@ -241,6 +241,13 @@ fn bench_reports_prefill_and_decode_rates_as_json() {
     let aggregate = decode[1]["aggregate_tok_per_s"].as_f64().unwrap();
     assert!((aggregate - 3.0 * per_sample).abs() < 1e-6 * aggregate);
     assert!(report["weight_bytes"].as_u64().unwrap() > 0);
+    let kernels = report["kernels"].as_array().unwrap();
+    assert!(!kernels.is_empty());
+    assert!(
+        kernels
+            .iter()
+            .all(|k| k["weight_type"].is_string() && k["kernel"].is_string())
+    );
 
     let out = samplab(&[
         "bench",

@@ -17,6 +17,7 @@ mod model_discover;
 mod model_errors;
 mod model_memory;
 mod model_qtypes;
+mod model_real;
 mod model_stories;
 mod replay;
 mod sampling;

@@ -1,43 +1,9 @@
 //! The forward pass against llama.cpp on stories260K (reference.json), and batching.
 
-use crate::common;
+use crate::common::{self, argmax, floats, ids, log_softmax};
 
 use candle_core::Device;
 use samplab::model::{Model, ModelError, Session};
-
-fn log_softmax(logits: &[f32]) -> Vec<f32> {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let log_sum = logits.iter().map(|&l| (l - max).exp()).sum::<f32>().ln() + max;
-    logits.iter().map(|&l| l - log_sum).collect()
-}
-
-fn argmax(logits: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &l) in logits.iter().enumerate() {
-        if l > logits[best] {
-            best = i;
-        }
-    }
-    best as u32
-}
-
-fn ids(value: &serde_json::Value) -> Vec<u32> {
-    value
-        .as_array()
-        .expect("an array")
-        .iter()
-        .map(|v| v.as_u64().expect("an id") as u32)
-        .collect()
-}
-
-fn floats(value: &serde_json::Value) -> Vec<Option<f64>> {
-    value
-        .as_array()
-        .expect("an array")
-        .iter()
-        .map(|v| v.as_f64())
-        .collect()
-}
 
 struct Case {
     prompt: Vec<u32>,

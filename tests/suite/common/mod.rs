@@ -27,12 +27,72 @@ pub fn test_model() -> Option<PathBuf> {
     None
 }
 
+/// The real SmolLM2-135M-Instruct Q4_1 file: `$SAMPLAB_REAL_MODEL`, or
+/// `../shared/models/smollm2-135m-instruct/` beside the repository; skipped when absent
+/// unless `SAMPLAB_REQUIRE_TEST_MODEL=1`, as [`test_model`].
+pub fn real_model() -> Option<PathBuf> {
+    let path = std::env::var_os("SAMPLAB_REAL_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../shared/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
+        });
+    if path.is_file() {
+        return Some(path);
+    }
+    if std::env::var("SAMPLAB_REQUIRE_TEST_MODEL").is_ok_and(|v| v == "1") {
+        panic!(
+            "real model not found at {}; set SAMPLAB_REAL_MODEL to SmolLM2-135M-Instruct.Q4_1.gguf",
+            path.display()
+        );
+    }
+    eprintln!("skipping: real model not found at {}", path.display());
+    None
+}
+
 /// llama.cpp's output on the test model (reference.json beside it).
 pub fn reference() -> Option<serde_json::Value> {
     let model = test_model()?;
     let text = std::fs::read_to_string(model.with_file_name("reference.json"))
         .expect("reference.json lies beside the test model");
     Some(serde_json::from_str(&text).expect("reference.json is JSON"))
+}
+
+pub fn log_softmax(logits: &[f32]) -> Vec<f32> {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let log_sum = logits.iter().map(|&l| (l - max).exp()).sum::<f32>().ln() + max;
+    logits.iter().map(|&l| l - log_sum).collect()
+}
+
+/// The first index of the largest logit.
+pub fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &l) in logits.iter().enumerate() {
+        if l > logits[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// A JSON array of token ids.
+pub fn ids(value: &serde_json::Value) -> Vec<u32> {
+    value
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|v| v.as_u64().expect("an id") as u32)
+        .collect()
+}
+
+/// A JSON array of numbers and nulls.
+pub fn floats(value: &serde_json::Value) -> Vec<Option<f64>> {
+    value
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|v| v.as_f64())
+        .collect()
 }
 
 /// A tokenizer whose tokens are exactly `pieces` (ids by position, no merges), with `pieces[0]`

@@ -1,0 +1,273 @@
+//! The quantization formats our kernels read, one table row (a [`Format`] impl) each.
+//!
+//! Every format is read the same way: a GGUF block unpacks, once at load, into 32-value
+//! sub-blocks of small integers `q` with a scale and a min per span of `32 / SPANS` values,
+//! `w = scale * (q - OFFSET) + min`. The kernels only know that form, so a format is its
+//! bit width, offset, spans and unpacking, not a kernel of its own.
+//!
+//! Scales stay as compact as in the file: the 32-value formats keep their f16 scale (and
+//! min) per sub-block; the K-quants keep their f16 `d` (and `dmin`) per 256 values and a
+//! small integer multiplier per span, `scale = d * multiplier`, exact in f32.
+
+use candle_core::quantized::GgmlDType;
+
+/// Values per sub-block, the unit the kernels walk.
+pub(crate) const SUB: usize = 32;
+
+/// One sub-block: `q` in `0..2^BITS` (for 8 bits, an `i8` bit pattern); `half` the f16
+/// bits of its scale and min (32-value formats) or of its super-block's `d` and `-dmin`
+/// (K-quants, which also set `multiplier[scale or min][span]`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Sub {
+    pub q: [u8; SUB],
+    pub half: [u16; 2],
+    pub multiplier: [[i8; 2]; 2],
+}
+
+pub(crate) trait Format {
+    const DTYPE: GgmlDType;
+    /// Values and bytes of one GGUF block.
+    const BLOCK: usize;
+    const BLOCK_BYTES: usize;
+    /// 4, 5 or 6 (unsigned), or 8 (signed `i8`).
+    const BITS: u32;
+    /// Subtracted from `q` before scaling, in integers (formats without a min).
+    const OFFSET: i32;
+    /// Scales (and mins) per sub-block: 1, or 2 for formats that scale every 16 values.
+    const SPANS: usize;
+    /// Whether the format has mins (otherwise they are zero and never read).
+    const MIN: bool;
+    /// K-quants: `half` is per super-block of `BLOCK` values, with per-span multipliers.
+    const SUPER: bool = false;
+    /// Unpacks one block (`BLOCK_BYTES` bytes) into `BLOCK / SUB` sub-blocks.
+    fn unpack(block: &[u8], out: &mut [Sub]);
+}
+
+fn half(block: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([block[at], block[at + 1]])
+}
+
+/// `-x` in f16 bits (exact: the sign bit).
+fn negated(half: u16) -> u16 {
+    half ^ 0x8000
+}
+
+/// Low nibbles are values 0..16, high nibbles 16..32 (the 32-value formats).
+fn nibbles(qs: &[u8], q: &mut [u8; SUB]) {
+    for (j, &byte) in qs.iter().enumerate() {
+        q[j] = byte & 0xf;
+        q[j + 16] = byte >> 4;
+    }
+}
+
+/// The fifth bits of Q5_0/Q5_1: bit `j` of a little-endian u32 belongs to value `j`.
+fn fifth_bits(qh: &[u8], q: &mut [u8; SUB]) {
+    let bits = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
+    for (j, q) in q.iter_mut().enumerate() {
+        *q |= (((bits >> j) & 1) as u8) << 4;
+    }
+}
+
+pub(crate) struct Q4_0;
+impl Format for Q4_0 {
+    const DTYPE: GgmlDType = GgmlDType::Q4_0;
+    const BLOCK: usize = 32;
+    const BLOCK_BYTES: usize = 18;
+    const BITS: u32 = 4;
+    const OFFSET: i32 = 8;
+    const SPANS: usize = 1;
+    const MIN: bool = false;
+    fn unpack(block: &[u8], out: &mut [Sub]) {
+        out[0].half[0] = half(block, 0);
+        nibbles(&block[2..18], &mut out[0].q);
+    }
+}
+
+pub(crate) struct Q4_1;
+impl Format for Q4_1 {
+    const DTYPE: GgmlDType = GgmlDType::Q4_1;
+    const BLOCK: usize = 32;
+    const BLOCK_BYTES: usize = 20;
+    const BITS: u32 = 4;
+    const OFFSET: i32 = 0;
+    const SPANS: usize = 1;
+    const MIN: bool = true;
+    fn unpack(block: &[u8], out: &mut [Sub]) {
+        out[0].half = [half(block, 0), half(block, 2)];
+        nibbles(&block[4..20], &mut out[0].q);
+    }
+}
+
+pub(crate) struct Q5_0;
+impl Format for Q5_0 {
+    const DTYPE: GgmlDType = GgmlDType::Q5_0;
+    const BLOCK: usize = 32;
+    const BLOCK_BYTES: usize = 22;
+    const BITS: u32 = 5;
+    const OFFSET: i32 = 16;
+    const SPANS: usize = 1;
+    const MIN: bool = false;
+    fn unpack(block: &[u8], out: &mut [Sub]) {
+        out[0].half[0] = half(block, 0);
+        nibbles(&block[6..22], &mut out[0].q);
+        fifth_bits(&block[2..6], &mut out[0].q);
+    }
+}
+
+pub(crate) struct Q5_1;
+impl Format for Q5_1 {
+    const DTYPE: GgmlDType = GgmlDType::Q5_1;
+    const BLOCK: usize = 32;
+    const BLOCK_BYTES: usize = 24;
+    const BITS: u32 = 5;
+    const OFFSET: i32 = 0;
+    const SPANS: usize = 1;
+    const MIN: bool = true;
+    fn unpack(block: &[u8], out: &mut [Sub]) {
+        out[0].half = [half(block, 0), half(block, 2)];
+        nibbles(&block[8..24], &mut out[0].q);
+        fifth_bits(&block[4..8], &mut out[0].q);
+    }
+}
+
+pub(crate) struct Q8_0;
+impl Format for Q8_0 {
+    const DTYPE: GgmlDType = GgmlDType::Q8_0;
+    const BLOCK: usize = 32;
+    const BLOCK_BYTES: usize = 34;
+    const BITS: u32 = 8;
+    const OFFSET: i32 = 0;
+    const SPANS: usize = 1;
+    const MIN: bool = false;
+    fn unpack(block: &[u8], out: &mut [Sub]) {
+        out[0].half[0] = half(block, 0);
+        out[0].q.copy_from_slice(&block[2..34]);
+    }
+}
+
+/// The K-quant super-block's 8 six-bit scales and mins, packed into 12 bytes.
+fn scale_min_k4(j: usize, packed: &[u8]) -> (u8, u8) {
+    let (scale, min) = if j < 4 {
+        (packed[j] & 63, packed[j + 4] & 63)
+    } else {
+        (
+            (packed[j + 4] & 0xf) | ((packed[j - 4] >> 6) << 4),
+            (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4),
+        )
+    };
+    (scale, min)
+}
+
+/// Q4_K and Q5_K: `d`, `dmin`, 12 bytes of scales, then (Q5_K) 32 bytes of fifth bits and
+/// 128 bytes of nibbles; sub-block `j` takes the low (even `j`) or high (odd `j`) nibbles of
+/// bytes `32 (j / 2)..`, and bit `j` of each fifth-bit byte.
+fn unpack_k(block: &[u8], fifth: bool, out: &mut [Sub]) {
+    let halves = [half(block, 0), negated(half(block, 2))];
+    let scales = &block[4..16];
+    let qs = if fifth {
+        &block[48..176]
+    } else {
+        &block[16..144]
+    };
+    for (j, sub) in out.iter_mut().enumerate() {
+        let (scale, min) = scale_min_k4(j, scales);
+        // Six bits: they fit an i8.
+        sub.half = halves;
+        sub.multiplier = [[scale as i8; 2], [min as i8; 2]];
+        let bytes = &qs[32 * (j / 2)..32 * (j / 2) + 32];
+        for (l, q) in sub.q.iter_mut().enumerate() {
+            *q = (bytes[l] >> (4 * (j % 2))) & 0xf;
+            if fifth {
+                *q |= ((block[16 + l] >> j) & 1) << 4;
+            }
+        }
+    }
+}
+
+pub(crate) struct Q4K;
+impl Format for Q4K {
+    const DTYPE: GgmlDType = GgmlDType::Q4K;
+    const BLOCK: usize = 256;
+    const BLOCK_BYTES: usize = 144;
+    const BITS: u32 = 4;
+    const OFFSET: i32 = 0;
+    const SPANS: usize = 1;
+    const MIN: bool = true;
+    const SUPER: bool = true;
+    fn unpack(block: &[u8], out: &mut [Sub]) {
+        unpack_k(block, false, out);
+    }
+}
+
+pub(crate) struct Q5K;
+impl Format for Q5K {
+    const DTYPE: GgmlDType = GgmlDType::Q5K;
+    const BLOCK: usize = 256;
+    const BLOCK_BYTES: usize = 176;
+    const BITS: u32 = 5;
+    const OFFSET: i32 = 0;
+    const SPANS: usize = 1;
+    const MIN: bool = true;
+    const SUPER: bool = true;
+    fn unpack(block: &[u8], out: &mut [Sub]) {
+        unpack_k(block, true, out);
+    }
+}
+
+/// Q6_K: 128 bytes of low nibbles, 64 of two-bit highs, 16 signed scales, `d`. In each half
+/// `h` of 128 values, sub-block `4h + t` takes nibble `t / 2` of bytes `64h + 32 (t % 2)..`
+/// and bits `2t..2t + 2` of the high bytes `32h..`; a scale covers 16 values.
+pub(crate) struct Q6K;
+impl Format for Q6K {
+    const DTYPE: GgmlDType = GgmlDType::Q6K;
+    const BLOCK: usize = 256;
+    const BLOCK_BYTES: usize = 210;
+    const BITS: u32 = 6;
+    const OFFSET: i32 = 32;
+    const SPANS: usize = 2;
+    const MIN: bool = false;
+    const SUPER: bool = true;
+    fn unpack(block: &[u8], out: &mut [Sub]) {
+        let (ql, qh, scales) = (&block[..128], &block[128..192], &block[192..208]);
+        let d = half(block, 208);
+        for (j, sub) in out.iter_mut().enumerate() {
+            let (h, t) = (j / 4, j % 4);
+            for (l, q) in sub.q.iter_mut().enumerate() {
+                let low = (ql[64 * h + 32 * (t % 2) + l] >> (4 * (t / 2))) & 0xf;
+                let high = (qh[32 * h + l] >> (2 * t)) & 3;
+                *q = low | high << 4;
+            }
+            sub.half[0] = d;
+            sub.multiplier[0] = [scales[2 * j] as i8, scales[2 * j + 1] as i8];
+        }
+    }
+}
+
+/// IEEE half to single precision, exact (GGUF stores block scales as f16).
+pub(crate) fn f16_to_f32(bits: u16) -> f32 {
+    let sign = if bits & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exponent = u32::from(bits >> 10) & 0x1f;
+    let mantissa = u32::from(bits) & 0x3ff;
+    match exponent {
+        0 => sign * mantissa as f32 * (-24f32).exp2(),
+        0x1f => f32::from_bits(u32::from(bits & 0x8000) << 16 | 0x7f80_0000 | mantissa << 13),
+        _ => {
+            f32::from_bits(u32::from(bits & 0x8000) << 16 | (exponent + 112) << 23 | mantissa << 13)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::f16_to_f32;
+
+    #[test]
+    fn half_precision_scales() {
+        assert_eq!(f16_to_f32(0x3c00), 1.0);
+        assert_eq!(f16_to_f32(0xc000), -2.0);
+        assert_eq!(f16_to_f32(0x0001), 2f32.powi(-24));
+        assert_eq!(f16_to_f32(0x8000), 0.0);
+        assert_eq!(f16_to_f32(0x7bff), 65504.0);
+        assert_eq!(f16_to_f32(0xfc00), f32::NEG_INFINITY);
+    }
+}

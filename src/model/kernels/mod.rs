@@ -1,0 +1,519 @@
+//! Our CPU matrix products for quantized weights, every format through one kernel.
+//!
+//! At load each matrix is repacked into tiles of 16 output rows: for every 32 columns a
+//! tile stores its quants as byte planes (row-interleaved, so 16 bytes are one column of
+//! the 16 rows) and its scales as compact as the file has them (see [`format`]), so a
+//! decode step reads as many bytes as llama.cpp's. The kernel expands a column of a tile into 16
+//! f32 weights, exactly the values candle's dequantization gives, and multiplies them
+//! with f32 activations: the product is the dequantized model's, up to f32 summation
+//! order, with no 8-bit rounding of activations. A tile is expanded once per group of
+//! activation rows, so batched decode and prefill reuse it from L1.
+
+mod format;
+mod lanes;
+
+use candle_core::quantized::GgmlDType;
+use candle_core::{CpuStorage, CustomOp1, Layout, Shape};
+use format::{Format, SUB, Sub};
+use lanes::{Lanes, Portable};
+use rayon::prelude::*;
+
+/// Output rows per tile: one lane each.
+const TILE: usize = 16;
+/// Activation rows swept together over a thread's tiles: their values stay in L2 while
+/// each tile stays in L1.
+const CHUNK_ROWS: usize = 64;
+
+/// The instruction set a product runs with, chosen from the running CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Isa {
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+impl Isa {
+    pub(crate) fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx512f") {
+                return Isa::Avx512;
+            }
+            if is_x86_feature_detected!("avx2")
+                && is_x86_feature_detected!("fma")
+                && is_x86_feature_detected!("f16c")
+            {
+                return Isa::Avx2;
+            }
+        }
+        Isa::Portable
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Isa::Portable => "portable",
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => "avx2",
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => "avx512",
+        }
+    }
+}
+
+/// One tile's weights in column order: its sub-blocks' quant planes, f16 scales (and
+/// mins), and K-quant multipliers.
+#[derive(Clone, Copy)]
+struct TileRef<'a> {
+    quants: &'a [u8],
+    halves: &'a [u16],
+    multipliers: &'a [u8],
+}
+
+/// A tile times activation rows `rows` of `x` (`cols` wide), into `out[i * stride + row]`.
+type TileTimes = fn(Isa, TileRef, &[f32], std::ops::Range<usize>, &mut [f32], usize);
+
+/// A `[rows, cols]` quantized matrix in our tiled layout; the last tile is padded with
+/// zero rows.
+#[derive(Clone)]
+pub(crate) struct QuantMatrix {
+    rows: usize,
+    cols: usize,
+    dtype: GgmlDType,
+    quants: Vec<u8>,
+    /// Per tile and sub-block (or K-quant super-block): `[scale, min][lane]` f16 bits.
+    halves: Vec<u16>,
+    /// K-quants, per tile and sub-block: `[scale spans, min spans][lane]` as i8.
+    multipliers: Vec<u8>,
+    sizes: Sizes,
+    tile_times: TileTimes,
+}
+
+impl std::fmt::Debug for QuantMatrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "QuantMatrix({:?}, [{}, {}])",
+            self.dtype, self.rows, self.cols
+        )
+    }
+}
+
+impl QuantMatrix {
+    /// Takes over a GGUF tensor's bytes; `None` for a type we have no kernel for.
+    pub(crate) fn from_gguf(
+        dtype: GgmlDType,
+        rows: usize,
+        cols: usize,
+        data: &[u8],
+    ) -> candle_core::Result<Option<Self>> {
+        use format::*;
+        Ok(Some(match dtype {
+            GgmlDType::Q4_0 => Self::repack::<Q4_0>(rows, cols, data)?,
+            GgmlDType::Q4_1 => Self::repack::<Q4_1>(rows, cols, data)?,
+            GgmlDType::Q5_0 => Self::repack::<Q5_0>(rows, cols, data)?,
+            GgmlDType::Q5_1 => Self::repack::<Q5_1>(rows, cols, data)?,
+            GgmlDType::Q8_0 => Self::repack::<Q8_0>(rows, cols, data)?,
+            GgmlDType::Q4K => Self::repack::<Q4K>(rows, cols, data)?,
+            GgmlDType::Q5K => Self::repack::<Q5K>(rows, cols, data)?,
+            GgmlDType::Q6K => Self::repack::<Q6K>(rows, cols, data)?,
+            _ => return Ok(None),
+        }))
+    }
+
+    fn repack<F: Format>(rows: usize, cols: usize, data: &[u8]) -> candle_core::Result<Self> {
+        let blocks = rows * cols / F::BLOCK;
+        if rows == 0
+            || cols == 0
+            || !cols.is_multiple_of(F::BLOCK)
+            || data.len() != blocks * F::BLOCK_BYTES
+        {
+            candle_core::bail!(
+                "{:?} matrix [{rows}, {cols}] does not match {} bytes of blocks",
+                F::DTYPE,
+                data.len()
+            );
+        }
+        let sizes = Sizes::of::<F>(cols);
+        let tiles = rows.div_ceil(TILE);
+        let mut m = Self {
+            rows,
+            cols,
+            dtype: F::DTYPE,
+            quants: vec![0; tiles * sizes.quants],
+            halves: vec![0; tiles * sizes.halves],
+            multipliers: vec![0; tiles * sizes.multipliers],
+            sizes,
+            tile_times: tile_times::<F>,
+        };
+        let mut unpacked = vec![Sub::default(); F::BLOCK / SUB];
+        let blocks_per_row = cols / F::BLOCK;
+        for (i, block) in data.chunks_exact(F::BLOCK_BYTES).enumerate() {
+            F::unpack(block, &mut unpacked);
+            let (row, first) = (i / blocks_per_row, i % blocks_per_row * unpacked.len());
+            for (j, sub) in unpacked.iter().enumerate() {
+                m.place::<F>(row, first + j, sub);
+            }
+        }
+        Ok(m)
+    }
+
+    /// Writes a sub-block into the planes: byte `c * 16 + lane` holds column `c` (8 bits)
+    /// or columns `c` and `c + 16` as low and high nibble; 5-bit formats add a plane whose
+    /// byte `(c % 4) * 16 + lane` holds bit 4 of columns `c % 4 + 4j` as bit `j`; 6-bit
+    /// formats one whose byte `(c % 8) * 16 + lane` holds bits 4..6 of columns `c % 8 + 8j`
+    /// as bits `2j..2j + 2`.
+    fn place<F: Format>(&mut self, row: usize, sb: usize, sub: &Sub) {
+        let (tile, lane, sizes) = (row / TILE, row % TILE, self.sizes);
+        let planes_bytes = plane_bytes(F::BITS);
+        let at = tile * sizes.quants + sb * planes_bytes;
+        let planes = &mut self.quants[at..][..planes_bytes];
+        for (c, &q) in sub.q.iter().enumerate() {
+            if F::BITS == 8 {
+                planes[c * TILE + lane] = q;
+                continue;
+            }
+            planes[(c % 16) * TILE + lane] |= (q & 0xf) << (4 * (c / 16));
+            let high = q >> 4;
+            match F::BITS {
+                5 => planes[256 + (c % 4) * TILE + lane] |= high << (c / 4),
+                6 => planes[256 + (c % 8) * TILE + lane] |= high << (2 * (c / 8)),
+                _ => {}
+            }
+        }
+        let group = if F::SUPER { sb / (F::BLOCK / SUB) } else { sb };
+        let halves = &mut self.halves[tile * sizes.halves + group * sizes.group..][..sizes.group];
+        for (k, &half) in sub.half.iter().take(sizes.group / TILE).enumerate() {
+            halves[k * TILE + lane] = half;
+        }
+        if F::SUPER {
+            let per_sub = sizes.multipliers / (self.cols / SUB);
+            let at = tile * sizes.multipliers + sb * per_sub;
+            let multipliers = &mut self.multipliers[at..][..per_sub];
+            let kinds = if F::MIN { 2 } else { 1 };
+            for kind in 0..kinds {
+                for span in 0..F::SPANS {
+                    let value = sub.multiplier[kind][span] as u8;
+                    multipliers[(kind * F::SPANS + span) * TILE + lane] = value;
+                }
+            }
+        }
+    }
+
+    pub(crate) fn dtype(&self) -> GgmlDType {
+        self.dtype
+    }
+
+    pub(crate) fn storage_size_in_bytes(&self) -> usize {
+        size_of_val(self.quants.as_slice())
+            + size_of_val(self.halves.as_slice())
+            + size_of_val(self.multipliers.as_slice())
+    }
+
+    fn tile(&self, t: usize) -> TileRef<'_> {
+        let sizes = self.sizes;
+        TileRef {
+            quants: &self.quants[t * sizes.quants..][..sizes.quants],
+            halves: &self.halves[t * sizes.halves..][..sizes.halves],
+            multipliers: &self.multipliers[t * sizes.multipliers..][..sizes.multipliers],
+        }
+    }
+
+    /// `x W^T` for `x` = `[m, cols]` f32 values (row-major): `[m, rows]`.
+    pub(crate) fn matmul(&self, x: &[f32]) -> Vec<f32> {
+        self.matmul_with(Isa::detect(), x)
+    }
+
+    fn matmul_with(&self, isa: Isa, x: &[f32]) -> Vec<f32> {
+        let m = x.len() / self.cols;
+        if m == 0 {
+            return Vec::new();
+        }
+        let tiles = self.rows.div_ceil(TILE);
+        let tiles_per_task = tiles.div_ceil(rayon::current_num_threads());
+        // Each task computes `[m, its output rows]`; the rows are then placed side by side.
+        let parts: Vec<Vec<f32>> = (0..tiles)
+            .step_by(tiles_per_task)
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|first| {
+                let last = (first + tiles_per_task).min(tiles);
+                let width = (last - first) * TILE;
+                let mut out = vec![0f32; m * width];
+                for chunk in (0..m).step_by(CHUNK_ROWS) {
+                    let chunk = chunk..(chunk + CHUNK_ROWS).min(m);
+                    for t in first..last {
+                        let out = &mut out[(t - first) * TILE..];
+                        (self.tile_times)(isa, self.tile(t), x, chunk.clone(), out, width);
+                    }
+                }
+                out
+            })
+            .collect();
+        let mut y = Vec::with_capacity(m * self.rows);
+        for i in 0..m {
+            for part in &parts {
+                let width = part.len() / m;
+                let row = &part[i * width..(i + 1) * width];
+                let room = (i + 1) * self.rows - y.len();
+                y.extend_from_slice(&row[..width.min(room)]);
+            }
+        }
+        y
+    }
+}
+
+/// What one tile holds for a row of `cols` columns.
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    quants: usize,
+    halves: usize,
+    /// f16 values per sub-block (or super-block): a scale, and a min, for every lane.
+    group: usize,
+    multipliers: usize,
+}
+
+impl Sizes {
+    fn of<F: Format>(cols: usize) -> Self {
+        let subs = cols / SUB;
+        let kinds = if F::MIN { 2 } else { 1 };
+        let group = kinds * TILE;
+        let (groups, multipliers) = if F::SUPER {
+            (cols / F::BLOCK, subs * kinds * F::SPANS * TILE)
+        } else {
+            (subs, 0)
+        };
+        Self {
+            quants: subs * plane_bytes(F::BITS),
+            halves: groups * group,
+            group,
+            multipliers,
+        }
+    }
+}
+
+fn plane_bytes(bits: u32) -> usize {
+    match bits {
+        4 => 256,
+        5 => 256 + 64,
+        6 => 256 + 128,
+        _ => 512,
+    }
+}
+
+fn tile_times<F: Format>(
+    isa: Isa,
+    w: TileRef,
+    x: &[f32],
+    rows: std::ops::Range<usize>,
+    out: &mut [f32],
+    stride: usize,
+) {
+    let cols = w.quants.len() / plane_bytes(F::BITS) * SUB;
+    // Activation rows share one expansion of the tile's weights in groups as large as
+    // their accumulators fit in registers (AVX-512 has 32, AVX2 16 of half the width).
+    let mut i = rows.start;
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 {
+        sweep::<F, 16>(isa, w, x, cols, &mut i, rows.end, out, stride);
+        sweep::<F, 8>(isa, w, x, cols, &mut i, rows.end, out, stride);
+    }
+    sweep::<F, 4>(isa, w, x, cols, &mut i, rows.end, out, stride);
+    sweep::<F, 1>(isa, w, x, cols, &mut i, rows.end, out, stride);
+}
+
+/// Activation rows `*i..end` in groups of `G`, while a whole group remains.
+#[allow(clippy::too_many_arguments)]
+fn sweep<F: Format, const G: usize>(
+    isa: Isa,
+    w: TileRef,
+    x: &[f32],
+    cols: usize,
+    i: &mut usize,
+    end: usize,
+    out: &mut [f32],
+    stride: usize,
+) {
+    while *i + G <= end {
+        let rows = std::array::from_fn(|d| &x[(*i + d) * cols..][..cols]);
+        store(out, stride, *i, &tile_product::<F, G>(isa, w, rows));
+        *i += G;
+    }
+}
+
+fn store<const C: usize>(out: &mut [f32], stride: usize, i: usize, tile: &[[f32; TILE]; C]) {
+    for (j, values) in tile.iter().enumerate() {
+        out[(i + j) * stride..][..TILE].copy_from_slice(values);
+    }
+}
+
+fn tile_product<F: Format, const C: usize>(
+    isa: Isa,
+    w: TileRef,
+    x: [&[f32]; C],
+) -> [[f32; TILE]; C] {
+    match isa {
+        // SAFETY: the portable lanes need no CPU feature.
+        Isa::Portable => unsafe { tile_body::<Portable, F, C>(w, x) },
+        // SAFETY: `Isa::detect` chose this only where the CPU has AVX2, FMA and F16C.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { tile_avx2::<F, C>(w, x) },
+        // SAFETY: `Isa::detect` chose this only where the CPU has AVX-512F.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { tile_avx512::<F, C>(w, x) },
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile_avx2<F: Format, const C: usize>(w: TileRef, x: [&[f32]; C]) -> [[f32; TILE]; C] {
+    // SAFETY: AVX2, FMA and F16C are enabled here, as `lanes::Avx2` requires.
+    unsafe { tile_body::<lanes::Avx2, F, C>(w, x) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn tile_avx512<F: Format, const C: usize>(w: TileRef, x: [&[f32]; C]) -> [[f32; TILE]; C] {
+    // SAFETY: AVX-512F is enabled here, as `lanes::Avx512` requires.
+    unsafe { tile_body::<lanes::Avx512, F, C>(w, x) }
+}
+
+/// Moves bits `from..` of every lane to bits `to..`.
+#[inline(always)]
+unsafe fn shift<L: Lanes>(v: L::I, from: u32, to: u32) -> L::I {
+    // SAFETY: the caller's lanes are enabled.
+    unsafe {
+        if from >= to {
+            L::shr(v, from - to)
+        } else {
+            L::shl(v, to - from)
+        }
+    }
+}
+
+/// The tile's 16 output rows times `C` activation rows. For each column the 16 weights
+/// are expanded once, `scale * (q - OFFSET) + min`, and multiply-added into every
+/// activation row's accumulator; each row's sums run in the same order whatever `C` is,
+/// so a row's result does not depend on the batch around it.
+///
+/// # Safety
+/// `L`'s instruction set must be enabled.
+#[inline(always)]
+unsafe fn tile_body<L: Lanes, F: Format, const C: usize>(
+    w: TileRef,
+    x: [&[f32]; C],
+) -> [[f32; TILE]; C] {
+    let planes = plane_bytes(F::BITS);
+    let columns = if F::BITS == 8 { SUB } else { SUB / 2 };
+    let sizes = Sizes::of::<F>(x[0].len());
+    let multipliers = sizes.multipliers / (x[0].len() / SUB);
+    // SAFETY (whole body): every pointer below is into a slice whose length was checked
+    // by the surrounding indexing: 16 bytes of a sub-block's planes, 16 f16 of its group,
+    // 16 multipliers.
+    unsafe {
+        let mut acc = [L::zero(); C];
+        for (sb, q) in w.quants.chunks_exact(planes).enumerate() {
+            let group = if F::SUPER { sb / (F::BLOCK / SUB) } else { sb };
+            let halves = &w.halves[group * sizes.group..][..sizes.group];
+            let d = L::load_f16(halves.as_ptr());
+            let dmin = if F::MIN {
+                L::load_f16(halves[TILE..].as_ptr())
+            } else {
+                L::zero()
+            };
+            let (scale, min) = if F::SUPER {
+                let m = &w.multipliers[sb * multipliers..][..multipliers];
+                let times =
+                    |d, k: usize| L::mul(d, L::float(L::load_i8(m[k * TILE..][..TILE].as_ptr())));
+                let last = F::SPANS - 1;
+                let scale = [times(d, 0), times(d, last)];
+                let min = if F::MIN {
+                    [times(dmin, F::SPANS), times(dmin, F::SPANS + last)]
+                } else {
+                    [L::zero(); 2]
+                };
+                (scale, min)
+            } else {
+                ([d; 2], [dmin; 2])
+            };
+            let xs: [&[f32]; C] = std::array::from_fn(|i| &x[i][sb * SUB..][..SUB]);
+            for c in 0..columns {
+                let byte_row = q[c * TILE..][..TILE].as_ptr();
+                let v = if F::BITS == 8 {
+                    L::load_i8(byte_row)
+                } else {
+                    L::load_u8(byte_row)
+                };
+                for h in 0..SUB / columns {
+                    let col = c + h * SUB / 2;
+                    let mut qi = match (F::BITS, h) {
+                        (8, _) => v,
+                        (_, 0) => L::and(v, 0xf),
+                        _ => L::shr(v, 4),
+                    };
+                    if F::BITS == 5 {
+                        let high = L::load_u8(q[256 + (col % 4) * TILE..][..TILE].as_ptr());
+                        qi = L::or(qi, L::and(shift::<L>(high, (col / 4) as u32, 4), 0x10));
+                    }
+                    if F::BITS == 6 {
+                        let high = L::load_u8(q[256 + (col % 8) * TILE..][..TILE].as_ptr());
+                        let from = 2 * (col / 8) as u32;
+                        qi = L::or(qi, L::and(shift::<L>(high, from, 4), 0x30));
+                    }
+                    if F::OFFSET != 0 {
+                        qi = L::sub(qi, F::OFFSET);
+                    }
+                    let span = col * F::SPANS / SUB;
+                    let weights = if F::MIN {
+                        L::fma(L::float(qi), scale[span], min[span])
+                    } else {
+                        L::mul(L::float(qi), scale[span])
+                    };
+                    for (acc, xs) in acc.iter_mut().zip(&xs) {
+                        *acc = L::fma(weights, L::splat(xs[col]), *acc);
+                    }
+                }
+            }
+        }
+        let mut out = [[0f32; TILE]; C];
+        for (out, acc) in out.iter_mut().zip(acc) {
+            L::store(acc, out.as_mut_ptr());
+        }
+        out
+    }
+}
+
+/// Runs a `[.., cols]` f32 tensor through the matrix: `[.., rows]`.
+impl CustomOp1 for QuantMatrix {
+    fn name(&self) -> &'static str {
+        "quant-matmul"
+    }
+
+    fn cpu_fwd(
+        &self,
+        storage: &CpuStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let CpuStorage::F32(values) = storage else {
+            candle_core::bail!("quantized matmul takes f32 activations");
+        };
+        let Some((start, end)) = layout.contiguous_offsets() else {
+            candle_core::bail!("quantized matmul takes contiguous activations");
+        };
+        let mut dims = layout.dims().to_vec();
+        if dims.last() != Some(&self.cols) {
+            candle_core::bail!(
+                "quantized matmul: activations {dims:?} for a [{}, {}] matrix",
+                self.rows,
+                self.cols
+            );
+        }
+        *dims.last_mut().expect("checked above") = self.rows;
+        let y = self.matmul(&values[start..end]);
+        Ok((CpuStorage::F32(y), Shape::from(dims)))
+    }
+}
+
+#[cfg(test)]
+mod tests;
