@@ -4,7 +4,6 @@
 use super::bench::BenchArgs;
 use super::sample::{apply_sets, params_from_flags};
 use samplab::engine::LoadedModel;
-use samplab::engine::generate::{RunContext, generate};
 use samplab::params::SamplingParams;
 use samplab::response::SampleResponse;
 use serde::Serialize;
@@ -174,22 +173,8 @@ fn run_once(
     prompt: &[u32],
     params: &SamplingParams,
 ) -> anyhow::Result<SampleResponse> {
-    let ctx = RunContext {
-        tokenizer: &model.tokenizer,
-        eos_ids: &model.eos_ids,
-        model_name: &model.name,
-    };
-    generate(
-        model.backend.as_mut(),
-        &mut model.replay,
-        &ctx,
-        0,
-        prompt.to_vec(),
-        params,
-        params.seed.unwrap_or(1),
-        &mut || false,
-        &mut |_| {},
-    )
+    let seed = params.seed.unwrap_or(1);
+    model.run_ids(0, prompt.to_vec(), params, seed, &mut || false, &mut |_| {})
 }
 
 /// Every sample's tokens, logprobs (to the bit), text and stop.

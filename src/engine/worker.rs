@@ -161,6 +161,26 @@ impl LoadedModel {
     ) -> anyhow::Result<crate::response::SampleResponse> {
         let prompt_ids = self.encode_request(&request.prompt, request.chat)?;
         let seed = request.params.seed.unwrap_or_else(random_seed);
+        self.run_ids(
+            request.run_id,
+            prompt_ids,
+            &request.params,
+            seed,
+            interrupted,
+            emit,
+        )
+    }
+
+    /// Runs prompt token ids with a base seed, replaying what the last run kept.
+    pub fn run_ids(
+        &mut self,
+        run_id: RunId,
+        prompt_ids: Vec<u32>,
+        params: &SamplingParams,
+        seed: u64,
+        interrupted: &mut dyn FnMut() -> bool,
+        emit: &mut dyn FnMut(Event),
+    ) -> anyhow::Result<crate::response::SampleResponse> {
         let ctx = RunContext {
             tokenizer: &self.tokenizer,
             eos_ids: &self.eos_ids,
@@ -170,9 +190,9 @@ impl LoadedModel {
             self.backend.as_mut(),
             &mut self.replay,
             &ctx,
-            request.run_id,
+            run_id,
             prompt_ids,
-            &request.params,
+            params,
             seed,
             interrupted,
             emit,

@@ -4,22 +4,10 @@
 use crate::common;
 
 use samplab::engine::generate::EVENT_ALTERNATIVES;
-use samplab::engine::load::load_model;
 use samplab::engine::{Event, LoadedModel, Request};
-use samplab::model::source::HubSettings;
 use samplab::params::SamplingParams;
 use samplab::response::{SampleResponse, StopMatched, StopReason};
 use std::collections::BTreeSet;
-
-fn load() -> Option<LoadedModel> {
-    let path = common::test_model()?;
-    let hub = HubSettings {
-        cache_dir: std::env::temp_dir(),
-        offline: true,
-        token: None,
-    };
-    Some(load_model(path.to_str().unwrap(), &hub, &mut |_, _| {}).expect("stories260K loads"))
-}
 
 fn run(model: &mut LoadedModel, prompt: &str, yaml: &str) -> (SampleResponse, Vec<Event>) {
     let request = Request {
@@ -47,7 +35,8 @@ fn ids(value: &serde_json::Value) -> Vec<u32> {
 
 #[test]
 fn greedy_run_reproduces_llama_cpp() {
-    let (Some(mut model), Some(reference)) = (load(), common::reference()) else {
+    let (Some(mut model), Some(reference)) = (common::loaded_test_model(), common::reference())
+    else {
         return;
     };
     let expected = &reference["prompts"]["Once upon a time"];
@@ -91,7 +80,9 @@ fn greedy_run_reproduces_llama_cpp() {
 
 #[test]
 fn batched_samples_equal_single_runs_with_seeds_s_to_s_plus_3() {
-    let Some(mut model) = load() else { return };
+    let Some(mut model) = common::loaded_test_model() else {
+        return;
+    };
     let yaml = "temperature: 0.9\ntop_k: 40\ntop_p: 0.95\nrepetition_penalty: 1.1\nmax_tokens: 48\nseed: 1234\nlogprobs: 2";
     let (batched, _) = run(
         &mut model,
@@ -115,7 +106,9 @@ fn batched_samples_equal_single_runs_with_seeds_s_to_s_plus_3() {
 
 #[test]
 fn each_sample_of_one_batch_stops_for_its_own_reason() {
-    let Some(mut model) = load() else { return };
+    let Some(mut model) = common::loaded_test_model() else {
+        return;
+    };
     // stories260K never emits its EOS (2); llama2.c separates stories with BOS instead, so this
     // test names "." as the end of sequence to see EOS handling on a real model.
     let period = model.tokenizer.token_to_id(".").expect("'.' is a token");
@@ -164,7 +157,9 @@ fn each_sample_of_one_batch_stops_for_its_own_reason() {
 
 #[test]
 fn token_events_carry_alternatives_while_the_response_keeps_what_was_asked() {
-    let Some(mut model) = load() else { return };
+    let Some(mut model) = common::loaded_test_model() else {
+        return;
+    };
     let yaml = "seed: 3\nmax_tokens: 12\ntop_k: 3";
     for logprobs in [None, Some(0), Some(2)] {
         let yaml = match logprobs {

@@ -7,10 +7,8 @@ use crate::common::fake_model::FakeModel;
 
 use proptest::prelude::*;
 use samplab::engine::generate::{RunContext, generate};
-use samplab::engine::load::load_model;
 use samplab::engine::score::common_prefix;
 use samplab::engine::{LoadedModel, ReplayStore, Request};
-use samplab::model::source::HubSettings;
 use samplab::params::SamplingParams;
 use samplab::response::{SampleResponse, StopReason};
 use tokenizers::Tokenizer;
@@ -355,16 +353,6 @@ fn another_prompt_replays_nothing_and_another_seed_only_its_own_samples() {
     assert!(ctx_seed.timings.tokens_replayed as usize >= full[0] + full[1]);
 }
 
-fn load() -> Option<LoadedModel> {
-    let path = common::test_model()?;
-    let hub = HubSettings {
-        cache_dir: std::env::temp_dir(),
-        offline: true,
-        token: None,
-    };
-    Some(load_model(path.to_str().unwrap(), &hub, &mut |_, _| {}).expect("stories260K loads"))
-}
-
 fn stories_run(
     model: &mut LoadedModel,
     prompt: &str,
@@ -401,7 +389,7 @@ fn stories_fresh(model: &mut LoadedModel, prompt: &str, params: &SamplingParams)
 /// for logprob (the very same f32 values), also after a cancelled run.
 #[test]
 fn stories260k_re_runs_equal_fresh_runs_exactly() {
-    let Some(mut model) = load() else {
+    let Some(mut model) = common::loaded_test_model() else {
         return;
     };
     let prompt = "Once upon a time, there was a little girl named Lily. She loved to play";
@@ -448,7 +436,7 @@ fn stories260k_re_runs_equal_fresh_runs_exactly() {
 /// prefill that starts mid-prompt sum over other shapes than those of one from the start.
 #[test]
 fn stories260k_prompt_cache_reuses_the_shared_prefix() {
-    let Some(mut model) = load() else {
+    let Some(mut model) = common::loaded_test_model() else {
         return;
     };
     let params =

@@ -27,6 +27,18 @@ pub fn test_model() -> Option<PathBuf> {
     None
 }
 
+/// stories260K loaded as the engine loads it (tokenizer, replay store), or `None` to skip.
+pub fn loaded_test_model() -> Option<samplab::engine::LoadedModel> {
+    let path = test_model()?;
+    let hub = samplab::model::source::HubSettings {
+        cache_dir: std::env::temp_dir(),
+        offline: true,
+        token: None,
+    };
+    let spec = path.to_str().expect("a UTF-8 path");
+    Some(samplab::engine::load::load_model(spec, &hub, &mut |_, _| {}).expect("stories260K loads"))
+}
+
 /// The real SmolLM2-135M-Instruct Q4_1 file: `$SAMPLAB_REAL_MODEL`, or
 /// `../shared/models/smollm2-135m-instruct/` beside the repository; skipped when absent
 /// unless `SAMPLAB_REQUIRE_TEST_MODEL=1`, as [`test_model`].
