@@ -1,5 +1,6 @@
 //! The llama-family forward pass and the per-run state that decodes a batch of samples.
 
+use super::attention::CausalAttention;
 use super::config::{ModelConfig, RopeLayout, RopeScaling};
 use super::error::ModelError;
 use super::kv_cache::KvCache;
@@ -171,7 +172,8 @@ impl Model {
         let (_, len) = ids.dims2()?;
         let start = cache.len();
         let (cos, sin) = self.rope.cos_sin(start, len, &self.device)?;
-        let mask = (len > 1)
+        // Our CPU attention masks by position itself.
+        let mask = (len > 1 && !self.device.is_cpu())
             .then(|| causal_mask(start, len, &self.device))
             .transpose()?;
         let mut x = self.weights.embed.embedding(ids)?;
@@ -227,13 +229,19 @@ impl Model {
         let v = heads(layer.v.forward(x)?, c.num_kv_heads, None)?;
         let (q, k) = (rotate(&q)?, rotate(&k)?);
         let (k, v) = cache.append(index, &k, &v)?;
+        let scale = 1.0 / (c.head_dim as f64).sqrt();
+        if q.device().is_cpu() && q.dtype() == DType::F32 {
+            let op = CausalAttention {
+                scale: scale as f32,
+            };
+            return layer.o.forward(&q.apply_op3_no_bwd(&k, &v, &op)?);
+        }
         let total = k.dim(2)?;
 
         // Grouped-query attention without copying k/v per query head: the query heads that
         // share a kv head are stacked along the sequence axis of one matmul.
         let group = c.heads_per_kv();
         let q = q.reshape((rows, c.num_kv_heads, group * len, c.head_dim))?;
-        let scale = 1.0 / (c.head_dim as f64).sqrt();
         let mut scores = (q.matmul(&k.t()?)? * scale)?;
         if let Some(mask) = mask {
             scores = scores

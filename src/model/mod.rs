@@ -7,6 +7,7 @@
 //! sample, and decodes all rows in one batched forward per step. The model knows nothing
 //! about sampling: it returns logits.
 
+mod attention;
 pub mod cache;
 pub mod chat_template;
 pub mod config;

@@ -1,0 +1,378 @@
+//! Causal attention over the KV cache on the CPU, one query at a time.
+//!
+//! candle's batched matmuls block their work by the number of queries, so a query's result
+//! changes in its last bits with the queries computed beside it: a prompt prefilled from the
+//! middle (the prompt cache) or a row decoded in another batch would differ from a fresh run.
+//! Here each (row, head, query) is computed on its own, in one fixed order: the scores over
+//! the positions it may see, their softmax, and the weighted sum of values. It reads the cache
+//! in place (no per-head copies) and writes `[rows, len, heads * head_dim]`, the layout the
+//! output projection takes.
+
+use candle_core::{CpuStorage, CustomOp3, Layout, Shape};
+use rayon::prelude::*;
+
+/// Values summed side by side in a dot product before the fixed reduction.
+const LANES: usize = 8;
+/// Queries of one head handed to a thread at once.
+const QUERIES_PER_TASK: usize = 16;
+
+/// `softmax(q k^T * scale + causal mask) v` for q `[rows, heads, len, head_dim]` and k, v
+/// `[rows, kv_heads, total, head_dim]` (query `i` sits at position `total - len + i`); query
+/// heads share kv heads in consecutive groups.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CausalAttention {
+    pub scale: f32,
+}
+
+/// A 4-d tensor's f32 values with the strides to index them.
+struct View<'a> {
+    values: &'a [f32],
+    offset: usize,
+    strides: [usize; 4],
+}
+
+impl<'a> View<'a> {
+    fn new(storage: &'a CpuStorage, layout: &Layout) -> candle_core::Result<Self> {
+        let CpuStorage::F32(values) = storage else {
+            candle_core::bail!("attention takes f32 tensors");
+        };
+        let strides: [usize; 4] = layout
+            .stride()
+            .try_into()
+            .map_err(|_| candle_core::Error::Msg("attention takes 4-d tensors".into()))?;
+        if strides[3] != 1 {
+            candle_core::bail!("attention takes head vectors stored contiguously");
+        }
+        Ok(Self {
+            values,
+            offset: layout.start_offset(),
+            strides,
+        })
+    }
+
+    /// The head vector at `[a, b, c, ..]`.
+    fn vector(&self, a: usize, b: usize, c: usize, len: usize) -> &'a [f32] {
+        let at = self.offset + a * self.strides[0] + b * self.strides[1] + c * self.strides[2];
+        &self.values[at..at + len]
+    }
+}
+
+fn dims4(layout: &Layout) -> candle_core::Result<(usize, usize, usize, usize)> {
+    layout.shape().dims4()
+}
+
+impl CustomOp3 for CausalAttention {
+    fn name(&self) -> &'static str {
+        "causal-attention"
+    }
+
+    fn cpu_fwd(
+        &self,
+        q_storage: &CpuStorage,
+        q_layout: &Layout,
+        k_storage: &CpuStorage,
+        k_layout: &Layout,
+        v_storage: &CpuStorage,
+        v_layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (rows, heads, len, dim) = dims4(q_layout)?;
+        let (k_rows, kv_heads, total, k_dim) = dims4(k_layout)?;
+        if k_rows != rows
+            || k_dim != dim
+            || v_layout.shape() != k_layout.shape()
+            || kv_heads == 0
+            || heads % kv_heads != 0
+            || total < len
+        {
+            candle_core::bail!(
+                "attention: q {:?} does not fit k {:?}, v {:?}",
+                q_layout.dims(),
+                k_layout.dims(),
+                v_layout.dims()
+            );
+        }
+        let (q, k, v) = (
+            View::new(q_storage, q_layout)?,
+            View::new(k_storage, k_layout)?,
+            View::new(v_storage, v_layout)?,
+        );
+        let group = heads / kv_heads;
+        let start = total - len;
+        let width = heads * dim;
+        let tasks: Vec<(usize, usize, usize)> = (0..rows)
+            .flat_map(|r| (0..heads).map(move |h| (r, h)))
+            .flat_map(|(r, h)| (0..len).step_by(QUERIES_PER_TASK).map(move |i| (r, h, i)))
+            .collect();
+        let kernel = Kernel::detect();
+        let parts: Vec<(usize, usize, usize, Vec<f32>)> = tasks
+            .into_par_iter()
+            .map(|(r, h, first)| {
+                let queries = first..(first + QUERIES_PER_TASK).min(len);
+                let task = Task {
+                    q: &q,
+                    k: &k,
+                    v: &v,
+                    row: r,
+                    head: h,
+                    kv_head: h / group,
+                    dim,
+                    start,
+                    scale: self.scale,
+                };
+                (r, h, first, kernel.attend(&task, queries))
+            })
+            .collect();
+        let mut out = vec![0f32; rows * len * width];
+        for (r, h, first, part) in parts {
+            for (i, values) in (first..).zip(part.chunks_exact(dim)) {
+                let at = (r * len + i) * width + h * dim;
+                out[at..at + dim].copy_from_slice(values);
+            }
+        }
+        Ok((CpuStorage::F32(out), Shape::from((rows, len, width))))
+    }
+}
+
+/// One head of one row, for a run of its queries.
+struct Task<'a> {
+    q: &'a View<'a>,
+    k: &'a View<'a>,
+    v: &'a View<'a>,
+    row: usize,
+    head: usize,
+    kv_head: usize,
+    dim: usize,
+    /// The position of query 0.
+    start: usize,
+    scale: f32,
+}
+
+/// The same arithmetic compiled for the running CPU: with AVX2 and FMA the fused
+/// multiply-adds are single instructions and the loops vectorise; elsewhere they are calls.
+#[derive(Debug, Clone, Copy)]
+enum Kernel {
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+}
+
+impl Kernel {
+    fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            return Kernel::Avx2;
+        }
+        Kernel::Portable
+    }
+
+    fn attend(self, task: &Task, queries: std::ops::Range<usize>) -> Vec<f32> {
+        match self {
+            Kernel::Portable => attend(task, queries),
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `detect` chose this kernel only where the CPU has AVX2 and FMA.
+            Kernel::Avx2 => unsafe { attend_avx2(task, queries) },
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn attend_avx2(task: &Task, queries: std::ops::Range<usize>) -> Vec<f32> {
+    attend(task, queries)
+}
+
+/// Each query's output `[queries, dim]`: its scores over the positions it may see, their
+/// softmax, and the weighted sum of the values, each in one fixed order.
+#[inline(always)]
+fn attend(task: &Task, queries: std::ops::Range<usize>) -> Vec<f32> {
+    let dim = task.dim;
+    let mut out = vec![0f32; queries.len() * dim];
+    let mut weights = Vec::new();
+    for (i, out) in queries.zip(out.chunks_exact_mut(dim)) {
+        let query = task.q.vector(task.row, task.head, i, dim);
+        let seen = task.start + i + 1;
+        // Plain loops, not closures: a closure would not inherit the caller's target features,
+        // and its multiply-adds would become library calls.
+        weights.clear();
+        let mut max = f32::NEG_INFINITY;
+        for j in 0..seen {
+            let key = task.k.vector(task.row, task.kv_head, j, dim);
+            let score = dot(query, key) * task.scale;
+            max = max.max(score);
+            weights.push(score);
+        }
+        let mut sum = 0f32;
+        for w in &mut weights {
+            *w = (*w - max).exp();
+            sum += *w;
+        }
+        for (j, &w) in weights.iter().enumerate() {
+            let value = task.v.vector(task.row, task.kv_head, j, dim);
+            for (o, &x) in out.iter_mut().zip(value) {
+                *o = w.mul_add(x, *o);
+            }
+        }
+        let inverse = sum.recip();
+        for o in out.iter_mut() {
+            *o *= inverse;
+        }
+    }
+    out
+}
+
+/// `a · b` in one fixed order: lane `l` sums the products at `l, l + 8, ...` of the full
+/// chunks with fused multiply-adds, the lanes are added pairwise, then the rest one by one.
+#[inline(always)]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let full = a.len() - a.len() % LANES;
+    let mut lanes = [0f32; LANES];
+    for (x, y) in a[..full]
+        .chunks_exact(LANES)
+        .zip(b[..full].chunks_exact(LANES))
+    {
+        for l in 0..LANES {
+            lanes[l] = x[l].mul_add(y[l], lanes[l]);
+        }
+    }
+    let quad: [f32; 4] = std::array::from_fn(|l| lanes[l] + lanes[l + 4]);
+    let mut sum = (quad[0] + quad[2]) + (quad[1] + quad[3]);
+    for (x, y) in a[full..].iter().zip(&b[full..]) {
+        sum = x.mul_add(*y, sum);
+    }
+    sum
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{Device, Tensor};
+
+    fn noise(shape: (usize, usize, usize, usize), seed: u64) -> Tensor {
+        let len = shape.0 * shape.1 * shape.2 * shape.3;
+        let mut state = seed | 1;
+        let values: Vec<f32> = (0..len)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+            })
+            .collect();
+        Tensor::from_vec(values, shape, &Device::Cpu).unwrap()
+    }
+
+    /// The f64 reference for one query.
+    fn reference(q: &[f32], keys: &[Vec<f32>], values: &[Vec<f32>], scale: f64) -> Vec<f64> {
+        let scores: Vec<f64> = keys
+            .iter()
+            .map(|k| {
+                q.iter()
+                    .zip(k)
+                    .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                    .sum::<f64>()
+                    * scale
+            })
+            .collect();
+        let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+        let sum: f64 = weights.iter().sum();
+        (0..q.len())
+            .map(|d| {
+                weights
+                    .iter()
+                    .zip(values)
+                    .map(|(w, v)| w * f64::from(v[d]))
+                    .sum::<f64>()
+                    / sum
+            })
+            .collect()
+    }
+
+    #[test]
+    fn matches_the_f64_softmax_of_the_visible_positions() {
+        let (rows, heads, kv_heads, len, total, dim) = (2, 4, 2, 3, 7, 12);
+        let q = noise((rows, heads, len, dim), 1);
+        // k and v as a narrowed view of a larger cache, as the KV cache hands them over.
+        let k = noise((rows, kv_heads, 10, dim), 2)
+            .narrow(2, 0, total)
+            .unwrap();
+        let v = noise((rows, kv_heads, 10, dim), 3)
+            .narrow(2, 0, total)
+            .unwrap();
+        let scale = 0.3f32;
+        let out = q
+            .apply_op3_no_bwd(&k, &v, &CausalAttention { scale })
+            .unwrap();
+        assert_eq!(out.dims(), [rows, len, heads * dim]);
+        let out = out.to_vec3::<f32>().unwrap();
+        let (q4, k4, v4) = (q.to_vec3_4(), k.to_vec3_4(), v.to_vec3_4());
+        for r in 0..rows {
+            for h in 0..heads {
+                for i in 0..len {
+                    let seen = total - len + i + 1;
+                    let want = reference(
+                        &q4[r][h][i],
+                        &k4[r][h / 2][..seen],
+                        &v4[r][h / 2][..seen],
+                        f64::from(scale),
+                    );
+                    let got = &out[r][i][h * dim..(h + 1) * dim];
+                    for (g, w) in got.iter().zip(&want) {
+                        assert!(
+                            (f64::from(*g) - w).abs() < 1e-5,
+                            "[{r}][{h}][{i}] {g} vs {w}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// A query's result is the same bits whatever queries and rows are computed beside it.
+    #[test]
+    fn a_query_does_not_depend_on_the_queries_beside_it() {
+        let (heads, kv_heads, total, dim) = (6, 3, 40, 16);
+        let q = noise((2, heads, total, dim), 4);
+        let k = noise((2, kv_heads, total, dim), 5);
+        let v = noise((2, kv_heads, total, dim), 6);
+        let op = CausalAttention { scale: 0.25 };
+        let all = q.apply_op3_no_bwd(&k, &v, &op).unwrap();
+        let bits = |t: &Tensor| {
+            t.flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+                .iter()
+                .map(|f| f.to_bits())
+                .collect::<Vec<_>>()
+        };
+        // The last 5 queries of row 1 alone, as a prefill that starts mid-prompt computes them.
+        let tail = q
+            .narrow(0, 1, 1)
+            .unwrap()
+            .narrow(2, total - 5, 5)
+            .unwrap()
+            .contiguous()
+            .unwrap();
+        let (k1, v1) = (k.narrow(0, 1, 1).unwrap(), v.narrow(0, 1, 1).unwrap());
+        let alone = tail.apply_op3_no_bwd(&k1, &v1, &op).unwrap();
+        let whole = all
+            .narrow(0, 1, 1)
+            .unwrap()
+            .narrow(1, total - 5, 5)
+            .unwrap();
+        assert_eq!(bits(&alone), bits(&whole.contiguous().unwrap()));
+    }
+
+    trait Nested {
+        fn to_vec3_4(&self) -> Vec<Vec<Vec<Vec<f32>>>>;
+    }
+
+    impl Nested for Tensor {
+        fn to_vec3_4(&self) -> Vec<Vec<Vec<Vec<f32>>>> {
+            (0..self.dim(0).unwrap())
+                .map(|r| self.get(r).unwrap().to_vec3::<f32>().unwrap())
+                .collect()
+        }
+    }
+}
