@@ -8,6 +8,7 @@ pub mod atomic_file;
 pub mod config;
 pub mod engine;
 pub mod export;
+mod fast_exp;
 pub mod model;
 pub mod params;
 pub mod preset_store;

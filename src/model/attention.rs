@@ -8,6 +8,7 @@
 //! in place (no per-head copies) and writes `[rows, len, heads * head_dim]`, the layout the
 //! output projection takes.
 
+use crate::fast_exp::exp;
 use candle_core::{CpuStorage, CustomOp3, Layout, Shape};
 use rayon::prelude::*;
 
@@ -194,22 +195,41 @@ fn attend(task: &Task, queries: std::ops::Range<usize>) -> Vec<f32> {
         // Plain loops, not closures: a closure would not inherit the caller's target features,
         // and its multiply-adds would become library calls.
         weights.clear();
-        let mut max = f32::NEG_INFINITY;
-        for j in 0..seen {
+        // Keys four at a time: four independent chains of multiply-adds keep the unit busy.
+        let mut j = 0;
+        while j + KEYS <= seen {
+            let keys: [&[f32]; KEYS] =
+                std::array::from_fn(|d| task.k.vector(task.row, task.kv_head, j + d, dim));
+            weights.extend_from_slice(&dots(query, keys));
+            j += KEYS;
+        }
+        for j in j..seen {
             let key = task.k.vector(task.row, task.kv_head, j, dim);
-            let score = dot(query, key) * task.scale;
-            max = max.max(score);
-            weights.push(score);
+            weights.push(dots(query, [key])[0]);
+        }
+        let mut max = f32::NEG_INFINITY;
+        for w in &mut weights {
+            *w *= task.scale;
+            max = max.max(*w);
+        }
+        // Exponentials first, in a loop that vectorises; then their sum, in order.
+        for w in &mut weights {
+            *w = exp(*w - max);
         }
         let mut sum = 0f32;
-        for w in &mut weights {
-            *w = (*w - max).exp();
-            sum += *w;
+        for &w in &weights {
+            sum += w;
         }
-        for (j, &w) in weights.iter().enumerate() {
-            let value = task.v.vector(task.row, task.kv_head, j, dim);
-            for (o, &x) in out.iter_mut().zip(value) {
-                *o = w.mul_add(x, *o);
+        match dim {
+            64 => weighted_sum::<64>(task, &weights, out),
+            128 => weighted_sum::<128>(task, &weights, out),
+            _ => {
+                for (j, &w) in weights.iter().enumerate() {
+                    let value = task.v.vector(task.row, task.kv_head, j, dim);
+                    for (o, &x) in out.iter_mut().zip(value) {
+                        *o = w.mul_add(x, *o);
+                    }
+                }
             }
         }
         let inverse = sum.recip();
@@ -220,26 +240,55 @@ fn attend(task: &Task, queries: std::ops::Range<usize>) -> Vec<f32> {
     out
 }
 
-/// `a · b` in one fixed order: lane `l` sums the products at `l, l + 8, ...` of the full
-/// chunks with fused multiply-adds, the lanes are added pairwise, then the rest one by one.
+/// `out += Σ_j weights[j] · value_j`, each element summed over `j` in order, as the loop for
+/// any head size does; with the size known the accumulators stay in registers instead of
+/// waiting on memory every step.
 #[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let full = a.len() - a.len() % LANES;
-    let mut lanes = [0f32; LANES];
-    for (x, y) in a[..full]
-        .chunks_exact(LANES)
-        .zip(b[..full].chunks_exact(LANES))
-    {
-        for l in 0..LANES {
-            lanes[l] = x[l].mul_add(y[l], lanes[l]);
+fn weighted_sum<const D: usize>(task: &Task, weights: &[f32], out: &mut [f32]) {
+    let mut acc = [0f32; D];
+    acc.copy_from_slice(out);
+    for (j, &w) in weights.iter().enumerate() {
+        let value = task.v.vector(task.row, task.kv_head, j, D);
+        for d in 0..D {
+            acc[d] = w.mul_add(value[d], acc[d]);
         }
     }
-    let quad: [f32; 4] = std::array::from_fn(|l| lanes[l] + lanes[l + 4]);
-    let mut sum = (quad[0] + quad[2]) + (quad[1] + quad[3]);
-    for (x, y) in a[full..].iter().zip(&b[full..]) {
-        sum = x.mul_add(*y, sum);
+    out.copy_from_slice(&acc);
+}
+
+/// Keys whose scores are computed side by side.
+const KEYS: usize = 4;
+
+/// `query · key` for each key, each in one fixed order whatever keys are beside it: lane `l`
+/// sums the products at `l, l + 8, ...` of the full chunks with fused multiply-adds, the lanes
+/// are added pairwise, then the rest one by one.
+#[inline(always)]
+fn dots<const N: usize>(query: &[f32], keys: [&[f32]; N]) -> [f32; N] {
+    let full = query.len() - query.len() % LANES;
+    let mut lanes = [[0f32; LANES]; N];
+    for at in (0..full).step_by(LANES) {
+        let q = &query[at..at + LANES];
+        for (lanes, key) in lanes.iter_mut().zip(&keys) {
+            let k = &key[at..at + LANES];
+            for l in 0..LANES {
+                lanes[l] = q[l].mul_add(k[l], lanes[l]);
+            }
+        }
     }
-    sum
+    let mut sums = [0f32; N];
+    for ((sum, lanes), key) in sums.iter_mut().zip(&lanes).zip(&keys) {
+        let quad: [f32; 4] = [
+            lanes[0] + lanes[4],
+            lanes[1] + lanes[5],
+            lanes[2] + lanes[6],
+            lanes[3] + lanes[7],
+        ];
+        *sum = (quad[0] + quad[2]) + (quad[1] + quad[3]);
+        for (x, y) in query[full..].iter().zip(&key[full..]) {
+            *sum = x.mul_add(*y, *sum);
+        }
+    }
+    sums
 }
 
 #[cfg(test)]
@@ -290,7 +339,14 @@ mod tests {
 
     #[test]
     fn matches_the_f64_softmax_of_the_visible_positions() {
-        let (rows, heads, kv_heads, len, total, dim) = (2, 4, 2, 3, 7, 12);
+        // Head sizes with their own accumulators (64, 128) and without (12).
+        for dim in [12, 64, 128] {
+            check_against_f64(dim);
+        }
+    }
+
+    fn check_against_f64(dim: usize) {
+        let (rows, heads, kv_heads, len, total) = (2, 4, 2, 3, 7);
         let q = noise((rows, heads, len, dim), 1);
         // k and v as a narrowed view of a larger cache, as the KV cache hands them over.
         let k = noise((rows, kv_heads, 10, dim), 2)
@@ -331,7 +387,7 @@ mod tests {
     /// A query's result is the same bits whatever queries and rows are computed beside it.
     #[test]
     fn a_query_does_not_depend_on_the_queries_beside_it() {
-        let (heads, kv_heads, total, dim) = (6, 3, 40, 16);
+        let (heads, kv_heads, total, dim) = (6, 3, 40, 64);
         let q = noise((2, heads, total, dim), 4);
         let k = noise((2, kv_heads, total, dim), 5);
         let v = noise((2, kv_heads, total, dim), 6);

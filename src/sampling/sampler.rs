@@ -11,7 +11,8 @@ use super::logprobs::{ScoredToken, log_normalizer, rank, score_token, top_ids};
 use super::penalty::{SeenTokens, apply_repetition_penalty};
 use super::rng::{SampleRng, sample_seed};
 use super::select::{collect_top_k, key_id, order_key};
-use super::softmax::{self, LANES, any, exp, sanitize, scaled, sum_exp};
+use super::softmax::{self, LANES, any, sanitize, scaled, sum_exp};
+use crate::fast_exp::exp;
 use crate::params::{ParamError, SamplingParams};
 
 /// Scaled logits (the log of a probability relative to the most likely token) at which the

@@ -5,16 +5,11 @@
 //! (`f32::exp` is a libm call per element). Lanes are summed in f32 over short blocks and the
 //! blocks in f64, which keeps the sum within a few f32 ulps of an f64 reference.
 
-use std::f32::consts::LOG2_E;
+use crate::fast_exp::exp;
 
 /// Values handled together: wide enough for AVX-512, short enough to stay in registers.
 pub const LANES: usize = 16;
 const BLOCK: usize = 1024;
-
-/// Below this `exp` returns exactly 0: e^-87 ≈ 1.6e-38 is where f32 turns subnormal, and a
-/// masked (-inf) token must weigh nothing.
-const EXP_UNDERFLOW: f32 = -87.0;
-const EXP_OVERFLOW: f32 = 88.0;
 
 /// Reads a model logit. NaN is treated as masked (-inf) so one bad value cannot poison the sums;
 /// +inf becomes the largest finite value, so +inf tokens share the mass instead of producing NaN.
@@ -22,36 +17,6 @@ const EXP_OVERFLOW: f32 = 88.0;
 pub fn sanitize(x: f32) -> f32 {
     let x = if x > f32::MAX { f32::MAX } else { x };
     if x.is_nan() { f32::NEG_INFINITY } else { x }
-}
-
-/// e^x, within ~2 ulps for x in [-87, 88]; exactly 0 below -87 and e^88 above 88.
-///
-/// Cody-Waite reduction x = n·ln2 + r with |r| <= ln2/2, Cephes' minimax polynomial for e^r,
-/// and 2^n assembled from exponent bits. No division and no libm call, so it vectorises.
-#[inline(always)]
-pub fn exp(x: f32) -> f32 {
-    // ln 2 split so that n·LN2_HI is exact for every |n| <= 127 (its low 9 bits are 0).
-    const LN2_HI: f32 = 0.693_145_75;
-    const LN2_LO: f32 = 1.428_606_8e-6;
-    // Adding 1.5·2^23 rounds to the nearest integer without a libm call.
-    const ROUND: f32 = 12_582_912.0;
-    const P: [f32; 6] = [
-        1.987_569_1e-4,
-        1.398_199_9e-3,
-        8.333_452e-3,
-        4.166_579_6e-2,
-        1.666_666_5e-1,
-        0.5,
-    ];
-    let clamped = x.clamp(EXP_UNDERFLOW, EXP_OVERFLOW);
-    let shifted = clamped * LOG2_E + ROUND;
-    let n = shifted - ROUND;
-    let r = clamped - n * LN2_HI - n * LN2_LO;
-    let poly = ((((P[0] * r + P[1]) * r + P[2]) * r + P[3]) * r + P[4]) * r + P[5];
-    let exp_r = poly * (r * r) + r + 1.0;
-    let exponent = (shifted.to_bits() as i32 - ROUND.to_bits() as i32 + 127) << 23;
-    let y = exp_r * f32::from_bits(exponent as u32);
-    if x < EXP_UNDERFLOW { 0.0 } else { y }
 }
 
 /// Whether any sanitised value of a short chunk passes `test`. Branch-free, so a chunk of
@@ -184,28 +149,6 @@ pub fn log_sum_exp(values: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn exp_is_within_a_few_ulps_of_f64() {
-        let mut worst = 0.0f64;
-        let mut x = -87.0f32;
-        while x <= 88.0 {
-            let exact = f64::from(x).exp();
-            let relative = ((f64::from(exp(x)) - exact) / exact).abs();
-            worst = worst.max(relative);
-            x += 0.001_37;
-        }
-        assert!(worst < 3e-7, "worst relative error {worst}");
-    }
-
-    #[test]
-    fn exp_edges() {
-        assert_eq!(exp(0.0), 1.0);
-        assert_eq!(exp(f32::NEG_INFINITY), 0.0);
-        assert_eq!(exp(-87.5), 0.0);
-        assert!(exp(-86.9) > 0.0);
-        assert!(exp(1000.0).is_finite());
-    }
 
     #[test]
     fn sanitize_masks_nan_and_caps_infinity() {
