@@ -473,7 +473,10 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             }
         }
         Event::Done { response, .. } => {
-            if let Some(slot) = state.status.slot_mut(model) {
+            // A run that only replayed decoded nothing, so it measured no speed.
+            if let Some(slot) = state.status.slot_mut(model)
+                && response.timings.tokens_decoded > 0
+            {
                 slot.tok_per_s = Some(response.timings.decode_tok_per_s);
             }
             let side = side.unwrap_or_default();

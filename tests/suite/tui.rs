@@ -415,6 +415,19 @@ fn a_replayed_sample_footer_counts_replayed_and_decoded_tokens() {
 }
 
 #[test]
+fn a_run_that_only_replayed_shows_no_speed() {
+    let mut s = running();
+    update(&mut s, Action::Engine(0, started(1, vec![42])));
+    let mut event = done(1, &[StopReason::Length]);
+    if let Event::Done { response, .. } = &mut event {
+        response.timings.tokens_decoded = 0;
+        response.timings.decode_tok_per_s = 0.0;
+    }
+    update(&mut s, Action::Engine(0, event));
+    assert_eq!(s.status.models[0].tok_per_s, None);
+}
+
+#[test]
 fn finished_and_done_fill_the_footers() {
     let mut s = running();
     update(&mut s, Action::Engine(0, started(1, vec![42, 43, 44])));

@@ -104,6 +104,7 @@ pub fn done(run_id: RunId, reasons: &[StopReason]) -> Event {
                 prefill_ms: 3.0,
                 decode_ms: 10.0,
                 decode_tok_per_s: 812.0,
+                tokens_decoded: reasons.len() as u32,
                 ..Timings::default()
             },
         }),
