@@ -467,3 +467,49 @@ fn stories260k_prompt_cache_reuses_the_shared_prefix() {
         stories_run(&mut model, prompt, &params, None);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(6))]
+
+    /// Random base parameters and a random change on stories260K: the re-run equals a fresh run
+    /// to the bit.
+    #[test]
+    fn stories260k_random_re_runs_equal_fresh_runs(
+        base in arb_params(),
+        which in any::<u8>(),
+        amount in -0.9f32..0.9,
+    ) {
+        let Some(mut model) = common::loaded_test_model() else {
+            return Ok(());
+        };
+        let prompt = "Tom and Sue went to the park";
+        let base = SamplingParams { seed: Some(9), ..base };
+        stories_run(&mut model, prompt, &base, None);
+        let changed = nudge(&base, which, amount);
+        let rerun = stories_run(&mut model, prompt, &changed, None);
+        let fresh = stories_fresh(&mut model, prompt, &changed);
+        assert_same_run(&rerun, &fresh, &format!("{changed:?}"));
+    }
+}
+
+/// Each model keeps its own store: the same prompt and seed on another model replays nothing
+/// of the first model's run.
+#[test]
+fn another_model_replays_nothing_of_the_first() {
+    let Some(mut stories) = common::loaded_test_model() else {
+        return;
+    };
+    let hub = samplab::model::source::HubSettings::from_env();
+    let name = samplab::model::embedded::NAME;
+    let mut tiny = samplab::engine::load::load_model(name, &hub, &mut |_, _| {}).unwrap();
+    let params = SamplingParams::from_yaml("seed: 4\nmax_tokens: 12\nnum_samples: 2").unwrap();
+    stories_run(&mut stories, "Once upon a time", &params, None);
+    let first = stories_run(&mut tiny, "Once upon a time", &params, None);
+    assert_eq!(first.timings.tokens_replayed, 0);
+    assert_eq!(first.timings.prefill_tokens, first.prompt_token_ids.len());
+    let again = stories_run(&mut stories, "Once upon a time", &params, None);
+    assert_eq!(
+        again.timings.tokens_decoded, 0,
+        "stories' own store still serves it"
+    );
+}
