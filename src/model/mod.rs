@@ -10,10 +10,10 @@
 pub mod cache;
 pub mod chat_template;
 pub mod config;
+mod dense_kernel;
 pub mod discover;
 pub mod embedded;
 pub mod error;
-mod f32_kernel;
 pub mod gguf_tokenizer;
 mod kernels;
 mod kv_cache;
