@@ -55,6 +55,7 @@ fn every_weight_type_loads_quantized_and_tracks_f32() {
     // scales, which become a byte each (148 bytes per 256 values, where GGUF stores 144).
     let cases = [
         ("f16", GgmlDType::F16, 0.5, 0.9999),
+        ("bf16", GgmlDType::BF16, 0.5, 0.999),
         ("q8_0", GgmlDType::Q8_0, 34.0 / 32.0 / 4.0, 0.999),
         ("q6_k", GgmlDType::Q6K, 210.0 / 256.0 / 4.0, 0.995),
         ("q4_k", GgmlDType::Q4K, 148.0 / 256.0 / 4.0, 0.98),
