@@ -25,11 +25,11 @@ const LANES: usize = 8;
 
 /// IEEE half precision, as its bits.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct F16(u16);
+struct F16(u16);
 
 /// bfloat16 (the upper half of an f32), as its bits.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Bf16(u16);
+struct Bf16(u16);
 
 /// A stored weight value and its exact widening to f32.
 trait Element: Copy + Send + Sync {
