@@ -21,9 +21,9 @@ pub struct BenchArgs {
     /// directory): smollm2-135m.
     #[arg(long)]
     synthetic: Option<String>,
-    /// Weight type of the synthetic model: f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k,
-    /// q4_k, q5_k, q6_k, or q4_k_m (Q4_K with Q6_K for the output and ffn_down, as llama.cpp's
-    /// Q4_K_M).
+    /// Weight type of the synthetic model: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k,
+    /// q3_k, q4_k, q5_k, q6_k, or q4_k_m (Q4_K with Q6_K for the output and ffn_down, as
+    /// llama.cpp's Q4_K_M).
     #[arg(long, default_value = "q8_0", requires = "synthetic")]
     qtype: String,
     /// Batch sizes to decode, comma-separated.

@@ -18,7 +18,8 @@ pub const BUDGET_VAR: &str = "SAMPLAB_MEMORY_BUDGET";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryEstimate {
-    /// Bytes of weights as loaded: GGUF tensors as stored, safetensors converted to f32.
+    /// Bytes of weights as loaded: GGUF tensors as stored, safetensors f16 and bf16 as stored
+    /// and anything else as f32.
     pub weights: u64,
     /// f32 keys and values of every layer for `positions` positions of one sequence.
     pub kv_cache: u64,
@@ -56,11 +57,11 @@ pub enum MemoryError {
 /// Estimates a GGUF file or an HF directory from its headers alone.
 pub fn estimate(path: &Path) -> Result<MemoryEstimate, ModelError> {
     if path.is_dir() {
-        let mut elements = 0u64;
+        let mut bytes = 0u64;
         for file in Weights::safetensors_files(path)? {
-            elements += safetensors_elements(&file)?;
+            bytes += safetensors_bytes(&file)?;
         }
-        Ok(for_config(&ModelConfig::from_hf_dir(path)?, elements * 4))
+        Ok(for_config(&ModelConfig::from_hf_dir(path)?, bytes))
     } else {
         estimate_gguf(&Model::open_gguf(path)?)
     }
@@ -84,8 +85,9 @@ fn for_config(config: &ModelConfig, weights: u64) -> MemoryEstimate {
     }
 }
 
-/// Elements in a safetensors file, from its JSON header.
-fn safetensors_elements(file: &Path) -> Result<u64, ModelError> {
+/// Bytes a safetensors file's tensors take once loaded, from its JSON header: f16 and bf16
+/// stay 16-bit, anything else becomes f32.
+fn safetensors_bytes(file: &Path) -> Result<u64, ModelError> {
     let corrupt = |reason: &str| ModelError::Corrupt {
         path: file.to_owned(),
         reason: reason.to_owned(),
@@ -108,8 +110,16 @@ fn safetensors_elements(file: &Path) -> Result<u64, ModelError> {
     Ok(header
         .iter()
         .filter(|(name, _)| *name != "__metadata__")
-        .filter_map(|(_, tensor)| tensor.get("shape")?.as_array().cloned())
-        .map(|shape| shape.iter().filter_map(|d| d.as_u64()).product::<u64>())
+        .map(|(_, tensor)| {
+            let elements = tensor["shape"]
+                .as_array()
+                .map_or(0, |shape| shape.iter().filter_map(|d| d.as_u64()).product());
+            let size = match tensor["dtype"].as_str() {
+                Some("F16" | "BF16") => 2,
+                _ => 4,
+            };
+            elements * size
+        })
         .sum())
 }
 

@@ -102,6 +102,7 @@ fn fitting(dtype: GgmlDType, cols: usize) -> GgmlDType {
 const QTYPES: &[(&str, Quantization)] = &[
     ("f32", Quantization::Uniform(GgmlDType::F32)),
     ("f16", Quantization::Uniform(GgmlDType::F16)),
+    ("bf16", Quantization::Uniform(GgmlDType::BF16)),
     ("q4_0", Quantization::Uniform(GgmlDType::Q4_0)),
     ("q4_1", Quantization::Uniform(GgmlDType::Q4_1)),
     ("q5_0", Quantization::Uniform(GgmlDType::Q5_0)),

@@ -1,9 +1,9 @@
-//! Loading a model's tensors from GGUF (kept quantized) or safetensors (converted to f32)
-//! into one in-memory form, so that the forward pass has a single code path.
+//! Loading a model's tensors from GGUF (kept quantized) or safetensors (f32, f16 and bf16
+//! kept as stored) into one in-memory form, so that the forward pass has a single code path.
 
 use super::config::{ModelConfig, io_error};
+use super::dense_kernel::DenseMatrix;
 use super::error::{ModelError, without_backtrace};
-use super::f32_kernel::F32Matrix;
 use super::kernels::{Isa, QuantMatrix};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Tensor};
@@ -13,8 +13,7 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// `x W^T + b`. Quantized weights stay quantized; f32/f16 GGUF weights and all safetensors
-/// weights become plain f32 matrices inside the same `QMatMul`.
+/// `x W^T + b`. On the CPU every matrix keeps its stored type: quantized, f32, f16 or bf16.
 #[derive(Debug, Clone)]
 pub(crate) struct Linear {
     weight: Matrix,
@@ -27,34 +26,31 @@ enum Matrix {
     /// A quantized matrix on the CPU in a format we have a kernel for: f32 activations
     /// against the exact dequantized weights, and several times faster than candle's.
     Ours(Arc<QuantMatrix>),
-    /// f32 on the CPU: our batch-invariant product (a row's logits must not depend on the
-    /// rows decoded beside it, or a re-run would differ from a fresh run).
-    F32(Arc<F32Matrix>),
+    /// f32, f16 or bf16 on the CPU: our batch-invariant product (a row's logits must not
+    /// depend on the rows decoded beside it, or a re-run would differ from a fresh run).
+    Dense(Arc<DenseMatrix>),
 }
 
 impl Linear {
-    /// With `our_kernels`, a CPU matrix in a format we have a kernel for moves into our
-    /// layout (candle's copy is freed unless shared, as a tied embedding is); `false` keeps
-    /// candle's product, for comparisons.
+    /// A float matrix on the CPU moves into our batch-invariant product. With `our_kernels`,
+    /// a quantized CPU matrix in a format we have a kernel for moves into our layout; `false`
+    /// keeps candle's product, for comparisons. candle's copy is freed unless shared, as a
+    /// tied embedding is.
     fn new(weight: QMatMul, bias: Option<Tensor>, our_kernels: bool) -> candle_core::Result<Self> {
         if let QMatMul::QTensor(q) = &weight
-            && our_kernels
             && q.device().is_cpu()
         {
             let (rows, cols) = q.shape().dims2()?;
-            if let Some(ours) = QuantMatrix::from_gguf(q.dtype(), rows, cols, &q.data()?)? {
+            let data = q.data()?;
+            if let Some(dense) = DenseMatrix::from_ggml(q.dtype(), rows, cols, &data)? {
+                let weight = Matrix::Dense(Arc::new(dense));
+                return Ok(Self { weight, bias });
+            }
+            if our_kernels && let Some(ours) = QuantMatrix::from_gguf(q.dtype(), rows, cols, &data)?
+            {
                 let weight = Matrix::Ours(Arc::new(ours));
                 return Ok(Self { weight, bias });
             }
-        }
-        if let QMatMul::Tensor(t) = &weight
-            && t.dtype() == DType::F32
-            && t.device().is_cpu()
-        {
-            let (rows, cols) = t.dims2()?;
-            let values = t.flatten_all()?.to_vec1::<f32>()?;
-            let weight = Matrix::F32(Arc::new(F32Matrix::new(rows, cols, values)?));
-            return Ok(Self { weight, bias });
         }
         let weight = Matrix::Candle(weight);
         Ok(Self { weight, bias })
@@ -75,7 +71,10 @@ impl Linear {
                 format!("{:?}", t.dtype()).to_lowercase(),
                 "candle matmul".to_owned(),
             ),
-            Matrix::F32(_) => ("f32".to_owned(), "samplab f32, batch invariant".to_owned()),
+            Matrix::Dense(w) => (
+                w.dtype_name().to_owned(),
+                format!("samplab {}, batch invariant", w.dtype_name()),
+            ),
         }
     }
 
@@ -87,7 +86,7 @@ impl Linear {
                 t.elem_count() * t.dtype().size_in_bytes()
             }
             Matrix::Ours(q) => q.storage_size_in_bytes(),
-            Matrix::F32(w) => w.storage_size_in_bytes(),
+            Matrix::Dense(w) => w.storage_size_in_bytes(),
         };
         bytes as u64
     }
@@ -96,7 +95,7 @@ impl Linear {
         let y = match &self.weight {
             Matrix::Candle(w) => w.forward(x)?,
             Matrix::Ours(w) => x.contiguous()?.apply_op1_no_bwd(w.as_ref())?,
-            Matrix::F32(w) => x.contiguous()?.apply_op1_no_bwd(w.as_ref())?,
+            Matrix::Dense(w) => x.contiguous()?.apply_op1_no_bwd(w.as_ref())?,
         };
         match &self.bias {
             Some(b) => y.broadcast_add(b),
@@ -486,7 +485,7 @@ impl Source for GgufSource<'_> {
 
     fn matrix(&mut self, name: &str, shape: (usize, usize)) -> Result<Option<QMatMul>, ModelError> {
         self.qtensor(name, &[shape.0, shape.1])?
-            .map(|t| QMatMul::from_arc(Arc::new(t)).map_err(|e| corrupt(&self.path, e)))
+            .map(|t| as_stored(t).map_err(|e| corrupt(&self.path, e)))
             .transpose()
     }
 
@@ -504,18 +503,41 @@ impl Source for GgufSource<'_> {
     }
 }
 
+/// On the CPU a GGUF matrix stays as stored (quantized, f32, f16 or bf16) for our products
+/// ([`Linear::new`]) and the embedding lookup; elsewhere candle widens float matrices to f32
+/// for its own product.
+fn as_stored(tensor: QTensor) -> candle_core::Result<QMatMul> {
+    let tensor = Arc::new(tensor);
+    if tensor.device().is_cpu() {
+        Ok(QMatMul::QTensor(tensor))
+    } else {
+        QMatMul::from_arc(tensor)
+    }
+}
+
 struct HfSource {
     tensors: HashMap<String, Tensor>,
     path: PathBuf,
 }
 
 impl HfSource {
-    fn f32(&mut self, name: &str, shape: &[usize]) -> Result<Option<Tensor>, ModelError> {
-        let Some(tensor) = self.tensors.get(name) else {
+    /// Takes a tensor out of the loaded files, so that each is freed once converted.
+    fn take(&mut self, name: &str, shape: &[usize]) -> Result<Option<Tensor>, ModelError> {
+        let Some(tensor) = self.tensors.remove(name) else {
             return Ok(None);
         };
         check_shape(&self.path, name, shape, tensor.dims())?;
-        Ok(Some(tensor.to_dtype(DType::F32)?))
+        Ok(Some(tensor))
+    }
+}
+
+/// The GGML type a safetensors matrix is kept in on the CPU: f16 and bf16 as they are,
+/// anything else as f32.
+fn stored_type(dtype: DType) -> GgmlDType {
+    match dtype {
+        DType::F16 => GgmlDType::F16,
+        DType::BF16 => GgmlDType::BF16,
+        _ => GgmlDType::F32,
     }
 }
 
@@ -528,11 +550,23 @@ impl Source for HfSource {
     }
 
     fn matrix(&mut self, name: &str, shape: (usize, usize)) -> Result<Option<QMatMul>, ModelError> {
-        Ok(self.f32(name, &[shape.0, shape.1])?.map(QMatMul::Tensor))
+        let Some(tensor) = self.take(name, &[shape.0, shape.1])? else {
+            return Ok(None);
+        };
+        if !tensor.device().is_cpu() {
+            return Ok(Some(QMatMul::Tensor(tensor.to_dtype(DType::F32)?)));
+        }
+        // The conversion passes through f32 one tensor at a time; the values are exact in
+        // their own type, so they come back unchanged.
+        let stored = QTensor::quantize(&tensor, stored_type(tensor.dtype()))?;
+        Ok(Some(QMatMul::QTensor(Arc::new(stored))))
     }
 
     fn vector(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
-        self.f32(name, &[len])
+        Ok(self
+            .take(name, &[len])?
+            .map(|t| t.to_dtype(DType::F32))
+            .transpose()?)
     }
 
     fn path(&self) -> &Path {

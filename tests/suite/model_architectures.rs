@@ -3,7 +3,7 @@
 
 use candle_core::{DType, Device, Tensor};
 use samplab::model::synthetic::Noise;
-use samplab::model::{Architecture, Model};
+use samplab::model::{Architecture, Model, Session};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -20,7 +20,10 @@ struct Spec {
     qkv_bias: bool,
     qk_norm: bool,
     tied: bool,
-    bf16: bool,
+    /// The precision of the weights (norms, biases and embeddings included).
+    dtype: DType,
+    /// Store the `dtype`-rounded weights as f32.
+    widened: bool,
     rope_theta: f64,
     /// (factor, low_freq_factor, high_freq_factor, original_max_position_embeddings)
     llama3_scaling: Option<(f64, f64, f64, usize)>,
@@ -43,14 +46,15 @@ fn llama() -> Spec {
         qkv_bias: false,
         qk_norm: false,
         tied: false,
-        bf16: false,
+        dtype: DType::F32,
+        widened: false,
         rope_theta: 10_000.0,
         llama3_scaling: None,
         sliding_window: None,
     }
 }
 
-/// The checkpoint's weights as the model sees them (after any bf16 rounding), by HF name.
+/// The checkpoint's weights as the model sees them (after any 16-bit rounding), by HF name.
 type Weights = HashMap<String, Vec<f32>>;
 
 fn write_checkpoint(spec: &Spec, dir: &Path) -> Weights {
@@ -138,8 +142,9 @@ fn write_checkpoint(spec: &Spec, dir: &Path) -> Weights {
         let offset = if name.contains("norm") { 1.0 } else { 0.0 };
         let values: Vec<f32> = (0..n).map(|_| offset + scale * noise.uniform()).collect();
         let tensor = Tensor::from_vec(values, shape, &Device::Cpu).unwrap();
-        let tensor = if spec.bf16 {
-            tensor.to_dtype(DType::BF16).unwrap()
+        let tensor = tensor.to_dtype(spec.dtype).unwrap();
+        let tensor = if spec.widened {
+            tensor.to_dtype(DType::F32).unwrap()
         } else {
             tensor
         };
@@ -164,7 +169,12 @@ fn write_checkpoint(spec: &Spec, dir: &Path) -> Weights {
         "tie_word_embeddings": spec.tied,
         "bos_token_id": 1,
         "eos_token_id": 2,
-        "torch_dtype": if spec.bf16 { "bfloat16" } else { "float32" },
+        "torch_dtype": match spec.dtype {
+            _ if spec.widened => "float32",
+            DType::BF16 => "bfloat16",
+            DType::F16 => "float16",
+            _ => "float32",
+        },
     });
     if let Some((factor, low, high, original)) = spec.llama3_scaling {
         config["rope_scaling"] = serde_json::json!({
@@ -400,10 +410,54 @@ fn llama_with_gqa_and_llama3_rope_scaling() {
 fn llama_with_tied_bf16_weights() {
     let model = check(&Spec {
         tied: true,
-        bf16: true,
+        dtype: DType::BF16,
         ..llama()
     });
     assert!(model.config().tie_word_embeddings);
+}
+
+/// f16 and bf16 checkpoints stay 16-bit in memory: half the weight bytes of the same model
+/// in f32, and exactly the logits of that f32 model with its weights rounded to 16 bits.
+#[test]
+fn sixteen_bit_weights_take_half_the_bytes_and_give_the_rounded_f32_models_logits() {
+    use samplab::model::memory::estimate;
+    for (dtype, name, tied) in [(DType::F16, "f16", false), (DType::BF16, "bf16", true)] {
+        let spec = Spec {
+            dtype,
+            tied,
+            ..llama()
+        };
+        let (half_dir, wide_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        write_checkpoint(&spec, half_dir.path());
+        let widened = Spec {
+            widened: true,
+            ..spec
+        };
+        write_checkpoint(&widened, wide_dir.path());
+        let half = Model::load(half_dir.path(), &Device::Cpu).unwrap();
+        let wide = Model::load(wide_dir.path(), &Device::Cpu).unwrap();
+
+        let kernel = (name.to_owned(), format!("samplab {name}, batch invariant"));
+        assert_eq!(half.kernels(), vec![kernel], "{name}");
+        assert_eq!(
+            2 * half.weight_bytes_per_step(),
+            wide.weight_bytes_per_step(),
+            "{name}"
+        );
+        let bytes = |dir: &tempfile::TempDir| estimate(dir.path()).unwrap().weights;
+        assert_eq!(2 * bytes(&half_dir), bytes(&wide_dir), "{name}");
+
+        let prompt = [1u32, 17, 42, 5, 63, 8];
+        let (mut half, mut wide) = (half.session(), wide.session());
+        let prefill = |s: &mut Session<&Model>| s.prefill(&prompt, true).unwrap();
+        assert_eq!(prefill(&mut half), prefill(&mut wide), "{name} prefill");
+        half.fork(2).unwrap();
+        wide.fork(2).unwrap();
+        for step in [[3, 60], [9, 2]] {
+            let decode = |s: &mut Session<&Model>| s.decode_step(&step).unwrap();
+            assert_eq!(decode(&mut half), decode(&mut wide), "{name} decode");
+        }
+    }
 }
 
 #[test]
@@ -435,7 +489,7 @@ fn qwen3_with_qk_norm_wide_heads_and_tied_bf16_weights() {
         qk_norm: true,
         head_dim: 16,
         tied: true,
-        bf16: true,
+        dtype: DType::BF16,
         ..llama()
     });
 }

@@ -51,11 +51,11 @@ fn every_weight_type_loads_quantized_and_tracks_f32() {
     let (reference, f32_bytes) = logits(&write("f32", GgmlDType::F32));
     // Bytes per weight of each type relative to f32, and the worst cosine similarity to f32
     // logits it may have (4-bit weights carry about 1/16 relative error per weight, 8-bit about
-    // 1/256). candle widens f16 matrices to f32 when it loads them, so they cost as much as f32;
-    // our kernels keep the file's bytes, except Q4_K's packed 6-bit scales, which become a
-    // byte each (148 bytes per 256 values, where GGUF stores 144).
+    // 1/256). Our kernels keep the file's bytes, f16 included, except Q4_K's packed 6-bit
+    // scales, which become a byte each (148 bytes per 256 values, where GGUF stores 144).
     let cases = [
-        ("f16", GgmlDType::F16, 1.0, 0.9999),
+        ("f16", GgmlDType::F16, 0.5, 0.9999),
+        ("bf16", GgmlDType::BF16, 0.5, 0.999),
         ("q8_0", GgmlDType::Q8_0, 34.0 / 32.0 / 4.0, 0.999),
         ("q6_k", GgmlDType::Q6K, 210.0 / 256.0 / 4.0, 0.995),
         ("q4_k", GgmlDType::Q4K, 148.0 / 256.0 / 4.0, 0.98),

@@ -14,6 +14,7 @@ mod lanes;
 
 use candle_core::quantized::GgmlDType;
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape};
+pub(crate) use format::f16_to_f32;
 use format::{Format, SUB, Sub};
 use lanes::{Lanes, Portable};
 use rayon::prelude::*;
