@@ -8,6 +8,7 @@
 //! in place (no per-head copies) and writes `[rows, len, heads * head_dim]`, the layout the
 //! output projection takes.
 
+use super::kernels::Isa;
 use crate::fast_exp::exp;
 use candle_core::{CpuStorage, CustomOp3, Layout, Shape};
 use rayon::prelude::*;
@@ -104,7 +105,7 @@ impl CustomOp3 for CausalAttention {
             .flat_map(|r| (0..heads).map(move |h| (r, h)))
             .flat_map(|(r, h)| (0..len).step_by(QUERIES_PER_TASK).map(move |i| (r, h, i)))
             .collect();
-        let kernel = Kernel::detect();
+        let isa = Isa::detect();
         let parts: Vec<(usize, usize, usize, Vec<f32>)> = tasks
             .into_par_iter()
             .map(|(r, h, first)| {
@@ -120,7 +121,7 @@ impl CustomOp3 for CausalAttention {
                     start,
                     scale: self.scale,
                 };
-                (r, h, first, kernel.attend(&task, queries))
+                (r, h, first, attend_with(isa, &task, queries))
             })
             .collect();
         let mut out = vec![0f32; rows * len * width];
@@ -148,31 +149,14 @@ struct Task<'a> {
     scale: f32,
 }
 
-/// The same arithmetic compiled for the running CPU: with AVX2 and FMA the fused
-/// multiply-adds are single instructions and the loops vectorise; elsewhere they are calls.
-#[derive(Debug, Clone, Copy)]
-enum Kernel {
-    Portable,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-}
-
-impl Kernel {
-    fn detect() -> Self {
+/// [`attend`] compiled for the running CPU: with AVX2 and FMA the fused multiply-adds are
+/// single instructions and the loops vectorise; elsewhere they are calls.
+fn attend_with(isa: Isa, task: &Task, queries: std::ops::Range<usize>) -> Vec<f32> {
+    match isa {
+        Isa::Portable => attend(task, queries),
         #[cfg(target_arch = "x86_64")]
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-            return Kernel::Avx2;
-        }
-        Kernel::Portable
-    }
-
-    fn attend(self, task: &Task, queries: std::ops::Range<usize>) -> Vec<f32> {
-        match self {
-            Kernel::Portable => attend(task, queries),
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `detect` chose this kernel only where the CPU has AVX2 and FMA.
-            Kernel::Avx2 => unsafe { attend_avx2(task, queries) },
-        }
+        // SAFETY: `Isa::detect` reports AVX2 (with FMA) or AVX-512F, which implies them.
+        Isa::Avx2 | Isa::Avx512 => unsafe { attend_avx2(task, queries) },
     }
 }
 

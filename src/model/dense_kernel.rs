@@ -11,7 +11,7 @@
 //! kernel widens each weight exactly as it loads it, so their product is, bit for bit, the
 //! f32 product of the widened matrix.
 
-use super::kernels::f16_to_f32;
+use super::kernels::{Isa, f16_to_f32, rows_through};
 use candle_core::quantized::GgmlDType;
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape};
 use rayon::prelude::*;
@@ -158,20 +158,20 @@ impl DenseMatrix {
 
     /// `x W^T` for `x` = `[m, cols]` f32 values (row-major): `[m, rows]`.
     pub(crate) fn matmul(&self, x: &[f32]) -> Vec<f32> {
-        self.matmul_with(Kernel::detect(), x)
+        self.matmul_with(Isa::detect(), x)
     }
 
-    fn matmul_with(&self, kernel: Kernel, x: &[f32]) -> Vec<f32> {
+    fn matmul_with(&self, isa: Isa, x: &[f32]) -> Vec<f32> {
         match &self.values {
-            Values::F32(w) => product(kernel, w, self.rows, self.cols, x),
-            Values::F16(w) => product(kernel, w, self.rows, self.cols, x),
-            Values::Bf16(w) => product(kernel, w, self.rows, self.cols, x),
+            Values::F32(w) => product(isa, w, self.rows, self.cols, x),
+            Values::F16(w) => product(isa, w, self.rows, self.cols, x),
+            Values::Bf16(w) => product(isa, w, self.rows, self.cols, x),
         }
     }
 }
 
 /// `x W^T` for a `[n, k]` matrix `w` and `x` = `[m, k]`: `[m, n]`.
-fn product<E: Element>(kernel: Kernel, w: &[E], n: usize, k: usize, x: &[f32]) -> Vec<f32> {
+fn product<E: Element>(isa: Isa, w: &[E], n: usize, k: usize, x: &[f32]) -> Vec<f32> {
     let m = x.len().checked_div(k).unwrap_or(0);
     let mut out = vec![0f32; m * n];
     if m == 0 || n == 0 {
@@ -197,7 +197,7 @@ fn product<E: Element>(kernel: Kernel, w: &[E], n: usize, k: usize, x: &[f32]) -
                     let take = (m - i).min(TILE_COLS);
                     let xs: [&[f32]; TILE_COLS] =
                         std::array::from_fn(|c| &x[(i + c.min(take - 1)) * k..][..k]);
-                    let dots = kernel.tile(&w, &xs);
+                    let dots = tile(isa, &w, &xs);
                     for (c, row) in dots.iter().enumerate().take(take) {
                         let at = (i + c) * width + (r - rows.start);
                         part[at..at + count].copy_from_slice(&row[..count]);
@@ -228,57 +228,23 @@ impl CustomOp1 for DenseMatrix {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(values) = storage else {
-            candle_core::bail!("dense matmul takes f32 activations");
-        };
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("dense matmul takes contiguous activations");
-        };
-        let mut dims = layout.dims().to_vec();
-        if dims.last() != Some(&self.cols) {
-            candle_core::bail!(
-                "dense matmul: activations {dims:?} for a [{}, {}] matrix",
-                self.rows,
-                self.cols
-            );
-        }
-        *dims.last_mut().expect("checked above") = self.rows;
-        Ok((
-            CpuStorage::F32(self.matmul(&values[start..end])),
-            Shape::from(dims),
-        ))
+        rows_through(self.name(), (self.rows, self.cols), storage, layout, |x| {
+            self.matmul(x)
+        })
     }
 }
 
 /// Dot products of a tile, `[activation row][weight row]`.
 type Tile = [[f32; TILE_ROWS]; TILE_COLS];
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Kernel {
-    Portable,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-}
-
-impl Kernel {
-    fn detect() -> Self {
+/// A tile with the instructions the CPU has: AVX-512 CPUs take the AVX2 path, which a
+/// 16-lane tile would not beat on tiles this small.
+fn tile<E: Element>(isa: Isa, w: &[&[E]; TILE_ROWS], x: &[&[f32]; TILE_COLS]) -> Tile {
+    match isa {
+        Isa::Portable => portable_tile(w, x),
         #[cfg(target_arch = "x86_64")]
-        if is_x86_feature_detected!("avx2")
-            && is_x86_feature_detected!("fma")
-            && is_x86_feature_detected!("f16c")
-        {
-            return Kernel::Avx2;
-        }
-        Kernel::Portable
-    }
-
-    fn tile<E: Element>(self, w: &[&[E]; TILE_ROWS], x: &[&[f32]; TILE_COLS]) -> Tile {
-        match self {
-            Kernel::Portable => portable_tile(w, x),
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `detect` chose this kernel only where the CPU has AVX2, FMA and F16C.
-            Kernel::Avx2 => unsafe { avx2::tile(w, x) },
-        }
+        // SAFETY: `Isa::detect` reports AVX2 (with FMA and F16C) or AVX-512F, which implies them.
+        Isa::Avx2 | Isa::Avx512 => unsafe { avx2::tile(w, x) },
     }
 }
 

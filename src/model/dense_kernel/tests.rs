@@ -60,8 +60,8 @@ fn to_bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|f| f.to_bits()).collect()
 }
 
-fn kernels() -> [Kernel; 2] {
-    [Kernel::detect(), Kernel::Portable]
+fn kernels() -> [Isa; 2] {
+    [Isa::detect(), Isa::Portable]
 }
 
 #[test]
@@ -136,7 +136,7 @@ fn a_rows_result_does_not_depend_on_the_rows_beside_it() {
             for m in ACTIVATION_ROWS {
                 let x = noise(m * k, seed + 90 + m as u64);
                 let batch = matrix.matmul(&x);
-                let portable = matrix.matmul_with(Kernel::Portable, &x);
+                let portable = matrix.matmul_with(Isa::Portable, &x);
                 for i in 0..m {
                     let alone = to_bits(&matrix.matmul(&x[i * k..(i + 1) * k]));
                     let row = i * n..(i + 1) * n;

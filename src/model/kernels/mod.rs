@@ -496,24 +496,36 @@ impl CustomOp1 for QuantMatrix {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(values) = storage else {
-            candle_core::bail!("quantized matmul takes f32 activations");
-        };
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("quantized matmul takes contiguous activations");
-        };
-        let mut dims = layout.dims().to_vec();
-        if dims.last() != Some(&self.cols) {
-            candle_core::bail!(
-                "quantized matmul: activations {dims:?} for a [{}, {}] matrix",
-                self.rows,
-                self.cols
-            );
-        }
-        *dims.last_mut().expect("checked above") = self.rows;
-        let y = self.matmul(&values[start..end]);
-        Ok((CpuStorage::F32(y), Shape::from(dims)))
+        rows_through(self.name(), (self.rows, self.cols), storage, layout, |x| {
+            self.matmul(x)
+        })
     }
+}
+
+/// A `[.., cols]` f32 tensor through a `[rows, cols]` matrix product `matmul` (of row-major
+/// `[m, cols]` values, giving `[m, rows]`): `[.., rows]`. The CPU forward of our products.
+pub(crate) fn rows_through(
+    name: &str,
+    (rows, cols): (usize, usize),
+    storage: &CpuStorage,
+    layout: &Layout,
+    matmul: impl Fn(&[f32]) -> Vec<f32>,
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    let CpuStorage::F32(values) = storage else {
+        candle_core::bail!("{name} takes f32 activations");
+    };
+    let Some((start, end)) = layout.contiguous_offsets() else {
+        candle_core::bail!("{name} takes contiguous activations");
+    };
+    let mut dims = layout.dims().to_vec();
+    if dims.last() != Some(&cols) {
+        candle_core::bail!("{name}: activations {dims:?} for a [{rows}, {cols}] matrix");
+    }
+    *dims.last_mut().expect("checked above") = rows;
+    Ok((
+        CpuStorage::F32(matmul(&values[start..end])),
+        Shape::from(dims),
+    ))
 }
 
 #[cfg(test)]
