@@ -6,7 +6,7 @@
 
 use super::backend::{Backend, RowSource};
 use super::events::{Alternative, Event, RunId, TokenEvent};
-use super::replay::{PromptLogits, Record, ReplayStore, Resume};
+use super::replay::{PromptLogits, Record, ReplayStore};
 use crate::params::SamplingParams;
 use crate::response::{SampleResponse, StopMatched, StopReason, Timings, TopLogprob, Trajectory};
 use crate::sampling::detokenizer::Detokenizer;
@@ -357,13 +357,8 @@ impl<'c> Run<'_, 'c> {
             let slot = &slots[i];
             let tokens = slot.trajectory.token_ids.len();
             rows.push(
-                match self
-                    .store
-                    .resume(slot.trajectory.seed, tokens, prompt_ids.len())?
-                {
-                    Resume::Prompt => RowSource::Prompt,
-                    Resume::Parked(row) => RowSource::Parked(row),
-                },
+                self.store
+                    .resume(slot.trajectory.seed, tokens, prompt_ids.len())?,
             );
         }
         if rows.iter().any(|row| matches!(row, RowSource::Prompt)) {

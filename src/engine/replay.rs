@@ -8,7 +8,7 @@
 //! first step whose token changes does it decode, starting from the kept keys and values cut
 //! there. Replaying the very logits a fresh run would compute makes the re-run equal to it.
 
-use super::backend::ParkedRow;
+use super::backend::{ParkedRow, RowSource};
 use crate::model::memory::parse_size;
 use crate::sampling::log_normalizer;
 use std::collections::HashMap;
@@ -93,13 +93,6 @@ pub struct ReplayStore {
     records: HashMap<u64, Record>,
     /// The seeds of the run before, whose records stay while they may be asked for again.
     last_seeds: Vec<u64>,
-}
-
-/// Where a sample that is not finished continues: it feeds its last token at `position`,
-/// from these cached positions.
-pub(super) enum Resume {
-    Prompt,
-    Parked(ParkedRow),
 }
 
 impl ReplayStore {
@@ -208,15 +201,15 @@ impl ReplayStore {
         seed: u64,
         tokens: usize,
         prompt_len: usize,
-    ) -> anyhow::Result<Resume> {
+    ) -> anyhow::Result<RowSource> {
         let position = prompt_len + tokens - 1;
         let record = self.records.entry(seed).or_default();
         record.tokens.truncate(tokens);
         let kv = record.kv.take().filter(|_| record.kv_valid >= position);
         record.kv_valid = 0;
         match kv {
-            Some(row) => Ok(Resume::Parked(row)),
-            None if tokens == 1 => Ok(Resume::Prompt),
+            Some(row) => Ok(RowSource::Parked(row)),
+            None if tokens == 1 => Ok(RowSource::Prompt),
             None => anyhow::bail!(
                 "the replay store lost the keys and values of sample seed {seed}: run again"
             ),
