@@ -8,23 +8,7 @@ pub mod tui;
 /// The stories260K test model: `$SAMPLAB_TEST_MODEL`, or `../shared/models/stories260K/` beside the
 /// repository. `None` skips the test, unless `SAMPLAB_REQUIRE_TEST_MODEL=1` (set by CI), which fails it.
 pub fn test_model() -> Option<PathBuf> {
-    let path = std::env::var_os("SAMPLAB_TEST_MODEL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../shared/models/stories260K/stories260K.gguf")
-        });
-    if path.is_file() {
-        return Some(path);
-    }
-    if std::env::var("SAMPLAB_REQUIRE_TEST_MODEL").is_ok_and(|v| v == "1") {
-        panic!(
-            "test model not found at {}; set SAMPLAB_TEST_MODEL to stories260K.gguf",
-            path.display()
-        );
-    }
-    eprintln!("skipping: test model not found at {}", path.display());
-    None
+    shared_model("test", "SAMPLAB_TEST_MODEL", "stories260K/stories260K.gguf")
 }
 
 /// stories260K loaded as the engine loads it (tokenizer, replay store), or `None` to skip.
@@ -43,22 +27,32 @@ pub fn loaded_test_model() -> Option<samplab::engine::LoadedModel> {
 /// `../shared/models/smollm2-135m-instruct/` beside the repository; skipped when absent
 /// unless `SAMPLAB_REQUIRE_TEST_MODEL=1`, as [`test_model`].
 pub fn real_model() -> Option<PathBuf> {
-    let path = std::env::var_os("SAMPLAB_REAL_MODEL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../shared/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
-        });
+    shared_model(
+        "real",
+        "SAMPLAB_REAL_MODEL",
+        "smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf",
+    )
+}
+
+/// A model file at `$var`, else at `file` under `../shared/models/`; what `SAMPLAB_REQUIRE_TEST_MODEL`
+/// makes of a missing one is described at [`test_model`].
+fn shared_model(what: &str, var: &str, file: &str) -> Option<PathBuf> {
+    let path = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/models")
+            .join(file)
+    });
     if path.is_file() {
         return Some(path);
     }
     if std::env::var("SAMPLAB_REQUIRE_TEST_MODEL").is_ok_and(|v| v == "1") {
+        let name = file.rsplit('/').next().unwrap_or(file);
         panic!(
-            "real model not found at {}; set SAMPLAB_REAL_MODEL to SmolLM2-135M-Instruct.Q4_1.gguf",
+            "{what} model not found at {}; set {var} to {name}",
             path.display()
         );
     }
-    eprintln!("skipping: real model not found at {}", path.display());
+    eprintln!("skipping: {what} model not found at {}", path.display());
     None
 }
 
