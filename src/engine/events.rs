@@ -56,6 +56,7 @@ impl From<&Alternative> for TopLogprob {
 /// Everything the engine tells its user, in order; `--jsonl` prints each as one line.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
+#[allow(clippy::large_enum_variant)] // a few events per run: boxing the params saves nothing
 pub enum Event {
     /// Model loading progress in [0, 1] with a short description.
     Loading {

@@ -206,6 +206,7 @@ pub fn random_seed() -> u64 {
     RandomState::new().hash_one(std::time::SystemTime::now()) % 1_000_000
 }
 
+#[allow(clippy::large_enum_variant)] // one per request: boxing the params saves nothing
 enum Command {
     Run(Request),
     Cancel(RunId),
@@ -219,6 +220,7 @@ struct Queue {
     scores: VecDeque<ScoreRequest>,
 }
 
+#[allow(clippy::large_enum_variant)] // one per request
 enum Job {
     Run(Request),
     Score(ScoreRequest),

@@ -147,6 +147,7 @@ pub enum DialogAction {
 
 /// The result of an effect that touched the outside world, with errors as messages to show.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // one per dialog: boxing the params saves nothing
 pub enum Outcome {
     PresetsListed(Result<Vec<UserPreset>, String>),
     PresetSaved(Result<Preset, String>),

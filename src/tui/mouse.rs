@@ -3,9 +3,9 @@
 
 use super::action::{Action, Focus};
 use super::layout::{Grid, areas};
-use super::params::slider_cells;
+use super::params::{first_row, slider_cells, visible_rows};
 use super::state::State;
-use crate::params::FIELDS;
+use crate::params::Field;
 use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
 use ratatui::layout::{Margin, Position, Rect};
 
@@ -60,7 +60,7 @@ pub fn target(state: &State, x: u16, y: u16) -> Option<Target> {
     }
     if a.params.contains(at) {
         let field = (state.focus != Focus::Columns)
-            .then(|| param_at(a.params, at))
+            .then(|| param_at(a.params, at, state))
             .flatten();
         return Some(Target::Params { field });
     }
@@ -83,13 +83,15 @@ pub fn target(state: &State, x: u16, y: u16) -> Option<Target> {
 }
 
 /// The field of the params row at `at` and, on its slider, the fraction of the slider.
-fn param_at(panel: Rect, at: Position) -> Option<(usize, Option<f64>)> {
+fn param_at(panel: Rect, at: Position, state: &State) -> Option<(usize, Option<f64>)> {
     let inner = panel.inner(Margin::new(1, 1));
     if !inner.contains(at) {
         return None;
     }
-    let field = usize::from(at.y - inner.y);
-    if field >= FIELDS.len() {
+    let visible = visible_rows(&state.params, usize::from(inner.height));
+    let row = usize::from(at.y - inner.y);
+    let field = first_row(state.params.selected, visible) + row;
+    if row >= visible || field >= Field::ALL.len() {
         return None;
     }
     let cell = usize::from(at.x - inner.x);

@@ -4,17 +4,16 @@
 use super::stop_text;
 use super::text::TextBuffer;
 use super::theme::Theme;
-use crate::params::{FIELDS, MAX_LOGPROBS, MAX_SAMPLES, SamplingParams};
+use crate::params::{Field, FieldSpec, Knob, SamplingParams};
 use crate::presets::{Preset, PresetSource};
 use ratatui::Frame;
 use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Wrap};
+use serde_yaml_ng::Value;
 
 /// max_tokens the TUI starts with when the preset leaves it unlimited: a run must end soon.
 pub const START_MAX_TOKENS: u32 = 128;
-/// The largest value the log-scale knobs reach by nudging; typing goes further.
-const LOG_MAX: u32 = 1 << 16;
 
 /// An exact value being typed; `error` says why the last Enter was refused.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,6 +30,7 @@ pub struct ParamsState {
     pub preset_name: String,
     /// Where the preset came from, so that saving offers its name back when it is the user's.
     pub source: PresetSource,
+    /// The selected row: an index into `Field::ALL`.
     pub selected: usize,
     pub editor: Option<FieldEditor>,
     /// State of the seed roller, so rolling stays a pure function of the state.
@@ -46,7 +46,7 @@ impl ParamsState {
             params: SamplingParams::default(),
             preset_name: String::new(),
             source: PresetSource::BuiltIn,
-            selected: FIELDS.iter().position(|&f| f == "temperature").unwrap_or(0),
+            selected: row_of(Field::Temperature),
             editor: None,
             roller: entropy,
         };
@@ -68,8 +68,13 @@ impl ParamsState {
         self.params = self.baseline.clone();
     }
 
-    pub fn field(&self) -> &'static str {
-        FIELDS[self.selected.min(FIELDS.len() - 1)]
+    pub fn field(&self) -> Field {
+        Field::ALL[self.selected.min(Field::ALL.len() - 1)]
+    }
+
+    /// Selects the row of `field`.
+    pub fn select_field(&mut self, field: Field) {
+        self.selected = row_of(field);
     }
 
     /// Whether the params behave differently from the preset as loaded: `*` in the status bar.
@@ -79,7 +84,7 @@ impl ParamsState {
     }
 
     pub fn select(&mut self, delta: i32) {
-        let n = FIELDS.len() as i64;
+        let n = Field::ALL.len() as i64;
         self.selected = (self.selected as i64 + i64::from(delta)).rem_euclid(n) as usize;
     }
 
@@ -93,73 +98,94 @@ impl ParamsState {
         }
     }
 
-    pub fn nudge(&mut self, steps: i32, coarse: bool) -> bool {
+    /// Sets the selected field to `value` when the result is valid.
+    fn apply_value(&mut self, value: Value) -> bool {
         let mut p = self.params.clone();
-        let scale = |fine: i32, big: i32| steps.saturating_mul(if coarse { big } else { fine });
-        match self.field() {
-            "max_tokens" => p.max_tokens = log_step(p.max_tokens, scale(1, 4)),
-            "top_k" => {
-                let k = u32::try_from(p.top_k).ok().filter(|&k| k > 0);
-                p.top_k = log_step(k, scale(1, 4)).map_or(-1, |k| k as i32);
+        p.set_field(self.field(), value).is_ok() && self.apply(p)
+    }
+
+    /// ←/→: moves the selected knob `steps` steps (coarse ones with Shift).
+    pub fn nudge(&mut self, steps: i32, coarse: bool) -> bool {
+        let field = self.field();
+        let spec = field.spec();
+        let value = self.params.get(field);
+        let off = || off_value(&spec);
+        let next = match spec.knob {
+            Knob::Decimal {
+                fine,
+                coarse: big,
+                limit,
+                ..
+            } => match number(&value) {
+                Some(x) => decimal(decimal_step(
+                    x,
+                    steps,
+                    if coarse { big } else { fine },
+                    limit,
+                )),
+                None => return false,
+            },
+            Knob::Doubling { max } => {
+                let n = number(&value)
+                    .filter(|&n| n >= 1.0)
+                    .map(|n| n.min(f64::from(u32::MAX)) as u32);
+                let steps = steps.saturating_mul(if coarse { 4 } else { 1 });
+                match doubling_step(n, steps, max) {
+                    Some(n) => Value::from(n),
+                    None => match off() {
+                        Some(off) => off,
+                        None => return false,
+                    },
+                }
             }
-            "seed" => {
-                let seed = p.seed.unwrap_or(0);
-                let delta = i64::from(scale(1, 100));
-                p.seed = Some(seed.saturating_add_signed(delta));
+            Knob::Count {
+                coarse: big,
+                limit: (lo, hi),
+                ..
+            } => {
+                let off = off().filter(|off| number(off).is_none_or(|n| n < lo as f64));
+                let position = number(&value).map_or(lo - 1, |n| n as i64);
+                let next = position.saturating_add(i64::from(steps).saturating_mul(if coarse {
+                    big
+                } else {
+                    1
+                }));
+                match (next < lo, off) {
+                    (true, Some(off)) => off,
+                    _ => Value::from(next.clamp(lo, hi)),
+                }
             }
-            "stop" => {}
-            "include_stop_str_in_output" => p.include_stop_str_in_output ^= steps % 2 != 0,
-            "temperature" => {
-                p.temperature = float_step(p.temperature, steps, coarse, 0.05, 0.5, 0.0, 5.0)
+            Knob::Seed => {
+                let seed = self.params.seed.unwrap_or(0);
+                let delta = i64::from(steps.saturating_mul(if coarse { 100 } else { 1 }));
+                Value::from(seed.saturating_add_signed(delta))
             }
-            "top_p" => p.top_p = float_step(p.top_p, steps, coarse, 0.01, 0.1, 0.01, 1.0),
-            "min_p" => p.min_p = float_step(p.min_p, steps, coarse, 0.01, 0.1, 0.0, 1.0),
-            "repetition_penalty" => {
-                p.repetition_penalty =
-                    float_step(p.repetition_penalty, steps, coarse, 0.01, 0.1, 0.01, 3.0)
+            Knob::Toggle => Value::Bool(value.as_bool().unwrap_or(false) ^ (steps % 2 != 0)),
+            Knob::Choice(names) => {
+                let at = names
+                    .iter()
+                    .position(|&n| Some(n) == value.as_str())
+                    .unwrap_or(0);
+                let n = names.len() as i64;
+                Value::from(names[(at as i64 + i64::from(steps)).rem_euclid(n) as usize])
             }
-            "num_samples" => {
-                let n = i64::from(p.num_samples) + i64::from(scale(1, 4));
-                p.num_samples = n.clamp(1, i64::from(MAX_SAMPLES)) as u32;
-            }
-            "logprobs" => p.logprobs = count_step(p.logprobs, scale(1, 5)),
-            "prompt_logprobs" => p.prompt_logprobs = count_step(p.prompt_logprobs, scale(1, 5)),
-            other => unreachable!("FIELDS has no {other}"),
-        }
-        self.apply(p)
+            Knob::Text => return false,
+        };
+        self.apply_value(next)
     }
 
     /// Back to the baseline value of the selected field.
     pub fn reset(&mut self) -> bool {
-        let field = self.field();
-        let mut p = self.params.clone();
-        let value = match serde_yaml_ng::to_value(&self.baseline) {
-            Ok(serde_yaml_ng::Value::Mapping(map)) => map.get(field).cloned(),
-            _ => None,
-        };
-        match value.map(|value| p.set(field, value)) {
-            Some(Ok(())) => self.apply(p),
-            _ => false,
-        }
+        let value = self.baseline.get(self.field());
+        self.apply_value(value)
     }
 
-    /// Null for optional fields, the value that disables a filter otherwise.
+    /// The value that turns the selected field off, where one does.
     pub fn turn_off(&mut self) -> bool {
-        let mut p = self.params.clone();
-        match self.field() {
-            "max_tokens" => p.max_tokens = None,
-            "seed" => p.seed = None,
-            "stop" => p.stop = None,
-            "include_stop_str_in_output" => p.include_stop_str_in_output = false,
-            "top_k" => p.top_k = -1,
-            "top_p" => p.top_p = 1.0,
-            "min_p" => p.min_p = 0.0,
-            "repetition_penalty" => p.repetition_penalty = 1.0,
-            "logprobs" => p.logprobs = None,
-            "prompt_logprobs" => p.prompt_logprobs = None,
-            _ => {}
+        match off_value(&self.field().spec()) {
+            Some(off) => self.apply_value(off),
+            None => false,
         }
-        self.apply(p)
     }
 
     fn next_seed(&mut self) -> u64 {
@@ -176,22 +202,25 @@ impl ParamsState {
     /// the slider); the inverse of `gauge`. Fields without a slider do not change.
     pub fn set_fraction(&mut self, fraction: f64) -> bool {
         let f = fraction.clamp(0.0, 1.0);
-        let log = |max: u32| f64::from(max).powf(f).round() as u32;
-        let count = |max: u32| (f * f64::from(max)).round() as u32;
-        let mut p = self.params.clone();
-        match self.field() {
-            "max_tokens" => p.max_tokens = Some(log(LOG_MAX)),
-            "top_k" => p.top_k = log(LOG_MAX) as i32,
-            "temperature" => p.temperature = hundredths(f * 2.0),
-            "top_p" => p.top_p = hundredths(f.max(0.01)),
-            "min_p" => p.min_p = hundredths(f),
-            "repetition_penalty" => p.repetition_penalty = hundredths(1.0 + f),
-            "num_samples" => p.num_samples = log(MAX_SAMPLES),
-            "logprobs" => p.logprobs = Some(count(MAX_LOGPROBS)),
-            "prompt_logprobs" => p.prompt_logprobs = Some(count(MAX_LOGPROBS)),
-            _ => return false,
-        }
-        self.apply(p)
+        let value = match self.field().spec().knob {
+            Knob::Decimal {
+                limit: (lo_limit, hi_limit),
+                slider: (lo, hi),
+                ..
+            } => decimal(((lo + f * (hi - lo)) * 100.0).round() / 100.0)
+                .clamp_within(lo_limit, hi_limit),
+            Knob::Doubling { max } => Value::from(f64::from(max).powf(f).round() as u32),
+            Knob::Count {
+                limit: (lo, hi),
+                log: true,
+                ..
+            } => Value::from(((hi as f64).powf(f).round() as i64).max(lo)),
+            Knob::Count {
+                limit: (lo, hi), ..
+            } => Value::from(lo + (f * (hi - lo) as f64).round() as i64),
+            Knob::Seed | Knob::Toggle | Knob::Choice(_) | Knob::Text => return false,
+        };
+        self.apply_value(value)
     }
 
     pub fn roll_seed(&mut self) -> bool {
@@ -200,9 +229,9 @@ impl ParamsState {
         self.apply(p)
     }
 
-    /// Enter: bools toggle at once; anything else opens the editor on its current value.
+    /// Enter: toggles and choices move at once; anything else opens the editor on its value.
     pub fn edit(&mut self) -> bool {
-        if self.field() == "include_stop_str_in_output" {
+        if matches!(self.field().spec().knob, Knob::Toggle | Knob::Choice(_)) {
             return self.nudge(1, false);
         }
         self.editor = Some(FieldEditor {
@@ -214,19 +243,19 @@ impl ParamsState {
 
     /// Applies the typed value; an invalid one keeps the editor open with the reason.
     pub fn commit(&mut self) -> bool {
+        let field = self.field();
         let Some(editor) = &mut self.editor else {
             return false;
         };
         let mut p = self.params.clone();
-        let field = FIELDS[self.selected];
-        let set = if field == "stop" {
+        let set = if field == Field::Stop {
             stop_text::parse(&editor.buffer.text).and_then(|value| {
-                p.set(field, value)
+                p.set_field(field, value)
                     .and_then(|()| p.validate())
                     .map_err(|e| e.to_string())
             })
         } else {
-            p.set_text(field, &editor.buffer.text)
+            p.set_text(field.name(), &editor.buffer.text)
                 .map_err(|e| e.to_string())
         };
         match set {
@@ -242,8 +271,56 @@ impl ParamsState {
     }
 }
 
+/// The row of `field` in the panel.
+fn row_of(field: Field) -> usize {
+    Field::ALL.iter().position(|&f| f == field).unwrap_or(0)
+}
+
+/// The value that turns a field off, parsed from its row.
+fn off_value(spec: &FieldSpec) -> Option<Value> {
+    spec.off.and_then(|text| serde_yaml_ng::from_str(text).ok())
+}
+
+/// A YAML number as f64.
+fn number(value: &Value) -> Option<f64> {
+    value.as_f64()
+}
+
+/// A decimal as a YAML number, rounded to the 1e-9 grid so that 0.1 + 0.05 is 0.15 exactly.
+fn decimal(x: f64) -> Value {
+    let rounded = (x * 1e9).round() / 1e9;
+    Value::from(rounded)
+}
+
+trait ClampWithin {
+    fn clamp_within(self, lo: f64, hi: f64) -> Value;
+}
+
+impl ClampWithin for Value {
+    fn clamp_within(self, lo: f64, hi: f64) -> Value {
+        match number(&self) {
+            Some(x) => decimal(x.clamp(lo, hi)),
+            None => self,
+        }
+    }
+}
+
+/// The next point of the `step` grid in the direction of travel, `steps` times, within
+/// `limit`. A value on the grid (within round-off of its decimal) moves a whole step.
+fn decimal_step(x: f64, steps: i32, step: f64, (lo, hi): (f64, f64)) -> f64 {
+    let units = x / step;
+    let base = if (units - units.round()).abs() < 1e-6 {
+        units.round()
+    } else if steps > 0 {
+        units.floor()
+    } else {
+        units.ceil()
+    };
+    ((base + f64::from(steps)) * step).clamp(lo, hi)
+}
+
 /// Powers of two, with off (`None`) below 1; a value between powers moves to the next one.
-fn log_step(value: Option<u32>, steps: i32) -> Option<u32> {
+fn doubling_step(value: Option<u32>, steps: i32, max: u32) -> Option<u32> {
     let mut v = value;
     for _ in 0..steps.unsigned_abs() {
         v = match (v, steps > 0) {
@@ -253,7 +330,7 @@ fn log_step(value: Option<u32>, steps: i32) -> Option<u32> {
                 n.saturating_add(1)
                     .checked_next_power_of_two()
                     .unwrap_or(n)
-                    .min(LOG_MAX.max(n)),
+                    .min(max.max(n)),
             ),
             (Some(n), false) => Some(1 << (31 - (n - 1).leading_zeros())),
         };
@@ -261,122 +338,76 @@ fn log_step(value: Option<u32>, steps: i32) -> Option<u32> {
     v
 }
 
-/// Off (`None`) below 0, then 0..=MAX_LOGPROBS.
-fn count_step(value: Option<u32>, steps: i32) -> Option<u32> {
-    let position = value.map_or(-1, i64::from) + i64::from(steps);
-    (position >= 0).then(|| position.min(i64::from(MAX_LOGPROBS)) as u32)
-}
-
-/// To the next multiple of the step in the direction of travel, rounded so that 0.1 + 0.05
-/// becomes the f32 nearest 0.15 and shows as typed.
-fn float_step(
-    value: f32,
-    steps: i32,
-    coarse: bool,
-    fine: f64,
-    big: f64,
-    min: f64,
-    max: f64,
-) -> f32 {
-    let step = if coarse { big } else { fine };
-    let grid = f64::from(value) / step;
-    let base = if steps > 0 {
-        (grid + 1e-6).floor()
-    } else {
-        (grid - 1e-6).ceil()
-    };
-    let next = ((base + f64::from(steps)) * step).clamp(min, max);
-    hundredths(next)
-}
-
-/// The f32 nearest `value` rounded to two decimals, so that it shows as it would be typed.
-fn hundredths(value: f64) -> f32 {
-    format!("{value:.2}").parse().unwrap_or(value as f32)
-}
-
 /// The value as the editor starts it: YAML that `set_text` reads back; empty means null.
-fn edit_text(params: &SamplingParams, field: &str) -> String {
-    // f32 fields print themselves: through a JSON value they would widen to 1.100000023841858.
-    let float = match field {
-        "temperature" => Some(params.temperature),
-        "top_p" => Some(params.top_p),
-        "min_p" => Some(params.min_p),
-        "repetition_penalty" => Some(params.repetition_penalty),
-        _ => None,
-    };
-    if let Some(value) = float {
-        return value.to_string();
-    }
-    if field == "stop" {
+fn edit_text(params: &SamplingParams, field: Field) -> String {
+    if field == Field::Stop {
         return params
             .stop
             .as_ref()
             .map(stop_text::format)
             .unwrap_or_default();
     }
-    match serde_json::to_value(params) {
-        Ok(serde_json::Value::Object(map)) => match map.get(field) {
-            None | Some(serde_json::Value::Null) => String::new(),
-            Some(value) => value.to_string(),
-        },
-        _ => String::new(),
+    match params.get(field) {
+        Value::Null => String::new(),
+        Value::Number(n) => n.as_f64().map_or_else(|| n.to_string(), |x| x.to_string()),
+        Value::String(s) => s,
+        other => compact(&other),
     }
 }
 
-/// Short labels so that the panel fits beside three sample columns.
-fn label(field: &str) -> &str {
-    match field {
-        "include_stop_str_in_output" => "incl_stop",
-        "repetition_penalty" => "rep_penalty",
-        "num_samples" => "samples",
-        "prompt_logprobs" => "prompt_lp",
-        other => other,
-    }
+/// A value on one line, as JSON writes it (YAML reads it back).
+fn compact(value: &Value) -> String {
+    serde_json::to_string(value).unwrap_or_default()
 }
 
 /// The value as the panel shows it.
-pub fn value_text(params: &SamplingParams, field: &str) -> String {
-    let off = || "off".to_owned();
-    match field {
-        "max_tokens" => params.max_tokens.map_or_else(off, |n| n.to_string()),
-        "seed" => params
-            .seed
-            .map_or_else(|| "random".to_owned(), |s| s.to_string()),
-        "stop" => match &params.stop {
+pub fn value_text(params: &SamplingParams, field: Field) -> String {
+    let spec = field.spec();
+    let value = params.get(field);
+    match (spec.knob, &value) {
+        (Knob::Seed, Value::Null) => "random".to_owned(),
+        (_, Value::Null) => "off".to_owned(),
+        (Knob::Text, _) if field == Field::Stop => match &params.stop {
             Some(stop) if !stop.is_empty() => stop_text::format(stop),
-            _ => off(),
+            _ => "off".to_owned(),
         },
-        "include_stop_str_in_output" => if params.include_stop_str_in_output {
-            "on"
-        } else {
-            "off"
+        (Knob::Toggle, Value::Bool(on)) => if *on { "on" } else { "off" }.to_owned(),
+        (Knob::Doubling { .. }, Value::Number(n)) => match n.as_i64() {
+            Some(0) => "off".to_owned(),
+            Some(n) if n < 0 && spec.off == Some("-1") => "off".to_owned(),
+            Some(n) if n < 0 => "all".to_owned(),
+            _ => n.to_string(),
+        },
+        (Knob::Decimal { .. }, Value::Number(n)) => {
+            let shortest = n.to_string();
+            let decimals = shortest.split_once('.').map_or(0, |(_, d)| d.len());
+            match n.as_f64() {
+                Some(x) if decimals <= 2 => format!("{x:.2}"),
+                _ => shortest,
+            }
         }
-        .to_owned(),
-        "temperature" => format!("{:.2}", params.temperature),
-        "top_k" => params.top_k_limit().map_or_else(off, |k| k.to_string()),
-        "top_p" => format!("{:.2}", params.top_p),
-        "min_p" => format!("{:.2}", params.min_p),
-        "repetition_penalty" => format!("{:.2}", params.repetition_penalty),
-        "num_samples" => params.num_samples.to_string(),
-        "logprobs" => params.logprobs.map_or_else(off, |n| n.to_string()),
-        "prompt_logprobs" => params.prompt_logprobs.map_or_else(off, |n| n.to_string()),
-        other => unreachable!("FIELDS has no {other}"),
+        (_, Value::Number(n)) => n.to_string(),
+        (_, Value::String(s)) => s.clone(),
+        (_, other) => compact(other),
     }
 }
 
-/// How full the slider is, or `None` for fields without one (text, bools, off values).
-fn gauge(params: &SamplingParams, field: &str) -> Option<f64> {
-    let log = |n: u32| f64::from(n).log2() / f64::from(LOG_MAX).log2();
-    let fraction = match field {
-        "max_tokens" => log(params.max_tokens?),
-        "top_k" => log(u32::try_from(params.top_k_limit()?).ok()?),
-        "temperature" => f64::from(params.temperature) / 2.0,
-        "top_p" => f64::from(params.top_p),
-        "min_p" => f64::from(params.min_p),
-        "repetition_penalty" => f64::from(params.repetition_penalty) - 1.0,
-        "num_samples" => f64::from(params.num_samples).log2() / f64::from(MAX_SAMPLES).log2(),
-        "logprobs" => f64::from(params.logprobs?) / f64::from(MAX_LOGPROBS),
-        "prompt_logprobs" => f64::from(params.prompt_logprobs?) / f64::from(MAX_LOGPROBS),
+/// How full the slider is, or `None` for fields without one (text, toggles, off values).
+fn gauge(params: &SamplingParams, field: Field) -> Option<f64> {
+    let x = number(&params.get(field))?;
+    let fraction = match field.spec().knob {
+        Knob::Decimal {
+            slider: (lo, hi), ..
+        } => (x - lo) / (hi - lo),
+        Knob::Doubling { max } if x >= 1.0 => x.log2() / f64::from(max).log2(),
+        Knob::Count {
+            limit: (_, hi),
+            log: true,
+            ..
+        } => x.max(1.0).log2() / (hi as f64).log2(),
+        Knob::Count {
+            limit: (lo, hi), ..
+        } => (x - lo as f64) / (hi - lo) as f64,
         _ => return None,
     };
     Some(fraction.clamp(0.0, 1.0))
@@ -390,6 +421,16 @@ const VALUE_WIDTH: usize = 6;
 pub fn slider_cells(width: usize) -> Option<(usize, usize)> {
     let room = width.saturating_sub(LABEL_WIDTH + 2 + VALUE_WIDTH);
     (room >= 3).then_some((LABEL_WIDTH + 1, room))
+}
+
+/// The first row shown in a panel with room for `visible` rows: the table scrolls so that the
+/// selected row stays in view, centred where it can be. The view and the mouse share it.
+pub fn first_row(selected: usize, visible: usize) -> usize {
+    let n = Field::ALL.len();
+    if visible >= n {
+        return 0;
+    }
+    selected.saturating_sub(visible / 2).min(n - visible.max(1))
 }
 
 /// The set being edited next to another (A/B): its letter, and the other set's parameters,
@@ -422,20 +463,24 @@ pub fn render(
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let width = usize::from(inner.width);
-    let mut lines = Vec::with_capacity(FIELDS.len() + 2);
+    let visible = visible_rows(state, usize::from(inner.height));
+    let first = first_row(state.selected, visible);
+    let mut lines = Vec::with_capacity(visible + 3);
     let mut cursor = None;
-    for (i, &field) in FIELDS.iter().enumerate() {
+    for (i, &field) in Field::ALL.iter().enumerate().skip(first).take(visible) {
         let selected = i == state.selected;
-        let row_style = if selected && focused {
-            theme.selected
-        } else {
-            theme.base
+        let spec = field.spec();
+        let applies = spec.engines.has(state.params.engine);
+        let row_style = match (selected && focused, applies) {
+            (true, _) => theme.selected,
+            (false, true) => theme.base,
+            (false, false) => theme.dim,
         };
         let differs = compared
             .as_ref()
             .is_some_and(|c| value_text(c.other, field) != value_text(&state.params, field));
         let mut spans = vec![
-            Span::styled(format!("{:<LABEL_WIDTH$}", label(field)), row_style),
+            Span::styled(format!("{:<LABEL_WIDTH$}", spec.label), row_style),
             if differs {
                 Span::styled("≠", theme.value.patch(row_style))
             } else {
@@ -445,9 +490,13 @@ pub fn render(
         match (&state.editor, selected) {
             (Some(editor), true) => {
                 let (_, col) = editor.buffer.cursor_line_col();
-                cursor = Some((LABEL_WIDTH + 1 + col, i));
+                cursor = Some((LABEL_WIDTH + 1 + col, i - first));
                 spans.push(Span::styled(editor.buffer.text.clone(), theme.editor));
             }
+            _ if !applies => spans.push(Span::styled(
+                format!("n/a in {}", state.params.engine.title()),
+                theme.dim.patch(row_style),
+            )),
             _ => {
                 let value = value_text(&state.params, field);
                 let slider = slider_cells(width).filter(|_| value.chars().count() <= VALUE_WIDTH);
@@ -475,6 +524,11 @@ pub fn render(
     if let Some(error) = state.editor.as_ref().and_then(|e| e.error.as_ref()) {
         lines.push(Line::default());
         lines.push(Line::styled(error.clone(), theme.error));
+    } else if visible < usize::from(inner.height) {
+        lines.push(Line::styled(
+            help_line(state.params.engine, state.field()),
+            theme.dim,
+        ));
     }
     frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
     if let Some((x, y)) = cursor
@@ -486,13 +540,35 @@ pub fn render(
     }
 }
 
+/// How many parameter rows fit in `height` lines: the rest shows the selected row's help, or
+/// the editor's error.
+pub fn visible_rows(state: &ParamsState, height: usize) -> usize {
+    let error = state.editor.as_ref().is_some_and(|e| e.error.is_some());
+    let footer = if error { 2 } else { 1 };
+    if height > footer + 3 {
+        (height - footer).min(Field::ALL.len())
+    } else {
+        height.min(Field::ALL.len())
+    }
+}
+
+/// The selected parameter's help, and which engines have it when the chosen one does not.
+fn help_line(engine: crate::params::Engine, field: Field) -> String {
+    let spec = field.spec();
+    if spec.engines.has(engine) {
+        spec.help.to_owned()
+    } else {
+        format!("{} only · {}", spec.engines.titles(), spec.help)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn state(field: &str) -> ParamsState {
         let mut s = ParamsState::new(Preset::built_in("default", SamplingParams::default()), 7);
-        s.selected = FIELDS.iter().position(|&f| f == field).unwrap();
+        s.selected = Field::ALL.iter().position(|f| f.name() == field).unwrap();
         s
     }
 
@@ -521,16 +597,86 @@ mod tests {
     }
 
     #[test]
-    fn log_scales_pass_through_off() {
-        assert_eq!(log_step(None, 1), Some(1));
-        assert_eq!(log_step(Some(1), -1), None);
-        assert_eq!(log_step(Some(40), 1), Some(64));
-        assert_eq!(log_step(Some(40), -1), Some(32));
-        assert_eq!(log_step(Some(64), -2), Some(16));
-        assert_eq!(log_step(Some(LOG_MAX), 1), Some(LOG_MAX));
-        assert_eq!(count_step(None, 1), Some(0));
-        assert_eq!(count_step(Some(0), -1), None);
-        assert_eq!(count_step(Some(18), 5), Some(MAX_LOGPROBS));
+    fn doubling_and_count_knobs_pass_through_off() {
+        assert_eq!(doubling_step(None, 1, 1 << 16), Some(1));
+        assert_eq!(doubling_step(Some(1), -1, 1 << 16), None);
+        assert_eq!(doubling_step(Some(40), 1, 1 << 16), Some(64));
+        assert_eq!(doubling_step(Some(40), -1, 1 << 16), Some(32));
+        assert_eq!(doubling_step(Some(64), -2, 1 << 16), Some(16));
+        assert_eq!(doubling_step(Some(1 << 16), 1, 1 << 16), Some(1 << 16));
+        let mut s = state("logprobs");
+        assert!(s.nudge(1, false));
+        assert_eq!(s.params.logprobs, Some(0));
+        assert!(s.nudge(-1, false));
+        assert_eq!(s.params.logprobs, None);
+        s.params.logprobs = Some(18);
+        s.nudge(1, true);
+        assert_eq!(s.params.logprobs, Some(20));
+        let mut s = state("top_k");
+        s.nudge(1, false);
+        assert_eq!(s.params.top_k, 1);
+        s.nudge(-1, false);
+        assert_eq!(s.params.top_k, -1, "below 1 top_k is off");
+    }
+
+    /// Issue 14's sticking nudges: every step lands on the next decimal, both ways.
+    #[test]
+    fn float_nudges_never_stick() {
+        for (field, from, to) in [
+            ("top_p", 0.9, 0.5),
+            ("repetition_penalty", 1.0, 1.5),
+            ("temperature", 1.5, 3.0),
+            ("min_p", 0.0, 0.3),
+        ] {
+            let mut s = state(field);
+            let f = s.field();
+            s.params.set_field(f, Value::from(from)).unwrap();
+            let down = to < from;
+            let mut seen = vec![value_text(&s.params, f)];
+            while number(&s.params.get(f)).unwrap() != to {
+                assert!(
+                    s.nudge(if down { -1 } else { 1 }, false),
+                    "{field} stuck at {}",
+                    seen.last().unwrap()
+                );
+                let shown = value_text(&s.params, f);
+                assert_ne!(Some(&shown), seen.last(), "{field} did not move");
+                seen.push(shown);
+                assert!(seen.len() < 100, "{field} never reached {to}");
+            }
+        }
+    }
+
+    #[test]
+    fn choices_cycle_and_fields_outside_the_engine_are_refused() {
+        let mut s = state("engine");
+        assert!(s.edit());
+        assert_eq!(s.params.engine, crate::params::Engine::Transformers);
+        s.nudge(1, false);
+        assert_eq!(s.params.engine, crate::params::Engine::LlamaCpp);
+        s.select_field(Field::DryMultiplier);
+        assert!(s.nudge(1, false));
+        assert_eq!(s.params.dry_multiplier, 0.05);
+        s.select_field(Field::Engine);
+        assert!(
+            !s.nudge(1, false),
+            "vLLM has no DRY: the engine cannot change under it"
+        );
+        s.select_field(Field::DryMultiplier);
+        assert!(s.turn_off());
+        s.select_field(Field::Engine);
+        assert!(s.nudge(1, false));
+        assert_eq!(s.params.engine, crate::params::Engine::Vllm);
+    }
+
+    #[test]
+    fn the_table_scrolls_to_keep_the_selected_row_in_view() {
+        let n = Field::ALL.len();
+        assert_eq!(first_row(0, 10), 0);
+        assert_eq!(first_row(n - 1, 10), n - 10);
+        let middle = first_row(20, 10);
+        assert!((middle..middle + 10).contains(&20));
+        assert_eq!(first_row(30, n + 5), 0);
     }
 
     #[test]
@@ -547,7 +693,7 @@ mod tests {
         ] {
             let mut s = state(field);
             assert!(s.set_fraction(at), "{field}");
-            let shown = gauge(&s.params, field).unwrap();
+            let shown = gauge(&s.params, s.field()).unwrap();
             assert!((shown - at).abs() < 0.01, "{field}: {shown} for {at}");
         }
         let mut s = state("top_p");
@@ -564,13 +710,21 @@ mod tests {
     #[test]
     fn value_texts_say_off_and_escape_stop_strings() {
         let mut p = SamplingParams::default();
-        assert_eq!(value_text(&p, "top_k"), "off");
+        assert_eq!(value_text(&p, Field::TopK), "off");
+        assert_eq!(value_text(&p, Field::RepeatLastN), "64");
         p.set_text("stop", r#"["\n\n", 13]"#).unwrap();
-        assert_eq!(value_text(&p, "stop"), r#""\n\n", #13"#);
-        assert_eq!(edit_text(&p, "stop"), r#""\n\n", #13"#);
+        assert_eq!(value_text(&p, Field::Stop), r#""\n\n", #13"#);
+        assert_eq!(edit_text(&p, Field::Stop), r#""\n\n", #13"#);
         p.temperature = 1.1;
-        assert_eq!(edit_text(&p, "temperature"), "1.1");
-        assert_eq!(edit_text(&p, "top_p"), "1");
-        assert_eq!(edit_text(&p, "seed"), "");
+        assert_eq!(edit_text(&p, Field::Temperature), "1.1");
+        assert_eq!(value_text(&p, Field::Temperature), "1.10");
+        assert_eq!(edit_text(&p, Field::TopP), "1");
+        assert_eq!(edit_text(&p, Field::Seed), "");
+        assert_eq!(
+            value_text(&p, Field::DrySequenceBreakers),
+            r#"["\n",":","\"","*"]"#
+        );
+        p.repeat_last_n = -1;
+        assert_eq!(value_text(&p, Field::RepeatLastN), "all");
     }
 }

@@ -41,6 +41,7 @@ fn rich() -> SamplingParams {
         num_samples: 4,
         logprobs: Some(5),
         prompt_logprobs: Some(0),
+        ..SamplingParams::default()
     }
 }
 

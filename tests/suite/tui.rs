@@ -11,7 +11,7 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::layout::Rect;
 use samplab::engine::{Event, Request, RunId, ScoreRequest};
-use samplab::params::{FIELDS, SamplingParams};
+use samplab::params::{Field, SamplingParams};
 use samplab::presets::Preset;
 use samplab::response::{StopMatched, StopReason};
 use samplab::tui::action::{Action, Effect, Focus};
@@ -32,7 +32,7 @@ fn state() -> State {
 
 fn select(state: &mut State, field: &str) {
     state.focus = Focus::Params;
-    state.params.selected = FIELDS.iter().position(|&f| f == field).unwrap();
+    state.params.selected = Field::ALL.iter().position(|f| f.name() == field).unwrap();
 }
 
 /// A state whose model is ready and whose first run (id 1) is in flight, with the prompt
@@ -185,7 +185,7 @@ fn stop_strings_are_typed_as_yaml() {
     update(&mut s, Action::Paste(r#"["\n\n"]"#.into()));
     update(&mut s, Action::CommitEdit);
     assert_eq!(
-        samplab::tui::params::value_text(&s.params.params, "stop"),
+        samplab::tui::params::value_text(&s.params.params, Field::Stop),
         r#""\n\n""#
     );
 }

@@ -10,7 +10,7 @@ use ratatui::layout::Rect;
 use ratatui::style::Color;
 use samplab::engine::{Event, RunId};
 use samplab::export::{ExportContext, ExportFormat, to_vllm};
-use samplab::params::{FIELDS, SamplingParams};
+use samplab::params::{Field, SamplingParams};
 use samplab::preset_store::{PresetStore, UserPreset};
 use samplab::presets::{Preset, PresetSource};
 use samplab::response::{ResponseShape, SampleResponse, StopReason};
@@ -57,7 +57,7 @@ fn type_text(s: &mut State, text: &str) {
 
 fn select(s: &mut State, field: &str) {
     s.focus = Focus::Params;
-    s.params.selected = FIELDS.iter().position(|&f| f == field).unwrap();
+    s.params.selected = Field::ALL.iter().position(|f| f.name() == field).unwrap();
 }
 
 fn nudge(steps: i32) -> Action {

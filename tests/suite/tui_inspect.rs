@@ -324,7 +324,7 @@ fn a_click_on_a_slider_sets_its_value_from_the_position() {
 
     let (x, y) = find(&buffer, "top_p").unwrap();
     assert!(click(&mut s, (x, y)).is_empty(), "the label only selects");
-    assert_eq!(s.params.field(), "top_p");
+    assert_eq!(s.params.field(), samplab::params::Field::TopP);
     assert_eq!(s.params.params.top_p, 1.0);
 }
 

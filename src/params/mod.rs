@@ -1,13 +1,24 @@
 //! `SamplingParams`: the contract every other part of samplab speaks.
 //!
-//! Names, meanings and defaults follow vLLM so that export is lossless. Values are never
-//! clamped: a bad value is an error that names the field, the value and the valid range.
-//! YAML, JSON, `--set key=value` and values typed in the TUI all go through [`SamplingParams::set`],
-//! so every input path reports errors the same way.
+//! Names, meanings and defaults follow the engines (vLLM's where vLLM has the parameter) so that
+//! export is lossless. Values are never clamped: a bad value is an error that names the field,
+//! the value and the valid range. YAML, JSON, `--set key=value` and values typed in the TUI all
+//! go through [`SamplingParams::set`], so every input path reports errors the same way. Each
+//! parameter is one row of [`table`].
 
-use serde::de::{self, Deserializer, SeqAccess, Visitor};
-use serde::ser::{SerializeSeq, Serializer};
-use serde::{Deserialize, Serialize};
+mod engine;
+mod field;
+mod logit_bias;
+mod stop;
+mod table;
+
+pub use engine::{Engine, Engines, Stage};
+pub use field::{Bounds, FieldSpec, Knob};
+pub use logit_bias::{BIAS_LIMIT, LogitBias};
+pub use stop::{Stop, StopItem};
+pub use table::{Field, SamplingParams};
+
+use serde::{Deserialize, Deserializer, de};
 use serde_yaml_ng::Value;
 use std::fmt;
 
@@ -18,174 +29,13 @@ pub const MAX_SAMPLES: u32 = 64;
 /// The most alternatives reported per token (vLLM's default `max_logprobs` is 20).
 pub const MAX_LOGPROBS: u32 = 20;
 
-/// One stop condition: a string matched on generated text, or a token id.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum StopItem {
-    Text(String),
-    Token(u32),
-}
-
-/// The `stop` field: a string, a list of strings, a list of token ids, or a mix of both.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Stop(pub Vec<StopItem>);
-
-impl Stop {
-    pub fn strings(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().filter_map(|item| match item {
-            StopItem::Text(s) => Some(s.as_str()),
-            StopItem::Token(_) => None,
-        })
-    }
-
-    pub fn token_ids(&self) -> impl Iterator<Item = u32> + '_ {
-        self.0.iter().filter_map(|item| match item {
-            StopItem::Token(id) => Some(*id),
-            StopItem::Text(_) => None,
-        })
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl Serialize for Stop {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
-        for item in &self.0 {
-            match item {
-                StopItem::Text(s) => seq.serialize_element(s)?,
-                StopItem::Token(id) => seq.serialize_element(id)?,
-            }
-        }
-        seq.end()
-    }
-}
-
-impl<'de> Deserialize<'de> for Stop {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct StopVisitor;
-
-        impl<'de> Visitor<'de> for StopVisitor {
-            type Value = Stop;
-
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string, a list of strings, or a list of token ids")
-            }
-
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<Stop, E> {
-                Ok(Stop(vec![StopItem::Text(s.to_owned())]))
-            }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Stop, A::Error> {
-                let mut items = Vec::new();
-                while let Some(item) = seq.next_element::<StopElement>()? {
-                    items.push(item.0);
-                }
-                Ok(Stop(items))
-            }
-        }
-
-        deserializer.deserialize_any(StopVisitor)
-    }
-}
-
-/// One element of a `stop` list.
-struct StopElement(StopItem);
-
-impl<'de> Deserialize<'de> for StopElement {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ElementVisitor;
-
-        impl Visitor<'_> for ElementVisitor {
-            type Value = StopElement;
-
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a stop string or a token id (a whole number >= 0)")
-            }
-
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<StopElement, E> {
-                Ok(StopElement(StopItem::Text(s.to_owned())))
-            }
-
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<StopElement, E> {
-                u32::try_from(v)
-                    .map(|id| StopElement(StopItem::Token(id)))
-                    .map_err(|_| E::custom(format!("token id {v} is larger than {}", u32::MAX)))
-            }
-
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<StopElement, E> {
-                match u64::try_from(v) {
-                    Ok(v) => self.visit_u64(v),
-                    Err(_) => Err(E::custom(format!("token id {v} is negative"))),
-                }
-            }
-        }
-
-        deserializer.deserialize_any(ElementVisitor)
-    }
-}
-
-/// Sampling parameters for one run, with vLLM's names and defaults.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SamplingParams {
-    /// Tokens to generate per sample; `None` runs until EOS or the end of the context.
-    pub max_tokens: Option<u32>,
-    /// Sample i uses `seed + i`; `None` draws one at random when the run starts.
-    pub seed: Option<u64>,
-    pub stop: Option<Stop>,
-    pub include_stop_str_in_output: bool,
-    pub temperature: f32,
-    /// `-1` (or `0`) keeps every token.
-    pub top_k: i32,
-    pub top_p: f32,
-    pub min_p: f32,
-    pub repetition_penalty: f32,
-    pub num_samples: u32,
-    /// Alternatives reported per generated token; `Some(0)` reports the chosen token only.
-    pub logprobs: Option<u32>,
-    pub prompt_logprobs: Option<u32>,
-}
-
-impl Default for SamplingParams {
-    fn default() -> Self {
-        Self {
-            max_tokens: None,
-            seed: None,
-            stop: None,
-            include_stop_str_in_output: false,
-            temperature: 1.0,
-            top_k: -1,
-            top_p: 1.0,
-            min_p: 0.0,
-            repetition_penalty: 1.0,
-            num_samples: 1,
-            logprobs: None,
-            prompt_logprobs: None,
-        }
-    }
-}
-
-/// Every field, in the order the UI and help list them.
-pub const FIELDS: [&str; 12] = [
-    "max_tokens",
-    "seed",
-    "stop",
-    "include_stop_str_in_output",
-    "temperature",
-    "top_k",
-    "top_p",
-    "min_p",
-    "repetition_penalty",
-    "num_samples",
-    "logprobs",
-    "prompt_logprobs",
-];
-
 /// What is wrong with a parameter, said so that the user knows what would be right.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ParamError {
-    #[error("unknown parameter `{key}`{hint}; valid parameters are: {}", FIELDS.join(", "))]
+    #[error(
+        "unknown parameter `{key}`{hint}; valid parameters are: {}",
+        field_names()
+    )]
     UnknownKey { key: String, hint: String },
     #[error("`{field}` has the wrong type: {message}")]
     WrongType {
@@ -204,6 +54,14 @@ pub enum ParamError {
     Syntax(String),
     #[error("`{0}` expects key=value, e.g. temperature=0.7")]
     NotAnAssignment(String),
+    #[error(
+        "`{field}` is not a {engine} parameter (only {engines} have it): set `engine` to one of them, or leave `{field}` at its default"
+    )]
+    NotInEngine {
+        field: &'static str,
+        engine: &'static str,
+        engines: String,
+    },
 }
 
 impl SamplingParams {
@@ -264,111 +122,107 @@ impl SamplingParams {
     /// Sets one field from text as a user types it; the text is read as a YAML value.
     /// The params are unchanged unless the new value is valid.
     pub fn set_text(&mut self, key: &str, raw: &str) -> Result<(), ParamError> {
-        let field = field_name(key)?;
+        let field = field_named(key)?;
         let value = if raw.trim().is_empty() {
             Value::Null
         } else {
             match serde_yaml_ng::from_str::<Value>(raw) {
                 Ok(value) => value,
-                Err(_) if field == "stop" => Value::String(raw.to_owned()),
+                Err(_) if field == Field::Stop => Value::String(raw.to_owned()),
                 Err(e) => {
                     return Err(ParamError::WrongType {
-                        field,
+                        field: field.name(),
                         message: e.to_string(),
                     });
                 }
             }
         };
         let mut next = self.clone();
-        next.set(field, value)?;
+        next.set_field(field, value)?;
         next.validate()?;
         *self = next;
         Ok(())
     }
 
-    /// Sets one field from a parsed value, checking its type (not its range: see `validate`).
+    /// Sets the field named `key` from a parsed value, checking its type (not its range: see
+    /// `validate`).
     pub fn set(&mut self, key: &str, value: Value) -> Result<(), ParamError> {
-        let field = field_name(key)?;
-        match field {
-            "max_tokens" => self.max_tokens = typed(field, value)?,
-            "seed" => self.seed = typed(field, value)?,
-            "stop" => self.stop = typed(field, value)?,
-            "include_stop_str_in_output" => self.include_stop_str_in_output = typed(field, value)?,
-            "temperature" => self.temperature = typed(field, value)?,
-            "top_k" => self.top_k = typed(field, value)?,
-            "top_p" => self.top_p = typed(field, value)?,
-            "min_p" => self.min_p = typed(field, value)?,
-            "repetition_penalty" => self.repetition_penalty = typed(field, value)?,
-            "num_samples" => self.num_samples = typed(field, value)?,
-            "logprobs" => self.logprobs = typed(field, value)?,
-            "prompt_logprobs" => self.prompt_logprobs = typed(field, value)?,
-            _ => unreachable!("field_name only returns names from FIELDS"),
-        }
-        Ok(())
+        self.set_field(field_named(key)?, value)
     }
 
-    /// Checks every range of design.md §1.
+    /// Checks every field against its row of the table, then what rows cannot say alone.
     pub fn validate(&self) -> Result<(), ParamError> {
-        fn bad(field: &'static str, value: impl fmt::Display, valid: &'static str) -> ParamError {
+        fn bad(field: Field, value: impl fmt::Display, valid: &'static str) -> ParamError {
             ParamError::OutOfRange {
-                field,
+                field: field.name(),
                 value: value.to_string(),
                 valid,
             }
         }
-        if self.max_tokens == Some(0) {
-            return Err(bad(
-                "max_tokens",
-                0,
-                "must be >= 1, or null to run until EOS",
-            ));
+        let defaults = Self::default();
+        for &field in Field::ALL {
+            let spec = field.spec();
+            let value = self.get(field);
+            if let Some(bounds) = spec.bounds
+                && let Some(x) = number(&value)
+                && !bounds.contains(x)
+            {
+                return Err(bad(field, x, spec.valid));
+            }
+            if !spec.engines.has(self.engine) && value != defaults.get(field) {
+                return Err(ParamError::NotInEngine {
+                    field: field.name(),
+                    engine: self.engine.title(),
+                    engines: spec.engines.titles(),
+                });
+            }
         }
         if let Some(stop) = &self.stop
             && stop.strings().any(str::is_empty)
         {
             return Err(bad(
-                "stop",
+                Field::Stop,
                 "\"\"",
                 "stop strings must not be empty (an empty string would stop at once)",
             ));
         }
-        if !self.temperature.is_finite() || self.temperature < 0.0 {
+        if let Some(max) = self.max_tokens
+            && self.min_tokens > max
+        {
             return Err(bad(
-                "temperature",
-                self.temperature,
-                "must be a finite number >= 0 (below 1e-5 is greedy)",
+                Field::MinTokens,
+                self.min_tokens,
+                "must be <= max_tokens",
             ));
         }
-        if self.top_k < -1 {
+        if let Some((id, bias)) = self
+            .logit_bias
+            .iter()
+            .flat_map(|b| &b.0)
+            .find(|(_, b)| !b.is_finite())
+        {
             return Err(bad(
-                "top_k",
-                self.top_k,
-                "must be -1 (off), 0 (read as off) or >= 1",
+                Field::LogitBias,
+                format!("{{{id}: {bias}}}"),
+                "biases must be finite numbers (they are clamped to [-100, 100])",
             ));
         }
-        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
-            return Err(bad("top_p", self.top_p, "must be in (0, 1]; 1 is off"));
+        if self.bad_words.iter().flatten().any(|w| w.trim().is_empty()) {
+            return Err(bad(Field::BadWords, "\"\"", "bad words must not be empty"));
         }
-        if !(0.0..=1.0).contains(&self.min_p) {
-            return Err(bad("min_p", self.min_p, "must be in [0, 1]; 0 is off"));
-        }
-        if !self.repetition_penalty.is_finite() || self.repetition_penalty <= 0.0 {
+        if self.allowed_token_ids.as_ref().is_some_and(Vec::is_empty) {
             return Err(bad(
-                "repetition_penalty",
-                self.repetition_penalty,
-                "must be a finite number > 0; 1 is off",
+                Field::AllowedTokenIds,
+                "[]",
+                "must list at least one token id, or be null to allow all",
             ));
         }
-        if !(1..=MAX_SAMPLES).contains(&self.num_samples) {
-            return Err(bad("num_samples", self.num_samples, "must be in 1..=64"));
-        }
-        for (field, value) in [
-            ("logprobs", self.logprobs),
-            ("prompt_logprobs", self.prompt_logprobs),
-        ] {
-            if let Some(n) = value.filter(|&n| n > MAX_LOGPROBS) {
-                return Err(bad(field, n, "must be in 0..=20, or null for none"));
-            }
+        if self.dry_sequence_breakers.iter().any(String::is_empty) {
+            return Err(bad(
+                Field::DrySequenceBreakers,
+                "\"\"",
+                "breakers must not be empty strings",
+            ));
         }
         Ok(())
     }
@@ -406,11 +260,11 @@ impl<'de> Deserialize<'de> for SamplingParams {
     }
 }
 
-fn field_name(key: &str) -> Result<&'static str, ParamError> {
-    FIELDS
+fn field_named(key: &str) -> Result<Field, ParamError> {
+    Field::ALL
         .iter()
         .copied()
-        .find(|&f| f == key)
+        .find(|f| f.name() == key)
         .ok_or_else(|| ParamError::UnknownKey {
             key: key.to_owned(),
             hint: closest_field(key)
@@ -419,14 +273,31 @@ fn field_name(key: &str) -> Result<&'static str, ParamError> {
         })
 }
 
+/// Every parameter's name, for messages.
+fn field_names() -> String {
+    Field::ALL
+        .iter()
+        .map(|f| f.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The field a typo most likely meant, by edit distance.
 fn closest_field(key: &str) -> Option<&'static str> {
-    FIELDS
+    Field::ALL
         .iter()
-        .map(|&f| (edit_distance(key, f), f))
+        .map(|f| (edit_distance(key, f.name()), f.name()))
         .filter(|&(d, f)| d <= 3.max(f.len() / 4))
         .min()
         .map(|(_, f)| f)
+}
+
+/// A YAML number as f64; `None` for anything else (null, lists, names).
+fn number(value: &Value) -> Option<f64> {
+    match value {
+        Value::Number(n) => n.as_f64(),
+        _ => None,
+    }
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {
@@ -444,7 +315,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-fn typed<T: serde::de::DeserializeOwned>(
+pub(crate) fn typed<T: serde::de::DeserializeOwned>(
     field: &'static str,
     value: Value,
 ) -> Result<T, ParamError> {
@@ -506,6 +377,10 @@ mod tests {
             num_samples: 4,
             logprobs: Some(5),
             prompt_logprobs: Some(0),
+            logit_bias: Some(LogitBias([(13, -100.0), (7, 2.5)].into())),
+            bad_words: Some(vec!["dragon".into()]),
+            presence_penalty: 0.5,
+            ..Default::default()
         };
         assert_eq!(
             SamplingParams::from_yaml(&params.to_yaml()).unwrap(),

@@ -1,0 +1,105 @@
+//! What the table says about each parameter: how it is checked, which engines have it, and how
+//! the playground moves it. Validation, YAML, `--set`, the sliders and help all read this.
+
+use super::engine::Engines;
+
+/// One parameter's row.
+#[derive(Debug, Clone, Copy)]
+pub struct FieldSpec {
+    /// The short label of the params panel.
+    pub label: &'static str,
+    /// One line for the panel and `samplab presets list`.
+    pub help: &'static str,
+    pub engines: Engines,
+    pub knob: Knob,
+    /// The numbers `validate` accepts; `None` for values checked by type or by hand.
+    pub bounds: Option<Bounds>,
+    /// What a refused value is told: the valid range in words.
+    pub valid: &'static str,
+    /// The value (as YAML) that turns the parameter off; `None` where nothing does.
+    pub off: Option<&'static str>,
+}
+
+/// How the playground moves a parameter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Knob {
+    /// A decimal moved on a grid of `fine` (or `coarse`) steps within `limit`, exactly in
+    /// decimal; its slider spans `slider`.
+    Decimal {
+        fine: f64,
+        coarse: f64,
+        limit: (f64, f64),
+        slider: (f64, f64),
+    },
+    /// A count moved through powers of two up to `max`; below 1 is off.
+    Doubling {
+        max: u32,
+    },
+    /// A whole number moved by 1 (or `coarse`) within `limit`, off just below it when the
+    /// parameter can be off; `log` draws its slider on a log scale.
+    Count {
+        coarse: i64,
+        limit: (i64, i64),
+        log: bool,
+    },
+    /// A seed: moved by 1 or 100, rolled at random, no slider.
+    Seed,
+    Toggle,
+    /// One of the names; moving cycles through them.
+    Choice(&'static [&'static str]),
+    /// Typed only (lists and mappings).
+    Text,
+}
+
+/// A numeric range; infinite ends still require finite values.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bounds {
+    pub lo: f64,
+    pub hi: f64,
+    pub lo_open: bool,
+    pub hi_open: bool,
+}
+
+impl Bounds {
+    pub const fn closed(lo: f64, hi: f64) -> Self {
+        Self {
+            lo,
+            hi,
+            lo_open: false,
+            hi_open: false,
+        }
+    }
+
+    pub const fn at_least(lo: f64) -> Self {
+        Self::closed(lo, f64::INFINITY)
+    }
+
+    pub const fn above(lo: f64) -> Self {
+        Self {
+            lo_open: true,
+            ..Self::at_least(lo)
+        }
+    }
+
+    /// `(lo, hi]`
+    pub const fn above_to(lo: f64, hi: f64) -> Self {
+        Self {
+            lo_open: true,
+            ..Self::closed(lo, hi)
+        }
+    }
+
+    pub fn contains(&self, x: f64) -> bool {
+        x.is_finite()
+            && (if self.lo_open {
+                x > self.lo
+            } else {
+                x >= self.lo
+            })
+            && (if self.hi_open {
+                x < self.hi
+            } else {
+                x <= self.hi
+            })
+    }
+}
