@@ -11,7 +11,7 @@ use crate::params::SamplingParams;
 use crate::response::{SampleResponse, StopMatched, StopReason, Timings, TopLogprob, Trajectory};
 use crate::sampling::detokenizer::Detokenizer;
 use crate::sampling::stop::StopMatcher;
-use crate::sampling::{SampleState, SampledToken, Sampler, TopToken, sample_seed};
+use crate::sampling::{SampleState, SampledToken, Sampler, TokenLists, TopToken, sample_seed};
 use rayon::prelude::*;
 use std::sync::Arc;
 use std::time::Instant;
@@ -102,7 +102,13 @@ impl<'c> Run<'_, 'c> {
     fn generate(&mut self, prompt_ids: Vec<u32>, base_seed: u64) -> anyhow::Result<SampleResponse> {
         let params = self.params;
         let vocab_size = self.backend.vocab_size();
-        let mut sampler = Sampler::new(params)?.with_alternatives(EVENT_ALTERNATIVES);
+        let mut sampler = Sampler::new(params)?
+            .with_alternatives(EVENT_ALTERNATIVES)
+            .with_tokens(TokenLists::new(
+                self.ctx.tokenizer,
+                self.ctx.eos_ids,
+                params,
+            ));
         let seeds: Vec<u64> = (0..params.num_samples)
             .map(|i| sample_seed(base_seed, i))
             .collect();

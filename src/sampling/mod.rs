@@ -11,15 +11,21 @@
 pub mod detokenizer;
 pub mod stop;
 
+mod adjust;
+mod chain;
 mod error;
+mod history;
 mod logprobs;
 mod penalty;
 mod rng;
 mod sampler;
 mod select;
 mod softmax;
+mod token_lists;
 
 pub use error::SamplingError;
+pub use history::SampleState;
 pub use logprobs::{ScoredToken, TokenLogprob, log_normalizer};
 pub use rng::{SampleRng, sample_seed};
-pub use sampler::{KeptToken, SampleState, SampledToken, Sampler, TopToken};
+pub use sampler::{KeptToken, SampledToken, Sampler, TopToken};
+pub use token_lists::TokenLists;

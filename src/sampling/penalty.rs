@@ -1,4 +1,4 @@
-//! Step 1 of design.md §2: the repetition penalty over the set of tokens seen so far.
+//! The set of tokens seen so far, which vLLM's and transformers' repetition penalty applies to.
 
 /// The token ids of prompt + generated text, each once. A flag per id makes insertion O(1) and
 /// the list makes the penalty O(|set|) instead of a pass over the vocabulary.
@@ -35,46 +35,23 @@ impl SeenTokens {
     }
 }
 
-/// vLLM's and transformers' rule: positive logits are divided by `penalty`, negative ones
-/// multiplied, so `penalty > 1` always makes a seen token less likely.
-pub fn apply_repetition_penalty(logits: &mut [f32], seen: &SeenTokens, penalty: f32) {
-    if penalty == 1.0 {
-        return;
-    }
-    for &id in seen.ids() {
-        if let Some(logit) = logits.get_mut(id as usize) {
-            *logit = if *logit > 0.0 {
-                *logit / penalty
-            } else {
-                *logit * penalty
-            };
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn each_id_is_penalised_once() {
+    fn each_id_is_listed_once() {
         let mut seen = SeenTokens::new(4);
         for id in [0, 0, 1, 0, 1] {
             seen.insert(id);
         }
         assert_eq!(seen.ids(), [0, 1]);
-        let mut logits = [2.0, -1.0, 3.0, -4.0];
-        apply_repetition_penalty(&mut logits, &seen, 2.0);
-        assert_eq!(logits, [1.0, -2.0, 3.0, -4.0]);
     }
 
     #[test]
     fn ids_beyond_the_vocabulary_are_ignored() {
         let mut seen = SeenTokens::new(2);
         seen.insert(9);
-        let mut logits = [1.0, 1.0];
-        apply_repetition_penalty(&mut logits, &seen, 2.0);
-        assert_eq!(logits, [1.0, 1.0]);
         assert_eq!(seen.ids(), [9]);
     }
 }

@@ -6,14 +6,16 @@
 //! so the kept set is described by its last key and never has to be listed in full: with top_k
 //! or top_p only the kept tokens are sorted, and with neither only the prefix the draw reaches.
 
+use super::adjust;
+use super::chain::{self, Pool, StepInput};
 use super::error::SamplingError;
+use super::history::SampleState;
 use super::logprobs::{ScoredToken, log_normalizer, rank, score_token, top_ids};
-use super::penalty::{SeenTokens, apply_repetition_penalty};
-use super::rng::{SampleRng, sample_seed};
 use super::select::{collect_top_k, key_id, order_key};
 use super::softmax::{self, LANES, any, sanitize, scaled, sum_exp};
+use super::token_lists::TokenLists;
 use crate::fast_exp::exp;
-use crate::params::{ParamError, SamplingParams};
+use crate::params::{Engine, ParamError, SamplingParams};
 
 /// Scaled logits (the log of a probability relative to the most likely token) at which the
 /// mass pass also sums, so that listing a share of the mass can start near where it ends.
@@ -22,27 +24,6 @@ const MASS_LEVELS: [f32; 3] = [-3.0, -7.0, -12.0];
 /// Headroom over the needed mass when picking a level, so round-off between the vectorised
 /// sums and the listing sums rarely forces a second listing pass.
 const LEVEL_MARGIN: f64 = 1.0001;
-
-/// One sample's evolving state: its random stream and the tokens the penalty applies to.
-#[derive(Debug, Clone)]
-pub struct SampleState {
-    rng: SampleRng,
-    seen: SeenTokens,
-}
-
-impl SampleState {
-    /// Sample `index` of a run seeded with `seed`; the prompt's tokens count as seen.
-    pub fn new(seed: u64, index: u32, prompt: &[u32], vocab_size: usize) -> Self {
-        let mut seen = SeenTokens::new(vocab_size);
-        for &id in prompt {
-            seen.insert(id);
-        }
-        Self {
-            rng: SampleRng::new(sample_seed(seed, index)),
-            seen,
-        }
-    }
-}
 
 /// What the sampler reports per token; the UI maps `prob` to a colour.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,13 +105,19 @@ pub struct Sampler {
     top_p: f32,
     /// ln(min_p): min_p compares probabilities, i.e. scaled logits against this.
     min_p_floor: f32,
-    repetition_penalty: f32,
     /// How many alternatives each `SampledToken` lists; `None` lists none.
     top_n: Option<u32>,
-    /// The current step's logits after the penalty.
+    /// The whole params, for the stages of the other engines and the logit processors.
+    params: SamplingParams,
+    /// What the processors need to know about the vocabulary.
+    tokens: TokenLists,
+    /// The current step's logits after the logit processors (vLLM).
     work: Vec<f32>,
     keys: Vec<u64>,
     candidates: Vec<Candidate>,
+    /// The candidates of the llama.cpp and transformers chains.
+    pool: Pool,
+    counts: Vec<(u32, u32)>,
 }
 
 impl Sampler {
@@ -146,12 +133,22 @@ impl Sampler {
             } else {
                 f32::NEG_INFINITY
             },
-            repetition_penalty: params.repetition_penalty,
             top_n: params.logprobs,
+            params: params.clone(),
+            tokens: TokenLists::default(),
             work: Vec::new(),
             keys: Vec::new(),
             candidates: Vec::new(),
+            pool: Pool::default(),
+            counts: Vec::new(),
         })
+    }
+
+    /// The model's EOS ids, the bad words and DRY's breakers, as token ids.
+    pub fn with_tokens(mut self, mut tokens: TokenLists) -> Self {
+        tokens.breakers.sort_unstable();
+        self.tokens = tokens;
+        self
     }
 
     /// Lists at least `n` alternatives per token whatever `logprobs` asks, for a UI that
@@ -182,10 +179,64 @@ impl Sampler {
         state: &mut SampleState,
     ) -> Result<SampledToken, SamplingError> {
         let u = state.rng.uniform();
-        let cut = self.cut(logits, &state.seen)?;
+        if self.params.engine != Engine::Vllm {
+            let chosen = self.run_chain(logits, state, u)?;
+            let id = self.pool.cands[chosen].id;
+            state.push(id);
+            return Ok(self.report_chain(logits, log_norm, id));
+        }
+        let cut = self.cut(logits, state)?;
         let id = self.draw(&cut, u)?;
-        state.seen.insert(id);
+        state.push(id);
         Ok(self.report(logits, log_norm, &cut, id))
+    }
+
+    /// The llama.cpp or transformers chain on `logits`; the chosen candidate's position.
+    fn run_chain(
+        &mut self,
+        logits: &[f32],
+        state: &mut SampleState,
+        u: f64,
+    ) -> Result<usize, SamplingError> {
+        self.pool.reset(logits);
+        let input = StepInput {
+            state,
+            eos_ids: &self.tokens.eos_ids,
+            bad_words: &self.tokens.bad_words,
+            breakers: &self.tokens.breakers,
+            scratch: &mut self.counts,
+        };
+        let chosen = match self.params.engine {
+            Engine::LlamaCpp => chain::llama_cpp(&mut self.pool, &self.params, input, u),
+            Engine::Transformers | Engine::Vllm => {
+                chain::transformers(&mut self.pool, &self.params, input, u)
+            }
+        };
+        chosen.ok_or(SamplingError::NoCandidates)
+    }
+
+    /// What `report` says, from the chain's final distribution.
+    fn report_chain(&mut self, logits: &[f32], log_norm: f32, id: u32) -> SampledToken {
+        let raw = |id: u32| sanitize(logits[id as usize]);
+        let cands = &self.pool.cands;
+        let prob = |id: u32| cands.iter().find(|c| c.id == id).map_or(0.0, |c| c.p);
+        let top = match self.top_n {
+            Some(n) => top_ids(logits, n, id, &mut self.keys)
+                .map(|alt| TopToken {
+                    id: alt,
+                    logprob: raw(alt) - log_norm,
+                    prob: prob(alt),
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        SampledToken {
+            id,
+            logprob: raw(id) - log_norm,
+            prob: prob(id),
+            rank: rank(logits, raw(id)),
+            top,
+        }
     }
 
     /// Scores a prompt token against the logits of its position (prompt tokens are scored,
@@ -206,7 +257,21 @@ impl Sampler {
         logits: &[f32],
         state: &SampleState,
     ) -> Result<Vec<KeptToken>, SamplingError> {
-        let cut = self.cut(logits, &state.seen)?;
+        if self.params.engine != Engine::Vllm {
+            let mut state = state.clone();
+            self.run_chain(logits, &mut state, 0.0)?;
+            return Ok(self
+                .pool
+                .cands
+                .iter()
+                .filter(|c| c.p > 0.0)
+                .map(|c| KeptToken {
+                    id: c.id,
+                    prob: c.p,
+                })
+                .collect());
+        }
+        let cut = self.cut(logits, state)?;
         if cut.unlisted.is_some() {
             self.list(&cut, cut.floor);
             self.candidates.sort_unstable_by_key(|c| c.key);
@@ -221,11 +286,38 @@ impl Sampler {
             .collect())
     }
 
+    /// vLLM's logit processors in its order: allowed token ids, bad words, min_tokens, logit
+    /// bias, then the repetition, frequency and presence penalties.
+    fn process(&mut self, state: &SampleState) {
+        let params = &self.params;
+        let work = self.work.as_mut_slice();
+        if let Some(allowed) = &params.allowed_token_ids {
+            let mut keep = vec![false; work.len()];
+            for &id in allowed {
+                if let Some(k) = keep.get_mut(id as usize) {
+                    *k = true;
+                }
+            }
+            for (logit, keep) in work.iter_mut().zip(keep) {
+                if !keep {
+                    *logit = f32::NEG_INFINITY;
+                }
+            }
+        }
+        adjust::bad_words(work, &self.tokens.bad_words, state);
+        if (state.output().len() as u64) < u64::from(params.min_tokens) {
+            let stops = params.stop.iter().flat_map(|s| s.token_ids());
+            adjust::ban(work, self.tokens.eos_ids.iter().copied().chain(stops));
+        }
+        adjust::logit_bias(work, params);
+        adjust::penalties(work, params, state, &mut self.counts);
+    }
+
     /// Steps 1-5: decides which tokens are kept, listing them when a filter bounds them.
-    fn cut(&mut self, logits: &[f32], seen: &SeenTokens) -> Result<Cut, SamplingError> {
+    fn cut(&mut self, logits: &[f32], state: &SampleState) -> Result<Cut, SamplingError> {
         self.work.clear();
         self.work.extend(logits.iter().map(|&x| sanitize(x)));
-        apply_repetition_penalty(&mut self.work, seen, self.repetition_penalty);
+        self.process(state);
         let shift = softmax::max(&self.work);
         if shift == f32::NEG_INFINITY {
             return Err(SamplingError::NoCandidates);
@@ -427,7 +519,7 @@ mod tests {
     #[test]
     fn u_at_the_edges_picks_the_first_and_last_kept_tokens() {
         let logits = [0.3, 1.0, 0.1, 0.7, -0.2];
-        let seen = SeenTokens::new(logits.len());
+        let state = SampleState::new(0, 0, &[], logits.len());
         let cases = [
             (SamplingParams::default(), 4),
             (
@@ -448,7 +540,7 @@ mod tests {
         for (params, last) in cases {
             let mut sampler = Sampler::new(&params).unwrap();
             for (u, want) in [(0.0, 1), (1.0 - f64::EPSILON / 2.0, last), (1.0, last)] {
-                let cut = sampler.cut(&logits, &seen).unwrap();
+                let cut = sampler.cut(&logits, &state).unwrap();
                 assert_eq!(sampler.draw(&cut, u), Ok(want), "u = {u}, {params:?}");
             }
         }

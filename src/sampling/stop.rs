@@ -33,6 +33,10 @@ pub struct StopMatcher {
     longest: usize,
     include_stop_str: bool,
     max_tokens: Option<u32>,
+    /// EOS does not end the sample (vLLM's and llama.cpp's `ignore_eos`).
+    ignore_eos: bool,
+    /// Stop strings are matched only after this many tokens, as vLLM does with `min_tokens`.
+    min_tokens: u32,
     /// Generated text not yet emitted: the longest suffix that begins some stop string. Every
     /// match still to come starts in it or later, so each step scans only it and the new text.
     held: String,
@@ -57,6 +61,8 @@ impl StopMatcher {
             stop_strings,
             include_stop_str: params.include_stop_str_in_output,
             max_tokens: params.max_tokens,
+            ignore_eos: params.ignore_eos,
+            min_tokens: params.min_tokens,
             held: String::new(),
             finished: None,
         }
@@ -72,7 +78,7 @@ impl StopMatcher {
                 finished: self.finished.clone(),
             };
         }
-        if self.eos_ids.contains(&id) {
+        if self.eos_ids.contains(&id) && !self.ignore_eos {
             let emit = std::mem::take(&mut self.held);
             return self.end(emit, StopReason::Stop, Some(StopMatched::Token(id)));
         }
@@ -85,7 +91,10 @@ impl StopMatcher {
         }
         let mut text = std::mem::take(&mut self.held);
         text.push_str(delta);
-        if let Some((start, stop)) = self.first_match(&text) {
+        let matched = (generated as u64 > u64::from(self.min_tokens))
+            .then(|| self.first_match(&text))
+            .flatten();
+        if let Some((start, stop)) = matched {
             let end = start + stop.len();
             text.truncate(if self.include_stop_str { end } else { start });
             let matched = Some(StopMatched::Text(stop.to_owned()));
