@@ -102,6 +102,7 @@ impl<'c> Run<'_, 'c> {
     fn generate(&mut self, prompt_ids: Vec<u32>, base_seed: u64) -> anyhow::Result<SampleResponse> {
         let params = self.params;
         let vocab_size = self.backend.vocab_size();
+        params.check_token_ids(vocab_size)?;
         let mut sampler = Sampler::new(params)?
             .with_alternatives(EVENT_ALTERNATIVES)
             .with_tokens(TokenLists::new(

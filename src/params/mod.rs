@@ -55,6 +55,14 @@ pub enum ParamError {
     #[error("`{0}` expects key=value, e.g. temperature=0.7")]
     NotAnAssignment(String),
     #[error(
+        "`{field}` names token {id}, but the model's vocabulary has {vocab_size} tokens (ids 0..{vocab_size})"
+    )]
+    TokenOutsideVocabulary {
+        field: &'static str,
+        id: u32,
+        vocab_size: usize,
+    },
+    #[error(
         "`{field}` is not a {engine} parameter (only {engines} have it): set `engine` to one of them, or leave `{field}` at its default"
     )]
     NotInEngine {
@@ -223,6 +231,33 @@ impl SamplingParams {
                 "\"\"",
                 "breakers must not be empty strings",
             ));
+        }
+        Ok(())
+    }
+
+    /// Checks the token ids the params name against a model's vocabulary of `vocab_size`.
+    pub fn check_token_ids(&self, vocab_size: usize) -> Result<(), ParamError> {
+        let named = [
+            (
+                Field::LogitBias,
+                self.logit_bias
+                    .iter()
+                    .flat_map(|b| b.0.keys().copied())
+                    .max(),
+            ),
+            (
+                Field::AllowedTokenIds,
+                self.allowed_token_ids.iter().flatten().copied().max(),
+            ),
+        ];
+        for (field, largest) in named {
+            if let Some(id) = largest.filter(|&id| id as usize >= vocab_size) {
+                return Err(ParamError::TokenOutsideVocabulary {
+                    field: field.name(),
+                    id,
+                    vocab_size,
+                });
+            }
         }
         Ok(())
     }

@@ -197,7 +197,7 @@ mod tests {
     fn state(tokens: &[u32], prompt: usize) -> SampleState {
         let mut s = SampleState::new(1, 0, &tokens[..prompt], 16);
         for &t in &tokens[prompt..] {
-            s.push(t);
+            s.accept(t);
         }
         s
     }

@@ -51,7 +51,9 @@ impl SampleState {
         &self.tokens[self.tokens.len() - n..]
     }
 
-    pub(super) fn push(&mut self, id: u32) {
+    /// Records a token as the sample's next one: what the sampler does after each draw, and
+    /// what a caller does for a token chosen elsewhere (a branch, a forced token).
+    pub fn accept(&mut self, id: u32) {
         self.seen.insert(id);
         self.tokens.push(id);
     }

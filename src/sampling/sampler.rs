@@ -182,12 +182,12 @@ impl Sampler {
         if self.params.engine != Engine::Vllm {
             let chosen = self.run_chain(logits, state, u)?;
             let id = self.pool.cands[chosen].id;
-            state.push(id);
+            state.accept(id);
             return Ok(self.report_chain(logits, log_norm, id));
         }
         let cut = self.cut(logits, state)?;
         let id = self.draw(&cut, u)?;
-        state.push(id);
+        state.accept(id);
         Ok(self.report(logits, log_norm, &cut, id))
     }
 

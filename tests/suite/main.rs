@@ -10,6 +10,7 @@ mod default_model;
 mod detokenizer;
 mod engine;
 mod engine_stories;
+mod engines;
 mod export;
 mod gguf_tokenizer;
 mod model_architectures;
