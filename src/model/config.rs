@@ -336,6 +336,29 @@ impl ModelConfig {
                 format!("head dim {} is not a positive even number", self.head_dim),
             ));
         }
+        // RoPE's frequencies are theta^(-2i/d): a theta at or below 1 (or not finite) makes
+        // them all 1 or degenerate, which no trained model has.
+        if !(self.rope_theta.is_finite() && self.rope_theta > 1.0) {
+            return Err(config_error(
+                path,
+                format!(
+                    "rope theta {} is not a finite number above 1 (10000, 500000 and 1000000 are usual)",
+                    self.rope_theta
+                ),
+            ));
+        }
+        if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps >= 0.0) {
+            return Err(config_error(
+                path,
+                format!(
+                    "rms norm epsilon {} is not a small positive number (such as 1e-5)",
+                    self.rms_norm_eps
+                ),
+            ));
+        }
+        if let Some(scaling) = &self.rope_scaling {
+            check_rope_scaling(scaling, path)?;
+        }
         if !self.num_heads.is_multiple_of(self.num_kv_heads) {
             return Err(config_error(
                 path,
@@ -401,12 +424,46 @@ impl Ids {
     }
 }
 
+/// A stretch factor must be a finite number above 0, and llama3's frequency bounds ordered.
+fn check_rope_scaling(scaling: &RopeScaling, path: &Path) -> Result<(), ModelError> {
+    let factors: &[(&str, f32)] = match scaling {
+        RopeScaling::Linear { factor } => &[("factor", *factor)],
+        RopeScaling::Llama3 {
+            factor,
+            low_freq_factor,
+            high_freq_factor,
+            ..
+        } => &[
+            ("factor", *factor),
+            ("low_freq_factor", *low_freq_factor),
+            ("high_freq_factor", *high_freq_factor),
+        ],
+        RopeScaling::FreqFactors(_) => &[],
+    };
+    match factors.iter().find(|(_, f)| !(f.is_finite() && *f > 0.0)) {
+        Some((name, f)) => Err(config_error(
+            path,
+            format!("RoPE scaling {name} {f} is not a finite number above 0"),
+        )),
+        None => Ok(()),
+    }
+}
+
 fn hf_rope_scaling(
     value: &serde_json::Value,
     path: &Path,
 ) -> Result<Option<RopeScaling>, ModelError> {
     if value.is_null() {
         return Ok(None);
+    }
+    if !value.is_object() {
+        return Err(config_error(
+            path,
+            format!(
+                "rope_scaling is {value}; write null or an object such as \
+                 {{\"rope_type\": \"linear\", \"factor\": 2.0}}"
+            ),
+        ));
     }
     let kind = value
         .get("rope_type")
@@ -438,7 +495,8 @@ fn hf_rope_scaling(
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ModelError> {
-    let text = std::fs::read_to_string(path).map_err(|source| io_error(path, source))?;
+    let text =
+        crate::regular_file::read_to_string(path).map_err(|source| io_error(path, source))?;
     serde_json::from_str(&text).map_err(|e| config_error(path, e.to_string()))
 }
 
