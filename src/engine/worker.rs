@@ -5,6 +5,7 @@
 //! decode step, and runs queued behind it are skipped.
 
 use super::backend::Backend;
+use super::contain::contain;
 use super::events::{Event, Request, RunId};
 use super::generate::{RunContext, generate};
 use super::replay::ReplayStore;
@@ -150,6 +151,13 @@ impl LoadedModel {
             )?);
         }
         Ok(scores)
+    }
+
+    /// After a panic in the middle of a run the caches may hold half a step: start afresh.
+    fn recover(&mut self, panic: String) -> anyhow::Error {
+        self.backend.reset();
+        self.replay.clear();
+        anyhow::anyhow!("{panic}")
     }
 
     /// Runs one request to the end on this thread (for the CLI and tests).
@@ -326,12 +334,15 @@ where
     L: FnOnce(&mut dyn FnMut(f32, &str)) -> anyhow::Result<LoadedModel>,
     E: FnMut(Event),
 {
-    let loaded = load(&mut |fraction: f32, message: &str| {
-        emit(Event::Loading {
-            progress: fraction,
-            message: message.to_owned(),
+    let loaded = contain(|| {
+        load(&mut |fraction: f32, message: &str| {
+            emit(Event::Loading {
+                progress: fraction,
+                message: message.to_owned(),
+            })
         })
-    });
+    })
+    .unwrap_or_else(|panic| Err(anyhow::anyhow!("loading failed: {panic}")));
     let mut model = match loaded {
         Ok(model) => model,
         Err(e) => {
@@ -399,7 +410,8 @@ where
         };
         match job {
             Job::Run(request) => {
-                match model.run(&request, &mut interrupted, &mut |event| emit(event)) {
+                let ran = contain(|| model.run(&request, &mut interrupted, &mut |e| emit(e)));
+                match ran.unwrap_or_else(|panic| Err(model.recover(panic))) {
                     Ok(response) => emit(Event::Done {
                         run_id,
                         response: Box::new(response),
@@ -410,13 +422,16 @@ where
                     }),
                 }
             }
-            Job::Score(request) => match model.score(&request, vocab, &mut interrupted) {
-                Ok(scores) => emit(Event::Scored { run_id, scores }),
-                Err(e) => emit(Event::ScoreFailed {
-                    run_id,
-                    message: format!("{e:#}"),
-                }),
-            },
+            Job::Score(request) => {
+                let scored = contain(|| model.score(&request, vocab, &mut interrupted));
+                match scored.unwrap_or_else(|panic| Err(model.recover(panic))) {
+                    Ok(scores) => emit(Event::Scored { run_id, scores }),
+                    Err(e) => emit(Event::ScoreFailed {
+                        run_id,
+                        message: format!("{e:#}"),
+                    }),
+                }
+            }
         }
         if disconnected {
             return;
