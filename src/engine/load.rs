@@ -56,6 +56,14 @@ impl Backend for LlamaBackend {
         self.model.context_length()
     }
 
+    fn kv_bytes_per_position(&self) -> u64 {
+        if self.model.device().is_cpu() {
+            memory::kv_bytes_per_position(self.model.config())
+        } else {
+            0
+        }
+    }
+
     fn prefill(&mut self, prompt: &[u32], logits_from: usize) -> anyhow::Result<Prefill> {
         let reused = common_prefix(&self.prompt_ids, prompt).min(logits_from);
         self.prompt.truncate(reused);

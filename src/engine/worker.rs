@@ -11,6 +11,7 @@ use super::generate::{RunContext, generate};
 use super::replay::ReplayStore;
 use super::score::{ScoreRequest, Scoring, common_prefix, score_sequence};
 use crate::model::chat_template::ChatTemplate;
+use crate::model::memory;
 use crate::params::SamplingParams;
 use crate::response::CrossScore;
 use std::collections::VecDeque;
@@ -189,6 +190,18 @@ impl LoadedModel {
         interrupted: &mut dyn FnMut() -> bool,
         emit: &mut dyn FnMut(Event),
     ) -> anyhow::Result<crate::response::SampleResponse> {
+        // The load-time check reserved one sequence; a run holds one per sample.
+        let most = params.max_tokens.map_or(usize::MAX, |n| n as usize);
+        let positions = most
+            .saturating_add(prompt_ids.len())
+            .min(self.backend.context_length());
+        memory::check_run(
+            &self.name,
+            self.backend.kv_bytes_per_position(),
+            params.num_samples,
+            positions,
+            memory::available()?,
+        )?;
         let ctx = RunContext {
             tokenizer: &self.tokenizer,
             eos_ids: &self.eos_ids,

@@ -47,6 +47,19 @@ pub enum MemoryError {
         available: u64,
     },
     #[error(
+        "{model}: {samples} samples of up to {positions} positions need about {} of KV cache \
+         but only {} is free: lower num_samples or max_tokens, or close other programs (set \
+         {BUDGET_VAR} to override the free-memory figure)",
+        human(*.needed), human(*.available)
+    )]
+    RunDoesNotFit {
+        model: String,
+        samples: u32,
+        positions: usize,
+        needed: u64,
+        available: u64,
+    },
+    #[error(
         "{BUDGET_VAR}={value} is not a size: write bytes or a number with K, M or G, e.g. 512M or 1.5G"
     )]
     BadBudget { value: String },
@@ -193,6 +206,30 @@ pub fn check_fits(
     }
 }
 
+/// Refuses a run whose KV cache (`samples` rows of `positions`, `bytes_per_position` each)
+/// would exceed `available`.
+pub fn check_run(
+    model: &str,
+    bytes_per_position: u64,
+    samples: u32,
+    positions: usize,
+    available: Option<u64>,
+) -> Result<(), MemoryError> {
+    let needed = bytes_per_position
+        .saturating_mul(u64::from(samples))
+        .saturating_mul(positions as u64);
+    match available {
+        Some(available) if needed > available => Err(MemoryError::RunDoesNotFit {
+            model: model.to_owned(),
+            samples,
+            positions,
+            needed,
+            available,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// `1.5 GiB`, `340 MiB`, `12 KiB`.
 pub fn human(bytes: u64) -> String {
     let units = [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
@@ -245,6 +282,23 @@ mod tests {
         assert_eq!(budget("1000T").unwrap(), Some(4096 * 1024));
         assert_eq!(budgeted(Some("9G".into()), "").unwrap(), Some(9 << 30));
         assert!(matches!(budget("lots"), Err(MemoryError::BadBudget { .. })));
+    }
+
+    #[test]
+    fn a_run_whose_kv_cache_outgrows_the_free_memory_is_refused_with_both_figures() {
+        // An 8B Llama: 32 layers x 8 kv heads x 128 dims, f32 keys and values.
+        let per_position = 2 * 4 * 32 * 8 * 128;
+        assert!(check_run("8b", per_position, 1, 4096, Some(16 << 30)).is_ok());
+        assert!(check_run("8b", per_position, 64, 4096, None).is_ok());
+        let err = check_run("8b", per_position, 64, 4096, Some(16 << 30))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("64 samples of up to 4096 positions"), "{err}");
+        assert!(
+            err.contains("about 64 GiB") && err.contains("only 16 GiB"),
+            "{err}"
+        );
+        assert!(check_run("m", u64::MAX, 64, usize::MAX, Some(u64::MAX - 1)).is_err());
     }
 
     #[test]
