@@ -11,6 +11,7 @@ mod detokenizer;
 mod engine;
 mod engine_stories;
 mod export;
+mod fuzz;
 mod gguf_tokenizer;
 mod model_architectures;
 mod model_discover;
