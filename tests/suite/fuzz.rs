@@ -100,7 +100,8 @@ fn value() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         any::<u8>().prop_map(Value::U8),
         any::<i32>().prop_map(Value::I32),
-        prop_oneof![Just(0u32), Just(1), Just(2), Just(u32::MAX), any::<u32>()].prop_map(Value::U32),
+        prop_oneof![Just(0u32), Just(1), Just(2), Just(u32::MAX), any::<u32>()]
+            .prop_map(Value::U32),
         any::<i64>().prop_map(Value::I64),
         any::<f32>().prop_map(Value::F32),
         any::<bool>().prop_map(Value::Bool),
@@ -211,7 +212,10 @@ proptest! {
 
 /// samplab-tiny's tokenizer.json, the seed of its mutations.
 fn tiny_tokenizer() -> serde_json::Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/samplab-tiny/tokenizer.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/models/samplab-tiny/tokenizer.json"
+    );
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -244,12 +248,36 @@ proptest! {
 /// YAML-ish text built from the pieces that break parsers: nesting, tags, anchors, escapes.
 fn yaml_text() -> impl Strategy<Value = String> {
     let piece = prop_oneof![
-        Just("temperature: "), Just("stop: "), Just("border: "), Just("heatmap:\n"),
-        Just("- "), Just("  "), Just("["), Just("]"), Just("{"), Just("}"), Just(", "),
-        Just("!!binary aGVsbG8="), Just("!custom "), Just("!!python/object:os.system "),
-        Just("&a "), Just("*a "), Just("<<: *a\n"), Just("\"\\e[2J\""), Just("'q'"),
-        Just("0.7"), Just("1e400"), Just("-1"), Just("~"), Just("\n"), Just("# c\n"),
-        Just("fg: red"), Just("at: 0.5"), Just("\x1b]0;x\x07"), Just("? "), Just(": "),
+        Just("temperature: "),
+        Just("stop: "),
+        Just("border: "),
+        Just("heatmap:\n"),
+        Just("- "),
+        Just("  "),
+        Just("["),
+        Just("]"),
+        Just("{"),
+        Just("}"),
+        Just(", "),
+        Just("!!binary aGVsbG8="),
+        Just("!custom "),
+        Just("!!python/object:os.system "),
+        Just("&a "),
+        Just("*a "),
+        Just("<<: *a\n"),
+        Just("\"\\e[2J\""),
+        Just("'q'"),
+        Just("0.7"),
+        Just("1e400"),
+        Just("-1"),
+        Just("~"),
+        Just("\n"),
+        Just("# c\n"),
+        Just("fg: red"),
+        Just("at: 0.5"),
+        Just("\x1b]0;x\x07"),
+        Just("? "),
+        Just(": "),
     ];
     prop::collection::vec(piece, 0..40).prop_map(|pieces| pieces.concat())
 }
@@ -286,21 +314,42 @@ fn deep_yaml_seeds_are_refused_quickly() {
         assert!(SamplingParams::from_yaml(&deep).is_err());
         assert!(theme_file::parse(&deep, "deep.yaml", &Theme::dark()).is_err());
     }
-    assert!(start.elapsed() < std::time::Duration::from_secs(10), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
 }
 
 /// Jinja built from statements, loops, filters and the context's names.
 fn template_source() -> impl Strategy<Value = String> {
     let piece = prop_oneof![
-        Just("{% for m in messages %}"), Just("{% endfor %}"), Just("{% for i in range(100000) %}"),
-        Just("{{ m['content'] }}"), Just("{{ m.role }}"), Just("{{ bos_token }}"),
-        Just("{% if add_generation_prompt %}"), Just("{% endif %}"), Just("{% else %}"),
-        Just("{{ 'x' * 100000 }}"), Just("{{ messages[0]['content'].strip() }}"),
-        Just("{{ raise_exception('no') }}"), Just("{% set ns = namespace(a=1) %}"),
-        Just("{{ ns.a }}"), Just("{{ (messages|length) // 0 }}"), Just("{{ 1 / 0 }}"),
-        Just("{{ messages[99] }}"), Just("{{ '%s' % 1 }}"), Just("{{ x.y.z }}"),
-        Just("text"), Just("{%"), Just("}}"), Just("{{ range(9999999999)|list }}"),
-        Just("{{ messages|tojson }}"), Just("{% break %}"), Just("{{ 'a'.split('') }}"),
+        Just("{% for m in messages %}"),
+        Just("{% endfor %}"),
+        Just("{% for i in range(100000) %}"),
+        Just("{{ m['content'] }}"),
+        Just("{{ m.role }}"),
+        Just("{{ bos_token }}"),
+        Just("{% if add_generation_prompt %}"),
+        Just("{% endif %}"),
+        Just("{% else %}"),
+        Just("{{ 'x' * 100000 }}"),
+        Just("{{ messages[0]['content'].strip() }}"),
+        Just("{{ raise_exception('no') }}"),
+        Just("{% set ns = namespace(a=1) %}"),
+        Just("{{ ns.a }}"),
+        Just("{{ (messages|length) // 0 }}"),
+        Just("{{ 1 / 0 }}"),
+        Just("{{ messages[99] }}"),
+        Just("{{ '%s' % 1 }}"),
+        Just("{{ x.y.z }}"),
+        Just("text"),
+        Just("{%"),
+        Just("}}"),
+        Just("{{ range(9999999999)|list }}"),
+        Just("{{ messages|tojson }}"),
+        Just("{% break %}"),
+        Just("{{ 'a'.split('') }}"),
     ];
     prop::collection::vec(piece, 0..12).prop_map(|pieces| pieces.concat())
 }

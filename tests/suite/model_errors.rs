@@ -417,3 +417,103 @@ fn fifos_in_place_of_model_files_are_refused_not_waited_on() {
         .to_string();
     assert!(err.contains("FIFO"), "{err}");
 }
+
+/// samplab-tiny's files copied into a directory of its own, to break one of them.
+fn tiny_copy() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/samplab-tiny");
+    for entry in std::fs::read_dir(source).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    dir
+}
+
+fn load_engine(dir: &Path) -> String {
+    let hub = samplab::model::source::HubSettings {
+        cache_dir: std::env::temp_dir(),
+        offline: true,
+        token: None,
+    };
+    let spec = dir.to_str().unwrap();
+    match samplab::engine::load::load_model(spec, &hub, &mut |_, _| {}) {
+        Ok(_) => panic!("loading {spec} must fail"),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+#[test]
+fn a_tokenizer_json_with_ids_beyond_the_vocabulary_is_refused() {
+    let dir = tiny_copy();
+    let path = dir.path().join("tokenizer.json");
+    let mut tokenizer: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let extra = serde_json::json!({
+        "id": 1500, "content": "<extra>", "single_word": false, "lstrip": false,
+        "rstrip": false, "normalized": false, "special": true
+    });
+    tokenizer["added_tokens"]
+        .as_array_mut()
+        .unwrap()
+        .push(extra);
+    std::fs::write(&path, tokenizer.to_string()).unwrap();
+    let err = load_engine(dir.path());
+    assert!(
+        err.contains("tokenizer.json") && err.contains("1025 tokens") && err.contains("has 1024"),
+        "{err}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_as_tokenizer_json_is_refused_not_waited_on() {
+    let dir = tiny_copy();
+    let path = dir.path().join("tokenizer.json");
+    std::fs::remove_file(&path).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(&path).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo failed");
+    let err = load_engine(dir.path());
+    assert!(
+        err.contains("tokenizer.json") && err.contains("FIFO"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_gguf_whose_tokenizer_is_smaller_than_its_vocabulary_is_refused() {
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let mut reader = std::fs::File::open(&model).unwrap();
+    let content = gguf_file::Content::read(&mut reader).unwrap();
+    let tensors: Vec<(String, QTensor)> = content
+        .tensor_infos
+        .keys()
+        .map(|name| {
+            let t = content.tensor(&mut reader, name, &Device::Cpu).unwrap();
+            (name.clone(), t)
+        })
+        .collect();
+    let mut metadata = content.metadata.clone();
+    for key in [
+        "tokenizer.ggml.tokens",
+        "tokenizer.ggml.scores",
+        "tokenizer.ggml.token_type",
+    ] {
+        if let Some(gguf_file::Value::Array(values)) = metadata.get_mut(key) {
+            values.truncate(400);
+        }
+    }
+    let metadata: Vec<(&str, &gguf_file::Value)> =
+        metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("short-vocab.gguf");
+    let mut file = std::fs::File::create(&path).unwrap();
+    gguf_file::write(&mut file, &metadata, &tensors).unwrap();
+    let err = load_engine(&path);
+    assert!(
+        err.contains("short-vocab.gguf") && err.contains("400 tokens") && err.contains("has 512"),
+        "{err}"
+    );
+}
