@@ -151,10 +151,10 @@ proptest! {
             tensor_infos: HashMap::new(),
             tensor_data_offset: 0,
         };
-        if let Ok(tok) = tokenizer_from_gguf(&content) {
-            if let Ok(ids) = tok.encode_prompt(&text) {
-                let _ = tok.tokenizer.decode(&ids, false);
-            }
+        if let Ok(tok) = tokenizer_from_gguf(&content)
+            && let Ok(ids) = tok.encode_prompt(&text)
+        {
+            let _ = tok.tokenizer.decode(&ids, false);
         }
     }
 }
@@ -237,10 +237,10 @@ proptest! {
                 *slot = value;
             }
         }
-        if let Ok(tok) = tokenizers::Tokenizer::from_bytes(tokenizer.to_string()) {
-            if let Ok(encoding) = tok.encode(text, true) {
-                let _ = tok.decode(encoding.get_ids(), true);
-            }
+        if let Ok(tok) = tokenizers::Tokenizer::from_bytes(tokenizer.to_string())
+            && let Ok(encoding) = tok.encode(text, true)
+        {
+            let _ = tok.decode(encoding.get_ids(), true);
         }
     }
 }
