@@ -234,7 +234,7 @@ impl ModelConfig {
                 ..GenerationDefaults::default()
             },
         };
-        config.check(path)?;
+        config.check(path, Some(&arch_name))?;
         Ok(config)
     }
 
@@ -309,7 +309,7 @@ impl ModelConfig {
                 max_new_tokens: generation.max_new_tokens,
             },
         };
-        config.check(path)?;
+        config.check(path, None)?;
         Ok(config)
     }
 
@@ -318,17 +318,83 @@ impl ModelConfig {
         self.num_heads / self.num_kv_heads
     }
 
-    fn check(&self, path: &Path) -> Result<(), ModelError> {
-        let positive = [
-            ("hidden size", self.hidden_size),
-            ("layer count", self.num_layers),
-            ("head count", self.num_heads),
-            ("kv head count", self.num_kv_heads),
-            ("vocabulary size", self.vocab_size),
-            ("context length", self.context_length),
+    /// `arch`: the GGUF architecture whose keys name the fields, `None` for config.json.
+    fn check(&self, path: &Path, arch: Option<&str>) -> Result<(), ModelError> {
+        // (what, GGUF key after `<arch>.`, config.json key, value, most any model has): the
+        // bounds keep every product of sizes far inside 64 bits, and a header's 2^61 layers
+        // out of an allocation.
+        let sizes = [
+            (
+                "hidden size",
+                "embedding_length",
+                "hidden_size",
+                self.hidden_size,
+                1 << 20,
+            ),
+            (
+                "feed-forward size",
+                "feed_forward_length",
+                "intermediate_size",
+                self.intermediate_size,
+                1 << 22,
+            ),
+            (
+                "layer count",
+                "block_count",
+                "num_hidden_layers",
+                self.num_layers,
+                1 << 16,
+            ),
+            (
+                "head count",
+                "attention.head_count",
+                "num_attention_heads",
+                self.num_heads,
+                1 << 16,
+            ),
+            (
+                "kv head count",
+                "attention.head_count_kv",
+                "num_key_value_heads",
+                self.num_kv_heads,
+                1 << 16,
+            ),
+            (
+                "head dim",
+                "attention.key_length",
+                "head_dim",
+                self.head_dim,
+                1 << 16,
+            ),
+            (
+                "vocabulary size",
+                "vocab_size",
+                "vocab_size",
+                self.vocab_size,
+                1 << 24,
+            ),
+            (
+                "context length",
+                "context_length",
+                "max_position_embeddings",
+                self.context_length,
+                1 << 40,
+            ),
         ];
-        if let Some((what, _)) = positive.iter().find(|(_, v)| *v == 0) {
-            return Err(config_error(path, format!("{what} is 0")));
+        for (what, gguf_key, hf_key, value, most) in sizes {
+            let key = match arch {
+                Some(arch) => format!("{arch}.{gguf_key}"),
+                None => hf_key.to_owned(),
+            };
+            if value == 0 {
+                return Err(config_error(path, format!("{what} is 0 (`{key}`)")));
+            }
+            if value > most {
+                return Err(config_error(
+                    path,
+                    format!("{what} {value} (`{key}`) is above {most}, more than any model has"),
+                ));
+            }
         }
         if self.head_dim == 0 || !self.head_dim.is_multiple_of(2) {
             return Err(config_error(
@@ -440,13 +506,29 @@ fn check_rope_scaling(scaling: &RopeScaling, path: &Path) -> Result<(), ModelErr
         ],
         RopeScaling::FreqFactors(_) => &[],
     };
-    match factors.iter().find(|(_, f)| !(f.is_finite() && *f > 0.0)) {
-        Some((name, f)) => Err(config_error(
+    if let Some((name, f)) = factors.iter().find(|(_, f)| !(f.is_finite() && *f > 0.0)) {
+        return Err(config_error(
             path,
             format!("RoPE scaling {name} {f} is not a finite number above 0"),
-        )),
-        None => Ok(()),
+        ));
     }
+    if let RopeScaling::Llama3 {
+        low_freq_factor,
+        high_freq_factor,
+        original_max_position_embeddings,
+        ..
+    } = scaling
+        && (high_freq_factor <= low_freq_factor || *original_max_position_embeddings == 0)
+    {
+        return Err(config_error(
+            path,
+            format!(
+                "llama3 RoPE scaling needs high_freq_factor above low_freq_factor ({high_freq_factor} \
+                 <= {low_freq_factor}?) and original_max_position_embeddings above 0"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn hf_rope_scaling(

@@ -235,15 +235,29 @@ const EMBED: (&str, (usize, usize)) = ("token_embd.weight", (64, 32));
 const NORM: (&str, (usize, usize)) = ("output_norm.weight", (1, 32));
 
 #[test]
-fn absurd_layer_counts_end_at_the_first_missing_layer_not_in_an_allocation() {
-    for layers in [1u64 << 61, 1 << 62, 1_000_000_000] {
-        let metadata = llama_metadata(&[("llama.block_count", gguf_file::Value::U64(layers))]);
+fn absurd_sizes_are_refused_naming_the_file_and_the_key() {
+    let cases = [
+        ("llama.block_count", 1u64 << 61, "layer count"),
+        ("llama.block_count", 1 << 62, "layer count"),
+        ("llama.block_count", 1_000_000_000, "layer count"),
+        ("llama.embedding_length", 1 << 62, "hidden size"),
+        ("llama.attention.key_length", 1 << 63, "head dim"),
+    ];
+    for (key, value, what) in cases {
+        let metadata = llama_metadata(&[(key, gguf_file::Value::U64(value))]);
         let err = load_bytes(&gguf_bytes(&metadata, &[EMBED]));
         assert!(
-            err.contains("blk.0.attn_q.weight") && err.contains("missing"),
-            "{err}"
+            err.contains("hostile.gguf") && err.contains(what) && err.contains(&format!("`{key}`")),
+            "{key}: {err}"
         );
     }
+    // A layer count within bounds still ends at the first missing layer, not in an allocation.
+    let metadata = llama_metadata(&[("llama.block_count", gguf_file::Value::U64(60_000))]);
+    let err = load_bytes(&gguf_bytes(&metadata, &[EMBED]));
+    assert!(
+        err.contains("blk.0.attn_q.weight") && err.contains("missing"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -360,11 +374,16 @@ fn rope_and_norm_figures_outside_any_trained_model_are_refused() {
     let embed = Tensor::zeros((64, 32), candle_core::DType::F32, &Device::Cpu).unwrap();
     let tensors = std::collections::HashMap::from([("model.embed_tokens.weight", embed)]);
     candle_core::safetensors::save(&tensors, dir.path().join("model.safetensors")).unwrap();
-    let estimate = samplab::model::memory::estimate(dir.path()).unwrap();
-    assert_eq!(estimate.kv_cache, u64::MAX, "saturated, not wrapped");
+    let err = samplab::model::memory::estimate(dir.path())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("config.json") && err.contains("`num_hidden_layers`"),
+        "{err}"
+    );
     let err = load(dir.path()).to_string();
     assert!(
-        err.contains("model.layers.0.self_attn.q_proj.weight"),
+        err.contains("config.json") && err.contains("`num_hidden_layers`"),
         "{err}"
     );
 }
@@ -516,4 +535,17 @@ fn a_gguf_whose_tokenizer_is_smaller_than_its_vocabulary_is_refused() {
         err.contains("short-vocab.gguf") && err.contains("400 tokens") && err.contains("has 512"),
         "{err}"
     );
+}
+
+#[test]
+fn llama3_rope_scaling_with_equal_frequency_bounds_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&config_json("llama")).unwrap();
+    config["rope_scaling"] = serde_json::json!({
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 1.0, "original_max_position_embeddings": 8192
+    });
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    let err = load(dir.path()).to_string();
+    assert!(err.contains("high_freq_factor"), "{err}");
 }
