@@ -35,6 +35,17 @@ pub fn panic_is_contained() -> bool {
         || (rayon::current_thread_index().is_some() && ACTIVE.load(Ordering::SeqCst) > 0)
 }
 
+/// In a debug build, `SAMPLAB_PANIC_FOR_TESTS=<stage>` makes that stage (`run`) panic, so that
+/// the end-to-end test sees a contained panic in a real terminal; release builds ignore it.
+pub(crate) fn panic_for_tests(stage: &str) {
+    #[cfg(debug_assertions)]
+    if std::env::var("SAMPLAB_PANIC_FOR_TESTS").is_ok_and(|v| v == stage) {
+        panic!("injected for a test at the {stage} stage");
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = stage;
+}
+
 fn panic_message(payload: &(dyn Any + Send)) -> String {
     let text = payload
         .downcast_ref::<&str>()

@@ -423,7 +423,10 @@ where
         };
         match job {
             Job::Run(request) => {
-                let ran = contain(|| model.run(&request, &mut interrupted, &mut |e| emit(e)));
+                let ran = contain(|| {
+                    super::contain::panic_for_tests("run");
+                    model.run(&request, &mut interrupted, &mut |e| emit(e))
+                });
                 match ran.unwrap_or_else(|panic| Err(model.recover(panic))) {
                     Ok(response) => emit(Event::Done {
                         run_id,
