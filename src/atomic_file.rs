@@ -5,6 +5,7 @@
 use std::fs::File;
 use std::io;
 use std::path::Path;
+use std::time::Duration;
 
 /// Writes `path` atomically with whatever `contents` writes. With `overwrite` false an existing
 /// file makes this fail with `ErrorKind::AlreadyExists` and stays untouched, without a window in
@@ -20,7 +21,7 @@ pub fn write(
         _ => Path::new("."),
     };
     let mut builder = tempfile::Builder::new();
-    builder.prefix(".samplab-").suffix(".tmp");
+    builder.prefix(TEMP_PREFIX).suffix(TEMP_SUFFIX);
     // Temporary files are private by default; the result should look like any file the user
     // creates (0666 less the umask), as `std::fs::write` would make it.
     #[cfg(unix)]
@@ -34,6 +35,38 @@ pub fn write(
         temp.persist_noclobber(path).map_err(|e| e.error)?;
     }
     sync_dir(dir)
+}
+
+/// Prefix and suffix of the temporary files [`write`] makes.
+const TEMP_PREFIX: &str = ".samplab-";
+const TEMP_SUFFIX: &str = ".tmp";
+/// Far longer than any write of ours takes: an older temporary belongs to a killed process.
+const STALE_AFTER: Duration = Duration::from_secs(15 * 60);
+
+/// Removes what a process killed mid-write left in `dir`: [`write`]'s temporary files, and other
+/// files or directories whose name `is_leftover` accepts, once older than [`STALE_AFTER`] (a
+/// younger one may be another process's write in progress). Errors are ignored: a leftover
+/// that cannot be removed is harmless.
+pub fn sweep_stale(dir: &Path, is_leftover: impl Fn(&str) -> bool) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let ours = name.starts_with(TEMP_PREFIX) && name.ends_with(TEMP_SUFFIX);
+        if !(ours || is_leftover(&name)) {
+            continue;
+        }
+        let stale = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > STALE_AFTER));
+        if stale {
+            let path = entry.path();
+            let _ = std::fs::remove_dir_all(&path).or_else(|_| std::fs::remove_file(&path));
+        }
+    }
 }
 
 /// Makes the rename itself durable: without it a crash can lose the new directory entry.
@@ -103,6 +136,33 @@ mod tests {
         assert_eq!(err.to_string(), "disk full");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
         assert_eq!(entries(dir.path()), ["a.yaml"]);
+    }
+
+    #[test]
+    fn stale_temporaries_of_killed_writers_are_swept_and_fresh_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let aged = |name: &str, age: Duration| {
+            let path = dir.path().join(name);
+            let file = File::create(&path).unwrap();
+            file.set_modified(std::time::SystemTime::now() - age)
+                .unwrap();
+        };
+        let old = STALE_AFTER * 2;
+        aged(".samplab-killed.tmp", old);
+        aged(".samplab-writing.tmp", Duration::ZERO);
+        aged(".other.partial", old);
+        aged("mine.yaml", old);
+        std::fs::create_dir(dir.path().join(".model.partial")).unwrap();
+        std::fs::write(dir.path().join(".model.partial/config.json"), "{").unwrap();
+        let dir_file = File::open(dir.path().join(".model.partial")).unwrap();
+        dir_file
+            .set_modified(std::time::SystemTime::now() - old)
+            .unwrap();
+        sweep_stale(dir.path(), |name| name == ".model.partial");
+        assert_eq!(
+            entries(dir.path()),
+            [".other.partial", ".samplab-writing.tmp", "mine.yaml"]
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 mod cli;
 
 use clap::{Parser, Subcommand};
+use samplab::terminal_text::escape_controls;
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -60,7 +61,9 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("samplab: {e:#}");
+            // Messages quote files (a GGUF's architecture, a preset's key), which must not
+            // reach the terminal as escape sequences.
+            eprintln!("samplab: {}", escape_controls(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }

@@ -140,6 +140,7 @@ impl PresetStore {
             source,
         };
         std::fs::create_dir_all(&self.dir).map_err(write_error)?;
+        atomic_file::sweep_stale(&self.dir, |_| false);
         let params = params.normalized();
         let yaml = params.to_yaml_non_default();
         match atomic_file::write(&path, overwrite, |f| f.write_all(yaml.as_bytes())) {

@@ -93,7 +93,7 @@ pub fn builtin(name: &str) -> Option<Preset> {
 
 /// Reads and checks one preset file; its name is the file stem.
 pub fn load_file(path: &Path) -> Result<Preset, PresetError> {
-    let text = std::fs::read_to_string(path).map_err(|source| PresetError::Read {
+    let text = crate::regular_file::read_to_string(path).map_err(|source| PresetError::Read {
         path: path.to_owned(),
         source,
     })?;
@@ -132,11 +132,12 @@ pub fn resolve(name_or_path: &str, user: Option<&PresetStore>) -> Result<Preset,
 
 /// `; user presets in DIR are a, b` for a not-found message.
 fn user_presets_hint(store: &PresetStore) -> String {
-    let names = match store.list() {
-        Ok(listed) if listed.is_empty() => "none yet".to_owned(),
-        Ok(listed) => listed
+    // Names only: a broken or huge file must not slow down or break a message about another.
+    let names = match crate::config::yaml_files(&store.dir) {
+        Ok(files) if files.is_empty() => "none yet".to_owned(),
+        Ok(files) => files
             .into_iter()
-            .map(|p| p.name)
+            .map(|(name, _)| name)
             .collect::<Vec<_>>()
             .join(", "),
         Err(e) => format!("unreadable ({e})"),
@@ -225,5 +226,26 @@ mod tests {
         );
         let message = resolve("nope", Some(&store)).unwrap_err().to_string();
         assert!(message.contains("are greedy, mine"), "{message}");
+    }
+
+    #[test]
+    fn a_deep_or_tagged_user_preset_is_refused_and_still_named_in_hints() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = PresetStore::new(dir.path());
+        let deep = format!("stop: {}{}", "[".repeat(100_000), "]".repeat(100_000));
+        std::fs::write(dir.path().join("deep.yaml"), deep).unwrap();
+        std::fs::write(dir.path().join("tagged.yaml"), "temperature: !custom 5").unwrap();
+        let start = std::time::Instant::now();
+        let message = resolve("typo", Some(&store)).unwrap_err().to_string();
+        assert!(message.contains("are deep, tagged"), "{message}");
+        let deep = resolve("deep", Some(&store)).unwrap_err().to_string();
+        assert!(
+            deep.contains("deep.yaml") && deep.contains("nested deeper"),
+            "{deep}"
+        );
+        let tagged = resolve("tagged", Some(&store)).unwrap_err().to_string();
+        assert!(tagged.contains("`!custom` tags a value"), "{tagged}");
+        let guard = std::time::Duration::from_secs(10);
+        assert!(start.elapsed() < guard, "{:?}", start.elapsed());
     }
 }

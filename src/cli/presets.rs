@@ -4,6 +4,7 @@ use clap::Subcommand;
 use samplab::config;
 use samplab::params::SamplingParams;
 use samplab::presets;
+use samplab::terminal_text::escape_controls;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -37,7 +38,7 @@ pub fn run(command: PresetsCommand) -> anyhow::Result<ExitCode> {
             for preset in saved {
                 match &preset.params {
                     Ok(params) => print_preset(&preset.name, params),
-                    Err(e) => println!("{}: error: {e}", preset.name),
+                    Err(e) => println!("{}: error: {}", preset.name, escape_controls(e)),
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -59,7 +60,7 @@ fn validate(files: &[PathBuf]) -> ExitCode {
             Ok(_) => println!("ok: {}", file.display()),
             Err(e) => {
                 all_ok = false;
-                eprintln!("error: {e}");
+                eprintln!("error: {}", escape_controls(&e.to_string()));
             }
         }
     }

@@ -354,10 +354,11 @@ impl ProgressLine {
         }
         let filled = (fraction.clamp(0.0, 1.0) * 30.0).round() as usize;
         eprint!(
-            "\r\x1b[2K[{}{}] {:>3.0}% {message}",
+            "\r\x1b[2K[{}{}] {:>3.0}% {}",
             "#".repeat(filled),
             " ".repeat(30 - filled),
-            fraction * 100.0
+            fraction * 100.0,
+            samplab::terminal_text::escape_controls(message)
         );
         self.visible = true;
     }

@@ -22,6 +22,13 @@ pub trait Backend {
     /// The most positions (prompt + generated) the model can attend over.
     fn context_length(&self) -> usize;
 
+    /// Host-memory bytes one position of one row takes in the KV cache, so that a run can be
+    /// refused before it grows past the free memory; 0 where the cache is not in host memory
+    /// (a GPU's driver refuses what does not fit) or the backend keeps none.
+    fn kv_bytes_per_position(&self) -> u64 {
+        0
+    }
+
     /// Makes the prompt cache hold `prompt`, running only the positions past the longest
     /// prefix it already holds, and past no more than `logits_from` (whose logits are wanted).
     /// Returns the logits after each position from `logits_from` on: row `j` predicts the token

@@ -56,6 +56,14 @@ impl Backend for LlamaBackend {
         self.model.context_length()
     }
 
+    fn kv_bytes_per_position(&self) -> u64 {
+        if self.model.device().is_cpu() {
+            memory::kv_bytes_per_position(self.model.config())
+        } else {
+            0
+        }
+    }
+
     fn prefill(&mut self, prompt: &[u32], logits_from: usize) -> anyhow::Result<Prefill> {
         let reused = common_prefix(&self.prompt_ids, prompt).min(logits_from);
         self.prompt.truncate(reused);
@@ -182,18 +190,22 @@ pub fn load_model(
             let gguf = tokenizer_from_gguf(&content)
                 .with_context(|| format!("cannot build the tokenizer of {}", path.display()))?;
             let template = gguf_chat_template(&gguf);
+            check_vocab(&gguf.tokenizer, model.config().vocab_size, true, path)?;
             (model, gguf.tokenizer, gguf.eos_ids, template)
         }
         ModelSource::HfDir(dir) => {
             check_fits(memory::estimate(dir)?)?;
             let model = Model::load(dir, &device)?;
             let file = dir.join("tokenizer.json");
+            crate::regular_file::check(&file)
+                .with_context(|| format!("cannot read the tokenizer {}", file.display()))?;
             let tokenizer = Tokenizer::from_file(&file).map_err(|e| {
                 anyhow::anyhow!(
                     "cannot read the tokenizer {}: {e}; a Hugging Face model directory needs tokenizer.json",
                     file.display()
                 )
             })?;
+            check_vocab(&tokenizer, model.config().vocab_size, false, &file)?;
             (
                 model,
                 tokenizer,
@@ -220,6 +232,30 @@ pub fn load_model(
         defaults,
         chat_template,
     })
+}
+
+/// Every token the tokenizer can give needs a logit, or samples would lose words. `exact`: every
+/// logit needs a token too, as llama.cpp requires of a GGUF; an HF model's embedding may be
+/// padded beyond its tokenizer (Qwen2.5's by 271 rows), as transformers allows.
+fn check_vocab(
+    tokenizer: &Tokenizer,
+    vocab_size: usize,
+    exact: bool,
+    file: &Path,
+) -> anyhow::Result<()> {
+    let tokens = tokenizer
+        .get_vocab(true)
+        .into_values()
+        .max()
+        .map_or(0, |id| id as usize + 1);
+    if tokens > vocab_size || (exact && tokens != vocab_size) {
+        anyhow::bail!(
+            "the tokenizer of {} has {tokens} tokens but the model's vocabulary (its embedding \
+             rows) has {vocab_size}: the tokenizer belongs to another model",
+            file.display()
+        );
+    }
+    Ok(())
 }
 
 /// The GGUF's template with its BOS and EOS texts, which templates write as `bos_token`.

@@ -3,6 +3,7 @@
 //! It never touches the terminal; the UI and the CLI meet it only at `Request` and `Event`.
 
 pub mod backend;
+pub mod contain;
 pub mod events;
 pub mod generate;
 pub mod load;

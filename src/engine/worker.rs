@@ -5,11 +5,13 @@
 //! decode step, and runs queued behind it are skipped.
 
 use super::backend::Backend;
+use super::contain::contain;
 use super::events::{Event, Request, RunId};
 use super::generate::{RunContext, generate};
 use super::replay::ReplayStore;
 use super::score::{ScoreRequest, Scoring, common_prefix, score_sequence};
 use crate::model::chat_template::ChatTemplate;
+use crate::model::memory;
 use crate::params::SamplingParams;
 use crate::response::CrossScore;
 use std::collections::VecDeque;
@@ -152,6 +154,13 @@ impl LoadedModel {
         Ok(scores)
     }
 
+    /// After a panic in the middle of a run the caches may hold half a step: start afresh.
+    fn recover(&mut self, panic: String) -> anyhow::Error {
+        self.backend.reset();
+        self.replay.clear();
+        anyhow::anyhow!("{panic}")
+    }
+
     /// Runs one request to the end on this thread (for the CLI and tests).
     pub fn run(
         &mut self,
@@ -181,6 +190,18 @@ impl LoadedModel {
         interrupted: &mut dyn FnMut() -> bool,
         emit: &mut dyn FnMut(Event),
     ) -> anyhow::Result<crate::response::SampleResponse> {
+        // The load-time check reserved one sequence; a run holds one per sample.
+        let most = params.max_tokens.map_or(usize::MAX, |n| n as usize);
+        let positions = most
+            .saturating_add(prompt_ids.len())
+            .min(self.backend.context_length());
+        memory::check_run(
+            &self.name,
+            self.backend.kv_bytes_per_position(),
+            params.num_samples,
+            positions,
+            memory::available()?,
+        )?;
         let ctx = RunContext {
             tokenizer: &self.tokenizer,
             eos_ids: &self.eos_ids,
@@ -328,12 +349,15 @@ where
     L: FnOnce(&mut dyn FnMut(f32, &str)) -> anyhow::Result<LoadedModel>,
     E: FnMut(Event),
 {
-    let loaded = load(&mut |fraction: f32, message: &str| {
-        emit(Event::Loading {
-            progress: fraction,
-            message: message.to_owned(),
+    let loaded = contain(|| {
+        load(&mut |fraction: f32, message: &str| {
+            emit(Event::Loading {
+                progress: fraction,
+                message: message.to_owned(),
+            })
         })
-    });
+    })
+    .unwrap_or_else(|panic| Err(anyhow::anyhow!("loading failed: {panic}")));
     let mut model = match loaded {
         Ok(model) => model,
         Err(e) => {
@@ -401,7 +425,11 @@ where
         };
         match job {
             Job::Run(request) => {
-                match model.run(&request, &mut interrupted, &mut |event| emit(event)) {
+                let ran = contain(|| {
+                    super::contain::panic_for_tests("run");
+                    model.run(&request, &mut interrupted, &mut |e| emit(e))
+                });
+                match ran.unwrap_or_else(|panic| Err(model.recover(panic))) {
                     Ok(response) => emit(Event::Done {
                         run_id,
                         response: Box::new(response),
@@ -412,13 +440,16 @@ where
                     }),
                 }
             }
-            Job::Score(request) => match model.score(&request, vocab, &mut interrupted) {
-                Ok(scores) => emit(Event::Scored { run_id, scores }),
-                Err(e) => emit(Event::ScoreFailed {
-                    run_id,
-                    message: format!("{e:#}"),
-                }),
-            },
+            Job::Score(request) => {
+                let scored = contain(|| model.score(&request, vocab, &mut interrupted));
+                match scored.unwrap_or_else(|panic| Err(model.recover(panic))) {
+                    Ok(scores) => emit(Event::Scored { run_id, scores }),
+                    Err(e) => emit(Event::ScoreFailed {
+                        run_id,
+                        message: format!("{e:#}"),
+                    }),
+                }
+            }
         }
         if disconnected {
             return;

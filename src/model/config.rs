@@ -234,7 +234,7 @@ impl ModelConfig {
                 ..GenerationDefaults::default()
             },
         };
-        config.check(path)?;
+        config.check(path, Some(&arch_name))?;
         Ok(config)
     }
 
@@ -309,7 +309,7 @@ impl ModelConfig {
                 max_new_tokens: generation.max_new_tokens,
             },
         };
-        config.check(path)?;
+        config.check(path, None)?;
         Ok(config)
     }
 
@@ -318,23 +318,112 @@ impl ModelConfig {
         self.num_heads / self.num_kv_heads
     }
 
-    fn check(&self, path: &Path) -> Result<(), ModelError> {
-        let positive = [
-            ("hidden size", self.hidden_size),
-            ("layer count", self.num_layers),
-            ("head count", self.num_heads),
-            ("kv head count", self.num_kv_heads),
-            ("vocabulary size", self.vocab_size),
-            ("context length", self.context_length),
+    /// `arch`: the GGUF architecture whose keys name the fields, `None` for config.json.
+    fn check(&self, path: &Path, arch: Option<&str>) -> Result<(), ModelError> {
+        // (what, GGUF key after `<arch>.`, config.json key, value, most any model has): the
+        // bounds keep every product of sizes far inside 64 bits, and a header's 2^61 layers
+        // out of an allocation.
+        let sizes = [
+            (
+                "hidden size",
+                "embedding_length",
+                "hidden_size",
+                self.hidden_size,
+                1 << 20,
+            ),
+            (
+                "feed-forward size",
+                "feed_forward_length",
+                "intermediate_size",
+                self.intermediate_size,
+                1 << 22,
+            ),
+            (
+                "layer count",
+                "block_count",
+                "num_hidden_layers",
+                self.num_layers,
+                1 << 16,
+            ),
+            (
+                "head count",
+                "attention.head_count",
+                "num_attention_heads",
+                self.num_heads,
+                1 << 16,
+            ),
+            (
+                "kv head count",
+                "attention.head_count_kv",
+                "num_key_value_heads",
+                self.num_kv_heads,
+                1 << 16,
+            ),
+            (
+                "head dim",
+                "attention.key_length",
+                "head_dim",
+                self.head_dim,
+                1 << 16,
+            ),
+            (
+                "vocabulary size",
+                "vocab_size",
+                "vocab_size",
+                self.vocab_size,
+                1 << 24,
+            ),
+            (
+                "context length",
+                "context_length",
+                "max_position_embeddings",
+                self.context_length,
+                1 << 40,
+            ),
         ];
-        if let Some((what, _)) = positive.iter().find(|(_, v)| *v == 0) {
-            return Err(config_error(path, format!("{what} is 0")));
+        for (what, gguf_key, hf_key, value, most) in sizes {
+            let key = match arch {
+                Some(arch) => format!("{arch}.{gguf_key}"),
+                None => hf_key.to_owned(),
+            };
+            if value == 0 {
+                return Err(config_error(path, format!("{what} is 0 (`{key}`)")));
+            }
+            if value > most {
+                return Err(config_error(
+                    path,
+                    format!("{what} {value} (`{key}`) is above {most}, more than any model has"),
+                ));
+            }
         }
         if self.head_dim == 0 || !self.head_dim.is_multiple_of(2) {
             return Err(config_error(
                 path,
                 format!("head dim {} is not a positive even number", self.head_dim),
             ));
+        }
+        // RoPE's frequencies are theta^(-2i/d): a theta at or below 1 (or not finite) makes
+        // them all 1 or degenerate, which no trained model has.
+        if !(self.rope_theta.is_finite() && self.rope_theta > 1.0) {
+            return Err(config_error(
+                path,
+                format!(
+                    "rope theta {} is not a finite number above 1 (10000, 500000 and 1000000 are usual)",
+                    self.rope_theta
+                ),
+            ));
+        }
+        if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps >= 0.0) {
+            return Err(config_error(
+                path,
+                format!(
+                    "rms norm epsilon {} is not a small positive number (such as 1e-5)",
+                    self.rms_norm_eps
+                ),
+            ));
+        }
+        if let Some(scaling) = &self.rope_scaling {
+            check_rope_scaling(scaling, path)?;
         }
         if !self.num_heads.is_multiple_of(self.num_kv_heads) {
             return Err(config_error(
@@ -401,12 +490,62 @@ impl Ids {
     }
 }
 
+/// A stretch factor must be a finite number above 0, and llama3's frequency bounds ordered.
+fn check_rope_scaling(scaling: &RopeScaling, path: &Path) -> Result<(), ModelError> {
+    let factors: &[(&str, f32)] = match scaling {
+        RopeScaling::Linear { factor } => &[("factor", *factor)],
+        RopeScaling::Llama3 {
+            factor,
+            low_freq_factor,
+            high_freq_factor,
+            ..
+        } => &[
+            ("factor", *factor),
+            ("low_freq_factor", *low_freq_factor),
+            ("high_freq_factor", *high_freq_factor),
+        ],
+        RopeScaling::FreqFactors(_) => &[],
+    };
+    if let Some((name, f)) = factors.iter().find(|(_, f)| !(f.is_finite() && *f > 0.0)) {
+        return Err(config_error(
+            path,
+            format!("RoPE scaling {name} {f} is not a finite number above 0"),
+        ));
+    }
+    if let RopeScaling::Llama3 {
+        low_freq_factor,
+        high_freq_factor,
+        original_max_position_embeddings,
+        ..
+    } = scaling
+        && (high_freq_factor <= low_freq_factor || *original_max_position_embeddings == 0)
+    {
+        return Err(config_error(
+            path,
+            format!(
+                "llama3 RoPE scaling needs high_freq_factor above low_freq_factor ({high_freq_factor} \
+                 <= {low_freq_factor}?) and original_max_position_embeddings above 0"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn hf_rope_scaling(
     value: &serde_json::Value,
     path: &Path,
 ) -> Result<Option<RopeScaling>, ModelError> {
     if value.is_null() {
         return Ok(None);
+    }
+    if !value.is_object() {
+        return Err(config_error(
+            path,
+            format!(
+                "rope_scaling is {value}; write null or an object such as \
+                 {{\"rope_type\": \"linear\", \"factor\": 2.0}}"
+            ),
+        ));
     }
     let kind = value
         .get("rope_type")
@@ -438,7 +577,8 @@ fn hf_rope_scaling(
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ModelError> {
-    let text = std::fs::read_to_string(path).map_err(|source| io_error(path, source))?;
+    let text =
+        crate::regular_file::read_to_string(path).map_err(|source| io_error(path, source))?;
     serde_json::from_str(&text).map_err(|e| config_error(path, e.to_string()))
 }
 

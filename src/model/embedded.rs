@@ -43,11 +43,19 @@ pub fn materialise() -> std::io::Result<PathBuf> {
 /// Writes the files into `root/samplab-tiny-<hash>`, keyed by their content so that a newer
 /// binary never reads an older model. They are written into a private directory that is then
 /// renamed into place: a crash or a concurrent first run never leaves a half-written model.
+/// A copy whose files differ from ours (a disk error, an edit) is replaced; private
+/// directories left by killed processes are swept.
 fn materialise_in(root: &Path) -> std::io::Result<PathBuf> {
     let key = format!("{NAME}-{:016x}", content_hash());
     let dir = root.join(&key);
+    crate::atomic_file::sweep_stale(root, |name| {
+        name.starts_with(&format!(".{NAME}-")) && name.ends_with(".partial")
+    });
     if dir.is_dir() {
-        return Ok(dir);
+        if is_intact(&dir) {
+            return Ok(dir);
+        }
+        std::fs::remove_dir_all(&dir)?;
     }
     static ATTEMPT: AtomicU64 = AtomicU64::new(0);
     let attempt = ATTEMPT.fetch_add(1, Ordering::Relaxed);
@@ -56,19 +64,34 @@ fn materialise_in(root: &Path) -> std::io::Result<PathBuf> {
     if partial.exists() {
         std::fs::remove_dir_all(&partial)?;
     }
-    std::fs::create_dir_all(&partial)?;
-    for (name, bytes) in FILES {
-        std::fs::write(partial.join(name), bytes)?;
-    }
-    match std::fs::rename(&partial, &dir) {
+    let written = write_files(&partial).and_then(|()| std::fs::rename(&partial, &dir));
+    match written {
         Ok(()) => Ok(dir),
         // Another process finished first; its copy is identical.
         Err(_) if dir.is_dir() => {
             std::fs::remove_dir_all(&partial)?;
             Ok(dir)
         }
-        Err(e) => Err(e),
+        Err(e) => {
+            // A full disk must not leave half a model behind.
+            let _ = std::fs::remove_dir_all(&partial);
+            Err(e)
+        }
     }
+}
+
+fn write_files(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    FILES
+        .iter()
+        .try_for_each(|(name, bytes)| std::fs::write(dir.join(name), bytes))
+}
+
+/// Whether every file in `dir` holds exactly our bytes (3 MB to read, once per start).
+fn is_intact(dir: &Path) -> bool {
+    FILES
+        .iter()
+        .all(|(name, bytes)| std::fs::read(dir.join(name)).is_ok_and(|found| found == *bytes))
 }
 
 /// FNV-1a over every file's name and bytes: stable across Rust releases, unlike `DefaultHasher`.
@@ -126,6 +149,35 @@ mod tests {
         assert!(dirs.iter().all(|d| *d == dirs[0]), "{dirs:?}");
         let config = std::fs::read(dirs[0].join("config.json")).unwrap();
         assert_eq!(config, FILES[0].1);
+    }
+
+    #[test]
+    fn a_corrupt_cached_copy_is_rewritten() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = materialise_in(root.path()).unwrap();
+        let weights = dir.join("model.safetensors");
+        let mut bytes = std::fs::read(&weights).unwrap();
+        bytes[1000] ^= 0xff;
+        std::fs::write(&weights, &bytes).unwrap();
+        std::fs::remove_file(dir.join("tokenizer.json")).unwrap();
+        assert_eq!(materialise_in(root.path()).unwrap(), dir);
+        for (name, bytes) in FILES {
+            assert_eq!(std::fs::read(dir.join(name)).unwrap(), bytes, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_failed_write_leaves_no_partial_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let key = format!("{NAME}-{:016x}", content_hash());
+        // A file where the model directory goes: the rename fails, as on a full disk.
+        std::fs::write(root.path().join(&key), "in the way").unwrap();
+        assert!(materialise_in(root.path()).is_err());
+        let names: Vec<_> = std::fs::read_dir(root.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, [key]);
     }
 
     #[test]

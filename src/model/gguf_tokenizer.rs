@@ -22,7 +22,7 @@
 //! plain text, dropped by `decode(.., skip_special_tokens = true)`), user-defined tokens are cut
 //! out of the text before the model sees it, byte and unused tokens are ordinary pieces.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use candle_core::quantized::gguf_file::{Content, Value};
 use tokenizers::decoders::byte_fallback::ByteFallback;
@@ -163,6 +163,11 @@ pub enum GgufTokenizerError {
         flag: &'static str,
         id_key: &'static str,
     },
+    #[error(
+        "`{KEY_MERGES}` has no usable merge ({given} given): a byte-level BPE vocabulary needs \
+         merges of two tokens whose joined text is a token too"
+    )]
+    NoMerges { given: usize },
     #[error("building the tokenizer failed: {0}")]
     Build(#[source] tokenizers::Error),
     #[error("tokenizing failed: {0}")]
@@ -288,9 +293,16 @@ fn spm_tokenizer(
         .zip(tokens)
         .map(|(id, t)| (t.clone(), id))
         .collect();
+    // A split can only be two pieces if both halves have a piece's length; checking that first
+    // keeps a long piece linear instead of hashing a prefix and a suffix at every character
+    // (quadratic: a 1 MiB piece took 40 s).
+    let lengths: HashSet<usize> = tokens.iter().map(String::len).collect();
     let mut candidates: Vec<(f32, u32, String, String)> = Vec::new();
     for (id, piece) in (0u32..).zip(tokens) {
         for (split, _) in piece.char_indices().skip(1) {
+            if !(lengths.contains(&split) && lengths.contains(&(piece.len() - split))) {
+                continue;
+            }
             let (left, right) = piece.split_at(split);
             if vocab.contains_key(left) && vocab.contains_key(right) {
                 candidates.push((scores[id as usize], id, left.to_owned(), right.to_owned()));
@@ -367,6 +379,11 @@ fn bpe_tokenizer(
         {
             pairs.push((left.to_owned(), right.to_owned()));
         }
+    }
+    if pairs.is_empty() {
+        return Err(GgufTokenizerError::NoMerges {
+            given: merges.len(),
+        });
     }
     let ignore_merges = pre.is_some_and(|p| LLAMA3_PRES.contains(&p));
     let model = BPE::builder()

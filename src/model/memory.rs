@@ -28,7 +28,7 @@ pub struct MemoryEstimate {
 
 impl MemoryEstimate {
     pub fn total(&self) -> u64 {
-        self.weights + self.kv_cache
+        self.weights.saturating_add(self.kv_cache)
     }
 }
 
@@ -44,6 +44,19 @@ pub enum MemoryError {
     DoesNotFit {
         model: String,
         estimate: MemoryEstimate,
+        available: u64,
+    },
+    #[error(
+        "{model}: {samples} samples of up to {positions} positions need about {} of KV cache \
+         but only {} is free: lower num_samples or max_tokens, or close other programs (set \
+         {BUDGET_VAR} to override the free-memory figure)",
+        human(*.needed), human(*.available)
+    )]
+    RunDoesNotFit {
+        model: String,
+        samples: u32,
+        positions: usize,
+        needed: u64,
         available: u64,
     },
     #[error(
@@ -77,12 +90,19 @@ pub fn estimate_gguf(gguf: &OpenGguf) -> Result<MemoryEstimate, ModelError> {
 
 fn for_config(config: &ModelConfig, weights: u64) -> MemoryEstimate {
     let positions = config.context_length.min(KV_POSITIONS);
-    let per_position = 2 * config.num_layers * config.num_kv_heads * config.head_dim * 4;
     MemoryEstimate {
         weights,
-        kv_cache: (per_position * positions) as u64,
+        kv_cache: kv_bytes_per_position(config).saturating_mul(positions as u64),
         positions,
     }
+}
+
+/// f32 keys and values of every layer for one position of one sequence; a header's absurd
+/// figures saturate (and so are refused) instead of wrapping to a small number.
+pub fn kv_bytes_per_position(config: &ModelConfig) -> u64 {
+    [config.num_layers, config.num_kv_heads, config.head_dim]
+        .iter()
+        .fold(2 * 4u64, |bytes, &n| bytes.saturating_mul(n as u64))
 }
 
 /// Bytes a safetensors file's tensors take once loaded, from its JSON header: f16 and bf16
@@ -92,7 +112,7 @@ fn safetensors_bytes(file: &Path) -> Result<u64, ModelError> {
         path: file.to_owned(),
         reason: reason.to_owned(),
     };
-    let mut reader = std::fs::File::open(file).map_err(|e| io_error(file, e))?;
+    let mut reader = crate::regular_file::open(file).map_err(|e| io_error(file, e))?;
     let mut len = [0u8; 8];
     reader
         .read_exact(&mut len)
@@ -111,35 +131,45 @@ fn safetensors_bytes(file: &Path) -> Result<u64, ModelError> {
         .iter()
         .filter(|(name, _)| *name != "__metadata__")
         .map(|(_, tensor)| {
-            let elements = tensor["shape"]
-                .as_array()
-                .map_or(0, |shape| shape.iter().filter_map(|d| d.as_u64()).product());
+            let elements = tensor["shape"].as_array().map_or(0, |shape| {
+                shape
+                    .iter()
+                    .filter_map(|d| d.as_u64())
+                    .fold(1u64, u64::saturating_mul)
+            });
             let size = match tensor["dtype"].as_str() {
                 Some("F16" | "BF16") => 2,
                 _ => 4,
             };
-            elements * size
+            elements.saturating_mul(size)
         })
-        .sum())
+        .fold(0, u64::saturating_add))
 }
 
 /// Free memory: `$SAMPLAB_MEMORY_BUDGET` when set, else the kernel's MemAvailable; `None`
-/// where neither is known (then nothing is refused).
+/// where neither is known (then nothing is refused). A budget above the machine's total
+/// memory is capped at it: a budget may lower the figure, not switch the check off.
 pub fn available() -> Result<Option<u64>, MemoryError> {
-    if let Ok(value) = std::env::var(BUDGET_VAR) {
-        return parse_size(&value)
-            .map(Some)
-            .ok_or(MemoryError::BadBudget { value });
-    }
-    Ok(std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|info| mem_available(&info)))
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    budgeted(std::env::var(BUDGET_VAR).ok(), &meminfo)
 }
 
-fn mem_available(meminfo: &str) -> Option<u64> {
-    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+fn budgeted(budget: Option<String>, meminfo: &str) -> Result<Option<u64>, MemoryError> {
+    let total = meminfo_kib(meminfo, "MemTotal:");
+    match budget {
+        Some(value) => {
+            let budget = parse_size(&value).ok_or(MemoryError::BadBudget { value })?;
+            Ok(Some(total.map_or(budget, |total| budget.min(total))))
+        }
+        None => Ok(meminfo_kib(meminfo, "MemAvailable:")),
+    }
+}
+
+/// A `/proc/meminfo` figure in bytes.
+fn meminfo_kib(meminfo: &str, key: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with(key))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    kib.checked_mul(1024)
 }
 
 /// `1536`, `512K`, `512M`, `1.5G` (binary units; a trailing `B` or `iB` is accepted).
@@ -170,6 +200,30 @@ pub fn check_fits(
         Some(available) if estimate.total() > available => Err(MemoryError::DoesNotFit {
             model: model.to_owned(),
             estimate,
+            available,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses a run whose KV cache (`samples` rows of `positions`, `bytes_per_position` each)
+/// would exceed `available`.
+pub fn check_run(
+    model: &str,
+    bytes_per_position: u64,
+    samples: u32,
+    positions: usize,
+    available: Option<u64>,
+) -> Result<(), MemoryError> {
+    let needed = bytes_per_position
+        .saturating_mul(u64::from(samples))
+        .saturating_mul(positions as u64);
+    match available {
+        Some(available) if needed > available => Err(MemoryError::RunDoesNotFit {
+            model: model.to_owned(),
+            samples,
+            positions,
+            needed,
             available,
         }),
         _ => Ok(()),
@@ -211,8 +265,59 @@ mod tests {
     #[test]
     fn mem_available_is_read_from_meminfo() {
         let info = "MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   2048 kB\n";
-        assert_eq!(mem_available(info), Some(2048 * 1024));
-        assert_eq!(mem_available("MemTotal: 1 kB\n"), None);
+        assert_eq!(budgeted(None, info).unwrap(), Some(2048 * 1024));
+        assert_eq!(budgeted(None, "MemTotal: 1 kB\n").unwrap(), None);
+    }
+
+    #[test]
+    fn a_budget_lowers_the_free_figure_but_never_raises_it_above_the_machine() {
+        let info = "MemTotal:       4096 kB\nMemAvailable:   2048 kB\n";
+        let budget = |b: &str| budgeted(Some(b.to_owned()), info);
+        assert_eq!(budget("1K").unwrap(), Some(1024));
+        assert_eq!(
+            budget("3M").unwrap(),
+            Some(3 << 20),
+            "above MemAvailable is allowed"
+        );
+        assert_eq!(budget("1000T").unwrap(), Some(4096 * 1024));
+        assert_eq!(budgeted(Some("9G".into()), "").unwrap(), Some(9 << 30));
+        assert!(matches!(budget("lots"), Err(MemoryError::BadBudget { .. })));
+    }
+
+    #[test]
+    fn a_run_whose_kv_cache_outgrows_the_free_memory_is_refused_with_both_figures() {
+        // An 8B Llama: 32 layers x 8 kv heads x 128 dims, f32 keys and values.
+        let per_position = 2 * 4 * 32 * 8 * 128;
+        assert!(check_run("8b", per_position, 1, 4096, Some(16 << 30)).is_ok());
+        assert!(check_run("8b", per_position, 64, 4096, None).is_ok());
+        let err = check_run("8b", per_position, 64, 4096, Some(16 << 30))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("64 samples of up to 4096 positions"), "{err}");
+        assert!(
+            err.contains("about 64 GiB") && err.contains("only 16 GiB"),
+            "{err}"
+        );
+        assert!(check_run("m", u64::MAX, 64, usize::MAX, Some(u64::MAX - 1)).is_err());
+    }
+
+    #[test]
+    fn absurd_layer_counts_saturate_instead_of_wrapping_to_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = serde_json::json!({
+            "model_type": "llama", "hidden_size": 32, "intermediate_size": 48,
+            "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 64,
+            "max_position_embeddings": 64, "rms_norm_eps": 1e-6,
+        });
+        std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+        let mut config = ModelConfig::from_hf_dir(dir.path()).unwrap();
+        // Past the config check's bounds, as a caller building a config by hand could go.
+        for layers in [1usize << 61, 1 << 62, usize::MAX] {
+            config.num_layers = layers;
+            let estimate = for_config(&config, 1 << 20);
+            assert_eq!(estimate.kv_cache, u64::MAX, "{layers}");
+            assert!(check_fits("m", estimate, Some(u64::MAX - 1)).is_err());
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod dense_kernel;
 pub mod discover;
 pub mod embedded;
 pub mod error;
+mod gguf_checks;
 pub mod gguf_tokenizer;
 mod kernels;
 mod kv_cache;

@@ -4,6 +4,7 @@
 use super::config::{ModelConfig, io_error};
 use super::dense_kernel::DenseMatrix;
 use super::error::{ModelError, without_backtrace};
+use super::gguf_checks;
 use super::kernels::{Isa, QuantMatrix};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Tensor};
@@ -244,7 +245,8 @@ impl Weights {
     pub(crate) fn open_gguf(
         path: &Path,
     ) -> Result<(gguf_file::Content, BufReader<File>, ModelConfig), ModelError> {
-        let file = File::open(path).map_err(|e| io_error(path, e))?;
+        let file = crate::regular_file::open(path).map_err(|e| io_error(path, e))?;
+        let file_size = file.metadata().map_err(|e| io_error(path, e))?.len();
         let mut reader = BufReader::new(file);
         let mut magic = [0u8; 4];
         std::io::Read::read_exact(&mut reader, &mut magic)
@@ -253,8 +255,18 @@ impl Weights {
             return Err(ModelError::NotGguf(path.to_owned()));
         }
         std::io::Seek::rewind(&mut reader).map_err(|e| io_error(path, e))?;
+        let header = gguf_checks::scan(&mut reader, file_size).map_err(|r| corrupt_as(path, r))?;
+        std::io::Seek::rewind(&mut reader).map_err(|e| io_error(path, e))?;
         let content = gguf_file::Content::read(&mut reader).map_err(|e| corrupt(path, e))?;
-        check_extent(&content, path)?;
+        let needed =
+            gguf_checks::check_tensors(&content, header).map_err(|r| corrupt_as(path, r))?;
+        if needed > file_size {
+            return Err(ModelError::Truncated {
+                path: path.to_owned(),
+                needed,
+                actual: file_size,
+            });
+        }
         let config = ModelConfig::from_gguf(&content, path)?;
         Ok((content, reader, config))
     }
@@ -298,10 +310,20 @@ impl Weights {
         device: &Device,
     ) -> Result<Self, ModelError> {
         let mut tensors = HashMap::new();
+        let mut first_file = HashMap::new();
         for file in &Self::safetensors_files(dir)? {
+            crate::regular_file::check(file).map_err(|e| io_error(file, e))?;
             let loaded =
                 candle_core::safetensors::load(file, device).map_err(|e| corrupt(file, e))?;
-            tensors.extend(loaded);
+            for (name, tensor) in loaded {
+                if let Some(first) = first_file.insert(name.clone(), file) {
+                    return Err(corrupt_as(
+                        file,
+                        format!("tensor `{name}` is also in {}", first.display()),
+                    ));
+                }
+                tensors.insert(name, tensor);
+            }
         }
         let mut source = HfSource {
             tensors,
@@ -327,7 +349,8 @@ impl Weights {
             Some(weight) if !config.tie_word_embeddings => (weight, false),
             _ => (embed.clone(), true),
         };
-        let mut layers = Vec::with_capacity(config.num_layers);
+        // Not reserved up front: a header may claim 2^61 layers; the first missing one ends it.
+        let mut layers = Vec::new();
         for i in 0..config.num_layers {
             let mut linear = |part: Part, shape: (usize, usize)| -> Result<Linear, ModelError> {
                 let name = source.name(Some(i), part, "weight");
@@ -422,35 +445,14 @@ fn check_shape(
     }
 }
 
-/// A truncated download would otherwise surface as a read error on some later tensor.
-fn check_extent(content: &gguf_file::Content, path: &Path) -> Result<(), ModelError> {
-    let actual = std::fs::metadata(path)
-        .map_err(|e| io_error(path, e))?
-        .len();
-    let needed = content
-        .tensor_infos
-        .values()
-        .map(|info| {
-            let dtype = info.ggml_dtype;
-            let bytes = info.shape.elem_count() / dtype.block_size() * dtype.type_size();
-            content.tensor_data_offset + info.offset + bytes as u64
-        })
-        .max()
-        .unwrap_or(0);
-    if needed > actual {
-        return Err(ModelError::Truncated {
-            path: path.to_owned(),
-            needed,
-            actual,
-        });
-    }
-    Ok(())
+fn corrupt(path: &Path, e: candle_core::Error) -> ModelError {
+    corrupt_as(path, without_backtrace(e).to_string())
 }
 
-fn corrupt(path: &Path, e: candle_core::Error) -> ModelError {
+fn corrupt_as(path: &Path, reason: String) -> ModelError {
     ModelError::Corrupt {
         path: path.to_owned(),
-        reason: without_backtrace(e).to_string(),
+        reason,
     }
 }
 

@@ -75,8 +75,8 @@ pub enum ParamError {
 impl SamplingParams {
     /// Parses YAML or JSON (JSON is YAML), with every field checked.
     pub fn from_yaml(text: &str) -> Result<Self, ParamError> {
-        let value: Value =
-            serde_yaml_ng::from_str(text).map_err(|e| ParamError::Syntax(e.to_string()))?;
+        let value =
+            crate::yaml_guard::parse(text).map_err(|e| ParamError::Syntax(e.to_string()))?;
         let mut params = Self::default();
         match value {
             Value::Null => {}

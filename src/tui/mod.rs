@@ -89,6 +89,10 @@ pub fn run(playground: Playground) -> anyhow::Result<()> {
     let mut terminal = ratatui::init();
     let restore_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
+        // An engine's panic becomes that model's error event; the playground keeps running.
+        if crate::engine::contain::panic_is_contained() {
+            return;
+        }
         let _ = execute!(
             std::io::stdout(),
             DisableMouseCapture,

@@ -40,7 +40,7 @@ pub fn parse(text: &str) -> Result<Value, String> {
         return Ok(Value::Null);
     }
     if trimmed.starts_with('[') {
-        return serde_yaml_ng::from_str(trimmed).map_err(|e| format!("not a YAML list: {e}"));
+        return crate::yaml_guard::parse(trimmed).map_err(|e| format!("not a YAML list: {e}"));
     }
     let mut items = Vec::new();
     let mut chars = trimmed.chars().peekable();
@@ -165,9 +165,13 @@ mod tests {
             ("a,", "missing after the last comma"),
             (r#""a" "b""#, "expected `,`"),
             (r"a\q", "unknown escape"),
+            ("[!!binary aGVsbG8=]", "`!!binary` tags a value"),
         ] {
             let err = parse(text).unwrap_err();
             assert!(err.contains(expected), "{text}: {err}");
         }
+        // A pasted nest is refused before the parser, whose time grows with its square.
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(parse(&deep).unwrap_err().contains("nested deeper"));
     }
 }

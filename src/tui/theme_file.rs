@@ -53,7 +53,7 @@ pub fn parse(text: &str, origin: &str, base: &Theme) -> Result<Theme, ThemeError
         key: key.to_owned(),
         message,
     };
-    let map = match serde_yaml_ng::from_str::<Value>(text) {
+    let map = match crate::yaml_guard::parse(text) {
         Ok(Value::Null) => Mapping::new(),
         Ok(Value::Mapping(map)) => map,
         Ok(_) => {

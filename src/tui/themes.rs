@@ -40,7 +40,7 @@ pub struct NamedTheme {
 /// One theme file, read over the default theme; its name is the file stem.
 pub fn load_file(path: &Path) -> Result<NamedTheme, ThemeError> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ThemeError {
+    let text = crate::regular_file::read_to_string(path).map_err(|e| ThemeError {
         origin: origin.clone(),
         key: String::new(),
         message: format!("cannot read: {e}"),

@@ -49,6 +49,47 @@ fn raise_exception_and_syntax_errors_are_reported_not_panicked() {
 }
 
 #[test]
+fn runaway_templates_stop_with_a_reason_instead_of_filling_memory_or_looping() {
+    let start = std::time::Instant::now();
+    let huge = "{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}";
+    let err = template(huge).render("x").unwrap_err().to_string();
+    assert!(err.contains("renders more than"), "{err}");
+
+    let endless =
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}";
+    let err = template(endless).render("x").unwrap_err().to_string();
+    assert!(
+        err.contains("does not finish") && err.contains("steps"),
+        "{err}"
+    );
+
+    let long_message = "word ".repeat(200_000);
+    let text = template(CHATML).render(&long_message).unwrap();
+    assert!(
+        text.contains(&long_message),
+        "a long prompt is not too long"
+    );
+    let guard = std::time::Duration::from_secs(20);
+    assert!(start.elapsed() < guard, "{:?}", start.elapsed());
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_in_place_of_a_template_file_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["chat_template.jinja", "tokenizer_config.json"] {
+        let fifo = dir.path().join(name);
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo failed");
+        let err = ChatTemplate::from_hf_dir(dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(name) && err.contains("FIFO"), "{err}");
+        std::fs::remove_file(&fifo).unwrap();
+    }
+}
+
+#[test]
 fn hf_directories_keep_the_template_in_tokenizer_config_or_a_jinja_file() {
     let dir = tempfile::tempdir().unwrap();
     let config = |json: serde_json::Value| {

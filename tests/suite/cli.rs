@@ -360,3 +360,31 @@ fn the_playground_checks_themes_and_user_presets_before_taking_the_terminal() {
         "{message}"
     );
 }
+
+#[test]
+fn escape_sequences_in_files_reach_stderr_escaped() {
+    use candle_core::quantized::gguf_file::{self, Value};
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("hostile.gguf");
+    let arch = Value::String("llama\x1b]0;PWNED\x07\x1b[2J".to_owned());
+    let mut file = std::fs::File::create(&model).unwrap();
+    gguf_file::write(&mut file, &[("general.architecture", &arch)], &[]).unwrap();
+    let preset = dir.path().join("hostile.yaml");
+    std::fs::write(&preset, "\"temp\\e[2J\": 1\n").unwrap();
+    let runs = [
+        samplab(&[
+            "sample",
+            "--model",
+            model.to_str().unwrap(),
+            "--prompt",
+            "x",
+        ]),
+        samplab(&["presets", "validate", preset.to_str().unwrap()]),
+    ];
+    for output in runs {
+        let err = stderr(&output);
+        assert!(!output.status.success());
+        assert!(!err.contains('\x1b') && !err.contains('\x07'), "{err:?}");
+        assert!(err.contains("\\u{1b}"), "{err}");
+    }
+}

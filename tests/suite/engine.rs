@@ -6,7 +6,8 @@ use crate::common::fake_model::FakeModel;
 
 use samplab::engine::generate::{RunContext, generate};
 use samplab::engine::{
-    Engine, Event, LoadedModel, ReplayStore, Request, ScoreRequest, ScoreSample,
+    Backend, Engine, Event, LoadedModel, ParkedRow, Prefill, ReplayStore, Request, RowSource,
+    ScoreRequest, ScoreSample,
 };
 use samplab::params::SamplingParams;
 use samplab::response::{SampleResponse, StopMatched, StopReason};
@@ -464,4 +465,106 @@ fn the_worker_answers_a_score_request_under_the_scored_run_id() {
             _ => {}
         }
     }
+}
+
+/// The fake model, but its first decode step panics, as a bug in a kernel would.
+struct PanicsOnce {
+    inner: FakeModel,
+    panicked: bool,
+}
+
+impl Backend for PanicsOnce {
+    fn vocab_size(&self) -> usize {
+        self.inner.vocab_size()
+    }
+    fn weight_bytes(&self) -> u64 {
+        self.inner.weight_bytes()
+    }
+    fn context_length(&self) -> usize {
+        self.inner.context_length()
+    }
+    fn prefill(&mut self, prompt: &[u32], from: usize) -> anyhow::Result<Prefill> {
+        self.inner.prefill(prompt, from)
+    }
+    fn join(&mut self, rows: Vec<RowSource>, len: usize) -> anyhow::Result<()> {
+        self.inner.join(rows, len)
+    }
+    fn decode(&mut self, tokens: &[u32]) -> anyhow::Result<Vec<Vec<f32>>> {
+        if !std::mem::replace(&mut self.panicked, true) {
+            let empty: &[f32] = &[];
+            let _ = empty[tokens.len()];
+        }
+        self.inner.decode(tokens)
+    }
+    fn retire(&mut self, keep: &[bool]) -> anyhow::Result<Vec<ParkedRow>> {
+        self.inner.retire(keep)
+    }
+    fn reset(&mut self) {
+        self.inner.reset()
+    }
+}
+
+#[test]
+fn a_panic_in_a_run_is_that_runs_error_and_the_engine_keeps_working() {
+    let (events, mut inbox) = tokio::sync::mpsc::unbounded_channel();
+    let engine = Engine::spawn(
+        |_| {
+            let mut model = fake_loaded(Duration::ZERO);
+            model.backend = Box::new(PanicsOnce {
+                inner: fake(4096),
+                panicked: false,
+            });
+            Ok(model)
+        },
+        forward(events),
+    );
+    let request = |run_id| Request {
+        run_id,
+        prompt: "ab".into(),
+        lane: 0,
+        chat: false,
+        params: params("max_tokens: 4\nseed: 1"),
+    };
+    engine.run(request(1));
+    let message = loop {
+        match inbox.blocking_recv().expect("the engine is running") {
+            Event::Error { run_id: 1, message } => break message,
+            Event::Done { .. } => panic!("the run should have failed"),
+            _ => {}
+        }
+    };
+    assert!(
+        message.contains("panic") && message.contains("out of bounds"),
+        "{message}"
+    );
+    engine.run(request(2));
+    let (run_id, response) = next_done(&mut inbox);
+    assert_eq!(run_id, 2);
+    assert_eq!(response.trajectories[0].token_ids.len(), 4);
+}
+
+#[test]
+fn a_panic_while_loading_is_a_failed_load() {
+    let (events, mut inbox) = tokio::sync::mpsc::unbounded_channel();
+    let engine = Engine::spawn(
+        |_| -> anyhow::Result<LoadedModel> { panic!("capacity overflow") },
+        forward(events),
+    );
+    engine.run(Request {
+        run_id: 1,
+        prompt: "a".into(),
+        lane: 0,
+        chat: false,
+        params: SamplingParams::default(),
+    });
+    match inbox.blocking_recv() {
+        Some(Event::LoadFailed { message }) => {
+            assert!(message.contains("capacity overflow"), "{message}")
+        }
+        other => panic!("expected LoadFailed, got {other:?}"),
+    }
+    assert!(matches!(
+        inbox.blocking_recv(),
+        Some(Event::Error { run_id: 1, .. })
+    ));
 }

@@ -529,6 +529,37 @@ fn malformed_metadata_is_an_error_that_names_the_key() {
 }
 
 #[test]
+fn a_one_mib_token_loads_in_linear_time() {
+    let long = "a".repeat(1 << 20);
+    let tokens = ["<unk>", "<s>", "</s>", "▁", "a", "▁a", long.as_str()];
+    let start = std::time::Instant::now();
+    let tok = tokenizer_from_gguf(&spm(vec![(
+        "tokenizer.ggml.tokens",
+        Value::Array(tokens.iter().map(|t| Value::String((*t).into())).collect()),
+    )]))
+    .unwrap();
+    assert_eq!(tok.encode_prompt("a").unwrap(), [1, 5]);
+    // Quadratic, this took 40 s in release; linear, well under a second.
+    let guard = std::time::Duration::from_secs(10);
+    assert!(start.elapsed() < guard, "{:?}", start.elapsed());
+}
+
+#[test]
+fn a_byte_level_vocabulary_without_usable_merges_is_refused() {
+    for merges in [vec![], vec![Value::String("x y".into())]] {
+        let given = merges.len();
+        let err = error(spm(vec![
+            ("tokenizer.ggml.model", Value::String("gpt2".into())),
+            ("tokenizer.ggml.merges", Value::Array(merges)),
+        ]));
+        assert!(
+            err.contains("tokenizer.ggml.merges") && err.contains(&format!("({given} given)")),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn chat_template_and_end_of_turn_tokens_are_read() {
     let tokens = ["<unk>", "<s>", "</s>", "<|im_end|>", "▁a"];
     let tok = tokenizer_from_gguf(&spm(vec![

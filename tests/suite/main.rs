@@ -12,6 +12,7 @@ mod engine;
 mod engine_stories;
 mod engines;
 mod export;
+mod fuzz;
 mod gguf_tokenizer;
 mod model_architectures;
 mod model_discover;

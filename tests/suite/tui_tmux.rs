@@ -364,3 +364,41 @@ fn two_models_run_side_by_side_and_score_each_other() {
         s.trim_end().ends_with(PROMPT_MARK)
     });
 }
+
+#[test]
+fn a_panicking_run_shows_its_error_and_the_playground_still_quits_cleanly() {
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(home.path()) else {
+        return;
+    };
+    tmux.type_text(&format!(
+        "SAMPLAB_PANIC_FOR_TESTS=run {} --model {} --prompt 'Once upon a time'",
+        env!("CARGO_BIN_EXE_samplab"),
+        model.display(),
+    ));
+    tmux.keys(&["Enter"]);
+    let failed = tmux.wait_for("the run's error", |s| s.contains("a panic: injected"));
+    assert!(
+        failed.contains("┌ prompt"),
+        "the playground is still drawn:\n{failed}"
+    );
+    assert_eq!(
+        tmux.display("#{alternate_on}"),
+        "1",
+        "the panic hook left the terminal alone"
+    );
+    tmux.keys(&["q"]);
+    tmux.wait_for("the shell prompt after quitting", |s| {
+        s.trim_end().ends_with(PROMPT_MARK)
+    });
+    assert_eq!(tmux.display("#{alternate_on}"), "0");
+    tmux.type_text("echo \"exit=$?\"");
+    tmux.keys(&["Enter"]);
+    let shell = tmux.wait_for("the exit status", |s| {
+        s.lines().any(|l| l.starts_with("exit="))
+    });
+    assert!(shell.lines().any(|l| l == "exit=0"), "{shell}");
+}
