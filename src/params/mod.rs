@@ -134,7 +134,7 @@ impl SamplingParams {
         let value = if raw.trim().is_empty() {
             Value::Null
         } else {
-            match serde_yaml_ng::from_str::<Value>(raw) {
+            match crate::yaml_guard::parse(raw) {
                 Ok(value) => value,
                 Err(_) if field == Field::Stop => Value::String(raw.to_owned()),
                 Err(e) => {
@@ -553,6 +553,17 @@ mod tests {
         assert!(params.is_greedy());
         assert_eq!(params.top_k_limit(), None);
         assert_eq!(params.seed, Some(u64::MAX));
+    }
+
+    #[test]
+    fn set_refuses_tagged_values_like_files_do() {
+        let mut params = SamplingParams::default();
+        let message = params
+            .set_assignment("temperature=!custom 5")
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("temperature"), "{message}");
+        assert_eq!(params.temperature, 1.0);
     }
 
     #[test]
