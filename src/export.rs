@@ -11,9 +11,10 @@
 //! (`GenerationMixin._get_logits_processor`) and llama.cpp (`common/arg.cpp`,
 //! `common/sampling.cpp`, `tools/completion/completion.cpp`).
 
-use crate::params::SamplingParams;
+use crate::params::{Engine, SamplingParams};
 use serde::Serialize;
 
+mod fields;
 mod twinkle;
 pub use twinkle::to_twinkle;
 
@@ -79,9 +80,11 @@ pub fn export(format: ExportFormat, params: &SamplingParams, ctx: &ExportContext
 
 /// Python for vLLM's offline API: `SamplingParams(...)` and `llm.generate(prompt, params)`.
 pub fn to_vllm(params: &SamplingParams, ctx: &ExportContext) -> String {
+    let mut notes = vllm_notes(params);
+    notes.extend(fields::unexpressed(params, Some(Engine::Vllm), "vLLM"));
     let mut lines = comments(
         "vLLM offline inference with samplab's sampling parameters.",
-        &vllm_notes(params),
+        &notes,
     );
     lines.extend([
         "from vllm import LLM, SamplingParams".to_owned(),
@@ -91,7 +94,7 @@ pub fn to_vllm(params: &SamplingParams, ctx: &ExportContext) -> String {
         "params = SamplingParams(".to_owned(),
     ]);
     let stop = params.stop.clone().unwrap_or_default();
-    lines.extend(py_kwargs(&[
+    let mut kwargs = vec![
         ("n", sample_count(params).to_string()),
         ("temperature", py_float(params.temperature)),
         ("top_k", vllm_top_k(params).to_string()),
@@ -108,7 +111,9 @@ pub fn to_vllm(params: &SamplingParams, ctx: &ExportContext) -> String {
         ),
         ("logprobs", py_opt(params.logprobs)),
         ("prompt_logprobs", py_opt(params.prompt_logprobs)),
-    ]));
+    ];
+    kwargs.extend(fields::vllm_kwargs(params));
+    lines.extend(py_kwargs(&kwargs));
     lines.extend(
         [
             ")",
@@ -129,10 +134,16 @@ pub fn to_transformers(params: &SamplingParams, ctx: &ExportContext) -> String {
     // `set_seed` also seeds numpy, which refuses seeds of 2**32 and above.
     let torch_seed = params.seed.filter(|&s| s > u64::from(u32::MAX));
 
+    let mut notes = transformers_notes(params);
+    notes.extend(fields::unexpressed(
+        params,
+        Some(Engine::Transformers),
+        "transformers",
+    ));
     let mut lines = comments(
         "transformers generate() with samplab's sampling parameters; every knob is passed \
          because the model's generation_config.json supplies any that are left out.",
-        &transformers_notes(params),
+        &notes,
     );
     if torch_seed.is_some() {
         lines.push("import torch".to_owned());
@@ -174,6 +185,7 @@ pub fn to_transformers(params: &SamplingParams, ctx: &ExportContext) -> String {
         ]);
     }
     kwargs.push(("repetition_penalty", py_float(params.repetition_penalty)));
+    kwargs.extend(fields::transformers_kwargs(params));
     kwargs.push(match params.max_tokens {
         Some(n) => ("max_new_tokens", n.to_string()),
         None => (
@@ -233,6 +245,26 @@ pub fn openai_body(params: &SamplingParams, ctx: &ExportContext) -> String {
         include_stop_str_in_output: bool,
         logprobs: Option<u32>,
         prompt_logprobs: Option<u32>,
+        #[serde(skip_serializing_if = "is_zero")]
+        presence_penalty: f32,
+        #[serde(skip_serializing_if = "is_zero")]
+        frequency_penalty: f32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        logit_bias: Option<&'a crate::params::LogitBias>,
+        #[serde(skip_serializing_if = "is_zero_count")]
+        min_tokens: u32,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        ignore_eos: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        bad_words: Option<&'a Vec<String>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        allowed_token_ids: Option<&'a Vec<u32>>,
+    }
+    fn is_zero(x: &f32) -> bool {
+        *x == 0.0
+    }
+    fn is_zero_count(n: &u32) -> bool {
+        *n == 0
     }
     let stop = params.stop.clone().unwrap_or_default();
     let body = CompletionsBody {
@@ -251,6 +283,13 @@ pub fn openai_body(params: &SamplingParams, ctx: &ExportContext) -> String {
         include_stop_str_in_output: params.include_stop_str_in_output,
         logprobs: params.logprobs,
         prompt_logprobs: params.prompt_logprobs,
+        presence_penalty: params.presence_penalty,
+        frequency_penalty: params.frequency_penalty,
+        logit_bias: params.logit_bias.as_ref(),
+        min_tokens: params.min_tokens,
+        ignore_eos: params.ignore_eos,
+        bad_words: params.bad_words.as_ref(),
+        allowed_token_ids: params.allowed_token_ids.as_ref(),
     };
     serde_json::to_string_pretty(&body).expect("the completions body always serialises")
 }
@@ -264,6 +303,11 @@ pub fn to_openai(params: &SamplingParams, ctx: &ExportContext) -> String {
             .to_owned(),
     ];
     notes.extend(vllm_notes(params));
+    notes.extend(fields::unexpressed(
+        params,
+        Some(Engine::Vllm),
+        "vLLM's server",
+    ));
     if let Some(seed) = params.seed.filter(|&s| s > i64::MAX as u64) {
         notes.push(format!(
             "vLLM's server takes seeds up to {} only; seed {seed} is rejected.",
@@ -295,19 +339,31 @@ pub fn to_llama_cpp(params: &SamplingParams, ctx: &ExportContext) -> String {
     let seed = params.seed.filter(|&s| s < u64::from(u32::MAX));
     let stop = params.stop.clone().unwrap_or_default();
 
-    let mut notes = vec![
-        "--samplers runs the chain in samplab's order; llama.cpp's default \
-         (penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature) applies temperature last."
-            .to_owned(),
-    ];
-    if params.repetition_penalty != 1.0 {
+    let own = params.engine == Engine::LlamaCpp;
+    let mut notes = fields::unexpressed(params, Some(Engine::LlamaCpp), "llama.cpp");
+    if !own {
+        notes.push(
+            "--samplers runs the chain in samplab's order; llama.cpp's default \
+             (penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature) applies \
+             temperature last."
+                .to_owned(),
+        );
+    }
+    if !own && (params.presence_penalty != 0.0 || params.frequency_penalty != 0.0) {
+        notes.push(
+            "llama.cpp counts presence and frequency over the penalty window, prompt included; \
+             vLLM over the generated tokens only."
+                .to_owned(),
+        );
+    }
+    if !own && params.repetition_penalty != 1.0 {
         notes.push(
             "--repeat-last-n -1 penalises over the whole context, prompt included, like samplab; \
              llama.cpp's default window is the last 64 tokens."
                 .to_owned(),
         );
     }
-    if !greedy && params.top_k_limit().is_some() {
+    if !own && !greedy && params.top_k_limit().is_some() {
         notes.push(
             "llama.cpp's top-k keeps exactly k tokens; samplab also keeps tokens tied with the k-th."
                 .to_owned(),
@@ -378,12 +434,13 @@ pub fn to_llama_cpp(params: &SamplingParams, ctx: &ExportContext) -> String {
     } else {
         params.temperature.to_string()
     };
+    let (samplers, repeat_last_n) = fields::llama_cpp_chain(params);
     let mut groups = vec![
         format!(
             "llama-completion -m {} -no-cnv --no-escape --no-display-prompt",
             sh_word(ctx.model)
         ),
-        format!("--samplers {}", sh_word(LLAMA_CPP_SAMPLERS)),
+        format!("--samplers {}", sh_word(&samplers)),
         format!(
             "--temp {temperature} --top-k {} --top-p {} --min-p {}",
             off_as_zero_top_k(params),
@@ -391,10 +448,11 @@ pub fn to_llama_cpp(params: &SamplingParams, ctx: &ExportContext) -> String {
             params.min_p
         ),
         format!(
-            "--repeat-penalty {} --repeat-last-n -1",
+            "--repeat-penalty {} --repeat-last-n {repeat_last_n}",
             params.repetition_penalty
         ),
     ];
+    groups.extend(fields::llama_cpp_flags(params));
     let mut length = match params.max_tokens {
         Some(n) => format!("-n {n}"),
         // -c 0 takes the model's own context, where samplab's runs end too.
@@ -415,9 +473,6 @@ pub fn to_llama_cpp(params: &SamplingParams, ctx: &ExportContext) -> String {
     lines.push(groups.join(" \\\n  "));
     join_lines(lines)
 }
-
-/// samplab's order (design §2) in llama.cpp's canonical sampler names.
-const LLAMA_CPP_SAMPLERS: &str = "penalties;temperature;min_p;top_k;top_p";
 
 /// What vLLM's `SamplingParams` and its server do differently from samplab.
 fn vllm_notes(params: &SamplingParams) -> Vec<String> {
@@ -477,7 +532,7 @@ fn transformers_notes(params: &SamplingParams) -> Vec<String> {
             ));
         }
     } else {
-        if params.min_p > 0.0 && params.top_p < 1.0 {
+        if params.min_p > 0.0 && params.top_p < 1.0 && params.engine != Engine::Transformers {
             notes.push(
                 "transformers applies min_p after top_k and top_p (samplab: before them), so \
                  top_p also counts the mass of tokens min_p removes and may keep another set."

@@ -14,10 +14,12 @@ use crate::params::{SamplingParams, Stop};
 
 /// Python building twinkle's `SamplingParams` and the engine parameters it converts to.
 pub fn to_twinkle(params: &SamplingParams, ctx: &ExportContext) -> String {
+    let mut notes = twinkle_notes(params);
+    notes.extend(super::fields::unexpressed(params, None, "twinkle"));
     let mut lines = comments(
         "twinkle's SamplingParams with samplab's sampling parameters; fields at twinkle's \
          defaults (which are samplab's) are left out.",
-        &twinkle_notes(params),
+        &notes,
     );
     lines.extend([
         "from transformers import AutoTokenizer".to_owned(),

@@ -652,3 +652,108 @@ fn openai_body_reads_back_exactly() {
     let sent: Value = serde_json::from_slice(&sent).expect("curl receives JSON");
     assert_eq!(sent, body);
 }
+
+fn profile(yaml: &str) -> SamplingParams {
+    SamplingParams::from_yaml(yaml).expect("test params are valid")
+}
+
+#[test]
+fn the_llama_cpp_profile_exports_its_chain_and_every_flag() {
+    let params = profile(
+        "engine: llama.cpp\nsamplers: [dry, top_k, temperature]\ntop_k: 40\ndry_multiplier: 0.8\n\
+         xtc_probability: 0.5\nmirostat: 0\nrepeat_last_n: 128\nlogit_bias: {13: -100, 7: 2.5}\n\
+         ignore_eos: true\nseed: 5",
+    );
+    let snippet = to_llama_cpp(&params, &GGUF);
+    assert_no_comment(&snippet, "samplab's order");
+    let Some(args) = bash_args(&snippet) else {
+        eprintln!("skipped: bash is not installed");
+        return;
+    };
+    let after = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .map(|i| args[i + 1].clone())
+            .unwrap_or_else(|| panic!("{flag} missing from {args:?}"))
+    };
+    assert_eq!(after("--samplers"), "dry;top_k;temperature");
+    assert_eq!(after("--repeat-last-n"), "128");
+    assert_eq!(after("--dry-multiplier"), "0.8");
+    assert_eq!(after("--xtc-probability"), "0.5");
+    assert_eq!(after("--mirostat-ent"), "5");
+    let breakers: Vec<&String> = args
+        .iter()
+        .zip(args.iter().skip(1))
+        .filter(|(flag, _)| *flag == "--dry-sequence-breaker")
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(breakers, ["\n", ":", "\"", "*"]);
+    let biases: Vec<&String> = args
+        .iter()
+        .zip(args.iter().skip(1))
+        .filter(|(flag, _)| *flag == "-l")
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(biases, ["7+2.5", "13-100"]);
+    assert!(args.contains(&"--ignore-eos".to_owned()));
+}
+
+#[test]
+fn vllm_and_openai_take_the_new_vllm_fields() {
+    let params = profile(
+        "presence_penalty: 0.5\nfrequency_penalty: -0.25\nmin_tokens: 3\nignore_eos: true\n\
+         logit_bias: {13: -100}\nbad_words: [dragon]\nallowed_token_ids: [1, 2, 3]",
+    );
+    let body: Value = serde_json::from_str(&openai_body(&params, &GGUF)).unwrap();
+    assert_eq!(body["presence_penalty"], 0.5);
+    assert_eq!(body["frequency_penalty"], -0.25);
+    assert_eq!(body["min_tokens"], 3);
+    assert_eq!(body["ignore_eos"], true);
+    assert_eq!(body["logit_bias"]["13"], -100.0);
+    assert_eq!(body["bad_words"][0], "dragon");
+    assert_eq!(body["allowed_token_ids"][2], 3);
+    let plain: Value = serde_json::from_str(&openai_body(&rich(), &GGUF)).unwrap();
+    assert!(
+        plain.get("presence_penalty").is_none(),
+        "defaults stay out of the body"
+    );
+    let Some(vllm) = python_literals(&to_vllm(&params, &GGUF)) else {
+        eprintln!("skipped: python3 is not installed");
+        return;
+    };
+    assert_eq!(vllm["presence_penalty"], 0.5);
+    assert_eq!(vllm["min_tokens"], 3);
+    assert_eq!(vllm["logit_bias"]["13"], -100.0);
+    assert_eq!(vllm["bad_words"][0], "dragon");
+    assert_eq!(vllm["allowed_token_ids"][0], 1);
+}
+
+#[test]
+fn transformers_takes_its_fields_and_notes_the_others() {
+    let params = profile(
+        "engine: transformers\ntypical_p: 0.9\nmin_tokens: 4\nlogit_bias: {5: 1.5}\n\
+         bad_words: [dragon]",
+    );
+    let snippet = to_transformers(&params, &GGUF);
+    assert!(snippet.contains("typical_p=0.9"), "{snippet}");
+    assert!(snippet.contains("min_new_tokens=4"), "{snippet}");
+    assert!(snippet.contains("sequence_bias={(5,): 1.5}"), "{snippet}");
+    assert!(
+        snippet.contains(
+            "bad_words_ids=[tokenizer(w, add_special_tokens=False).input_ids for w in [\"dragon\"]]"
+        ),
+        "{snippet}"
+    );
+    let vllm = to_vllm(&params, &GGUF);
+    assert_comment(&vllm, "samplab sampled with transformers's chain");
+    assert_comment(&vllm, "typical_p=0.9 has no vLLM equivalent");
+    let llama = profile("engine: llama.cpp\ntop_n_sigma: 1.5");
+    assert_comment(
+        &to_transformers(&llama, &GGUF),
+        "top_n_sigma=1.5 has no transformers equivalent",
+    );
+    assert_comment(
+        &to_twinkle(&llama, &GGUF),
+        "top_n_sigma=1.5 has no twinkle equivalent",
+    );
+}
