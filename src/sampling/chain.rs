@@ -143,13 +143,23 @@ impl Pool {
 
     /// Keeps the `k` largest logits (ties at the edge to the lower id); listed and sorted after.
     fn top_k(&mut self, k: usize) {
+        self.top_k_ties(k, false);
+    }
+
+    /// [`Pool::top_k`], keeping every token tied with the k-th when `ties` says so.
+    fn top_k_ties(&mut self, k: usize, ties: bool) {
         if self.listed {
             self.sort();
-            self.truncate(k);
+            match self.cands.get(k.saturating_sub(1)).map(|c| c.logit) {
+                Some(edge) if ties => self.retain(|c| c.logit >= edge),
+                _ => self.truncate(k),
+            }
         } else {
             collect_top_k(&self.dense, k, &mut self.keys);
             self.keys.sort_unstable();
-            self.keys.truncate(k);
+            if !ties {
+                self.keys.truncate(k);
+            }
             self.cands = self
                 .keys
                 .iter()
@@ -492,11 +502,7 @@ pub(super) fn transformers(
     pool.temperature(params.temperature);
     if let Some(k) = params.top_k_limit() {
         // Every token tied with the k-th stays, as transformers' `>=` keeps it.
-        pool.list();
-        pool.sort();
-        if let Some(edge) = pool.cands.get(k.saturating_sub(1)).map(|c| c.logit) {
-            pool.retain(|c| c.logit >= edge);
-        }
+        pool.top_k_ties(k, true);
     }
     if params.top_p < 1.0 {
         // Drops the least likely tokens while their mass stays within 1 - top_p.
