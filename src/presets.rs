@@ -50,7 +50,7 @@ pub enum PresetError {
     NotFound { name: String, user: String },
 }
 
-const BUILTIN_FILES: [(&str, &str); 8] = [
+const BUILTIN_FILES: [(&str, &str); 9] = [
     ("default", include_str!("../presets/default.yaml")),
     ("greedy", include_str!("../presets/greedy.yaml")),
     ("precise", include_str!("../presets/precise.yaml")),
@@ -64,6 +64,10 @@ const BUILTIN_FILES: [(&str, &str); 8] = [
     (
         "divine-intellect",
         include_str!("../presets/divine-intellect.yaml"),
+    ),
+    (
+        "llamacpp-default",
+        include_str!("../presets/llamacpp-default.yaml"),
     ),
 ];
 

@@ -220,7 +220,8 @@ mod tests {
         };
         let mut picker = PresetPicker::new(&presets, "mine");
         assert_eq!(picker.entries[0].name, "default");
-        assert_eq!(picker.entries[8].kind, EntryKind::Model);
+        let model = crate::presets::builtin_names().len();
+        assert_eq!(picker.entries[model].kind, EntryKind::Model);
         assert_eq!(picker.selected, 0, "mine is not known yet");
         assert!(
             picker
