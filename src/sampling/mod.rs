@@ -23,6 +23,7 @@ mod select;
 mod softmax;
 mod token_lists;
 
+pub use chain::StageTrace;
 pub use error::SamplingError;
 pub use history::SampleState;
 pub use logprobs::{ScoredToken, TokenLogprob, log_normalizer};

@@ -7,7 +7,7 @@
 //! or top_p only the kept tokens are sorted, and with neither only the prefix the draw reaches.
 
 use super::adjust;
-use super::chain::{self, Pool, StepInput};
+use super::chain::{self, Pool, StageTrace, StepInput};
 use super::error::SamplingError;
 use super::history::SampleState;
 use super::logprobs::{ScoredToken, log_normalizer, rank, score_token, top_ids};
@@ -206,13 +206,23 @@ impl Sampler {
             breakers: &self.tokens.breakers,
             scratch: &mut self.counts,
         };
-        let chosen = match self.params.engine {
-            Engine::LlamaCpp => chain::llama_cpp(&mut self.pool, &self.params, input, u),
-            Engine::Transformers | Engine::Vllm => {
-                chain::transformers(&mut self.pool, &self.params, input, u)
-            }
+        chain::run(&mut self.pool, &self.params, input, u).ok_or(SamplingError::NoCandidates)
+    }
+
+    /// What each stage of the engine's chain did to `ids` at this step (the per-stage
+    /// inspector): their logits and probabilities after the model and after every stage, in the
+    /// order the stages run. `state` is the sample's state before the step.
+    pub fn trace(&mut self, logits: &[f32], state: &SampleState, ids: &[u32]) -> Vec<StageTrace> {
+        let mut state = state.clone();
+        self.pool.reset(logits);
+        let input = StepInput {
+            state: &mut state,
+            eos_ids: &self.tokens.eos_ids,
+            bad_words: &self.tokens.bad_words,
+            breakers: &self.tokens.breakers,
+            scratch: &mut self.counts,
         };
-        chosen.ok_or(SamplingError::NoCandidates)
+        chain::trace(&mut self.pool, &self.params, input, ids)
     }
 
     /// What `report` says, from the chain's final distribution.

@@ -736,3 +736,99 @@ fn mirostat_two_truncates_by_surprise_and_learns() {
     let again = sampler.distribution(&logits, &state).unwrap();
     assert_eq!(again.len(), 2);
 }
+
+/// The per-stage trace ends where the sampler's distribution is, for every profile; for vLLM it
+/// runs the generic chain, so this also holds the fast vLLM path equal to it.
+fn trace_final(params: &SamplingParams, logits: &[f32], history: &[u32]) -> Vec<(u32, f64)> {
+    let mut state = SampleState::new(7, 0, &history[..1.min(history.len())], logits.len());
+    for &id in history.iter().skip(1) {
+        state.accept(id);
+    }
+    let ids: Vec<u32> = (0..logits.len() as u32).collect();
+    let trace = Sampler::new(params).unwrap().trace(logits, &state, &ids);
+    let last = trace.last().unwrap();
+    ids.iter()
+        .zip(&last.tokens)
+        .filter_map(|(&id, t)| t.map(|(_, p)| (id, f64::from(p))))
+        .filter(|&(_, p)| p > 0.0)
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn the_trace_ends_at_the_sampled_distribution(
+        logits in logits_strategy(),
+        engine in prop::sample::select(Engine::ALL.to_vec()),
+        t in prop_oneof![Just(0.0f32), 0.2f32..2.0],
+        k in prop_oneof![Just(-1), 1i32..20],
+        top_p in 0.3f32..1.0,
+        min_p in prop_oneof![Just(0.0f32), 0.01f32..0.3],
+        rep in 0.9f32..1.6,
+        presence in -0.5f32..0.5,
+        history in prop::collection::vec(0u32..12, 1..16),
+    ) {
+        let params = SamplingParams {
+            engine,
+            temperature: t,
+            top_k: k,
+            top_p,
+            min_p,
+            repetition_penalty: rep,
+            presence_penalty: if engine == Engine::Transformers { 0.0 } else { presence },
+            ..Default::default()
+        };
+        let got = distribution(&params, &logits, &history);
+        let traced = trace_final(&params, &logits, &history);
+        prop_assert!(tv(&got, &traced) < 1e-4, "{engine}: tv {} {got:?} {traced:?}", tv(&got, &traced));
+    }
+}
+
+#[test]
+fn the_trace_names_the_stage_that_removed_a_token() {
+    // p = 0.5, 0.3, 0.15, 0.05
+    let logits = [0.5f32.ln(), 0.3f32.ln(), 0.15f32.ln(), 0.05f32.ln()];
+    let params = SamplingParams {
+        top_p: 0.8,
+        min_p: 0.2,
+        ..Default::default()
+    };
+    let state = SampleState::new(1, 0, &[], 4);
+    let trace = Sampler::new(&params)
+        .unwrap()
+        .trace(&logits, &state, &[0, 2, 3]);
+    let stages: Vec<&str> = trace.iter().map(|s| s.stage).collect();
+    assert_eq!(
+        stages,
+        [
+            "model",
+            "allowed_ids",
+            "bad_words",
+            "min_tokens",
+            "logit_bias",
+            "penalties",
+            "temperature",
+            "min_p",
+            "top_k",
+            "top_p"
+        ]
+    );
+    let removed_by = |token: usize| {
+        trace
+            .iter()
+            .find(|s| s.tokens[token].is_none())
+            .map(|s| s.stage)
+    };
+    assert_eq!(removed_by(0), None, "the top token survives");
+    assert_eq!(
+        removed_by(1),
+        Some("top_p"),
+        "0.15 passes min_p (0.1), not top_p 0.8"
+    );
+    assert_eq!(removed_by(2), Some("min_p"), "0.05 < 0.2 * 0.5");
+    let model = &trace[0].tokens;
+    assert!((model[0].unwrap().1 - 0.5).abs() < 1e-6);
+    let last = trace.last().unwrap();
+    assert!((last.tokens[0].unwrap().1 - 0.5 / 0.8).abs() < 1e-6);
+}

@@ -1,0 +1,251 @@
+//! Each engine's chain as a list of [`Step`]s, run on a candidate [`Pool`]: llama.cpp and
+//! transformers sample through it, and every engine's per-stage trace comes from it (vLLM
+//! samples through its own faster path, which the tests hold equal to this one).
+//!
+//! The list starts as the whole vocabulary held densely (index = id); the first stage that cuts
+//! it lists the survivors. top_k and min_p cut a dense pool without listing it, so that the common
+//! chains touch the vocabulary once or twice per step.
+
+mod pool;
+mod stages;
+
+pub(super) use pool::Pool;
+
+use super::adjust;
+use super::history::SampleState;
+use crate::params::{Engine, SamplingParams, Stage};
+
+/// What a chain step needs besides the params and the logits.
+pub(super) struct StepInput<'a> {
+    pub state: &'a mut SampleState,
+    pub eos_ids: &'a [u32],
+    pub bad_words: &'a [Vec<u32>],
+    pub breakers: &'a [u32],
+    pub scratch: &'a mut Vec<(u32, u32)>,
+}
+
+/// One stage of some engine's chain.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Step {
+    AllowedIds,
+    BadWords,
+    /// EOS and the stop token ids banned while fewer than `min_tokens` are out.
+    MinTokens,
+    LogitBias,
+    /// llama.cpp's ignore_eos: EOS banned outright.
+    BanEos,
+    Penalties,
+    Dry,
+    TopNSigma,
+    /// `ties`: every token tied with the k-th stays (vLLM, transformers).
+    TopK {
+        ties: bool,
+    },
+    TypicalLlamaCpp,
+    TypicalTransformers,
+    /// The shortest top prefix reaching the mass (llama.cpp, vLLM).
+    TopP,
+    TopPTransformers,
+    MinP,
+    Xtc,
+    /// llama.cpp's temperature, dynamic with `dynatemp_range`.
+    Temperature,
+    /// The argmax: greedy decoding in vLLM and transformers.
+    Greedy,
+    Mirostat,
+}
+
+impl Step {
+    /// The name the inspector shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            Step::AllowedIds => "allowed_ids",
+            Step::BadWords => "bad_words",
+            Step::MinTokens => "min_tokens",
+            Step::LogitBias => "logit_bias",
+            Step::BanEos => "ignore_eos",
+            Step::Penalties => "penalties",
+            Step::Dry => "DRY",
+            Step::TopNSigma => "top_n_sigma",
+            Step::TopK { .. } => "top_k",
+            Step::TypicalLlamaCpp | Step::TypicalTransformers => "typical_p",
+            Step::TopP | Step::TopPTransformers => "top_p",
+            Step::MinP => "min_p",
+            Step::Xtc => "XTC",
+            Step::Temperature => "temperature",
+            Step::Greedy => "greedy",
+            Step::Mirostat => "mirostat",
+        }
+    }
+
+    fn apply(self, pool: &mut Pool, params: &SamplingParams, input: &mut StepInput) {
+        let min_keep = match params.engine {
+            Engine::LlamaCpp => params.min_keep as usize,
+            Engine::Vllm | Engine::Transformers => 0,
+        };
+        let state = &mut *input.state;
+        match self {
+            Step::AllowedIds => {
+                if let Some(allowed) = &params.allowed_token_ids {
+                    pool.keep_only(allowed);
+                }
+            }
+            Step::BadWords => adjust::bad_words(pool, input.bad_words, state),
+            Step::MinTokens => {
+                if (state.output().len() as u64) < u64::from(params.min_tokens) {
+                    let stops = params.stop.iter().flat_map(|s| s.token_ids());
+                    adjust::ban(pool, input.eos_ids.iter().copied().chain(stops));
+                }
+            }
+            Step::LogitBias => adjust::logit_bias(pool, params),
+            Step::BanEos => {
+                if params.ignore_eos {
+                    adjust::ban(pool, input.eos_ids.iter().copied());
+                }
+            }
+            Step::Penalties => adjust::penalties(pool, params, state, input.scratch),
+            Step::Dry => adjust::dry(pool, params, state, input.breakers),
+            Step::TopNSigma => stages::top_n_sigma(pool, params.top_n_sigma),
+            Step::TopK { ties } => {
+                if let Some(k) = params.top_k_limit() {
+                    pool.top_k_ties(k.min(pool.len()), ties);
+                }
+            }
+            Step::TypicalLlamaCpp => stages::typical_llama(pool, params.typical_p, min_keep),
+            Step::TypicalTransformers => stages::typical_transformers(pool, params.typical_p),
+            Step::TopP => stages::top_p_llama(pool, params.top_p, min_keep),
+            Step::TopPTransformers => stages::top_p_transformers(pool, params.top_p),
+            Step::MinP => stages::min_p(pool, params.min_p, min_keep),
+            Step::Xtc => stages::xtc(pool, params, min_keep, &mut state.coin),
+            Step::Temperature => stages::dynamic_temperature(pool, params),
+            Step::Greedy => pool.top_k(1),
+            Step::Mirostat => {
+                pool.temperature(params.temperature);
+                let mu = *state.mu.get_or_insert(2.0 * params.mirostat_tau);
+                stages::mirostat(pool, params, mu);
+            }
+        }
+    }
+}
+
+/// The engine's chain for `params`, in the order it runs.
+pub(super) fn steps(params: &SamplingParams) -> Vec<Step> {
+    match params.engine {
+        Engine::Vllm => {
+            let mut steps = vec![
+                Step::AllowedIds,
+                Step::BadWords,
+                Step::MinTokens,
+                Step::LogitBias,
+                Step::Penalties,
+            ];
+            if params.is_greedy() {
+                steps.push(Step::Greedy);
+            } else {
+                steps.extend([
+                    Step::Temperature,
+                    Step::MinP,
+                    Step::TopK { ties: true },
+                    Step::TopP,
+                ]);
+            }
+            steps
+        }
+        Engine::Transformers => {
+            let mut steps = vec![
+                Step::LogitBias,
+                Step::Penalties,
+                Step::BadWords,
+                Step::MinTokens,
+            ];
+            if params.is_greedy() {
+                steps.push(Step::Greedy);
+            } else {
+                steps.extend([
+                    Step::Temperature,
+                    Step::TopK { ties: true },
+                    Step::TopPTransformers,
+                    Step::MinP,
+                    Step::TypicalTransformers,
+                ]);
+            }
+            steps
+        }
+        Engine::LlamaCpp => {
+            let mut steps = vec![Step::LogitBias, Step::BanEos];
+            if params.mirostat != 0 {
+                steps.push(Step::Mirostat);
+                return steps;
+            }
+            let order = params
+                .samplers
+                .as_deref()
+                .unwrap_or(&Stage::LLAMA_CPP_DEFAULT);
+            steps.extend(order.iter().map(|stage| match stage {
+                Stage::Penalties => Step::Penalties,
+                Stage::Dry => Step::Dry,
+                Stage::TopNSigma => Step::TopNSigma,
+                Stage::TopK => Step::TopK { ties: false },
+                Stage::TypicalP => Step::TypicalLlamaCpp,
+                Stage::TopP => Step::TopP,
+                Stage::MinP => Step::MinP,
+                Stage::Xtc => Step::Xtc,
+                Stage::Temperature => Step::Temperature,
+            }));
+            steps
+        }
+    }
+}
+
+/// Runs the chain of `params` and draws with `u`: the chosen candidate's position, the pool then
+/// holding the final distribution in draw order. Mirostat learns from the drawn token.
+pub(super) fn run(
+    pool: &mut Pool,
+    params: &SamplingParams,
+    mut input: StepInput,
+    u: f64,
+) -> Option<usize> {
+    let steps = steps(params);
+    for &step in &steps {
+        step.apply(pool, params, &mut input);
+    }
+    pool.finish();
+    let chosen = pool.draw(u)?;
+    if steps.contains(&Step::Mirostat)
+        && let Some(mu) = input.state.mu
+    {
+        let surprise = -pool.cands[chosen].p.log2();
+        input.state.mu = Some(mu - params.mirostat_eta * (surprise - params.mirostat_tau));
+    }
+    Some(chosen)
+}
+
+/// What one stage left of the traced tokens: each one's logit and probability among the
+/// survivors, `None` once the stage (or an earlier one) removed it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageTrace {
+    pub stage: &'static str,
+    pub tokens: Vec<Option<(f32, f32)>>,
+}
+
+/// Runs the chain of `params` stage by stage on the pool, recording `ids` after the model and
+/// after each stage (XTC's coin is drawn as in a run, so the state must be the run's).
+pub(super) fn trace(
+    pool: &mut Pool,
+    params: &SamplingParams,
+    mut input: StepInput,
+    ids: &[u32],
+) -> Vec<StageTrace> {
+    let mut traces = vec![StageTrace {
+        stage: "model",
+        tokens: pool.snapshot(ids),
+    }];
+    for step in steps(params) {
+        step.apply(pool, params, &mut input);
+        traces.push(StageTrace {
+            stage: step.name(),
+            tokens: pool.snapshot(ids),
+        });
+    }
+    traces
+}
