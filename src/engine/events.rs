@@ -2,6 +2,7 @@
 
 use crate::params::SamplingParams;
 use crate::response::{CrossScore, SampleResponse, StopMatched, StopReason, TopLogprob};
+use crate::sampling::StageTrace;
 use serde::Serialize;
 
 pub type RunId = u64;
@@ -122,6 +123,14 @@ pub enum Event {
         run_id: RunId,
         message: String,
     },
+    /// What each stage of the chain did at step `step` of sample `sample` (see
+    /// [`super::trace`]), or why that cannot be shown.
+    Traced {
+        run_id: RunId,
+        sample: u32,
+        step: usize,
+        trace: Result<Vec<StageTrace>, String>,
+    },
 }
 
 impl Event {
@@ -135,7 +144,8 @@ impl Event {
             | Event::Done { run_id, .. }
             | Event::Error { run_id, .. }
             | Event::Scored { run_id, .. }
-            | Event::ScoreFailed { run_id, .. } => Some(*run_id),
+            | Event::ScoreFailed { run_id, .. }
+            | Event::Traced { run_id, .. } => Some(*run_id),
         }
     }
 }

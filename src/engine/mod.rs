@@ -9,10 +9,12 @@ pub mod generate;
 pub mod load;
 pub mod replay;
 pub mod score;
+pub mod trace;
 pub mod worker;
 
 pub use backend::{Backend, ParkedRow, Prefill, RowSource};
 pub use events::{Alternative, Event, Request, RunId, TokenEvent};
 pub use replay::ReplayStore;
 pub use score::{ScoreRequest, ScoreSample};
+pub use trace::TraceRequest;
 pub use worker::{Engine, LoadedModel, random_seed};

@@ -223,6 +223,21 @@ impl ReplayStore {
         record.kv = Some(row);
     }
 
+    /// The prompt and the logits of every step of the sample seeded `seed` up to the last of
+    /// `tokens`, when its record still holds those tokens and every step is kept.
+    pub(super) fn kept_steps(&self, seed: u64, tokens: &[u32]) -> Option<(&[u32], Vec<&[f32]>)> {
+        let record = self.records.get(&seed)?;
+        if tokens.is_empty() || !record.tokens.starts_with(tokens) {
+            return None;
+        }
+        let first = self.prompt.as_ref().map(PromptLogits::last)?;
+        let mut steps = vec![first];
+        for step in 1..tokens.len() {
+            steps.push(record.step_logits(step)?.logits.as_slice());
+        }
+        Some((&self.prompt_ids, steps))
+    }
+
     fn drop_record(&mut self, seed: u64) {
         if let Some(record) = self.records.remove(&seed) {
             self.used -= record.logits.iter().map(KeptStep::bytes).sum::<usize>();

@@ -10,10 +10,12 @@ use super::events::{Event, Request, RunId};
 use super::generate::{RunContext, generate};
 use super::replay::ReplayStore;
 use super::score::{ScoreRequest, Scoring, common_prefix, score_sequence};
+use super::trace::TraceRequest;
 use crate::model::chat_template::ChatTemplate;
 use crate::model::memory;
 use crate::params::SamplingParams;
 use crate::response::CrossScore;
+use crate::sampling::StageTrace;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -102,6 +104,17 @@ impl LoadedModel {
         let mut hasher = DefaultHasher::new();
         vocab.hash(&mut hasher);
         hasher.finish()
+    }
+
+    /// What each stage did at one step of the last run (see [`super::trace`]).
+    pub fn trace(&self, request: &TraceRequest) -> anyhow::Result<Vec<StageTrace>> {
+        super::trace::trace(
+            &self.replay,
+            &self.tokenizer,
+            &self.eos_ids,
+            self.backend.vocab_size(),
+            request,
+        )
     }
 
     /// Scores another run's samples (see [`super::score`]); `vocab` is our own fingerprint.
@@ -232,6 +245,7 @@ enum Command {
     Run(Request),
     Cancel(RunId),
     Score(ScoreRequest),
+    Trace(TraceRequest),
 }
 
 /// Work waiting for the model: at most one run per lane (the newest), then scores.
@@ -239,12 +253,15 @@ enum Command {
 struct Queue {
     runs: Vec<Request>,
     scores: VecDeque<ScoreRequest>,
+    /// Only the newest: the inspector asks again as its cursor moves.
+    trace: Option<TraceRequest>,
 }
 
 #[allow(clippy::large_enum_variant)] // one per request
 enum Job {
     Run(Request),
     Score(ScoreRequest),
+    Trace(TraceRequest),
 }
 
 impl Queue {
@@ -259,15 +276,18 @@ impl Queue {
                 self.scores.retain(|queued| queued.run_id != id);
             }
             Command::Score(request) => self.scores.push_back(request),
+            Command::Trace(request) => self.trace = Some(request),
         }
     }
 
-    /// Runs first: they are what the user is watching.
+    /// Runs first: they are what the user is watching; then the inspector's trace.
     fn pop(&mut self) -> Option<Job> {
-        if self.runs.is_empty() {
-            self.scores.pop_front().map(Job::Score)
-        } else {
+        if !self.runs.is_empty() {
             Some(Job::Run(self.runs.remove(0)))
+        } else if let Some(trace) = self.trace.take() {
+            Some(Job::Trace(trace))
+        } else {
+            self.scores.pop_front().map(Job::Score)
         }
     }
 
@@ -325,6 +345,12 @@ impl Engine {
         self.send(Command::Score(request));
     }
 
+    /// Traces one step through the chain once no run is waiting; answered with
+    /// `Event::Traced`. A newer request replaces one still waiting.
+    pub fn trace(&self, request: TraceRequest) {
+        self.send(Command::Trace(request));
+    }
+
     fn send(&self, command: Command) {
         if let Some(commands) = &self.commands {
             // A worker that has exited has already reported why; nothing more to tell.
@@ -375,6 +401,12 @@ where
                         run_id: request.run_id,
                         message: format!("no model loaded: {message}"),
                     }),
+                    Command::Trace(request) => emit(Event::Traced {
+                        run_id: request.run_id,
+                        sample: request.sample,
+                        step: request.step(),
+                        trace: Err(format!("no model loaded: {message}")),
+                    }),
                     Command::Cancel(_) => {}
                 }
             }
@@ -405,6 +437,7 @@ where
         let (run_id, lane) = match &job {
             Job::Run(request) => (request.run_id, Some(request.lane)),
             Job::Score(request) => (request.run_id, None),
+            Job::Trace(request) => (request.run_id, None),
         };
         let mut disconnected = false;
         // Stops a run when its lane has a newer one; stops either job when it is cancelled.
@@ -439,6 +472,18 @@ where
                         message: format!("{e:#}"),
                     }),
                 }
+            }
+            Job::Trace(request) => {
+                let traced = contain(|| model.trace(&request));
+                let trace = traced
+                    .unwrap_or_else(|panic| Err(model.recover(panic)))
+                    .map_err(|e| format!("{e:#}"));
+                emit(Event::Traced {
+                    run_id,
+                    sample: request.sample,
+                    step: request.step(),
+                    trace,
+                });
             }
             Job::Score(request) => {
                 let scored = contain(|| model.score(&request, vocab, &mut interrupted));

@@ -1,7 +1,7 @@
 //! The vocabulary of the loop: what the user (or the engine) wants, and what `update` asks the
 //! loop to do in return.
 
-use crate::engine::{Event, Request, RunId, ScoreRequest};
+use crate::engine::{Event, Request, RunId, ScoreRequest, TraceRequest};
 use crate::export::ExportFormat;
 use crate::model::discover::Candidate;
 use crate::params::SamplingParams;
@@ -167,6 +167,8 @@ pub enum Effect {
     Cancel(usize, RunId),
     /// Ask model `.0` how likely it finds another model's samples.
     Score(usize, ScoreRequest),
+    /// Ask model `.0` what each stage of the chain did at one step (the inspector).
+    Trace(usize, TraceRequest),
     /// (Re)start the debounce timer; `DebounceElapsed` comes back when it fires.
     ScheduleRun,
     Quit,

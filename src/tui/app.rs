@@ -8,7 +8,7 @@ use super::perform;
 use super::state::State;
 use super::update::update;
 use super::view;
-use crate::engine::{Engine, Event, Request, RunId, ScoreRequest};
+use crate::engine::{Engine, Event, Request, RunId, ScoreRequest, TraceRequest};
 use crossterm::event::{Event as TermEvent, KeyEventKind};
 use futures::{Stream, StreamExt};
 use ratatui::Terminal;
@@ -28,6 +28,7 @@ pub trait EngineHandle {
     fn run(&self, request: Request);
     fn cancel(&self, run_id: RunId);
     fn score(&self, request: ScoreRequest);
+    fn trace(&self, request: TraceRequest);
 }
 
 impl EngineHandle for Engine {
@@ -37,6 +38,10 @@ impl EngineHandle for Engine {
 
     fn cancel(&self, run_id: RunId) {
         Engine::cancel(self, run_id);
+    }
+
+    fn trace(&self, request: TraceRequest) {
+        Engine::trace(self, request);
     }
 
     fn score(&self, request: ScoreRequest) {
@@ -116,6 +121,7 @@ impl<E: EngineHandle> App<E> {
             Effect::Run(model, request) => self.engine(model, |e| e.run(request)),
             Effect::Cancel(model, run_id) => self.engine(model, |e| e.cancel(run_id)),
             Effect::Score(model, request) => self.engine(model, |e| e.score(request)),
+            Effect::Trace(model, request) => self.engine(model, |e| e.trace(request)),
             Effect::AddEngine { id, spec } => {
                 if let Some(spawn) = &mut self.spawner {
                     let engine = spawn(id, &spec);

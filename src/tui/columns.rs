@@ -2,6 +2,7 @@
 //! arrives, a scroll position per column, the token cursor, and a footer with how and why the
 //! sample ended.
 
+use super::chain_view::TokenTrace;
 use super::layout::Grid;
 use super::theme::Theme;
 use super::wrap::Wrapped;
@@ -40,6 +41,8 @@ pub struct Column {
     /// Once the sample ended: how many of its tokens were replayed from the run before and how
     /// many were decoded anew.
     pub replay: Option<(u32, u32)>,
+    /// The chain's trace of the token the inspector last asked about.
+    pub trace: Option<TokenTrace>,
 }
 
 impl Column {
@@ -57,6 +60,7 @@ impl Column {
             cross: Vec::new(),
             diverge: None,
             replay: None,
+            trace: None,
         }
     }
 

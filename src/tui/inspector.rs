@@ -5,6 +5,7 @@
 //! not apply then, the panel is the only one tall enough for a list of alternatives without
 //! taking rows from the columns, and it sits beside the text being inspected.
 
+use super::chain_view;
 use super::columns::Columns;
 use super::theme::Theme;
 use crate::engine::{Alternative, TokenEvent};
@@ -42,11 +43,14 @@ pub fn render(frame: &mut Frame, area: Rect, columns: &Columns, theme: &Theme) {
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let lines = match cursor {
-        Some((column, token)) => token_lines(
-            &columns.columns[column].tokens[token],
-            usize::from(inner.width),
-            theme,
-        ),
+        Some((column, token)) => {
+            let column = &columns.columns[column];
+            let event = &column.tokens[token];
+            let mut lines = token_lines(event, usize::from(inner.width), theme);
+            let trace = column.trace.as_ref().filter(|t| t.step == token);
+            lines.extend(chain_view::lines(event, trace, theme));
+            lines
+        }
         None => vec![Line::styled("no token under the cursor yet", theme.dim)],
     };
     frame.render_widget(Paragraph::new(lines), inner);

@@ -5,6 +5,7 @@
 
 pub mod action;
 pub mod app;
+pub mod chain_view;
 pub mod clipboard;
 pub mod columns;
 pub mod dialogs;

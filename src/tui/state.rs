@@ -13,6 +13,7 @@ use super::save_prompt::SavePrompt;
 use super::status::{ModelSlot, ModelStatus, StatusState};
 use super::themes::ThemeCatalog;
 use crate::engine::RunId;
+use crate::params::SamplingParams;
 use crate::response::SampleResponse;
 use ratatui::layout::Rect;
 
@@ -49,6 +50,8 @@ pub struct Side {
     pub stop_ids: Vec<u32>,
     /// The current run's result once it finished, for models that load later to score.
     pub response: Option<Box<SampleResponse>>,
+    /// The parameters of the current run, which the inspector's traces replay.
+    pub run_params: Option<SamplingParams>,
 }
 
 impl Side {
@@ -61,6 +64,7 @@ impl Side {
             pending: true,
             stop_ids: Vec::new(),
             response: None,
+            run_params: None,
         }
     }
 }

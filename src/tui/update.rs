@@ -2,6 +2,7 @@
 //! no engine: the loop performs the effects.
 
 use super::action::{Action, Effect, Focus};
+use super::chain_view::TokenTrace;
 use super::columns::Columns;
 use super::dialogs;
 use super::layout::Grid;
@@ -9,7 +10,7 @@ use super::mouse::{self, Target};
 use super::state::{Overlay, State};
 use super::status::ModelStatus;
 use super::text::TextBuffer;
-use crate::engine::{Event, Request, RunId, ScoreRequest};
+use crate::engine::{Event, Request, RunId, ScoreRequest, TraceRequest};
 use crate::presets::{MODEL_PRESET, Preset};
 use crate::response::StopReason;
 
@@ -39,10 +40,7 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             }
             Vec::new()
         }
-        Action::FocusNext | Action::FocusPrev => {
-            cycle_focus(state, action == Action::FocusNext);
-            Vec::new()
-        }
+        Action::FocusNext | Action::FocusPrev => cycle_focus(state, action == Action::FocusNext),
         Action::OpenHelp => {
             state.overlay = Some(Overlay::Help);
             Vec::new()
@@ -162,10 +160,11 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         Action::ToggleWhitespace => navigate(state, Columns::toggle_whitespace),
         Action::StepColumn(delta) => {
             let grid = state.grid();
-            if !state.columns.step_column(delta as isize, &grid) {
-                cycle_focus(state, delta > 0);
+            if state.columns.step_column(delta as isize, &grid) {
+                trace_cursor_token(state).into_iter().collect()
+            } else {
+                cycle_focus(state, delta > 0)
             }
-            Vec::new()
         }
         Action::Click { x, y } => click(state, x, y),
         Action::Wheel { x, y, lines } => {
@@ -184,15 +183,42 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
 fn navigate(state: &mut State, step: impl FnOnce(&mut Columns, &Grid)) -> Vec<Effect> {
     let grid = state.grid();
     step(&mut state.columns, &grid);
-    Vec::new()
+    trace_cursor_token(state).into_iter().collect()
+}
+
+/// Asks the engine to trace the token under the cursor through the chain, once its sample has
+/// ended (a running sample's logits are still in use) and unless it is traced already.
+fn trace_cursor_token(state: &mut State) -> Option<Effect> {
+    if state.focus != Focus::Columns {
+        return None;
+    }
+    let (index, step) = state.columns.cursor_token()?;
+    let column = &state.columns.columns[index];
+    let side = state.sides.get(column.side)?;
+    if column.finish.is_none() || column.trace.as_ref().is_some_and(|t| t.step == step) {
+        return None;
+    }
+    let request = TraceRequest {
+        run_id: side.current?,
+        sample: column.sample,
+        seed: column.seed,
+        tokens: column.tokens[..=step].iter().map(|t| t.id).collect(),
+        params: side.run_params.clone()?,
+        ids: column.tokens[step].top.iter().map(|a| a.id).collect(),
+    };
+    let model = side.model;
+    state.columns.columns[index].trace = Some(TokenTrace { step, result: None });
+    Some(Effect::Trace(model, request))
 }
 
 /// Tab and Shift+Tab between panes; arriving in the columns brings the cursor into view.
-fn cycle_focus(state: &mut State, forward: bool) {
+fn cycle_focus(state: &mut State, forward: bool) -> Vec<Effect> {
     state.params.editor = None;
     state.focus = state.focus.cycled(forward);
     if state.focus == Focus::Columns {
-        navigate(state, Columns::reveal_cursor);
+        navigate(state, Columns::reveal_cursor)
+    } else {
+        Vec::new()
     }
 }
 
@@ -221,7 +247,7 @@ fn click(state: &mut State, x: u16, y: u16) -> Vec<Effect> {
             let token = text
                 .and_then(|(row, cell)| state.columns.columns[column].text.token_at(row, cell))
                 .or(state.columns.cursor.token);
-            navigate(state, |c, g| c.select(column, token, g));
+            return navigate(state, |c, g| c.select(column, token, g));
         }
         Target::Grid => {}
     }
@@ -328,6 +354,7 @@ fn start_run(state: &mut State) -> Vec<Effect> {
         side.active = true;
         side.pending = false;
         side.response = None;
+        side.run_params = Some(params.clone());
         side.stop_ids = params
             .stop
             .as_ref()
@@ -495,16 +522,31 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             }
             state.columns.mark_divergence();
             state.sides[side].response = Some(response);
-            let Some(request) = score_request(state, side) else {
-                return Vec::new();
-            };
-            return state
-                .status
-                .models
-                .iter()
-                .filter(|other| other.id != model && other.ready())
-                .map(|other| Effect::Score(other.id, request.clone()))
-                .collect();
+            // The inspector may be waiting on this run's end to trace its token.
+            let mut effects: Vec<Effect> = trace_cursor_token(state).into_iter().collect();
+            if let Some(request) = score_request(state, side) {
+                effects.extend(
+                    state
+                        .status
+                        .models
+                        .iter()
+                        .filter(|other| other.id != model && other.ready())
+                        .map(|other| Effect::Score(other.id, request.clone())),
+                );
+            }
+            return effects;
+        }
+        Event::Traced {
+            sample,
+            step,
+            trace,
+            ..
+        } => {
+            if let Some(column) = state.columns.get_mut(side.unwrap_or_default(), sample)
+                && let Some(current) = column.trace.as_mut().filter(|t| t.step == step)
+            {
+                current.result = Some(trace);
+            }
         }
         Event::Scored { run_id, scores } => {
             if let Some(side) = state.sides.iter().position(|s| s.current == Some(run_id)) {

@@ -513,3 +513,62 @@ fn another_model_replays_nothing_of_the_first() {
         "stories' own store still serves it"
     );
 }
+
+/// The inspector's trace replays a finished sample's kept logits up to the asked step and runs
+/// the chain there: it starts at the model's raw probability of each traced token, ends at the
+/// chosen one's place in the final distribution, and refuses a step whose tokens changed.
+#[test]
+fn a_finished_sample_can_be_traced_step_by_step() {
+    use samplab::engine::TraceRequest;
+    use samplab::engine::trace::trace;
+    let mut fake = Fake::new(64 << 20);
+    let params = SamplingParams {
+        num_samples: 2,
+        max_tokens: Some(12),
+        seed: Some(SEED),
+        temperature: 0.9,
+        top_p: 0.8,
+        repetition_penalty: 1.3,
+        ..Default::default()
+    };
+    let response = fake.run(&PROMPT, &params);
+    let sample = &response.trajectories[1];
+    for step in [0, 5, sample.token_ids.len() - 1] {
+        let chosen = sample.token_ids[step];
+        let other = (chosen + 1) % VOCAB.len() as u32;
+        let request = TraceRequest {
+            run_id: 1,
+            sample: 1,
+            seed: sample.seed,
+            tokens: sample.token_ids[..=step].to_vec(),
+            params: params.clone(),
+            ids: vec![chosen, other],
+        };
+        let stages = trace(&fake.store, &fake.tokenizer, &[EOS], VOCAB.len(), &request).unwrap();
+        assert_eq!(stages[0].stage, "model");
+        let raw = stages[0].tokens[0].unwrap().1;
+        assert!(
+            (f64::from(raw).ln() - f64::from(sample.logprobs[step])).abs() < 1e-4,
+            "step {step}: the model stage is the raw probability"
+        );
+        assert!(
+            stages.last().unwrap().tokens[0].is_some(),
+            "step {step}: the chosen token survives the chain"
+        );
+        assert_eq!(stages.last().unwrap().stage, "top_p");
+    }
+    let mut changed = sample.token_ids[..3].to_vec();
+    changed[2] = (changed[2] + 1) % VOCAB.len() as u32;
+    let request = TraceRequest {
+        run_id: 1,
+        sample: 1,
+        seed: sample.seed,
+        tokens: changed,
+        params,
+        ids: vec![0],
+    };
+    let message = trace(&fake.store, &fake.tokenizer, &[EOS], VOCAB.len(), &request)
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("no longer kept"), "{message}");
+}

@@ -10,7 +10,7 @@ use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::layout::Rect;
-use samplab::engine::{Event, Request, RunId, ScoreRequest};
+use samplab::engine::{Event, Request, RunId, ScoreRequest, TraceRequest};
 use samplab::params::{Field, SamplingParams};
 use samplab::presets::Preset;
 use samplab::response::{StopMatched, StopReason};
@@ -672,6 +672,7 @@ impl EngineHandle for FakeEngine {
     }
 
     fn score(&self, _: ScoreRequest) {}
+    fn trace(&self, _: TraceRequest) {}
 }
 
 fn key(code: KeyCode) -> std::io::Result<TermEvent> {

@@ -291,7 +291,12 @@ fn a_click_on_a_token_focuses_its_column_and_puts_the_cursor_there() {
     s.focus = Focus::Prompt;
     let buffer = render(&s, &Theme::dark());
     let (x, y) = find(&buffer, "Hello world").unwrap();
-    assert!(click(&mut s, (x + 7, y)).is_empty());
+    assert!(
+        click(&mut s, (x + 7, y))
+            .iter()
+            .all(|e| matches!(e, Effect::Trace(..))),
+        "a click only moves the cursor (and asks for the token's trace)"
+    );
     assert_eq!((s.focus, cursor(&s)), (Focus::Columns, Some((0, 1))));
     let (x, y) = find(&buffer, "Bye").unwrap();
     click(&mut s, (x + 1, y));
@@ -589,5 +594,80 @@ fn tiny_terminals_with_the_inspector_and_many_columns_do_not_panic() {
             },
         );
         render(&many, &Theme::plain());
+    }
+}
+
+/// On a finished sample's token the inspector asks its engine for the chain's trace, then shows
+/// the chosen token after every stage in order and what cut each alternative.
+#[test]
+fn the_inspector_traces_a_finished_token_through_the_chain() {
+    use samplab::engine::TraceRequest;
+    use samplab::sampling::StageTrace;
+    let mut s = inspecting(80, 40);
+    s.columns.columns[0].trace = None;
+    let effects = update(&mut s, Action::LastToken);
+    let request: &TraceRequest = effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::Trace(0, request) => Some(request),
+            _ => None,
+        })
+        .expect("a finished sample's token is traced");
+    assert_eq!(request.sample, 0);
+    assert_eq!(request.seed, 42);
+    assert_eq!(request.tokens.last(), Some(&42));
+    assert_eq!(request.ids, [42, 7, 9]);
+    let buffer = render(&s, &Theme::dark());
+    assert!(find(&buffer, "chain: tracing…").is_some());
+    assert!(
+        update(&mut s, Action::LastToken).is_empty(),
+        "a token is traced once"
+    );
+
+    let stage = |name: &'static str, tokens: [Option<(f32, f32)>; 3]| StageTrace {
+        stage: name,
+        tokens: tokens.to_vec(),
+    };
+    let trace = vec![
+        stage(
+            "model",
+            [Some((1.0, 0.5)), Some((0.3, 0.25)), Some((-0.4, 0.125))],
+        ),
+        stage(
+            "penalties",
+            [Some((1.0, 0.55)), Some((0.3, 0.27)), Some((-1.9, 0.03))],
+        ),
+        stage("top_p", [Some((1.0, 0.7)), Some((0.3, 0.3)), None]),
+    ];
+    update(
+        &mut s,
+        Action::Engine(
+            0,
+            Event::Traced {
+                run_id: 1,
+                sample: 0,
+                step: request.tokens.len() - 1,
+                trace: Ok(trace),
+            },
+        ),
+    );
+    let buffer = render(&s, &Theme::dark());
+    for text in [
+        "chain, in the order it ran",
+        "model        0.500",
+        "penalties    0.550",
+        "top_p        0.700",
+        "  \" a\"",
+        "    penalties -1.50",
+        "    cut by top_p",
+    ] {
+        assert!(
+            find(&buffer, text).is_some(),
+            "{text}\n{}",
+            (0..buffer.area.height)
+                .map(|y| row(&buffer, y))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
     }
 }

@@ -222,7 +222,7 @@ pub(super) fn run(
 
 /// What one stage left of the traced tokens: each one's logit and probability among the
 /// survivors, `None` once the stage (or an earlier one) removed it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct StageTrace {
     pub stage: &'static str,
     pub tokens: Vec<Option<(f32, f32)>>,

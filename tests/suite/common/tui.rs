@@ -4,7 +4,7 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use samplab::engine::{Event, Request, RunId, ScoreRequest, TokenEvent};
+use samplab::engine::{Event, Request, RunId, ScoreRequest, TokenEvent, TraceRequest};
 use samplab::params::SamplingParams;
 use samplab::presets::Preset;
 use samplab::response::{SampleResponse, StopMatched, StopReason, Timings, Trajectory};
@@ -148,4 +148,5 @@ impl EngineHandle for NoEngine {
     fn run(&self, _: Request) {}
     fn cancel(&self, _: RunId) {}
     fn score(&self, _: ScoreRequest) {}
+    fn trace(&self, _: TraceRequest) {}
 }
