@@ -33,6 +33,9 @@ pub struct ParamsState {
     /// The selected row: an index into `Field::ALL`.
     pub selected: usize,
     pub editor: Option<FieldEditor>,
+    /// Why the last knob move was refused: a value another parameter rules out (a parameter
+    /// the new engine lacks, min_tokens above max_tokens).
+    pub refusal: Option<String>,
     /// State of the seed roller, so rolling stays a pure function of the state.
     roller: u64,
 }
@@ -48,6 +51,7 @@ impl ParamsState {
             source: PresetSource::BuiltIn,
             selected: row_of(Field::Temperature),
             editor: None,
+            refusal: None,
             roller: entropy,
         };
         state.load_preset(preset);
@@ -86,15 +90,24 @@ impl ParamsState {
     pub fn select(&mut self, delta: i32) {
         let n = Field::ALL.len() as i64;
         self.selected = (self.selected as i64 + i64::from(delta)).rem_euclid(n) as usize;
+        self.refusal = None;
     }
 
     /// Takes `next` when it is valid and different; returns whether anything changed.
     fn apply(&mut self, next: SamplingParams) -> bool {
-        if next != self.params && next.validate().is_ok() {
-            self.params = next;
-            true
-        } else {
-            false
+        if next == self.params {
+            return false;
+        }
+        match next.validate() {
+            Ok(()) => {
+                self.params = next;
+                self.refusal = None;
+                true
+            }
+            Err(e) => {
+                self.refusal = Some(e.to_string());
+                false
+            }
         }
     }
 
@@ -524,6 +537,8 @@ pub fn render(
     if let Some(error) = state.editor.as_ref().and_then(|e| e.error.as_ref()) {
         lines.push(Line::default());
         lines.push(Line::styled(error.clone(), theme.error));
+    } else if let Some(refusal) = &state.refusal {
+        lines.push(Line::styled(refusal.clone(), theme.error));
     } else if visible < usize::from(inner.height) {
         lines.push(Line::styled(
             help_line(state.params.engine, state.field()),
@@ -662,6 +677,8 @@ mod tests {
             !s.nudge(1, false),
             "vLLM has no DRY: the engine cannot change under it"
         );
+        let refusal = s.refusal.clone().expect("the refusal is kept to be shown");
+        assert!(refusal.contains("`dry_multiplier`"), "{refusal}");
         s.select_field(Field::DryMultiplier);
         assert!(s.turn_off());
         s.select_field(Field::Engine);
