@@ -822,3 +822,22 @@ fn a_model_without_a_template_keeps_the_prompt_raw_and_says_why() {
             .contains("no chat template")
     );
 }
+
+#[test]
+fn up_and_down_stop_at_the_first_and_last_parameter() {
+    let mut s = state();
+    select(&mut s, FIELDS[0]);
+    update(&mut s, Action::SelectParam(-1));
+    assert_eq!(
+        s.params.field(),
+        FIELDS[0],
+        "↑ on the first row stays there"
+    );
+    select(&mut s, FIELDS[FIELDS.len() - 1]);
+    update(&mut s, Action::SelectParam(1));
+    assert_eq!(
+        s.params.field(),
+        FIELDS[FIELDS.len() - 1],
+        "↓ on the last row stays there"
+    );
+}
