@@ -12,7 +12,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph};
+use ratatui::widgets::{Block, Paragraph, Wrap};
 use unicode_width::UnicodeWidthStr;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -419,13 +419,21 @@ pub struct SideTitle {
     pub header: String,
 }
 
+/// Why there are no columns yet: waiting for the model, or the model could not load.
+pub enum Empty {
+    Waiting,
+    Failed(String),
+}
+
 /// Draws the columns on screen; only the rows in view are laid out, whatever the length.
-/// `titles` are indexed by side, empty when only one side is shown.
+/// `titles` are indexed by side, empty when only one side is shown; `empty` is said when there
+/// is no column.
 pub fn render(
     frame: &mut Frame,
     area: Rect,
     state: &Columns,
     titles: &[SideTitle],
+    empty: Empty,
     focused: bool,
     theme: &Theme,
 ) {
@@ -433,11 +441,13 @@ pub fn render(
         let block = Block::bordered()
             .title(Span::styled(" samples ", theme.title))
             .border_style(theme.frame(focused));
-        let text = Paragraph::new(Line::styled(
-            "samples appear here once the model is ready",
-            theme.dim,
-        ))
-        .block(block);
+        let line = match empty {
+            Empty::Waiting => {
+                Line::styled("samples appear here once the model is ready", theme.dim)
+            }
+            Empty::Failed(why) => Line::styled(why, theme.error),
+        };
+        let text = Paragraph::new(line).wrap(Wrap { trim: false }).block(block);
         frame.render_widget(text, area);
         return;
     }

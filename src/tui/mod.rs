@@ -62,9 +62,18 @@ pub struct Playground {
     pub notice: Option<String>,
 }
 
+/// How the playground ended, for the exit status.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ending {
+    /// Quit with nothing failed.
+    Quit,
+    /// Quit while something had failed (a model that could not load): what, to print.
+    Failed(String),
+}
+
 /// Opens the playground and returns when the user quits; the terminal is restored on quit,
 /// on error and on panic.
-pub fn run(playground: Playground) -> anyhow::Result<()> {
+pub fn run(playground: Playground) -> anyhow::Result<Ending> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -125,7 +134,8 @@ pub fn run(playground: Playground) -> anyhow::Result<()> {
         state.themes = themes;
         let mut app =
             app::App::new(state, engines, keymap::KeyMap::default()).with_spawner(Box::new(spawn));
-        runtime.block_on(app.run(&mut terminal, EventStream::new(), &mut events))
+        runtime.block_on(app.run(&mut terminal, EventStream::new(), &mut events))?;
+        Ok(app.ending())
         // Dropping `app` here joins the engine thread after the quit cancelled its run.
     })();
     let _ = execute!(

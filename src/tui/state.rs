@@ -184,6 +184,14 @@ impl State {
             .collect()
     }
 
+    /// A model that could not load, as quitting reports it: the playground then exits non-zero.
+    pub fn failure(&self) -> Option<String> {
+        self.status.models.iter().find_map(|m| match &m.status {
+            ModelStatus::Failed(why) => Some(format!("cannot load model {}: {why}", m.spec)),
+            _ => None,
+        })
+    }
+
     /// The key-map layers that apply now, most specific first.
     pub fn modes(&self) -> Vec<Mode> {
         match &self.overlay {

@@ -1,7 +1,7 @@
 //! One draw of the whole screen from `&State`; nothing here changes state.
 
-use super::action::{Action, Focus};
-use super::keymap::KeyMap;
+use super::action::{Action, DialogAction, Focus};
+use super::keymap::{KeyMap, Mode};
 use super::layout::areas;
 use super::state::{Overlay, State};
 use super::theme::Theme;
@@ -38,15 +38,32 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
             theme,
         );
     }
+    let modes = state.modes();
+    let empty = match state.failure() {
+        Some(why) => {
+            // The keys outside text fields, where this is read.
+            let key = |action| {
+                keymap
+                    .key_for(&[Mode::Navigate], &action)
+                    .unwrap_or_default()
+            };
+            columns::Empty::Failed(format!(
+                "{why}. {} picks another model, {} quits.",
+                key(Action::Dialog(DialogAction::OpenModels)),
+                key(Action::Quit)
+            ))
+        }
+        None => columns::Empty::Waiting,
+    };
     columns::render(
         frame,
         a.columns,
         &state.columns,
         &state.side_titles(),
+        empty,
         focus(Focus::Columns),
         theme,
     );
-    let modes = state.modes();
     let mut wanted = vec![(Action::Quit, "quit"), (Action::OpenHelp, "help")];
     if focus(Focus::Columns) {
         // The cursor keys take over the pane: say how to get out.

@@ -364,3 +364,45 @@ fn two_models_run_side_by_side_and_score_each_other() {
         s.trim_end().ends_with(PROMPT_MARK)
     });
 }
+
+/// Types `samplab ARGS; echo "exit=$?"` at the shell and waits for the playground's prompt box.
+fn start_playground(tmux: &Tmux, args: &str) {
+    tmux.type_text(&format!(
+        "{} {args}; echo \"exit=$?\"",
+        env!("CARGO_BIN_EXE_samplab")
+    ));
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the playground", |s| s.contains("┌ prompt"));
+}
+
+/// The shell prompt after the playground ended, with the exit status it printed.
+fn exit_status(tmux: &Tmux) -> String {
+    let screen = tmux.wait_for("the exit status", |s| {
+        s.lines().any(|l| l.starts_with("exit=")) && s.trim_end().ends_with(PROMPT_MARK)
+    });
+    let status = screen
+        .lines()
+        .find(|l| l.starts_with("exit="))
+        .unwrap_or("");
+    status.trim_start_matches("exit=").to_owned()
+}
+
+#[test]
+fn a_model_that_cannot_load_says_why_and_quitting_exits_non_zero() {
+    let home = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(home.path()) else {
+        return;
+    };
+    start_playground(&tmux, "--model missing.gguf");
+    let screen = tmux.wait_for("the load error in the sample area", |s| {
+        s.contains("│cannot load model missing.gguf")
+    });
+    assert!(screen.contains("a picks another model"), "{screen}");
+    tmux.keys(&["q"]);
+    assert_eq!(exit_status(&tmux), "1");
+    let after = tmux.screen();
+    assert!(
+        after.contains("samplab: cannot load model missing.gguf"),
+        "the error is printed after the terminal is restored:\n{after}"
+    );
+}
