@@ -87,5 +87,7 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
             eprintln!("samplab: {why}");
             ExitCode::FAILURE
         }
+        // The shell's convention for a process ended by a signal.
+        Ending::Signal(number) => ExitCode::from(u8::try_from(128 + number).unwrap_or(u8::MAX)),
     })
 }

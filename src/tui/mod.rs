@@ -22,6 +22,8 @@ pub mod preset_picker;
 pub mod prompt;
 pub mod results_file;
 pub mod save_prompt;
+#[cfg(unix)]
+pub mod signals;
 pub mod state;
 pub mod status;
 pub mod stop_text;
@@ -38,6 +40,7 @@ use crate::engine::load::load_model;
 use crate::model::source::HubSettings;
 use crate::preset_store::PresetStore;
 use crate::presets::Preset;
+use crossterm::cursor::Show;
 use crossterm::event::{
     DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
     EventStream,
@@ -69,6 +72,8 @@ pub enum Ending {
     Quit,
     /// Quit while something had failed (a model that could not load): what, to print.
     Failed(String),
+    /// Ended by this signal (SIGTERM, SIGHUP…), with the terminal restored all the same.
+    Signal(i32),
 }
 
 /// Opens the playground and returns when the user quits; the terminal is restored on quit,
@@ -98,11 +103,7 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
     let mut terminal = ratatui::init();
     let restore_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let _ = execute!(
-            std::io::stdout(),
-            DisableMouseCapture,
-            DisableBracketedPaste
-        );
+        release_terminal();
         restore_hook(info);
     }));
     let result = (|| {
@@ -134,17 +135,33 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
         state.themes = themes;
         let mut app =
             app::App::new(state, engines, keymap::KeyMap::default()).with_spawner(Box::new(spawn));
-        runtime.block_on(app.run(&mut terminal, EventStream::new(), &mut events))?;
-        Ok(app.ending())
+        #[cfg(unix)]
+        let signal = signals::ending();
+        #[cfg(not(unix))]
+        let signal = std::future::pending::<std::io::Result<i32>>();
+        let signal = runtime.block_on(async {
+            tokio::select! {
+                quit = app.run(&mut terminal, EventStream::new(), &mut events) => quit.map(|()| None),
+                signal = signal => Ok(Some(signal?)),
+            }
+        })?;
+        Ok(signal.map_or_else(|| app.ending(), Ending::Signal))
         // Dropping `app` here joins the engine thread after the quit cancelled its run.
     })();
+    release_terminal();
+    ratatui::restore();
+    result
+}
+
+/// Undoes what the playground turned on beyond `ratatui::init`, which `ratatui::restore` does not
+/// know of; errors are ignored, as the terminal may be gone (SIGHUP).
+fn release_terminal() {
     let _ = execute!(
         std::io::stdout(),
         DisableMouseCapture,
-        DisableBracketedPaste
+        DisableBracketedPaste,
+        Show
     );
-    ratatui::restore();
-    result
 }
 
 /// Seeds the seed roller differently on every start.

@@ -406,3 +406,50 @@ fn a_model_that_cannot_load_says_why_and_quitting_exits_non_zero() {
         "the error is printed after the terminal is restored:\n{after}"
     );
 }
+
+/// The process id of the program the pane's shell runs in the foreground.
+fn foreground_pid(tmux: &Tmux) -> String {
+    let shell = tmux.display("#{pane_pid}");
+    let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
+        .unwrap_or_else(|e| panic!("the shell's children: {e}"));
+    children
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn signals_that_end_the_playground_restore_the_terminal() {
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(home.path()) else {
+        return;
+    };
+    for (signal, number) in [("TERM", 15), ("HUP", 1), ("QUIT", 3)] {
+        tmux.type_text("clear");
+        tmux.keys(&["Enter"]);
+        start_playground(&tmux, &format!("--model {}", model.display()));
+        assert_eq!(tmux.display("#{alternate_on}"), "1");
+        let pid = foreground_pid(&tmux);
+        let killed = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .unwrap();
+        assert!(killed.success(), "kill -{signal} {pid}");
+        assert_eq!(
+            exit_status(&tmux),
+            (128 + number).to_string(),
+            "SIG{signal}"
+        );
+        for (flag, restored) in [
+            ("#{alternate_on}", "0"),
+            ("#{mouse_any_flag}", "0"),
+            ("#{cursor_flag}", "1"),
+        ] {
+            assert_eq!(tmux.display(flag), restored, "{flag} after SIG{signal}");
+        }
+    }
+}
