@@ -453,3 +453,25 @@ fn signals_that_end_the_playground_restore_the_terminal() {
         }
     }
 }
+
+#[test]
+fn a_large_unbracketed_paste_is_taken_whole() {
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(home.path()) else {
+        return;
+    };
+    start_playground(&tmux, &format!("--model {}", model.display()));
+    tmux.keys(&["BTab"]);
+    // 3,000 characters typed at once, as a terminal without bracketed paste sends a paste:
+    // numbered words, so the screen tells how far it got.
+    let text: String = (0..600).map(|i| format!("{:04} ", i * 5)).collect();
+    tmux.type_text(&text);
+    let screen = tmux.wait_for("the end of the paste in the prompt box", |s| {
+        s.contains("2990 2995")
+    });
+    assert!(screen.contains("2985"), "{screen}");
+    tmux.keys(&["q"]);
+}
