@@ -6,6 +6,7 @@ use super::action::{DialogAction, Effect, Outcome};
 use super::export_dialog::{self, ExportDialog, Note};
 use super::model_picker;
 use super::preset_picker::{EntryKind, PresetPicker};
+use super::run_shape::keep_run_shape;
 use super::save_prompt::SavePrompt;
 use super::state::{Overlay, State};
 use super::update::params_changed;
@@ -149,9 +150,8 @@ pub(super) fn snippet_of(state: &State, dialog: &ExportDialog) -> String {
     )
 }
 
-/// Loads the picker's choice. A preset that leaves the seed or the length open keeps the
-/// current ones, so that the samples change by the preset's knobs, not by fresh noise or a
-/// different cut. A broken file loads nothing.
+/// Loads the picker's choice, keeping the run's shape where the preset leaves it open (see
+/// `run_shape`). A broken file loads nothing.
 fn load_preset(state: &mut State) -> Vec<Effect> {
     let Some(Overlay::Presets(picker)) = &mut state.overlay else {
         return Vec::new();
@@ -159,8 +159,8 @@ fn load_preset(state: &mut State) -> Vec<Effect> {
     let Some(entry) = picker.chosen().cloned() else {
         return Vec::new();
     };
-    let mut params = match entry.params {
-        Ok(params) => params,
+    let params = match entry.params {
+        Ok(params) => keep_run_shape(params, &state.params.params),
         Err(_) => {
             picker.message = Some(format!(
                 "nothing loaded: fix `{}` and open the picker again",
@@ -169,8 +169,6 @@ fn load_preset(state: &mut State) -> Vec<Effect> {
             return Vec::new();
         }
     };
-    params.seed = params.seed.or(state.params.params.seed);
-    params.max_tokens = params.max_tokens.or(state.params.params.max_tokens);
     let before = state.params.params.clone();
     let source = match entry.kind {
         EntryKind::User(path) => PresetSource::File(path),

@@ -21,6 +21,7 @@ pub mod popup;
 pub mod preset_picker;
 pub mod prompt;
 pub mod results_file;
+pub mod run_shape;
 pub mod save_prompt;
 #[cfg(unix)]
 pub mod signals;
@@ -119,14 +120,18 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
             themes,
             notice,
         } = playground;
+        let preset = Preset {
+            params: run_shape::starting(preset.params),
+            ..preset
+        };
         let params = params::ParamsState::new(preset, entropy());
         let mut state =
             state::State::new(&prompt, params, Rect::new(0, 0, size.width, size.height));
-        // The second set samples with the first one's seed unless its preset fixes one, so
-        // that the two sides' columns can be compared sample by sample.
-        let second_set = second_preset.map(|mut preset| {
-            preset.params.seed = preset.params.seed.or(state.params.params.seed);
-            params::ParamsState::new(preset, entropy())
+        // The second set runs the first one's shape (seed, samples, length) unless its preset
+        // names them, so that the two sides' columns can be compared sample by sample.
+        let second_set = second_preset.map(|preset| {
+            let params = run_shape::keep_run_shape(preset.params, &state.params.params);
+            params::ParamsState::new(Preset { params, ..preset }, entropy())
         });
         state.compare(&models, second_set);
         state.prompt.chat = chat;

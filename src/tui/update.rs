@@ -6,6 +6,7 @@ use super::columns::Columns;
 use super::dialogs;
 use super::layout::Grid;
 use super::mouse::{self, Target};
+use super::run_shape::keep_run_shape;
 use super::state::{Overlay, State};
 use super::status::ModelStatus;
 use super::text::TextBuffer;
@@ -405,9 +406,12 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
                 state.presets.model_defaults.clone_from(&defaults);
                 if state.params.preset_name == MODEL_PRESET {
                     match defaults {
-                        Some(defaults) => state
-                            .params
-                            .load_preset(Preset::built_in(MODEL_PRESET, defaults)),
+                        Some(defaults) => {
+                            let params = keep_run_shape(defaults, &state.params.params);
+                            state
+                                .params
+                                .load_preset(Preset::built_in(MODEL_PRESET, params))
+                        }
                         None => {
                             state.status.error =
                                 Some("the model ships no valid sampling defaults".to_owned())

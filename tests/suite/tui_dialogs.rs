@@ -1030,3 +1030,39 @@ fn every_overlay_survives_tiny_terminals() {
         }
     }
 }
+
+#[test]
+fn a_loaded_preset_changes_only_the_run_shape_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = running(dir.path());
+    s.params.params.num_samples = 4;
+    s.params.params.logprobs = Some(3);
+    update(&mut s, dialog(DialogAction::OpenPresets));
+    update(
+        &mut s,
+        Action::Outcome(Outcome::PresetsListed(Ok(vec![user(
+            "two",
+            Ok(SamplingParams::from_yaml("num_samples: 2\ntemperature: 0.5").unwrap()),
+        )]))),
+    );
+    pick(&mut s, "greedy");
+    update(&mut s, dialog(DialogAction::LoadPreset));
+    assert_eq!(s.params.params.temperature, 0.0);
+    assert_eq!(
+        (s.params.params.num_samples, s.params.params.logprobs),
+        (4, Some(3)),
+        "greedy names neither"
+    );
+    assert!(!s.params.modified());
+    update(&mut s, dialog(DialogAction::OpenPresets));
+    update(
+        &mut s,
+        Action::Outcome(Outcome::PresetsListed(Ok(vec![user(
+            "two",
+            Ok(SamplingParams::from_yaml("num_samples: 2\ntemperature: 0.5").unwrap()),
+        )]))),
+    );
+    pick(&mut s, "two");
+    update(&mut s, dialog(DialogAction::LoadPreset));
+    assert_eq!(s.params.params.num_samples, 2, "named, so the preset's");
+}

@@ -341,13 +341,17 @@ fn two_models_run_side_by_side_and_score_each_other() {
     };
     let preset = home.path().join("short.yaml");
     std::fs::write(&preset, "max_tokens: 24\nseed: 3\n").unwrap();
-    tmux.type_text(&format!(
-        "{} --model {} --model samplab-tiny --prompt 'Once upon a time' --preset {}",
-        env!("CARGO_BIN_EXE_samplab"),
-        model.display(),
-        preset.display()
-    ));
-    tmux.keys(&["Enter"]);
+    start_playground(
+        &tmux,
+        &format!(
+            "--model {} --model samplab-tiny --prompt 'Once upon a time' --preset {}",
+            model.display(),
+            preset.display()
+        ),
+    );
+    // One sample per model (from the four it opens with), so the footers have room for scores.
+    tmux.keys(&["Down"; 5]);
+    tmux.keys(&["Left"; 3]);
     let screen = tmux.wait_for("both models' samples scored by the other", |s| {
         s.contains("⇄samplab-tiny") && s.contains("⇄stories260K")
     });
@@ -474,4 +478,21 @@ fn a_large_unbracketed_paste_is_taken_whole() {
     });
     assert!(screen.contains("2985"), "{screen}");
     tmux.keys(&["q"]);
+}
+
+#[test]
+fn the_playground_opens_with_four_samples() {
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(home.path()) else {
+        return;
+    };
+    start_playground(&tmux, &format!("--model {}", model.display()));
+    let screen = tmux.wait_for("four columns", |s| s.contains("┌ #3 seed"));
+    assert!(!screen.contains("┌ #4 seed"), "{screen}");
+    assert_eq!(param_value(&screen, "samples").as_deref(), Some("4"));
+    tmux.keys(&["q"]);
+    assert_eq!(exit_status(&tmux), "0");
 }
