@@ -10,6 +10,7 @@ use super::run_shape::keep_run_shape;
 use super::save_prompt::SavePrompt;
 use super::state::{Overlay, State};
 use super::update::params_changed;
+use crate::params::SamplingParams;
 use crate::preset_store::check_name;
 use crate::presets::{Preset, PresetSource};
 use crate::response::SampleResponse;
@@ -101,7 +102,8 @@ pub fn outcome(state: &mut State, outcome: Outcome) -> Vec<Effect> {
             if let PresetSource::File(path) = &preset.source {
                 state.status.notice = Some(format!("saved {}", path.display()));
             }
-            state.params.load_preset(preset);
+            let params = keep_run_shape(preset.params, &state.params.params);
+            state.params.load_preset(Preset { params, ..preset });
             state.overlay = None;
         }
         Outcome::PresetSaved(Err(error)) => {
@@ -214,7 +216,7 @@ fn submit_name(state: &mut State) -> Vec<Effect> {
     vec![Effect::SavePreset {
         store: store.clone(),
         name,
-        params: state.params.params.clone(),
+        params: to_save(state),
         overwrite: false,
     }]
 }
@@ -234,9 +236,18 @@ fn confirm_overwrite(state: &mut State, yes: bool) -> Vec<Effect> {
     vec![Effect::SavePreset {
         store: store.clone(),
         name,
-        params: state.params.params.clone(),
+        params: to_save(state),
         overwrite: true,
     }]
+}
+
+/// The params as a preset file keeps them: without the seed the session drew for itself.
+fn to_save(state: &State) -> SamplingParams {
+    let mut params = state.params.params.clone();
+    if params.seed.is_some() && params.seed == state.presets.drawn_seed {
+        params.seed = None;
+    }
+    params
 }
 
 /// Every side's finished run, named after the first side's, in the chosen shape.

@@ -124,9 +124,13 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
             params: run_shape::starting(preset.params),
             ..preset
         };
+        let seed_named = preset.params.seed.is_some();
         let params = params::ParamsState::new(preset, entropy());
         let mut state =
             state::State::new(&prompt, params, Rect::new(0, 0, size.width, size.height));
+        if !seed_named {
+            state.presets.drawn_seed = state.params.params.seed;
+        }
         // The second set runs the first one's shape (seed, samples, length) unless its preset
         // names them, so that the two sides' columns can be compared sample by sample.
         let second_set = second_preset.map(|preset| {

@@ -1066,3 +1066,38 @@ fn a_loaded_preset_changes_only_the_run_shape_it_names() {
     update(&mut s, dialog(DialogAction::LoadPreset));
     assert_eq!(s.params.params.num_samples, 2, "named, so the preset's");
 }
+
+/// The params the save prompt asks to write under `name`.
+fn saved_params(s: &mut State, name: &str) -> SamplingParams {
+    update(s, dialog(DialogAction::OpenSave));
+    type_text(s, name);
+    match &update(s, dialog(DialogAction::SubmitName))[..] {
+        [Effect::SavePreset { params, .. }] => params.clone(),
+        effects => panic!("{effects:?}"),
+    }
+}
+
+#[test]
+fn a_saved_preset_leaves_out_the_seed_the_session_drew() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = running(dir.path());
+    let drawn = s.params.params.seed;
+    s.presets.drawn_seed = drawn;
+    let params = saved_params(&mut s, "mine");
+    assert_eq!(params.seed, None);
+    let saved = PresetStore::new(dir.path())
+        .save("mine", &params, false)
+        .unwrap();
+    update(&mut s, Action::Outcome(Outcome::PresetSaved(Ok(saved))));
+    assert_eq!(s.params.params.seed, drawn, "the samples keep their seed");
+    assert!(!s.params.modified());
+
+    update(&mut s, Action::RollSeed);
+    let rolled = s.params.params.seed;
+    assert_ne!(rolled, drawn);
+    assert_eq!(
+        saved_params(&mut s, "rolled").seed,
+        rolled,
+        "a seed the user rolled is theirs"
+    );
+}

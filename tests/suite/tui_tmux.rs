@@ -481,7 +481,7 @@ fn a_large_unbracketed_paste_is_taken_whole() {
 }
 
 #[test]
-fn the_playground_opens_with_four_samples() {
+fn the_playground_opens_with_four_samples_and_saves_no_seed_it_drew() {
     let Some(model) = common::test_model() else {
         return;
     };
@@ -493,6 +493,15 @@ fn the_playground_opens_with_four_samples() {
     let screen = tmux.wait_for("four columns", |s| s.contains("┌ #3 seed"));
     assert!(!screen.contains("┌ #4 seed"), "{screen}");
     assert_eq!(param_value(&screen, "samples").as_deref(), Some("4"));
+
+    // The seed drawn for the session is not the user's: a saved preset leaves it out.
+    tmux.keys(&["s"]);
+    tmux.wait_for("the save prompt", |s| s.contains("save preset"));
+    tmux.type_text("mine");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the saved preset", |s| s.contains("preset mine · saved"));
+    let saved = std::fs::read_to_string(home.path().join("config/presets/mine.yaml")).unwrap();
+    assert_eq!(saved, "max_tokens: 128\nnum_samples: 4\n");
     tmux.keys(&["q"]);
     assert_eq!(exit_status(&tmux), "0");
 }
