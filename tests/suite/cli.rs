@@ -360,3 +360,44 @@ fn the_playground_checks_themes_and_user_presets_before_taking_the_terminal() {
         "{message}"
     );
 }
+
+#[test]
+fn export_takes_preset_names_preset_and_set_like_sample() {
+    let by_name = samplab(&["export", "--format", "vllm", "greedy"]);
+    assert!(by_name.status.success(), "{}", stderr(&by_name));
+    assert!(
+        stdout(&by_name).contains("temperature=0"),
+        "{}",
+        stdout(&by_name)
+    );
+
+    let flags = samplab(&[
+        "export", "--format", "vllm", "--preset", "balanced", "--set", "top_k=5",
+    ]);
+    assert!(flags.status.success(), "{}", stderr(&flags));
+    let text = stdout(&flags);
+    assert!(
+        text.contains("top_k=5") && text.contains("top_p=0.9"),
+        "{text}"
+    );
+
+    let bad_set = samplab(&["export", "--format", "vllm", "--set", "top_k=-5"]);
+    assert!(!bad_set.status.success());
+    assert!(
+        stderr(&bad_set).contains("--set top_k=-5"),
+        "{}",
+        stderr(&bad_set)
+    );
+
+    let missing = samplab(&["export", "--format", "vllm", "nope"]);
+    assert!(!missing.status.success());
+    let error = stderr(&missing);
+    assert!(error.contains("no preset named `nope`"), "{error}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "min_p: 2\n").unwrap();
+    let out = samplab(&["export", "--format", "vllm", bad.to_str().unwrap()]);
+    let error = stderr(&out);
+    assert_eq!(error.matches("`min_p`").count(), 1, "said once: {error}");
+}
