@@ -4,6 +4,7 @@
 use super::sample::params_from_flags;
 use clap::Args;
 use samplab::export::{ExportContext, ExportFormat, export};
+use samplab::model::embedded;
 use samplab::presets::MODEL_PRESET;
 use std::process::ExitCode;
 
@@ -25,7 +26,7 @@ pub struct ExportArgs {
     /// Prompt to put in the snippet.
     #[arg(long, default_value = "Once upon a time")]
     prompt: String,
-    /// Model name to put in the snippet.
+    /// Model to put in the snippet; samplab-tiny is written as its directory in the cache.
     #[arg(long, default_value = "HuggingFaceTB/SmolLM2-135M")]
     model: String,
 }
@@ -39,9 +40,15 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let params = params_from_flags(preset, &args.sets)?;
+    // No other engine knows the built-in model by name: give them its files.
+    let model = if embedded::is_embedded(&args.model) {
+        embedded::materialise()?.display().to_string()
+    } else {
+        args.model
+    };
     let context = ExportContext {
         prompt: &args.prompt,
-        model: &args.model,
+        model: &model,
     };
     print!("{}", export(args.format, &params, &context));
     Ok(ExitCode::SUCCESS)

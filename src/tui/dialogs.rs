@@ -148,7 +148,7 @@ pub(super) fn snippet_of(state: &State, dialog: &ExportDialog) -> String {
         dialog.format,
         &state.params.params,
         state.prompt.text(),
-        state.status.export_model(),
+        &state.export.model_name(state.status.export_model()),
     )
 }
 

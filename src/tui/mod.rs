@@ -38,6 +38,7 @@ pub mod wrap;
 
 use crate::engine::Engine;
 use crate::engine::load::load_model;
+use crate::model::embedded;
 use crate::model::source::HubSettings;
 use crate::preset_store::PresetStore;
 use crate::presets::Preset;
@@ -140,6 +141,8 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
         state.compare(&models, second_set);
         state.prompt.chat = chat;
         state.presets.store = presets;
+        // Written by the first load anyway; an error here is the load's to report.
+        state.export.builtin_model = embedded::materialise().ok();
         state.status.notice = notice;
         state.themes = themes;
         let mut app =

@@ -401,3 +401,36 @@ fn export_takes_preset_names_preset_and_set_like_sample() {
     let error = stderr(&out);
     assert_eq!(error.matches("`min_p`").count(), 1, "said once: {error}");
 }
+
+#[test]
+fn export_names_the_built_in_model_by_its_cached_directory() {
+    let cache = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_samplab"))
+        .args([
+            "export",
+            "--format",
+            "vllm",
+            "greedy",
+            "--model",
+            "samplab-tiny",
+        ])
+        .env("XDG_CACHE_HOME", cache.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let dir = std::fs::read_dir(cache.path().join("samplab/models"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert!(
+        dir.join("config.json").is_file(),
+        "the files are there to load"
+    );
+    assert!(
+        text.contains(&format!("LLM(model=\"{}\")", dir.display())),
+        "{text}"
+    );
+}

@@ -397,3 +397,17 @@ fn the_model_picker_says_which_models_failed_or_are_still_loading() {
     assert!(find(&screen, "loading 0%").is_some());
     assert!(find(&screen, "loaded").is_none(), "no model has loaded");
 }
+
+#[test]
+fn exports_name_the_built_in_model_by_its_files() {
+    let mut s = state_sized(200, 50);
+    s.compare(&["samplab-tiny".into()], None);
+    s.export.builtin_model = Some("/cache/samplab/models/samplab-tiny-00ff".into());
+    let code = exported(&mut s);
+    assert!(
+        code.contains(r#"LLM(model="/cache/samplab/models/samplab-tiny-00ff")"#),
+        "{code}"
+    );
+    s.compare(&["org/name".into()], None);
+    assert!(exported(&mut s).contains(r#"LLM(model="org/name")"#));
+}

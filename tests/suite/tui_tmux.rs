@@ -505,3 +505,21 @@ fn the_playground_opens_with_four_samples_and_saves_no_seed_it_drew() {
     tmux.keys(&["q"]);
     assert_eq!(exit_status(&tmux), "0");
 }
+
+#[test]
+fn the_export_dialog_names_the_built_in_model_by_its_files() {
+    let home = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(home.path()) else {
+        return;
+    };
+    start_playground(&tmux, "");
+    tmux.keys(&["e"]);
+    let screen = tmux.wait_for("the export dialog", |s| s.contains("LLM(model="));
+    let cache = home.path().join(".cache/samplab/models/samplab-tiny-");
+    assert!(
+        screen.contains(&format!("LLM(model=\"{}", cache.display())),
+        "{screen}"
+    );
+    tmux.keys(&["Escape", "q"]);
+    assert_eq!(exit_status(&tmux), "0");
+}
