@@ -425,18 +425,40 @@ pub enum Empty {
     Failed(String),
 }
 
+/// Whether a side's columns show what its parameters give now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    Current,
+    /// From an earlier run: the parameters or the prompt changed since.
+    Stale,
+    /// The side's newest run failed; its columns are what is left of it or of the run before.
+    Failed,
+}
+
+/// What the columns say about their sides, derived from the state for one draw.
+pub struct Sides {
+    /// How each side's columns are titled; empty when only one side is shown.
+    pub titles: Vec<SideTitle>,
+    /// Each side's mark, by side.
+    pub marks: Vec<Mark>,
+    /// Said when there is no column.
+    pub empty: Empty,
+}
+
 /// Draws the columns on screen; only the rows in view are laid out, whatever the length.
-/// `titles` are indexed by side, empty when only one side is shown; `empty` is said when there
-/// is no column.
 pub fn render(
     frame: &mut Frame,
     area: Rect,
     state: &Columns,
-    titles: &[SideTitle],
-    empty: Empty,
+    sides: Sides,
     focused: bool,
     theme: &Theme,
 ) {
+    let Sides {
+        titles,
+        marks,
+        empty,
+    } = sides;
     if state.columns.is_empty() {
         let block = Block::bordered()
             .title(Span::styled(" samples ", theme.title))
@@ -457,19 +479,21 @@ pub fn render(
     for (i, rect) in grid.rects(state.first_row) {
         let column = &state.columns[i];
         let top = column.top(rows);
+        let name = match titles.get(column.side) {
+            Some(title) if column.sample == 0 => {
+                format!(" {} · #0 seed {} ", title.header, column.seed)
+            }
+            Some(title) => format!(" {} #{} seed {} ", title.label, column.sample, column.seed),
+            None => format!(" #{} seed {} ", column.sample, column.seed),
+        };
+        let mut title = vec![Span::styled(name, theme.title)];
+        match marks.get(column.side) {
+            Some(Mark::Stale) => title.push(Span::styled("stale ", theme.dim)),
+            Some(Mark::Failed) => title.push(Span::styled("run failed ", theme.error)),
+            Some(Mark::Current) | None => {}
+        }
         let mut block = Block::bordered()
-            .title(Span::styled(
-                match titles.get(column.side) {
-                    Some(title) if column.sample == 0 => {
-                        format!(" {} · #0 seed {} ", title.header, column.seed)
-                    }
-                    Some(title) => {
-                        format!(" {} #{} seed {} ", title.label, column.sample, column.seed)
-                    }
-                    None => format!(" #{} seed {} ", column.sample, column.seed),
-                },
-                theme.title,
-            ))
+            .title(Line::from(title))
             .border_style(theme.frame(focused && i == state.cursor.column));
         let below = column.text.lines.len().saturating_sub(top + rows);
         if below > 0 {

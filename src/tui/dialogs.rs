@@ -81,7 +81,7 @@ pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
 /// `t`: the next theme, named in the status bar until the next key.
 pub fn cycle_theme(state: &mut State) -> Vec<Effect> {
     let next = state.themes.cycle();
-    state.status.notice = Some(format!("theme {}", next.name));
+    state.status.notify(format!("theme {}", next.name));
     Vec::new()
 }
 
@@ -100,7 +100,7 @@ pub fn outcome(state: &mut State, outcome: Outcome) -> Vec<Effect> {
         Outcome::PresetSaved(Ok(preset)) => {
             // The saved params are the current ones (in canonical spelling): no re-run needed.
             if let PresetSource::File(path) = &preset.source {
-                state.status.notice = Some(format!("saved {}", path.display()));
+                state.status.notify(format!("saved {}", path.display()));
             }
             let params = keep_run_shape(preset.params, &state.params.params);
             state.params.load_preset(Preset { params, ..preset });
@@ -189,7 +189,7 @@ fn load_preset(state: &mut State) -> Vec<Effect> {
 /// Opens the name prompt, offering the current preset's name when it is the user's own.
 fn open_save(state: &mut State) -> Vec<Effect> {
     let Some(store) = &state.presets.store else {
-        state.status.notice = Some(
+        state.status.notify(
             "cannot save: no config directory; set SAMPLAB_CONFIG_DIR to choose one".to_owned(),
         );
         return Vec::new();

@@ -13,6 +13,7 @@ pub mod help;
 pub mod inspector;
 pub mod keymap;
 pub mod layout;
+pub mod messages;
 pub mod model_picker;
 pub mod mouse;
 pub mod params;
@@ -143,7 +144,9 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
         state.presets.store = presets;
         // Written by the first load anyway; an error here is the load's to report.
         state.export.builtin_model = embedded::materialise().ok();
-        state.status.notice = notice;
+        if let Some(notice) = notice {
+            state.status.notify(notice);
+        }
         state.themes = themes;
         let mut app =
             app::App::new(state, engines, keymap::KeyMap::default()).with_spawner(Box::new(spawn));

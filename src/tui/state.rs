@@ -1,7 +1,7 @@
 //! The whole UI state, one field per domain; each domain lives in its widget's module.
 
 use super::action::Focus;
-use super::columns::{Columns, SideTitle};
+use super::columns::{Columns, Mark, SideTitle};
 use super::export_dialog::{ExportDialog, ExportSettings};
 use super::keymap::Mode;
 use super::layout::Grid;
@@ -24,6 +24,7 @@ pub enum Overlay {
     SavePreset(SavePrompt),
     Export(ExportDialog),
     Models(ModelPicker),
+    Messages,
 }
 
 /// Run ids, shared by all sides so that an id names one run of one side.
@@ -49,6 +50,10 @@ pub struct Side {
     pub stop_ids: Vec<u32>,
     /// The current run's result once it finished, for models that load later to score.
     pub response: Option<Box<SampleResponse>>,
+    /// The run whose columns are on screen (the last one that started).
+    pub shown: Option<RunId>,
+    /// Why the current run failed.
+    pub error: Option<String>,
 }
 
 impl Side {
@@ -61,6 +66,19 @@ impl Side {
             pending: true,
             stop_ids: Vec::new(),
             response: None,
+            shown: None,
+            error: None,
+        }
+    }
+
+    /// Whether the columns on screen are from the current run and what became of it.
+    pub fn mark(&self) -> Mark {
+        if self.error.is_some() {
+            Mark::Failed
+        } else if self.shown.is_some() && (self.pending || self.current != self.shown) {
+            Mark::Stale
+        } else {
+            Mark::Current
         }
     }
 }
@@ -192,10 +210,16 @@ impl State {
         })
     }
 
+    /// Each side's mark, in side order.
+    pub fn side_marks(&self) -> Vec<Mark> {
+        self.sides.iter().map(Side::mark).collect()
+    }
+
     /// The key-map layers that apply now, most specific first.
     pub fn modes(&self) -> Vec<Mode> {
         match &self.overlay {
             Some(Overlay::Help) => return vec![Mode::Help],
+            Some(Overlay::Messages) => return vec![Mode::Messages, Mode::Dialog],
             Some(Overlay::Presets(_)) => return vec![Mode::Presets, Mode::Dialog],
             Some(Overlay::SavePreset(prompt)) if prompt.confirm.is_some() => {
                 return vec![Mode::Confirm, Mode::Dialog];

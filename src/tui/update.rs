@@ -34,7 +34,7 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
                 std::mem::swap(&mut state.params, other);
                 state.editing_set = 1 - state.editing_set;
             } else {
-                state.status.notice = Some(
+                state.status.notify(
                     "one parameter set: start with two --preset to compare sets (A/B)".to_owned(),
                 );
             }
@@ -46,6 +46,10 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         }
         Action::OpenHelp => {
             state.overlay = Some(Overlay::Help);
+            Vec::new()
+        }
+        Action::OpenMessages => {
+            state.overlay = Some(Overlay::Messages);
             Vec::new()
         }
         Action::CloseOverlay => {
@@ -78,7 +82,7 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         }
         Action::ToggleChat => {
             if !state.prompt.chat && state.status.ready() && !state.status.chat_available() {
-                state.status.error = Some(no_template_message(state));
+                state.status.report_error(no_template_message(state));
                 return Vec::new();
             }
             state.prompt.chat = !state.prompt.chat;
@@ -329,6 +333,7 @@ fn start_run(state: &mut State) -> Vec<Effect> {
         side.active = true;
         side.pending = false;
         side.response = None;
+        side.error = None;
         side.stop_ids = params
             .stop
             .as_ref()
@@ -399,7 +404,7 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             }
             if state.prompt.chat && !chat_template {
                 state.prompt.chat = false;
-                state.status.error = Some(no_template_message(state));
+                state.status.report_error(no_template_message(state));
             }
             // The first model's defaults are the ones `--preset model` means.
             if model == 0 {
@@ -412,10 +417,9 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
                                 .params
                                 .load_preset(Preset::built_in(MODEL_PRESET, params))
                         }
-                        None => {
-                            state.status.error =
-                                Some("the model ships no valid sampling defaults".to_owned())
-                        }
+                        None => state
+                            .status
+                            .report_error("the model ships no valid sampling defaults".to_owned()),
                     }
                 }
             }
@@ -431,11 +435,18 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
         }
         Event::LoadFailed { message } => {
             if let Some(slot) = state.status.slot_mut(model) {
-                slot.status = ModelStatus::Failed(message);
+                let spec = slot.spec.clone();
+                slot.status = ModelStatus::Failed(message.clone());
+                state
+                    .status
+                    .report_error(format!("cannot load model {spec}: {message}"));
             }
         }
         Event::Started {
-            seeds, prefill_ms, ..
+            run_id,
+            seeds,
+            prefill_ms,
+            ..
         } => {
             if let Some(slot) = state.status.slot_mut(model) {
                 slot.prefill_ms = Some(prefill_ms);
@@ -451,6 +462,7 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
                 .count();
             let grid = Grid::on_screen(state.size, others + seeds.len());
             state.columns.start(side, &seeds, &grid);
+            state.sides[side].shown = Some(run_id);
         }
         Event::Token { token, .. } => {
             let hold = state.focus == Focus::Columns;
@@ -520,12 +532,15 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             }
         }
         Event::ScoreFailed { message, .. } => {
-            state.status.error = Some(format!("cross-scoring failed: {message}"));
+            state
+                .status
+                .report_error(format!("cross-scoring failed: {message}"));
         }
         Event::Error { message, .. } => {
             let side = side.unwrap_or_default();
             state.sides[side].active = false;
-            state.status.error = Some(message);
+            state.sides[side].error = Some(message.clone());
+            state.status.report_error(message);
             state.columns.end_unfinished(side, StopReason::Error);
         }
     }

@@ -6,8 +6,8 @@ use super::layout::areas;
 use super::state::{Overlay, State};
 use super::theme::Theme;
 use super::{
-    columns, dialogs, export_dialog, help, inspector, model_picker, params, preset_picker, prompt,
-    save_prompt, status,
+    columns, dialogs, export_dialog, help, inspector, messages, model_picker, params,
+    preset_picker, prompt, save_prompt, status,
 };
 use ratatui::Frame;
 
@@ -55,12 +55,16 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         }
         None => columns::Empty::Waiting,
     };
+    let sides = columns::Sides {
+        titles: state.side_titles(),
+        marks: state.side_marks(),
+        empty,
+    };
     columns::render(
         frame,
         a.columns,
         &state.columns,
-        &state.side_titles(),
-        empty,
+        sides,
         focus(Focus::Columns),
         theme,
     );
@@ -73,11 +77,21 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         .iter()
         .filter_map(|(action, name)| keymap.key_for(&modes, action).map(|k| (k, *name)))
         .collect();
-    status::render(frame, a.status, &state.status, &state.params, &hints, theme);
+    let log_key = keymap.key_for(&modes, &Action::OpenMessages);
+    status::render(
+        frame,
+        a.status,
+        &state.status,
+        &state.params,
+        &hints,
+        log_key,
+        theme,
+    );
     let area = frame.area();
     match &state.overlay {
         None => {}
         Some(Overlay::Help) => help::render(frame, area, keymap, theme),
+        Some(Overlay::Messages) => messages::render(frame, area, &state.status.log, keymap, theme),
         Some(Overlay::Presets(picker)) => preset_picker::render(frame, area, picker, keymap, theme),
         Some(Overlay::SavePreset(prompt)) => {
             if let Some(store) = &state.presets.store {
