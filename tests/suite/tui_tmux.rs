@@ -520,6 +520,9 @@ fn the_export_dialog_names_the_built_in_model_by_its_files() {
         screen.contains(&format!("LLM(model=\"{}", cache.display())),
         "{screen}"
     );
-    tmux.keys(&["Escape", "q"]);
+    tmux.keys(&["Escape"]);
+    // Sent at once, Esc and q would read as Alt+q.
+    tmux.wait_for("the dialog closed", |s| !s.contains("┌ export"));
+    tmux.keys(&["q"]);
     assert_eq!(exit_status(&tmux), "0");
 }
