@@ -9,6 +9,7 @@ use super::preset_picker::{EntryKind, PresetPicker};
 use super::run_shape::keep_run_shape;
 use super::save_prompt::SavePrompt;
 use super::state::{Overlay, State};
+use super::themes::Cycled;
 use super::update::params_changed;
 use crate::params::SamplingParams;
 use crate::preset_store::check_name;
@@ -78,10 +79,19 @@ pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
     }
 }
 
-/// `t`: the next theme, named in the status bar until the next key.
+/// `t`: the next theme, named in the status bar until the next key; a broken theme file is a
+/// stop of its own that says why and keeps the colours.
 pub fn cycle_theme(state: &mut State) -> Vec<Effect> {
-    let next = state.themes.cycle();
-    state.status.notify(format!("theme {}", next.name));
+    match state.themes.cycle() {
+        Cycled::Theme(name) => state.status.notify(format!("theme {name}")),
+        Cycled::Broken(error) => {
+            let error = format!(
+                "{error}; fix the file and restart to use it (still on {})",
+                state.themes.current().name
+            );
+            state.status.report_error(error);
+        }
+    }
     Vec::new()
 }
 

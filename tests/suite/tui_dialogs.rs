@@ -1101,3 +1101,22 @@ fn a_saved_preset_leaves_out_the_seed_the_session_drew() {
         "a seed the user rolled is theirs"
     );
 }
+
+#[test]
+fn t_stops_on_a_broken_user_theme_to_say_why_and_keeps_the_colours() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("broken.yaml"), "border: blu").unwrap();
+    let (catalog, _) =
+        themes::ThemeCatalog::load(Some("no-color"), Some(dir.path()), false).unwrap();
+    let mut s = state_sized(80, 24);
+    s.themes = catalog;
+    update(&mut s, Action::CycleTheme);
+    assert_eq!(s.themes.current().name, "no-color");
+    let error = s.status.error.clone().expect("the broken theme is said");
+    assert!(
+        error.contains("broken.yaml: `border`") && error.contains("still on no-color"),
+        "{error}"
+    );
+    update(&mut s, Action::CycleTheme);
+    assert_eq!(s.themes.current().name, "dark");
+}
