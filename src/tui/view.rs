@@ -10,8 +10,11 @@ use super::{
     preset_picker, prompt, save_prompt, status,
 };
 use ratatui::Frame;
+use ratatui::widgets::Block;
 
 pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
+    // A theme that names a background (light) paints it everywhere, under every panel.
+    frame.render_widget(Block::new().style(theme.base), frame.area());
     let a = areas(frame.area());
     let focus = |f| state.focus == f && state.overlay.is_none();
     prompt::render(

@@ -1120,3 +1120,26 @@ fn t_stops_on_a_broken_user_theme_to_say_why_and_keeps_the_colours() {
     update(&mut s, Action::CycleTheme);
     assert_eq!(s.themes.current().name, "dark");
 }
+
+#[test]
+fn the_light_theme_paints_the_light_background_its_dark_text_assumes() {
+    let mut s = state_sized(80, 24);
+    // max_tokens selected: the temperature row's 1.00 is not on the selection's colour.
+    s.params.selected = 0;
+    let light = themes::builtin("light").unwrap();
+    let buffer = render(&s, &light);
+    let paper = light.base.bg.expect("the light theme names its background");
+    let (x, y) = find(&buffer, "1.00").expect("a value in the params panel");
+    let ink = buffer[(x, y)].fg;
+    assert!(ink == Color::Black || Some(ink) == light.base.fg, "{ink:?}");
+    assert_eq!(buffer[(x, y)].bg, paper, "dark text on the theme's paper");
+    let samples = areas(Rect::new(0, 0, 80, 24)).columns;
+    let inside = (samples.x + 30, samples.y + 5);
+    assert_eq!(buffer[inside].bg, paper, "empty space too");
+    let dark = render(&s, &Theme::dark());
+    assert_eq!(
+        dark[inside].bg,
+        Color::Reset,
+        "the dark theme keeps the terminal's"
+    );
+}
