@@ -59,6 +59,8 @@ pub struct SampleArgs {
 /// A loaded model's worker.
 struct Worker {
     spec: String,
+    /// The model's name as the engine reports it (`Loaded`, responses, cross-scores).
+    name: String,
     engine: Engine,
     inbox: Receiver<Event>,
     vocab: u64,
@@ -144,7 +146,7 @@ fn load(spec: &str, args: &SampleArgs, stdout: &mut impl Write) -> anyhow::Resul
     let mut progress = ProgressLine::new();
     while let Ok(event) = inbox.recv() {
         if args.jsonl {
-            writeln!(stdout, "{}", serde_json::to_string(&event)?)?;
+            writeln!(stdout, "{}", jsonl_line(spec, &event)?)?;
         }
         match event {
             Event::Loading {
@@ -152,11 +154,15 @@ fn load(spec: &str, args: &SampleArgs, stdout: &mut impl Write) -> anyhow::Resul
                 message,
             } if !args.jsonl => progress.show(p, &message),
             Event::Loaded {
-                defaults, vocab, ..
+                model,
+                defaults,
+                vocab,
+                ..
             } => {
                 progress.clear();
                 return Ok(Worker {
                     spec: spec.to_owned(),
+                    name: model,
                     engine,
                     inbox,
                     vocab,
@@ -191,7 +197,7 @@ fn run_model(
     });
     while let Ok(event) = worker.inbox.recv() {
         if args.jsonl {
-            writeln!(stdout, "{}", serde_json::to_string(&event)?)?;
+            writeln!(stdout, "{}", jsonl_line(&worker.name, &event)?)?;
         }
         match event {
             Event::Started { .. } if stream_plain => write!(stdout, "{}", args.prompt)?,
@@ -260,6 +266,22 @@ fn wait_for_scores(scorer: &Finished) -> anyhow::Result<Vec<CrossScore>> {
         "the engine of {} stopped while scoring",
         scorer.response.model
     )
+}
+
+/// One `--jsonl` line: the event with the model it is about, so that the lines of several models
+/// can be told apart. `model` is the name the engine reports once loaded (as `loaded` and the
+/// responses name it), the `--model` value before; `loaded` names it itself.
+fn jsonl_line(model: &str, event: &Event) -> serde_json::Result<String> {
+    #[derive(serde::Serialize)]
+    struct Line<'a> {
+        model: &'a str,
+        #[serde(flatten)]
+        event: &'a Event,
+    }
+    match event {
+        Event::Loaded { .. } => serde_json::to_string(event),
+        _ => serde_json::to_string(&Line { model, event }),
+    }
 }
 
 /// The preset (or defaults) with each `--set` applied in order.
