@@ -73,7 +73,8 @@ pub struct Playground {
 pub enum Ending {
     /// Quit with nothing failed.
     Quit,
-    /// Quit while something had failed (a model that could not load): what, to print.
+    /// Quit while something had failed (a model that could not load, the last run): what, to
+    /// print.
     Failed(String),
     /// Ended by this signal (SIGTERM, SIGHUP…), with the terminal restored all the same.
     Signal(i32),

@@ -202,12 +202,19 @@ impl State {
             .collect()
     }
 
-    /// A model that could not load, as quitting reports it: the playground then exits non-zero.
+    /// What failed and is still on screen, as quitting reports it: a model that could not load,
+    /// else a run that failed and was not followed by another. The playground then exits
+    /// non-zero.
     pub fn failure(&self) -> Option<String> {
-        self.status.models.iter().find_map(|m| match &m.status {
+        let model = self.status.models.iter().find_map(|m| match &m.status {
             ModelStatus::Failed(why) => Some(format!("cannot load model {}: {why}", m.spec)),
             _ => None,
-        })
+        });
+        let run = || {
+            let error = self.sides.iter().find_map(|s| s.error.as_ref())?;
+            Some(format!("the last run failed: {error}"))
+        };
+        model.or_else(run)
     }
 
     /// Each side's mark, in side order.

@@ -148,3 +148,19 @@ fn columns_of_an_earlier_run_are_marked_stale_and_of_a_failed_run_failed() {
     );
     assert!(title(&s).contains("#0 seed 42 run failed"), "{}", title(&s));
 }
+
+#[test]
+fn quitting_after_a_failed_run_ends_as_a_failure_until_a_run_succeeds() {
+    let mut app = App::new(running(), vec![NoEngine], KeyMap::default());
+    app.dispatch(run_error(1, "out of memory"));
+    assert_eq!(
+        app.ending(),
+        Ending::Failed("the last run failed: out of memory".into())
+    );
+    app.dispatch(Action::Rerun);
+    assert_eq!(
+        app.ending(),
+        Ending::Quit,
+        "a new run replaced the failed one"
+    );
+}
