@@ -99,6 +99,8 @@ pub enum Event {
         sample: u32,
         reason: StopReason,
         matched: Option<StopMatched>,
+        /// The stop token's own text (`<|im_end|>`, `</s>`) when a token ended the sample.
+        stop_token: Option<String>,
         /// Text held back for a stop string that never completed, shown now that the sample ended.
         tail: String,
         /// Tokens sampled again from the logits the run before kept, and from logits computed

@@ -7,7 +7,7 @@ use super::theme::Theme;
 use super::wrap::Wrapped;
 use crate::engine::TokenEvent;
 use crate::engine::score::common_prefix;
-use crate::response::{CrossScore, StopMatched, StopReason, mean_and_perplexity};
+use crate::response::{CrossScore, StopMatched, StopReason, mean_and_perplexity, stop_label};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Modifier;
@@ -82,18 +82,14 @@ impl Column {
         self.tail.push_str(text);
     }
 
-    /// `stop_ids` are the run's stop token ids: a matched id outside them must be EOS.
-    pub fn finish(&mut self, reason: StopReason, matched: Option<&StopMatched>, stop_ids: &[u32]) {
-        self.finish = Some(match (reason, matched) {
-            (StopReason::Stop, Some(StopMatched::Text(s))) => {
-                format!("stop \"{}\"", s.escape_debug())
-            }
-            (StopReason::Stop, Some(StopMatched::Token(id))) if stop_ids.contains(id) => {
-                format!("stop <token {id}>")
-            }
-            (StopReason::Stop, Some(StopMatched::Token(_))) => "stop <eos>".to_owned(),
-            (reason, _) => reason.as_str().to_owned(),
-        });
+    /// Ends the sample; `token_text` is the stop token's own text, when one ended it.
+    pub fn finish(
+        &mut self,
+        reason: StopReason,
+        matched: Option<&StopMatched>,
+        token_text: Option<&str>,
+    ) {
+        self.finish = Some(stop_label(reason, matched, token_text));
     }
 
     /// Wraps the text again when the width or the whitespace marks change.
@@ -311,7 +307,7 @@ impl Columns {
             .iter_mut()
             .filter(|c| c.side == side && c.finish.is_none())
         {
-            column.finish(reason, None, &[]);
+            column.finish(reason, None, None);
         }
     }
 
@@ -600,17 +596,19 @@ mod tests {
         c.finish(
             StopReason::Stop,
             Some(&StopMatched::Text("\n\n".into())),
-            &[],
+            None,
         );
         assert_eq!(c.footer(80), "■ stop \"\\n\\n\" 2 tok lp -2.00 ppl 7.39");
         assert_eq!(c.footer(30), "■ stop \"\\n\\n\" 2 tok ppl 7.39");
         assert_eq!(c.footer(20), "■ stop \"\\n\\n\" 2 tok");
         assert_eq!(c.footer(5), "■ stop \"\\n\\n\"");
-        c.finish(StopReason::Stop, Some(&StopMatched::Token(2)), &[13]);
-        assert_eq!(c.finish.as_deref(), Some("stop <eos>"));
-        c.finish(StopReason::Stop, Some(&StopMatched::Token(13)), &[13]);
+        c.finish(StopReason::Stop, Some(&StopMatched::Token(2)), Some("</s>"));
+        assert_eq!(c.finish.as_deref(), Some("stop </s>"));
+        c.finish(StopReason::Stop, Some(&StopMatched::Token(13)), Some("\n"));
+        assert_eq!(c.finish.as_deref(), Some("stop #13 \"\\n\""));
+        c.finish(StopReason::Stop, Some(&StopMatched::Token(13)), None);
         assert_eq!(c.finish.as_deref(), Some("stop <token 13>"));
-        c.finish(StopReason::Length, None, &[]);
+        c.finish(StopReason::Length, None, None);
         assert_eq!(c.footer(80), "■ length 2 tok lp -2.00 ppl 7.39");
         c.replay = Some((0, 2));
         assert_eq!(c.footer(80), "■ length 2 tok lp -2.00 ppl 7.39");

@@ -46,8 +46,6 @@ pub struct Side {
     pub active: bool,
     /// Something changed (or nothing ran yet): run once the debounce ends and the model is ready.
     pub pending: bool,
-    /// The stop token ids of the current run, to tell `<eos>` from a listed stop token.
-    pub stop_ids: Vec<u32>,
     /// The current run's result once it finished, for models that load later to score.
     pub response: Option<Box<SampleResponse>>,
     /// The run whose columns are on screen (the last one that started).
@@ -64,7 +62,6 @@ impl Side {
             current: None,
             active: false,
             pending: true,
-            stop_ids: Vec::new(),
             response: None,
             shown: None,
             error: None,

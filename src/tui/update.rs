@@ -334,11 +334,6 @@ fn start_run(state: &mut State) -> Vec<Effect> {
         side.pending = false;
         side.response = None;
         side.error = None;
-        side.stop_ids = params
-            .stop
-            .as_ref()
-            .map(|s| s.token_ids().collect())
-            .unwrap_or_default();
         effects.push(Effect::Run(
             side.model,
             Request {
@@ -475,16 +470,16 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             sample,
             reason,
             matched,
+            stop_token,
             tail,
             replayed,
             decoded,
             ..
         } => {
             let side = side.unwrap_or_default();
-            let stop_ids = &state.sides[side].stop_ids;
             if let Some(column) = state.columns.get_mut(side, sample) {
                 column.push_tail(&tail);
-                column.finish(reason, matched.as_ref(), stop_ids);
+                column.finish(reason, matched.as_ref(), stop_token.as_deref());
                 column.replay = Some((replayed, decoded));
             }
         }
@@ -498,15 +493,11 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             let side = side.unwrap_or_default();
             state.sides[side].active = false;
             for trajectory in &response.trajectories {
-                let stop_ids = &state.sides[side].stop_ids;
                 if let Some(column) = state.columns.get_mut(side, trajectory.index)
                     && column.finish.is_none()
                 {
-                    column.finish(
-                        trajectory.stop_reason,
-                        trajectory.stop_matched.as_ref(),
-                        stop_ids,
-                    );
+                    let matched = trajectory.stop_matched.as_ref();
+                    column.finish(trajectory.stop_reason, matched, None);
                 }
             }
             state.columns.mark_divergence();

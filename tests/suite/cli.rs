@@ -434,3 +434,20 @@ fn export_names_the_built_in_model_by_its_cached_directory() {
         "{text}"
     );
 }
+
+#[test]
+fn sample_names_the_stop_token_by_its_text_as_the_playground_does() {
+    let out = samplab(&[
+        "sample",
+        "--prompt",
+        "Once upon a time",
+        "--set",
+        "max_tokens=400",
+        "--set",
+        "seed=1",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("── stop </s> · "), "{text}");
+    assert!(!text.contains("<token"), "{text}");
+}
