@@ -581,7 +581,7 @@ mod tests {
             c.push_token(token(t, -1.0));
         }
         c.push_tail(" end");
-        assert_eq!(texts(&c), ["Once", " upon a ", "time end"]);
+        assert_eq!(texts(&c), ["Once ", "upon a ", "time end"]);
         c.rewrap(40, true);
         assert_eq!(texts(&c), ["Once·upon·a↵", "time·end"]);
         assert_eq!(c.tokens.len(), 4);
