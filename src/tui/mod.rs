@@ -161,7 +161,12 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
                 signal = signal => Ok(Some(signal?)),
             }
         })?;
-        Ok(signal.map_or_else(|| app.ending(), Ending::Signal))
+        let Some(signal) = signal else {
+            return Ok(app.ending());
+        };
+        // Quit as `q` does, so that the runs in flight are cancelled before the engines join.
+        app.dispatch(action::Action::Quit);
+        Ok(Ending::Signal(signal))
         // Dropping `app` here joins the engine thread after the quit cancelled its run.
     })();
     release_terminal();
