@@ -3,6 +3,7 @@
 //! `👨‍👩‍👧` or `é` written as `e` and an accent.
 
 use unicode_segmentation::UnicodeSegmentation;
+use unicode_width::UnicodeWidthStr;
 
 /// `cursor` is a byte offset that always sits on a grapheme cluster boundary.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -83,11 +84,11 @@ impl TextBuffer {
         self.cursor = self.line_end();
     }
 
-    /// (line, column in chars) of the cursor, for drawing it.
+    /// (line, cells before it on the line) of the cursor, for drawing it: `日` takes two.
     pub fn cursor_line_col(&self) -> (usize, usize) {
         let before = &self.text[..self.cursor];
         let line = before.matches('\n').count();
-        let col = before[self.line_start()..].chars().count();
+        let col = before[self.line_start()..].width();
         (line, col)
     }
 
@@ -125,6 +126,11 @@ mod tests {
     #[test]
     fn moves_and_deletes_step_over_whole_grapheme_clusters() {
         let family = "👨\u{200d}👩\u{200d}👧";
+        assert_eq!(
+            TextBuffer::new("日e\u{301}").cursor_line_col(),
+            (0, 3),
+            "in cells"
+        );
         let mut b = TextBuffer::new(format!("a{family}e\u{301}"));
         b.left();
         assert_eq!(
