@@ -51,8 +51,9 @@ pub enum SaveError {
     Name(#[from] NameError),
     #[error("a preset named `{name}` exists ({})", path.display())]
     Exists { name: String, path: PathBuf },
-    #[error("cannot write preset {}: {source}", path.display())]
-    Write { path: PathBuf, source: io::Error },
+    // `error`, not `source`: a chained source would be printed twice by `{:#}`.
+    #[error("cannot write preset {}: {error}", path.display())]
+    Write { path: PathBuf, error: io::Error },
 }
 
 /// Checks a name the user typed for a new preset file.
@@ -110,7 +111,7 @@ impl PresetStore {
                 Ok(()) => presets::load_file(&path)
                     .map(|p| p.params)
                     .map_err(|e| match e {
-                        PresetError::Invalid { source, .. } => source.to_string(),
+                        PresetError::Invalid { error, .. } => error.to_string(),
                         other => other.to_string(),
                     }),
             };
@@ -135,9 +136,9 @@ impl PresetStore {
     ) -> Result<Preset, SaveError> {
         check_name(name)?;
         let path = self.path(name);
-        let write_error = |source| SaveError::Write {
+        let write_error = |error| SaveError::Write {
             path: path.clone(),
-            source,
+            error,
         };
         std::fs::create_dir_all(&self.dir).map_err(write_error)?;
         atomic_file::sweep_stale(&self.dir, |_| false);

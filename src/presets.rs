@@ -38,13 +38,15 @@ pub const MODEL_PRESET: &str = "model";
 
 #[derive(Debug, thiserror::Error)]
 pub enum PresetError {
-    #[error("cannot read preset {path}: {source}")]
+    // The causes are named `error`, not `source`: thiserror would chain a `source` too, and
+    // `{:#}` printed it twice.
+    #[error("cannot read preset {path}: {error}")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
-    #[error("preset {origin} is invalid: {source}")]
-    Invalid { origin: String, source: ParamError },
+    #[error("preset {origin} is invalid: {error}")]
+    Invalid { origin: String, error: ParamError },
     /// `user` lists the user's presets, or is empty when there is no preset directory.
     #[error("no preset named `{name}`: built-ins are {}{user}; or give a path to a .yaml file", builtin_names().join(", "))]
     NotFound { name: String, user: String },
@@ -97,13 +99,13 @@ pub fn builtin(name: &str) -> Option<Preset> {
 
 /// Reads and checks one preset file; its name is the file stem.
 pub fn load_file(path: &Path) -> Result<Preset, PresetError> {
-    let text = crate::regular_file::read_to_string(path).map_err(|source| PresetError::Read {
+    let text = crate::regular_file::read_to_string(path).map_err(|error| PresetError::Read {
         path: path.to_owned(),
-        source,
+        error,
     })?;
-    let params = SamplingParams::from_yaml(&text).map_err(|source| PresetError::Invalid {
+    let params = SamplingParams::from_yaml(&text).map_err(|error| PresetError::Invalid {
         origin: path.display().to_string(),
-        source,
+        error,
     })?;
     let name = path
         .file_stem()

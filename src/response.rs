@@ -74,6 +74,31 @@ impl StopReason {
     }
 }
 
+/// Why a sample ended, as the CLI's summaries and the playground's footers say it: `length`,
+/// `stop "\n\n"` for a stop string, and for a stop token its own text when known
+/// (`stop <|im_end|>`, `stop #13 "\n"` for one that is no special token), else its id.
+pub fn stop_label(
+    reason: StopReason,
+    matched: Option<&StopMatched>,
+    token_text: Option<&str>,
+) -> String {
+    match (reason, matched, token_text) {
+        (StopReason::Stop, Some(StopMatched::Text(s)), _) => {
+            format!("stop \"{}\"", s.escape_debug())
+        }
+        (StopReason::Stop, Some(StopMatched::Token(_)), Some(text))
+            if text.starts_with('<') && text.ends_with('>') =>
+        {
+            format!("stop {text}")
+        }
+        (StopReason::Stop, Some(StopMatched::Token(id)), Some(text)) => {
+            format!("stop #{id} \"{}\"", text.escape_debug())
+        }
+        (StopReason::Stop, Some(StopMatched::Token(id)), None) => format!("stop <token {id}>"),
+        (reason, ..) => reason.as_str().to_owned(),
+    }
+}
+
 /// What ended a sample with reason `stop`: a stop string, or a token id (EOS or listed in `stop`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]

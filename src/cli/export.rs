@@ -1,9 +1,11 @@
-//! `samplab export --format F FILE.yaml`.
+//! `samplab export --format F [PRESET] [--set key=value]...`: the preset is found as `sample`
+//! finds it (a built-in or saved name, or a file) and `--set` applies on top.
 
+use super::sample::params_from_flags;
 use clap::Args;
 use samplab::export::{ExportContext, ExportFormat, export};
-use samplab::presets;
-use std::path::PathBuf;
+use samplab::model::embedded;
+use samplab::presets::MODEL_PRESET;
 use std::process::ExitCode;
 
 #[derive(Args)]
@@ -11,22 +13,43 @@ pub struct ExportArgs {
     /// Target engine.
     #[arg(long, value_enum)]
     format: ExportFormat,
-    /// Preset file (YAML or JSON) with the parameters.
-    file: PathBuf,
+    /// A built-in or saved preset name, or a preset file (YAML or JSON); without one, vLLM's
+    /// defaults. `--set` values apply on top.
+    #[arg(value_name = "PRESET", conflicts_with = "preset_flag")]
+    preset: Option<String>,
+    /// The same as PRESET, spelled as `samplab sample` takes it.
+    #[arg(long = "preset", value_name = "PRESET")]
+    preset_flag: Option<String>,
+    /// Any sampling parameter as key=value, value in YAML: `--set temperature=0 --set top_k=40`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
     /// Prompt to put in the snippet.
     #[arg(long, default_value = "Once upon a time")]
     prompt: String,
-    /// Model name to put in the snippet.
+    /// Model to put in the snippet; samplab-tiny is written as its directory in the cache.
     #[arg(long, default_value = "HuggingFaceTB/SmolLM2-135M")]
     model: String,
 }
 
 pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
-    let preset = presets::load_file(&args.file)?;
+    let preset = args.preset.as_deref().or(args.preset_flag.as_deref());
+    if preset == Some(MODEL_PRESET) {
+        anyhow::bail!(
+            "`{MODEL_PRESET}` (the model's own defaults) is known only once a model loads: \
+             export a preset name or file, or give the values with --set"
+        );
+    }
+    let params = params_from_flags(preset, &args.sets)?;
+    // No other engine knows the built-in model by name: give them its files.
+    let model = if embedded::is_embedded(&args.model) {
+        embedded::materialise()?.display().to_string()
+    } else {
+        args.model
+    };
     let context = ExportContext {
         prompt: &args.prompt,
-        model: &args.model,
+        model: &model,
     };
-    print!("{}", export(args.format, &preset.params, &context));
+    print!("{}", export(args.format, &params, &context));
     Ok(ExitCode::SUCCESS)
 }

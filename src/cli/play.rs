@@ -6,9 +6,9 @@ use samplab::config;
 use samplab::model::embedded;
 use samplab::params::SamplingParams;
 use samplab::presets::{self, MODEL_PRESET, Preset, PresetSource};
-use samplab::tui::Playground;
 use samplab::tui::theme::Theme;
 use samplab::tui::themes::ThemeCatalog;
+use samplab::tui::{Ending, Playground};
 use std::process::ExitCode;
 
 #[derive(Args)]
@@ -71,7 +71,7 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
             .collect::<Vec<_>>()
             .join("; ")
     });
-    samplab::tui::run(Playground {
+    let ending = samplab::tui::run(Playground {
         models: args.models,
         prompt: args.prompt,
         chat: args.chat,
@@ -81,5 +81,13 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
         themes,
         notice,
     })?;
-    Ok(ExitCode::SUCCESS)
+    Ok(match ending {
+        Ending::Quit => ExitCode::SUCCESS,
+        Ending::Failed(why) => {
+            eprintln!("samplab: {why}");
+            ExitCode::FAILURE
+        }
+        // The shell's convention for a process ended by a signal.
+        Ending::Signal(number) => ExitCode::from(u8::try_from(128 + number).unwrap_or(u8::MAX)),
+    })
 }

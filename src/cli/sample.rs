@@ -10,9 +10,9 @@ use samplab::model::source::HubSettings;
 use samplab::params::SamplingParams;
 use samplab::presets::{self, MODEL_PRESET};
 use samplab::response::{
-    CrossScore, ResponseShape, SampleResponse, StopMatched, StopReason, Trajectory,
-    mean_and_perplexity,
+    CrossScore, ResponseShape, SampleResponse, Trajectory, mean_and_perplexity, stop_label,
 };
+use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::mpsc::Receiver;
@@ -59,6 +59,8 @@ pub struct SampleArgs {
 /// A loaded model's worker.
 struct Worker {
     spec: String,
+    /// The model's name as the engine reports it (`Loaded`, responses, cross-scores).
+    name: String,
     engine: Engine,
     inbox: Receiver<Event>,
     vocab: u64,
@@ -69,6 +71,8 @@ struct Worker {
 struct Finished {
     worker: Worker,
     response: SampleResponse,
+    /// The text of the token that stopped each sample, by sample, where one did.
+    stop_tokens: HashMap<u32, String>,
 }
 
 pub fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
@@ -116,11 +120,11 @@ pub fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
         writeln!(stdout, "{}", args.shape.json(&responses, &args.prompt)?)?;
     } else if !args.jsonl {
         let streamed = streams_plain(&args, &responses[0].params);
-        for response in responses {
+        for run in &finished {
             if args.models.len() > 1 {
-                writeln!(stdout, "══ {} ══", response.model)?;
+                writeln!(stdout, "══ {} ══", run.response.model)?;
             }
-            print_plain(&mut stdout, &args.prompt, response, streamed)?;
+            print_plain(&mut stdout, &args.prompt, run, streamed)?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -144,7 +148,7 @@ fn load(spec: &str, args: &SampleArgs, stdout: &mut impl Write) -> anyhow::Resul
     let mut progress = ProgressLine::new();
     while let Ok(event) = inbox.recv() {
         if args.jsonl {
-            writeln!(stdout, "{}", serde_json::to_string(&event)?)?;
+            writeln!(stdout, "{}", jsonl_line(spec, &event)?)?;
         }
         match event {
             Event::Loading {
@@ -152,11 +156,15 @@ fn load(spec: &str, args: &SampleArgs, stdout: &mut impl Write) -> anyhow::Resul
                 message,
             } if !args.jsonl => progress.show(p, &message),
             Event::Loaded {
-                defaults, vocab, ..
+                model,
+                defaults,
+                vocab,
+                ..
             } => {
                 progress.clear();
                 return Ok(Worker {
                     spec: spec.to_owned(),
+                    name: model,
                     engine,
                     inbox,
                     vocab,
@@ -189,9 +197,18 @@ fn run_model(
         chat: args.chat,
         params,
     });
+    let mut stop_tokens = HashMap::new();
     while let Ok(event) = worker.inbox.recv() {
         if args.jsonl {
-            writeln!(stdout, "{}", serde_json::to_string(&event)?)?;
+            writeln!(stdout, "{}", jsonl_line(&worker.name, &event)?)?;
+        }
+        if let Event::Finished {
+            sample,
+            stop_token: Some(text),
+            ..
+        } = &event
+        {
+            stop_tokens.insert(*sample, text.clone());
         }
         match event {
             Event::Started { .. } if stream_plain => write!(stdout, "{}", args.prompt)?,
@@ -204,6 +221,7 @@ fn run_model(
                 return Ok(Finished {
                     worker,
                     response: *response,
+                    stop_tokens,
                 });
             }
             Event::Error { message, .. } => anyhow::bail!("{}: {message}", worker.spec),
@@ -262,6 +280,22 @@ fn wait_for_scores(scorer: &Finished) -> anyhow::Result<Vec<CrossScore>> {
     )
 }
 
+/// One `--jsonl` line: the event with the model it is about, so that the lines of several models
+/// can be told apart. `model` is the name the engine reports once loaded (as `loaded` and the
+/// responses name it), the `--model` value before; `loaded` names it itself.
+fn jsonl_line(model: &str, event: &Event) -> serde_json::Result<String> {
+    #[derive(serde::Serialize)]
+    struct Line<'a> {
+        model: &'a str,
+        #[serde(flatten)]
+        event: &'a Event,
+    }
+    match event {
+        Event::Loaded { .. } => serde_json::to_string(event),
+        _ => serde_json::to_string(&Line { model, event }),
+    }
+}
+
 /// The preset (or defaults) with each `--set` applied in order.
 pub(crate) fn params_from_flags(
     preset: Option<&str>,
@@ -289,10 +323,10 @@ pub(crate) fn apply_sets(
 fn print_plain(
     out: &mut impl Write,
     prompt: &str,
-    response: &SampleResponse,
+    run: &Finished,
     streamed: bool,
 ) -> anyhow::Result<()> {
-    for trajectory in &response.trajectories {
+    for trajectory in &run.response.trajectories {
         if !streamed {
             writeln!(
                 out,
@@ -301,7 +335,8 @@ fn print_plain(
             )?;
             write!(out, "{prompt}{}", trajectory.text)?;
         }
-        writeln!(out, "\n── {} ──", summary(trajectory))?;
+        let stop_token = run.stop_tokens.get(&trajectory.index);
+        writeln!(out, "\n── {} ──", summary(trajectory, stop_token))?;
         for score in trajectory.cross_scores.iter().flatten() {
             writeln!(
                 out,
@@ -321,13 +356,14 @@ fn print_plain(
     Ok(())
 }
 
-/// `stop "\n\n" · 37 tokens · mean logprob -1.234 · ppl 3.43`
-fn summary(trajectory: &Trajectory) -> String {
-    let reason = match (&trajectory.stop_reason, &trajectory.stop_matched) {
-        (StopReason::Stop, Some(StopMatched::Text(text))) => format!("stop {text:?}"),
-        (StopReason::Stop, Some(StopMatched::Token(id))) => format!("stop <token {id}>"),
-        (reason, _) => reason.as_str().to_owned(),
-    };
+/// `stop "\n\n" · 37 tokens · mean logprob -1.234 · ppl 3.43`, the stop as the playground's
+/// footer says it (`stop <|im_end|>` with the stop token's text).
+fn summary(trajectory: &Trajectory, stop_token: Option<&String>) -> String {
+    let reason = stop_label(
+        trajectory.stop_reason,
+        trajectory.stop_matched.as_ref(),
+        stop_token.map(String::as_str),
+    );
     let count = trajectory.logprobs.len();
     let sum = trajectory.logprobs.iter().map(|&l| f64::from(l)).sum();
     let (mean, ppl) = mean_and_perplexity(sum, count);

@@ -71,8 +71,11 @@ pub enum Event {
         defaults: Option<SamplingParams>,
         /// Whether the model has a chat template, so that chat mode can be offered.
         chat_template: bool,
-        /// The vocabulary's fingerprint, passed along with samples sent to another model for
-        /// scoring, so that it can tell whether the token ids are its own.
+        /// The vocabulary's fingerprint (a hash, not a size), passed along with samples sent to
+        /// another model for scoring, so that it can tell whether the token ids are its own.
+        /// Written as 16 hex digits named for what it is: as a JSON number named `vocab` it
+        /// read as a garbage vocabulary size, and lost bits in parsers that read f64.
+        #[serde(rename = "vocab_fingerprint", serialize_with = "hex")]
         vocab: u64,
     },
     /// The model could not be loaded; the message says what to do.
@@ -98,6 +101,8 @@ pub enum Event {
         sample: u32,
         reason: StopReason,
         matched: Option<StopMatched>,
+        /// The stop token's own text (`<|im_end|>`, `</s>`) when a token ended the sample.
+        stop_token: Option<String>,
         /// Text held back for a stop string that never completed, shown now that the sample ended.
         tail: String,
         /// Tokens sampled again from the logits the run before kept, and from logits computed
@@ -133,6 +138,10 @@ pub enum Event {
     },
 }
 
+fn hex<S: serde::Serializer>(value: &u64, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&format!("{value:016x}"))
+}
+
 impl Event {
     /// The run this event belongs to; `None` for model events.
     pub fn run_id(&self) -> Option<RunId> {
@@ -147,5 +156,24 @@ impl Event {
             | Event::ScoreFailed { run_id, .. }
             | Event::Traced { run_id, .. } => Some(*run_id),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loaded_writes_the_vocabulary_fingerprint_as_hex_under_its_name() {
+        let loaded = Event::Loaded {
+            model: "m".into(),
+            device: "cpu".into(),
+            defaults: None,
+            chat_template: false,
+            vocab: 4039322147505346497,
+        };
+        let json = serde_json::to_value(&loaded).unwrap();
+        assert_eq!(json["vocab_fingerprint"], "380e8e17876c97c1");
+        assert!(json.get("vocab").is_none(), "{json}");
     }
 }

@@ -406,7 +406,12 @@ impl<'c> Run<'_, 'c> {
         'c: 's,
     {
         for slot in slots {
-            finish(slot, StopReason::Abort, None, self.run_id, self.emit);
+            finish(
+                slot,
+                (StopReason::Abort, None, None),
+                self.run_id,
+                self.emit,
+            );
         }
     }
 
@@ -574,9 +579,15 @@ fn accept(
         },
     });
     match step.finished {
-        Some((reason, matched)) => finish(slot, reason, matched, run_id, emit),
+        Some((reason, matched)) => {
+            let stop_token = match &matched {
+                Some(StopMatched::Token(id)) => Some(token_text(ctx.tokenizer, *id)),
+                _ => None,
+            };
+            finish(slot, (reason, matched, stop_token), run_id, emit);
+        }
         None if prompt_len + slot.trajectory.token_ids.len() >= context_length => {
-            finish(slot, StopReason::Length, None, run_id, emit);
+            finish(slot, (StopReason::Length, None, None), run_id, emit);
         }
         None => {}
     }
@@ -596,13 +607,14 @@ fn requested_top(alternatives: &[Alternative], n: u32, chosen: u32) -> Vec<TopLo
 }
 
 /// Ends a sample, showing any text still held back for a stop string that never completed.
+/// `end` is the reason, what matched and the text of a stop token that did.
 fn finish(
     slot: &mut Slot,
-    reason: StopReason,
-    matched: Option<StopMatched>,
+    end: (StopReason, Option<StopMatched>, Option<String>),
     run_id: RunId,
     emit: &mut dyn FnMut(Event),
 ) {
+    let (reason, matched, stop_token) = end;
     if slot.end.is_some() {
         return;
     }
@@ -620,6 +632,7 @@ fn finish(
         sample: slot.trajectory.index,
         reason,
         matched,
+        stop_token,
         tail,
         replayed: slot.replayed,
         decoded: slot.decoded,

@@ -39,6 +39,8 @@ pub enum Action {
     FocusNext,
     FocusPrev,
     OpenHelp,
+    /// Every error and notice of the session, newest first.
+    OpenMessages,
     CloseOverlay,
     /// Re-run now, skipping the debounce.
     Rerun,

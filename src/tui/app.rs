@@ -1,6 +1,7 @@
 //! The loop: terminal events, engine events and timers become actions; effects reach the
 //! engine; the screen is drawn once per batch, behind a dirty flag, at most ~60 times a second.
 
+use super::Ending;
 use super::action::{Action, Effect, Outcome};
 use super::keymap::KeyMap;
 use super::mouse;
@@ -100,6 +101,14 @@ impl<E: EngineHandle> App<E> {
 
     pub fn should_quit(&self) -> bool {
         self.quit
+    }
+
+    /// How quitting now ends the playground.
+    pub fn ending(&self) -> Ending {
+        match self.state.failure() {
+            Some(why) => Ending::Failed(why),
+            None => Ending::Quit,
+        }
     }
 
     /// Updates the state and performs the effects; the outcomes of file and terminal effects

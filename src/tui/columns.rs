@@ -8,12 +8,12 @@ use super::theme::Theme;
 use super::wrap::Wrapped;
 use crate::engine::TokenEvent;
 use crate::engine::score::common_prefix;
-use crate::response::{CrossScore, StopMatched, StopReason, mean_and_perplexity};
+use crate::response::{CrossScore, StopMatched, StopReason, mean_and_perplexity, stop_label};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph};
+use ratatui::widgets::{Block, Paragraph, Wrap};
 use unicode_width::UnicodeWidthStr;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -86,18 +86,14 @@ impl Column {
         self.tail.push_str(text);
     }
 
-    /// `stop_ids` are the run's stop token ids: a matched id outside them must be EOS.
-    pub fn finish(&mut self, reason: StopReason, matched: Option<&StopMatched>, stop_ids: &[u32]) {
-        self.finish = Some(match (reason, matched) {
-            (StopReason::Stop, Some(StopMatched::Text(s))) => {
-                format!("stop \"{}\"", s.escape_debug())
-            }
-            (StopReason::Stop, Some(StopMatched::Token(id))) if stop_ids.contains(id) => {
-                format!("stop <token {id}>")
-            }
-            (StopReason::Stop, Some(StopMatched::Token(_))) => "stop <eos>".to_owned(),
-            (reason, _) => reason.as_str().to_owned(),
-        });
+    /// Ends the sample; `token_text` is the stop token's own text, when one ended it.
+    pub fn finish(
+        &mut self,
+        reason: StopReason,
+        matched: Option<&StopMatched>,
+        token_text: Option<&str>,
+    ) {
+        self.finish = Some(stop_label(reason, matched, token_text));
     }
 
     /// Wraps the text again when the width or the whitespace marks change.
@@ -315,7 +311,7 @@ impl Columns {
             .iter_mut()
             .filter(|c| c.side == side && c.finish.is_none())
         {
-            column.finish(reason, None, &[]);
+            column.finish(reason, None, None);
         }
     }
 
@@ -423,25 +419,57 @@ pub struct SideTitle {
     pub header: String,
 }
 
+/// Why there are no columns yet: waiting for the model, or the model could not load.
+pub enum Empty {
+    Waiting,
+    Failed(String),
+}
+
+/// Whether a side's columns show what its parameters give now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    Current,
+    /// From an earlier run: the parameters or the prompt changed since.
+    Stale,
+    /// The side's newest run failed; its columns are what is left of it or of the run before.
+    Failed,
+}
+
+/// What the columns say about their sides, derived from the state for one draw.
+pub struct Sides {
+    /// How each side's columns are titled; empty when only one side is shown.
+    pub titles: Vec<SideTitle>,
+    /// Each side's mark, by side.
+    pub marks: Vec<Mark>,
+    /// Said when there is no column.
+    pub empty: Empty,
+}
+
 /// Draws the columns on screen; only the rows in view are laid out, whatever the length.
-/// `titles` are indexed by side, empty when only one side is shown.
 pub fn render(
     frame: &mut Frame,
     area: Rect,
     state: &Columns,
-    titles: &[SideTitle],
+    sides: Sides,
     focused: bool,
     theme: &Theme,
 ) {
+    let Sides {
+        titles,
+        marks,
+        empty,
+    } = sides;
     if state.columns.is_empty() {
         let block = Block::bordered()
             .title(Span::styled(" samples ", theme.title))
             .border_style(theme.frame(focused));
-        let text = Paragraph::new(Line::styled(
-            "samples appear here once the model is ready",
-            theme.dim,
-        ))
-        .block(block);
+        let line = match empty {
+            Empty::Waiting => {
+                Line::styled("samples appear here once the model is ready", theme.dim)
+            }
+            Empty::Failed(why) => Line::styled(why, theme.error),
+        };
+        let text = Paragraph::new(line).wrap(Wrap { trim: false }).block(block);
         frame.render_widget(text, area);
         return;
     }
@@ -451,19 +479,21 @@ pub fn render(
     for (i, rect) in grid.rects(state.first_row) {
         let column = &state.columns[i];
         let top = column.top(rows);
+        let name = match titles.get(column.side) {
+            Some(title) if column.sample == 0 => {
+                format!(" {} · #0 seed {} ", title.header, column.seed)
+            }
+            Some(title) => format!(" {} #{} seed {} ", title.label, column.sample, column.seed),
+            None => format!(" #{} seed {} ", column.sample, column.seed),
+        };
+        let mut title = vec![Span::styled(name, theme.title)];
+        match marks.get(column.side) {
+            Some(Mark::Stale) => title.push(Span::styled("stale ", theme.dim)),
+            Some(Mark::Failed) => title.push(Span::styled("run failed ", theme.error)),
+            Some(Mark::Current) | None => {}
+        }
         let mut block = Block::bordered()
-            .title(Span::styled(
-                match titles.get(column.side) {
-                    Some(title) if column.sample == 0 => {
-                        format!(" {} · #0 seed {} ", title.header, column.seed)
-                    }
-                    Some(title) => {
-                        format!(" {} #{} seed {} ", title.label, column.sample, column.seed)
-                    }
-                    None => format!(" #{} seed {} ", column.sample, column.seed),
-                },
-                theme.title,
-            ))
+            .title(Line::from(title))
             .border_style(theme.frame(focused && i == state.cursor.column));
         let below = column.text.lines.len().saturating_sub(top + rows);
         if below > 0 {
@@ -555,7 +585,7 @@ mod tests {
             c.push_token(token(t, -1.0));
         }
         c.push_tail(" end");
-        assert_eq!(texts(&c), ["Once", " upon a ", "time end"]);
+        assert_eq!(texts(&c), ["Once ", "upon a ", "time end"]);
         c.rewrap(40, true);
         assert_eq!(texts(&c), ["Once·upon·a↵", "time·end"]);
         assert_eq!(c.tokens.len(), 4);
@@ -570,17 +600,19 @@ mod tests {
         c.finish(
             StopReason::Stop,
             Some(&StopMatched::Text("\n\n".into())),
-            &[],
+            None,
         );
         assert_eq!(c.footer(80), "■ stop \"\\n\\n\" 2 tok lp -2.00 ppl 7.39");
         assert_eq!(c.footer(30), "■ stop \"\\n\\n\" 2 tok ppl 7.39");
         assert_eq!(c.footer(20), "■ stop \"\\n\\n\" 2 tok");
         assert_eq!(c.footer(5), "■ stop \"\\n\\n\"");
-        c.finish(StopReason::Stop, Some(&StopMatched::Token(2)), &[13]);
-        assert_eq!(c.finish.as_deref(), Some("stop <eos>"));
-        c.finish(StopReason::Stop, Some(&StopMatched::Token(13)), &[13]);
+        c.finish(StopReason::Stop, Some(&StopMatched::Token(2)), Some("</s>"));
+        assert_eq!(c.finish.as_deref(), Some("stop </s>"));
+        c.finish(StopReason::Stop, Some(&StopMatched::Token(13)), Some("\n"));
+        assert_eq!(c.finish.as_deref(), Some("stop #13 \"\\n\""));
+        c.finish(StopReason::Stop, Some(&StopMatched::Token(13)), None);
         assert_eq!(c.finish.as_deref(), Some("stop <token 13>"));
-        c.finish(StopReason::Length, None, &[]);
+        c.finish(StopReason::Length, None, None);
         assert_eq!(c.footer(80), "■ length 2 tok lp -2.00 ppl 7.39");
         c.replay = Some((0, 2));
         assert_eq!(c.footer(80), "■ length 2 tok lp -2.00 ppl 7.39");

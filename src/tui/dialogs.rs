@@ -6,9 +6,12 @@ use super::action::{DialogAction, Effect, Outcome};
 use super::export_dialog::{self, ExportDialog, Note};
 use super::model_picker;
 use super::preset_picker::{EntryKind, PresetPicker};
+use super::run_shape::keep_run_shape;
 use super::save_prompt::SavePrompt;
 use super::state::{Overlay, State};
+use super::themes::Cycled;
 use super::update::params_changed;
+use crate::params::SamplingParams;
 use crate::preset_store::check_name;
 use crate::presets::{Preset, PresetSource};
 use crate::response::SampleResponse;
@@ -76,10 +79,19 @@ pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
     }
 }
 
-/// `t`: the next theme, named in the status bar until the next key.
+/// `t`: the next theme, named in the status bar until the next key; a broken theme file is a
+/// stop of its own that says why and keeps the colours.
 pub fn cycle_theme(state: &mut State) -> Vec<Effect> {
-    let next = state.themes.cycle();
-    state.status.notice = Some(format!("theme {}", next.name));
+    match state.themes.cycle() {
+        Cycled::Theme(name) => state.status.notify(format!("theme {name}")),
+        Cycled::Broken(error) => {
+            let error = format!(
+                "{error}; fix the file and restart to use it (still on {})",
+                state.themes.current().name
+            );
+            state.status.report_error(error);
+        }
+    }
     Vec::new()
 }
 
@@ -98,9 +110,10 @@ pub fn outcome(state: &mut State, outcome: Outcome) -> Vec<Effect> {
         Outcome::PresetSaved(Ok(preset)) => {
             // The saved params are the current ones (in canonical spelling): no re-run needed.
             if let PresetSource::File(path) = &preset.source {
-                state.status.notice = Some(format!("saved {}", path.display()));
+                state.status.notify(format!("saved {}", path.display()));
             }
-            state.params.load_preset(preset);
+            let params = keep_run_shape(preset.params, &state.params.params);
+            state.params.load_preset(Preset { params, ..preset });
             state.overlay = None;
         }
         Outcome::PresetSaved(Err(error)) => {
@@ -145,13 +158,12 @@ pub(super) fn snippet_of(state: &State, dialog: &ExportDialog) -> String {
         dialog.format,
         &state.params.params,
         state.prompt.text(),
-        state.status.export_model(),
+        &state.export.model_name(state.status.export_model()),
     )
 }
 
-/// Loads the picker's choice. A preset that leaves the seed or the length open keeps the
-/// current ones, so that the samples change by the preset's knobs, not by fresh noise or a
-/// different cut. A broken file loads nothing.
+/// Loads the picker's choice, keeping the run's shape where the preset leaves it open (see
+/// `run_shape`). A broken file loads nothing.
 fn load_preset(state: &mut State) -> Vec<Effect> {
     let Some(Overlay::Presets(picker)) = &mut state.overlay else {
         return Vec::new();
@@ -159,8 +171,8 @@ fn load_preset(state: &mut State) -> Vec<Effect> {
     let Some(entry) = picker.chosen().cloned() else {
         return Vec::new();
     };
-    let mut params = match entry.params {
-        Ok(params) => params,
+    let params = match entry.params {
+        Ok(params) => keep_run_shape(params, &state.params.params),
         Err(_) => {
             picker.message = Some(format!(
                 "nothing loaded: fix `{}` and open the picker again",
@@ -169,8 +181,6 @@ fn load_preset(state: &mut State) -> Vec<Effect> {
             return Vec::new();
         }
     };
-    params.seed = params.seed.or(state.params.params.seed);
-    params.max_tokens = params.max_tokens.or(state.params.params.max_tokens);
     let before = state.params.params.clone();
     let source = match entry.kind {
         EntryKind::User(path) => PresetSource::File(path),
@@ -189,7 +199,7 @@ fn load_preset(state: &mut State) -> Vec<Effect> {
 /// Opens the name prompt, offering the current preset's name when it is the user's own.
 fn open_save(state: &mut State) -> Vec<Effect> {
     let Some(store) = &state.presets.store else {
-        state.status.notice = Some(
+        state.status.notify(
             "cannot save: no config directory; set SAMPLAB_CONFIG_DIR to choose one".to_owned(),
         );
         return Vec::new();
@@ -216,7 +226,7 @@ fn submit_name(state: &mut State) -> Vec<Effect> {
     vec![Effect::SavePreset {
         store: store.clone(),
         name,
-        params: state.params.params.clone(),
+        params: to_save(state),
         overwrite: false,
     }]
 }
@@ -236,9 +246,18 @@ fn confirm_overwrite(state: &mut State, yes: bool) -> Vec<Effect> {
     vec![Effect::SavePreset {
         store: store.clone(),
         name,
-        params: state.params.params.clone(),
+        params: to_save(state),
         overwrite: true,
     }]
+}
+
+/// The params as a preset file keeps them: without the seed the session drew for itself.
+fn to_save(state: &State) -> SamplingParams {
+    let mut params = state.params.params.clone();
+    if params.seed.is_some() && params.seed == state.presets.drawn_seed {
+        params.seed = None;
+    }
+    params
 }
 
 /// Every side's finished run, named after the first side's, in the chosen shape.

@@ -7,6 +7,7 @@ use super::keymap::{KeyMap, Mode};
 use super::popup;
 use super::theme::Theme;
 use crate::export::{ExportContext, ExportFormat, export};
+use crate::model::embedded;
 use crate::params::SamplingParams;
 use crate::response::ResponseShape;
 use ratatui::Frame;
@@ -22,6 +23,9 @@ pub struct ExportSettings {
     pub results_dir: PathBuf,
     /// The JSON shape `w` writes results in.
     pub shape: ResponseShape,
+    /// The built-in model's files (its directory in the cache), which exports name instead of
+    /// `samplab-tiny`, a name no other engine can load.
+    pub builtin_model: Option<PathBuf>,
 }
 
 impl Default for ExportSettings {
@@ -29,11 +33,20 @@ impl Default for ExportSettings {
         Self {
             results_dir: PathBuf::from("."),
             shape: ResponseShape::default(),
+            builtin_model: None,
         }
     }
 }
 
 impl ExportSettings {
+    /// How exports name the model given as `spec`.
+    pub fn model_name(&self, spec: &str) -> String {
+        match &self.builtin_model {
+            Some(dir) if spec == embedded::NAME => dir.display().to_string(),
+            _ => spec.to_owned(),
+        }
+    }
+
     /// The next results shape.
     pub fn cycle_shape(&mut self) {
         let shapes = ResponseShape::all();

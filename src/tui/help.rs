@@ -12,7 +12,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 /// The order sections appear in; modes without bindings are left out.
-const ORDER: [Mode; 14] = [
+const ORDER: [Mode; 15] = [
     Mode::Global,
     Mode::Navigate,
     Mode::Prompt,
@@ -27,6 +27,7 @@ const ORDER: [Mode; 14] = [
     Mode::Confirm,
     Mode::Export,
     Mode::Models,
+    Mode::Messages,
 ];
 const GAP: u16 = 2;
 

@@ -24,6 +24,7 @@ pub enum Mode {
     Confirm,
     Export,
     Models,
+    Messages,
     /// Moving and deleting in a one-line text field (a value, a name, a model).
     TextField,
 }
@@ -44,6 +45,7 @@ impl Mode {
             Mode::Confirm => "preset exists",
             Mode::Export => "export",
             Mode::Models => "model picker",
+            Mode::Messages => "messages",
             Mode::TextField => "in a text field",
         }
     }
@@ -176,6 +178,8 @@ impl Default for KeyMap {
                 "export",
             ),
             (Mode::Navigate, c('t'), A::CycleTheme, "next theme"),
+            (Mode::Navigate, c('l'), A::OpenMessages, "messages"),
+            (Mode::Messages, c('l'), A::CloseOverlay, "close"),
             (
                 Mode::Navigate,
                 c('v'),

@@ -55,8 +55,8 @@ pub fn areas(size: Rect) -> Areas {
     }
 }
 
-/// How `n` sample columns tile their area: side by side, wrapping into rows of columns when
-/// they would be narrower than `MIN_COLUMN_WIDTH`; when even the rows do not fit at
+/// How `n` sample columns tile their area: side by side, wrapping into balanced rows of columns
+/// when they would be narrower than `MIN_COLUMN_WIDTH`; when even the rows do not fit at
 /// `MIN_COLUMN_HEIGHT`, a window of rows is shown and a last line says which columns are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Grid {
@@ -74,8 +74,10 @@ pub struct Grid {
 
 impl Grid {
     pub fn new(area: Rect, n: usize) -> Self {
-        let per_row = usize::from((area.width / MIN_COLUMN_WIDTH).max(1)).clamp(1, n.max(1));
-        let rows = n.div_ceil(per_row);
+        let fit = usize::from((area.width / MIN_COLUMN_WIDTH).max(1)).clamp(1, n.max(1));
+        let rows = n.div_ceil(fit);
+        // As many in each row as the rows need: 6 columns go 3+3, not 5+1.
+        let per_row = n.div_ceil(rows.max(1)).max(1);
         let fits = rows * usize::from(MIN_COLUMN_HEIGHT) <= usize::from(area.height);
         let (area, indicator) = if fits || area.height == 0 {
             (area, None)
@@ -206,6 +208,28 @@ mod tests {
         assert_eq!((grid.text_width(), grid.text_rows()), (24, 7));
         assert_eq!(grid.indicator, None);
         assert_eq!(rects(&Grid::new(Rect::new(0, 0, 10, 5), 3), 0)[0].width, 10);
+    }
+
+    #[test]
+    fn rows_of_columns_are_balanced() {
+        // Five columns fit across 124 cells.
+        let per_row = |n| {
+            let grid = Grid::new(Rect::new(0, 0, 124, 40), n);
+            let widths: Vec<usize> = (0..grid.rows)
+                .map(|row| {
+                    rects(&grid, 0)
+                        .iter()
+                        .filter(|r| r.y == row as u16 * grid.row_height)
+                        .count()
+                })
+                .collect();
+            widths
+        };
+        assert_eq!(per_row(5), [5]);
+        assert_eq!(per_row(6), [3, 3]);
+        assert_eq!(per_row(7), [4, 3]);
+        assert_eq!(per_row(8), [4, 4]);
+        assert_eq!(per_row(11), [4, 4, 3]);
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod help;
 pub mod inspector;
 pub mod keymap;
 pub mod layout;
+pub mod messages;
 pub mod model_picker;
 pub mod mouse;
 pub mod params;
@@ -22,7 +23,10 @@ pub mod popup;
 pub mod preset_picker;
 pub mod prompt;
 pub mod results_file;
+pub mod run_shape;
 pub mod save_prompt;
+#[cfg(unix)]
+pub mod signals;
 pub mod state;
 pub mod status;
 pub mod stop_text;
@@ -36,9 +40,11 @@ pub mod wrap;
 
 use crate::engine::Engine;
 use crate::engine::load::load_model;
+use crate::model::embedded;
 use crate::model::source::HubSettings;
 use crate::preset_store::PresetStore;
 use crate::presets::Preset;
+use crossterm::cursor::Show;
 use crossterm::event::{
     DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
     EventStream,
@@ -63,9 +69,21 @@ pub struct Playground {
     pub notice: Option<String>,
 }
 
+/// How the playground ended, for the exit status.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ending {
+    /// Quit with nothing failed.
+    Quit,
+    /// Quit while something had failed (a model that could not load, the last run): what, to
+    /// print.
+    Failed(String),
+    /// Ended by this signal (SIGTERM, SIGHUP…), with the terminal restored all the same.
+    Signal(i32),
+}
+
 /// Opens the playground and returns when the user quits; the terminal is restored on quit,
 /// on error and on panic.
-pub fn run(playground: Playground) -> anyhow::Result<()> {
+pub fn run(playground: Playground) -> anyhow::Result<Ending> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -94,11 +112,7 @@ pub fn run(playground: Playground) -> anyhow::Result<()> {
         if crate::engine::contain::panic_is_contained() {
             return;
         }
-        let _ = execute!(
-            std::io::stdout(),
-            DisableMouseCapture,
-            DisableBracketedPaste
-        );
+        release_terminal();
         restore_hook(info);
     }));
     let result = (|| {
@@ -114,32 +128,66 @@ pub fn run(playground: Playground) -> anyhow::Result<()> {
             themes,
             notice,
         } = playground;
+        let preset = Preset {
+            params: run_shape::starting(preset.params),
+            ..preset
+        };
+        let seed_named = preset.params.seed.is_some();
         let params = params::ParamsState::new(preset, entropy());
         let mut state =
             state::State::new(&prompt, params, Rect::new(0, 0, size.width, size.height));
-        // The second set samples with the first one's seed unless its preset fixes one, so
-        // that the two sides' columns can be compared sample by sample.
-        let second_set = second_preset.map(|mut preset| {
-            preset.params.seed = preset.params.seed.or(state.params.params.seed);
-            params::ParamsState::new(preset, entropy())
+        if !seed_named {
+            state.presets.drawn_seed = state.params.params.seed;
+        }
+        // The second set runs the first one's shape (seed, samples, length) unless its preset
+        // names them, so that the two sides' columns can be compared sample by sample.
+        let second_set = second_preset.map(|preset| {
+            let params = run_shape::keep_run_shape(preset.params, &state.params.params);
+            params::ParamsState::new(Preset { params, ..preset }, entropy())
         });
         state.compare(&models, second_set);
         state.prompt.chat = chat;
         state.presets.store = presets;
-        state.status.notice = notice;
+        // Written by the first load anyway; an error here is the load's to report.
+        state.export.builtin_model = embedded::materialise().ok();
+        if let Some(notice) = notice {
+            state.status.notify(notice);
+        }
         state.themes = themes;
         let mut app =
             app::App::new(state, engines, keymap::KeyMap::default()).with_spawner(Box::new(spawn));
-        runtime.block_on(app.run(&mut terminal, EventStream::new(), &mut events))
+        #[cfg(unix)]
+        let signal = signals::ending();
+        #[cfg(not(unix))]
+        let signal = std::future::pending::<std::io::Result<i32>>();
+        let signal = runtime.block_on(async {
+            tokio::select! {
+                quit = app.run(&mut terminal, EventStream::new(), &mut events) => quit.map(|()| None),
+                signal = signal => Ok(Some(signal?)),
+            }
+        })?;
+        let Some(signal) = signal else {
+            return Ok(app.ending());
+        };
+        // Quit as `q` does, so that the runs in flight are cancelled before the engines join.
+        app.dispatch(action::Action::Quit);
+        Ok(Ending::Signal(signal))
         // Dropping `app` here joins the engine thread after the quit cancelled its run.
     })();
+    release_terminal();
+    ratatui::restore();
+    result
+}
+
+/// Undoes what the playground turned on beyond `ratatui::init`, which `ratatui::restore` does not
+/// know of; errors are ignored, as the terminal may be gone (SIGHUP).
+fn release_terminal() {
     let _ = execute!(
         std::io::stdout(),
         DisableMouseCapture,
-        DisableBracketedPaste
+        DisableBracketedPaste,
+        Show
     );
-    ratatui::restore();
-    result
 }
 
 /// Seeds the seed roller differently on every start.

@@ -7,6 +7,7 @@ use super::action::Effect;
 use super::keymap::{KeyMap, Mode};
 use super::popup;
 use super::state::{Overlay, State};
+use super::status::ModelStatus;
 use super::text::TextBuffer;
 use super::theme::Theme;
 use super::update;
@@ -178,9 +179,16 @@ pub fn render(
     };
     for (i, model) in state.status.models.iter().enumerate() {
         let name = model.name().unwrap_or(&model.spec);
+        let (status, style) = match &model.status {
+            ModelStatus::Ready { .. } => ("loaded".to_owned(), row_style(i)),
+            ModelStatus::Loading { progress, .. } => {
+                (format!("loading {:.0}%", progress * 100.0), row_style(i))
+            }
+            ModelStatus::Failed(why) => (format!("failed: {why}"), row_style(i).patch(theme.error)),
+        };
         lines.push(Line::styled(
-            format!(" {name:<40} loaded ({})", model.spec),
-            row_style(i),
+            format!(" {name:<40} {status} ({})", model.spec),
+            style,
         ));
     }
     lines.push(Line::styled(

@@ -87,9 +87,10 @@ impl ParamsState {
         self.params.normalized() != self.baseline.normalized()
     }
 
+    /// Stops at the first and last rows: wrapping round put a held ↑ on num_samples.
     pub fn select(&mut self, delta: i32) {
-        let n = Field::ALL.len() as i64;
-        self.selected = (self.selected as i64 + i64::from(delta)).rem_euclid(n) as usize;
+        let last = Field::ALL.len() as i64 - 1;
+        self.selected = (self.selected as i64 + i64::from(delta)).clamp(0, last) as usize;
         self.refusal = None;
     }
 

@@ -21,6 +21,9 @@ pub struct PresetsState {
     pub store: Option<PresetStore>,
     /// The loaded model's own sampling defaults, offered as the `model` preset.
     pub model_defaults: Option<SamplingParams>,
+    /// The seed the session drew because its preset named none: saving leaves it out, as the
+    /// user never chose it (a seed typed or rolled with `r` differs and is saved).
+    pub drawn_seed: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

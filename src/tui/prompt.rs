@@ -1,5 +1,5 @@
-//! The prompt box: a multi-line editor whose text is wrapped by characters so that the cursor
-//! can be placed exactly.
+//! The prompt box: a multi-line editor whose text is wrapped by grapheme clusters, by the cells
+//! they take, so that the cursor can be placed exactly.
 
 use super::text::TextBuffer;
 use super::theme::Theme;
@@ -7,6 +7,8 @@ use ratatui::Frame;
 use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
+use unicode_segmentation::UnicodeSegmentation;
+use unicode_width::UnicodeWidthStr;
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PromptState {
@@ -34,29 +36,40 @@ impl PromptState {
     }
 }
 
-/// Splits each line into rows of `width` chars; also returns the cursor's (row, col).
+/// Splits each line into rows of at most `width` cells, never inside a grapheme cluster; also
+/// returns the cursor's (row, cell).
 fn wrap(buffer: &TextBuffer, width: usize) -> (Vec<String>, (usize, usize)) {
     let width = width.max(1);
-    let (cursor_line, cursor_col) = buffer.cursor_line_col();
     let mut rows = Vec::new();
     let mut cursor = (0, 0);
-    for (i, line) in buffer.text.split('\n').enumerate() {
-        let chars: Vec<char> = line.chars().collect();
-        if i == cursor_line {
-            cursor = (rows.len() + cursor_col / width, cursor_col % width);
+    let mut at = 0;
+    for line in buffer.text.split('\n') {
+        let mut row = String::new();
+        let mut cells = 0;
+        for cluster in line.graphemes(true) {
+            let w = cluster.width();
+            if cells > 0 && cells + w > width {
+                rows.push(std::mem::take(&mut row));
+                cells = 0;
+            }
+            if at == buffer.cursor {
+                cursor = (rows.len(), cells);
+            }
+            row.push_str(cluster);
+            cells += w;
+            at += cluster.len();
         }
-        if chars.is_empty() {
-            rows.push(String::new());
+        if at == buffer.cursor {
+            if cells >= width {
+                // A cursor after a full row sits at the start of the row below it.
+                rows.push(std::mem::take(&mut row));
+                cells = 0;
+            }
+            cursor = (rows.len(), cells);
         }
-        rows.extend(chars.chunks(width).map(|c| c.iter().collect::<String>()));
-        if i == cursor_line
-            && cursor_col > 0
-            && cursor_col % width == 0
-            && cursor_col == chars.len()
-        {
-            // A cursor after a full row sits at the start of the row below it.
-            rows.push(String::new());
-        }
+        rows.push(row);
+        // The newline.
+        at += 1;
     }
     (rows, cursor)
 }
@@ -115,6 +128,22 @@ mod tests {
         let (rows, cursor) = wrap(&TextBuffer::new("abcd"), 4);
         assert_eq!(rows, ["abcd", ""]);
         assert_eq!(cursor, (1, 0));
+    }
+
+    #[test]
+    fn wide_clusters_take_their_cells_and_the_cursor_counts_cells() {
+        let (rows, cursor) = wrap(&TextBuffer::new("日本x"), 3);
+        assert_eq!(rows, ["日", "本x", ""]);
+        assert_eq!(cursor, (2, 0));
+        let mut buffer = TextBuffer::new("e\u{301}日");
+        buffer.cursor = 3;
+        assert_eq!(wrap(&buffer, 10), (vec!["e\u{301}日".to_owned()], (0, 1)));
+        buffer.cursor = buffer.text.len();
+        assert_eq!(
+            wrap(&buffer, 10).1,
+            (0, 3),
+            "after é (one cell) and 日 (two)"
+        );
     }
 
     #[test]

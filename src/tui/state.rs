@@ -1,7 +1,7 @@
 //! The whole UI state, one field per domain; each domain lives in its widget's module.
 
 use super::action::Focus;
-use super::columns::{Columns, SideTitle};
+use super::columns::{Columns, Mark, SideTitle};
 use super::export_dialog::{ExportDialog, ExportSettings};
 use super::keymap::Mode;
 use super::layout::Grid;
@@ -25,6 +25,7 @@ pub enum Overlay {
     SavePreset(SavePrompt),
     Export(ExportDialog),
     Models(ModelPicker),
+    Messages,
 }
 
 /// Run ids, shared by all sides so that an id names one run of one side.
@@ -46,12 +47,14 @@ pub struct Side {
     pub active: bool,
     /// Something changed (or nothing ran yet): run once the debounce ends and the model is ready.
     pub pending: bool,
-    /// The stop token ids of the current run, to tell `<eos>` from a listed stop token.
-    pub stop_ids: Vec<u32>,
     /// The current run's result once it finished, for models that load later to score.
     pub response: Option<Box<SampleResponse>>,
     /// The parameters of the current run, which the inspector's traces replay.
     pub run_params: Option<SamplingParams>,
+    /// The run whose columns are on screen (the last one that started).
+    pub shown: Option<RunId>,
+    /// Why the current run failed.
+    pub error: Option<String>,
 }
 
 impl Side {
@@ -62,9 +65,21 @@ impl Side {
             current: None,
             active: false,
             pending: true,
-            stop_ids: Vec::new(),
             response: None,
             run_params: None,
+            shown: None,
+            error: None,
+        }
+    }
+
+    /// Whether the columns on screen are from the current run and what became of it.
+    pub fn mark(&self) -> Mark {
+        if self.error.is_some() {
+            Mark::Failed
+        } else if self.shown.is_some() && (self.pending || self.current != self.shown) {
+            Mark::Stale
+        } else {
+            Mark::Current
         }
     }
 }
@@ -188,10 +203,31 @@ impl State {
             .collect()
     }
 
+    /// What failed and is still on screen, as quitting reports it: a model that could not load,
+    /// else a run that failed and was not followed by another. The playground then exits
+    /// non-zero.
+    pub fn failure(&self) -> Option<String> {
+        let model = self.status.models.iter().find_map(|m| match &m.status {
+            ModelStatus::Failed(why) => Some(format!("cannot load model {}: {why}", m.spec)),
+            _ => None,
+        });
+        let run = || {
+            let error = self.sides.iter().find_map(|s| s.error.as_ref())?;
+            Some(format!("the last run failed: {error}"))
+        };
+        model.or_else(run)
+    }
+
+    /// Each side's mark, in side order.
+    pub fn side_marks(&self) -> Vec<Mark> {
+        self.sides.iter().map(Side::mark).collect()
+    }
+
     /// The key-map layers that apply now, most specific first.
     pub fn modes(&self) -> Vec<Mode> {
         match &self.overlay {
             Some(Overlay::Help) => return vec![Mode::Help],
+            Some(Overlay::Messages) => return vec![Mode::Messages, Mode::Dialog],
             Some(Overlay::Presets(_)) => return vec![Mode::Presets, Mode::Dialog],
             Some(Overlay::SavePreset(prompt)) if prompt.confirm.is_some() => {
                 return vec![Mode::Confirm, Mode::Dialog];

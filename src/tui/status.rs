@@ -1,12 +1,15 @@
-//! The status bar: model and its load progress, run timings, preset (with `*` when modified)
-//! and key hints from the key map.
+//! The status bar: model and its load progress, run timings, preset (with `*` when modified),
+//! the newest error and key hints from the key map, fitted to the width by dropping the least
+//! needed parts; and the log of every error and notice, which `l` shows whole.
 
 use super::params::ParamsState;
 use super::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
+use unicode_width::UnicodeWidthChar;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelStatus {
@@ -62,6 +65,16 @@ impl ModelSlot {
     }
 }
 
+/// An error or a notice as the message log keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub text: String,
+    pub error: bool,
+}
+
+/// The oldest messages go beyond this many.
+const LOG_LIMIT: usize = 200;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatusState {
     /// One per `--model`, in order.
@@ -70,6 +83,9 @@ pub struct StatusState {
     pub error: Option<String>,
     /// News about something the user did (a saved preset, a theme switch), until the next key.
     pub notice: Option<String>,
+    /// Every error and notice, oldest first: the status bar has room for a line, and they
+    /// go when the next thing happens.
+    pub log: Vec<Message>,
 }
 
 impl Default for StatusState {
@@ -78,11 +94,34 @@ impl Default for StatusState {
             models: vec![ModelSlot::default()],
             error: None,
             notice: None,
+            log: Vec::new(),
         }
     }
 }
 
 impl StatusState {
+    /// Shows `text` as the error of the moment and keeps it in the log.
+    pub fn report_error(&mut self, text: String) {
+        self.keep(&text, true);
+        self.error = Some(text);
+    }
+
+    /// Shows `text` until the next key and keeps it in the log.
+    pub fn notify(&mut self, text: String) {
+        self.keep(&text, false);
+        self.notice = Some(text);
+    }
+
+    fn keep(&mut self, text: &str, error: bool) {
+        if self.log.len() == LOG_LIMIT {
+            self.log.remove(0);
+        }
+        self.log.push(Message {
+            text: text.to_owned(),
+            error,
+        });
+    }
+
     /// The model exported code loads: one engine takes one model, so the first one, as given
     /// to `--model` or the picker.
     pub fn export_model(&self) -> &str {
@@ -115,42 +154,62 @@ impl StatusState {
 
 const LOAD_GAUGE_WIDTH: usize = 10;
 
-/// `hints` are (keys, meaning) pairs drawn at the right end.
+/// A piece of the status bar; when the bar is too narrow the pieces of the highest `rank` go
+/// first, so the newest error (rank 0) stays and key hints and timings make room for it.
+struct Part {
+    /// Put before the part when another precedes it: ` · ` or ` │ ` between models.
+    lead: &'static str,
+    spans: Vec<Span<'static>>,
+    rank: u8,
+}
+
+impl Part {
+    fn new(lead: &'static str, spans: Vec<Span<'static>>, rank: u8) -> Self {
+        Self { lead, spans, rank }
+    }
+
+    fn width(&self) -> usize {
+        self.spans.iter().map(Span::width).sum()
+    }
+}
+
+/// `hints` are (keys, meaning) pairs drawn at the right end; `log_key` opens the message log,
+/// named before the error, which may be cut.
 pub fn render(
     frame: &mut Frame,
     area: Rect,
     status: &StatusState,
     params: &ParamsState,
     hints: &[(String, &str)],
+    log_key: Option<String>,
     theme: &Theme,
 ) {
-    let sep = || Span::styled(" · ", theme.dim.patch(theme.status));
-    let mut left = vec![Span::raw(" ")];
+    let on_bar = |style: Style| style.patch(theme.status);
+    let mut parts = Vec::new();
     for (i, model) in status.models.iter().enumerate() {
-        if i > 0 {
-            left.push(Span::styled(" │ ", theme.dim.patch(theme.status)));
+        let (summary, timings) = model_spans(model, theme);
+        parts.push(Part::new(if i > 0 { " │ " } else { "" }, summary, 3));
+        if !timings.is_empty() {
+            parts.push(Part::new(" · ", timings, 5));
         }
-        model_spans(&mut left, model, theme);
     }
-    left.push(sep());
-    left.push(Span::raw(format!(
+    let preset = format!(
         "preset {}{}",
         params.preset_name,
         if params.modified() { "*" } else { "" }
-    )));
+    );
+    parts.push(Part::new(" · ", vec![Span::raw(preset)], 2));
     if let Some(notice) = &status.notice {
-        left.push(sep());
-        left.push(Span::styled(
-            notice.clone(),
-            theme.value.patch(theme.status),
-        ));
+        let notice = Span::styled(notice.clone(), on_bar(theme.value));
+        parts.push(Part::new(" · ", vec![notice], 1));
     }
     if let Some(error) = &status.error {
-        left.push(sep());
-        left.push(Span::styled(
-            format!("error: {error}"),
-            theme.error.patch(theme.status),
-        ));
+        let mut spans = Vec::new();
+        if let Some(key) = log_key {
+            spans.push(Span::styled(format!("{key} log "), on_bar(theme.dim)));
+        }
+        spans.push(Span::styled(format!("error: {error}"), on_bar(theme.error)));
+        parts.push(Part::new(" · ", spans, 0));
     }
     let right: String = hints
         .iter()
@@ -158,58 +217,133 @@ pub fn render(
         .collect::<Vec<_>>()
         .join("  ")
         + " ";
-    let right_width = right.chars().count() as u16;
+    let hints = Part::new("", vec![Span::raw(right)], 4);
+    let width = usize::from(area.width);
+    let (left, hints) = fit(parts, hints, width);
+    let right_width = hints.as_ref().map_or(0, Part::width) as u16;
     let left_width = area.width.saturating_sub(right_width);
+    let mut spans = vec![Span::raw(" ")];
+    for (i, part) in left.into_iter().enumerate() {
+        if i > 0 {
+            spans.push(Span::styled(part.lead, on_bar(theme.dim)));
+        }
+        spans.extend(part.spans);
+    }
+    let line = ellipsis(Line::from(spans), usize::from(left_width));
     frame.render_widget(
-        Paragraph::new(Line::from(left)).style(theme.status),
+        Paragraph::new(line).style(theme.status),
         Rect {
             width: left_width,
             ..area
         },
     );
-    if right_width <= area.width {
+    if let Some(hints) = hints {
         let right_area = Rect {
             x: area.x + left_width,
             width: right_width,
             ..area
         };
-        frame.render_widget(Paragraph::new(right).style(theme.status), right_area);
+        frame.render_widget(
+            Paragraph::new(Line::from(hints.spans)).style(theme.status),
+            right_area,
+        );
     }
 }
 
-/// `model stories260K (cpu) · prefill 3 ms · 812 tok/s`, a load gauge, or why it failed.
-fn model_spans(left: &mut Vec<Span<'static>>, model: &ModelSlot, theme: &Theme) {
-    let sep = || Span::styled(" · ", theme.dim.patch(theme.status));
+/// Drops parts, highest rank first, until the left ones and the hints fit `width`; the error
+/// is never dropped (`ellipsis` cuts it when it is wider than the bar).
+fn fit(mut left: Vec<Part>, hints: Part, width: usize) -> (Vec<Part>, Option<Part>) {
+    let mut hints = Some(hints);
+    let used = |left: &[Part], hints: &Option<Part>| {
+        let leads: usize = left.iter().skip(1).map(|p| p.lead.chars().count()).sum();
+        1 + leads
+            + left.iter().map(Part::width).sum::<usize>()
+            + hints.as_ref().map_or(0, Part::width)
+    };
+    while used(&left, &hints) > width {
+        let worst = left
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.rank > 0)
+            .max_by_key(|&(i, p)| (p.rank, i))
+            .map(|(i, p)| (i, p.rank));
+        match worst {
+            Some((i, rank)) if hints.as_ref().is_none_or(|h| rank > h.rank) => {
+                left.remove(i);
+            }
+            _ if hints.is_some() => hints = None,
+            _ => break,
+        }
+    }
+    (left, hints)
+}
+
+/// `line` cut to `width` cells, ending in `…` when cut.
+fn ellipsis(line: Line<'static>, width: usize) -> Line<'static> {
+    if line.width() <= width {
+        return line;
+    }
+    let mut left = width.saturating_sub(1);
+    let mut spans = Vec::new();
+    for span in line.spans {
+        let mut text = String::new();
+        for c in span.content.chars() {
+            let w = c.width().unwrap_or(0);
+            if w > left {
+                left = 0;
+                break;
+            }
+            left -= w;
+            text.push(c);
+        }
+        let full = text.len() == span.content.len();
+        spans.push(Span::styled(text, span.style));
+        if !full || left == 0 {
+            spans.push(Span::styled("…", span.style));
+            break;
+        }
+    }
+    Line::from(spans)
+}
+
+/// `model stories260K (cpu)`, a load gauge, or why it failed; with `prefill 3 ms · 812 tok/s`
+/// apart, as the first thing to go on a narrow bar.
+fn model_spans(model: &ModelSlot, theme: &Theme) -> (Vec<Span<'static>>, Vec<Span<'static>>) {
+    let mut summary = Vec::new();
+    let mut timings = Vec::new();
     match &model.status {
         ModelStatus::Loading { progress, message } => {
             let filled = ((progress.clamp(0.0, 1.0) * LOAD_GAUGE_WIDTH as f32).round()) as usize;
-            left.push(Span::raw("loading "));
-            left.push(Span::styled(
+            summary.push(Span::raw("loading "));
+            summary.push(Span::styled(
                 "▮".repeat(filled),
                 theme.gauge_filled.patch(theme.status),
             ));
-            left.push(Span::styled(
+            summary.push(Span::styled(
                 "▯".repeat(LOAD_GAUGE_WIDTH - filled),
                 theme.gauge_empty.patch(theme.status),
             ));
-            left.push(Span::raw(format!(" {:.0}% {message}", progress * 100.0)));
+            summary.push(Span::raw(format!(" {:.0}% {message}", progress * 100.0)));
         }
         ModelStatus::Ready { name, device } => {
-            left.push(Span::raw(format!("model {name} ({device})")));
+            summary.push(Span::raw(format!("model {name} ({device})")));
+            let mut figures = Vec::new();
             if let Some(ms) = model.prefill_ms {
-                left.push(sep());
-                left.push(Span::raw(format!("prefill {ms:.0} ms")));
+                figures.push(format!("prefill {ms:.0} ms"));
             }
             if let Some(rate) = model.tok_per_s {
-                left.push(sep());
-                left.push(Span::raw(format!("{rate:.0} tok/s")));
+                figures.push(format!("{rate:.0} tok/s"));
+            }
+            if !figures.is_empty() {
+                timings.push(Span::raw(figures.join(" · ")));
             }
         }
         ModelStatus::Failed(message) => {
-            left.push(Span::styled(
+            summary.push(Span::styled(
                 format!("model failed: {message}"),
                 theme.error.patch(theme.status),
             ));
         }
     }
+    (summary, timings)
 }

@@ -81,7 +81,18 @@ pub fn user_themes(dir: &Path) -> (Vec<NamedTheme>, Vec<ThemeError>) {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ThemeCatalog {
     pub themes: Vec<NamedTheme>,
+    /// User theme files that could not be read: `t` stops on each to say why (keeping the
+    /// colours), as the preset picker lists a broken preset, rather than skip it in silence.
+    pub broken: Vec<ThemeError>,
     pub current: usize,
+    /// Where `t` is in the cycle: a theme's index, or past them one of `broken`.
+    position: usize,
+}
+
+/// Where `t` stopped: the name of the theme now in use, or a file that cannot be used.
+pub enum Cycled {
+    Theme(String),
+    Broken(ThemeError),
 }
 
 impl Default for ThemeCatalog {
@@ -100,7 +111,12 @@ impl Default for ThemeCatalog {
             name: NO_COLOR.to_owned(),
             theme: Theme::plain(),
         });
-        Self { themes, current: 0 }
+        Self {
+            themes,
+            broken: Vec::new(),
+            current: 0,
+            position: 0,
+        }
     }
 }
 
@@ -109,10 +125,23 @@ impl ThemeCatalog {
         &self.themes[self.current.min(self.themes.len() - 1)]
     }
 
-    /// Moves to the next theme, after the last back to the first.
-    pub fn cycle(&mut self) -> &NamedTheme {
-        self.current = (self.current + 1) % self.themes.len();
-        self.current()
+    /// Moves to the next theme, or the next broken file, after the last back to the first.
+    pub fn cycle(&mut self) -> Cycled {
+        let stops = self.themes.len() + self.broken.len();
+        self.position = (self.position + 1) % stops;
+        match self.position.checked_sub(self.themes.len()) {
+            Some(i) => Cycled::Broken(self.broken[i].clone()),
+            None => {
+                self.current = self.position;
+                Cycled::Theme(self.current().name.clone())
+            }
+        }
+    }
+
+    /// Puts theme `index` in use, and the cycle there.
+    fn start_on(&mut self, index: usize) {
+        self.current = index;
+        self.position = index;
     }
 
     fn names(&self) -> Vec<&str> {
@@ -151,7 +180,8 @@ impl ThemeCatalog {
         let wanted = match choice {
             Some(choice) if Path::new(choice).is_file() => {
                 let index = catalog.insert(load_file(Path::new(choice))?);
-                catalog.current = index;
+                catalog.start_on(index);
+                catalog.broken = errors.clone();
                 return Ok((catalog, errors));
             }
             Some(choice) => choice,
@@ -159,7 +189,8 @@ impl ThemeCatalog {
             None => DEFAULT,
         };
         if let Some(i) = catalog.themes.iter().position(|t| t.name == wanted) {
-            catalog.current = i;
+            catalog.start_on(i);
+            catalog.broken = errors.clone();
             return Ok((catalog, errors));
         }
         let broken = errors.iter().position(|e| {
@@ -263,7 +294,15 @@ mod tests {
             "an editor's hidden file is no theme: {errors:?}"
         );
         assert!(errors[0].to_string().contains("broken.yaml: `border`"));
-        assert_eq!(c.cycle().name, "dark", "the cycle wraps around");
+        match c.cycle() {
+            Cycled::Broken(e) => assert_eq!(e, errors[0]),
+            Cycled::Theme(name) => panic!("the broken file is a stop of the cycle, not {name}"),
+        }
+        assert_eq!(c.current().name, "mine", "its colours stay");
+        assert!(
+            matches!(c.cycle(), Cycled::Theme(name) if name == "dark"),
+            "the cycle wraps around"
+        );
 
         let e = ThemeCatalog::load(Some("broken"), Some(dir.path()), false).unwrap_err();
         assert_eq!(e.key, "border");

@@ -7,6 +7,7 @@ use super::columns::Columns;
 use super::dialogs;
 use super::layout::Grid;
 use super::mouse::{self, Target};
+use super::run_shape::keep_run_shape;
 use super::state::{Overlay, State};
 use super::status::ModelStatus;
 use super::text::TextBuffer;
@@ -34,7 +35,7 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
                 std::mem::swap(&mut state.params, other);
                 state.editing_set = 1 - state.editing_set;
             } else {
-                state.status.notice = Some(
+                state.status.notify(
                     "one parameter set: start with two --preset to compare sets (A/B)".to_owned(),
                 );
             }
@@ -43,6 +44,10 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         Action::FocusNext | Action::FocusPrev => cycle_focus(state, action == Action::FocusNext),
         Action::OpenHelp => {
             state.overlay = Some(Overlay::Help);
+            Vec::new()
+        }
+        Action::OpenMessages => {
+            state.overlay = Some(Overlay::Messages);
             Vec::new()
         }
         Action::CloseOverlay => {
@@ -75,7 +80,7 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         }
         Action::ToggleChat => {
             if !state.prompt.chat && state.status.ready() && !state.status.chat_available() {
-                state.status.error = Some(no_template_message(state));
+                state.status.report_error(no_template_message(state));
                 return Vec::new();
             }
             state.prompt.chat = !state.prompt.chat;
@@ -355,11 +360,7 @@ fn start_run(state: &mut State) -> Vec<Effect> {
         side.pending = false;
         side.response = None;
         side.run_params = Some(params.clone());
-        side.stop_ids = params
-            .stop
-            .as_ref()
-            .map(|s| s.token_ids().collect())
-            .unwrap_or_default();
+        side.error = None;
         effects.push(Effect::Run(
             side.model,
             Request {
@@ -425,20 +426,22 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             }
             if state.prompt.chat && !chat_template {
                 state.prompt.chat = false;
-                state.status.error = Some(no_template_message(state));
+                state.status.report_error(no_template_message(state));
             }
             // The first model's defaults are the ones `--preset model` means.
             if model == 0 {
                 state.presets.model_defaults.clone_from(&defaults);
                 if state.params.preset_name == MODEL_PRESET {
                     match defaults {
-                        Some(defaults) => state
-                            .params
-                            .load_preset(Preset::built_in(MODEL_PRESET, defaults)),
-                        None => {
-                            state.status.error =
-                                Some("the model ships no valid sampling defaults".to_owned())
+                        Some(defaults) => {
+                            let params = keep_run_shape(defaults, &state.params.params);
+                            state
+                                .params
+                                .load_preset(Preset::built_in(MODEL_PRESET, params))
                         }
+                        None => state
+                            .status
+                            .report_error("the model ships no valid sampling defaults".to_owned()),
                     }
                 }
             }
@@ -454,11 +457,18 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
         }
         Event::LoadFailed { message } => {
             if let Some(slot) = state.status.slot_mut(model) {
-                slot.status = ModelStatus::Failed(message);
+                let spec = slot.spec.clone();
+                slot.status = ModelStatus::Failed(message.clone());
+                state
+                    .status
+                    .report_error(format!("cannot load model {spec}: {message}"));
             }
         }
         Event::Started {
-            seeds, prefill_ms, ..
+            run_id,
+            seeds,
+            prefill_ms,
+            ..
         } => {
             if let Some(slot) = state.status.slot_mut(model) {
                 slot.prefill_ms = Some(prefill_ms);
@@ -474,6 +484,7 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
                 .count();
             let grid = Grid::on_screen(state.size, others + seeds.len());
             state.columns.start(side, &seeds, &grid);
+            state.sides[side].shown = Some(run_id);
         }
         Event::Token { token, .. } => {
             let hold = state.focus == Focus::Columns;
@@ -486,16 +497,16 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             sample,
             reason,
             matched,
+            stop_token,
             tail,
             replayed,
             decoded,
             ..
         } => {
             let side = side.unwrap_or_default();
-            let stop_ids = &state.sides[side].stop_ids;
             if let Some(column) = state.columns.get_mut(side, sample) {
                 column.push_tail(&tail);
-                column.finish(reason, matched.as_ref(), stop_ids);
+                column.finish(reason, matched.as_ref(), stop_token.as_deref());
                 column.replay = Some((replayed, decoded));
             }
         }
@@ -509,15 +520,11 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             let side = side.unwrap_or_default();
             state.sides[side].active = false;
             for trajectory in &response.trajectories {
-                let stop_ids = &state.sides[side].stop_ids;
                 if let Some(column) = state.columns.get_mut(side, trajectory.index)
                     && column.finish.is_none()
                 {
-                    column.finish(
-                        trajectory.stop_reason,
-                        trajectory.stop_matched.as_ref(),
-                        stop_ids,
-                    );
+                    let matched = trajectory.stop_matched.as_ref();
+                    column.finish(trajectory.stop_reason, matched, None);
                 }
             }
             state.columns.mark_divergence();
@@ -558,12 +565,15 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             }
         }
         Event::ScoreFailed { message, .. } => {
-            state.status.error = Some(format!("cross-scoring failed: {message}"));
+            state
+                .status
+                .report_error(format!("cross-scoring failed: {message}"));
         }
         Event::Error { message, .. } => {
             let side = side.unwrap_or_default();
             state.sides[side].active = false;
-            state.status.error = Some(message);
+            state.sides[side].error = Some(message.clone());
+            state.status.report_error(message);
             state.columns.end_unfinished(side, StopReason::Error);
         }
     }

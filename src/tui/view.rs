@@ -1,17 +1,20 @@
 //! One draw of the whole screen from `&State`; nothing here changes state.
 
-use super::action::{Action, Focus};
-use super::keymap::KeyMap;
+use super::action::{Action, DialogAction, Focus};
+use super::keymap::{KeyMap, Mode};
 use super::layout::areas;
 use super::state::{Overlay, State};
 use super::theme::Theme;
 use super::{
-    columns, dialogs, export_dialog, help, inspector, model_picker, params, preset_picker, prompt,
-    save_prompt, status,
+    columns, dialogs, export_dialog, help, inspector, messages, model_picker, params,
+    preset_picker, prompt, save_prompt, status,
 };
 use ratatui::Frame;
+use ratatui::widgets::Block;
 
 pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
+    // A theme that names a background (light) paints it everywhere, under every panel.
+    frame.render_widget(Block::new().style(theme.base), frame.area());
     let a = areas(frame.area());
     let focus = |f| state.focus == f && state.overlay.is_none();
     prompt::render(
@@ -38,15 +41,36 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
             theme,
         );
     }
+    let modes = state.modes();
+    let empty = match state.failure() {
+        Some(why) => {
+            // The keys outside text fields, where this is read.
+            let key = |action| {
+                keymap
+                    .key_for(&[Mode::Navigate], &action)
+                    .unwrap_or_default()
+            };
+            columns::Empty::Failed(format!(
+                "{why}. {} picks another model, {} quits.",
+                key(Action::Dialog(DialogAction::OpenModels)),
+                key(Action::Quit)
+            ))
+        }
+        None => columns::Empty::Waiting,
+    };
+    let sides = columns::Sides {
+        titles: state.side_titles(),
+        marks: state.side_marks(),
+        empty,
+    };
     columns::render(
         frame,
         a.columns,
         &state.columns,
-        &state.side_titles(),
+        sides,
         focus(Focus::Columns),
         theme,
     );
-    let modes = state.modes();
     let mut wanted = vec![(Action::Quit, "quit"), (Action::OpenHelp, "help")];
     if focus(Focus::Columns) {
         // The cursor keys take over the pane: say how to get out.
@@ -56,11 +80,21 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         .iter()
         .filter_map(|(action, name)| keymap.key_for(&modes, action).map(|k| (k, *name)))
         .collect();
-    status::render(frame, a.status, &state.status, &state.params, &hints, theme);
+    let log_key = keymap.key_for(&modes, &Action::OpenMessages);
+    status::render(
+        frame,
+        a.status,
+        &state.status,
+        &state.params,
+        &hints,
+        log_key,
+        theme,
+    );
     let area = frame.area();
     match &state.overlay {
         None => {}
         Some(Overlay::Help) => help::render(frame, area, keymap, theme),
+        Some(Overlay::Messages) => messages::render(frame, area, &state.status.log, keymap, theme),
         Some(Overlay::Presets(picker)) => preset_picker::render(frame, area, picker, keymap, theme),
         Some(Overlay::SavePreset(prompt)) => {
             if let Some(store) = &state.presets.store {

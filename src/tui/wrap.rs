@@ -127,16 +127,94 @@ impl Wrapped {
         }
     }
 
-    /// Places text without newlines; returns where it starts.
+    /// Whether the row may break after `c`: a space or a tab, as drawn.
+    fn is_break(&self, c: char) -> bool {
+        matches!(c, ' ' | '\t') || (self.whitespace && matches!(c, '·' | '→'))
+    }
+
+    /// Starts a new row.
+    fn new_row(&mut self) {
+        self.lines.push(Vec::new());
+        self.used = 0;
+    }
+
+    /// Places text without newlines, wrapping at word boundaries: a piece that does not fit
+    /// leaves its leading spaces on this row and starts its word on the next, and a piece that
+    /// goes on a word (`oy` after ` b`, a `,`) takes that word along to the next row, so that
+    /// rows neither break inside words nor start with punctuation. A word wider than a row is
+    /// split. Returns where the text starts.
     fn place_run(&mut self, text: &str, token: Option<usize>) -> Option<Cell> {
         if text.is_empty() {
             return None;
         }
         let width = text.width();
-        if self.used > 0 && self.used + width > self.width && width <= self.width {
-            self.lines.push(Vec::new());
-            self.used = 0;
+        if self.used > 0 && self.used + width > self.width {
+            let word = text.trim_start_matches(|c| self.is_break(c));
+            let spaces = &text[..text.len() - word.len()];
+            if !spaces.is_empty()
+                && self.used + spaces.width() <= self.width
+                && word.width() <= self.width
+            {
+                let first = self.fill(spaces, token);
+                if !word.is_empty() {
+                    self.new_row();
+                    self.fill(word, token);
+                }
+                return first;
+            }
+            if width <= self.width && !self.carry_word(width) {
+                self.new_row();
+            }
         }
+        self.fill(text, token)
+    }
+
+    /// Moves the word that ends the last row (what follows its last space) to a new row, when
+    /// it fits there with `more` cells after it; returns whether it moved.
+    fn carry_word(&mut self, more: usize) -> bool {
+        let row_index = self.lines.len() - 1;
+        let text: String = self.lines[row_index]
+            .iter()
+            .map(|s| s.text.as_str())
+            .collect();
+        let Some((space, c)) = text.char_indices().rev().find(|&(_, c)| self.is_break(c)) else {
+            return false;
+        };
+        let cut = space + c.len_utf8();
+        let word = &text[cut..];
+        if word.is_empty() || word.width() + more > self.width {
+            return false;
+        }
+        let cut_cells = text[..cut].width();
+        let mut carried = Vec::new();
+        let mut offset = 0;
+        let row = &mut self.lines[row_index];
+        for segment in row.iter_mut() {
+            let end = offset + segment.text.len();
+            if end > cut {
+                let from = cut.saturating_sub(offset);
+                carried.push(Segment {
+                    text: segment.text[from..].to_owned(),
+                    token: segment.token,
+                });
+                segment.text.truncate(from);
+            }
+            offset = end;
+        }
+        row.retain(|s| !s.text.is_empty());
+        for start in self.starts.iter_mut().rev() {
+            if start.0 != row_index || start.1 < cut_cells {
+                break;
+            }
+            *start = (row_index + 1, start.1 - cut_cells);
+        }
+        self.used = word.width();
+        self.lines.push(carried);
+        true
+    }
+
+    /// Puts text on the rows from where the last one ends, splitting it where a row is full.
+    fn fill(&mut self, text: &str, token: Option<usize>) -> Option<Cell> {
         let mut first = None;
         let mut rest = text;
         while !rest.is_empty() {
@@ -207,17 +285,39 @@ mod tests {
     #[test]
     fn tokens_wrap_whole_and_newlines_keep_a_cell() {
         let w = wrapped(8, false, &["Once", " upon", " a", "\ntime", " abcdefghijk"]);
-        assert_eq!(texts(&w), ["Once", " upon a ", "time abc", "defghijk"]);
+        assert_eq!(texts(&w), ["Once ", "upon a ", "time abc", "defghijk"]);
         assert_eq!(
             w.start(3),
-            Some((1, 7)),
+            Some((1, 6)),
             "the newline's cell starts the token"
         );
         assert_eq!(w.start(4), Some((2, 4)));
-        assert_eq!(w.token_at(1, 7), Some(3));
+        assert_eq!(w.token_at(1, 6), Some(3));
         assert_eq!(w.token_at(2, 0), Some(3));
         assert_eq!(w.token_at(3, 0), Some(4));
         assert_eq!(w.token_at(0, 6), None, "past the end of the row");
+    }
+
+    #[test]
+    fn rows_break_at_spaces_not_inside_words_or_before_punctuation() {
+        let w = wrapped(10, false, &["a", " little", " b", "oy", ",", " and"]);
+        assert_eq!(texts(&w), ["a little ", "boy, and"]);
+        assert_eq!(w.start(2), Some((0, 8)), "` b` starts at its space");
+        assert_eq!(w.start(3), Some((1, 1)));
+        assert_eq!(w.token_at(1, 0), Some(2), "its `b` went along");
+        assert_eq!(w.start(4), Some((1, 3)));
+        let shown = wrapped(10, true, &["a", " little", " b", "oy"]);
+        assert_eq!(
+            texts(&shown),
+            ["a·little·", "boy"],
+            "also with visible spaces"
+        );
+        let long = wrapped(4, false, &["ab", "cdefgh"]);
+        assert_eq!(
+            texts(&long),
+            ["abcd", "efgh"],
+            "a word wider than a row is split"
+        );
     }
 
     #[test]

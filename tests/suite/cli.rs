@@ -362,6 +362,97 @@ fn the_playground_checks_themes_and_user_presets_before_taking_the_terminal() {
 }
 
 #[test]
+fn export_takes_preset_names_preset_and_set_like_sample() {
+    let by_name = samplab(&["export", "--format", "vllm", "greedy"]);
+    assert!(by_name.status.success(), "{}", stderr(&by_name));
+    assert!(
+        stdout(&by_name).contains("temperature=0"),
+        "{}",
+        stdout(&by_name)
+    );
+
+    let flags = samplab(&[
+        "export", "--format", "vllm", "--preset", "balanced", "--set", "top_k=5",
+    ]);
+    assert!(flags.status.success(), "{}", stderr(&flags));
+    let text = stdout(&flags);
+    assert!(
+        text.contains("top_k=5") && text.contains("top_p=0.9"),
+        "{text}"
+    );
+
+    let bad_set = samplab(&["export", "--format", "vllm", "--set", "top_k=-5"]);
+    assert!(!bad_set.status.success());
+    assert!(
+        stderr(&bad_set).contains("--set top_k=-5"),
+        "{}",
+        stderr(&bad_set)
+    );
+
+    let missing = samplab(&["export", "--format", "vllm", "nope"]);
+    assert!(!missing.status.success());
+    let error = stderr(&missing);
+    assert!(error.contains("no preset named `nope`"), "{error}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "min_p: 2\n").unwrap();
+    let out = samplab(&["export", "--format", "vllm", bad.to_str().unwrap()]);
+    let error = stderr(&out);
+    assert_eq!(error.matches("`min_p`").count(), 1, "said once: {error}");
+}
+
+#[test]
+fn export_names_the_built_in_model_by_its_cached_directory() {
+    let cache = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_samplab"))
+        .args([
+            "export",
+            "--format",
+            "vllm",
+            "greedy",
+            "--model",
+            "samplab-tiny",
+        ])
+        .env("XDG_CACHE_HOME", cache.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let dir = std::fs::read_dir(cache.path().join("samplab/models"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert!(
+        dir.join("config.json").is_file(),
+        "the files are there to load"
+    );
+    assert!(
+        text.contains(&format!("LLM(model=\"{}\")", dir.display())),
+        "{text}"
+    );
+}
+
+#[test]
+fn sample_names_the_stop_token_by_its_text_as_the_playground_does() {
+    let out = samplab(&[
+        "sample",
+        "--prompt",
+        "Once upon a time",
+        "--set",
+        "max_tokens=400",
+        "--set",
+        "seed=1",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("── stop </s> · "), "{text}");
+    assert!(!text.contains("<token"), "{text}");
+}
+
+#[test]
 fn escape_sequences_in_files_reach_stderr_escaped() {
     use candle_core::quantized::gguf_file::{self, Value};
     let dir = tempfile::tempdir().unwrap();

@@ -173,3 +173,40 @@ fn a_bad_second_model_fails_before_the_first_one_runs() {
         "but nothing runs: {stdout}"
     );
 }
+
+#[test]
+fn every_jsonl_line_of_two_models_names_its_model() {
+    let Some(stories) = common::test_model() else {
+        return;
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_samplab"))
+        .args(["sample", "--jsonl", "--prompt", PROMPT, "--model"])
+        .arg(&stories)
+        .args(["--model", "samplab-tiny", "--set", "max_tokens=3"])
+        .output()
+        .expect("the samplab binary runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let models_of = |kind: &str| -> Vec<String> {
+        lines
+            .iter()
+            .filter(|l| l["event"] == kind)
+            .map(|l| l["model"].as_str().unwrap_or("none").to_owned())
+            .collect()
+    };
+    assert_eq!(models_of("started"), ["stories260K", "samplab-tiny"]);
+    assert_eq!(models_of("token").len(), 6, "{lines:?}");
+    assert_eq!(
+        models_of("token")[3..],
+        ["samplab-tiny", "samplab-tiny", "samplab-tiny"]
+    );
+    assert_eq!(models_of("done"), ["stories260K", "samplab-tiny"]);
+    assert!(lines.iter().all(|l| l["model"].is_string()), "{lines:?}");
+}

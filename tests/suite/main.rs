@@ -27,6 +27,7 @@ mod stop_strings;
 mod tui;
 mod tui_compare;
 mod tui_dialogs;
+mod tui_failures;
 mod tui_inspect;
 mod tui_tmux;
 mod twinkle;

@@ -445,13 +445,11 @@ fn finished_and_done_fill_the_footers() {
             ),
         ),
     );
-    update(
-        &mut s,
-        Action::Engine(
-            0,
-            finished(1, 1, StopReason::Stop, Some(StopMatched::Token(2))),
-        ),
-    );
+    let mut eos = finished(1, 1, StopReason::Stop, Some(StopMatched::Token(2)));
+    if let Event::Finished { stop_token, .. } = &mut eos {
+        *stop_token = Some("</s>".into());
+    }
+    update(&mut s, Action::Engine(0, eos));
     update(
         &mut s,
         Action::Engine(
@@ -461,7 +459,7 @@ fn finished_and_done_fill_the_footers() {
     );
     let footers: Vec<String> = s.columns.columns.iter().map(|c| c.footer(80)).collect();
     assert_eq!(footers[0], "■ stop \"\\n\\n\" 1 tok lp -0.69 ppl 2.00");
-    assert_eq!(footers[1], "■ stop <eos> 1 tok lp 0.00 ppl 1.00");
+    assert_eq!(footers[1], "■ stop </s> 1 tok lp 0.00 ppl 1.00");
     assert_eq!(footers[2], "■ length 0 tok");
     assert_eq!(s.status.models[0].tok_per_s, Some(812.0));
     assert!(!s.sides[0].active);
@@ -821,5 +819,36 @@ fn a_model_without_a_template_keeps_the_prompt_raw_and_says_why() {
             .as_deref()
             .unwrap()
             .contains("no chat template")
+    );
+}
+
+#[test]
+fn up_and_down_stop_at_the_first_and_last_parameter() {
+    let mut s = state();
+    let (first, last) = (Field::ALL[0], Field::ALL[Field::ALL.len() - 1]);
+    select(&mut s, first.name());
+    update(&mut s, Action::SelectParam(-1));
+    assert_eq!(s.params.field(), first, "↑ on the first row stays there");
+    select(&mut s, last.name());
+    update(&mut s, Action::SelectParam(1));
+    assert_eq!(s.params.field(), last, "↓ on the last row stays there");
+}
+
+#[test]
+fn a_footer_names_the_stop_token_by_its_text() {
+    let mut s = running();
+    update(&mut s, Action::Engine(0, started(1, vec![42])));
+    update(&mut s, Action::Engine(0, token(1, 0, "Hi", 0.5)));
+    let mut event = finished(1, 0, StopReason::Stop, Some(StopMatched::Token(7)));
+    if let Event::Finished { stop_token, .. } = &mut event {
+        *stop_token = Some("<|im_end|>".into());
+    }
+    update(&mut s, Action::Engine(0, event));
+    assert!(
+        s.columns.columns[0]
+            .footer(80)
+            .starts_with("■ stop <|im_end|> 1 tok"),
+        "{}",
+        s.columns.columns[0].footer(80)
     );
 }

@@ -369,3 +369,45 @@ fn w_writes_every_sides_finished_run() {
         .collect();
     assert_eq!(reasons, [StopReason::Length, StopReason::Stop]);
 }
+
+#[test]
+fn the_model_picker_says_which_models_failed_or_are_still_loading() {
+    let mut s = state_sized(200, 50);
+    s.compare(&["missing.gguf".to_owned(), "big.gguf".to_owned()], None);
+    update(
+        &mut s,
+        Action::Engine(
+            0,
+            Event::LoadFailed {
+                message: "model path missing.gguf does not exist".into(),
+            },
+        ),
+    );
+    open_models(&mut s);
+    let theme = Theme::dark();
+    let screen = render(&s, &theme);
+    let failed = find(&screen, " failed: model path missing.gguf does not exist")
+        .unwrap_or_else(|| panic!("the failure is listed"));
+    assert!(failed.1 < 49, "in the picker, not the status bar");
+    assert_eq!(
+        screen[failed].fg,
+        theme.error.fg.unwrap(),
+        "in the error colour"
+    );
+    assert!(find(&screen, "loading 0%").is_some());
+    assert!(find(&screen, "loaded").is_none(), "no model has loaded");
+}
+
+#[test]
+fn exports_name_the_built_in_model_by_its_files() {
+    let mut s = state_sized(200, 50);
+    s.compare(&["samplab-tiny".into()], None);
+    s.export.builtin_model = Some("/cache/samplab/models/samplab-tiny-00ff".into());
+    let code = exported(&mut s);
+    assert!(
+        code.contains(r#"LLM(model="/cache/samplab/models/samplab-tiny-00ff")"#),
+        "{code}"
+    );
+    s.compare(&["org/name".into()], None);
+    assert!(exported(&mut s).contains(r#"LLM(model="org/name")"#));
+}

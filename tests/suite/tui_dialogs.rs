@@ -1030,3 +1030,116 @@ fn every_overlay_survives_tiny_terminals() {
         }
     }
 }
+
+#[test]
+fn a_loaded_preset_changes_only_the_run_shape_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = running(dir.path());
+    s.params.params.num_samples = 4;
+    s.params.params.logprobs = Some(3);
+    update(&mut s, dialog(DialogAction::OpenPresets));
+    update(
+        &mut s,
+        Action::Outcome(Outcome::PresetsListed(Ok(vec![user(
+            "two",
+            Ok(SamplingParams::from_yaml("num_samples: 2\ntemperature: 0.5").unwrap()),
+        )]))),
+    );
+    pick(&mut s, "greedy");
+    update(&mut s, dialog(DialogAction::LoadPreset));
+    assert_eq!(s.params.params.temperature, 0.0);
+    assert_eq!(
+        (s.params.params.num_samples, s.params.params.logprobs),
+        (4, Some(3)),
+        "greedy names neither"
+    );
+    assert!(!s.params.modified());
+    update(&mut s, dialog(DialogAction::OpenPresets));
+    update(
+        &mut s,
+        Action::Outcome(Outcome::PresetsListed(Ok(vec![user(
+            "two",
+            Ok(SamplingParams::from_yaml("num_samples: 2\ntemperature: 0.5").unwrap()),
+        )]))),
+    );
+    pick(&mut s, "two");
+    update(&mut s, dialog(DialogAction::LoadPreset));
+    assert_eq!(s.params.params.num_samples, 2, "named, so the preset's");
+}
+
+/// The params the save prompt asks to write under `name`.
+fn saved_params(s: &mut State, name: &str) -> SamplingParams {
+    update(s, dialog(DialogAction::OpenSave));
+    type_text(s, name);
+    match &update(s, dialog(DialogAction::SubmitName))[..] {
+        [Effect::SavePreset { params, .. }] => params.clone(),
+        effects => panic!("{effects:?}"),
+    }
+}
+
+#[test]
+fn a_saved_preset_leaves_out_the_seed_the_session_drew() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = running(dir.path());
+    let drawn = s.params.params.seed;
+    s.presets.drawn_seed = drawn;
+    let params = saved_params(&mut s, "mine");
+    assert_eq!(params.seed, None);
+    let saved = PresetStore::new(dir.path())
+        .save("mine", &params, false)
+        .unwrap();
+    update(&mut s, Action::Outcome(Outcome::PresetSaved(Ok(saved))));
+    assert_eq!(s.params.params.seed, drawn, "the samples keep their seed");
+    assert!(!s.params.modified());
+
+    update(&mut s, Action::RollSeed);
+    let rolled = s.params.params.seed;
+    assert_ne!(rolled, drawn);
+    assert_eq!(
+        saved_params(&mut s, "rolled").seed,
+        rolled,
+        "a seed the user rolled is theirs"
+    );
+}
+
+#[test]
+fn t_stops_on_a_broken_user_theme_to_say_why_and_keeps_the_colours() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("broken.yaml"), "border: blu").unwrap();
+    let (catalog, _) =
+        themes::ThemeCatalog::load(Some("no-color"), Some(dir.path()), false).unwrap();
+    let mut s = state_sized(80, 24);
+    s.themes = catalog;
+    update(&mut s, Action::CycleTheme);
+    assert_eq!(s.themes.current().name, "no-color");
+    let error = s.status.error.clone().expect("the broken theme is said");
+    assert!(
+        error.contains("broken.yaml: `border`") && error.contains("still on no-color"),
+        "{error}"
+    );
+    update(&mut s, Action::CycleTheme);
+    assert_eq!(s.themes.current().name, "dark");
+}
+
+#[test]
+fn the_light_theme_paints_the_light_background_its_dark_text_assumes() {
+    let mut s = state_sized(80, 24);
+    // max_tokens selected: the temperature row's 1.00 is not on the selection's colour.
+    s.params.selected = 0;
+    let light = themes::builtin("light").unwrap();
+    let buffer = render(&s, &light);
+    let paper = light.base.bg.expect("the light theme names its background");
+    let (x, y) = find(&buffer, "1.00").expect("a value in the params panel");
+    let ink = buffer[(x, y)].fg;
+    assert!(ink == Color::Black || Some(ink) == light.base.fg, "{ink:?}");
+    assert_eq!(buffer[(x, y)].bg, paper, "dark text on the theme's paper");
+    let samples = areas(Rect::new(0, 0, 80, 24)).columns;
+    let inside = (samples.x + 30, samples.y + 5);
+    assert_eq!(buffer[inside].bg, paper, "empty space too");
+    let dark = render(&s, &Theme::dark());
+    assert_eq!(
+        dark[inside].bg,
+        Color::Reset,
+        "the dark theme keeps the terminal's"
+    );
+}

@@ -341,13 +341,17 @@ fn two_models_run_side_by_side_and_score_each_other() {
     };
     let preset = home.path().join("short.yaml");
     std::fs::write(&preset, "max_tokens: 24\nseed: 3\n").unwrap();
-    tmux.type_text(&format!(
-        "{} --model {} --model samplab-tiny --prompt 'Once upon a time' --preset {}",
-        env!("CARGO_BIN_EXE_samplab"),
-        model.display(),
-        preset.display()
-    ));
-    tmux.keys(&["Enter"]);
+    start_playground(
+        &tmux,
+        &format!(
+            "--model {} --model samplab-tiny --prompt 'Once upon a time' --preset {}",
+            model.display(),
+            preset.display()
+        ),
+    );
+    // One sample per model (from the four it opens with), so the footers have room for scores.
+    tmux.keys(&["Down"; 5]);
+    tmux.keys(&["Left"; 3]);
     let screen = tmux.wait_for("both models' samples scored by the other", |s| {
         s.contains("⇄samplab-tiny") && s.contains("⇄stories260K")
     });
@@ -363,6 +367,164 @@ fn two_models_run_side_by_side_and_score_each_other() {
     tmux.wait_for("the shell prompt after quitting", |s| {
         s.trim_end().ends_with(PROMPT_MARK)
     });
+}
+
+/// Types `samplab ARGS; echo "exit=$?"` at the shell and waits for the playground's prompt box.
+fn start_playground(tmux: &Tmux, args: &str) {
+    tmux.type_text(&format!(
+        "{} {args}; echo \"exit=$?\"",
+        env!("CARGO_BIN_EXE_samplab")
+    ));
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the playground", |s| s.contains("┌ prompt"));
+}
+
+/// The shell prompt after the playground ended, with the exit status it printed.
+fn exit_status(tmux: &Tmux) -> String {
+    let screen = tmux.wait_for("the exit status", |s| {
+        s.lines().any(|l| l.starts_with("exit=")) && s.trim_end().ends_with(PROMPT_MARK)
+    });
+    let status = screen
+        .lines()
+        .find(|l| l.starts_with("exit="))
+        .unwrap_or("");
+    status.trim_start_matches("exit=").to_owned()
+}
+
+#[test]
+fn a_model_that_cannot_load_says_why_and_quitting_exits_non_zero() {
+    let home = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(home.path()) else {
+        return;
+    };
+    start_playground(&tmux, "--model missing.gguf");
+    let screen = tmux.wait_for("the load error in the sample area", |s| {
+        s.contains("│cannot load model missing.gguf")
+    });
+    assert!(screen.contains("a picks another model"), "{screen}");
+    tmux.keys(&["q"]);
+    assert_eq!(exit_status(&tmux), "1");
+    let after = tmux.screen();
+    assert!(
+        after.contains("samplab: cannot load model missing.gguf"),
+        "the error is printed after the terminal is restored:\n{after}"
+    );
+}
+
+/// The process id of the program the pane's shell runs in the foreground.
+fn foreground_pid(tmux: &Tmux) -> String {
+    let shell = tmux.display("#{pane_pid}");
+    let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
+        .unwrap_or_else(|e| panic!("the shell's children: {e}"));
+    children
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn signals_that_end_the_playground_restore_the_terminal() {
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(home.path()) else {
+        return;
+    };
+    for (signal, number) in [("TERM", 15), ("HUP", 1), ("QUIT", 3)] {
+        tmux.type_text("clear");
+        tmux.keys(&["Enter"]);
+        start_playground(&tmux, &format!("--model {}", model.display()));
+        assert_eq!(tmux.display("#{alternate_on}"), "1");
+        let pid = foreground_pid(&tmux);
+        let killed = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .unwrap();
+        assert!(killed.success(), "kill -{signal} {pid}");
+        assert_eq!(
+            exit_status(&tmux),
+            (128 + number).to_string(),
+            "SIG{signal}"
+        );
+        for (flag, restored) in [
+            ("#{alternate_on}", "0"),
+            ("#{mouse_any_flag}", "0"),
+            ("#{cursor_flag}", "1"),
+        ] {
+            assert_eq!(tmux.display(flag), restored, "{flag} after SIG{signal}");
+        }
+    }
+}
+
+#[test]
+fn a_large_unbracketed_paste_is_taken_whole() {
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(home.path()) else {
+        return;
+    };
+    start_playground(&tmux, &format!("--model {}", model.display()));
+    tmux.keys(&["BTab"]);
+    // 3,000 characters typed at once, as a terminal without bracketed paste sends a paste:
+    // numbered words, so the screen tells how far it got.
+    let text: String = (0..600).map(|i| format!("{:04} ", i * 5)).collect();
+    tmux.type_text(&text);
+    let screen = tmux.wait_for("the end of the paste in the prompt box", |s| {
+        s.contains("2990 2995")
+    });
+    assert!(screen.contains("2985"), "{screen}");
+    tmux.keys(&["q"]);
+}
+
+#[test]
+fn the_playground_opens_with_four_samples_and_saves_no_seed_it_drew() {
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(home.path()) else {
+        return;
+    };
+    start_playground(&tmux, &format!("--model {}", model.display()));
+    let screen = tmux.wait_for("four columns", |s| s.contains("┌ #3 seed"));
+    assert!(!screen.contains("┌ #4 seed"), "{screen}");
+    assert_eq!(param_value(&screen, "samples").as_deref(), Some("4"));
+
+    // The seed drawn for the session is not the user's: a saved preset leaves it out.
+    tmux.keys(&["s"]);
+    tmux.wait_for("the save prompt", |s| s.contains("save preset"));
+    tmux.type_text("mine");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the saved preset", |s| s.contains("preset mine · saved"));
+    let saved = std::fs::read_to_string(home.path().join("config/presets/mine.yaml")).unwrap();
+    assert_eq!(saved, "max_tokens: 128\nnum_samples: 4\n");
+    tmux.keys(&["q"]);
+    assert_eq!(exit_status(&tmux), "0");
+}
+
+#[test]
+fn the_export_dialog_names_the_built_in_model_by_its_files() {
+    let home = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(home.path()) else {
+        return;
+    };
+    start_playground(&tmux, "");
+    tmux.keys(&["e"]);
+    let screen = tmux.wait_for("the export dialog", |s| s.contains("LLM(model="));
+    let cache = home.path().join(".cache/samplab/models/samplab-tiny-");
+    assert!(
+        screen.contains(&format!("LLM(model=\"{}", cache.display())),
+        "{screen}"
+    );
+    tmux.keys(&["Escape"]);
+    // Sent at once, Esc and q would read as Alt+q.
+    tmux.wait_for("the dialog closed", |s| !s.contains("┌ export"));
+    tmux.keys(&["q"]);
+    assert_eq!(exit_status(&tmux), "0");
 }
 
 #[test]

@@ -70,6 +70,7 @@ pub fn finished(
         sample,
         reason,
         matched,
+        stop_token: None,
         tail: String::new(),
         replayed: 0,
         decoded: 1,
