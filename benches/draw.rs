@@ -57,6 +57,7 @@ fn streamed() -> State {
             defaults: None,
             chat_template: false,
             vocab: 0,
+            vocab_size: 512,
         },
         Event::Started {
             run_id: 1,

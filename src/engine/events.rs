@@ -77,6 +77,8 @@ pub enum Event {
         /// read as a garbage vocabulary size, and lost bits in parsers that read f64.
         #[serde(rename = "vocab_fingerprint", serialize_with = "hex")]
         vocab: u64,
+        /// Tokens in the vocabulary: where top_k stops mattering.
+        vocab_size: usize,
     },
     /// The model could not be loaded; the message says what to do.
     LoadFailed {
@@ -171,9 +173,11 @@ mod tests {
             defaults: None,
             chat_template: false,
             vocab: 4039322147505346497,
+            vocab_size: 49152,
         };
         let json = serde_json::to_value(&loaded).unwrap();
         assert_eq!(json["vocab_fingerprint"], "380e8e17876c97c1");
+        assert_eq!(json["vocab_size"], 49152);
         assert!(json.get("vocab").is_none(), "{json}");
     }
 }

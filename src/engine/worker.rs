@@ -420,6 +420,7 @@ where
         defaults: model.defaults.clone(),
         chat_template: model.chat_template.is_some(),
         vocab,
+        vocab_size: model.backend.vocab_size(),
     });
 
     let mut queue = Queue::default();

@@ -31,9 +31,11 @@ pub enum Knob {
         limit: (f64, f64),
         slider: (f64, f64),
     },
-    /// A count moved through powers of two up to `max`; below 1 is off.
+    /// A count moved through powers of two up to `max` (and the vocabulary's size when
+    /// `vocab`: top_k beyond it changes nothing); below 1 is off.
     Doubling {
         max: u32,
+        vocab: bool,
     },
     /// A whole number moved by 1 (or `coarse`) within `limit`, off just below it when the
     /// parameter can be off; `log` draws its slider on a log scale.

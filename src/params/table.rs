@@ -127,7 +127,7 @@ params_table! {
         bounds: Some(Bounds::at_least(1.0)),
         valid: "must be >= 1, or null to run until EOS",
         off: Some("null"),
-        ..spec("max_tokens", Engines::ALL, Knob::Doubling { max: DOUBLING_MAX })
+        ..spec("max_tokens", Engines::ALL, Knob::Doubling { max: DOUBLING_MAX, vocab: false })
     };
     /// Sample i uses seed + i; null draws one at random when the run starts.
     Seed seed: Option<u64> = None, spec("seed", Engines::ALL, Knob::Seed);
@@ -154,7 +154,7 @@ params_table! {
         bounds: Some(Bounds::at_least(-1.0)),
         valid: "must be -1 (off), 0 (read as off) or >= 1",
         off: Some("-1"),
-        ..spec("top_k", Engines::ALL, Knob::Doubling { max: DOUBLING_MAX })
+        ..spec("top_k", Engines::ALL, Knob::Doubling { max: DOUBLING_MAX, vocab: true })
     };
     /// Keeps the most likely tokens that together hold this much probability; 1 is off.
     TopP top_p: f32 = 1.0, FieldSpec {
@@ -227,12 +227,12 @@ params_table! {
     RepeatLastN repeat_last_n: i32 = 64, FieldSpec {
         bounds: Some(Bounds::at_least(-1.0)),
         valid: "must be -1 (the whole context), 0 (penalties off) or >= 1",
-        ..spec("repeat_n", Engines::LLAMA_CPP, Knob::Doubling { max: DOUBLING_MAX })
+        ..spec("repeat_n", Engines::LLAMA_CPP, Knob::Doubling { max: DOUBLING_MAX, vocab: false })
     };
     /// EOS and stop token ids cannot be drawn before this many tokens.
     MinTokens min_tokens: u32 = 0, FieldSpec {
         off: Some("0"),
-        ..spec("min_tokens", VLLM_AND_TRANSFORMERS, Knob::Doubling { max: DOUBLING_MAX })
+        ..spec("min_tokens", VLLM_AND_TRANSFORMERS, Knob::Doubling { max: DOUBLING_MAX, vocab: false })
     };
     /// EOS does not end a sample (it may still be drawn).
     IgnoreEos ignore_eos: bool = false, FieldSpec {
@@ -304,7 +304,7 @@ params_table! {
     DryPenaltyLastN dry_penalty_last_n: i32 = -1, FieldSpec {
         bounds: Some(Bounds::at_least(-1.0)),
         valid: "must be -1 (the whole context), 0 (off) or >= 1",
-        ..spec("dry_last_n", Engines::LLAMA_CPP, Knob::Doubling { max: DOUBLING_MAX })
+        ..spec("dry_last_n", Engines::LLAMA_CPP, Knob::Doubling { max: DOUBLING_MAX, vocab: false })
     };
     /// DRY: strings that end a repeated sequence.
     DrySequenceBreakers dry_sequence_breakers: Vec<String> = ["\n", ":", "\"", "*"]

@@ -36,6 +36,8 @@ pub struct ParamsState {
     /// Why the last knob move was refused: a value another parameter rules out (a parameter
     /// the new engine lacks, min_tokens above max_tokens).
     pub refusal: Option<String>,
+    /// The smallest vocabulary among the loaded models, which caps top_k's knob.
+    pub vocab_size: Option<u32>,
     /// State of the seed roller, so rolling stays a pure function of the state.
     roller: u64,
 }
@@ -52,6 +54,7 @@ impl ParamsState {
             selected: row_of(Field::Temperature),
             editor: None,
             refusal: None,
+            vocab_size: None,
             roller: entropy,
         };
         state.load_preset(preset);
@@ -139,7 +142,8 @@ impl ParamsState {
                 )),
                 None => return false,
             },
-            Knob::Doubling { max } => {
+            Knob::Doubling { max, vocab } => {
+                let max = self.doubling_max(max, vocab);
                 let n = number(&value)
                     .filter(|&n| n >= 1.0)
                     .map(|n| n.min(f64::from(u32::MAX)) as u32);
@@ -223,7 +227,10 @@ impl ParamsState {
                 ..
             } => decimal(((lo + f * (hi - lo)) * 100.0).round() / 100.0)
                 .clamp_within(lo_limit, hi_limit),
-            Knob::Doubling { max } => Value::from(f64::from(max).powf(f).round() as u32),
+            Knob::Doubling { max, vocab } => {
+                let max = self.doubling_max(max, vocab);
+                Value::from(f64::from(max).powf(f).round() as u32)
+            }
             Knob::Count {
                 limit: (lo, hi),
                 log: true,
@@ -235,6 +242,14 @@ impl ParamsState {
             Knob::Seed | Knob::Toggle | Knob::Choice(_) | Knob::Text => return false,
         };
         self.apply_value(value)
+    }
+
+    /// The top of a doubling knob: its own, or the vocabulary's size where that is smaller.
+    fn doubling_max(&self, max: u32, vocab: bool) -> u32 {
+        match self.vocab_size.filter(|_| vocab) {
+            Some(size) => max.min(size.max(1)),
+            None => max,
+        }
     }
 
     pub fn roll_seed(&mut self) -> bool {
@@ -407,13 +422,16 @@ pub fn value_text(params: &SamplingParams, field: Field) -> String {
 }
 
 /// How full the slider is, or `None` for fields without one (text, toggles, off values).
-fn gauge(params: &SamplingParams, field: Field) -> Option<f64> {
+fn gauge(state: &ParamsState, field: Field) -> Option<f64> {
+    let params = &state.params;
     let x = number(&params.get(field))?;
     let fraction = match field.spec().knob {
         Knob::Decimal {
             slider: (lo, hi), ..
         } => (x - lo) / (hi - lo),
-        Knob::Doubling { max } if x >= 1.0 => x.log2() / f64::from(max).log2(),
+        Knob::Doubling { max, vocab } if x >= 1.0 => {
+            x.log2() / f64::from(state.doubling_max(max, vocab)).log2()
+        }
         Knob::Count {
             limit: (_, hi),
             log: true,
@@ -514,7 +532,7 @@ pub fn render(
             _ => {
                 let value = value_text(&state.params, field);
                 let slider = slider_cells(width).filter(|_| value.chars().count() <= VALUE_WIDTH);
-                if let (Some(fraction), Some((_, room))) = (gauge(&state.params, field), slider) {
+                if let (Some(fraction), Some((_, room))) = (gauge(state, field), slider) {
                     let filled = (fraction * room as f64).round() as usize;
                     spans.push(Span::styled(
                         "▮".repeat(filled),
@@ -663,6 +681,23 @@ mod tests {
         }
     }
 
+    /// Issue 14: top_k went up to 65536 on a 1,024-token vocabulary.
+    #[test]
+    fn top_k_stops_at_the_vocabulary() {
+        let mut s = state("top_k");
+        s.vocab_size = Some(1000);
+        s.params.top_k = 512;
+        assert!(s.nudge(1, false));
+        assert_eq!(s.params.top_k, 1000);
+        assert!(!s.nudge(1, false), "past the vocabulary top_k changes nothing");
+        assert!(s.set_fraction(1.0) || s.params.top_k == 1000);
+        assert_eq!(s.params.top_k, 1000);
+        s.select_field(Field::MaxTokens);
+        s.params.max_tokens = Some(1024);
+        assert!(s.nudge(1, false));
+        assert_eq!(s.params.max_tokens, Some(2048), "other counts are not capped");
+    }
+
     #[test]
     fn choices_cycle_and_fields_outside_the_engine_are_refused() {
         let mut s = state("engine");
@@ -711,7 +746,7 @@ mod tests {
         ] {
             let mut s = state(field);
             assert!(s.set_fraction(at), "{field}");
-            let shown = gauge(&s.params, s.field()).unwrap();
+            let shown = gauge(&s, s.field()).unwrap();
             assert!((shown - at).abs() < 0.01, "{field}: {shown} for {at}");
         }
         let mut s = state("top_p");

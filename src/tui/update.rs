@@ -418,12 +418,15 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             defaults,
             chat_template,
             vocab,
+            vocab_size,
         } => {
             if let Some(slot) = state.status.slot_mut(model) {
                 slot.status = ModelStatus::Ready { name, device };
                 slot.chat_available = chat_template;
                 slot.vocab = vocab;
             }
+            let size = u32::try_from(vocab_size).unwrap_or(u32::MAX);
+            state.params.vocab_size = Some(state.params.vocab_size.map_or(size, |s| s.min(size)));
             if state.prompt.chat && !chat_template {
                 state.prompt.chat = false;
                 state.status.report_error(no_template_message(state));

@@ -733,6 +733,7 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
                 defaults: Some(defaults),
                 chat_template: false,
                 vocab: 0,
+                vocab_size: 1024,
             },
         ),
     );
@@ -760,6 +761,7 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
                 defaults: Some(SamplingParams::from_yaml("temperature: 0.3").unwrap()),
                 chat_template: false,
                 vocab: 0,
+                vocab_size: 1024,
             },
         ),
     );

@@ -23,6 +23,7 @@ fn loaded(name: &str, vocab: u64) -> Event {
         defaults: None,
         chat_template: false,
         vocab,
+        vocab_size: 1024,
     }
 }
 

@@ -75,6 +75,7 @@ fn running() -> State {
                 defaults: None,
                 chat_template: false,
                 vocab: 0,
+                vocab_size: 1024,
             },
         ),
     );

@@ -31,6 +31,7 @@ pub fn loaded_with_template(chat_template: bool) -> Event {
         defaults: None,
         chat_template,
         vocab: 0,
+        vocab_size: 1024,
     }
 }
 
