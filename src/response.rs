@@ -182,10 +182,24 @@ pub struct Timings {
     pub tokens_decoded: u32,
 }
 
+/// The text a run was asked about, as a results file keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PromptText {
+    pub text: String,
+    pub chat: bool,
+    /// What the chat template made of `text`: what the model saw.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rendered: Option<String>,
+}
+
 /// The result of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SampleResponse {
     pub model: String,
+    /// The prompt as typed and, in chat mode, as the template rendered it; `None` for runs
+    /// given token ids.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub prompt: Option<PromptText>,
     pub params: SamplingParams,
     pub prompt_token_ids: Vec<u32>,
     /// Raw logprob of each prompt token given those before it; the first is always null.
@@ -206,6 +220,7 @@ mod tests {
     fn json_shape_matches_the_design() {
         let response = SampleResponse {
             model: "stories260K".into(),
+            prompt: None,
             params: SamplingParams::default(),
             prompt_token_ids: vec![1, 403],
             prompt_logprobs: Some(vec![None, Some(-0.25)]),

@@ -179,6 +179,7 @@ impl<'c> Run<'_, 'c> {
         let decoded: u32 = slots.iter().map(|s| s.decoded).sum();
         Ok(SampleResponse {
             model: self.ctx.model_name.to_owned(),
+            prompt: None,
             params: params.clone(),
             prompt_token_ids: prompt_ids,
             prompt_logprobs,

@@ -14,7 +14,7 @@ use super::trace::TraceRequest;
 use crate::model::chat_template::ChatTemplate;
 use crate::model::memory;
 use crate::params::SamplingParams;
-use crate::response::CrossScore;
+use crate::response::{CrossScore, PromptText};
 use crate::sampling::StageTrace;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -52,15 +52,6 @@ impl LoadedModel {
     pub fn encode_chat(&mut self, message: &str) -> anyhow::Result<Vec<u32>> {
         let text = self.render_chat(message)?;
         self.encode_rendered(&text)
-    }
-
-    /// The prompt as the request asks: raw text, or one user message in the chat template.
-    pub fn encode_request(&mut self, prompt: &str, chat: bool) -> anyhow::Result<Vec<u32>> {
-        if chat {
-            self.encode_chat(prompt)
-        } else {
-            self.encode(prompt)
-        }
     }
 
     fn render_chat(&self, message: &str) -> anyhow::Result<String> {
@@ -181,16 +172,29 @@ impl LoadedModel {
         interrupted: &mut dyn FnMut() -> bool,
         emit: &mut dyn FnMut(Event),
     ) -> anyhow::Result<crate::response::SampleResponse> {
-        let prompt_ids = self.encode_request(&request.prompt, request.chat)?;
+        let rendered = match request.chat {
+            true => Some(self.render_chat(&request.prompt)?),
+            false => None,
+        };
+        let prompt_ids = match &rendered {
+            Some(text) => self.encode_rendered(text)?,
+            None => self.encode(&request.prompt)?,
+        };
         let seed = request.params.seed.unwrap_or_else(random_seed);
-        self.run_ids(
+        let mut response = self.run_ids(
             request.run_id,
             prompt_ids,
             &request.params,
             seed,
             interrupted,
             emit,
-        )
+        )?;
+        response.prompt = Some(PromptText {
+            text: request.prompt.clone(),
+            chat: request.chat,
+            rendered,
+        });
+        Ok(response)
     }
 
     /// Runs prompt token ids with a base seed, replaying what the last run kept.

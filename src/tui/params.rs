@@ -689,13 +689,20 @@ mod tests {
         s.params.top_k = 512;
         assert!(s.nudge(1, false));
         assert_eq!(s.params.top_k, 1000);
-        assert!(!s.nudge(1, false), "past the vocabulary top_k changes nothing");
+        assert!(
+            !s.nudge(1, false),
+            "past the vocabulary top_k changes nothing"
+        );
         assert!(s.set_fraction(1.0) || s.params.top_k == 1000);
         assert_eq!(s.params.top_k, 1000);
         s.select_field(Field::MaxTokens);
         s.params.max_tokens = Some(1024);
         assert!(s.nudge(1, false));
-        assert_eq!(s.params.max_tokens, Some(2048), "other counts are not capped");
+        assert_eq!(
+            s.params.max_tokens,
+            Some(2048),
+            "other counts are not capped"
+        );
     }
 
     #[test]

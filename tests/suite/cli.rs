@@ -127,6 +127,15 @@ fn sample_prints_json_jsonl_and_plain_text() {
     assert!(out.status.success(), "{}", stderr(&out));
     let response: samplab::response::SampleResponse = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(response.prompt_token_ids, [1, 403, 407, 261, 378]);
+    let prompt = response
+        .prompt
+        .as_ref()
+        .expect("the response keeps its prompt");
+    assert_eq!(
+        (prompt.text.as_str(), prompt.chat),
+        ("Once upon a time", false)
+    );
+    assert_eq!(prompt.rendered, None);
     assert_eq!(response.trajectories.len(), 2);
     assert!(
         response.trajectories[0]

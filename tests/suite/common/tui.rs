@@ -83,6 +83,7 @@ pub fn done(run_id: RunId, reasons: &[StopReason]) -> Event {
         run_id,
         response: Box::new(SampleResponse {
             model: "fake".into(),
+            prompt: None,
             params: SamplingParams::default(),
             prompt_token_ids: vec![0, 2],
             prompt_logprobs: None,
