@@ -117,6 +117,7 @@ mod tests {
     fn run(params: SamplingParams, reasons: &[RunStopReason]) -> Run {
         Run {
             model: "stories260K".into(),
+            prompt: None,
             params,
             prompt_token_ids: vec![1, 403, 407],
             prompt_logprobs: Some(vec![None, Some(-2.5), Some(-0.5)]),
