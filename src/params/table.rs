@@ -309,7 +309,7 @@ params_table! {
     /// DRY: strings that end a repeated sequence.
     DrySequenceBreakers dry_sequence_breakers: Vec<String> = ["\n", ":", "\"", "*"]
         .map(str::to_owned).to_vec(),
-        spec("dry_breakers", Engines::LLAMA_CPP, Knob::Text);
+        spec("dry_break", Engines::LLAMA_CPP, Knob::Text);
     /// Mirostat 1 or 2 replaces the chain by temperature + mirostat; 0 is off.
     Mirostat mirostat: u32 = 0, FieldSpec {
         bounds: Some(Bounds::closed(0.0, 2.0)),

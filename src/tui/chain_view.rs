@@ -41,7 +41,13 @@ pub fn lines<'a>(token: &TokenEvent, trace: Option<&TokenTrace>, theme: &Theme) 
     lines.push(Line::styled("chain, in the order it ran", theme.dim));
     let ids: Vec<u32> = token.top.iter().map(|a| a.id).collect();
     if let Some(chosen) = ids.iter().position(|&id| id == token.id) {
-        for stage in stages {
+        // Stages that left every traced token as it was (a filter that is off) are not listed.
+        let acted = stages
+            .iter()
+            .enumerate()
+            .filter(|&(i, stage)| i == 0 || stage.tokens != stages[i - 1].tokens)
+            .map(|(_, stage)| stage);
+        for stage in acted {
             let p = stage.tokens.get(chosen).copied().flatten();
             lines.push(Line::from(vec![
                 Span::styled(format!("  {:<STAGE_WIDTH$}", stage.stage), theme.dim),

@@ -395,6 +395,7 @@ pub fn value_text(params: &SamplingParams, field: Field) -> String {
     let value = params.get(field);
     match (spec.knob, &value) {
         (Knob::Seed, Value::Null) => "random".to_owned(),
+        (_, Value::Null) if field == Field::Samplers => "default".to_owned(),
         (_, Value::Null) => "off".to_owned(),
         (Knob::Text, _) if field == Field::Stop => match &params.stop {
             Some(stop) if !stop.is_empty() => stop_text::format(stop),

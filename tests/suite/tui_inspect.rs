@@ -652,6 +652,10 @@ fn the_inspector_traces_a_finished_token_through_the_chain() {
         ),
     );
     let buffer = render(&s, &Theme::dark());
+    assert!(
+        find(&buffer, "logit_bias").is_none(),
+        "a stage that changed nothing is not listed"
+    );
     for text in [
         "chain, in the order it ran",
         "model        0.500",
