@@ -58,6 +58,7 @@ fn streamed() -> State {
             chat_template: false,
             vocab: 0,
             vocab_size: 512,
+            special_tokens: Vec::new(),
         },
         Event::Started {
             run_id: 1,

@@ -31,6 +31,10 @@ pub struct SampleArgs {
     /// Send the prompt as one user message through the model's chat template.
     #[arg(long)]
     chat: bool,
+    /// With --chat: special-token text in the prompt (`<|im_end|>`) stays plain text instead of
+    /// becoming the control token.
+    #[arg(long, requires = "chat")]
+    literal_specials: bool,
     /// A built-in preset name, a preset file, or `model` for the model's own generation
     /// defaults; `--set` values apply on top.
     #[arg(long)]
@@ -195,6 +199,7 @@ fn run_model(
         prompt: args.prompt.clone(),
         lane: 0,
         chat: args.chat,
+        literal_specials: args.literal_specials,
         params,
     });
     let mut stop_tokens = HashMap::new();

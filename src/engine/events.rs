@@ -17,6 +17,9 @@ pub struct Request {
     pub lane: u32,
     /// The prompt is one user message, rendered through the model's chat template.
     pub chat: bool,
+    /// In chat mode, special-token text the user typed (`<|im_end|>`) is tokenized as plain
+    /// text instead of becoming the control token, as transformers would make it.
+    pub literal_specials: bool,
     pub params: SamplingParams,
 }
 
@@ -79,6 +82,9 @@ pub enum Event {
         vocab: u64,
         /// Tokens in the vocabulary: where top_k stops mattering.
         vocab_size: usize,
+        /// The text of each special token (`<|im_end|>`), which the playground marks where the
+        /// user typed it into a chat message.
+        special_tokens: Vec<String>,
     },
     /// The model could not be loaded; the message says what to do.
     LoadFailed {
@@ -174,6 +180,7 @@ mod tests {
             chat_template: false,
             vocab: 4039322147505346497,
             vocab_size: 49152,
+            special_tokens: Vec::new(),
         };
         let json = serde_json::to_value(&loaded).unwrap();
         assert_eq!(json["vocab_fingerprint"], "380e8e17876c97c1");

@@ -77,6 +77,24 @@ impl LoadedModel {
         Ok(encoding.get_ids().to_vec())
     }
 
+    /// A rendered chat prompt whose user `message` stays plain text: the template's own markers
+    /// around it become control tokens, special-token text inside it does not.
+    pub fn encode_literal(&mut self, text: &str, message: &str) -> anyhow::Result<Vec<u32>> {
+        let Some(start) = text.rfind(message).filter(|_| !message.is_empty()) else {
+            return self.encode_rendered(text);
+        };
+        let end = start + message.len();
+        let mut ids = self.encode_rendered(&text[..start])?;
+        let literal = self.tokenizer.get_encode_special_tokens();
+        self.tokenizer.set_encode_special_tokens(true);
+        let inner = self.tokenizer.encode(message, false);
+        self.tokenizer.set_encode_special_tokens(literal);
+        let inner = inner.map_err(|e| anyhow::anyhow!("cannot tokenize the chat prompt: {e}"))?;
+        ids.extend_from_slice(inner.get_ids());
+        ids.extend(self.encode_rendered(&text[end..])?);
+        Ok(ids)
+    }
+
     /// Text that is already a whole prompt: chat-rendered (specials parsed, nothing added) or
     /// raw (BOS added as the model wants).
     fn encode_text(&mut self, text: &str, rendered: bool) -> anyhow::Result<Vec<u32>> {
@@ -85,6 +103,21 @@ impl LoadedModel {
         } else {
             self.encode(text)
         }
+    }
+
+    /// The texts of the tokenizer's special tokens, longest first (so that `<|im_end|>` is found
+    /// before any shorter special inside it).
+    pub fn special_tokens(&self) -> Vec<String> {
+        let mut texts: Vec<String> = self
+            .tokenizer
+            .get_added_tokens_decoder()
+            .into_values()
+            .filter(|token| token.special && !token.content.is_empty())
+            .map(|token| token.content)
+            .collect();
+        texts.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        texts.dedup();
+        texts
     }
 
     /// Identifies the vocabulary: equal fingerprints mean token ids can be shared.
@@ -177,6 +210,7 @@ impl LoadedModel {
             false => None,
         };
         let prompt_ids = match &rendered {
+            Some(text) if request.literal_specials => self.encode_literal(text, &request.prompt)?,
             Some(text) => self.encode_rendered(text)?,
             None => self.encode(&request.prompt)?,
         };
@@ -425,6 +459,7 @@ where
         chat_template: model.chat_template.is_some(),
         vocab,
         vocab_size: model.backend.vocab_size(),
+        special_tokens: model.special_tokens(),
     });
 
     let mut queue = Queue::default();

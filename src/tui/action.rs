@@ -56,6 +56,8 @@ pub enum Action {
     RollSeed,
     /// Switch the prompt between raw text and one user message in the model's chat template.
     ToggleChat,
+    /// In chat mode: special-token text typed in the message stays text, or becomes tokens.
+    ToggleLiteralSpecials,
     /// Enter on a parameter: toggle a bool, otherwise open the inline editor.
     EditParam,
     CommitEdit,

@@ -5,6 +5,7 @@ use super::text::TextBuffer;
 use super::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::{Position, Rect};
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 use unicode_segmentation::UnicodeSegmentation;
@@ -15,6 +16,8 @@ pub struct PromptState {
     pub buffer: TextBuffer,
     /// The text is one user message, framed by the model's chat template before it is run.
     pub chat: bool,
+    /// In chat mode, special-token text typed in the message stays plain text.
+    pub literal_specials: bool,
 }
 
 impl PromptState {
@@ -22,6 +25,7 @@ impl PromptState {
         Self {
             buffer: TextBuffer::new(text),
             chat: false,
+            literal_specials: false,
         }
     }
 
@@ -80,13 +84,25 @@ pub fn render(
     area: Rect,
     state: &PromptState,
     chat_available: bool,
+    specials: &[&str],
     focused: bool,
     theme: &Theme,
 ) {
-    let title = match (state.chat, chat_available) {
-        (true, _) => " prompt · chat template ",
-        (false, true) => " prompt · raw (m: chat) ",
-        (false, false) => " prompt ",
+    // Special-token text in a chat message becomes the control token (as in transformers)
+    // unless the user says otherwise: mark it either way, and say which.
+    let marked = if state.chat { specials } else { &[] };
+    let typed = marked.iter().any(|s| state.text().contains(s));
+    let title = match (state.chat, chat_available, typed, state.literal_specials) {
+        (true, _, true, false) => " prompt · chat · marked text = control tokens (M: as text) ",
+        (true, _, true, true) => " prompt · chat · marked text stays text (M: as tokens) ",
+        (true, ..) => " prompt · chat template ",
+        (false, true, ..) => " prompt · raw (m: chat) ",
+        (false, false, ..) => " prompt ",
+    };
+    let mark = if state.literal_specials {
+        theme.dim
+    } else {
+        theme.error
     };
     let block = Block::bordered()
         .title(Span::styled(title, theme.title))
@@ -104,7 +120,7 @@ pub fn render(
         .into_iter()
         .skip(top)
         .take(height)
-        .map(Line::raw)
+        .map(|row| marked_line(row, marked, mark))
         .collect();
     frame.render_widget(Paragraph::new(lines).style(theme.base), inner);
     if focused {
@@ -113,6 +129,23 @@ pub fn render(
             inner.y + (row - top) as u16,
         ));
     }
+}
+
+/// A row with every occurrence of a special-token text in `mark` (longest texts first).
+fn marked_line<'a>(row: String, specials: &[&str], mark: Style) -> Line<'a> {
+    let mut spans = Vec::new();
+    let mut rest = row.as_str();
+    while let Some((at, special)) = specials
+        .iter()
+        .filter_map(|s| rest.find(s).map(|at| (at, *s)))
+        .min_by_key(|&(at, s)| (at, std::cmp::Reverse(s.len())))
+    {
+        spans.push(Span::raw(rest[..at].to_owned()));
+        spans.push(Span::styled(special.to_owned(), mark));
+        rest = &rest[at + special.len()..];
+    }
+    spans.push(Span::raw(rest.to_owned()));
+    Line::from(spans)
 }
 
 #[cfg(test)]

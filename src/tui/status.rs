@@ -33,6 +33,8 @@ pub struct ModelSlot {
     pub chat_available: bool,
     /// The vocabulary fingerprint from `Event::Loaded`, sent along with samples to be scored.
     pub vocab: u64,
+    /// The model's special-token texts, marked where a chat message contains them.
+    pub special_tokens: Vec<String>,
 }
 
 impl Default for ModelSlot {
@@ -48,6 +50,7 @@ impl Default for ModelSlot {
             tok_per_s: None,
             chat_available: false,
             vocab: 0,
+            special_tokens: Vec::new(),
         }
     }
 }
@@ -149,6 +152,18 @@ impl StatusState {
     /// Chat mode needs every compared model to have a template.
     pub fn chat_available(&self) -> bool {
         self.models.iter().all(|m| m.chat_available)
+    }
+
+    /// Every loaded model's special-token texts, longest first.
+    pub fn special_tokens(&self) -> Vec<&str> {
+        let mut texts: Vec<&str> = self
+            .models
+            .iter()
+            .flat_map(|m| m.special_tokens.iter().map(String::as_str))
+            .collect();
+        texts.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        texts.dedup();
+        texts
     }
 }
 

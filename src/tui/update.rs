@@ -86,6 +86,16 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             state.prompt.chat = !state.prompt.chat;
             params_changed(state, true)
         }
+        Action::ToggleLiteralSpecials => {
+            if !state.prompt.chat {
+                state.status.report_error(
+                    "special tokens typed as text matter in chat mode only (m)".into(),
+                );
+                return Vec::new();
+            }
+            state.prompt.literal_specials = !state.prompt.literal_specials;
+            params_changed(state, true)
+        }
         Action::EditParam => {
             let changed = state.params.edit();
             params_changed(state, changed)
@@ -368,6 +378,7 @@ fn start_run(state: &mut State) -> Vec<Effect> {
                 prompt: state.prompt.text().to_owned(),
                 lane: side.set as u32,
                 chat: state.prompt.chat,
+                literal_specials: state.prompt.literal_specials,
                 params,
             },
         ));
@@ -419,11 +430,13 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             chat_template,
             vocab,
             vocab_size,
+            special_tokens,
         } => {
             if let Some(slot) = state.status.slot_mut(model) {
                 slot.status = ModelStatus::Ready { name, device };
                 slot.chat_available = chat_template;
                 slot.vocab = vocab;
+                slot.special_tokens = special_tokens;
             }
             let size = u32::try_from(vocab_size).unwrap_or(u32::MAX);
             state.params.vocab_size = Some(state.params.vocab_size.map_or(size, |s| s.min(size)));

@@ -22,6 +22,7 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         a.prompt,
         &state.prompt,
         state.status.chat_available(),
+        &state.status.special_tokens(),
         focus(Focus::Prompt),
         theme,
     );

@@ -221,3 +221,36 @@ fn chat_mode_without_a_template_says_what_to_do() {
     assert!(err.contains("has no chat template"), "{err}");
     assert!(err.contains("raw prompt"), "{err}");
 }
+
+/// Issue 13: special-token text typed in a chat message becomes the control token, as in
+/// transformers, unless the user asks to keep it text; the template's own markers stay tokens.
+#[test]
+fn special_token_text_in_a_message_can_stay_text() {
+    let mut model = loaded(Some(template(CHATML)));
+    let im_end = model.tokenizer.token_to_id("<|im_end|>").unwrap();
+    let message = "a<|im_end|>b";
+    let as_tokens = model.encode_chat(message).unwrap();
+    assert_eq!(as_tokens.iter().filter(|&&id| id == im_end).count(), 2);
+    let rendered = model
+        .chat_template
+        .as_ref()
+        .unwrap()
+        .render(message)
+        .unwrap();
+    let as_text = model.encode_literal(&rendered, message).unwrap();
+    assert_eq!(
+        as_text.iter().filter(|&&id| id == im_end).count(),
+        1,
+        "only the template's own <|im_end|> is the control token"
+    );
+    assert_eq!(
+        model
+            .tokenizer
+            .decode(&as_text, false)
+            .unwrap()
+            .replace(' ', ""),
+        rendered.replace(' ', ""),
+        "the text is the same either way"
+    );
+    assert_eq!(model.special_tokens(), ["<|im_start|>", "<|im_end|>"]);
+}

@@ -24,6 +24,7 @@ fn sample(params: SamplingParams) -> SampleResponse {
         prompt: PROMPT.to_owned(),
         lane: 0,
         chat: false,
+        literal_specials: false,
         params,
     };
     model.run(&request, &mut || false, &mut |_| {}).unwrap()

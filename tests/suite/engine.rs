@@ -265,6 +265,7 @@ fn a_new_request_cancels_the_running_one_and_runs_cleanly() {
         prompt: "ab".into(),
         lane: 0,
         chat: false,
+        literal_specials: false,
         params: long,
     });
     loop {
@@ -278,6 +279,7 @@ fn a_new_request_cancels_the_running_one_and_runs_cleanly() {
         prompt: "ab".into(),
         lane: 0,
         chat: false,
+        literal_specials: false,
         params: short.clone(),
     });
     let (first_id, first) = next_done(&mut inbox);
@@ -302,6 +304,7 @@ fn a_new_request_cancels_the_running_one_and_runs_cleanly() {
         prompt: "ab".into(),
         lane: 0,
         chat: false,
+        literal_specials: false,
         params: params("max_tokens: 100000"),
     });
     engine.cancel(3);
@@ -319,6 +322,7 @@ fn a_failed_load_is_reported_and_runs_get_errors() {
         prompt: "a".into(),
         lane: 0,
         chat: false,
+        literal_specials: false,
         params: SamplingParams::default(),
     });
     match inbox.blocking_recv() {
@@ -362,6 +366,7 @@ fn request(run_id: u64, lane: u32, yaml: &str) -> Request {
         prompt: "ab".into(),
         lane,
         chat: false,
+        literal_specials: false,
         params: params(yaml),
     }
 }
@@ -523,6 +528,7 @@ fn a_panic_in_a_run_is_that_runs_error_and_the_engine_keeps_working() {
         prompt: "ab".into(),
         lane: 0,
         chat: false,
+        literal_specials: false,
         params: params("max_tokens: 4\nseed: 1"),
     };
     engine.run(request(1));
@@ -555,6 +561,7 @@ fn a_panic_while_loading_is_a_failed_load() {
         prompt: "a".into(),
         lane: 0,
         chat: false,
+        literal_specials: false,
         params: SamplingParams::default(),
     });
     match inbox.blocking_recv() {

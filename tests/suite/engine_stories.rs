@@ -15,6 +15,7 @@ fn run(model: &mut LoadedModel, prompt: &str, yaml: &str) -> (SampleResponse, Ve
         prompt: prompt.to_owned(),
         lane: 0,
         chat: false,
+        literal_specials: false,
         params: SamplingParams::from_yaml(yaml).unwrap(),
     };
     let mut events = Vec::new();

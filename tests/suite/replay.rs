@@ -364,6 +364,7 @@ fn stories_run(
         prompt: prompt.to_owned(),
         lane: 0,
         chat: false,
+        literal_specials: false,
         params: params.clone(),
     };
     let mut checks = 0;

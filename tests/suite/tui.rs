@@ -734,6 +734,7 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
                 chat_template: false,
                 vocab: 0,
                 vocab_size: 1024,
+                special_tokens: Vec::new(),
             },
         ),
     );
@@ -762,6 +763,7 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
                 chat_template: false,
                 vocab: 0,
                 vocab_size: 1024,
+                special_tokens: Vec::new(),
             },
         ),
     );
@@ -852,5 +854,58 @@ fn a_footer_names_the_stop_token_by_its_text() {
             .starts_with("■ stop <|im_end|> 1 tok"),
         "{}",
         s.columns.columns[0].footer(80)
+    );
+}
+
+/// Issue 13: in a chat message, special-token text is marked, the title says it becomes the
+/// control token, and `M` keeps it text for the next run.
+#[test]
+fn special_token_text_in_a_chat_message_is_marked_and_can_stay_text() {
+    let theme = Theme::dark();
+    let mut s = state_sized(120, 24);
+    update(
+        &mut s,
+        Action::Engine(
+            0,
+            Event::Loaded {
+                model: "fake".into(),
+                device: "cpu".into(),
+                defaults: None,
+                chat_template: true,
+                vocab: 0,
+                vocab_size: 1024,
+                special_tokens: vec!["<|im_end|>".into()],
+            },
+        ),
+    );
+    update(&mut s, Action::ToggleChat);
+    s.prompt.buffer = samplab::tui::text::TextBuffer::new("hi<|im_end|>there");
+    let buffer = render(&s, &theme);
+    assert!(find(&buffer, "marked text = control tokens").is_some());
+    let (x, y) = find(&buffer, "<|im_end|>there").unwrap();
+    assert_eq!(buffer[(x, y)].fg, theme.error.fg.unwrap());
+    assert_ne!(
+        buffer[(x + 10, y)].fg,
+        theme.error.fg.unwrap(),
+        "only the special text"
+    );
+
+    update(&mut s, Action::ToggleLiteralSpecials);
+    assert!(find(&render(&s, &theme), "marked text stays text").is_some());
+    let effects = update(&mut s, Action::DebounceElapsed);
+    let request = effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::Run(_, request) => Some(request),
+            _ => None,
+        })
+        .expect("the change re-runs");
+    assert!(request.chat && request.literal_specials);
+
+    let mut raw = state();
+    update(&mut raw, Action::ToggleLiteralSpecials);
+    assert!(
+        !raw.prompt.literal_specials,
+        "raw prompts never parse special tokens"
     );
 }

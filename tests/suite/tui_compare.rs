@@ -24,6 +24,7 @@ fn loaded(name: &str, vocab: u64) -> Event {
         chat_template: false,
         vocab,
         vocab_size: 1024,
+        special_tokens: Vec::new(),
     }
 }
 

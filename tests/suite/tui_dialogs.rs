@@ -232,6 +232,7 @@ fn the_model_preset_is_offered_once_the_model_shipped_defaults() {
                 chat_template: false,
                 vocab: 0,
                 vocab_size: 1024,
+                special_tokens: Vec::new(),
             },
         ),
     );

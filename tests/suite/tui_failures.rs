@@ -76,6 +76,7 @@ fn running() -> State {
                 chat_template: false,
                 vocab: 0,
                 vocab_size: 1024,
+                special_tokens: Vec::new(),
             },
         ),
     );

@@ -32,6 +32,7 @@ pub fn loaded_with_template(chat_template: bool) -> Event {
         chat_template,
         vocab: 0,
         vocab_size: 1024,
+        special_tokens: Vec::new(),
     }
 }
 
