@@ -59,6 +59,7 @@ fn streamed() -> State {
             vocab: 0,
             vocab_size: 512,
             special_tokens: Vec::new(),
+            warnings: Vec::new(),
         },
         Event::Started {
             run_id: 1,

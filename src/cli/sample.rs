@@ -163,9 +163,16 @@ fn load(spec: &str, args: &SampleArgs, stdout: &mut impl Write) -> anyhow::Resul
                 model,
                 defaults,
                 vocab,
+                warnings,
                 ..
             } => {
                 progress.clear();
+                for warning in warnings {
+                    eprintln!(
+                        "samplab: warning: {}",
+                        samplab::terminal_text::escape_controls(&warning)
+                    );
+                }
                 return Ok(Worker {
                     spec: spec.to_owned(),
                     name: model,

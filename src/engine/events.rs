@@ -85,6 +85,8 @@ pub enum Event {
         /// The text of each special token (`<|im_end|>`), which the playground marks where the
         /// user typed it into a chat message.
         special_tokens: Vec<String>,
+        /// What loading found odd but accepted, as llama.cpp accepts it.
+        warnings: Vec<String>,
     },
     /// The model could not be loaded; the message says what to do.
     LoadFailed {
@@ -181,6 +183,7 @@ mod tests {
             vocab: 4039322147505346497,
             vocab_size: 49152,
             special_tokens: Vec::new(),
+            warnings: Vec::new(),
         };
         let json = serde_json::to_value(&loaded).unwrap();
         assert_eq!(json["vocab_fingerprint"], "380e8e17876c97c1");

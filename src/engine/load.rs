@@ -221,8 +221,10 @@ pub fn load_model(
     };
     progress(1.0, "ready");
     let defaults = model.config().generation.sampling_params().ok();
+    let warnings = model.config().warnings.clone();
     let model = Arc::new(model);
     Ok(LoadedModel {
+        warnings,
         name,
         device: device_name,
         backend: Box::new(LlamaBackend::new(model)),

@@ -37,6 +37,8 @@ pub struct LoadedModel {
     pub chat_template: Option<ChatTemplate>,
     /// What the last run left for the next to replay.
     pub replay: ReplayStore,
+    /// What loading found odd but accepted (see `ModelConfig::warnings`).
+    pub warnings: Vec<String>,
 }
 
 impl LoadedModel {
@@ -460,6 +462,7 @@ where
         vocab,
         vocab_size: model.backend.vocab_size(),
         special_tokens: model.special_tokens(),
+        warnings: model.warnings.clone(),
     });
 
     let mut queue = Queue::default();

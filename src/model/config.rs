@@ -155,6 +155,8 @@ pub struct ModelConfig {
     /// From generation_config.json and config.json (both, deduplicated); empty for GGUF.
     pub eos_token_ids: Vec<u32>,
     pub generation: GenerationDefaults,
+    /// What loading found odd but accepted, as llama.cpp accepts it; shown to the user.
+    pub warnings: Vec<String>,
 }
 
 impl ModelConfig {
@@ -233,6 +235,7 @@ impl ModelConfig {
                     .map(f64::from),
                 ..GenerationDefaults::default()
             },
+            warnings: Vec::new(),
         };
         config.check(path, Some(&arch_name))?;
         Ok(config)
@@ -308,6 +311,7 @@ impl ModelConfig {
                 repetition_penalty: generation.repetition_penalty,
                 max_new_tokens: generation.max_new_tokens,
             },
+            warnings: Vec::new(),
         };
         config.check(path, None)?;
         Ok(config)

@@ -267,7 +267,17 @@ impl Weights {
                 actual: file_size,
             });
         }
-        let config = ModelConfig::from_gguf(&content, path)?;
+        let mut config = ModelConfig::from_gguf(&content, path)?;
+        // llama.cpp accepts bytes after the last tensor, as a type changed to a smaller one
+        // leaves them; past the alignment padding they are worth a word.
+        let trailing = file_size - needed;
+        if trailing >= header.alignment {
+            config.warnings.push(format!(
+                "{}: {trailing} bytes after the last tensor, which no tensor reads: a tensor's \
+                 type or shape may not be what it was written with",
+                path.display()
+            ));
+        }
         Ok((content, reader, config))
     }
 

@@ -431,7 +431,11 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             vocab,
             vocab_size,
             special_tokens,
+            warnings,
         } => {
+            for warning in warnings {
+                state.status.notify(format!("warning: {warning}"));
+            }
             if let Some(slot) = state.status.slot_mut(model) {
                 slot.status = ModelStatus::Ready { name, device };
                 slot.chat_available = chat_template;

@@ -185,6 +185,7 @@ fn loaded(template: Option<ChatTemplate>) -> LoadedModel {
         defaults: None,
         chat_template: template,
         replay: ReplayStore::new(0),
+        warnings: Vec::new(),
     }
 }
 

@@ -232,6 +232,7 @@ fn fake_loaded(delay: Duration) -> LoadedModel {
         defaults: None,
         chat_template: None,
         replay: ReplayStore::new(0),
+        warnings: Vec::new(),
     }
 }
 

@@ -75,6 +75,39 @@ fn a_truncated_copy_of_the_test_model_is_reported_as_such() {
     assert!(matches!(err, ModelError::Truncated { .. }), "{err}");
 }
 
+/// Issue 13: llama.cpp accepts bytes after the last tensor (a tensor's type flipped to a smaller
+/// one leaves them); samplab loads such a file too, with a warning that reaches the user.
+#[test]
+fn bytes_after_the_last_tensor_load_with_a_warning() {
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let mut bytes = std::fs::read(&model).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stories.gguf");
+    let clean = samplab::engine::load::load_model(
+        model.to_str().unwrap(),
+        &samplab::model::source::HubSettings::from_env(),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert!(clean.warnings.is_empty(), "{:?}", clean.warnings);
+    bytes.extend(std::iter::repeat_n(0u8, 4096));
+    std::fs::write(&path, &bytes).unwrap();
+    let loaded = samplab::engine::load::load_model(
+        path.to_str().unwrap(),
+        &samplab::model::source::HubSettings::from_env(),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+    assert!(
+        loaded.warnings[0].contains("4096 bytes after the last tensor"),
+        "{}",
+        loaded.warnings[0]
+    );
+}
+
 #[test]
 fn an_unsupported_gguf_architecture_names_the_supported_ones() {
     let dir = tempfile::tempdir().unwrap();

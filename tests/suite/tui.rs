@@ -735,6 +735,7 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
                 vocab: 0,
                 vocab_size: 1024,
                 special_tokens: Vec::new(),
+                warnings: Vec::new(),
             },
         ),
     );
@@ -764,6 +765,7 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
                 vocab: 0,
                 vocab_size: 1024,
                 special_tokens: Vec::new(),
+                warnings: Vec::new(),
             },
         ),
     );
@@ -875,6 +877,7 @@ fn special_token_text_in_a_chat_message_is_marked_and_can_stay_text() {
                 vocab: 0,
                 vocab_size: 1024,
                 special_tokens: vec!["<|im_end|>".into()],
+                warnings: Vec::new(),
             },
         ),
     );

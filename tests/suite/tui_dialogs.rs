@@ -233,6 +233,7 @@ fn the_model_preset_is_offered_once_the_model_shipped_defaults() {
                 vocab: 0,
                 vocab_size: 1024,
                 special_tokens: Vec::new(),
+                warnings: Vec::new(),
             },
         ),
     );

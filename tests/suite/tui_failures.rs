@@ -77,6 +77,7 @@ fn running() -> State {
                 vocab: 0,
                 vocab_size: 1024,
                 special_tokens: Vec::new(),
+                warnings: Vec::new(),
             },
         ),
     );

@@ -33,6 +33,7 @@ pub fn loaded_with_template(chat_template: bool) -> Event {
         vocab: 0,
         vocab_size: 1024,
         special_tokens: Vec::new(),
+        warnings: Vec::new(),
     }
 }
 
