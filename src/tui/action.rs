@@ -54,10 +54,10 @@ pub enum Action {
     /// Switch the selected parameter off (null for optional fields, the neutral value otherwise).
     TurnOffParam,
     RollSeed,
-    /// Switch the prompt between raw text and one user message in the model's chat template.
+    /// Switch the prompt between raw text and one user message in the model's chat template:
+    /// raw → chat → (when the message holds special-token text) chat with that text kept as
+    /// text → raw.
     ToggleChat,
-    /// In chat mode: special-token text typed in the message stays text, or becomes tokens.
-    ToggleLiteralSpecials,
     /// Enter on a parameter: toggle a bool, otherwise open the inline editor.
     EditParam,
     CommitEdit,

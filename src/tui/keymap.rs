@@ -158,12 +158,6 @@ impl Default for KeyMap {
             (Mode::Navigate, c('q'), A::Quit, "quit"),
             (Mode::Navigate, c('?'), A::OpenHelp, "help"),
             (Mode::Navigate, c('m'), A::ToggleChat, "chat mode"),
-            (
-                Mode::Navigate,
-                c('M'),
-                A::ToggleLiteralSpecials,
-                "special-token text as text",
-            ),
             (Mode::Navigate, c('b'), A::SwitchParamSet, "A/B set"),
             (
                 Mode::Navigate,

@@ -93,8 +93,8 @@ pub fn render(
     let marked = if state.chat { specials } else { &[] };
     let typed = marked.iter().any(|s| state.text().contains(s));
     let title = match (state.chat, chat_available, typed, state.literal_specials) {
-        (true, _, true, false) => " prompt · chat · marked text = control tokens (M: as text) ",
-        (true, _, true, true) => " prompt · chat · marked text stays text (M: as tokens) ",
+        (true, _, true, false) => " prompt · chat · marked text = control tokens (m: as text) ",
+        (true, _, true, true) => " prompt · chat · marked text stays text (m: raw) ",
         (true, ..) => " prompt · chat template ",
         (false, true, ..) => " prompt · raw (m: chat) ",
         (false, false, ..) => " prompt ",

@@ -83,17 +83,17 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
                 state.status.report_error(no_template_message(state));
                 return Vec::new();
             }
-            state.prompt.chat = !state.prompt.chat;
-            params_changed(state, true)
-        }
-        Action::ToggleLiteralSpecials => {
-            if !state.prompt.chat {
-                state.status.report_error(
-                    "special tokens typed as text matter in chat mode only (m)".into(),
-                );
-                return Vec::new();
-            }
-            state.prompt.literal_specials = !state.prompt.literal_specials;
+            let typed = state
+                .status
+                .special_tokens()
+                .iter()
+                .any(|s| state.prompt.text().contains(s));
+            let prompt = &mut state.prompt;
+            (prompt.chat, prompt.literal_specials) = match (prompt.chat, prompt.literal_specials) {
+                (false, _) => (true, false),
+                (true, false) if typed => (true, true),
+                (true, _) => (false, false),
+            };
             params_changed(state, true)
         }
         Action::EditParam => {

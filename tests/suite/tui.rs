@@ -860,7 +860,7 @@ fn a_footer_names_the_stop_token_by_its_text() {
 }
 
 /// Issue 13: in a chat message, special-token text is marked, the title says it becomes the
-/// control token, and `M` keeps it text for the next run.
+/// control token, and `m` (again) keeps it text for the next run, then goes back to raw.
 #[test]
 fn special_token_text_in_a_chat_message_is_marked_and_can_stay_text() {
     let theme = Theme::dark();
@@ -893,7 +893,7 @@ fn special_token_text_in_a_chat_message_is_marked_and_can_stay_text() {
         "only the special text"
     );
 
-    update(&mut s, Action::ToggleLiteralSpecials);
+    update(&mut s, Action::ToggleChat);
     assert!(find(&render(&s, &theme), "marked text stays text").is_some());
     let effects = update(&mut s, Action::DebounceElapsed);
     let request = effects
@@ -905,10 +905,16 @@ fn special_token_text_in_a_chat_message_is_marked_and_can_stay_text() {
         .expect("the change re-runs");
     assert!(request.chat && request.literal_specials);
 
-    let mut raw = state();
-    update(&mut raw, Action::ToggleLiteralSpecials);
+    update(&mut s, Action::ToggleChat);
     assert!(
-        !raw.prompt.literal_specials,
-        "raw prompts never parse special tokens"
+        !s.prompt.chat && !s.prompt.literal_specials,
+        "and on to raw text"
+    );
+    s.prompt.buffer = samplab::tui::text::TextBuffer::new("no specials");
+    update(&mut s, Action::ToggleChat);
+    update(&mut s, Action::ToggleChat);
+    assert!(
+        !s.prompt.chat,
+        "without special text, m toggles chat as before"
     );
 }
