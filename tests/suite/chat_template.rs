@@ -4,7 +4,9 @@
 use crate::common;
 
 use samplab::engine::{Backend, LoadedModel, ParkedRow, Prefill, ReplayStore, RowSource};
-use samplab::model::chat_template::ChatTemplate;
+use samplab::model::chat_template::{ChatTemplate, CivilTime, Clock, Message};
+use serde_json::Value as Json;
+use std::path::Path;
 use tokenizers::AddedToken;
 
 /// SmolLM2 / Qwen-style ChatML, as such models ship it.
@@ -19,7 +21,10 @@ const LLAMA2: &str = "{% if messages[0]['role'] != 'user' %}{{ raise_exception('
                       {% if message['content'].strip().startswith('Hi') %}{{ '!' }}{% endif %}{% endfor %}";
 
 fn template(source: &str) -> ChatTemplate {
-    ChatTemplate::new(source.to_owned(), "<s>".to_owned(), "</s>".to_owned())
+    let tokens = [("bos_token", "<s>"), ("eos_token", "</s>")]
+        .map(|(name, text)| (name.to_owned(), text.to_owned()))
+        .into();
+    ChatTemplate::new(source.to_owned(), tokens)
 }
 
 #[test]
@@ -127,6 +132,75 @@ fn hf_directories_keep_the_template_in_tokenizer_config_or_a_jinja_file() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("tokenizer_config.json"), "{err}");
+}
+
+/// The date the corpus fixtures were rendered at (render.py's FIXED_NOW).
+const FIXTURE_NOW: CivilTime = CivilTime {
+    year: 2025,
+    month: 3,
+    day: 7,
+    hour: 9,
+    minute: 5,
+    second: 3,
+};
+
+fn fixture(name: &str) -> Json {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/chat_templates")
+        .join(name);
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+/// Every template of the corpus (tests/fixtures/chat_templates, sources in corpus.json) with
+/// every conversation, loaded as a model directory holds it, against the text transformers
+/// renders (expected.json, made by render.py): byte for byte, or the same refusal.
+#[test]
+fn the_corpus_renders_byte_for_byte_as_transformers_does() {
+    let corpus = fixture("corpus.json");
+    let conversations = fixture("conversations.json");
+    let expected = fixture("expected.json");
+    let templates =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/chat_templates/templates");
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for (name, entry) in corpus.as_object().unwrap() {
+        let model = tempfile::tempdir().unwrap();
+        let mut config = entry["tokens"].clone();
+        let source = std::fs::read_to_string(templates.join(format!("{name}.jinja"))).unwrap();
+        config["chat_template"] = Json::String(source);
+        std::fs::write(
+            model.path().join("tokenizer_config.json"),
+            config.to_string(),
+        )
+        .unwrap();
+        let template = ChatTemplate::from_hf_dir(model.path())
+            .unwrap()
+            .unwrap()
+            .with_clock(Clock::Fixed(FIXTURE_NOW));
+        for (conversation, messages) in conversations.as_object().unwrap() {
+            let messages: Vec<Message> = serde_json::from_value(messages.clone()).unwrap();
+            let want = &expected["expected"][name][conversation];
+            let got = template.render_messages(&messages);
+            let same = match (&got, want.get("text"), want.get("error")) {
+                (Ok(text), Some(Json::String(want)), _) => text == want,
+                (Err(err), _, Some(Json::String(want))) => err.to_string().contains(want.as_str()),
+                _ => false,
+            };
+            if !same {
+                failures.push(format!(
+                    "{name} x {conversation}:\n  got  {got:?}\n  want {want}"
+                ));
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 12 * 5, "every template with every conversation");
+    assert!(
+        failures.is_empty(),
+        "{} of {checked} differ from transformers:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// A backend is never reached: these tests only tokenize.
