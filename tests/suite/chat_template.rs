@@ -53,6 +53,33 @@ fn raise_exception_and_syntax_errors_are_reported_not_panicked() {
     assert!(err.contains("does not render"), "{err}");
 }
 
+/// A bad template is reported on one line, with the line and column in the template where it
+/// went wrong, and without minijinja's dump of the template around it.
+#[test]
+fn errors_are_one_line_with_the_template_line_and_column() {
+    let cases = [
+        (
+            "{% for m in messages %}\n  {{ m.content }\n{% endfor %}",
+            "the chat template does not render: syntax error: unexpected `}`, expected end of \
+             variable block (template line 2, column 16)",
+        ),
+        (
+            "{{ bos_token }}\n{% if messages | length > 0 %}\n    {{- raise_exception('No \\n user turns!') }}\n{% endif %}",
+            "the chat template refuses these messages: No user turns! (template line 3, column 9)",
+        ),
+        (
+            "{{ 'ok' }}\n\n  {{ messages | no_such_filter }}",
+            "the chat template does not render: unknown filter: filter no_such_filter is unknown \
+             (template line 3, column 17)",
+        ),
+    ];
+    for (source, want) in cases {
+        let err = template(source).render("hi").unwrap_err().to_string();
+        assert_eq!(err, want);
+        assert!(!err.contains('\n'), "{err}");
+    }
+}
+
 #[test]
 fn runaway_templates_stop_with_a_reason_instead_of_filling_memory_or_looping() {
     let start = std::time::Instant::now();
@@ -201,6 +228,31 @@ fn the_corpus_renders_byte_for_byte_as_transformers_does() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// One feature of transformers' environment per probe (probes.json: tojson and its options,
+/// values printed as Python prints them, which variables are defined, Python string methods,
+/// strftime_now, {% generation %}, loop controls, namespace and dict, trim_blocks and
+/// lstrip_blocks), against the text transformers renders for the plain conversation.
+#[test]
+fn each_probe_of_the_environment_renders_as_transformers_does() {
+    let probes = fixture("probes.json");
+    let expected = fixture("expected.json");
+    let plain: Vec<Message> =
+        serde_json::from_value(fixture("conversations.json")["plain"].clone()).unwrap();
+    let mut failures = Vec::new();
+    for (name, source) in probes.as_object().unwrap() {
+        let tokens = [("eos_token".to_owned(), "</s>".to_owned())].into();
+        let template = ChatTemplate::new(source.as_str().unwrap().to_owned(), tokens)
+            .with_clock(Clock::Fixed(FIXTURE_NOW));
+        let got = template.render_messages(&plain);
+        let want = &expected["probes"][name]["text"];
+        if !matches!((&got, want), (Ok(text), Json::String(want)) if text == want) {
+            failures.push(format!("{name}:\n  got  {got:?}\n  want {want}"));
+        }
+    }
+    assert_eq!(probes.as_object().unwrap().len(), 15);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// A backend is never reached: these tests only tokenize.

@@ -1,8 +1,10 @@
 //! The Jinja environment transformers' `apply_chat_template` renders in, rebuilt on minijinja:
-//! `trim_blocks` and `lstrip_blocks` on, loop controls, Python's string and dict methods, and
-//! the globals and filter transformers adds (`raise_exception`, `strftime_now`, `tojson`).
+//! `trim_blocks` and `lstrip_blocks` on, loop controls, Python's string and dict methods,
+//! values printed as Python's `str()` prints them, and the globals and filter transformers adds
+//! (`raise_exception`, `strftime_now`, `tojson`).
 
 use super::clock::Clock;
+use super::python;
 use super::tojson::tojson;
 use minijinja::syntax::SyntaxConfig;
 use minijinja::{Environment, Error, ErrorKind};
@@ -36,6 +38,8 @@ pub fn environment(clock: Clock) -> Environment<'static> {
         clock.now().strftime(&format)
     });
     env.add_filter("tojson", tojson);
+    env.set_formatter(python::format);
+    env.add_filter("string", python::string);
     env
 }
 

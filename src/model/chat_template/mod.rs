@@ -14,6 +14,7 @@ use std::path::Path;
 
 mod clock;
 mod environment;
+mod python;
 mod tojson;
 
 pub use clock::{CivilTime, Clock};

@@ -3,6 +3,7 @@
 //! minijinja's own filter escapes `<`, `>`, `&` and `'` for HTML and spaces its output its own
 //! way; tool schemas and tool-call arguments must come out as Python writes them.
 
+use super::python::json_float;
 use minijinja::value::{Kwargs, ValueKind};
 use minijinja::{Error, ErrorKind, Value};
 
@@ -58,7 +59,7 @@ impl Dumper {
             ValueKind::None => out.push_str("null"),
             ValueKind::Bool => out.push_str(if value.is_true() { "true" } else { "false" }),
             ValueKind::Number if value.is_integer() => out.push_str(&value.to_string()),
-            ValueKind::Number => out.push_str(&python_float(f64::try_from(value.clone())?)),
+            ValueKind::Number => out.push_str(&json_float(f64::try_from(value.clone())?)),
             ValueKind::String => self.string(value.as_str().unwrap_or_default(), out),
             ValueKind::Seq | ValueKind::Iterable => {
                 let items: Vec<Value> = value.try_iter()?.collect();
@@ -146,45 +147,5 @@ impl Dumper {
             }
         }
         out.push('"');
-    }
-}
-
-/// Python's `repr(float)`: shortest digits, `.0` on whole numbers, exponent form outside
-/// 1e-4..1e16, and `NaN` / `Infinity` as its json writes them.
-fn python_float(value: f64) -> String {
-    if value.is_nan() {
-        return "NaN".to_owned();
-    }
-    if value.is_infinite() {
-        return if value > 0.0 { "Infinity" } else { "-Infinity" }.to_owned();
-    }
-    let scientific = format!("{value:e}");
-    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    if (-4..16).contains(&exponent) {
-        let plain = value.to_string();
-        if plain.contains('.') {
-            plain
-        } else {
-            format!("{plain}.0")
-        }
-    } else {
-        let sign = if exponent < 0 { '-' } else { '+' };
-        format!("{mantissa}e{sign}{:02}", exponent.abs())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::python_float;
-
-    #[test]
-    fn floats_print_as_python_repr() {
-        assert_eq!(python_float(1.0), "1.0");
-        assert_eq!(python_float(0.1), "0.1");
-        assert_eq!(python_float(-2.5e-7), "-2.5e-07");
-        assert_eq!(python_float(1e16), "1e+16");
-        assert_eq!(python_float(123456789012345.6), "123456789012345.6");
-        assert_eq!(python_float(f64::NEG_INFINITY), "-Infinity");
     }
 }
