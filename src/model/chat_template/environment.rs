@@ -39,7 +39,7 @@ pub fn environment(clock: Clock) -> Environment<'static> {
     });
     env.add_filter("tojson", tojson);
     env.set_formatter(python::format);
-    env.add_filter("string", python::string);
+    env.add_filter("string", python::str);
     env
 }
 

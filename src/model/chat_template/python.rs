@@ -12,12 +12,7 @@ pub fn format(out: &mut Output, _: &mut State, value: &Value) -> Result<(), Erro
     Ok(())
 }
 
-/// The `string` filter: Python's `str()`.
-pub fn string(value: &Value) -> String {
-    str(value)
-}
-
-/// Python's `str(value)`.
+/// Python's `str(value)`, also the `string` filter.
 pub fn str(value: &Value) -> String {
     match value.as_str() {
         Some(text) => text.to_owned(),
