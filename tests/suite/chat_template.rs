@@ -137,6 +137,25 @@ fn hf_directories_keep_the_template_in_tokenizer_config_or_a_jinja_file() {
     let found = ChatTemplate::from_hf_dir(dir.path()).unwrap().unwrap();
     assert_eq!(found.render("hey").unwrap(), "<|begin|>hey<|end|>");
 
+    // Every special token is passed; a null one stays undefined, as under transformers.
+    config(serde_json::json!({
+        "chat_template": "{{ bos_token is defined }} {{ bos_token }}|{{ pad_token }} {{ unk_token }} \
+                          {{ sep_token }} {{ cls_token }} {{ mask_token }} {{ eos_token }}",
+        "bos_token": null,
+        "eos_token": {"content": "</s>", "special": true},
+        "pad_token": "<pad>",
+        "unk_token": "<unk>",
+        "sep_token": "<sep>",
+        "cls_token": "<cls>",
+        "mask_token": "<mask>",
+        "additional_special_tokens": ["<x>"],
+    }));
+    let found = ChatTemplate::from_hf_dir(dir.path()).unwrap().unwrap();
+    assert_eq!(
+        found.render("hey").unwrap(),
+        "False |<pad> <unk> <sep> <cls> <mask> </s>"
+    );
+
     config(serde_json::json!({
         "chat_template": [
             {"name": "tool_use", "template": "tools"},
