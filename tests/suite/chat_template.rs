@@ -109,7 +109,11 @@ fn runaway_templates_stop_with_a_reason_instead_of_filling_memory_or_looping() {
 #[test]
 fn a_fifo_in_place_of_a_template_file_is_refused_not_waited_on() {
     let dir = tempfile::tempdir().unwrap();
-    for name in ["chat_template.jinja", "tokenizer_config.json"] {
+    for name in [
+        "chat_template.jinja",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+    ] {
         let fifo = dir.path().join(name);
         let made = std::process::Command::new("mkfifo").arg(&fifo).status();
         assert!(made.is_ok_and(|s| s.success()), "mkfifo failed");
@@ -155,6 +159,34 @@ fn hf_directories_keep_the_template_in_tokenizer_config_or_a_jinja_file() {
         found.render("hey").unwrap(),
         "False |<pad> <unk> <sep> <cls> <mask> </s>"
     );
+
+    // An older directory's special_tokens_map.json wins, unless tokenizer_config.json has
+    // added_tokens_decoder (then transformers does not read the map).
+    let map = serde_json::json!({"bos_token": {"content": "<map-bos>"}, "pad_token": "<map-pad>"});
+    std::fs::write(dir.path().join("special_tokens_map.json"), map.to_string()).unwrap();
+    let with_map = |decoder: Option<serde_json::Value>| {
+        let mut json = serde_json::json!({
+            "chat_template": "{{ bos_token }}|{{ pad_token }}|{{ eos_token }}",
+            "bos_token": "<bos>",
+            "pad_token": "<pad>",
+            "eos_token": "<eos>",
+        });
+        if let Some(decoder) = decoder {
+            json["added_tokens_decoder"] = decoder;
+        }
+        config(json);
+        let found = ChatTemplate::from_hf_dir(dir.path()).unwrap().unwrap();
+        found.render("hey").unwrap()
+    };
+    assert_eq!(with_map(None), "<map-bos>|<map-pad>|<eos>");
+    assert_eq!(with_map(Some(serde_json::json!({}))), "<bos>|<pad>|<eos>");
+    std::fs::write(dir.path().join("special_tokens_map.json"), "{ not json").unwrap();
+    config(serde_json::json!({"chat_template": "x"}));
+    let err = ChatTemplate::from_hf_dir(dir.path())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("special_tokens_map.json"), "{err}");
+    std::fs::remove_file(dir.path().join("special_tokens_map.json")).unwrap();
 
     config(serde_json::json!({
         "chat_template": [

@@ -96,34 +96,22 @@ impl ChatTemplate {
 
     /// The template of an HF model directory: chat_template.jinja if present, else the
     /// `chat_template` of tokenizer_config.json (a string, or a list of named templates of which
-    /// `default` is taken), with the config's special tokens. `None` when the model has none.
+    /// `default` is taken), with the model's special tokens. `None` when the model has none.
     pub fn from_hf_dir(dir: &Path) -> Result<Option<Self>, ChatTemplateError> {
-        let config_path = dir.join("tokenizer_config.json");
-        let config: Json = match crate::regular_file::read_to_string(&config_path) {
-            Ok(text) => serde_json::from_str(&text).map_err(|e| ChatTemplateError::Read {
-                path: config_path.display().to_string(),
-                message: e.to_string(),
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Json::Null,
-            Err(e) => {
-                return Err(ChatTemplateError::Read {
-                    path: config_path.display().to_string(),
-                    message: e.to_string(),
-                });
-            }
+        let config = read_json(&dir.join("tokenizer_config.json"))?.unwrap_or(Json::Null);
+        let source = match read_if_present(&dir.join("chat_template.jinja"))? {
+            Some(text) => Some(text),
+            None => template_in_config(&config),
         };
-        let jinja_path = dir.join("chat_template.jinja");
-        let source = match crate::regular_file::read_to_string(&jinja_path) {
-            Ok(text) => Some(text),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => template_in_config(&config),
-            Err(e) => {
-                return Err(ChatTemplateError::Read {
-                    path: jinja_path.display().to_string(),
-                    message: e.to_string(),
-                });
-            }
-        };
-        Ok(source.map(|source| Self::new(source, tokens_in_config(&config))))
+        let mut tokens = tokens_in_config(&config);
+        // Older directories keep their special tokens in special_tokens_map.json: transformers
+        // reads it when tokenizer_config.json has no `added_tokens_decoder`, and it then wins.
+        if config.get("added_tokens_decoder").is_none()
+            && let Some(map) = read_json(&dir.join("special_tokens_map.json"))?
+        {
+            tokens.extend(tokens_in_config(&map));
+        }
+        Ok(source.map(|source| Self::new(source, tokens)))
     }
 
     /// The prompt text for one user message, ending where the assistant's answer begins.
@@ -216,6 +204,30 @@ fn describe(error: &Error, source: &str) -> ChatTemplateError {
     } else {
         ChatTemplateError::Render(format!("{what}{place}"))
     }
+}
+
+/// A file's text, `None` when it does not exist.
+fn read_if_present(path: &Path) -> Result<Option<String>, ChatTemplateError> {
+    match crate::regular_file::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(ChatTemplateError::Read {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        }),
+    }
+}
+
+fn read_json(path: &Path) -> Result<Option<Json>, ChatTemplateError> {
+    let Some(text) = read_if_present(path)? else {
+        return Ok(None);
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| ChatTemplateError::Read {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })
 }
 
 fn template_in_config(config: &Json) -> Option<String> {
