@@ -72,6 +72,11 @@ fn errors_are_one_line_with_the_template_line_and_column() {
             "the chat template does not render: unknown filter: filter no_such_filter is unknown \
              (template line 3, column 17)",
         ),
+        (
+            "{% generation %}{{ x | nosuch }}{% endgeneration %}",
+            "the chat template does not render: unknown filter: filter nosuch is unknown \
+             (template line 1, column 24)",
+        ),
     ];
     for (source, want) in cases {
         let err = template(source).render("hi").unwrap_err().to_string();

@@ -46,6 +46,7 @@ pub fn environment(clock: Clock) -> Environment<'static> {
 /// transformers registers a `{% generation %}` block tag (it marks the assistant's text for
 /// training masks) that renders its body unchanged. minijinja has no custom tags, so each tag
 /// becomes an `if` that is always true, padded to the same length so error columns stay right.
+/// (A tag written inside a string literal would be rewritten too; no template does that.)
 pub fn open_generation_blocks(source: &str) -> String {
     let mut out = String::with_capacity(source.len());
     let mut rest = source;
