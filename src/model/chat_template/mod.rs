@@ -2,8 +2,8 @@
 //! chat_template.jinja beside an HF model), rendered with minijinja the way transformers'
 //! `apply_chat_template(messages, add_generation_prompt=True)` renders it.
 //!
-//! Templates are written for Python's Jinja2 in transformers' environment (see
-//! [`environment`]); the prompt a model was trained on is the one that environment renders, so
+//! Templates are written for Python's Jinja2 in transformers' environment (rebuilt in
+//! environment.rs); the prompt a model was trained on is the one that environment renders, so
 //! samplab renders the same bytes.
 
 use minijinja::{Error, ErrorKind, Value};
