@@ -260,18 +260,18 @@ fn check_vocab(
     Ok(())
 }
 
-/// The GGUF's template with its BOS and EOS texts, which templates write as `bos_token`.
+/// The GGUF's template with its BOS and EOS texts, which templates write as `bos_token`; a file
+/// without a BOS leaves `bos_token` undefined, as a null `bos_token` does under transformers.
 fn gguf_chat_template(gguf: &GgufTokenizer) -> Option<ChatTemplate> {
-    let text = |id: Option<u32>| {
-        id.and_then(|id| gguf.tokenizer.id_to_token(id))
-            .unwrap_or_default()
-    };
     let source = gguf.chat_template.clone()?;
-    Some(ChatTemplate::new(
-        source,
-        text(gguf.bos_id),
-        text(gguf.eos_ids.first().copied()),
-    ))
+    let tokens = [
+        ("bos_token", gguf.bos_id),
+        ("eos_token", gguf.eos_ids.first().copied()),
+    ]
+    .into_iter()
+    .filter_map(|(name, id)| Some((name.to_owned(), gguf.tokenizer.id_to_token(id?)?)))
+    .collect();
+    Some(ChatTemplate::new(source, tokens))
 }
 
 /// A short name for status lines: the Hub id as typed, or the file or directory name.

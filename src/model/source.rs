@@ -84,9 +84,10 @@ impl HubSettings {
 }
 
 /// Files of a safetensors model repository that loading reads when present.
-const HF_OPTIONAL: [&str; 3] = [
+const HF_OPTIONAL: [&str; 4] = [
     "generation_config.json",
     "tokenizer_config.json",
+    "special_tokens_map.json",
     "chat_template.jinja",
 ];
 

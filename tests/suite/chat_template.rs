@@ -4,7 +4,9 @@
 use crate::common;
 
 use samplab::engine::{Backend, LoadedModel, ParkedRow, Prefill, ReplayStore, RowSource};
-use samplab::model::chat_template::ChatTemplate;
+use samplab::model::chat_template::{ChatTemplate, CivilTime, Clock, Message};
+use serde_json::Value as Json;
+use std::path::Path;
 use tokenizers::AddedToken;
 
 /// SmolLM2 / Qwen-style ChatML, as such models ship it.
@@ -19,7 +21,10 @@ const LLAMA2: &str = "{% if messages[0]['role'] != 'user' %}{{ raise_exception('
                       {% if message['content'].strip().startswith('Hi') %}{{ '!' }}{% endif %}{% endfor %}";
 
 fn template(source: &str) -> ChatTemplate {
-    ChatTemplate::new(source.to_owned(), "<s>".to_owned(), "</s>".to_owned())
+    let tokens = [("bos_token", "<s>"), ("eos_token", "</s>")]
+        .map(|(name, text)| (name.to_owned(), text.to_owned()))
+        .into();
+    ChatTemplate::new(source.to_owned(), tokens)
 }
 
 #[test]
@@ -46,6 +51,38 @@ fn raise_exception_and_syntax_errors_are_reported_not_panicked() {
     let broken = "{% for m in messages %}{{ m.content }";
     let err = template(broken).render("x").unwrap_err().to_string();
     assert!(err.contains("does not render"), "{err}");
+}
+
+/// A bad template is reported on one line, with the line and column in the template where it
+/// went wrong, and without minijinja's dump of the template around it.
+#[test]
+fn errors_are_one_line_with_the_template_line_and_column() {
+    let cases = [
+        (
+            "{% for m in messages %}\n  {{ m.content }\n{% endfor %}",
+            "the chat template does not render: syntax error: unexpected `}`, expected end of \
+             variable block (template line 2, column 16)",
+        ),
+        (
+            "{{ bos_token }}\n{% if messages | length > 0 %}\n    {{- raise_exception('No \\n user turns!') }}\n{% endif %}",
+            "the chat template refuses these messages: No user turns! (template line 3, column 9)",
+        ),
+        (
+            "{{ 'ok' }}\n\n  {{ messages | no_such_filter }}",
+            "the chat template does not render: unknown filter: filter no_such_filter is unknown \
+             (template line 3, column 17)",
+        ),
+        (
+            "{% generation %}{{ x | nosuch }}{% endgeneration %}",
+            "the chat template does not render: unknown filter: filter nosuch is unknown \
+             (template line 1, column 24)",
+        ),
+    ];
+    for (source, want) in cases {
+        let err = template(source).render("hi").unwrap_err().to_string();
+        assert_eq!(err, want);
+        assert!(!err.contains('\n'), "{err}");
+    }
 }
 
 #[test]
@@ -77,7 +114,11 @@ fn runaway_templates_stop_with_a_reason_instead_of_filling_memory_or_looping() {
 #[test]
 fn a_fifo_in_place_of_a_template_file_is_refused_not_waited_on() {
     let dir = tempfile::tempdir().unwrap();
-    for name in ["chat_template.jinja", "tokenizer_config.json"] {
+    for name in [
+        "chat_template.jinja",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+    ] {
         let fifo = dir.path().join(name);
         let made = std::process::Command::new("mkfifo").arg(&fifo).status();
         assert!(made.is_ok_and(|s| s.success()), "mkfifo failed");
@@ -105,6 +146,53 @@ fn hf_directories_keep_the_template_in_tokenizer_config_or_a_jinja_file() {
     let found = ChatTemplate::from_hf_dir(dir.path()).unwrap().unwrap();
     assert_eq!(found.render("hey").unwrap(), "<|begin|>hey<|end|>");
 
+    // Every special token is passed; a null one stays undefined, as under transformers.
+    config(serde_json::json!({
+        "chat_template": "{{ bos_token is defined }} {{ bos_token }}|{{ pad_token }} {{ unk_token }} \
+                          {{ sep_token }} {{ cls_token }} {{ mask_token }} {{ eos_token }}",
+        "bos_token": null,
+        "eos_token": {"content": "</s>", "special": true},
+        "pad_token": "<pad>",
+        "unk_token": "<unk>",
+        "sep_token": "<sep>",
+        "cls_token": "<cls>",
+        "mask_token": "<mask>",
+        "additional_special_tokens": ["<x>"],
+    }));
+    let found = ChatTemplate::from_hf_dir(dir.path()).unwrap().unwrap();
+    assert_eq!(
+        found.render("hey").unwrap(),
+        "False |<pad> <unk> <sep> <cls> <mask> </s>"
+    );
+
+    // An older directory's special_tokens_map.json wins, unless tokenizer_config.json has
+    // added_tokens_decoder (then transformers does not read the map).
+    let map = serde_json::json!({"bos_token": {"content": "<map-bos>"}, "pad_token": "<map-pad>"});
+    std::fs::write(dir.path().join("special_tokens_map.json"), map.to_string()).unwrap();
+    let with_map = |decoder: Option<serde_json::Value>| {
+        let mut json = serde_json::json!({
+            "chat_template": "{{ bos_token }}|{{ pad_token }}|{{ eos_token }}",
+            "bos_token": "<bos>",
+            "pad_token": "<pad>",
+            "eos_token": "<eos>",
+        });
+        if let Some(decoder) = decoder {
+            json["added_tokens_decoder"] = decoder;
+        }
+        config(json);
+        let found = ChatTemplate::from_hf_dir(dir.path()).unwrap().unwrap();
+        found.render("hey").unwrap()
+    };
+    assert_eq!(with_map(None), "<map-bos>|<map-pad>|<eos>");
+    assert_eq!(with_map(Some(serde_json::json!({}))), "<bos>|<pad>|<eos>");
+    std::fs::write(dir.path().join("special_tokens_map.json"), "{ not json").unwrap();
+    config(serde_json::json!({"chat_template": "x"}));
+    let err = ChatTemplate::from_hf_dir(dir.path())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("special_tokens_map.json"), "{err}");
+    std::fs::remove_file(dir.path().join("special_tokens_map.json")).unwrap();
+
     config(serde_json::json!({
         "chat_template": [
             {"name": "tool_use", "template": "tools"},
@@ -127,6 +215,100 @@ fn hf_directories_keep_the_template_in_tokenizer_config_or_a_jinja_file() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("tokenizer_config.json"), "{err}");
+}
+
+/// The date the corpus fixtures were rendered at (render.py's FIXED_NOW).
+const FIXTURE_NOW: CivilTime = CivilTime {
+    year: 2025,
+    month: 3,
+    day: 7,
+    hour: 9,
+    minute: 5,
+    second: 3,
+};
+
+fn fixture(name: &str) -> Json {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/chat_templates")
+        .join(name);
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+/// Every template of the corpus (tests/fixtures/chat_templates, sources in corpus.json) with
+/// every conversation, loaded as a model directory holds it, against the text transformers
+/// renders (expected.json, made by render.py): byte for byte, or the same refusal.
+#[test]
+fn the_corpus_renders_byte_for_byte_as_transformers_does() {
+    let corpus = fixture("corpus.json");
+    let conversations = fixture("conversations.json");
+    let expected = fixture("expected.json");
+    let templates =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/chat_templates/templates");
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for (name, entry) in corpus.as_object().unwrap() {
+        let model = tempfile::tempdir().unwrap();
+        let mut config = entry["tokens"].clone();
+        let source = std::fs::read_to_string(templates.join(format!("{name}.jinja"))).unwrap();
+        config["chat_template"] = Json::String(source);
+        std::fs::write(
+            model.path().join("tokenizer_config.json"),
+            config.to_string(),
+        )
+        .unwrap();
+        let template = ChatTemplate::from_hf_dir(model.path())
+            .unwrap()
+            .unwrap()
+            .with_clock(Clock::Fixed(FIXTURE_NOW));
+        for (conversation, messages) in conversations.as_object().unwrap() {
+            let messages: Vec<Message> = serde_json::from_value(messages.clone()).unwrap();
+            let want = &expected["expected"][name][conversation];
+            let got = template.render_messages(&messages);
+            let same = match (&got, want.get("text"), want.get("error")) {
+                (Ok(text), Some(Json::String(want)), _) => text == want,
+                (Err(err), _, Some(Json::String(want))) => err.to_string().contains(want.as_str()),
+                _ => false,
+            };
+            if !same {
+                failures.push(format!(
+                    "{name} x {conversation}:\n  got  {got:?}\n  want {want}"
+                ));
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 13 * 5, "every template with every conversation");
+    assert!(
+        failures.is_empty(),
+        "{} of {checked} differ from transformers:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// One feature of transformers' environment per probe (probes.json: tojson and its options,
+/// values printed as Python prints them, which variables are defined, Python string methods,
+/// strftime_now, {% generation %}, loop controls, namespace and dict, trim_blocks and
+/// lstrip_blocks), against the text transformers renders for the plain conversation.
+#[test]
+fn each_probe_of_the_environment_renders_as_transformers_does() {
+    let probes = fixture("probes.json");
+    let expected = fixture("expected.json");
+    let plain: Vec<Message> =
+        serde_json::from_value(fixture("conversations.json")["plain"].clone()).unwrap();
+    let mut failures = Vec::new();
+    for (name, source) in probes.as_object().unwrap() {
+        let tokens = [("eos_token".to_owned(), "</s>".to_owned())].into();
+        let template = ChatTemplate::new(source.as_str().unwrap().to_owned(), tokens)
+            .with_clock(Clock::Fixed(FIXTURE_NOW));
+        let got = template.render_messages(&plain);
+        let want = &expected["probes"][name]["text"];
+        if !matches!((&got, want), (Ok(text), Json::String(want)) if text == want) {
+            failures.push(format!("{name}:\n  got  {got:?}\n  want {want}"));
+        }
+    }
+    assert_eq!(probes.as_object().unwrap().len(), 15);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// A backend is never reached: these tests only tokenize.

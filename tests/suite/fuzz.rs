@@ -363,7 +363,8 @@ proptest! {
 
     #[test]
     fn chat_template_rendering(source in template_source(), message in "[a-z <|>]{0,12}") {
-        let template = ChatTemplate::new(source, "<s>".into(), "</s>".into());
+        let tokens = [("bos_token".to_owned(), "<s>".to_owned())].into();
+        let template = ChatTemplate::new(source, tokens);
         let _ = template.render(&message);
     }
 }
