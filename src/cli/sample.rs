@@ -5,6 +5,7 @@ use clap::Args;
 use samplab::config;
 use samplab::engine::load::load_model;
 use samplab::engine::{Engine, Event, Request, RunId, ScoreRequest, random_seed};
+use samplab::model::chat_template::Message;
 use samplab::model::embedded;
 use samplab::model::source::HubSettings;
 use samplab::params::SamplingParams;
@@ -25,8 +26,8 @@ pub struct SampleArgs {
     /// is also scored by the other models.
     #[arg(long = "model", value_name = "MODEL", default_value = embedded::NAME)]
     models: Vec<String>,
-    /// The prompt text.
-    #[arg(long)]
+    /// The prompt text (with --messages: the last user message, for plain output only).
+    #[arg(long, required_unless_present = "messages", default_value = "")]
     prompt: String,
     /// Send the prompt as one user message through the model's chat template.
     #[arg(long)]
@@ -35,6 +36,10 @@ pub struct SampleArgs {
     /// becoming the control token.
     #[arg(long, requires = "chat")]
     literal_specials: bool,
+    /// A conversation for the chat template instead of one message: a YAML (or JSON) list of
+    /// `{role, content}`, e.g. a system message and earlier turns. Implies --chat.
+    #[arg(long, value_name = "FILE")]
+    messages: Option<std::path::PathBuf>,
     /// A built-in preset name, a preset file, or `model` for the model's own generation
     /// defaults; `--set` values apply on top.
     #[arg(long)]
@@ -86,6 +91,16 @@ pub fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
         args.preset.as_deref().filter(|_| !model_defaults),
         &args.sets,
     )?;
+    let conversation = match &args.messages {
+        Some(path) => read_conversation(path)?,
+        None => Vec::new(),
+    };
+    if !conversation.is_empty() && args.models.len() > 1 {
+        anyhow::bail!(
+            "--messages works with one --model: the other models would score the samples after \
+             the prompt alone; compare models with --chat --prompt instead"
+        );
+    }
     let mut stdout = std::io::stdout().lock();
     // Every model loads before any runs, so that a bad `--model` fails at once. One after the
     // other, so that each memory check sees the models already loaded.
@@ -111,6 +126,7 @@ pub fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
         finished.push(run_model(
             worker,
             &args,
+            &conversation,
             i as RunId + 1,
             params,
             &mut stdout,
@@ -196,6 +212,7 @@ fn load(spec: &str, args: &SampleArgs, stdout: &mut impl Write) -> anyhow::Resul
 fn run_model(
     worker: Worker,
     args: &SampleArgs,
+    conversation: &[Message],
     run_id: RunId,
     params: SamplingParams,
     stdout: &mut impl Write,
@@ -205,8 +222,9 @@ fn run_model(
         run_id,
         prompt: args.prompt.clone(),
         lane: 0,
-        chat: args.chat,
+        chat: args.chat || !conversation.is_empty(),
         literal_specials: args.literal_specials,
+        messages: conversation.to_vec(),
         params,
     });
     let mut stop_tokens = HashMap::new();
@@ -295,6 +313,25 @@ fn wait_for_scores(scorer: &Finished) -> anyhow::Result<Vec<CrossScore>> {
 /// One `--jsonl` line: the event with the model it is about, so that the lines of several models
 /// can be told apart. `model` is the name the engine reports once loaded (as `loaded` and the
 /// responses name it), the `--model` value before; `loaded` names it itself.
+/// A `--messages` file: a list of `{role, content}` messages, at least one.
+fn read_conversation(path: &std::path::Path) -> anyhow::Result<Vec<Message>> {
+    let shown = path.display();
+    let text = samplab::regular_file::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read the messages file {shown}: {e}"))?;
+    let value = samplab::yaml_guard::parse(&text)
+        .map_err(|e| anyhow::anyhow!("the messages file {shown} is not valid YAML or JSON: {e}"))?;
+    let messages: Vec<Message> = serde_yaml_ng::from_value(value).map_err(|e| {
+        anyhow::anyhow!(
+            "the messages file {shown} must be a list of messages like \
+             `- {{role: user, content: \"Hi\"}}`: {e}"
+        )
+    })?;
+    if messages.is_empty() {
+        anyhow::bail!("the messages file {shown} has no messages: give at least one");
+    }
+    Ok(messages)
+}
+
 fn jsonl_line(model: &str, event: &Event) -> serde_json::Result<String> {
     #[derive(serde::Serialize)]
     struct Line<'a> {

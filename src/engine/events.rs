@@ -1,5 +1,6 @@
 //! The engine's narrow boundary: `Request` in, `Event` out, every event tagged with its run.
 
+use crate::model::chat_template::Message;
 use crate::params::SamplingParams;
 use crate::response::{CrossScore, SampleResponse, StopMatched, StopReason, TopLogprob};
 use crate::sampling::StageTrace;
@@ -20,6 +21,8 @@ pub struct Request {
     /// In chat mode, special-token text the user typed (`<|im_end|>`) is tokenized as plain
     /// text instead of becoming the control token, as transformers would make it.
     pub literal_specials: bool,
+    /// A whole conversation for the chat template; empty: `prompt` is the one user message.
+    pub messages: Vec<Message>,
     pub params: SamplingParams,
 }
 

@@ -11,7 +11,7 @@ use super::generate::{RunContext, generate};
 use super::replay::ReplayStore;
 use super::score::{ScoreRequest, Scoring, common_prefix, score_sequence};
 use super::trace::TraceRequest;
-use crate::model::chat_template::ChatTemplate;
+use crate::model::chat_template::{ChatTemplate, Message};
 use crate::model::memory;
 use crate::params::SamplingParams;
 use crate::response::{CrossScore, PromptText};
@@ -57,6 +57,10 @@ impl LoadedModel {
     }
 
     fn render_chat(&self, message: &str) -> anyhow::Result<String> {
+        self.render_conversation(&[Message::new("user", message)])
+    }
+
+    fn render_conversation(&self, messages: &[Message]) -> anyhow::Result<String> {
         let template = self.chat_template.as_ref().ok_or_else(|| {
             anyhow::anyhow!(
                 "{} has no chat template: use the raw prompt, or a model that ships one \
@@ -64,7 +68,7 @@ impl LoadedModel {
                 self.name
             )
         })?;
-        Ok(template.render(message)?)
+        Ok(template.render_messages(messages)?)
     }
 
     /// As in transformers' `apply_chat_template`, rendered text already holds BOS and the role
@@ -207,9 +211,10 @@ impl LoadedModel {
         interrupted: &mut dyn FnMut() -> bool,
         emit: &mut dyn FnMut(Event),
     ) -> anyhow::Result<crate::response::SampleResponse> {
-        let rendered = match request.chat {
-            true => Some(self.render_chat(&request.prompt)?),
-            false => None,
+        let rendered = match (request.chat, request.messages.is_empty()) {
+            (true, true) => Some(self.render_chat(&request.prompt)?),
+            (true, false) => Some(self.render_conversation(&request.messages)?),
+            (false, _) => None,
         };
         let prompt_ids = match &rendered {
             Some(text) if request.literal_specials => self.encode_literal(text, &request.prompt)?,

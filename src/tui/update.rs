@@ -379,6 +379,7 @@ fn start_run(state: &mut State) -> Vec<Effect> {
                 lane: side.set as u32,
                 chat: state.prompt.chat,
                 literal_specials: state.prompt.literal_specials,
+                messages: Vec::new(),
                 params,
             },
         ));

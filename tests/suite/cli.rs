@@ -488,3 +488,56 @@ fn escape_sequences_in_files_reach_stderr_escaped() {
         assert!(err.contains("\\u{1b}"), "{err}");
     }
 }
+
+/// Issue 18: `--messages FILE` renders a whole conversation (a system message, earlier turns)
+/// through the model's template; a bad file says what a good one looks like.
+#[test]
+fn messages_render_a_whole_conversation_through_the_template() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "role: user\n").unwrap();
+    let out = samplab(&["sample", "--messages", bad.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("must be a list of messages"),
+        "{}",
+        stderr(&out)
+    );
+    let empty = dir.path().join("empty.yaml");
+    std::fs::write(&empty, "[]\n").unwrap();
+    let out = samplab(&["sample", "--messages", empty.to_str().unwrap()]);
+    assert!(stderr(&out).contains("has no messages"), "{}", stderr(&out));
+
+    let Some(model) = common::real_model() else {
+        eprintln!("skipped the rendering half: no SmolLM2 model (set SAMPLAB_REAL_MODEL)");
+        return;
+    };
+    let file = dir.path().join("conversation.yaml");
+    std::fs::write(
+        &file,
+        "- {role: system, content: You answer in French.}\n\
+         - {role: user, content: Hello}\n\
+         - {role: assistant, content: Bonjour}\n\
+         - {role: user, content: Thanks}\n",
+    )
+    .unwrap();
+    let out = samplab(&[
+        "sample",
+        "--model",
+        model.to_str().unwrap(),
+        "--messages",
+        file.to_str().unwrap(),
+        "--set",
+        "max_tokens=1",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let response: samplab::response::SampleResponse = serde_json::from_slice(&out.stdout).unwrap();
+    let rendered = response.prompt.unwrap().rendered.unwrap();
+    assert!(
+        rendered.starts_with("<|im_start|>system\nYou answer in French.<|im_end|>")
+            && rendered.contains("<|im_start|>assistant\nBonjour<|im_end|>")
+            && rendered.ends_with("<|im_start|>user\nThanks<|im_end|>\n<|im_start|>assistant\n"),
+        "{rendered:?}"
+    );
+}

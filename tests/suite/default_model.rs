@@ -25,6 +25,7 @@ fn sample(params: SamplingParams) -> SampleResponse {
         lane: 0,
         chat: false,
         literal_specials: false,
+        messages: Vec::new(),
         params,
     };
     model.run(&request, &mut || false, &mut |_| {}).unwrap()

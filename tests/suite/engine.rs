@@ -267,6 +267,7 @@ fn a_new_request_cancels_the_running_one_and_runs_cleanly() {
         lane: 0,
         chat: false,
         literal_specials: false,
+        messages: Vec::new(),
         params: long,
     });
     loop {
@@ -281,6 +282,7 @@ fn a_new_request_cancels_the_running_one_and_runs_cleanly() {
         lane: 0,
         chat: false,
         literal_specials: false,
+        messages: Vec::new(),
         params: short.clone(),
     });
     let (first_id, first) = next_done(&mut inbox);
@@ -306,6 +308,7 @@ fn a_new_request_cancels_the_running_one_and_runs_cleanly() {
         lane: 0,
         chat: false,
         literal_specials: false,
+        messages: Vec::new(),
         params: params("max_tokens: 100000"),
     });
     engine.cancel(3);
@@ -324,6 +327,7 @@ fn a_failed_load_is_reported_and_runs_get_errors() {
         lane: 0,
         chat: false,
         literal_specials: false,
+        messages: Vec::new(),
         params: SamplingParams::default(),
     });
     match inbox.blocking_recv() {
@@ -368,6 +372,7 @@ fn request(run_id: u64, lane: u32, yaml: &str) -> Request {
         lane,
         chat: false,
         literal_specials: false,
+        messages: Vec::new(),
         params: params(yaml),
     }
 }
@@ -530,6 +535,7 @@ fn a_panic_in_a_run_is_that_runs_error_and_the_engine_keeps_working() {
         lane: 0,
         chat: false,
         literal_specials: false,
+        messages: Vec::new(),
         params: params("max_tokens: 4\nseed: 1"),
     };
     engine.run(request(1));
@@ -563,6 +569,7 @@ fn a_panic_while_loading_is_a_failed_load() {
         lane: 0,
         chat: false,
         literal_specials: false,
+        messages: Vec::new(),
         params: SamplingParams::default(),
     });
     match inbox.blocking_recv() {

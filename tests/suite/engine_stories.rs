@@ -16,6 +16,7 @@ fn run(model: &mut LoadedModel, prompt: &str, yaml: &str) -> (SampleResponse, Ve
         lane: 0,
         chat: false,
         literal_specials: false,
+        messages: Vec::new(),
         params: SamplingParams::from_yaml(yaml).unwrap(),
     };
     let mut events = Vec::new();

@@ -365,6 +365,7 @@ fn stories_run(
         lane: 0,
         chat: false,
         literal_specials: false,
+        messages: Vec::new(),
         params: params.clone(),
     };
     let mut checks = 0;
