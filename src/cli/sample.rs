@@ -84,7 +84,7 @@ struct Finished {
     stop_tokens: HashMap<u32, String>,
 }
 
-pub fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
+pub fn run(mut args: SampleArgs) -> anyhow::Result<ExitCode> {
     let model_defaults = args.preset.as_deref() == Some(MODEL_PRESET);
     // Checked before loading so that a typo costs no load time.
     let params = params_from_flags(
@@ -95,6 +95,13 @@ pub fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
         Some(path) => read_conversation(path)?,
         None => Vec::new(),
     };
+    // What plain output and twinkle's shape show as the prompt: the conversation's last user
+    // message, unless --prompt says otherwise.
+    if args.prompt.is_empty()
+        && let Some(last) = conversation.iter().rev().find(|m| m.role == "user")
+    {
+        args.prompt = last.content.clone();
+    }
     if !conversation.is_empty() && args.models.len() > 1 {
         anyhow::bail!(
             "--messages works with one --model: the other models would score the samples after \

@@ -533,7 +533,12 @@ fn messages_render_a_whole_conversation_through_the_template() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let response: samplab::response::SampleResponse = serde_json::from_slice(&out.stdout).unwrap();
-    let rendered = response.prompt.unwrap().rendered.unwrap();
+    let prompt = response.prompt.unwrap();
+    assert_eq!(
+        prompt.text, "Thanks",
+        "the last user message stands for the prompt"
+    );
+    let rendered = prompt.rendered.unwrap();
     assert!(
         rendered.starts_with("<|im_start|>system\nYou answer in French.<|im_end|>")
             && rendered.contains("<|im_start|>assistant\nBonjour<|im_end|>")
