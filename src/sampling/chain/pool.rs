@@ -80,6 +80,13 @@ impl Pool {
         }
     }
 
+    /// Takes `cands` as the candidates, in no particular order.
+    pub(in crate::sampling) fn replace(&mut self, cands: Vec<Cand>) {
+        self.cands = cands;
+        self.sorted = false;
+        self.index.clear();
+    }
+
     /// Keeps the candidates `keep` says yes to.
     pub(in crate::sampling) fn retain(&mut self, keep: impl Fn(&Cand) -> bool) {
         self.cands.retain(keep);

@@ -60,23 +60,34 @@ pub(super) fn top_n_sigma(pool: &mut Pool, n: f32) {
     }
 }
 
-pub(super) fn typical_llama(pool: &mut Pool, p: f32, min_keep: usize) {
-    if p >= 1.0 {
-        return;
-    }
-    pool.softmax(true);
-    let entropy: f32 = pool
-        .cands
+/// The entropy of the candidates' probabilities (after a softmax).
+fn entropy(pool: &Pool) -> f32 {
+    pool.cands
         .iter()
         .filter(|c| c.p > 0.0)
         .map(|c| -c.p * c.p.ln())
-        .sum();
+        .sum()
+}
+
+/// Every candidate with how far its surprise is from the entropy, the most typical first (ties
+/// to the lower id): the order both engines' typical sampling walks.
+fn by_typicality(pool: &mut Pool) -> Vec<(f32, Cand)> {
+    pool.softmax(true);
+    let entropy = entropy(pool);
     let mut order: Vec<(f32, Cand)> = pool
         .cands
         .iter()
         .map(|&c| ((-c.p.ln() - entropy).abs(), c))
         .collect();
-    order.sort_by(|a, b| a.0.total_cmp(&b.0));
+    order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.id.cmp(&b.1.id)));
+    order
+}
+
+pub(super) fn typical_llama(pool: &mut Pool, p: f32, min_keep: usize) {
+    if p >= 1.0 {
+        return;
+    }
+    let order = by_typicality(pool);
     let mut cum = 0.0f32;
     let mut last = order.len();
     for (i, (_, c)) in order.iter().enumerate() {
@@ -86,9 +97,7 @@ pub(super) fn typical_llama(pool: &mut Pool, p: f32, min_keep: usize) {
             break;
         }
     }
-    pool.cands = order[..last].iter().map(|&(_, c)| c).collect();
-    pool.sorted = false;
-    pool.index.clear();
+    pool.replace(order[..last].iter().map(|&(_, c)| c).collect());
 }
 
 pub(super) fn top_p_llama(pool: &mut Pool, p: f32, min_keep: usize) {
@@ -181,13 +190,7 @@ pub(super) fn dynamic_temperature(pool: &mut Pool, params: &SamplingParams) {
     let (low, high) = ((t - range).max(0.0), t + range);
     let max_entropy = (pool.len() as f32).ln();
     pool.softmax(true);
-    let entropy: f32 = pool
-        .cands
-        .iter()
-        .filter(|c| c.p > 0.0)
-        .map(|c| -c.p * c.p.ln())
-        .sum();
-    let normalized = entropy / max_entropy;
+    let normalized = entropy(pool) / max_entropy;
     pool.temperature(low + (high - low) * normalized.powf(params.dynatemp_exponent));
 }
 
@@ -197,19 +200,7 @@ pub(super) fn typical_transformers(pool: &mut Pool, mass: f32) {
     if mass >= 1.0 {
         return;
     }
-    pool.softmax(true);
-    let entropy: f32 = pool
-        .cands
-        .iter()
-        .filter(|c| c.p > 0.0)
-        .map(|c| -c.p * c.p.ln())
-        .sum();
-    let mut order: Vec<(f32, Cand)> = pool
-        .cands
-        .iter()
-        .map(|&c| ((-c.p.ln() - entropy).abs(), c))
-        .collect();
-    order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.id.cmp(&b.1.id)));
+    let order = by_typicality(pool);
     let mut cum = 0.0f32;
     let below = order
         .iter()
@@ -220,13 +211,13 @@ pub(super) fn typical_transformers(pool: &mut Pool, mass: f32) {
         .count();
     let edge = order[below.min(order.len() - 1)].0;
     let first = order[0].1.id;
-    pool.cands = order
-        .into_iter()
-        .filter(|&(score, c)| score <= edge || c.id == first)
-        .map(|(_, c)| c)
-        .collect();
-    pool.sorted = false;
-    pool.index.clear();
+    pool.replace(
+        order
+            .into_iter()
+            .filter(|&(score, c)| score <= edge || c.id == first)
+            .map(|(_, c)| c)
+            .collect(),
+    );
 }
 
 /// transformers' TopPLogitsWarper: from the least likely up, drops tokens while their mass stays
