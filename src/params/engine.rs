@@ -69,6 +69,16 @@ impl Engines {
         self.0 & engine.bit() != 0
     }
 
+    /// "llama.cpp has it", "vLLM and llama.cpp have it": for messages.
+    pub fn having_it(self) -> String {
+        let verb = if self.0.count_ones() == 1 {
+            "has"
+        } else {
+            "have"
+        };
+        format!("{} {verb} it", self.titles())
+    }
+
     /// The engines' titles, for messages: "vLLM and llama.cpp".
     pub fn titles(self) -> String {
         let names: Vec<&str> = Engine::ALL
@@ -159,6 +169,11 @@ mod tests {
             "vLLM and llama.cpp"
         );
         assert!(Engines::ALL.has(Engine::Transformers));
+        assert_eq!(Engines::LLAMA_CPP.having_it(), "llama.cpp has it");
+        assert_eq!(
+            Engines::VLLM.with(Engines::TRANSFORMERS).having_it(),
+            "vLLM and transformers have it"
+        );
         assert!(!Engines::VLLM.has(Engine::LlamaCpp));
     }
 }

@@ -63,7 +63,7 @@ pub enum ParamError {
         vocab_size: usize,
     },
     #[error(
-        "`{field}` is not a {engine} parameter (only {engines} have it): set `engine` to one of them, or leave `{field}` at its default"
+        "`{field}` is not a {engine} parameter (only {engines}): set `engine` to one of them, or leave `{field}` at its default"
     )]
     NotInEngine {
         field: &'static str,
@@ -181,7 +181,7 @@ impl SamplingParams {
                 return Err(ParamError::NotInEngine {
                     field: field.name(),
                     engine: self.engine.title(),
-                    engines: spec.engines.titles(),
+                    engines: spec.engines.having_it(),
                 });
             }
         }
