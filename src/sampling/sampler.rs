@@ -183,12 +183,30 @@ impl Sampler {
             let chosen = self.run_chain(logits, state, u)?;
             let id = self.pool.cands[chosen].id;
             state.accept(id);
-            return Ok(self.report_chain(logits, log_norm, id));
+            let cands = &self.pool.cands;
+            let prob = |t: u32| cands.iter().find(|c| c.id == t).map_or(0.0, |c| c.p);
+            return Ok(report(
+                logits,
+                log_norm,
+                id,
+                self.top_n,
+                &mut self.keys,
+                prob,
+            ));
         }
         let cut = self.cut(logits, state)?;
         let id = self.draw(&cut, u)?;
         state.accept(id);
-        Ok(self.report(logits, log_norm, &cut, id))
+        let work = &self.work;
+        let prob = |t: u32| cut.prob(work[t as usize], t);
+        Ok(report(
+            logits,
+            log_norm,
+            id,
+            self.top_n,
+            &mut self.keys,
+            prob,
+        ))
     }
 
     /// The llama.cpp or transformers chain on `logits`; the chosen candidate's position.
@@ -223,30 +241,6 @@ impl Sampler {
             scratch: &mut self.counts,
         };
         chain::trace(&mut self.pool, &self.params, input, ids)
-    }
-
-    /// What `report` says, from the chain's final distribution.
-    fn report_chain(&mut self, logits: &[f32], log_norm: f32, id: u32) -> SampledToken {
-        let raw = |id: u32| sanitize(logits[id as usize]);
-        let cands = &self.pool.cands;
-        let prob = |id: u32| cands.iter().find(|c| c.id == id).map_or(0.0, |c| c.p);
-        let top = match self.top_n {
-            Some(n) => top_ids(logits, n, id, &mut self.keys)
-                .map(|alt| TopToken {
-                    id: alt,
-                    logprob: raw(alt) - log_norm,
-                    prob: prob(alt),
-                })
-                .collect(),
-            None => Vec::new(),
-        };
-        SampledToken {
-            id,
-            logprob: raw(id) - log_norm,
-            prob: prob(id),
-            rank: rank(logits, raw(id)),
-            top,
-        }
     }
 
     /// Scores a prompt token against the logits of its position (prompt tokens are scored,
@@ -473,27 +467,35 @@ impl Sampler {
             .map(|c| key_id(c.key))
             .ok_or(SamplingError::NoCandidates)
     }
+}
 
-    fn report(&mut self, logits: &[f32], log_norm: f32, cut: &Cut, id: u32) -> SampledToken {
-        let raw = |id: u32| sanitize(logits[id as usize]);
-        let work = &self.work;
-        let top = match self.top_n {
-            Some(n) => top_ids(logits, n, id, &mut self.keys)
-                .map(|alt| TopToken {
-                    id: alt,
-                    logprob: raw(alt) - log_norm,
-                    prob: cut.prob(work[alt as usize], alt),
-                })
-                .collect(),
-            None => Vec::new(),
-        };
-        SampledToken {
-            id,
-            logprob: raw(id) - log_norm,
-            prob: cut.prob(work[id as usize], id),
-            rank: rank(logits, raw(id)),
-            top,
-        }
+/// The report of a drawn token `id`: raw logprob and rank from `logits`, its processed
+/// probability and its `top_n` alternatives' from `prob`, whichever path made the distribution.
+fn report(
+    logits: &[f32],
+    log_norm: f32,
+    id: u32,
+    top_n: Option<u32>,
+    keys: &mut Vec<u64>,
+    prob: impl Fn(u32) -> f32,
+) -> SampledToken {
+    let raw = |id: u32| sanitize(logits[id as usize]);
+    let top = match top_n {
+        Some(n) => top_ids(logits, n, id, keys)
+            .map(|alt| TopToken {
+                id: alt,
+                logprob: raw(alt) - log_norm,
+                prob: prob(alt),
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    SampledToken {
+        id,
+        logprob: raw(id) - log_norm,
+        prob: prob(id),
+        rank: rank(logits, raw(id)),
+        top,
     }
 }
 
