@@ -2,7 +2,8 @@
 
 use clap::Args;
 use samplab::engine::load::{load_model, synthetic_model};
-use samplab::engine::{Backend, RowSource};
+use samplab::engine::{Backend, LoadedModel, RowSource};
+use samplab::model::device::DeviceChoice;
 use samplab::model::source::HubSettings;
 use serde::Serialize;
 use std::process::ExitCode;
@@ -18,7 +19,7 @@ pub struct BenchArgs {
     )]
     model: Option<String>,
     /// Benchmark a random-weight model with a known model's shapes (written once into the cache
-    /// directory): smollm2-135m.
+    /// directory): smollm2-135m or smollm2-1.7b.
     #[arg(long)]
     synthetic: Option<String>,
     /// Weight type of the synthetic model: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k,
@@ -26,6 +27,10 @@ pub struct BenchArgs {
     /// llama.cpp's Q4_K_M).
     #[arg(long, default_value = "q8_0", requires = "synthetic")]
     qtype: String,
+    /// Where the model runs: cpu, cuda, cuda:N or metal (default: the first GPU this build
+    /// supports and the machine has, else the CPU).
+    #[arg(long, value_name = "DEVICE", default_value = "auto")]
+    device: DeviceChoice,
     /// Batch sizes to decode, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,4,8")]
     pub(crate) samples: Vec<usize>,
@@ -53,6 +58,7 @@ pub struct BenchArgs {
 #[derive(Serialize)]
 struct Report {
     model: String,
+    device: String,
     weight_bytes: u64,
     /// Each weight type and the matrix product that ran it.
     kernels: Vec<KernelRow>,
@@ -85,17 +91,18 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     let quiet = |_: f32, _: &str| {};
     let mut model = match (&args.model, &args.synthetic) {
-        (Some(spec), _) => load_model(spec, &HubSettings::from_env(), &mut { quiet })?,
+        (Some(spec), _) => load_model(spec, &HubSettings::from_env(), args.device, &mut { quiet })?,
         (None, Some(name)) => {
-            synthetic_model(name, &args.qtype, &mut |_, message| eprintln!("{message}"))?
+            synthetic_model(name, &args.qtype, args.device, &mut |_, message| {
+                eprintln!("{message}")
+            })?
         }
         (None, None) => unreachable!("clap requires --model or --synthetic"),
     };
     if !args.reruns.is_empty() {
         return super::bench_rerun::run(&mut model, &args);
     }
-    let backend = model.backend.as_mut();
-    let report = measure(backend, &model.name, &args)?;
+    let report = measure(&mut model, &args)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -104,7 +111,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn measure(backend: &mut dyn Backend, name: &str, args: &BenchArgs) -> anyhow::Result<Report> {
+fn measure(model: &mut LoadedModel, args: &BenchArgs) -> anyhow::Result<Report> {
+    let backend = model.backend.as_mut();
     let prompt = bench_prompt(backend, args.prompt_tokens, args.tokens);
     let prompt_tokens = prompt.len();
 
@@ -143,7 +151,8 @@ fn measure(backend: &mut dyn Backend, name: &str, args: &BenchArgs) -> anyhow::R
     }
     backend.reset();
     Ok(Report {
-        model: name.to_owned(),
+        model: model.name.clone(),
+        device: model.device.clone(),
         weight_bytes,
         kernels: backend
             .kernels()
@@ -171,8 +180,9 @@ fn bench_prompt(backend: &dyn Backend, tokens: usize, room: usize) -> Vec<u32> {
 
 fn print_table(report: &Report) {
     println!(
-        "model {} · weights {:.1} MB",
+        "model {} on {} · weights {:.1} MB",
         report.model,
+        report.device,
         report.weight_bytes as f64 / 1e6
     );
     for row in &report.kernels {

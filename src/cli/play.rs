@@ -3,6 +3,7 @@
 
 use clap::Args;
 use samplab::config;
+use samplab::model::device::DeviceChoice;
 use samplab::model::embedded;
 use samplab::params::SamplingParams;
 use samplab::presets::{self, MODEL_PRESET, Preset, PresetSource};
@@ -18,6 +19,10 @@ pub struct PlayArgs {
     /// side by side on the same parameters and seeds.
     #[arg(long = "model", value_name = "MODEL", default_value = embedded::NAME)]
     models: Vec<String>,
+    /// Where the models run: cpu, cuda, cuda:N or metal (default: the first GPU this build
+    /// supports and the machine has, else the CPU).
+    #[arg(long, value_name = "DEVICE", default_value = "auto")]
+    device: DeviceChoice,
     /// The prompt to start with; it can be edited in the playground.
     #[arg(long, default_value = "")]
     prompt: String,
@@ -73,6 +78,7 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
     });
     let ending = samplab::tui::run(Playground {
         models: args.models,
+        device: args.device,
         prompt: args.prompt,
         chat: args.chat,
         preset,

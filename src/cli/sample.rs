@@ -6,6 +6,7 @@ use samplab::config;
 use samplab::engine::load::load_model;
 use samplab::engine::{Engine, Event, Request, RunId, ScoreRequest, random_seed};
 use samplab::model::chat_template::Message;
+use samplab::model::device::DeviceChoice;
 use samplab::model::embedded;
 use samplab::model::source::HubSettings;
 use samplab::params::SamplingParams;
@@ -26,6 +27,10 @@ pub struct SampleArgs {
     /// is also scored by the other models.
     #[arg(long = "model", value_name = "MODEL", default_value = embedded::NAME)]
     models: Vec<String>,
+    /// Where the models run: cpu, cuda, cuda:N or metal (default: the first GPU this build
+    /// supports and the machine has, else the CPU).
+    #[arg(long, value_name = "DEVICE", default_value = "auto")]
+    device: DeviceChoice,
     /// The prompt text (with --messages: the last user message, for plain output only).
     #[arg(long, required_unless_present = "messages", default_value = "")]
     prompt: String,
@@ -166,8 +171,9 @@ fn streams_plain(args: &SampleArgs, params: &SamplingParams) -> bool {
 fn load(spec: &str, args: &SampleArgs, stdout: &mut impl Write) -> anyhow::Result<Worker> {
     let (events, inbox) = std::sync::mpsc::channel();
     let owned_spec = spec.to_owned();
+    let device = args.device;
     let engine = Engine::spawn(
-        move |progress| load_model(&owned_spec, &HubSettings::from_env(), progress),
+        move |progress| load_model(&owned_spec, &HubSettings::from_env(), device, progress),
         move |event| {
             let _ = events.send(event);
         },

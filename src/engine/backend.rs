@@ -4,6 +4,7 @@
 //! The trait keeps the generation loop independent of candle, so it is tested with a
 //! deterministic fake model as well as the real llama forward.
 
+use crate::model::memory::{self, Free, MemoryError};
 use std::any::Any;
 
 /// A model with a cache of its last prompt and a batch of rows that decode together.
@@ -22,11 +23,15 @@ pub trait Backend {
     /// The most positions (prompt + generated) the model can attend over.
     fn context_length(&self) -> usize;
 
-    /// Host-memory bytes one position of one row takes in the KV cache, so that a run can be
-    /// refused before it grows past the free memory; 0 where the cache is not in host memory
-    /// (a GPU's driver refuses what does not fit) or the backend keeps none.
+    /// Bytes one position of one row takes in the KV cache, so that a run can be refused
+    /// before it grows past the free memory; 0 where the backend keeps none.
     fn kv_bytes_per_position(&self) -> u64 {
         0
+    }
+
+    /// The memory the KV cache grows into: the host's, or a GPU's own.
+    fn free_memory(&self) -> Result<Option<Free>, MemoryError> {
+        Ok(memory::available()?.map(Free::host))
     }
 
     /// Makes the prompt cache hold `prompt`, running only the positions past the longest

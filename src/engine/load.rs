@@ -7,6 +7,7 @@ use super::score::common_prefix;
 use super::worker::LoadedModel;
 use crate::model::cache::cache_dir;
 use crate::model::chat_template::ChatTemplate;
+use crate::model::device::DeviceChoice;
 use crate::model::gguf_tokenizer::{GgufTokenizer, tokenizer_from_gguf};
 use crate::model::memory;
 use crate::model::source::{HubSettings, ModelSource, resolve};
@@ -22,6 +23,8 @@ use tokenizers::Tokenizer;
 /// and a batch session decodes the rows of a run.
 struct LlamaBackend {
     model: Arc<Model>,
+    /// The device's name, for memory refusals.
+    device: String,
     prompt: Session<Arc<Model>>,
     /// The tokens whose positions `prompt` holds.
     prompt_ids: Vec<u32>,
@@ -29,8 +32,9 @@ struct LlamaBackend {
 }
 
 impl LlamaBackend {
-    fn new(model: Arc<Model>) -> Self {
+    fn new(model: Arc<Model>, device: String) -> Self {
         Self {
+            device,
             prompt: Session::new(Arc::clone(&model)),
             prompt_ids: Vec::new(),
             batch: Session::batch(Arc::clone(&model)),
@@ -57,11 +61,11 @@ impl Backend for LlamaBackend {
     }
 
     fn kv_bytes_per_position(&self) -> u64 {
-        if self.model.device().is_cpu() {
-            memory::kv_bytes_per_position(self.model.config())
-        } else {
-            0
-        }
+        memory::kv_bytes_per_position(self.model.config())
+    }
+
+    fn free_memory(&self) -> Result<Option<memory::Free>, memory::MemoryError> {
+        memory::free_on(self.model.device(), &self.device)
     }
 
     fn prefill(&mut self, prompt: &[u32], logits_from: usize) -> anyhow::Result<Prefill> {
@@ -134,7 +138,7 @@ impl Backend for LlamaBackend {
     }
 
     fn reset(&mut self) {
-        *self = Self::new(Arc::clone(&self.model));
+        *self = Self::new(Arc::clone(&self.model), std::mem::take(&mut self.device));
     }
 }
 
@@ -142,28 +146,27 @@ impl Backend for LlamaBackend {
 /// same time (the playground's `--model A --model B`) each see the memory the others took.
 static LOADING: Mutex<()> = Mutex::new(());
 
-/// CPU unless a GPU feature was compiled in and a GPU answers.
-fn pick_device() -> (Device, String) {
-    #[cfg(feature = "cuda")]
-    if let Ok(device) = Device::new_cuda(0) {
-        return (device, "cuda:0".to_owned());
-    }
-    #[cfg(feature = "metal")]
-    if let Ok(device) = Device::new_metal(0) {
-        return (device, "metal".to_owned());
-    }
-    (Device::Cpu, "cpu".to_owned())
-}
-
-/// Loads `--model` (a GGUF file, an HF directory or a Hub id), reporting progress.
+/// Loads `--model` (a GGUF file, an HF directory or a Hub id) onto `device`, reporting
+/// progress.
 pub fn load_model(
     spec: &str,
     hub: &HubSettings,
+    device: DeviceChoice,
+    progress: &mut dyn FnMut(f32, &str),
+) -> anyhow::Result<LoadedModel> {
+    let device = device.open()?;
+    load_on(spec, hub, device, progress)
+}
+
+/// [`load_model`] on a device already opened.
+fn load_on(
+    spec: &str,
+    hub: &HubSettings,
+    (device, device_name): (Device, String),
     progress: &mut dyn FnMut(f32, &str),
 ) -> anyhow::Result<LoadedModel> {
     progress(0.0, &format!("finding {spec}"));
     let source = resolve(spec, hub, progress)?;
-    let (device, device_name) = pick_device();
     let (ModelSource::Gguf(path) | ModelSource::HfDir(path)) = &source;
     let _one_at_a_time = match LOADING.try_lock() {
         Ok(guard) => guard,
@@ -174,18 +177,15 @@ pub fn load_model(
         }
     };
     let name = display_name(spec, path);
-    // Only host memory can be asked for here; a GPU's memory is left to its driver to refuse.
     let mut check_fits = |estimate: memory::MemoryEstimate| -> anyhow::Result<()> {
-        if device.is_cpu() {
-            memory::check_fits(&name, estimate, memory::available()?)?;
-        }
+        memory::check_fits(&name, estimate, memory::free_on(&device, &device_name)?)?;
         progress(0.3, &format!("loading weights from {}", path.display()));
         Ok(())
     };
     let (model, tokenizer, eos_ids, chat_template) = match &source {
         ModelSource::Gguf(path) => {
             let gguf = Model::open_gguf(path)?;
-            check_fits(memory::estimate_gguf(&gguf)?)?;
+            check_fits(memory::estimate_gguf(&gguf, &device)?)?;
             let (model, content) = gguf.load(&device)?;
             let gguf = tokenizer_from_gguf(&content)
                 .with_context(|| format!("cannot build the tokenizer of {}", path.display()))?;
@@ -194,7 +194,7 @@ pub fn load_model(
             (model, gguf.tokenizer, gguf.eos_ids, template)
         }
         ModelSource::HfDir(dir) => {
-            check_fits(memory::estimate(dir)?)?;
+            check_fits(memory::estimate(dir, &device)?)?;
             let model = Model::load(dir, &device)?;
             let file = dir.join("tokenizer.json");
             crate::regular_file::check(&file)
@@ -226,8 +226,8 @@ pub fn load_model(
     Ok(LoadedModel {
         warnings,
         name,
+        backend: Box::new(LlamaBackend::new(model, device_name.clone())),
         device: device_name,
-        backend: Box::new(LlamaBackend::new(model)),
         replay: ReplayStore::from_env()?,
         tokenizer,
         eos_ids,
@@ -289,10 +289,13 @@ fn display_name(spec: &str, path: &Path) -> String {
 pub fn synthetic_model(
     name: &str,
     qtype: &str,
+    device: DeviceChoice,
     progress: &mut dyn FnMut(f32, &str),
 ) -> anyhow::Result<LoadedModel> {
     let spec = synthetic_spec(name)?;
     let quantization = qtype_from_name(qtype)?;
+    // Before minutes of writing, a device the build lacks is refused.
+    let device = device.open()?;
     let path = cache_dir("synthetic")?.join(format!("{name}-{}.gguf", qtype.to_lowercase()));
     if !path.is_file() {
         progress(0.0, &format!("writing {}", path.display()));
@@ -302,5 +305,5 @@ pub fn synthetic_model(
             .with_context(|| format!("cannot move the synthetic model to {}", path.display()))?;
     }
     let path = path.to_string_lossy().into_owned();
-    load_model(&path, &HubSettings::from_env(), progress)
+    load_on(&path, &HubSettings::from_env(), device, progress)
 }

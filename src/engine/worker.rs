@@ -258,7 +258,7 @@ impl LoadedModel {
             self.backend.kv_bytes_per_position(),
             params.num_samples,
             positions,
-            memory::available()?,
+            self.backend.free_memory()?,
         )?;
         let ctx = RunContext {
             tokenizer: &self.tokenizer,

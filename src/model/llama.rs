@@ -43,6 +43,11 @@ impl OpenGguf {
         &self.config
     }
 
+    /// The tensors' types and shapes, as the header lists them.
+    pub fn tensor_infos(&self) -> impl Iterator<Item = &gguf_file::TensorInfo> {
+        self.content.tensor_infos.values()
+    }
+
     /// Reads the weights; hands back the metadata too, so that the tokenizer is built from
     /// the same read of the header.
     pub fn load(self, device: &Device) -> Result<(Model, gguf_file::Content), ModelError> {

@@ -3,9 +3,13 @@
 //! with a reason instead of ending in the OOM killer.
 
 use super::config::{ModelConfig, io_error};
+use super::device::gpu_memory;
 use super::error::ModelError;
 use super::llama::{Model, OpenGguf};
 use super::weights::Weights;
+use candle_core::Device;
+use candle_core::quantized::GgmlDType;
+use std::fmt;
 use std::io::Read;
 use std::path::Path;
 
@@ -32,32 +36,81 @@ impl MemoryEstimate {
     }
 }
 
+/// Memory a model may still take, and where: the host's, or a GPU's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Free {
+    pub bytes: u64,
+    pub place: Place,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    Host,
+    Gpu { device: String, total: u64 },
+}
+
+impl Free {
+    pub fn host(bytes: u64) -> Self {
+        Self {
+            bytes,
+            place: Place::Host,
+        }
+    }
+}
+
+impl fmt::Display for Free {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.place {
+            Place::Host => write!(f, "only {} is free", human(self.bytes)),
+            Place::Gpu { device, total } => write!(
+                f,
+                "only {} of {device}'s {} is free",
+                human(self.bytes),
+                human(*total)
+            ),
+        }
+    }
+}
+
+impl Place {
+    /// What frees more of this memory, besides asking for less.
+    fn remedy(&self) -> String {
+        match self {
+            Place::Host => format!(
+                "close other programs or loaded models (set {BUDGET_VAR} to override the free-memory figure)"
+            ),
+            Place::Gpu { .. } => {
+                "close other programs using the GPU or other loaded models, or pass --device cpu"
+                    .to_owned()
+            }
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum MemoryError {
     #[error(
         "{model} needs about {} ({} of weights + {} of KV cache for {positions} positions) \
-         but only {} is free: close other programs or loaded models, or pick a smaller or \
-         more quantized model (set {BUDGET_VAR} to override the free-memory figure)",
+         but {available}: pick a smaller or more quantized model, or {}",
         human(.estimate.total()), human(.estimate.weights), human(.estimate.kv_cache),
-        human(*.available), positions = .estimate.positions
+        .available.place.remedy(), positions = .estimate.positions
     )]
     DoesNotFit {
         model: String,
         estimate: MemoryEstimate,
-        available: u64,
+        available: Free,
     },
     #[error(
         "{model}: {samples} samples of up to {positions} positions need about {} of KV cache \
-         but only {} is free: lower num_samples or max_tokens, or close other programs (set \
-         {BUDGET_VAR} to override the free-memory figure)",
-        human(*.needed), human(*.available)
+         but {available}: lower num_samples or max_tokens, or {}",
+        human(*.needed), .available.place.remedy()
     )]
     RunDoesNotFit {
         model: String,
         samples: u32,
         positions: usize,
         needed: u64,
-        available: u64,
+        available: Free,
     },
     #[error(
         "{BUDGET_VAR}={value} is not a size: write bytes or a number with K, M or G, e.g. 512M or 1.5G"
@@ -67,24 +120,33 @@ pub enum MemoryError {
     Model(#[from] ModelError),
 }
 
-/// Estimates a GGUF file or an HF directory from its headers alone.
-pub fn estimate(path: &Path) -> Result<MemoryEstimate, ModelError> {
+/// Estimates a GGUF file or an HF directory from its headers alone, for weights kept on
+/// `device`.
+pub fn estimate(path: &Path, device: &Device) -> Result<MemoryEstimate, ModelError> {
     if path.is_dir() {
         let mut bytes = 0u64;
         for file in Weights::safetensors_files(path)? {
-            bytes += safetensors_bytes(&file)?;
+            bytes += safetensors_bytes(&file, device)?;
         }
         Ok(for_config(&ModelConfig::from_hf_dir(path)?, bytes))
     } else {
-        estimate_gguf(&Model::open_gguf(path)?)
+        estimate_gguf(&Model::open_gguf(path)?, device)
     }
 }
 
-/// Estimates an opened GGUF file: its tensors take what they take on disk.
-pub fn estimate_gguf(gguf: &OpenGguf) -> Result<MemoryEstimate, ModelError> {
-    let bytes = std::fs::metadata(gguf.path())
+/// Estimates an opened GGUF file: on the CPU its tensors take what they take on disk; a GPU
+/// widens 16-bit matrices to f32 for candle's product.
+pub fn estimate_gguf(gguf: &OpenGguf, device: &Device) -> Result<MemoryEstimate, ModelError> {
+    let mut bytes = std::fs::metadata(gguf.path())
         .map_err(|e| io_error(gguf.path(), e))?
         .len();
+    if !device.is_cpu() {
+        for info in gguf.tensor_infos() {
+            if matches!(info.ggml_dtype, GgmlDType::F16 | GgmlDType::BF16) {
+                bytes = bytes.saturating_add(2 * info.shape.elem_count() as u64);
+            }
+        }
+    }
     Ok(for_config(gguf.config(), bytes))
 }
 
@@ -105,9 +167,9 @@ pub fn kv_bytes_per_position(config: &ModelConfig) -> u64 {
         .fold(2 * 4u64, |bytes, &n| bytes.saturating_mul(n as u64))
 }
 
-/// Bytes a safetensors file's tensors take once loaded, from its JSON header: f16 and bf16
-/// stay 16-bit, anything else becomes f32.
-fn safetensors_bytes(file: &Path) -> Result<u64, ModelError> {
+/// Bytes a safetensors file's tensors take once loaded, from its JSON header: on the CPU f16
+/// and bf16 stay 16-bit; anything else, and everything on a GPU, becomes f32.
+fn safetensors_bytes(file: &Path, device: &Device) -> Result<u64, ModelError> {
     let corrupt = |reason: &str| ModelError::Corrupt {
         path: file.to_owned(),
         reason: reason.to_owned(),
@@ -138,7 +200,7 @@ fn safetensors_bytes(file: &Path) -> Result<u64, ModelError> {
                     .fold(1u64, u64::saturating_mul)
             });
             let size = match tensor["dtype"].as_str() {
-                Some("F16" | "BF16") => 2,
+                Some("F16" | "BF16") if device.is_cpu() => 2,
                 _ => 4,
             };
             elements.saturating_mul(size)
@@ -152,6 +214,25 @@ fn safetensors_bytes(file: &Path) -> Result<u64, ModelError> {
 pub fn available() -> Result<Option<u64>, MemoryError> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     budgeted(std::env::var(BUDGET_VAR).ok(), &meminfo)
+}
+
+/// Free memory where `device` keeps weights and KV cache: a GPU's own, from its driver (the
+/// models already on it have taken theirs), else the host's ([`available`]).
+pub fn free_on(device: &Device, name: &str) -> Result<Option<Free>, MemoryError> {
+    if let Some((free, total)) = gpu_memory(device) {
+        return Ok(Some(Free {
+            bytes: free,
+            place: Place::Gpu {
+                device: name.to_owned(),
+                total,
+            },
+        }));
+    }
+    if device.is_cpu() {
+        Ok(available()?.map(Free::host))
+    } else {
+        Ok(None)
+    }
 }
 
 fn budgeted(budget: Option<String>, meminfo: &str) -> Result<Option<u64>, MemoryError> {
@@ -194,10 +275,10 @@ pub fn parse_size(text: &str) -> Option<u64> {
 pub fn check_fits(
     model: &str,
     estimate: MemoryEstimate,
-    available: Option<u64>,
+    available: Option<Free>,
 ) -> Result<(), MemoryError> {
     match available {
-        Some(available) if estimate.total() > available => Err(MemoryError::DoesNotFit {
+        Some(available) if estimate.total() > available.bytes => Err(MemoryError::DoesNotFit {
             model: model.to_owned(),
             estimate,
             available,
@@ -213,13 +294,13 @@ pub fn check_run(
     bytes_per_position: u64,
     samples: u32,
     positions: usize,
-    available: Option<u64>,
+    available: Option<Free>,
 ) -> Result<(), MemoryError> {
     let needed = bytes_per_position
         .saturating_mul(u64::from(samples))
         .saturating_mul(positions as u64);
     match available {
-        Some(available) if needed > available => Err(MemoryError::RunDoesNotFit {
+        Some(available) if needed > available.bytes => Err(MemoryError::RunDoesNotFit {
             model: model.to_owned(),
             samples,
             positions,
@@ -288,9 +369,9 @@ mod tests {
     fn a_run_whose_kv_cache_outgrows_the_free_memory_is_refused_with_both_figures() {
         // An 8B Llama: 32 layers x 8 kv heads x 128 dims, f32 keys and values.
         let per_position = 2 * 4 * 32 * 8 * 128;
-        assert!(check_run("8b", per_position, 1, 4096, Some(16 << 30)).is_ok());
+        assert!(check_run("8b", per_position, 1, 4096, Some(Free::host(16 << 30))).is_ok());
         assert!(check_run("8b", per_position, 64, 4096, None).is_ok());
-        let err = check_run("8b", per_position, 64, 4096, Some(16 << 30))
+        let err = check_run("8b", per_position, 64, 4096, Some(Free::host(16 << 30)))
             .unwrap_err()
             .to_string();
         assert!(err.contains("64 samples of up to 4096 positions"), "{err}");
@@ -298,7 +379,16 @@ mod tests {
             err.contains("about 64 GiB") && err.contains("only 16 GiB"),
             "{err}"
         );
-        assert!(check_run("m", u64::MAX, 64, usize::MAX, Some(u64::MAX - 1)).is_err());
+        assert!(
+            check_run(
+                "m",
+                u64::MAX,
+                64,
+                usize::MAX,
+                Some(Free::host(u64::MAX - 1))
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -316,7 +406,7 @@ mod tests {
             config.num_layers = layers;
             let estimate = for_config(&config, 1 << 20);
             assert_eq!(estimate.kv_cache, u64::MAX, "{layers}");
-            assert!(check_fits("m", estimate, Some(u64::MAX - 1)).is_err());
+            assert!(check_fits("m", estimate, Some(Free::host(u64::MAX - 1))).is_err());
         }
     }
 
@@ -327,13 +417,49 @@ mod tests {
             kv_cache: 1 << 29,
             positions: 4096,
         };
-        assert!(check_fits("big", estimate, Some(4 << 30)).is_ok());
+        assert!(check_fits("big", estimate, Some(Free::host(4 << 30))).is_ok());
         assert!(check_fits("big", estimate, None).is_ok());
-        let err = check_fits("big", estimate, Some(2 << 30))
+        let err = check_fits("big", estimate, Some(Free::host(2 << 30)))
             .unwrap_err()
             .to_string();
         assert!(err.contains("big needs about 3.5 GiB"), "{err}");
         assert!(err.contains("only 2.0 GiB is free"), "{err}");
         assert!(err.contains(BUDGET_VAR), "{err}");
+    }
+
+    #[test]
+    fn a_gpu_refusal_names_the_gpu_its_total_and_the_way_to_the_cpu() {
+        let estimate = MemoryEstimate {
+            weights: 3 << 30,
+            kv_cache: 1 << 29,
+            positions: 4096,
+        };
+        let on_gpu = |bytes| Free {
+            bytes,
+            place: Place::Gpu {
+                device: "cuda:0".to_owned(),
+                total: 8 << 30,
+            },
+        };
+        assert!(check_fits("big", estimate, Some(on_gpu(4 << 30))).is_ok());
+        let err = check_fits("big", estimate, Some(on_gpu(2 << 30)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("needs about 3.5 GiB")
+                && err.contains("only 2.0 GiB of cuda:0's 8.0 GiB is free"),
+            "{err}"
+        );
+        assert!(
+            err.contains("--device cpu") && !err.contains(BUDGET_VAR),
+            "{err}"
+        );
+        let err = check_run("big", 1 << 20, 8, 1024, Some(on_gpu(1 << 30)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("8.0 GiB of KV cache but only 1.0 GiB of cuda:0's"),
+            "{err}"
+        );
     }
 }

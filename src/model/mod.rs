@@ -12,6 +12,7 @@ pub mod cache;
 pub mod chat_template;
 pub mod config;
 mod dense_kernel;
+pub mod device;
 pub mod discover;
 pub mod embedded;
 pub mod error;

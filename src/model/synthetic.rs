@@ -38,8 +38,23 @@ pub const SMOLLM2_135M: SyntheticSpec = SyntheticSpec {
     tie_word_embeddings: false,
 };
 
+/// SmolLM2-1.7B's shapes (full multi-head attention), untied as above: the size where a
+/// GPU's bandwidth shows.
+pub const SMOLLM2_1_7B: SyntheticSpec = SyntheticSpec {
+    name: "smollm2-1.7b",
+    hidden_size: 2048,
+    num_layers: 24,
+    num_heads: 32,
+    num_kv_heads: 32,
+    intermediate_size: 8192,
+    vocab_size: 49152,
+    context_length: 8192,
+    rope_theta: 130_000.0,
+    tie_word_embeddings: false,
+};
+
 /// The specs `--synthetic` accepts, by name.
-pub const SYNTHETIC_SPECS: &[&SyntheticSpec] = &[&SMOLLM2_135M];
+pub const SYNTHETIC_SPECS: &[&SyntheticSpec] = &[&SMOLLM2_135M, &SMOLLM2_1_7B];
 
 pub fn synthetic_spec(name: &str) -> Result<&'static SyntheticSpec, ModelError> {
     SYNTHETIC_SPECS

@@ -40,6 +40,7 @@ pub mod wrap;
 
 use crate::engine::Engine;
 use crate::engine::load::load_model;
+use crate::model::device::DeviceChoice;
 use crate::model::embedded;
 use crate::model::source::HubSettings;
 use crate::preset_store::PresetStore;
@@ -56,6 +57,8 @@ use ratatui::layout::Rect;
 pub struct Playground {
     /// As given to `--model`, in order; more than one are compared side by side.
     pub models: Vec<String>,
+    /// Where every model runs, those picked later included.
+    pub device: DeviceChoice,
     pub prompt: String,
     /// Send the prompt through the model's chat template.
     pub chat: bool,
@@ -88,11 +91,12 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
         .enable_all()
         .build()?;
     let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let device = playground.device;
     let spawn = move |id: usize, spec: &str| {
         let spec = spec.to_owned();
         let events_tx = events_tx.clone();
         Engine::spawn(
-            move |progress| load_model(&spec, &HubSettings::from_env(), progress),
+            move |progress| load_model(&spec, &HubSettings::from_env(), device, progress),
             move |event| {
                 // The receiver is gone only when the playground is closing.
                 let _ = events_tx.send((id, event));
@@ -120,6 +124,7 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
         let size = terminal.size()?;
         let Playground {
             models,
+            device: _,
             prompt,
             chat,
             preset,

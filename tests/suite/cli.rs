@@ -250,6 +250,10 @@ fn bench_reports_prefill_and_decode_rates_as_json() {
     let aggregate = decode[1]["aggregate_tok_per_s"].as_f64().unwrap();
     assert!((aggregate - 3.0 * per_sample).abs() < 1e-6 * aggregate);
     assert!(report["weight_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(
+        report["device"], "cpu",
+        "a build without GPU features runs on the CPU"
+    );
     let kernels = report["kernels"].as_array().unwrap();
     assert!(!kernels.is_empty());
     assert!(
@@ -267,6 +271,50 @@ fn bench_reports_prefill_and_decode_rates_as_json() {
     ]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("--samples"), "{}", stderr(&out));
+}
+
+#[test]
+fn device_choice_is_checked_and_shown_in_the_loaded_event() {
+    let out = samplab(&[
+        "sample",
+        "--prompt",
+        "Once",
+        "--device",
+        "cpu",
+        "--jsonl",
+        "--set",
+        "max_tokens=2",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let loaded: serde_json::Value = stdout(&out)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .find(|event: &serde_json::Value| event["event"] == "loaded")
+        .expect("a loaded event");
+    assert_eq!(loaded["device"], "cpu");
+
+    let out = samplab(&["sample", "--prompt", "Once", "--device", "tpu"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("write cpu, cuda, cuda:N"),
+        "{}",
+        stderr(&out)
+    );
+    if !cfg!(feature = "cuda") {
+        for command in [
+            &["sample", "--prompt", "Once"][..],
+            &["bench", "--synthetic", "smollm2-135m"],
+        ] {
+            let out = samplab(&[command, &["--device", "cuda:1"]].concat());
+            assert!(!out.status.success());
+            let error = stderr(&out);
+            assert!(error.contains("built without cuda support"), "{error}");
+            assert!(
+                error.contains("--features cuda") && error.contains("--device cpu"),
+                "{error}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -8,6 +8,7 @@ mod corpus;
 
 use samplab::engine::Request;
 use samplab::engine::load::load_model;
+use samplab::model::device::DeviceChoice;
 use samplab::model::embedded;
 use samplab::model::source::HubSettings;
 use samplab::params::SamplingParams;
@@ -17,8 +18,13 @@ use std::collections::BTreeSet;
 const PROMPT: &str = "Once upon a time";
 
 fn sample(params: SamplingParams) -> SampleResponse {
-    let mut model = load_model(embedded::NAME, &HubSettings::from_env(), &mut |_, _| {})
-        .expect("the embedded model loads");
+    let mut model = load_model(
+        embedded::NAME,
+        &HubSettings::from_env(),
+        DeviceChoice::Cpu,
+        &mut |_, _| {},
+    )
+    .expect("the embedded model loads");
     let request = Request {
         run_id: 1,
         prompt: PROMPT.to_owned(),
@@ -51,7 +57,13 @@ fn texts(response: &SampleResponse) -> Vec<&str> {
 
 #[test]
 fn loads_by_name_with_bos_eos_and_its_shipped_defaults() {
-    let model = load_model(embedded::NAME, &HubSettings::from_env(), &mut |_, _| {}).unwrap();
+    let model = load_model(
+        embedded::NAME,
+        &HubSettings::from_env(),
+        DeviceChoice::Cpu,
+        &mut |_, _| {},
+    )
+    .unwrap();
     assert_eq!(model.name, embedded::NAME);
     assert_eq!(model.eos_ids, [2]);
     assert_eq!(model.encode(PROMPT).unwrap()[0], 1, "BOS comes first");

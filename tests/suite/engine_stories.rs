@@ -5,6 +5,7 @@ use crate::common;
 
 use samplab::engine::generate::EVENT_ALTERNATIVES;
 use samplab::engine::{Event, LoadedModel, Request};
+use samplab::model::device::DeviceChoice;
 use samplab::params::SamplingParams;
 use samplab::response::{SampleResponse, StopMatched, StopReason};
 use std::collections::BTreeSet;
@@ -37,10 +38,23 @@ fn ids(value: &serde_json::Value) -> Vec<u32> {
 
 #[test]
 fn greedy_run_reproduces_llama_cpp() {
-    let (Some(mut model), Some(reference)) = (common::loaded_test_model(), common::reference())
+    greedy_run_reproduces_llama_cpp_on(DeviceChoice::Cpu);
+}
+
+/// The same bounds hold on a GPU: its sums run in another order, far below them.
+#[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
+fn gpu_greedy_run_reproduces_llama_cpp() {
+    greedy_run_reproduces_llama_cpp_on(DeviceChoice::Cuda(0));
+}
+
+fn greedy_run_reproduces_llama_cpp_on(device: DeviceChoice) {
+    let (Some(mut model), Some(reference)) =
+        (common::loaded_test_model_on(device), common::reference())
     else {
         return;
     };
+    assert_eq!(model.device, device.to_string());
     let expected = &reference["prompts"]["Once upon a time"];
     let (response, _) = run(
         &mut model,
@@ -82,7 +96,17 @@ fn greedy_run_reproduces_llama_cpp() {
 
 #[test]
 fn batched_samples_equal_single_runs_with_seeds_s_to_s_plus_3() {
-    let Some(mut model) = common::loaded_test_model() else {
+    batched_samples_equal_single_runs_on(DeviceChoice::Cpu);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
+fn gpu_batched_samples_equal_single_runs() {
+    batched_samples_equal_single_runs_on(DeviceChoice::Cuda(0));
+}
+
+fn batched_samples_equal_single_runs_on(device: DeviceChoice) {
+    let Some(mut model) = common::loaded_test_model_on(device) else {
         return;
     };
     let yaml = "temperature: 0.9\ntop_k: 40\ntop_p: 0.95\nrepetition_penalty: 1.1\nmax_tokens: 48\nseed: 1234\nlogprobs: 2";

@@ -1,6 +1,7 @@
 //! Bad inputs give the right `ModelError`, never a panic.
 
 use crate::common;
+use samplab::model::device::DeviceChoice;
 
 use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
 use candle_core::{Device, Tensor};
@@ -88,6 +89,7 @@ fn bytes_after_the_last_tensor_load_with_a_warning() {
     let clean = samplab::engine::load::load_model(
         model.to_str().unwrap(),
         &samplab::model::source::HubSettings::from_env(),
+        DeviceChoice::Cpu,
         &mut |_, _| {},
     )
     .unwrap();
@@ -97,6 +99,7 @@ fn bytes_after_the_last_tensor_load_with_a_warning() {
     let loaded = samplab::engine::load::load_model(
         path.to_str().unwrap(),
         &samplab::model::source::HubSettings::from_env(),
+        DeviceChoice::Cpu,
         &mut |_, _| {},
     )
     .unwrap();
@@ -407,7 +410,7 @@ fn rope_and_norm_figures_outside_any_trained_model_are_refused() {
     let embed = Tensor::zeros((64, 32), candle_core::DType::F32, &Device::Cpu).unwrap();
     let tensors = std::collections::HashMap::from([("model.embed_tokens.weight", embed)]);
     candle_core::safetensors::save(&tensors, dir.path().join("model.safetensors")).unwrap();
-    let err = samplab::model::memory::estimate(dir.path())
+    let err = samplab::model::memory::estimate(dir.path(), &candle_core::Device::Cpu)
         .unwrap_err()
         .to_string();
     assert!(
@@ -464,7 +467,7 @@ fn fifos_in_place_of_model_files_are_refused_not_waited_on() {
         err.contains("model.safetensors") && err.contains("FIFO"),
         "{err}"
     );
-    let err = samplab::model::memory::estimate(&hf)
+    let err = samplab::model::memory::estimate(&hf, &candle_core::Device::Cpu)
         .unwrap_err()
         .to_string();
     assert!(err.contains("FIFO"), "{err}");
@@ -488,7 +491,7 @@ fn load_engine(dir: &Path) -> String {
         token: None,
     };
     let spec = dir.to_str().unwrap();
-    match samplab::engine::load::load_model(spec, &hub, &mut |_, _| {}) {
+    match samplab::engine::load::load_model(spec, &hub, DeviceChoice::Cpu, &mut |_, _| {}) {
         Ok(_) => panic!("loading {spec} must fail"),
         Err(e) => format!("{e:#}"),
     }

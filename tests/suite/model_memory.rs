@@ -1,6 +1,9 @@
 //! Loading is refused, with the figures, when a model would not fit in the free memory.
 
 use crate::common;
+use candle_core::Device;
+use samplab::model::device::DeviceChoice;
+use samplab::model::memory::{self, MemoryEstimate, Place};
 
 use std::process::Command;
 
@@ -49,10 +52,10 @@ fn the_estimate_counts_the_weights_and_a_kv_cache() {
     let Some(model) = common::test_model() else {
         return;
     };
-    let estimate = samplab::model::memory::estimate(&model).unwrap();
+    let estimate = memory::estimate(&model, &Device::Cpu).unwrap();
     assert_eq!(estimate.weights, std::fs::metadata(&model).unwrap().len());
     assert!(estimate.kv_cache > 0 && estimate.positions > 0);
-    assert!(estimate.positions <= samplab::model::memory::KV_POSITIONS);
+    assert!(estimate.positions <= memory::KV_POSITIONS);
 }
 
 /// Each memory check must see the weights of a model that loaded at the same time, so no two
@@ -79,6 +82,7 @@ fn models_loading_at_the_same_time_take_turns() {
                 load_model(
                     model.to_str().unwrap(),
                     &HubSettings::from_env(),
+                    DeviceChoice::Cpu,
                     &mut progress,
                 )
                 .map(|_| ())
@@ -99,4 +103,31 @@ fn models_loading_at_the_same_time_take_turns() {
             loading = None;
         }
     }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
+fn gpu_free_memory_comes_from_the_driver_and_refuses_what_does_not_fit() {
+    let (device, name) = DeviceChoice::Cuda(0).open().unwrap();
+    let free = memory::free_on(&device, &name)
+        .unwrap()
+        .expect("the driver reports the GPU's memory");
+    let Place::Gpu {
+        device: shown,
+        total,
+    } = free.place.clone()
+    else {
+        panic!("host memory reported for a GPU: {free:?}");
+    };
+    assert_eq!(shown, "cuda:0");
+    assert!(free.bytes > 0 && free.bytes <= total, "{free:?}");
+    let estimate = MemoryEstimate {
+        weights: total + 1,
+        kv_cache: 0,
+        positions: 1,
+    };
+    let err = memory::check_fits("huge", estimate, Some(free))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("of cuda:0's"), "{err}");
 }

@@ -1,5 +1,6 @@
 //! Shared helpers for integration tests.
 
+use samplab::model::device::DeviceChoice;
 use std::path::PathBuf;
 
 pub mod fake_model;
@@ -13,6 +14,11 @@ pub fn test_model() -> Option<PathBuf> {
 
 /// stories260K loaded as the engine loads it (tokenizer, replay store), or `None` to skip.
 pub fn loaded_test_model() -> Option<samplab::engine::LoadedModel> {
+    loaded_test_model_on(DeviceChoice::Cpu)
+}
+
+/// [`loaded_test_model`] on `device`.
+pub fn loaded_test_model_on(device: DeviceChoice) -> Option<samplab::engine::LoadedModel> {
     let path = test_model()?;
     let hub = samplab::model::source::HubSettings {
         cache_dir: std::env::temp_dir(),
@@ -20,7 +26,10 @@ pub fn loaded_test_model() -> Option<samplab::engine::LoadedModel> {
         token: None,
     };
     let spec = path.to_str().expect("a UTF-8 path");
-    Some(samplab::engine::load::load_model(spec, &hub, &mut |_, _| {}).expect("stories260K loads"))
+    Some(
+        samplab::engine::load::load_model(spec, &hub, device, &mut |_, _| {})
+            .expect("stories260K loads"),
+    )
 }
 
 /// The real SmolLM2-135M-Instruct Q4_1 file: `$SAMPLAB_REAL_MODEL`, or
