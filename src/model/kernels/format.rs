@@ -29,7 +29,7 @@ pub(crate) trait Format {
     /// Values and bytes of one GGUF block.
     const BLOCK: usize;
     const BLOCK_BYTES: usize;
-    /// 4, 5 or 6 (unsigned), or 8 (signed `i8`).
+    /// 2 to 6 (unsigned), or 8 (signed `i8`).
     const BITS: u32;
     /// Subtracted from `q` before scaling, in integers (formats without a min).
     const OFFSET: i32;
@@ -239,6 +239,76 @@ impl Format for Q6K {
             }
             sub.half[0] = d;
             sub.multiplier[0] = [scales[2 * j] as i8, scales[2 * j + 1] as i8];
+        }
+    }
+}
+
+/// The 2-bit layout of Q2_K and Q3_K: in each half `h` of 128 values, sub-block `4h + t`
+/// takes bits `2t..2t + 2` of the 32 bytes `qs[32h..]`.
+fn crumbs(qs: &[u8], j: usize, q: &mut [u8; SUB]) {
+    let (h, t) = (j / 4, j % 4);
+    for (l, q) in q.iter_mut().enumerate() {
+        *q = (qs[32 * h + l] >> (2 * t)) & 3;
+    }
+}
+
+/// Q2_K: 16 bytes of scales (a 4-bit scale and a 4-bit min per 16 values), 64 of 2-bit
+/// quants, `d`, `dmin`: `w = d scale q - dmin min`.
+pub(crate) struct Q2K;
+impl Format for Q2K {
+    const DTYPE: GgmlDType = GgmlDType::Q2K;
+    const BLOCK: usize = 256;
+    const BLOCK_BYTES: usize = 84;
+    const BITS: u32 = 2;
+    const OFFSET: i32 = 0;
+    const SPANS: usize = 2;
+    const MIN: bool = true;
+    const SUPER: bool = true;
+    fn unpack(block: &[u8], out: &mut [Sub]) {
+        let (scales, qs) = (&block[..16], &block[16..80]);
+        let halves = [half(block, 80), negated(half(block, 82))];
+        for (j, sub) in out.iter_mut().enumerate() {
+            crumbs(qs, j, &mut sub.q);
+            let (a, b) = (scales[2 * j], scales[2 * j + 1]);
+            sub.half = halves;
+            sub.multiplier = [
+                [(a & 0xf) as i8, (b & 0xf) as i8],
+                [(a >> 4) as i8, (b >> 4) as i8],
+            ];
+        }
+    }
+}
+
+/// Q3_K: 32 bytes of high bits (bit `j` of byte `l` belongs to value `l` of sub-block
+/// `j`), 64 of 2-bit quants laid out as Q2_K's, 12 bytes of 6-bit scales (biased by 32,
+/// one per 16 values), `d`: `w = d (scale - 32) (q - 4)`, where a set high bit adds 4.
+pub(crate) struct Q3K;
+impl Format for Q3K {
+    const DTYPE: GgmlDType = GgmlDType::Q3K;
+    const BLOCK: usize = 256;
+    const BLOCK_BYTES: usize = 110;
+    const BITS: u32 = 3;
+    const OFFSET: i32 = 4;
+    const SPANS: usize = 2;
+    const MIN: bool = false;
+    const SUPER: bool = true;
+    fn unpack(block: &[u8], out: &mut [Sub]) {
+        let (hmask, qs, packed) = (&block[..32], &block[32..96], &block[96..108]);
+        // Scale `i`: its low four bits from byte `i % 8` (low or high nibble by `i / 8`),
+        // its top two from byte `8 + i % 4`, bits `2 (i / 4)..`.
+        let scale = |i: usize| {
+            let low = (packed[i % 8] >> (4 * (i / 8))) & 0xf;
+            let top = (packed[8 + i % 4] >> (2 * (i / 4))) & 3;
+            (low | top << 4) as i8 - 32
+        };
+        let d = half(block, 108);
+        for (j, sub) in out.iter_mut().enumerate() {
+            crumbs(qs, j, &mut sub.q);
+            for (l, q) in sub.q.iter_mut().enumerate() {
+                *q |= ((hmask[l] >> j) & 1) << 2;
+            }
+            sub.half[0] = d;
+            sub.multiplier[0] = [scale(2 * j), scale(2 * j + 1)];
         }
     }
 }

@@ -1,8 +1,8 @@
 //! Our CPU matrix products for quantized weights, every format through one kernel.
 //!
 //! At load each matrix is repacked into tiles of 16 output rows: for every 32 columns a
-//! tile stores its quants as byte planes (row-interleaved, so 16 bytes are one column of
-//! the 16 rows) and its scales as compact as the file has them (see [`format`]), so a
+//! tile stores its quants as bit planes (row-interleaved, so 16 bytes hold one, two or four
+//! columns of the 16 rows) and its scales as compact as the file has them (see [`format`]), so a
 //! decode step reads as many bytes as llama.cpp's. The kernel expands a column of a tile into 16
 //! f32 weights, exactly the values candle's dequantization gives, and multiplies them
 //! with f32 activations: the product is the dequantized model's, up to f32 summation
@@ -119,6 +119,8 @@ impl QuantMatrix {
             GgmlDType::Q4K => Self::repack::<Q4K>(rows, cols, data)?,
             GgmlDType::Q5K => Self::repack::<Q5K>(rows, cols, data)?,
             GgmlDType::Q6K => Self::repack::<Q6K>(rows, cols, data)?,
+            GgmlDType::Q2K => Self::repack::<Q2K>(rows, cols, data)?,
+            GgmlDType::Q3K => Self::repack::<Q3K>(rows, cols, data)?,
             _ => return Ok(None),
         }))
     }
@@ -160,27 +162,24 @@ impl QuantMatrix {
         Ok(m)
     }
 
-    /// Writes a sub-block into the planes: byte `c * 16 + lane` holds column `c` (8 bits)
-    /// or columns `c` and `c + 16` as low and high nibble; 5-bit formats add a plane whose
-    /// byte `(c % 4) * 16 + lane` holds bit 4 of columns `c % 4 + 4j` as bit `j`; 6-bit
-    /// formats one whose byte `(c % 8) * 16 + lane` holds bits 4..6 of columns `c % 8 + 8j`
-    /// as bits `2j..2j + 2`.
+    /// Writes a sub-block into the planes. A plane of `b` bits per value has `4 b` byte
+    /// rows of 16 lanes: byte `(c % 4b) * 16 + lane` holds column `c` at bits
+    /// `b (c / 4b)..`. The low plane takes a value's low bits (all 8, 4, or 2: see
+    /// [`low_bits`]); 3-, 5- and 6-bit formats add a high plane, after it, for the rest.
     fn place<F: Format>(&mut self, row: usize, sb: usize, sub: &Sub) {
         let (tile, lane, sizes) = (row / TILE, row % TILE, self.sizes);
         let planes_bytes = plane_bytes(F::BITS);
         let at = tile * sizes.quants + sb * planes_bytes;
         let planes = &mut self.quants[at..][..planes_bytes];
+        let (low, high) = (low_bits(F::BITS), F::BITS - low_bits(F::BITS));
+        let mut put = |first: usize, bits: u32, c: usize, value: u8| {
+            let rows = plane_rows(bits);
+            planes[first + (c % rows) * TILE + lane] |= value << (bits as usize * (c / rows));
+        };
         for (c, &q) in sub.q.iter().enumerate() {
-            if F::BITS == 8 {
-                planes[c * TILE + lane] = q;
-                continue;
-            }
-            planes[(c % 16) * TILE + lane] |= (q & 0xf) << (4 * (c / 16));
-            let high = q >> 4;
-            match F::BITS {
-                5 => planes[256 + (c % 4) * TILE + lane] |= high << (c / 4),
-                6 => planes[256 + (c % 8) * TILE + lane] |= high << (2 * (c / 8)),
-                _ => {}
+            put(0, low, c, q & mask(low) as u8);
+            if high > 0 {
+                put(plane_rows(low) * TILE, high, c, q >> low);
             }
         }
         let group = if F::SUPER { sb / (F::BLOCK / SUB) } else { sb };
@@ -294,13 +293,28 @@ impl Sizes {
     }
 }
 
-fn plane_bytes(bits: u32) -> usize {
+/// A sub-block's planes: 32 values of `bits` bits for each of 16 lanes.
+const fn plane_bytes(bits: u32) -> usize {
+    4 * bits as usize * TILE
+}
+
+/// Bits of a value in the low plane: a whole byte, a nibble, or two bits (2- and 3-bit
+/// formats), so that one load gives 1, 2 or 4 columns.
+const fn low_bits(bits: u32) -> u32 {
     match bits {
-        4 => 256,
-        5 => 256 + 64,
-        6 => 256 + 128,
-        _ => 512,
+        8 => 8,
+        2 | 3 => 2,
+        _ => 4,
     }
+}
+
+/// Byte rows of a plane of `bits` bits per value.
+const fn plane_rows(bits: u32) -> usize {
+    4 * bits as usize
+}
+
+const fn mask(bits: u32) -> i32 {
+    (1 << bits) - 1
 }
 
 fn tile_times<F: Format>(
@@ -406,7 +420,8 @@ unsafe fn tile_body<L: Lanes, F: Format, const C: usize>(
     x: [&[f32]; C],
 ) -> [[f32; TILE]; C] {
     let planes = plane_bytes(F::BITS);
-    let columns = if F::BITS == 8 { SUB } else { SUB / 2 };
+    let (low, high) = (low_bits(F::BITS), F::BITS - low_bits(F::BITS));
+    let (rows, per_byte) = (plane_rows(low), (8 / low) as usize);
     let sizes = Sizes::of::<F>(x[0].len());
     let multipliers = sizes.multipliers / (x[0].len() / SUB);
     // SAFETY (whole body): every pointer below is into a slice whose length was checked
@@ -439,28 +454,28 @@ unsafe fn tile_body<L: Lanes, F: Format, const C: usize>(
                 ([d; 2], [dmin; 2])
             };
             let xs: [&[f32]; C] = std::array::from_fn(|i| &x[i][sb * SUB..][..SUB]);
-            for c in 0..columns {
+            for c in 0..rows {
                 let byte_row = q[c * TILE..][..TILE].as_ptr();
                 let v = if F::BITS == 8 {
                     L::load_i8(byte_row)
                 } else {
                     L::load_u8(byte_row)
                 };
-                for h in 0..SUB / columns {
-                    let col = c + h * SUB / 2;
-                    let mut qi = match (F::BITS, h) {
-                        (8, _) => v,
-                        (_, 0) => L::and(v, 0xf),
-                        _ => L::shr(v, 4),
+                for h in 0..per_byte {
+                    let col = c + h * rows;
+                    let shifted = if h == 0 { v } else { L::shr(v, low * h as u32) };
+                    // The top bits of a zero-extended byte need no mask.
+                    let mut qi = if h + 1 == per_byte {
+                        shifted
+                    } else {
+                        L::and(shifted, mask(low))
                     };
-                    if F::BITS == 5 {
-                        let high = L::load_u8(q[256 + (col % 4) * TILE..][..TILE].as_ptr());
-                        qi = L::or(qi, L::and(shift::<L>(high, (col / 4) as u32, 4), 0x10));
-                    }
-                    if F::BITS == 6 {
-                        let high = L::load_u8(q[256 + (col % 8) * TILE..][..TILE].as_ptr());
-                        let from = 2 * (col / 8) as u32;
-                        qi = L::or(qi, L::and(shift::<L>(high, from, 4), 0x30));
+                    if high > 0 {
+                        let high_rows = plane_rows(high);
+                        let at = (rows + col % high_rows) * TILE;
+                        let bits = L::load_u8(q[at..][..TILE].as_ptr());
+                        let from = high * (col / high_rows) as u32;
+                        qi = L::or(qi, L::and(shift::<L>(bits, from, low), mask(high) << low));
                     }
                     if F::OFFSET != 0 {
                         qi = L::sub(qi, F::OFFSET);

@@ -12,6 +12,8 @@ const FORMATS: &[(GgmlDType, &[usize])] = &[
     (GgmlDType::Q4K, &[0, 2]),
     (GgmlDType::Q5K, &[0, 2]),
     (GgmlDType::Q6K, &[208]),
+    (GgmlDType::Q2K, &[80, 82]),
+    (GgmlDType::Q3K, &[108]),
 ];
 
 struct Noise(u64);
