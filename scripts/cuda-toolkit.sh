@@ -4,9 +4,9 @@
 # NVIDIA publishes nvcc, the runtime headers and the libraries candle links as wheels. cudarc
 # 0.19 knows CUDA up to 13.4, so the compiler family is pinned there. The wheels name their
 # libraries with versions only (libcublas.so.13): the linker wants unversioned names, so they
-# get symlinks. Where no NVIDIA driver is installed, a stub libcuda.so (every driver function
-# cudarc declares, each returning an error) stands in for the link; at run time the real
-# driver's libcuda.so.1 is loaded instead.
+# get symlinks. The driver's libcuda comes with the NVIDIA driver, not with the toolkit, so a
+# stub libcuda.so (every driver function cudarc declares, each returning an error) stands in
+# for the link; at run time the driver's libcuda.so.1 is loaded instead.
 #
 # Variables: SAMPLAB_CUDA_VENV (where the toolkit lives; default ~/.cache/samplab/cuda-venv),
 # CUDA_COMPUTE_CAP (the GPU architecture compiled for; default 90, Hopper).
@@ -37,17 +37,16 @@ for versioned in "$CUDA_ROOT"/lib/lib*.so.*; do
   ln -sfn "$(basename "$versioned")" "${versioned%%.so.*}.so"
 done
 
-if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
-  samplab_driver_rs="$(ls -d "$HOME"/.cargo/registry/src/*/cudarc-0.19.*/src/driver/sys/mod.rs 2>/dev/null | tail -1)"
-  if [ -z "$samplab_driver_rs" ]; then
-    cargo fetch -q --features cuda
-    samplab_driver_rs="$(ls -d "$HOME"/.cargo/registry/src/*/cudarc-0.19.*/src/driver/sys/mod.rs | tail -1)"
-  fi
-  mkdir -p "$CUDA_ROOT/lib/stubs"
-  # CUDA_ERROR_STUB_LIBRARY (34): what NVIDIA's own stub answers.
-  sed -n 's/^ *fn \(cu[A-Za-z0-9_]*\)(.*/int \1(void) { return 34; }/p' "$samplab_driver_rs" |
-    sort -u >"$CUDA_ROOT/lib/stubs/libcuda.c"
-  cc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$CUDA_ROOT/lib/stubs/libcuda.so" \
-    "$CUDA_ROOT/lib/stubs/libcuda.c"
-  export LIBRARY_PATH="$LIBRARY_PATH:$CUDA_ROOT/lib/stubs"
+# The stub is found first at link time (cudarc searches $CUDA_ROOT/lib/stubs); its soname makes
+# the binary load the driver's libcuda.so.1 at run time, so it serves where a driver exists too.
+samplab_driver_rs="$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/cudarc-0.19.*/src/driver/sys/mod.rs 2>/dev/null | tail -1)"
+if [ -z "$samplab_driver_rs" ]; then
+  cargo fetch -q
+  samplab_driver_rs="$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/cudarc-0.19.*/src/driver/sys/mod.rs | tail -1)"
 fi
+mkdir -p "$CUDA_ROOT/lib/stubs"
+# Each returns CUDA_ERROR_STUB_LIBRARY (34), as NVIDIA's own stub does.
+sed -n 's/^ *fn \(cu[A-Za-z0-9_]*\)(.*/int \1(void) { return 34; }/p' "$samplab_driver_rs" |
+  sort -u >"$CUDA_ROOT/lib/stubs/libcuda.c"
+cc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$CUDA_ROOT/lib/stubs/libcuda.so" \
+  "$CUDA_ROOT/lib/stubs/libcuda.c"

@@ -46,6 +46,9 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
             args.presets.len()
         );
     }
+    // A GPU the build lacks or the machine does not have is refused before the terminal is
+    // taken, as a bad preset is.
+    args.device.open()?;
     let store = config::user_presets();
     let neutral = |name: &str| Preset {
         name: name.to_owned(),
