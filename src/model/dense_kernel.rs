@@ -16,6 +16,12 @@ use candle_core::quantized::GgmlDType;
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape};
 use rayon::prelude::*;
 
+fn widen_into<E: Element>(values: &[E], out: &mut [f32]) {
+    for (out, v) in out.iter_mut().zip(values) {
+        *out = v.widen();
+    }
+}
+
 /// Weight rows per tile: each loaded vector of a tile's rows serves every activation row.
 const TILE_ROWS: usize = 4;
 /// Activation rows per tile.
@@ -139,6 +145,16 @@ impl DenseMatrix {
         Ok(Some(Self { rows, cols, values }))
     }
 
+    /// Row `r`, widened into `out` (`cols` long): an embedding lookup in a tied matrix.
+    pub(crate) fn row(&self, r: usize, out: &mut [f32]) {
+        let at = r * self.cols..(r + 1) * self.cols;
+        match &self.values {
+            Values::F32(v) => out.copy_from_slice(&v[at]),
+            Values::F16(v) => widen_into(&v[at], out),
+            Values::Bf16(v) => widen_into(&v[at], out),
+        }
+    }
+
     /// `f32`, `f16` or `bf16`.
     pub(crate) fn dtype_name(&self) -> &'static str {
         match self.values {
@@ -146,6 +162,10 @@ impl DenseMatrix {
             Values::F16(_) => "f16",
             Values::Bf16(_) => "bf16",
         }
+    }
+
+    pub(crate) fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
     }
 
     pub(crate) fn storage_size_in_bytes(&self) -> usize {

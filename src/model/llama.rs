@@ -181,7 +181,7 @@ impl Model {
         let mask = (len > 1 && !self.device.is_cpu())
             .then(|| causal_mask(start, len, &self.device))
             .transpose()?;
-        let mut x = self.weights.embed.embedding(ids)?;
+        let mut x = self.weights.embed(ids)?;
         for (i, layer) in self.weights.layers.iter().enumerate() {
             let normed = candle_nn::ops::rms_norm(&x, &layer.attn_norm, self.eps())?;
             let attn = self.attention(layer, i, &normed, cache, &cos, &sin, mask.as_ref())?;

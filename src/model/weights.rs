@@ -92,6 +92,36 @@ impl Linear {
         bytes as u64
     }
 
+    /// Whether [`Linear::look_up`] can read rows: our products hold the matrix.
+    fn holds_rows(&self) -> bool {
+        matches!(self.weight, Matrix::Ours(_) | Matrix::Dense(_))
+    }
+
+    /// Rows `ids` of the matrix, for an embedding tied to it.
+    fn look_up(&self, ids: &Tensor) -> candle_core::Result<Tensor> {
+        let (rows, cols) = match &self.weight {
+            Matrix::Ours(w) => w.shape(),
+            Matrix::Dense(w) => w.shape(),
+            Matrix::Candle(_) => candle_core::bail!("candle's matrices have their own lookup"),
+        };
+        let wanted = ids.flatten_all()?.to_vec1::<u32>()?;
+        let mut values = vec![0f32; wanted.len() * cols];
+        for (&id, out) in wanted.iter().zip(values.chunks_exact_mut(cols)) {
+            let id = id as usize;
+            if id >= rows {
+                candle_core::bail!("embedding id {id} is out of range for {rows} rows");
+            }
+            match &self.weight {
+                Matrix::Ours(w) => w.row(id, out),
+                Matrix::Dense(w) => w.row(id, out),
+                Matrix::Candle(_) => unreachable!("refused above"),
+            }
+        }
+        let mut dims = ids.dims().to_vec();
+        dims.push(cols);
+        Tensor::from_vec(values, dims, ids.device())
+    }
+
     pub(crate) fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let y = match &self.weight {
             Matrix::Candle(w) => w.forward(x)?,
@@ -130,10 +160,19 @@ pub(crate) struct Layer {
     pub down: Linear,
 }
 
+/// Where token embeddings are looked up.
+#[derive(Debug)]
+pub(crate) enum Embedding {
+    /// Their own (possibly quantized) matrix, in candle.
+    Table(QMatMul),
+    /// The rows of the tied output matrix, which one of our products holds: one copy of
+    /// the matrix serves both.
+    Output,
+}
+
 #[derive(Debug)]
 pub(crate) struct Weights {
-    /// Rows are looked up directly in the (possibly quantized) matrix.
-    pub embed: QMatMul,
+    embed: Embedding,
     pub layers: Vec<Layer>,
     pub norm: Tensor,
     pub output: Linear,
@@ -144,6 +183,14 @@ pub(crate) struct Weights {
 }
 
 impl Weights {
+    /// The embeddings of token ids `[rows, len]`: `[rows, len, hidden]`.
+    pub(crate) fn embed(&self, ids: &Tensor) -> candle_core::Result<Tensor> {
+        match &self.embed {
+            Embedding::Table(table) => table.embedding(ids),
+            Embedding::Output => self.output.look_up(ids),
+        }
+    }
+
     /// Bytes of matrices read by one decode step: every layer and the output projection
     /// (the embedding is only looked up row by row).
     pub(crate) fn bytes_per_step(&self) -> u64 {
@@ -415,11 +462,18 @@ impl Weights {
             .vector(&rope_freqs_name, config.head_dim / 2)?
             .map(|t| t.to_vec1::<f32>())
             .transpose()?;
+        let output = Linear::new(output, None, our_kernels)?;
+        // A tied matrix in our layout serves the lookups too, and candle's copy is dropped.
+        let embed = if tied_output && output.holds_rows() {
+            Embedding::Output
+        } else {
+            Embedding::Table(embed)
+        };
         Ok(Self {
             embed,
             layers,
             norm,
-            output: Linear::new(output, None, our_kernels)?,
+            output,
             tied_output,
             rope_freqs,
         })

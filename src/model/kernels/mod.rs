@@ -75,6 +75,9 @@ struct TileRef<'a> {
 /// A tile times activation rows `rows` of `x` (`cols` wide), into `out[i * stride + row]`.
 type TileTimes = fn(Isa, TileRef, &[f32], std::ops::Range<usize>, &mut [f32], usize);
 
+/// One lane of a tile, dequantized into `out`.
+type RowOf = fn(TileRef, usize, &mut [f32]);
+
 /// A `[rows, cols]` quantized matrix in our tiled layout; the last tile is padded with
 /// zero rows.
 #[derive(Clone)]
@@ -89,6 +92,7 @@ pub(crate) struct QuantMatrix {
     multipliers: Vec<u8>,
     sizes: Sizes,
     tile_times: TileTimes,
+    row_of: RowOf,
 }
 
 impl std::fmt::Debug for QuantMatrix {
@@ -149,6 +153,7 @@ impl QuantMatrix {
             multipliers: vec![0; tiles * sizes.multipliers],
             sizes,
             tile_times: tile_times::<F>,
+            row_of: row_of::<F>,
         };
         let mut unpacked = vec![Sub::default(); F::BLOCK / SUB];
         let blocks_per_row = cols / F::BLOCK;
@@ -205,6 +210,10 @@ impl QuantMatrix {
         self.dtype
     }
 
+    pub(crate) fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
     pub(crate) fn storage_size_in_bytes(&self) -> usize {
         size_of_val(self.quants.as_slice())
             + size_of_val(self.halves.as_slice())
@@ -218,6 +227,12 @@ impl QuantMatrix {
             halves: &self.halves[t * sizes.halves..][..sizes.halves],
             multipliers: &self.multipliers[t * sizes.multipliers..][..sizes.multipliers],
         }
+    }
+
+    /// Row `r`, dequantized into `out` (`cols` long) to the values the kernel expands: an
+    /// embedding lookup in a tied matrix, which then needs no copy of its own.
+    pub(crate) fn row(&self, r: usize, out: &mut [f32]) {
+        (self.row_of)(self.tile(r / TILE), r % TILE, out);
     }
 
     /// `x W^T` for `x` = `[m, cols]` f32 values (row-major): `[m, rows]`.
@@ -392,6 +407,61 @@ unsafe fn tile_avx2<F: Format, const C: usize>(w: TileRef, x: [&[f32]; C]) -> [[
 unsafe fn tile_avx512<F: Format, const C: usize>(w: TileRef, x: [&[f32]; C]) -> [[f32; TILE]; C] {
     // SAFETY: AVX-512F is enabled here, as `lanes::Avx512` requires.
     unsafe { tile_body::<lanes::Avx512, F, C>(w, x) }
+}
+
+/// One lane of a tile, one weight at a time, with the kernel's arithmetic: `q * scale` is
+/// exact in f32 for every format (an f16 times at most 6 + 8 bits), so fused or not, each
+/// weight is the kernel's.
+fn row_of<F: Format>(w: TileRef, lane: usize, out: &mut [f32]) {
+    let cols = out.len();
+    let sizes = Sizes::of::<F>(cols);
+    let (low, high) = (low_bits(F::BITS), F::BITS - low_bits(F::BITS));
+    let multipliers = sizes.multipliers / (cols / SUB);
+    let planes = w.quants.chunks_exact(plane_bytes(F::BITS));
+    for (sb, (q, out)) in planes.zip(out.chunks_exact_mut(SUB)).enumerate() {
+        let group = if F::SUPER { sb / (F::BLOCK / SUB) } else { sb };
+        let halves = &w.halves[group * sizes.group..][..sizes.group];
+        let d = f16_to_f32(halves[lane]);
+        let dmin = if F::MIN {
+            f16_to_f32(halves[TILE + lane])
+        } else {
+            0.0
+        };
+        let multiplier =
+            |k: usize| f32::from(w.multipliers[sb * multipliers + k * TILE + lane] as i8);
+        let bits = |first: usize, bits: u32, col: usize| {
+            let rows = plane_rows(bits);
+            let byte = q[first + (col % rows) * TILE + lane];
+            i32::from(byte >> (bits as usize * (col / rows))) & mask(bits)
+        };
+        for (col, out) in out.iter_mut().enumerate() {
+            let span = col * F::SPANS / SUB;
+            let (scale, min) = if F::SUPER {
+                let min = if F::MIN {
+                    dmin * multiplier(F::SPANS + span)
+                } else {
+                    0.0
+                };
+                (d * multiplier(span), min)
+            } else {
+                (d, dmin)
+            };
+            let mut qi = if F::BITS == 8 {
+                i32::from(q[col * TILE + lane] as i8)
+            } else {
+                bits(0, low, col)
+            };
+            if high > 0 {
+                qi |= bits(plane_rows(low) * TILE, high, col) << low;
+            }
+            let qf = (qi - F::OFFSET) as f32;
+            *out = if F::MIN {
+                qf.mul_add(scale, min)
+            } else {
+                qf * scale
+            };
+        }
+    }
 }
 
 /// Moves bits `from..` of every lane to bits `to..`.

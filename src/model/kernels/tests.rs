@@ -127,6 +127,29 @@ fn expands_every_weight_exactly_as_candle_dequantizes() {
 /// Against the f64 product of candle's dequantized weights. The weights are exact, so the
 /// only error is f32 summation: at most `(cols + 1) · ε · Σ|w_j x_j|` for every format.
 #[test]
+fn a_row_looked_up_is_candles_dequantized_row_to_the_bit() {
+    for &(dtype, scales_at) in FORMATS {
+        let (rows, cols) = (19, 3 * dtype.block_size());
+        let data = random_blocks(dtype, scales_at, rows, cols, 3);
+        let w = QuantMatrix::from_gguf(dtype, rows, cols, &data)
+            .unwrap()
+            .unwrap();
+        let expected = dequantized(dtype, rows, cols, &data);
+        let mut row = vec![0f32; cols];
+        for r in 0..rows {
+            w.row(r, &mut row);
+            for (c, (got, want)) in row.iter().zip(&expected[r * cols..]).enumerate() {
+                assert_eq!(
+                    got.to_bits(),
+                    want.to_bits(),
+                    "{dtype:?} row {r} column {c}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn matches_the_exact_product_for_every_format_and_batch_size() {
     for (seed, &(dtype, scales_at)) in FORMATS.iter().enumerate() {
         for (n, k, m) in shapes(dtype.block_size()) {
