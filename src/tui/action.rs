@@ -125,7 +125,8 @@ pub enum DialogAction {
     LoadPreset,
     /// Ask for a name to save the params under.
     OpenSave,
-    /// Save under the typed name; an existing preset is overwritten only after a yes.
+    /// Save under the typed name or path; an existing preset or file is overwritten only
+    /// after a yes.
     SubmitName,
     /// The answer to "overwrite?".
     ConfirmOverwrite(bool),
@@ -136,7 +137,7 @@ pub enum DialogAction {
     ExportScroll(i32),
     /// Copy the shown snippet to the clipboard.
     CopyExport,
-    /// Write the last finished run as SampleResponse JSON.
+    /// Ask where to write the last finished run as SampleResponse JSON.
     WriteResults,
     /// The next JSON shape `WriteResults` writes (samplab's, twinkle's).
     CycleResultsShape,
@@ -159,6 +160,8 @@ pub enum Outcome {
     PresetExists(String),
     Copied(Result<(), String>),
     ResultsWritten(Result<PathBuf, String>),
+    /// Writing without overwriting found this file.
+    ResultsExist(PathBuf),
     /// Models on disk for the model picker.
     ModelsFound(Vec<Candidate>),
 }
@@ -196,10 +199,12 @@ pub enum Effect {
     RemoveEngine(usize),
     /// Put text on the clipboard (OSC 52); answered with `Outcome::Copied`.
     Copy(String),
-    /// Write `responses` (one per side, run on `prompt`) as JSON in `shape` to a new file in
-    /// `dir`; answered with `Outcome::ResultsWritten`.
+    /// Write `responses` (one per side, run on `prompt`) as JSON in `shape` to `path`, or to
+    /// a new file in it when it is a directory; answered with `Outcome::ResultsWritten`, or
+    /// `Outcome::ResultsExist` when the file exists and `overwrite` is false.
     WriteResults {
-        dir: PathBuf,
+        path: PathBuf,
+        overwrite: bool,
         run_id: RunId,
         responses: Vec<SampleResponse>,
         shape: ResponseShape,

@@ -158,14 +158,15 @@ impl<E: EngineHandle> App<E> {
             } => return Some(perform::save_preset(&store, &name, &params, overwrite)),
             Effect::Copy(text) => return Some(perform::copy(&mut self.clipboard, &text)),
             Effect::WriteResults {
-                dir,
+                path,
+                overwrite,
                 run_id,
                 responses,
                 shape,
                 prompt,
             } => {
                 let json = shape.json(&responses, &prompt);
-                return Some(perform::write_results(&dir, run_id, json));
+                return Some(perform::write_results(&path, overwrite, run_id, json));
             }
         }
         None

@@ -7,14 +7,16 @@ use super::export_dialog::{self, ExportDialog, Note};
 use super::model_picker;
 use super::preset_picker::{EntryKind, PresetPicker};
 use super::run_shape::keep_run_shape;
-use super::save_prompt::SavePrompt;
+use super::save_prompt::{SavePrompt, Saving};
 use super::state::{Overlay, State};
 use super::themes::Cycled;
 use super::update::params_changed;
+use crate::engine::RunId;
 use crate::params::SamplingParams;
 use crate::preset_store::check_name;
 use crate::presets::{Preset, PresetSource};
 use crate::response::SampleResponse;
+use std::path::PathBuf;
 
 pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
     match action {
@@ -62,7 +64,7 @@ pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
             Some(Overlay::Export(dialog)) => vec![Effect::Copy(snippet_of(state, dialog))],
             _ => Vec::new(),
         },
-        DialogAction::WriteResults => write_results(state),
+        DialogAction::WriteResults => ask_results_path(state),
         DialogAction::CycleResultsShape => {
             state.export.cycle_shape();
             // The last note spoke of a file in the old shape.
@@ -103,7 +105,7 @@ pub fn outcome(state: &mut State, outcome: Outcome) -> Vec<Effect> {
             }
         }
         Outcome::PresetExists(name) => {
-            if let Some(Overlay::SavePreset(prompt)) = &mut state.overlay {
+            if let Some(Overlay::Save(prompt)) = &mut state.overlay {
                 prompt.confirm = Some(name);
             }
         }
@@ -117,7 +119,7 @@ pub fn outcome(state: &mut State, outcome: Outcome) -> Vec<Effect> {
             state.overlay = None;
         }
         Outcome::PresetSaved(Err(error)) => {
-            if let Some(Overlay::SavePreset(prompt)) = &mut state.overlay {
+            if let Some(Overlay::Save(prompt)) = &mut state.overlay {
                 prompt.confirm = None;
                 prompt.error = Some(error);
             }
@@ -136,14 +138,41 @@ pub fn outcome(state: &mut State, outcome: Outcome) -> Vec<Effect> {
                 picker.found(candidates);
             }
         }
-        Outcome::ResultsWritten(result) => with_export(state, |d| {
-            d.note = Some(match result {
-                Ok(path) => Note::Done(format!("wrote {}", path.display())),
-                Err(e) => Note::Failed(format!("cannot write the results: {e}")),
-            })
-        }),
+        Outcome::ResultsWritten(result) => results_written(state, result),
+        Outcome::ResultsExist(path) => {
+            if let Some(Overlay::Save(prompt)) = &mut state.overlay {
+                prompt.confirm = Some(path.display().to_string());
+            }
+        }
     }
     Vec::new()
+}
+
+/// Written: back to the export dialog, which says where. Not written: the path prompt says
+/// why, for another try. (Closed meanwhile: the status bar says it.)
+fn results_written(state: &mut State, result: Result<PathBuf, String>) {
+    let asked_from = match &state.overlay {
+        Some(Overlay::Save(SavePrompt {
+            saving: Saving::Results(dialog),
+            ..
+        })) => Some(dialog.clone()),
+        _ => None,
+    };
+    match (result, asked_from) {
+        (Ok(path), Some(dialog)) => {
+            let note = Some(Note::Done(format!("wrote {}", path.display())));
+            state.overlay = Some(Overlay::Export(ExportDialog { note, ..dialog }));
+        }
+        (Err(e), Some(_)) => {
+            if let Some(Overlay::Save(prompt)) = &mut state.overlay {
+                prompt.error = Some(format!("cannot write the results: {e}"));
+            }
+        }
+        (Ok(path), None) => state.status.notify(format!("wrote {}", path.display())),
+        (Err(e), None) => state
+            .status
+            .report_error(format!("cannot write the results: {e}")),
+    }
 }
 
 fn with_export(state: &mut State, change: impl FnOnce(&mut ExportDialog)) {
@@ -208,13 +237,22 @@ fn open_save(state: &mut State) -> Vec<Effect> {
         PresetSource::File(path) if store.holds(path) => state.params.preset_name.as_str(),
         _ => "",
     };
-    state.overlay = Some(Overlay::SavePreset(SavePrompt::new(name)));
+    state.overlay = Some(Overlay::Save(SavePrompt::preset(name)));
     Vec::new()
 }
 
 fn submit_name(state: &mut State) -> Vec<Effect> {
-    let (Some(Overlay::SavePreset(prompt)), Some(store)) =
-        (&mut state.overlay, &state.presets.store)
+    if let Some(Overlay::Save(prompt)) = &mut state.overlay
+        && let Saving::Results(_) = prompt.saving
+    {
+        if prompt.name().is_empty() {
+            prompt.error = Some("type a file path, or a directory for a new file there".into());
+            return Vec::new();
+        }
+        let path = PathBuf::from(prompt.name());
+        return write_results(state, path, false);
+    }
+    let (Some(Overlay::Save(prompt)), Some(store)) = (&mut state.overlay, &state.presets.store)
     else {
         return Vec::new();
     };
@@ -232,9 +270,7 @@ fn submit_name(state: &mut State) -> Vec<Effect> {
 }
 
 fn confirm_overwrite(state: &mut State, yes: bool) -> Vec<Effect> {
-    let (Some(Overlay::SavePreset(prompt)), Some(store)) =
-        (&mut state.overlay, &state.presets.store)
-    else {
+    let Some(Overlay::Save(prompt)) = &mut state.overlay else {
         return Vec::new();
     };
     let Some(name) = prompt.confirm.take() else {
@@ -243,6 +279,12 @@ fn confirm_overwrite(state: &mut State, yes: bool) -> Vec<Effect> {
     if !yes {
         return Vec::new();
     }
+    if let Saving::Results(_) = prompt.saving {
+        return write_results(state, PathBuf::from(name), true);
+    }
+    let Some(store) = &state.presets.store else {
+        return Vec::new();
+    };
     vec![Effect::SavePreset {
         store: store.clone(),
         name,
@@ -260,33 +302,56 @@ fn to_save(state: &State) -> SamplingParams {
     params
 }
 
-/// Every side's finished run, named after the first side's, in the chosen shape.
-fn write_results(state: &mut State) -> Vec<Effect> {
+/// `w`: asks where to write the last finished run, offering the results directory (where
+/// a new file is named after the run); without a finished run, says so instead.
+fn ask_results_path(state: &mut State) -> Vec<Effect> {
+    if finished_run(state).is_none() {
+        with_export(state, |d| {
+            d.note = Some(Note::Failed(NO_FINISHED_RUN.to_owned()));
+        });
+        return Vec::new();
+    }
+    if let Some(Overlay::Export(dialog)) = state.overlay.take() {
+        let dir = state.export.results_dir.display().to_string();
+        let offered = match dir.ends_with(std::path::MAIN_SEPARATOR) {
+            true => dir,
+            false => format!("{dir}{}", std::path::MAIN_SEPARATOR),
+        };
+        state.overlay = Some(Overlay::Save(SavePrompt::results(&offered, dialog)));
+    }
+    Vec::new()
+}
+
+const NO_FINISHED_RUN: &str = "no finished run yet: write again once the samples have ended";
+
+/// The run `w` writes: the first side with a finished one names it.
+fn finished_run(state: &State) -> Option<RunId> {
+    state
+        .sides
+        .iter()
+        .find(|s| s.response.is_some())
+        .and_then(|s| s.current)
+}
+
+/// Every side's finished run, in the chosen shape, to `path`.
+fn write_results(state: &mut State, path: PathBuf, overwrite: bool) -> Vec<Effect> {
+    let Some(run_id) = finished_run(state) else {
+        if let Some(Overlay::Save(prompt)) = &mut state.overlay {
+            prompt.error = Some(NO_FINISHED_RUN.to_owned());
+        }
+        return Vec::new();
+    };
     let responses: Vec<SampleResponse> = state
         .sides
         .iter()
         .filter_map(|side| side.response.as_deref().cloned())
         .collect();
-    let run_id = state
-        .sides
-        .iter()
-        .find(|s| s.response.is_some())
-        .and_then(|s| s.current);
-    match run_id {
-        Some(run_id) => vec![Effect::WriteResults {
-            dir: state.export.results_dir.clone(),
-            run_id,
-            responses,
-            shape: state.export.shape,
-            prompt: state.prompt.text().to_owned(),
-        }],
-        None => {
-            with_export(state, |d| {
-                d.note = Some(Note::Failed(
-                    "no finished run yet: write again once the samples have ended".to_owned(),
-                ))
-            });
-            Vec::new()
-        }
-    }
+    vec![Effect::WriteResults {
+        path,
+        overwrite,
+        run_id,
+        responses,
+        shape: state.export.shape,
+        prompt: state.prompt.text().to_owned(),
+    }]
 }

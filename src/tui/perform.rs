@@ -37,15 +37,36 @@ pub fn copy(out: &mut dyn Write, text: &str) -> Outcome {
     Outcome::Copied(clipboard::copy(out, text).map_err(|e| e.to_string()))
 }
 
-pub fn write_results(dir: &Path, run_id: RunId, json: serde_json::Result<String>) -> Outcome {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    Outcome::ResultsWritten(
-        json.map_err(std::io::Error::other)
-            .and_then(|json| results_file::write(dir, run_id, now, &json))
-            .map_err(|e| e.to_string()),
-    )
+/// Writes into a new file when `path` is a directory (`~/` is the home directory), else to
+/// `path` itself, replacing a file there only with `overwrite`.
+pub fn write_results(
+    path: &Path,
+    overwrite: bool,
+    run_id: RunId,
+    json: serde_json::Result<String>,
+) -> Outcome {
+    let path = match (path.strip_prefix("~"), std::env::var_os("HOME")) {
+        (Ok(rest), Some(home)) => Path::new(&home).join(rest),
+        _ => path.to_owned(),
+    };
+    let json = match json {
+        Ok(json) => json,
+        Err(e) => return Outcome::ResultsWritten(Err(e.to_string())),
+    };
+    let written = if path.is_dir() {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        results_file::write(&path, run_id, now, &json)
+    } else {
+        match results_file::write_to(&path, overwrite, &json) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Outcome::ResultsExist(path);
+            }
+            written => written.map(|()| path),
+        }
+    };
+    Outcome::ResultsWritten(written.map_err(|e| e.to_string()))
 }
 
 /// GGUF files and model directories where the playground was started, and the HF cache.

@@ -1,6 +1,7 @@
-//! The save prompt (`s`): one line for the preset's name, its error, and the y/n question
-//! when a preset of that name exists.
+//! The save prompt: one line for a preset's name (`s`) or a results file's path (`w` in the
+//! export dialog), its error, and the y/n question when the preset or file exists.
 
+use super::export_dialog::ExportDialog;
 use super::keymap::{KeyMap, Mode};
 use super::popup;
 use super::text::TextBuffer;
@@ -11,38 +12,57 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 use std::path::Path;
 
+/// What the prompt saves.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Saving {
+    /// The params, as a preset of the typed name.
+    Preset,
+    /// The last finished run, to the typed path; a directory gets a new file named after the
+    /// run. The export dialog it was asked from comes back once the file is written.
+    Results(ExportDialog),
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct SavePrompt {
     pub buffer: TextBuffer,
     /// Why the last Enter was refused; typing clears it.
     pub error: Option<String>,
-    /// The existing preset that waits for "overwrite? y/n".
+    /// The existing preset or file that waits for "overwrite? y/n".
     pub confirm: Option<String>,
+    pub saving: Saving,
 }
 
 impl SavePrompt {
-    pub fn new(name: &str) -> Self {
+    pub fn preset(name: &str) -> Self {
+        Self::new(name, Saving::Preset)
+    }
+
+    /// Offers `path` (a directory: a new file there, as before the path was asked for).
+    pub fn results(path: &str, from: ExportDialog) -> Self {
+        Self::new(path, Saving::Results(from))
+    }
+
+    fn new(text: &str, saving: Saving) -> Self {
         Self {
-            buffer: TextBuffer::new(name),
+            buffer: TextBuffer::new(text),
             error: None,
             confirm: None,
+            saving,
         }
     }
 
-    /// The name as it will be saved: surrounding spaces are never meant.
+    /// The name or path as it will be used: surrounding spaces are never meant.
     pub fn name(&self) -> &str {
         self.buffer.text.trim()
     }
 }
 
-const LABEL: &str = "name: ";
-
-/// `dir` is where the file will go, shown so the user knows where to find it.
+/// `preset_dir` is where a preset will go, shown so the user knows where to find it.
 pub fn render(
     frame: &mut Frame,
     area: Rect,
     prompt: &SavePrompt,
-    dir: &Path,
+    preset_dir: Option<&Path>,
     keymap: &KeyMap,
     theme: &Theme,
 ) {
@@ -52,14 +72,24 @@ pub fn render(
     };
     let hints = popup::hints(keymap, &modes);
     let popup_area = popup::centred(area, 76, 7);
-    let inner = popup::open(frame, popup_area, "save preset", &hints, theme);
-    let mut lines = vec![
-        Line::from(vec![
-            Span::styled(LABEL, theme.dim),
-            Span::styled(prompt.buffer.text.clone(), theme.editor),
-        ]),
-        Line::styled(format!("into {}", dir.display()), theme.dim),
-    ];
+    let (title, label, place) = match &prompt.saving {
+        Saving::Preset => (
+            "save preset",
+            "name: ",
+            preset_dir.map(|dir| format!("into {}", dir.display())),
+        ),
+        Saving::Results(_) => (
+            "save results",
+            "path: ",
+            Some("a directory gets a new samplab-<run>-<time>.json".to_owned()),
+        ),
+    };
+    let inner = popup::open(frame, popup_area, title, &hints, theme);
+    let mut lines = vec![Line::from(vec![
+        Span::styled(label, theme.dim),
+        Span::styled(prompt.buffer.text.clone(), theme.editor),
+    ])];
+    lines.extend(place.map(|place| Line::styled(place, theme.dim)));
     if let Some(name) = &prompt.confirm {
         lines.push(Line::styled(
             format!("`{name}` exists: overwrite it? y/n"),
@@ -70,7 +100,7 @@ pub fn render(
     }
     frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
     let (_, col) = prompt.buffer.cursor_line_col();
-    let x = (LABEL.len() + col) as u16;
+    let x = (label.len() + col) as u16;
     if prompt.confirm.is_none() && x < inner.width && inner.height > 0 {
         frame.set_cursor_position(Position::new(inner.x + x, inner.y));
     }

@@ -22,7 +22,8 @@ use ratatui::layout::Rect;
 pub enum Overlay {
     Help,
     Presets(PresetPicker),
-    SavePreset(SavePrompt),
+    /// The save prompt, for a preset or a results file.
+    Save(SavePrompt),
     Export(ExportDialog),
     Models(ModelPicker),
     Messages,
@@ -229,10 +230,10 @@ impl State {
             Some(Overlay::Help) => return vec![Mode::Help],
             Some(Overlay::Messages) => return vec![Mode::Messages, Mode::Dialog],
             Some(Overlay::Presets(_)) => return vec![Mode::Presets, Mode::Dialog],
-            Some(Overlay::SavePreset(prompt)) if prompt.confirm.is_some() => {
+            Some(Overlay::Save(prompt)) if prompt.confirm.is_some() => {
                 return vec![Mode::Confirm, Mode::Dialog];
             }
-            Some(Overlay::SavePreset(_)) => {
+            Some(Overlay::Save(_)) => {
                 return vec![Mode::PresetName, Mode::TextField, Mode::Dialog];
             }
             Some(Overlay::Export(_)) => return vec![Mode::Export, Mode::Dialog],

@@ -118,10 +118,7 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         }),
         Action::Paste(text) => {
             if state.params.editor.is_some()
-                || matches!(
-                    state.overlay,
-                    Some(Overlay::SavePreset(_) | Overlay::Models(_))
-                )
+                || matches!(state.overlay, Some(Overlay::Save(_) | Overlay::Models(_)))
             {
                 // A value is one line: newlines would only make it invalid.
                 let line = text.replace(['\r', '\n'], " ");
@@ -299,7 +296,7 @@ fn edit_text(state: &mut State, edit: impl FnOnce(&mut TextBuffer) -> bool) -> V
             picker.error = None;
         }
         Vec::new()
-    } else if let Some(Overlay::SavePreset(prompt)) = &mut state.overlay {
+    } else if let Some(Overlay::Save(prompt)) = &mut state.overlay {
         if edit(&mut prompt.buffer) {
             prompt.error = None;
         }

@@ -97,10 +97,13 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         Some(Overlay::Help) => help::render(frame, area, keymap, theme),
         Some(Overlay::Messages) => messages::render(frame, area, &state.status.log, keymap, theme),
         Some(Overlay::Presets(picker)) => preset_picker::render(frame, area, picker, keymap, theme),
-        Some(Overlay::SavePreset(prompt)) => {
-            if let Some(store) = &state.presets.store {
-                save_prompt::render(frame, area, prompt, &store.dir, keymap, theme);
-            }
+        Some(Overlay::Save(prompt)) => {
+            let preset_dir = state
+                .presets
+                .store
+                .as_ref()
+                .map(|store| store.dir.as_path());
+            save_prompt::render(frame, area, prompt, preset_dir, keymap, theme);
         }
         Some(Overlay::Export(dialog)) => {
             let snippet = dialogs::snippet_of(state, dialog);

@@ -356,7 +356,8 @@ fn w_writes_every_sides_finished_run() {
     update(&mut s, Action::Engine(0, done(a, &[StopReason::Length])));
     update(&mut s, Action::Engine(1, done(b, &[StopReason::Stop])));
     update(&mut s, Action::Dialog(DialogAction::OpenExport));
-    let effects = update(&mut s, Action::Dialog(DialogAction::WriteResults));
+    update(&mut s, Action::Dialog(DialogAction::WriteResults));
+    let effects = update(&mut s, Action::Dialog(DialogAction::SubmitName));
     let [
         Effect::WriteResults {
             run_id, responses, ..

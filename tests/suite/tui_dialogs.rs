@@ -76,7 +76,7 @@ fn picker(s: &State) -> &PresetPicker {
 
 fn prompt(s: &State) -> &SavePrompt {
     match &s.overlay {
-        Some(Overlay::SavePreset(prompt)) => prompt,
+        Some(Overlay::Save(prompt)) => prompt,
         other => panic!("no save prompt: {other:?}"),
     }
 }
@@ -454,7 +454,7 @@ fn the_export_dialog_switches_tabs_scrolls_and_copies_the_shown_snippet() {
 }
 
 #[test]
-fn w_writes_the_last_finished_run_or_says_there_is_none() {
+fn w_asks_where_to_write_the_last_finished_run_or_says_there_is_none() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = running(dir.path());
     s.export.results_dir = dir.path().to_owned();
@@ -466,32 +466,110 @@ fn w_writes_the_last_finished_run_or_says_there_is_none() {
         export(&s).note
     );
     update(&mut s, Action::Engine(0, done(1, &[StopReason::Length])));
-    let effects = update(&mut s, dialog(DialogAction::WriteResults));
+    assert!(update(&mut s, dialog(DialogAction::WriteResults)).is_empty());
+    let offered = format!("{}/", dir.path().display());
+    assert_eq!(prompt(&s).buffer.text, offered, "the results directory");
+    while !prompt(&s).buffer.text.is_empty() {
+        update(&mut s, Action::DeleteBack);
+    }
+    update(&mut s, Action::Paste("  ".into()));
+    assert!(update(&mut s, dialog(DialogAction::SubmitName)).is_empty());
+    assert!(
+        prompt(&s)
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("type a file path")
+    );
+    update(&mut s, Action::DeleteBack);
+    update(&mut s, Action::DeleteBack);
+    update(&mut s, Action::Paste(offered.clone()));
+    let effects = update(&mut s, dialog(DialogAction::SubmitName));
     let [
         Effect::WriteResults {
-            dir: to,
+            path,
+            overwrite,
             run_id,
             responses,
             shape,
-            prompt,
+            prompt: text,
         },
     ] = &effects[..]
     else {
         panic!("{effects:?}")
     };
-    assert_eq!((to.as_path(), *run_id), (dir.path(), 1));
+    assert_eq!(
+        (path, *overwrite, *run_id),
+        (&PathBuf::from(&offered), false, 1)
+    );
     assert_eq!(responses.len(), 1, "one side, one response");
     assert_eq!(responses[0].trajectories.len(), 1);
-    assert_eq!((*shape, prompt.as_str()), (ResponseShape::Samplab, "Once"));
-    let path = dir.path().join("samplab-1-7.json");
+    assert_eq!((*shape, text.as_str()), (ResponseShape::Samplab, "Once"));
+    let written = dir.path().join("samplab-1-7.json");
     update(
         &mut s,
-        Action::Outcome(Outcome::ResultsWritten(Ok(path.clone()))),
+        Action::Outcome(Outcome::ResultsWritten(Ok(written.clone()))),
     );
     assert_eq!(
         export(&s).note,
-        Some(Note::Done(format!("wrote {}", path.display())))
+        Some(Note::Done(format!("wrote {}", written.display()))),
+        "back in the export dialog"
     );
+}
+
+#[test]
+fn a_results_path_is_written_as_typed_and_an_existing_file_only_after_a_yes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = app(running(dir.path()));
+    app.dispatch(Action::Engine(0, done(1, &[StopReason::Length])));
+    app.dispatch(dialog(DialogAction::OpenExport));
+    app.dispatch(dialog(DialogAction::WriteResults));
+    let target = dir.path().join("mine.json");
+    std::fs::write(&target, "kept").unwrap();
+    while !prompt(&app.state).buffer.text.is_empty() {
+        app.dispatch(Action::DeleteBack);
+    }
+    app.dispatch(Action::Paste(target.display().to_string()));
+    app.dispatch(dialog(DialogAction::SubmitName));
+    let Some(Overlay::Save(asking)) = &app.state.overlay else {
+        panic!("still asking")
+    };
+    assert_eq!(asking.confirm, Some(target.display().to_string()));
+    app.dispatch(dialog(DialogAction::ConfirmOverwrite(false)));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "kept");
+    assert!(matches!(&app.state.overlay, Some(Overlay::Save(p)) if p.confirm.is_none()));
+
+    app.dispatch(dialog(DialogAction::SubmitName));
+    app.dispatch(dialog(DialogAction::ConfirmOverwrite(true)));
+    let back: SampleResponse =
+        serde_json::from_str(&std::fs::read_to_string(&target).unwrap()).unwrap();
+    assert_eq!(back.trajectories.len(), 1);
+    assert_eq!(
+        export(&app.state).note,
+        Some(Note::Done(format!("wrote {}", target.display())))
+    );
+
+    // A path that cannot be written says why and stays editable.
+    app.dispatch(dialog(DialogAction::WriteResults));
+    while !prompt(&app.state).buffer.text.is_empty() {
+        app.dispatch(Action::DeleteBack);
+    }
+    let nowhere = dir.path().join("no/such/dir/r.json");
+    app.dispatch(Action::Paste(nowhere.display().to_string()));
+    app.dispatch(dialog(DialogAction::SubmitName));
+    let Some(Overlay::Save(failed)) = &app.state.overlay else {
+        panic!("still asking")
+    };
+    assert!(
+        failed
+            .error
+            .as_deref()
+            .unwrap()
+            .starts_with("cannot write the results"),
+        "{:?}",
+        failed.error
+    );
+    assert!(!nowhere.exists());
 }
 
 // ---- themes and the `*` marker ----
@@ -815,7 +893,7 @@ fn app(state: State) -> App<NoEngine> {
 /// `s`, the offered name erased, `name` typed, Enter.
 fn save_as(app: &mut App<NoEngine>, name: &str) {
     app.dispatch(dialog(DialogAction::OpenSave));
-    while matches!(&app.state.overlay, Some(Overlay::SavePreset(p)) if !p.buffer.text.is_empty()) {
+    while matches!(&app.state.overlay, Some(Overlay::Save(p)) if !p.buffer.text.is_empty()) {
         app.dispatch(Action::DeleteBack);
     }
     for c in name.chars() {
@@ -865,7 +943,7 @@ fn overwriting_asks_first_and_no_leaves_the_file_alone() {
     select(&mut app.state, "temperature");
     app.dispatch(nudge(-4));
     save_as(&mut app, "mine");
-    assert!(matches!(&app.state.overlay, Some(Overlay::SavePreset(p)) if p.confirm.is_some()));
+    assert!(matches!(&app.state.overlay, Some(Overlay::Save(p)) if p.confirm.is_some()));
     app.dispatch(dialog(DialogAction::ConfirmOverwrite(false)));
     app.dispatch(Action::CloseOverlay);
     assert_eq!(
@@ -886,7 +964,7 @@ fn a_failed_save_says_why_and_keeps_the_prompt_open() {
     std::fs::write(&blocker, "a file where the directory should be").unwrap();
     let mut app = app(running(&blocker));
     save_as(&mut app, "mine");
-    let Some(Overlay::SavePreset(prompt)) = &app.state.overlay else {
+    let Some(Overlay::Save(prompt)) = &app.state.overlay else {
         panic!("the prompt stays open")
     };
     let error = prompt.error.clone().unwrap();
@@ -918,6 +996,7 @@ fn w_writes_json_that_parses_back_to_the_response_and_c_copies_with_osc_52() {
     ));
     app.dispatch(dialog(DialogAction::OpenExport));
     app.dispatch(dialog(DialogAction::WriteResults));
+    app.dispatch(dialog(DialogAction::SubmitName));
     let Some(Overlay::Export(dialog_state)) = &app.state.overlay else {
         panic!("export dialog")
     };
@@ -968,6 +1047,7 @@ fn s_switches_w_to_twinkles_shape_and_the_choice_outlives_the_dialog() {
     app.dispatch(Action::CloseOverlay);
     app.dispatch(dialog(DialogAction::OpenExport));
     app.dispatch(dialog(DialogAction::WriteResults));
+    app.dispatch(dialog(DialogAction::SubmitName));
     let Some(Note::Done(note)) = &export(&app.state).note else {
         panic!("{:?}", export(&app.state).note)
     };
