@@ -58,6 +58,8 @@ pub enum Action {
     /// raw → chat → (when the message holds special-token text) chat with that text kept as
     /// text → raw.
     ToggleChat,
+    /// The prompt box shows the text as typed, as the chat template rendered it, or its tokens.
+    CyclePromptView,
     /// Enter on a parameter: toggle a bool, otherwise open the inline editor.
     EditParam,
     CommitEdit,
@@ -147,6 +149,16 @@ pub enum DialogAction {
     AddModel,
     /// Remove the selected loaded model.
     RemoveModel,
+    /// The conversation: a system message and earlier turns before the prompt.
+    OpenConversation,
+    TurnsMove(i32),
+    /// Edit the selected turn's text.
+    EditTurn,
+    /// A new turn after the selected one.
+    AddTurn,
+    DeleteTurn,
+    /// The selected turn's next role (system, user, assistant).
+    CycleRole,
 }
 
 /// The result of an effect that touched the outside world, with errors as messages to show.

@@ -316,6 +316,12 @@ impl Columns {
     }
 
     /// The (column, token) under the cursor, if that column has a token yet.
+    /// The side of the cursor's column.
+    pub fn cursor_side(&self) -> Option<usize> {
+        let column = self.cursor.column.min(self.columns.len().checked_sub(1)?);
+        Some(self.columns[column].side)
+    }
+
     pub fn cursor_token(&self) -> Option<(usize, usize)> {
         let column = self.cursor.column.min(self.columns.len().checked_sub(1)?);
         let last = self.columns[column].tokens.len().checked_sub(1)?;

@@ -4,6 +4,7 @@
 
 use super::action::{DialogAction, Effect, Outcome};
 use super::export_dialog::{self, ExportDialog, Note};
+use super::conversation;
 use super::model_picker;
 use super::preset_picker::{EntryKind, PresetPicker};
 use super::run_shape::keep_run_shape;
@@ -18,6 +19,21 @@ use crate::response::SampleResponse;
 
 pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
     match action {
+        DialogAction::OpenConversation => {
+            conversation::open(state);
+            Vec::new()
+        }
+        DialogAction::TurnsMove(delta) => {
+            conversation::move_by(state, delta);
+            Vec::new()
+        }
+        DialogAction::EditTurn => {
+            conversation::edit(state);
+            Vec::new()
+        }
+        DialogAction::AddTurn => conversation::add(state),
+        DialogAction::DeleteTurn => conversation::delete(state),
+        DialogAction::CycleRole => conversation::cycle_role(state),
         DialogAction::OpenPresets => {
             let picker = PresetPicker::new(&state.presets, &state.params.preset_name);
             state.overlay = Some(Overlay::Presets(picker));

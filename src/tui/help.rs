@@ -12,7 +12,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 /// The order sections appear in; modes without bindings are left out.
-const ORDER: [Mode; 15] = [
+const ORDER: [Mode; 16] = [
     Mode::Global,
     Mode::Navigate,
     Mode::Prompt,
@@ -28,6 +28,7 @@ const ORDER: [Mode; 15] = [
     Mode::Export,
     Mode::Models,
     Mode::Messages,
+    Mode::Conversation,
 ];
 const GAP: u16 = 2;
 

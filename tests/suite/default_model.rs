@@ -6,7 +6,7 @@
 #[path = "../../examples/train_default_model/corpus.rs"]
 mod corpus;
 
-use samplab::engine::Request;
+use samplab::engine::{Prompt, Request};
 use samplab::engine::load::load_model;
 use samplab::model::embedded;
 use samplab::model::source::HubSettings;
@@ -21,11 +21,8 @@ fn sample(params: SamplingParams) -> SampleResponse {
         .expect("the embedded model loads");
     let request = Request {
         run_id: 1,
-        prompt: PROMPT.to_owned(),
+        prompt: Prompt::raw(PROMPT),
         lane: 0,
-        chat: false,
-        literal_specials: false,
-        messages: Vec::new(),
         params,
     };
     model.run(&request, &mut || false, &mut |_| {}).unwrap()

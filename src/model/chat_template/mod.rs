@@ -40,7 +40,7 @@ const SPECIAL_TOKENS: [&str; 7] = [
 pub type SpecialTokens = BTreeMap<String, String>;
 
 /// One turn of a conversation, as `apply_chat_template` takes it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Message {
     pub role: String,
