@@ -282,7 +282,11 @@ fn run_model(
 /// What `worker`'s model is asked: the conversation of `--messages`, the prompt as one user
 /// message with `--chat` (or as raw text, with a warning, when the model has no chat template),
 /// else the raw prompt.
-fn prompt_for(worker: &Worker, args: &SampleArgs, conversation: &[Message]) -> anyhow::Result<Prompt> {
+fn prompt_for(
+    worker: &Worker,
+    args: &SampleArgs,
+    conversation: &[Message],
+) -> anyhow::Result<Prompt> {
     if !conversation.is_empty() {
         if !worker.chat_template {
             anyhow::bail!(

@@ -7,8 +7,8 @@
 use super::backend::Backend;
 use super::contain::contain;
 use super::events::{Event, PromptToken, Request, RunId};
-use super::prompt::Prompt;
 use super::generate::{RunContext, generate};
+use super::prompt::Prompt;
 use super::replay::ReplayStore;
 use super::score::{ScoreRequest, Scoring, common_prefix, score_sequence};
 use super::trace::TraceRequest;
@@ -200,12 +200,8 @@ impl LoadedModel {
                     }
                 }
             };
-            let mut score = score_sequence(
-                self.backend.as_mut(),
-                &self.name,
-                sample.index,
-                &scoring,
-            )?;
+            let mut score =
+                score_sequence(self.backend.as_mut(), &self.name, sample.index, &scoring)?;
             score.foreign_prompt = context.foreign;
             scores.push(score);
         }
@@ -215,7 +211,11 @@ impl LoadedModel {
     /// What the samples of `request` follow, as this model sees it: the same for every sample,
     /// so rendered and encoded once. A conversation is rendered by this model's own template;
     /// without one, the sampling model's rendering stands in (see [`ScoreContext::foreign`]).
-    fn score_context(&mut self, request: &ScoreRequest, vocab: u64) -> anyhow::Result<ScoreContext> {
+    fn score_context(
+        &mut self,
+        request: &ScoreRequest,
+        vocab: u64,
+    ) -> anyhow::Result<ScoreContext> {
         let same_vocab = request.vocab == vocab;
         let own = match &request.prompt {
             Prompt::Chat(_) if self.chat_template.is_none() => None,

@@ -5,6 +5,7 @@
 use super::action::Effect;
 use super::keymap::{KeyMap, Mode};
 use super::popup;
+use super::prompt::PromptState;
 use super::state::{Overlay, State};
 use super::text::TextBuffer;
 use super::theme::Theme;
@@ -35,7 +36,10 @@ pub fn open(state: &mut State) {
 pub fn move_by(state: &mut State, delta: i32) {
     let last = state.prompt.history.len().saturating_sub(1);
     if let Some(dialog) = dialog_mut(state) {
-        dialog.selected = dialog.selected.saturating_add_signed(delta as isize).min(last);
+        dialog.selected = dialog
+            .selected
+            .saturating_add_signed(delta as isize)
+            .min(last);
     }
 }
 
@@ -136,16 +140,17 @@ fn dialog_mut(state: &mut State) -> Option<&mut ConversationDialog> {
 /// Width of the role column.
 const ROLE_WIDTH: usize = 10;
 
+/// The turns of `prompt.history`, then the prompt itself as the last user message.
 pub fn render(
     frame: &mut Frame,
     area: Rect,
-    history: &[Message],
-    prompt: &str,
+    prompt: &PromptState,
     chat: bool,
     dialog: &ConversationDialog,
     keymap: &KeyMap,
     theme: &Theme,
 ) {
+    let history = &prompt.history;
     let modes: &[Mode] = if dialog.editor.is_some() {
         &[Mode::ParamEdit, Mode::TextField]
     } else {
@@ -183,7 +188,7 @@ pub fn render(
     }
     lines.push(Line::from(vec![
         Span::styled(format!("{:>9} ", "user"), theme.dim),
-        Span::styled(one_line(prompt, width), theme.dim),
+        Span::styled(one_line(prompt.text(), width), theme.dim),
     ]));
     frame.render_widget(Paragraph::new(lines), inner);
     if let Some(editor) = &dialog.editor {

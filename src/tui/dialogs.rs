@@ -3,8 +3,8 @@
 //! outcomes come back as actions.
 
 use super::action::{DialogAction, Effect, Outcome};
-use super::export_dialog::{self, ExportDialog, Note};
 use super::conversation;
+use super::export_dialog::{self, ExportDialog, Note};
 use super::model_picker;
 use super::preset_picker::{EntryKind, PresetPicker};
 use super::run_shape::keep_run_shape;

@@ -185,7 +185,12 @@ impl Default for KeyMap {
                 dialog(DialogAction::EditTurn),
                 "edit",
             ),
-            (Mode::Conversation, c('a'), dialog(DialogAction::AddTurn), "add"),
+            (
+                Mode::Conversation,
+                c('a'),
+                dialog(DialogAction::AddTurn),
+                "add",
+            ),
             (
                 Mode::Conversation,
                 c('d'),

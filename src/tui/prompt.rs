@@ -188,7 +188,11 @@ fn typed_title(state: &PromptState, shown: &Shown) -> String {
 }
 
 fn render_typed(frame: &mut Frame, inner: Rect, state: &PromptState, shown: &Shown, theme: &Theme) {
-    let marked = if shown.modes.chat { shown.specials } else { &[] };
+    let marked = if shown.modes.chat {
+        shown.specials
+    } else {
+        &[]
+    };
     let mark = if state.literal_specials {
         theme.dim
     } else {
@@ -317,9 +321,15 @@ mod tests {
         let lines = token_lines(&tokens, 8, &theme);
         let texts: Vec<String> = lines.iter().map(ToString::to_string).collect();
         assert_eq!(texts, ["<|im_sta", "rt|>user", "↵", "Hello"]);
-        assert_eq!(lines[0].spans[0].style, theme.error, "special tokens marked");
+        assert_eq!(
+            lines[0].spans[0].style, theme.error,
+            "special tokens marked"
+        );
         let hello = &lines[3].spans[0];
-        assert!(hello.style.add_modifier.contains(Modifier::UNDERLINED), "{hello:?}");
+        assert!(
+            hello.style.add_modifier.contains(Modifier::UNDERLINED),
+            "{hello:?}"
+        );
     }
 
     #[test]

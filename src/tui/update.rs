@@ -471,7 +471,11 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
         Event::Prompted {
             rendered, tokens, ..
         } => {
-            let name = state.status.slot(model).and_then(|s| s.name()).unwrap_or("the model");
+            let name = state
+                .status
+                .slot(model)
+                .and_then(|s| s.name())
+                .unwrap_or("the model");
             state.sides[side.unwrap_or_default()].seen = Some(SeenPrompt {
                 model: name.to_owned(),
                 rendered,

@@ -6,8 +6,8 @@ use super::layout::areas;
 use super::state::{Overlay, State};
 use super::theme::Theme;
 use super::{
-    chat_mode, columns, conversation, dialogs, export_dialog, help, inspector, messages, model_picker, params,
-    preset_picker, prompt, save_prompt, status,
+    chat_mode, columns, conversation, dialogs, export_dialog, help, inspector, messages,
+    model_picker, params, preset_picker, prompt, save_prompt, status,
 };
 use ratatui::Frame;
 use ratatui::widgets::Block;
@@ -110,17 +110,7 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         }
         Some(Overlay::Conversation(dialog)) => {
             let chat = state.status.models.iter().any(|m| m.chat);
-            let prompt = &state.prompt;
-            conversation::render(
-                frame,
-                area,
-                &prompt.history,
-                prompt.text(),
-                chat,
-                dialog,
-                keymap,
-                theme,
-            );
+            conversation::render(frame, area, &state.prompt, chat, dialog, keymap, theme);
         }
     }
 }

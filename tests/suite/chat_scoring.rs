@@ -28,11 +28,12 @@ fn model(name: &str, template: Option<&str>) -> LoadedModel {
         .collect();
     pieces.extend(chars.iter().map(String::as_str));
     let mut tokenizer = common::piece_tokenizer(&pieces);
-    tokenizer.add_special_tokens([
-        AddedToken::from("<|im_start|>", true),
-        AddedToken::from("<|im_end|>", true),
-    ])
-    .unwrap();
+    tokenizer
+        .add_special_tokens([
+            AddedToken::from("<|im_start|>", true),
+            AddedToken::from("<|im_end|>", true),
+        ])
+        .unwrap();
     tokenizer.set_encode_special_tokens(true);
     let vocab = tokenizer.get_vocab_size(true);
     LoadedModel {
@@ -88,7 +89,14 @@ fn a_conversation_is_scored_after_the_scoring_models_own_rendering() {
     let mut b = model("b", Some(PLAIN));
     let response = sample(&mut a, &prompt);
     assert!(
-        response.prompt.as_ref().unwrap().rendered.as_deref().unwrap().starts_with("<|im_start|>system\nbe brief"),
+        response
+            .prompt
+            .as_ref()
+            .unwrap()
+            .rendered
+            .as_deref()
+            .unwrap()
+            .starts_with("<|im_start|>system\nbe brief"),
         "{:?}",
         response.prompt
     );
@@ -114,7 +122,10 @@ fn a_conversation_is_scored_after_the_scoring_models_own_rendering() {
         );
         let after_a = [&response.prompt_token_ids[..], &trajectory.token_ids[..]].concat();
         let not_want = mean_logprob(size, &after_a, response.prompt_token_ids.len());
-        assert!((score.mean_logprob - not_want).abs() > 1e-4, "not after a's");
+        assert!(
+            (score.mean_logprob - not_want).abs() > 1e-4,
+            "not after a's"
+        );
         assert!(!score.retokenized && !score.foreign_prompt);
         assert_eq!(score.tokens, trajectory.token_ids.len());
     }
@@ -138,7 +149,10 @@ fn a_model_without_a_template_scores_after_the_sampling_models_rendering() {
         let ids = [&response.prompt_token_ids[..], &trajectory.token_ids[..]].concat();
         let want = mean_logprob(size, &ids, response.prompt_token_ids.len());
         assert!((score.mean_logprob - want).abs() < 1e-4);
-        assert!(score.foreign_prompt, "the score says whose rendering it followed");
+        assert!(
+            score.foreign_prompt,
+            "the score says whose rendering it followed"
+        );
     }
     let json = serde_json::to_value(&scores[0]).unwrap();
     assert_eq!(json["foreign_prompt"], true);
@@ -168,7 +182,9 @@ fn the_response_keeps_the_conversation_and_the_prompted_event_marks_special_toke
         lane: 0,
         params: SamplingParams::from_yaml("max_tokens: 2").unwrap(),
     };
-    let response = a.run(&request, &mut || false, &mut |e| events.push(e)).unwrap();
+    let response = a
+        .run(&request, &mut || false, &mut |e| events.push(e))
+        .unwrap();
     let kept = response.prompt.unwrap();
     assert_eq!(kept.text, "a story");
     assert_eq!(kept.messages, prompt.messages());
@@ -192,7 +208,11 @@ fn the_response_keeps_the_conversation_and_the_prompted_event_marks_special_toke
         .filter(|t| t.special)
         .map(|t| t.text.as_str())
         .collect();
-    assert_eq!(specials.len(), 2 * 4 + 1, "each turn's two markers and the generation's");
+    assert_eq!(
+        specials.len(),
+        2 * 4 + 1,
+        "each turn's two markers and the generation's"
+    );
     assert!(specials.iter().all(|s| s.starts_with("<|im_")));
     let text: String = tokens.iter().map(|t| t.text.as_str()).collect();
     assert_eq!(Some(text.as_str()), rendered.as_deref());

@@ -317,7 +317,15 @@ fn sample_chat_on_a_model_without_a_template_warns_and_sends_the_raw_prompt() {
     };
     let model = model.to_str().unwrap();
     let out = samplab(&[
-        "sample", "--model", model, "--prompt", "Hi", "--chat", "--set", "max_tokens=2", "--json",
+        "sample",
+        "--model",
+        model,
+        "--prompt",
+        "Hi",
+        "--chat",
+        "--set",
+        "max_tokens=2",
+        "--json",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let message = stderr(&out);
@@ -332,7 +340,13 @@ fn sample_chat_on_a_model_without_a_template_warns_and_sends_the_raw_prompt() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("conversation.yaml");
     std::fs::write(&file, "- {role: user, content: Hi}\n").unwrap();
-    let out = samplab(&["sample", "--model", model, "--messages", file.to_str().unwrap()]);
+    let out = samplab(&[
+        "sample",
+        "--model",
+        model,
+        "--messages",
+        file.to_str().unwrap(),
+    ]);
     assert!(!out.status.success());
     let message = stderr(&out);
     assert!(
@@ -359,8 +373,18 @@ fn sample_messages_with_two_models_cross_scores_the_conversation() {
     .unwrap();
     let file = file.to_str().unwrap();
     let out = samplab(&[
-        "sample", "--model", model, "--model", model, "--messages", file, "--set",
-        "max_tokens=3", "--set", "temperature=0", "--json",
+        "sample",
+        "--model",
+        model,
+        "--model",
+        model,
+        "--messages",
+        file,
+        "--set",
+        "max_tokens=3",
+        "--set",
+        "temperature=0",
+        "--json",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let responses: Vec<samplab::response::SampleResponse> =
@@ -368,16 +392,37 @@ fn sample_messages_with_two_models_cross_scores_the_conversation() {
     assert_eq!(responses.len(), 2);
     for response in &responses {
         let prompt = response.prompt.as_ref().unwrap();
-        assert_eq!(prompt.messages.len(), 2, "the response keeps the conversation");
-        assert!(prompt.rendered.as_deref().unwrap().contains("Answer in one word."));
+        assert_eq!(
+            prompt.messages.len(),
+            2,
+            "the response keeps the conversation"
+        );
+        assert!(
+            prompt
+                .rendered
+                .as_deref()
+                .unwrap()
+                .contains("Answer in one word.")
+        );
         let trajectory = &response.trajectories[0];
-        let scores = trajectory.cross_scores.as_ref().expect("scored by the other");
+        let scores = trajectory
+            .cross_scores
+            .as_ref()
+            .expect("scored by the other");
         assert_eq!(scores.len(), 1);
         assert!(!scores[0].retokenized && !scores[0].foreign_prompt);
         // The same model under the same rendering finds exactly its own logprobs.
-        let own = trajectory.logprobs.iter().map(|&l| f64::from(l)).sum::<f64>()
+        let own = trajectory
+            .logprobs
+            .iter()
+            .map(|&l| f64::from(l))
+            .sum::<f64>()
             / trajectory.logprobs.len() as f64;
-        assert!((scores[0].mean_logprob - own).abs() < 1e-3, "{} vs {own}", scores[0].mean_logprob);
+        assert!(
+            (scores[0].mean_logprob - own).abs() < 1e-3,
+            "{} vs {own}",
+            scores[0].mean_logprob
+        );
     }
 }
 

@@ -6,8 +6,8 @@
 #[path = "../../examples/train_default_model/corpus.rs"]
 mod corpus;
 
-use samplab::engine::{Prompt, Request};
 use samplab::engine::load::load_model;
+use samplab::engine::{Prompt, Request};
 use samplab::model::embedded;
 use samplab::model::source::HubSettings;
 use samplab::params::SamplingParams;

@@ -7,8 +7,7 @@ use crate::common::fake_model::FakeModel;
 use samplab::engine::generate::{RunContext, generate};
 use samplab::engine::{
     Backend, Engine, Event, LoadedModel, ParkedRow, Prefill, Prompt, ReplayStore, Request,
-    RowSource,
-    ScoreRequest, ScoreSample,
+    RowSource, ScoreRequest, ScoreSample,
 };
 use samplab::params::SamplingParams;
 use samplab::response::{SampleResponse, StopMatched, StopReason};

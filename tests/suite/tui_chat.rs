@@ -3,9 +3,10 @@
 
 use crate::common;
 
-use common::tui::{find, render, row, started, state_sized};
-use samplab::engine::{Event, Prompt, PromptToken, Request};
+use common::tui::{done, find, render, row, started, state_sized, token};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use samplab::engine::{Event, Prompt, PromptToken, Request};
+use samplab::response::{CrossScore, StopReason};
 use samplab::tui::action::{Action, DialogAction, Effect, Focus};
 use samplab::tui::keymap::KeyMap;
 use samplab::tui::prompt::PromptView;
@@ -53,7 +54,10 @@ fn m_puts_the_chat_model_in_chat_mode_and_tells_that_the_base_model_stays_raw() 
     assert!(s.status.models[0].chat && !s.status.models[1].chat);
     let notice = s.status.notice.clone().unwrap();
     assert!(notice.contains("base has no chat template"), "{notice}");
-    assert!(s.status.log.iter().any(|m| m.text == notice), "kept in the log");
+    assert!(
+        s.status.log.iter().any(|m| m.text == notice),
+        "kept in the log"
+    );
 
     let effects = update(&mut s, Action::DebounceElapsed);
     let runs = runs(&effects);
@@ -105,7 +109,10 @@ fn chat_asked_for_a_model_without_a_template_is_an_error_in_the_log() {
     assert!(s.status.log.iter().any(|m| m.error && m.text == error));
 
     s.status.error = None;
-    assert!(update(&mut s, Action::ToggleChat).is_empty(), "nothing to re-run");
+    assert!(
+        update(&mut s, Action::ToggleChat).is_empty(),
+        "nothing to re-run"
+    );
     assert!(s.status.error.unwrap().contains("no chat template"));
 }
 
@@ -144,15 +151,27 @@ fn o_shows_the_rendered_prompt_then_its_tokens_then_the_typed_text() {
     update(&mut s, Action::CyclePromptView);
     assert_eq!(s.prompt.view, PromptView::Rendered);
     let screen = render(&s, &theme);
-    assert!(row(&screen, 0).contains("as instruct sees it"), "{}", row(&screen, 0));
+    assert!(
+        row(&screen, 0).contains("as instruct sees it"),
+        "{}",
+        row(&screen, 0)
+    );
     assert!(find(&screen, "<|im_start|>user").is_some());
     assert!(find(&screen, "Once<|im_end|>").is_some());
 
     update(&mut s, Action::CyclePromptView);
     let screen = render(&s, &theme);
-    assert!(row(&screen, 0).contains("6 tokens of instruct"), "{}", row(&screen, 0));
+    assert!(
+        row(&screen, 0).contains("6 tokens of instruct"),
+        "{}",
+        row(&screen, 0)
+    );
     let (x, y) = find(&screen, "<|im_start|>user↵").expect("tokens, newline shown");
-    assert_eq!(screen[(x, y)].fg, theme.error.fg.unwrap(), "special tokens marked");
+    assert_eq!(
+        screen[(x, y)].fg,
+        theme.error.fg.unwrap(),
+        "special tokens marked"
+    );
     let user = &screen[(x + 12, y)];
     assert_ne!(user.fg, theme.error.fg.unwrap());
     let (x, y) = find(&screen, "Once<|im_end|>").unwrap();
@@ -217,7 +236,10 @@ fn the_conversation_dialog_adds_edits_recasts_and_deletes_turns_that_chat_runs_s
     assert!(find(&screen, " conversation ").is_some());
     assert!(find(&screen, "   system Be brief").is_some());
     assert!(find(&screen, "assistant Hello").is_some());
-    assert!(find(&screen, "     user Once").is_some(), "the prompt comes last");
+    assert!(
+        find(&screen, "     user Once").is_some(),
+        "the prompt comes last"
+    );
 
     let effects = update(&mut s, Action::DebounceElapsed);
     let [(0, request)] = &runs(&effects)[..] else {
@@ -249,7 +271,12 @@ fn the_conversation_dialog_adds_edits_recasts_and_deletes_turns_that_chat_runs_s
     update(&mut s, dialog(DialogAction::CycleRole));
     assert_eq!(s.prompt.history[1].role, "system");
     update(&mut s, dialog(DialogAction::DeleteTurn));
-    let contents: Vec<&str> = s.prompt.history.iter().map(|m| m.content.as_str()).collect();
+    let contents: Vec<&str> = s
+        .prompt
+        .history
+        .iter()
+        .map(|m| m.content.as_str())
+        .collect();
     assert_eq!(contents, ["Be brief", "Hello"]);
     update(&mut s, dialog(DialogAction::TurnsMove(5)));
     update(&mut s, dialog(DialogAction::DeleteTurn));
@@ -264,4 +291,52 @@ fn the_conversation_dialog_adds_edits_recasts_and_deletes_turns_that_chat_runs_s
     update(&mut s, Action::ToggleChat);
     let effects = update(&mut s, Action::DebounceElapsed);
     assert!(matches!(&runs(&effects)[..], [(0, r)] if r.prompt == Prompt::raw("Once")));
+}
+
+#[test]
+fn the_base_model_scores_a_chat_sample_and_the_footer_marks_whose_rendering_it_followed() {
+    let mut s = chat_and_base();
+    update(&mut s, Action::ToggleChat);
+    let effects = update(&mut s, Action::DebounceElapsed);
+    let run_id = runs(&effects)
+        .into_iter()
+        .find(|(model, _)| *model == 0)
+        .unwrap()
+        .1
+        .run_id;
+    update(&mut s, Action::Engine(0, started(run_id, vec![7])));
+    update(&mut s, Action::Engine(0, token(run_id, 0, "Hi", 0.5)));
+    let effects = update(
+        &mut s,
+        Action::Engine(0, done(run_id, &[StopReason::Length])),
+    );
+    let [Effect::Score(1, request)] = &effects[..] else {
+        panic!("the base model is asked to score: {effects:?}");
+    };
+    assert_eq!(request.prompt, Prompt::chat(vec![msg("user", "Once")]));
+    let score = CrossScore {
+        model: "base".into(),
+        sample: 0,
+        tokens: 1,
+        mean_logprob: -1.0,
+        perplexity: 1f64.exp(),
+        retokenized: false,
+        foreign_prompt: true,
+    };
+    update(
+        &mut s,
+        Action::Engine(
+            1,
+            Event::Scored {
+                run_id,
+                scores: vec![score],
+            },
+        ),
+    );
+    let column = s.columns.columns.iter().find(|c| c.side == 0).unwrap();
+    assert!(
+        column.footer(60).ends_with("⇄base 2.72†"),
+        "{}",
+        column.footer(60)
+    );
 }
