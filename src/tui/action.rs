@@ -54,9 +54,10 @@ pub enum Action {
     /// Switch the selected parameter off (null for optional fields, the neutral value otherwise).
     TurnOffParam,
     RollSeed,
-    /// Switch the prompt between raw text and one user message in the model's chat template:
-    /// raw → chat → (when the message holds special-token text) chat with that text kept as
-    /// text → raw.
+    /// Switch the prompt between raw text and the last user message of a conversation in each
+    /// model's chat template: raw → chat → (when the message holds special-token text) chat with
+    /// that text kept as text → raw; for every model, or with the samples focused the model of
+    /// the cursor's column (see `chat_mode`).
     ToggleChat,
     /// The prompt box shows the text as typed, as the chat template rendered it, or its tokens.
     CyclePromptView,

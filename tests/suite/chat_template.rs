@@ -451,3 +451,31 @@ fn special_token_text_in_a_message_can_stay_text() {
     );
     assert_eq!(model.special_tokens(), ["<|im_start|>", "<|im_end|>"]);
 }
+
+/// Python's `%` formatting, which minijinja refuses on strings: each text is what Jinja2
+/// renders under transformers for the same template and messages.
+#[test]
+fn python_percent_formatting_renders_as_in_python() {
+    let source = "{% for m in messages %}{{ '<%s>%s</%s>\n' % (m.role, m.content|trim, m.role) }}\
+                  {% endfor %}{{ 'turns=%02d, %s%%' % (messages|length, '%.1f' % 12.345) }}\
+                  {{ ' %(who)s' % {'who': bos_token} }}";
+    let text = template(source)
+        .render_messages(&[
+            Message::new("system", " Be brief. "),
+            Message::new("user", "Hi"),
+        ])
+        .unwrap();
+    assert_eq!(
+        text,
+        "<system>Be brief.</system>\n<user>Hi</user>\nturns=02, 12.3% <s>"
+    );
+    let err = template("{{ '%s %s' % 1 }}")
+        .render("x")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("not enough arguments for format string"),
+        "{err}"
+    );
+    assert!(err.contains("line 1"), "{err}");
+}
