@@ -190,11 +190,13 @@ pub fn render(
         Span::styled(format!("{:>9} ", "user"), theme.dim),
         Span::styled(one_line(prompt.text(), width), theme.dim),
     ]));
-    frame.render_widget(Paragraph::new(lines), inner);
+    // A long conversation scrolls to keep the selected turn (line 1 + selected) in view.
+    let top = (dialog.selected + 2).saturating_sub(usize::from(inner.height));
+    frame.render_widget(Paragraph::new(lines).scroll((top as u16, 0)), inner);
     if let Some(editor) = &dialog.editor {
         let before = visible_tail(&editor.text[..editor.cursor], width);
         let x = inner.x + (ROLE_WIDTH + before.width()).min(usize::from(inner.width)) as u16;
-        let y = inner.y + 1 + dialog.selected as u16;
+        let y = inner.y + (1 + dialog.selected - top) as u16;
         if y < inner.y + inner.height {
             frame.set_cursor_position(Position::new(x, y));
         }

@@ -158,12 +158,15 @@ impl State {
     }
 
     /// A new model slot with its sides (one per parameter set), owed a run; returns its id.
+    /// It joins in chat mode when a model is in it (its load says if it has no template).
     pub fn add_model(&mut self, spec: &str) -> usize {
         let id = self.next_model_id;
         self.next_model_id += 1;
+        let chat = self.status.models.iter().any(|m| m.chat);
         self.status.models.push(ModelSlot {
             id,
             spec: spec.to_owned(),
+            chat,
             ..ModelSlot::default()
         });
         let sets = if self.other_set.is_some() { 2 } else { 1 };

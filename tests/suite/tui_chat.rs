@@ -340,3 +340,39 @@ fn the_base_model_scores_a_chat_sample_and_the_footer_marks_whose_rendering_it_f
         column.footer(60)
     );
 }
+
+#[test]
+fn a_model_added_while_in_chat_mode_joins_it_or_says_why_not() {
+    let mut s = state_sized(120, 30);
+    update(&mut s, Action::Engine(0, loaded("instruct", true)));
+    update(&mut s, Action::ToggleChat);
+    update(&mut s, Action::DebounceElapsed);
+    let chat = s.add_model("second");
+    let base = s.add_model("base");
+    assert!(s.status.slot(chat).unwrap().chat && s.status.slot(base).unwrap().chat);
+    let effects = update(&mut s, Action::Engine(chat, loaded("second", true)));
+    assert!(matches!(&runs(&effects)[..], [(_, r)] if r.prompt.is_chat()));
+    let effects = update(&mut s, Action::Engine(base, loaded("base", false)));
+    assert!(matches!(&runs(&effects)[..], [(_, r)] if !r.prompt.is_chat()));
+    assert!(
+        s.status
+            .error
+            .unwrap()
+            .contains("base has no chat template")
+    );
+}
+
+#[test]
+fn a_long_conversation_scrolls_to_the_selected_turn() {
+    let mut s = state_sized(80, 24);
+    s.prompt.history = (0..40).map(|i| msg("user", &format!("turn {i}"))).collect();
+    update(&mut s, dialog(DialogAction::OpenConversation));
+    assert!(find(&render(&s, &Theme::plain()), "turn 0").is_some());
+    update(&mut s, dialog(DialogAction::TurnsMove(35)));
+    let screen = render(&s, &Theme::plain());
+    assert!(find(&screen, "turn 35").is_some());
+    assert!(
+        find(&screen, "turn 0 ").is_none(),
+        "scrolled past the first turns"
+    );
+}
