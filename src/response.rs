@@ -1,5 +1,6 @@
 //! `SampleResponse`: what one run returns, in the JSON shape of design.md §1, or in twinkle's.
 
+use crate::model::chat_template::Message;
 use crate::params::SamplingParams;
 use serde::{Deserialize, Serialize};
 use std::borrow::Borrow;
@@ -162,6 +163,10 @@ pub struct CrossScore {
     pub perplexity: f64,
     /// The text was tokenized again because the vocabularies differ.
     pub retokenized: bool,
+    /// The scoring model has no chat template: it scored the sample after the sampling model's
+    /// rendering of the conversation, not after its own.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub foreign_prompt: bool,
 }
 
 /// How long the run took.
@@ -185,9 +190,14 @@ pub struct Timings {
 /// The text a run was asked about, as a results file keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PromptText {
+    /// The raw prompt, or in chat mode the last user message.
     pub text: String,
     pub chat: bool,
-    /// What the chat template made of `text`: what the model saw.
+    /// In chat mode, the whole conversation the template got (system message, earlier turns,
+    /// the last user message).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub messages: Vec<Message>,
+    /// What the chat template made of the conversation: what the model saw.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rendered: Option<String>,
 }

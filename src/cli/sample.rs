@@ -4,7 +4,9 @@
 use clap::Args;
 use samplab::config;
 use samplab::engine::load::load_model;
-use samplab::engine::{Engine, Event, Request, RunId, ScoreRequest, random_seed};
+use samplab::engine::{
+    Conversation, Engine, Event, Prompt, Request, RunId, ScoreRequest, random_seed,
+};
 use samplab::model::chat_template::Message;
 use samplab::model::device::DeviceChoice;
 use samplab::model::embedded;
@@ -34,7 +36,8 @@ pub struct SampleArgs {
     /// The prompt text (with --messages: the last user message, for plain output only).
     #[arg(long, required_unless_present = "messages", default_value = "")]
     prompt: String,
-    /// Send the prompt as one user message through the model's chat template.
+    /// Send the prompt as one user message through the model's chat template; a model without
+    /// one gets the raw prompt, with a warning.
     #[arg(long)]
     chat: bool,
     /// With --chat: special-token text in the prompt (`<|im_end|>`) stays plain text instead of
@@ -42,7 +45,9 @@ pub struct SampleArgs {
     #[arg(long, requires = "chat")]
     literal_specials: bool,
     /// A conversation for the chat template instead of one message: a YAML (or JSON) list of
-    /// `{role, content}`, e.g. a system message and earlier turns. Implies --chat.
+    /// `{role, content}`, e.g. a system message and earlier turns. Implies --chat. With several
+    /// models each renders it with its own template, and scores the others' samples after
+    /// that rendering.
     #[arg(long, value_name = "FILE")]
     messages: Option<std::path::PathBuf>,
     /// A built-in preset name, a preset file, or `model` for the model's own generation
@@ -79,11 +84,15 @@ struct Worker {
     inbox: Receiver<Event>,
     vocab: u64,
     defaults: Option<SamplingParams>,
+    /// The model has a chat template.
+    chat_template: bool,
 }
 
 /// A model that has run: its worker stays up to score the other models' samples.
 struct Finished {
     worker: Worker,
+    /// What the model was asked: the other models score its samples after the same.
+    prompt: Prompt,
     response: SampleResponse,
     /// The text of the token that stopped each sample, by sample, where one did.
     stop_tokens: HashMap<u32, String>,
@@ -107,12 +116,6 @@ pub fn run(mut args: SampleArgs) -> anyhow::Result<ExitCode> {
     {
         args.prompt = last.content.clone();
     }
-    if !conversation.is_empty() && args.models.len() > 1 {
-        anyhow::bail!(
-            "--messages works with one --model: the other models would score the samples after \
-             the prompt alone; compare models with --chat --prompt instead"
-        );
-    }
     let mut stdout = std::io::stdout().lock();
     // Every model loads before any runs, so that a bad `--model` fails at once. One after the
     // other, so that each memory check sees the models already loaded.
@@ -120,10 +123,15 @@ pub fn run(mut args: SampleArgs) -> anyhow::Result<ExitCode> {
     for spec in &args.models {
         workers.push(load(spec, &args, &mut stdout)?);
     }
+    // Before any run, so that a model that cannot take the conversation fails at once too.
+    let prompts = workers
+        .iter()
+        .map(|worker| prompt_for(worker, &args, &conversation))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     // Compared models sample with the same seeds, also when none was given.
     let seed = (args.models.len() > 1).then(random_seed);
     let mut finished = Vec::new();
-    for (i, worker) in workers.into_iter().enumerate() {
+    for (i, (worker, prompt)) in workers.into_iter().zip(prompts).enumerate() {
         let mut params = if model_defaults {
             let defaults = worker.defaults.clone().ok_or_else(|| {
                 anyhow::anyhow!("{} ships no valid sampling defaults", worker.spec)
@@ -138,14 +146,14 @@ pub fn run(mut args: SampleArgs) -> anyhow::Result<ExitCode> {
         finished.push(run_model(
             worker,
             &args,
-            &conversation,
+            prompt,
             i as RunId + 1,
             params,
             &mut stdout,
         )?);
     }
     if finished.len() > 1 {
-        cross_score(&mut finished, &args)?;
+        cross_score(&mut finished)?;
     }
     let responses: Vec<&SampleResponse> = finished.iter().map(|f| &f.response).collect();
     if args.json {
@@ -193,6 +201,7 @@ fn load(spec: &str, args: &SampleArgs, stdout: &mut impl Write) -> anyhow::Resul
                 defaults,
                 vocab,
                 warnings,
+                chat_template,
                 ..
             } => {
                 progress.clear();
@@ -209,6 +218,7 @@ fn load(spec: &str, args: &SampleArgs, stdout: &mut impl Write) -> anyhow::Resul
                     inbox,
                     vocab,
                     defaults,
+                    chat_template,
                 });
             }
             Event::LoadFailed { message } => {
@@ -225,7 +235,7 @@ fn load(spec: &str, args: &SampleArgs, stdout: &mut impl Write) -> anyhow::Resul
 fn run_model(
     worker: Worker,
     args: &SampleArgs,
-    conversation: &[Message],
+    prompt: Prompt,
     run_id: RunId,
     params: SamplingParams,
     stdout: &mut impl Write,
@@ -233,11 +243,8 @@ fn run_model(
     let stream_plain = streams_plain(args, &params);
     worker.engine.run(Request {
         run_id,
-        prompt: args.prompt.clone(),
+        prompt: prompt.clone(),
         lane: 0,
-        chat: args.chat || !conversation.is_empty(),
-        literal_specials: args.literal_specials,
-        messages: conversation.to_vec(),
         params,
     });
     let mut stop_tokens = HashMap::new();
@@ -263,6 +270,7 @@ fn run_model(
             Event::Done { response, .. } => {
                 return Ok(Finished {
                     worker,
+                    prompt,
                     response: *response,
                     stop_tokens,
                 });
@@ -277,14 +285,47 @@ fn run_model(
     )
 }
 
+/// What `worker`'s model is asked: the conversation of `--messages`, the prompt as one user
+/// message with `--chat` (or as raw text, with a warning, when the model has no chat template),
+/// else the raw prompt.
+fn prompt_for(
+    worker: &Worker,
+    args: &SampleArgs,
+    conversation: &[Message],
+) -> anyhow::Result<Prompt> {
+    if !conversation.is_empty() {
+        if !worker.chat_template {
+            anyhow::bail!(
+                "{} has no chat template to render the conversation of --messages: give a chat \
+                 model, or its text with --prompt",
+                worker.spec
+            );
+        }
+        return Ok(Prompt::chat(conversation.to_vec()));
+    }
+    if !args.chat {
+        return Ok(Prompt::raw(&args.prompt));
+    }
+    if !worker.chat_template {
+        eprintln!(
+            "samplab: warning: {} has no chat template: it gets the prompt as raw text",
+            worker.spec
+        );
+        return Ok(Prompt::raw(&args.prompt));
+    }
+    Ok(Prompt::Chat(Conversation {
+        messages: vec![Message::new("user", &args.prompt)],
+        literal_specials: args.literal_specials,
+    }))
+}
+
 /// Every model's samples scored by every other model, written into the trajectories.
-fn cross_score(finished: &mut [Finished], args: &SampleArgs) -> anyhow::Result<()> {
+fn cross_score(finished: &mut [Finished]) -> anyhow::Result<()> {
     for source in 0..finished.len() {
         let request = ScoreRequest::new(
             source as RunId + 1,
             finished[source].worker.vocab,
-            &args.prompt,
-            args.chat,
+            &finished[source].prompt,
             &finished[source].response,
         );
         for scorer in (0..finished.len()).filter(|&s| s != source) {
@@ -402,13 +443,18 @@ fn print_plain(
         for score in trajectory.cross_scores.iter().flatten() {
             writeln!(
                 out,
-                "   under {}: mean logprob {:.3} · ppl {:.2} over {} tokens{}",
+                "   under {}: mean logprob {:.3} · ppl {:.2} over {} tokens{}{}",
                 score.model,
                 score.mean_logprob,
                 score.perplexity,
                 score.tokens,
                 if score.retokenized {
                     " (text tokenized again)"
+                } else {
+                    ""
+                },
+                if score.foreign_prompt {
+                    " (after the sampling model's chat template: it has none)"
                 } else {
                     ""
                 }

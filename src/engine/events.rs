@@ -1,6 +1,6 @@
 //! The engine's narrow boundary: `Request` in, `Event` out, every event tagged with its run.
 
-use crate::model::chat_template::Message;
+use super::prompt::Prompt;
 use crate::params::SamplingParams;
 use crate::response::{CrossScore, SampleResponse, StopMatched, StopReason, TopLogprob};
 use crate::sampling::StageTrace;
@@ -12,17 +12,10 @@ pub type RunId = u64;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
     pub run_id: RunId,
-    pub prompt: String,
+    pub prompt: Prompt,
     /// Runs in different lanes (parameter sets compared on one model) wait for each other; a
     /// new run interrupts only the one in its own lane.
     pub lane: u32,
-    /// The prompt is one user message, rendered through the model's chat template.
-    pub chat: bool,
-    /// In chat mode, special-token text the user typed (`<|im_end|>`) is tokenized as plain
-    /// text instead of becoming the control token, as transformers would make it.
-    pub literal_specials: bool,
-    /// A whole conversation for the chat template; empty: `prompt` is the one user message.
-    pub messages: Vec<Message>,
     pub params: SamplingParams,
 }
 
@@ -43,6 +36,15 @@ pub struct TokenEvent {
     /// `logprobs` asks), then the chosen token if it is not among them, each with its processed
     /// probability.
     pub top: Vec<Alternative>,
+}
+
+/// One token of the prompt as the model sees it, for the playground's token view.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PromptToken {
+    pub id: u32,
+    pub text: String,
+    /// A special token (`<|im_start|>`, BOS): a control token, not text.
+    pub special: bool,
 }
 
 /// One alternative at a position, for the inspector.
@@ -94,6 +96,13 @@ pub enum Event {
     /// The model could not be loaded; the message says what to do.
     LoadFailed {
         message: String,
+    },
+    /// What the model sees, before it runs: the chat template's rendering (none for a raw
+    /// prompt) and the prompt's tokens.
+    Prompted {
+        run_id: RunId,
+        rendered: Option<String>,
+        tokens: Vec<PromptToken>,
     },
     Started {
         run_id: RunId,
@@ -160,7 +169,8 @@ impl Event {
     pub fn run_id(&self) -> Option<RunId> {
         match self {
             Event::Loading { .. } | Event::Loaded { .. } | Event::LoadFailed { .. } => None,
-            Event::Started { run_id, .. }
+            Event::Prompted { run_id, .. }
+            | Event::Started { run_id, .. }
             | Event::Token { run_id, .. }
             | Event::Finished { run_id, .. }
             | Event::Done { run_id, .. }

@@ -7,13 +7,15 @@ pub mod contain;
 pub mod events;
 pub mod generate;
 pub mod load;
+pub mod prompt;
 pub mod replay;
 pub mod score;
 pub mod trace;
 pub mod worker;
 
 pub use backend::{Backend, ParkedRow, Prefill, RowSource};
-pub use events::{Alternative, Event, Request, RunId, TokenEvent};
+pub use events::{Alternative, Event, PromptToken, Request, RunId, TokenEvent};
+pub use prompt::{Conversation, Prompt};
 pub use replay::ReplayStore;
 pub use score::{ScoreRequest, ScoreSample};
 pub use trace::TraceRequest;

@@ -4,9 +4,14 @@
 //! score is exactly comparable to the sampling model's own logprobs. With another vocabulary
 //! the texts are tokenized again by the scoring model, and the result is marked as such: its
 //! per-token mean is over a different number of tokens.
+//!
+//! A conversation is framed by the scoring model's own chat template, as it would have been
+//! had that model sampled it; a model without a template scores the samples after the
+//! sampling model's rendering instead, and the score says so.
 
 use super::backend::Backend;
 use super::events::RunId;
+use super::prompt::Prompt;
 use crate::params::SamplingParams;
 use crate::response::{CrossScore, SampleResponse, mean_and_perplexity};
 use crate::sampling::Sampler;
@@ -18,8 +23,11 @@ pub struct ScoreRequest {
     pub run_id: RunId,
     /// The producing model's vocabulary fingerprint: equal to ours means the ids are ours too.
     pub vocab: u64,
-    pub prompt: String,
-    pub chat: bool,
+    /// What the samples answer: the scoring model frames a conversation with its own template.
+    pub prompt: Prompt,
+    /// The producing model's rendering of a conversation, which a scoring model without a chat
+    /// template scores the samples after.
+    pub rendered: Option<String>,
     pub prompt_token_ids: Vec<u32>,
     pub samples: Vec<ScoreSample>,
 }
@@ -32,18 +40,12 @@ pub struct ScoreSample {
 }
 
 impl ScoreRequest {
-    pub fn new(
-        run_id: RunId,
-        vocab: u64,
-        prompt: &str,
-        chat: bool,
-        response: &SampleResponse,
-    ) -> Self {
+    pub fn new(run_id: RunId, vocab: u64, prompt: &Prompt, response: &SampleResponse) -> Self {
         Self {
             run_id,
             vocab,
-            prompt: prompt.to_owned(),
-            chat,
+            prompt: prompt.clone(),
+            rendered: response.prompt.as_ref().and_then(|p| p.rendered.clone()),
             prompt_token_ids: response.prompt_token_ids.clone(),
             samples: response
                 .trajectories
@@ -101,6 +103,7 @@ pub fn score_sequence(
         mean_logprob,
         perplexity,
         retokenized: *retokenized,
+        foreign_prompt: false,
     })
 }
 

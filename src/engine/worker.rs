@@ -6,8 +6,9 @@
 
 use super::backend::Backend;
 use super::contain::contain;
-use super::events::{Event, Request, RunId};
+use super::events::{Event, PromptToken, Request, RunId};
 use super::generate::{RunContext, generate};
+use super::prompt::Prompt;
 use super::replay::ReplayStore;
 use super::score::{ScoreRequest, Scoring, common_prefix, score_sequence};
 use super::trace::TraceRequest;
@@ -50,14 +51,22 @@ impl LoadedModel {
         Ok(encoding.get_ids().to_vec())
     }
 
-    /// Token ids of `message` as the model's chat template frames it.
-    pub fn encode_chat(&mut self, message: &str) -> anyhow::Result<Vec<u32>> {
-        let text = self.render_chat(message)?;
-        self.encode_rendered(&text)
-    }
-
-    fn render_chat(&self, message: &str) -> anyhow::Result<String> {
-        self.render_conversation(&[Message::new("user", message)])
+    /// The token ids of a prompt as this model sees it, and, for a conversation, the text its
+    /// chat template rendered.
+    pub fn encode_prompt(&mut self, prompt: &Prompt) -> anyhow::Result<(Vec<u32>, Option<String>)> {
+        match prompt {
+            Prompt::Raw(text) => Ok((self.encode(text)?, None)),
+            Prompt::Chat(conversation) => {
+                let text = self.render_conversation(&conversation.messages)?;
+                let ids = match conversation.last_user() {
+                    Some(message) if conversation.literal_specials => {
+                        self.encode_literal(&text, message)?
+                    }
+                    _ => self.encode_rendered(&text)?,
+                };
+                Ok((ids, Some(text)))
+            }
+        }
     }
 
     fn render_conversation(&self, messages: &[Message]) -> anyhow::Result<String> {
@@ -85,7 +94,7 @@ impl LoadedModel {
 
     /// A rendered chat prompt whose user `message` stays plain text: the template's own markers
     /// around it become control tokens, special-token text inside it does not.
-    pub fn encode_literal(&mut self, text: &str, message: &str) -> anyhow::Result<Vec<u32>> {
+    fn encode_literal(&mut self, text: &str, message: &str) -> anyhow::Result<Vec<u32>> {
         let Some(start) = text.rfind(message).filter(|_| !message.is_empty()) else {
             return self.encode_rendered(text);
         };
@@ -109,6 +118,18 @@ impl LoadedModel {
         } else {
             self.encode(text)
         }
+    }
+
+    /// Each token's text, special tokens marked, as the playground's token view shows them.
+    pub fn prompt_tokens(&self, ids: &[u32]) -> Vec<PromptToken> {
+        let decoder = self.tokenizer.get_added_tokens_decoder();
+        ids.iter()
+            .map(|&id| PromptToken {
+                id,
+                text: self.tokenizer.decode(&[id], false).unwrap_or_default(),
+                special: decoder.get(&id).is_some_and(|token| token.special),
+            })
+            .collect()
     }
 
     /// The texts of the tokenizer's special tokens, longest first (so that `<|im_end|>` is found
@@ -154,32 +175,24 @@ impl LoadedModel {
         vocab: u64,
         interrupted: &mut dyn FnMut() -> bool,
     ) -> anyhow::Result<Vec<CrossScore>> {
-        // With another vocabulary the texts are tokenized again; the prompt, as this model
-        // frames it, is the same for every sample, so it is rendered and encoded once.
-        let retokenize = if request.vocab == vocab {
-            None
-        } else {
-            let text = if request.chat {
-                self.render_chat(&request.prompt)?
-            } else {
-                request.prompt.clone()
-            };
-            let prefix = self.encode_text(&text, request.chat)?;
-            Some((text, prefix))
-        };
+        let context = self.score_context(request, vocab)?;
         let mut scores = Vec::with_capacity(request.samples.len());
         for sample in &request.samples {
             if interrupted() {
                 break;
             }
-            let scoring = match &retokenize {
-                None => Scoring {
-                    ids: [&request.prompt_token_ids[..], &sample.token_ids[..]].concat(),
-                    start: request.prompt_token_ids.len(),
+            let scoring = match &context.before {
+                Before::Ids(prefix) => Scoring {
+                    ids: [&prefix[..], &sample.token_ids[..]].concat(),
+                    start: prefix.len(),
                     retokenized: false,
                 },
-                Some((text, prefix)) => {
-                    let ids = self.encode_text(&format!("{text}{}", sample.text), request.chat)?;
+                Before::Text {
+                    text,
+                    rendered,
+                    ids: prefix,
+                } => {
+                    let ids = self.encode_text(&format!("{text}{}", sample.text), *rendered)?;
                     Scoring {
                         start: common_prefix(prefix, &ids),
                         ids,
@@ -187,14 +200,64 @@ impl LoadedModel {
                     }
                 }
             };
-            scores.push(score_sequence(
-                self.backend.as_mut(),
-                &self.name,
-                sample.index,
-                &scoring,
-            )?);
+            let mut score =
+                score_sequence(self.backend.as_mut(), &self.name, sample.index, &scoring)?;
+            score.foreign_prompt = context.foreign;
+            scores.push(score);
         }
         Ok(scores)
+    }
+
+    /// What the samples of `request` follow, as this model sees it: the same for every sample,
+    /// so rendered and encoded once. A conversation is rendered by this model's own template;
+    /// without one, the sampling model's rendering stands in (see [`ScoreContext::foreign`]).
+    fn score_context(
+        &mut self,
+        request: &ScoreRequest,
+        vocab: u64,
+    ) -> anyhow::Result<ScoreContext> {
+        let same_vocab = request.vocab == vocab;
+        let own = match &request.prompt {
+            Prompt::Chat(_) if self.chat_template.is_none() => None,
+            prompt => Some(prompt),
+        };
+        let before = match own {
+            // Our own token ids: the sampling model's prompt ids are ours too.
+            Some(Prompt::Raw(_)) | None if same_vocab => {
+                Before::Ids(request.prompt_token_ids.clone())
+            }
+            Some(prompt) if same_vocab => Before::Ids(self.encode_prompt(prompt)?.0),
+            Some(Prompt::Raw(text)) => Before::Text {
+                ids: self.encode(text)?,
+                text: text.clone(),
+                rendered: false,
+            },
+            Some(prompt) => {
+                let (ids, text) = self.encode_prompt(prompt)?;
+                Before::Text {
+                    ids,
+                    text: text.unwrap_or_default(),
+                    rendered: true,
+                }
+            }
+            None => {
+                let text = request.rendered.clone().ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "{} has no chat template, and the run to score kept no rendered prompt",
+                        self.name
+                    )
+                })?;
+                Before::Text {
+                    ids: self.encode_rendered(&text)?,
+                    text,
+                    rendered: true,
+                }
+            }
+        };
+        Ok(ScoreContext {
+            before,
+            foreign: own.is_none(),
+        })
     }
 
     /// After a panic in the middle of a run the caches may hold half a step: start afresh.
@@ -211,16 +274,12 @@ impl LoadedModel {
         interrupted: &mut dyn FnMut() -> bool,
         emit: &mut dyn FnMut(Event),
     ) -> anyhow::Result<crate::response::SampleResponse> {
-        let rendered = match (request.chat, request.messages.is_empty()) {
-            (true, true) => Some(self.render_chat(&request.prompt)?),
-            (true, false) => Some(self.render_conversation(&request.messages)?),
-            (false, _) => None,
-        };
-        let prompt_ids = match &rendered {
-            Some(text) if request.literal_specials => self.encode_literal(text, &request.prompt)?,
-            Some(text) => self.encode_rendered(text)?,
-            None => self.encode(&request.prompt)?,
-        };
+        let (prompt_ids, rendered) = self.encode_prompt(&request.prompt)?;
+        emit(Event::Prompted {
+            run_id: request.run_id,
+            rendered: rendered.clone(),
+            tokens: self.prompt_tokens(&prompt_ids),
+        });
         let seed = request.params.seed.unwrap_or_else(random_seed);
         let mut response = self.run_ids(
             request.run_id,
@@ -231,8 +290,9 @@ impl LoadedModel {
             emit,
         )?;
         response.prompt = Some(PromptText {
-            text: request.prompt.clone(),
-            chat: request.chat,
+            text: request.prompt.text().to_owned(),
+            chat: request.prompt.is_chat(),
+            messages: request.prompt.messages().to_vec(),
             rendered,
         });
         Ok(response)
@@ -277,6 +337,26 @@ impl LoadedModel {
             emit,
         )
     }
+}
+
+/// What a sample is scored after.
+enum Before {
+    /// Token ids in this model's vocabulary; the sample's own ids follow.
+    Ids(Vec<u32>),
+    /// Text (a chat rendering: `rendered`) with its ids; the sample's text follows, and the
+    /// whole is tokenized again.
+    Text {
+        text: String,
+        rendered: bool,
+        ids: Vec<u32>,
+    },
+}
+
+struct ScoreContext {
+    before: Before,
+    /// This model has no chat template, so a conversation is scored after the sampling
+    /// model's rendering of it.
+    foreign: bool,
 }
 
 /// A seed for runs that asked for none: short enough to read and type back.

@@ -54,10 +54,13 @@ pub enum Action {
     /// Switch the selected parameter off (null for optional fields, the neutral value otherwise).
     TurnOffParam,
     RollSeed,
-    /// Switch the prompt between raw text and one user message in the model's chat template:
-    /// raw → chat → (when the message holds special-token text) chat with that text kept as
-    /// text → raw.
+    /// Switch the prompt between raw text and the last user message of a conversation in each
+    /// model's chat template: raw → chat → (when the message holds special-token text) chat with
+    /// that text kept as text → raw; for every model, or with the samples focused the model of
+    /// the cursor's column (see `chat_mode`).
     ToggleChat,
+    /// The prompt box shows the text as typed, as the chat template rendered it, or its tokens.
+    CyclePromptView,
     /// Enter on a parameter: toggle a bool, otherwise open the inline editor.
     EditParam,
     CommitEdit,
@@ -148,6 +151,16 @@ pub enum DialogAction {
     AddModel,
     /// Remove the selected loaded model.
     RemoveModel,
+    /// The conversation: a system message and earlier turns before the prompt.
+    OpenConversation,
+    TurnsMove(i32),
+    /// Edit the selected turn's text.
+    EditTurn,
+    /// A new turn after the selected one.
+    AddTurn,
+    DeleteTurn,
+    /// The selected turn's next role (system, user, assistant).
+    CycleRole,
 }
 
 /// The result of an effect that touched the outside world, with errors as messages to show.

@@ -112,7 +112,8 @@ impl Column {
     /// `■ stop "\n\n" 37 tok lp -1.23 ppl 3.42`; a running sample shows `…` instead of `■`.
     /// A re-run's sample says how many tokens it replayed and decoded: `37 tok ↺30+7`.
     /// When models are compared, the other models' perplexities follow (`⇄tiny 8.10`, with `*`
-    /// when the text was tokenized again) and where the sample parts from the others (`≠12`).
+    /// when the text was tokenized again, `†` when the scoring model has no chat template and
+    /// scored after this model's rendering) and where the sample parts from the others (`≠12`).
     pub fn footer(&self, width: usize) -> String {
         let mut compare = String::new();
         if let Some(token) = self.diverge {
@@ -120,8 +121,9 @@ impl Column {
         }
         for score in &self.cross {
             let retokenized = if score.retokenized { "*" } else { "" };
+            let foreign = if score.foreign_prompt { "†" } else { "" };
             compare.push_str(&format!(
-                " ⇄{} {:.2}{retokenized}",
+                " ⇄{} {:.2}{retokenized}{foreign}",
                 score.model, score.perplexity
             ));
         }
@@ -316,6 +318,12 @@ impl Columns {
     }
 
     /// The (column, token) under the cursor, if that column has a token yet.
+    /// The side of the cursor's column.
+    pub fn cursor_side(&self) -> Option<usize> {
+        let column = self.cursor.column.min(self.columns.len().checked_sub(1)?);
+        Some(self.columns[column].side)
+    }
+
     pub fn cursor_token(&self) -> Option<(usize, usize)> {
         let column = self.cursor.column.min(self.columns.len().checked_sub(1)?);
         let last = self.columns[column].tokens.len().checked_sub(1)?;

@@ -3,6 +3,7 @@
 //! outcomes come back as actions.
 
 use super::action::{DialogAction, Effect, Outcome};
+use super::conversation;
 use super::export_dialog::{self, ExportDialog, Note};
 use super::model_picker;
 use super::preset_picker::{EntryKind, PresetPicker};
@@ -20,6 +21,21 @@ use std::path::PathBuf;
 
 pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
     match action {
+        DialogAction::OpenConversation => {
+            conversation::open(state);
+            Vec::new()
+        }
+        DialogAction::TurnsMove(delta) => {
+            conversation::move_by(state, delta);
+            Vec::new()
+        }
+        DialogAction::EditTurn => {
+            conversation::edit(state);
+            Vec::new()
+        }
+        DialogAction::AddTurn => conversation::add(state),
+        DialogAction::DeleteTurn => conversation::delete(state),
+        DialogAction::CycleRole => conversation::cycle_role(state),
         DialogAction::OpenPresets => {
             let picker = PresetPicker::new(&state.presets, &state.params.preset_name);
             state.overlay = Some(Overlay::Presets(picker));

@@ -1,7 +1,7 @@
 //! The help overlay, generated from the key map so that it always tells the truth. Sections
 //! (one per key-map mode) flow top to bottom into columns, as short as the width allows; their
 //! keys are padded into a column of their own, and a blank line parts the sections, unless that
-//! would not fit.
+//! would not fit; on a small terminal short rows go side by side.
 
 use super::keymap::{KeyMap, Mode};
 use super::popup;
@@ -12,7 +12,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 /// The order sections appear in; modes without bindings are left out.
-const ORDER: [Mode; 15] = [
+const ORDER: [Mode; 16] = [
     Mode::Global,
     Mode::Navigate,
     Mode::Prompt,
@@ -28,12 +28,25 @@ const ORDER: [Mode; 15] = [
     Mode::Export,
     Mode::Models,
     Mode::Messages,
+    Mode::Conversation,
 ];
 const GAP: u16 = 2;
 
-/// Every mode's section in [`ORDER`]: its title, then its rows, with `aligned` the keys
-/// padded to the section's widest. Modes without bindings are left out.
-fn sections<'a>(keymap: &KeyMap, aligned: bool, theme: &Theme) -> Vec<Vec<Line<'a>>> {
+/// How a section's rows are laid out.
+#[derive(Clone, Copy)]
+enum Rows {
+    /// One binding a line, keys padded to the section's widest.
+    Aligned,
+    /// One binding a line.
+    Compact,
+    /// Short bindings side by side, as many as fit in the given width or the width of the
+    /// section's widest one: for small terminals, where one a line does not fit.
+    Paired(usize),
+}
+
+/// Every mode's section in [`ORDER`]: its title, then its rows laid out as `layout` says.
+/// Modes without bindings are left out.
+fn sections<'a>(keymap: &KeyMap, layout: Rows, theme: &Theme) -> Vec<Vec<Line<'a>>> {
     // A key that does the same everywhere is listed once, under "everywhere".
     let global = keymap.describe(Mode::Global);
     let mut sections = Vec::new();
@@ -46,24 +59,47 @@ fn sections<'a>(keymap: &KeyMap, aligned: bool, theme: &Theme) -> Vec<Vec<Line<'
             .into_iter()
             .filter(|row| mode == Mode::Global || !global.contains(row))
             .collect();
-        let keys_width = match aligned {
-            true => rows
+        let keys_width = match layout {
+            Rows::Aligned => rows
                 .iter()
                 .map(|(k, _)| k.chars().count())
                 .max()
                 .unwrap_or(0),
-            false => 0,
+            Rows::Compact | Rows::Paired(_) => 0,
         };
+        let rows: Vec<Line> = rows
+            .into_iter()
+            .map(|(keys, help)| {
+                Line::from(vec![
+                    Span::styled(format!(" {keys:<keys_width$} "), theme.value),
+                    Span::styled(help.to_owned(), theme.dim),
+                ])
+            })
+            .collect();
         let mut lines = vec![Line::styled(mode.title().to_owned(), theme.title)];
-        for (keys, help) in rows {
-            lines.push(Line::from(vec![
-                Span::styled(format!(" {keys:<keys_width$} "), theme.value),
-                Span::styled(help.to_owned(), theme.dim),
-            ]));
+        match layout {
+            Rows::Paired(width) => lines.extend(paired(rows, width)),
+            Rows::Aligned | Rows::Compact => lines.extend(rows),
         }
         sections.push(lines);
     }
     sections
+}
+
+/// Rows joined side by side while the joined line is no wider than `width` or the widest row.
+fn paired(rows: Vec<Line>, width: usize) -> Vec<Line> {
+    let widest = rows.iter().map(Line::width).max().unwrap_or(0).max(width);
+    let mut lines: Vec<Line> = Vec::new();
+    for row in rows {
+        match lines.last_mut() {
+            Some(line) if line.width() + 1 + row.width() <= widest => {
+                line.spans.push(Span::raw(" "));
+                line.spans.extend(row.spans);
+            }
+            _ => lines.push(row),
+        }
+    }
+    lines
 }
 
 /// Sections flowed into columns of at most `height` lines, with `spaced` a blank line between
@@ -110,27 +146,31 @@ fn widths(columns: &[Vec<Line>]) -> (Vec<u16>, u16) {
     (widths, total)
 }
 
-/// The shortest flow that fits `area`, spaced and with keys aligned if possible; when nothing
-/// fits (a tiny terminal) the full-height compact flow, clipped. With the columns' widths.
+/// The shortest flow that fits `area`, spaced and with keys aligned if possible, short rows
+/// side by side if need be; when nothing fits (a tiny terminal) the full-height paired flow,
+/// clipped. With the columns' widths.
 fn layout<'a>(keymap: &KeyMap, area: Rect, theme: &Theme) -> (Vec<Vec<Line<'a>>>, Vec<u16>, u16) {
     let max_height = usize::from(area.height.saturating_sub(2));
-    let aligned = sections(keymap, true, theme);
-    let compact = sections(keymap, false, theme);
-    for (spaced, sections) in [
-        (true, &aligned),
-        (true, &compact),
-        (false, &aligned),
-        (false, &compact),
-    ] {
+    let flows = [
+        (true, Rows::Aligned),
+        (true, Rows::Compact),
+        (false, Rows::Aligned),
+        (false, Rows::Compact),
+    ]
+    .into_iter()
+    .chain((0..=usize::from(area.width) / 3).map(|width| (false, Rows::Paired(width))));
+    for (spaced, rows) in flows {
+        let sections = sections(keymap, rows, theme);
         for height in 1..=max_height {
-            let columns = columns(sections, height, spaced);
+            let columns = columns(&sections, height, spaced);
             let (widths, width) = widths(&columns);
             if width <= area.width && columns.iter().all(|c| c.len() <= height) {
                 return (columns, widths, width);
             }
         }
     }
-    let columns = columns(&compact, max_height, false);
+    let sections = sections(keymap, Rows::Paired(usize::from(area.width) / 3), theme);
+    let columns = columns(&sections, max_height, false);
     let (widths, width) = widths(&columns);
     (columns, widths, width)
 }

@@ -25,6 +25,7 @@ pub enum Mode {
     Export,
     Models,
     Messages,
+    Conversation,
     /// Moving and deleting in a one-line text field (a value, a name, a model).
     TextField,
 }
@@ -46,6 +47,7 @@ impl Mode {
             Mode::Export => "export",
             Mode::Models => "model picker",
             Mode::Messages => "messages",
+            Mode::Conversation => "conversation",
             Mode::TextField => "in a text field",
         }
     }
@@ -158,6 +160,55 @@ impl Default for KeyMap {
             (Mode::Navigate, c('q'), A::Quit, "quit"),
             (Mode::Navigate, c('?'), A::OpenHelp, "help"),
             (Mode::Navigate, c('m'), A::ToggleChat, "chat mode"),
+            (Mode::Navigate, c('o'), A::CyclePromptView, "prompt view"),
+            (
+                Mode::Navigate,
+                c('c'),
+                dialog(DialogAction::OpenConversation),
+                "conversation",
+            ),
+            (
+                Mode::Conversation,
+                p(K::Up),
+                dialog(DialogAction::TurnsMove(-1)),
+                "select",
+            ),
+            (
+                Mode::Conversation,
+                p(K::Down),
+                dialog(DialogAction::TurnsMove(1)),
+                "select",
+            ),
+            (
+                Mode::Conversation,
+                p(K::Enter),
+                dialog(DialogAction::EditTurn),
+                "edit",
+            ),
+            (
+                Mode::Conversation,
+                c('a'),
+                dialog(DialogAction::AddTurn),
+                "add",
+            ),
+            (
+                Mode::Conversation,
+                c('d'),
+                dialog(DialogAction::DeleteTurn),
+                "delete",
+            ),
+            (
+                Mode::Conversation,
+                p(K::Delete),
+                dialog(DialogAction::DeleteTurn),
+                "delete",
+            ),
+            (
+                Mode::Conversation,
+                c('r'),
+                dialog(DialogAction::CycleRole),
+                "role",
+            ),
             (Mode::Navigate, c('b'), A::SwitchParamSet, "A/B set"),
             (
                 Mode::Navigate,

@@ -6,8 +6,10 @@
 pub mod action;
 pub mod app;
 pub mod chain_view;
+pub mod chat_mode;
 pub mod clipboard;
 pub mod columns;
+pub mod conversation;
 pub mod dialogs;
 pub mod export_dialog;
 pub mod help;
@@ -151,7 +153,9 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
             params::ParamsState::new(Preset { params, ..preset }, entropy())
         });
         state.compare(&models, second_set);
-        state.prompt.chat = chat;
+        for model in &mut state.status.models {
+            model.chat = chat;
+        }
         state.presets.store = presets;
         // Written by the first load anyway; an error here is the load's to report.
         state.export.builtin_model = embedded::materialise().ok();

@@ -2,17 +2,18 @@
 
 use super::action::Focus;
 use super::columns::{Columns, Mark, SideTitle};
+use super::conversation::ConversationDialog;
 use super::export_dialog::{ExportDialog, ExportSettings};
 use super::keymap::Mode;
 use super::layout::Grid;
 use super::model_picker::ModelPicker;
 use super::params::ParamsState;
 use super::preset_picker::{PresetPicker, PresetsState};
-use super::prompt::PromptState;
+use super::prompt::{PromptState, SeenPrompt};
 use super::save_prompt::SavePrompt;
 use super::status::{ModelSlot, ModelStatus, StatusState};
 use super::themes::ThemeCatalog;
-use crate::engine::RunId;
+use crate::engine::{Prompt, RunId};
 use crate::params::SamplingParams;
 use crate::response::SampleResponse;
 use ratatui::layout::Rect;
@@ -27,6 +28,7 @@ pub enum Overlay {
     Export(ExportDialog),
     Models(ModelPicker),
     Messages,
+    Conversation(ConversationDialog),
 }
 
 /// Run ids, shared by all sides so that an id names one run of one side.
@@ -52,10 +54,14 @@ pub struct Side {
     pub response: Option<Box<SampleResponse>>,
     /// The parameters of the current run, which the inspector's traces replay.
     pub run_params: Option<SamplingParams>,
+    /// What the current run was asked, which the other models score its samples after.
+    pub run_prompt: Option<Prompt>,
     /// The run whose columns are on screen (the last one that started).
     pub shown: Option<RunId>,
     /// Why the current run failed.
     pub error: Option<String>,
+    /// What the model saw of the prompt in the current run.
+    pub seen: Option<SeenPrompt>,
 }
 
 impl Side {
@@ -68,8 +74,10 @@ impl Side {
             pending: true,
             response: None,
             run_params: None,
+            run_prompt: None,
             shown: None,
             error: None,
+            seen: None,
         }
     }
 
@@ -151,12 +159,15 @@ impl State {
     }
 
     /// A new model slot with its sides (one per parameter set), owed a run; returns its id.
+    /// It joins in chat mode when a model is in it (its load says if it has no template).
     pub fn add_model(&mut self, spec: &str) -> usize {
         let id = self.next_model_id;
         self.next_model_id += 1;
+        let chat = self.status.models.iter().any(|m| m.chat);
         self.status.models.push(ModelSlot {
             id,
             spec: spec.to_owned(),
+            chat,
             ..ModelSlot::default()
         });
         let sets = if self.other_set.is_some() { 2 } else { 1 };
@@ -219,6 +230,13 @@ impl State {
         model.or_else(run)
     }
 
+    /// What the model of the cursor's side (the first side before any column) saw of the
+    /// prompt, for the prompt box's rendered and token views.
+    pub fn seen_prompt(&self) -> Option<&SeenPrompt> {
+        let side = self.columns.cursor_side().unwrap_or(0);
+        self.sides.get(side)?.seen.as_ref()
+    }
+
     /// Each side's mark, in side order.
     pub fn side_marks(&self) -> Vec<Mark> {
         self.sides.iter().map(Side::mark).collect()
@@ -240,6 +258,10 @@ impl State {
             Some(Overlay::Models(_)) => {
                 return vec![Mode::Models, Mode::TextField, Mode::Dialog];
             }
+            Some(Overlay::Conversation(dialog)) if dialog.editor.is_some() => {
+                return vec![Mode::ParamEdit, Mode::TextField, Mode::Dialog];
+            }
+            Some(Overlay::Conversation(_)) => return vec![Mode::Conversation, Mode::Dialog],
             None => {}
         }
         if self.params.editor.is_some() {

@@ -31,6 +31,8 @@ pub struct ModelSlot {
     pub tok_per_s: Option<f64>,
     /// The model has a chat template.
     pub chat_available: bool,
+    /// The model gets the prompt through its chat template (see `chat_mode`).
+    pub chat: bool,
     /// The vocabulary fingerprint from `Event::Loaded`, sent along with samples to be scored.
     pub vocab: u64,
     /// The model's special-token texts, marked where a chat message contains them.
@@ -49,6 +51,7 @@ impl Default for ModelSlot {
             prefill_ms: None,
             tok_per_s: None,
             chat_available: false,
+            chat: false,
             vocab: 0,
             special_tokens: Vec::new(),
         }
@@ -147,11 +150,6 @@ impl StatusState {
     /// Every model is loaded.
     pub fn ready(&self) -> bool {
         self.models.iter().all(ModelSlot::ready)
-    }
-
-    /// Chat mode needs every compared model to have a template.
-    pub fn chat_available(&self) -> bool {
-        self.models.iter().all(|m| m.chat_available)
     }
 
     /// Every loaded model's special-token texts, longest first.

@@ -3,10 +3,13 @@
 
 use super::action::{Action, Effect, Focus};
 use super::chain_view::TokenTrace;
+use super::chat_mode;
 use super::columns::Columns;
+use super::conversation;
 use super::dialogs;
 use super::layout::Grid;
 use super::mouse::{self, Target};
+use super::prompt::{PromptView, SeenPrompt};
 use super::run_shape::keep_run_shape;
 use super::state::{Overlay, State};
 use super::status::ModelStatus;
@@ -78,34 +81,23 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             let changed = state.params.roll_seed();
             params_changed(state, changed)
         }
-        Action::ToggleChat => {
-            if !state.prompt.chat && state.status.ready() && !state.status.chat_available() {
-                state.status.report_error(no_template_message(state));
-                return Vec::new();
-            }
-            let typed = state
-                .status
-                .special_tokens()
-                .iter()
-                .any(|s| state.prompt.text().contains(s));
-            let prompt = &mut state.prompt;
-            (prompt.chat, prompt.literal_specials) = match (prompt.chat, prompt.literal_specials) {
-                (false, _) => (true, false),
-                (true, false) if typed => (true, true),
-                (true, _) => (false, false),
-            };
-            params_changed(state, true)
+        Action::ToggleChat => chat_mode::toggle(state),
+        Action::CyclePromptView => {
+            state.prompt.view = state.prompt.view.next();
+            Vec::new()
         }
         Action::EditParam => {
             let changed = state.params.edit();
             params_changed(state, changed)
         }
-        Action::CommitEdit => {
+        Action::CommitEdit => conversation::commit(state).unwrap_or_else(|| {
             let changed = state.params.commit();
             params_changed(state, changed)
-        }
+        }),
         Action::CancelEdit => {
-            state.params.editor = None;
+            if !conversation::cancel(state) {
+                state.params.editor = None;
+            }
             Vec::new()
         }
         Action::InsertChar(c) => edit_text(state, |b| {
@@ -118,7 +110,10 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         }),
         Action::Paste(text) => {
             if state.params.editor.is_some()
-                || matches!(state.overlay, Some(Overlay::Save(_) | Overlay::Models(_)))
+                || matches!(
+                    state.overlay,
+                    Some(Overlay::Save(_) | Overlay::Models(_) | Overlay::Conversation(_))
+                )
             {
                 // A value is one line: newlines would only make it invalid.
                 let line = text.replace(['\r', '\n'], " ");
@@ -127,6 +122,7 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
                     true
                 })
             } else if state.focus == Focus::Prompt && state.overlay.is_none() {
+                state.prompt.view = PromptView::Typed;
                 state.prompt.paste(&text);
                 params_changed(state, true)
             } else {
@@ -301,12 +297,17 @@ fn edit_text(state: &mut State, edit: impl FnOnce(&mut TextBuffer) -> bool) -> V
             prompt.error = None;
         }
         Vec::new()
+    } else if let Some(buffer) = conversation::editor_mut(state) {
+        edit(buffer);
+        Vec::new()
     } else if let Some(editor) = &mut state.params.editor {
         if edit(&mut editor.buffer) {
             editor.error = None;
         }
         Vec::new()
     } else if state.focus == Focus::Prompt && state.overlay.is_none() {
+        // What is typed is shown.
+        state.prompt.view = PromptView::Typed;
         let changed = edit(&mut state.prompt.buffer);
         params_changed(state, changed)
     } else {
@@ -361,38 +362,26 @@ fn start_run(state: &mut State) -> Vec<Effect> {
         state.run.last_id += 1;
         let run_id = state.run.last_id;
         let params = state.set_params(state.sides[index].set).params.clone();
+        let prompt = chat_mode::prompt_for(state, state.sides[index].model);
         let side = &mut state.sides[index];
         side.current = Some(run_id);
         side.active = true;
         side.pending = false;
         side.response = None;
         side.run_params = Some(params.clone());
+        side.run_prompt = Some(prompt.clone());
         side.error = None;
         effects.push(Effect::Run(
             side.model,
             Request {
                 run_id,
-                prompt: state.prompt.text().to_owned(),
+                prompt,
                 lane: side.set as u32,
-                chat: state.prompt.chat,
-                literal_specials: state.prompt.literal_specials,
-                messages: Vec::new(),
                 params,
             },
         ));
     }
     effects
-}
-
-fn no_template_message(state: &State) -> String {
-    let name = state
-        .status
-        .models
-        .iter()
-        .find(|m| m.ready() && !m.chat_available)
-        .and_then(|m| m.name())
-        .unwrap_or("the model");
-    format!("{name} has no chat template: the prompt is sent as raw text")
 }
 
 /// The side showing run `run_id` of `model`.
@@ -442,10 +431,7 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             }
             let size = u32::try_from(vocab_size).unwrap_or(u32::MAX);
             state.params.vocab_size = Some(state.params.vocab_size.map_or(size, |s| s.min(size)));
-            if state.prompt.chat && !chat_template {
-                state.prompt.chat = false;
-                state.status.report_error(no_template_message(state));
-            }
+            chat_mode::loaded(state, model);
             // The first model's defaults are the ones `--preset model` means.
             if model == 0 {
                 state.presets.model_defaults.clone_from(&defaults);
@@ -481,6 +467,20 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
                     .status
                     .report_error(format!("cannot load model {spec}: {message}"));
             }
+        }
+        Event::Prompted {
+            rendered, tokens, ..
+        } => {
+            let name = state
+                .status
+                .slot(model)
+                .and_then(|s| s.name())
+                .unwrap_or("the model");
+            state.sides[side.unwrap_or_default()].seen = Some(SeenPrompt {
+                model: name.to_owned(),
+                rendered,
+                tokens,
+            });
         }
         Event::Started {
             run_id,
@@ -605,8 +605,7 @@ fn score_request(state: &State, side: usize) -> Option<ScoreRequest> {
     Some(ScoreRequest::new(
         side.current?,
         state.status.slot(side.model)?.vocab,
-        state.prompt.text(),
-        state.prompt.chat,
+        side.run_prompt.as_ref()?,
         response,
     ))
 }

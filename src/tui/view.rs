@@ -6,8 +6,8 @@ use super::layout::areas;
 use super::state::{Overlay, State};
 use super::theme::Theme;
 use super::{
-    columns, dialogs, export_dialog, help, inspector, messages, model_picker, params,
-    preset_picker, prompt, save_prompt, status,
+    chat_mode, columns, conversation, dialogs, export_dialog, help, inspector, messages,
+    model_picker, params, preset_picker, prompt, save_prompt, status,
 };
 use ratatui::Frame;
 use ratatui::widgets::Block;
@@ -17,15 +17,13 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
     frame.render_widget(Block::new().style(theme.base), frame.area());
     let a = areas(frame.area());
     let focus = |f| state.focus == f && state.overlay.is_none();
-    prompt::render(
-        frame,
-        a.prompt,
-        &state.prompt,
-        state.status.chat_available(),
-        &state.status.special_tokens(),
-        focus(Focus::Prompt),
-        theme,
-    );
+    let shown = prompt::Shown {
+        modes: &chat_mode::modes(state),
+        specials: &state.status.special_tokens(),
+        seen: state.seen_prompt(),
+        focused: focus(Focus::Prompt),
+    };
+    prompt::render(frame, a.prompt, &state.prompt, &shown, theme);
     if state.focus == Focus::Columns {
         inspector::render(frame, a.params, &state.columns, theme);
     } else {
@@ -112,6 +110,10 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         }
         Some(Overlay::Models(picker)) => {
             model_picker::render(frame, area, state, picker, keymap, theme);
+        }
+        Some(Overlay::Conversation(dialog)) => {
+            let chat = state.status.models.iter().any(|m| m.chat);
+            conversation::render(frame, area, &state.prompt, chat, dialog, keymap, theme);
         }
     }
 }

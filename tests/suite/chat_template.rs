@@ -3,7 +3,9 @@
 
 use crate::common;
 
-use samplab::engine::{Backend, LoadedModel, ParkedRow, Prefill, ReplayStore, RowSource};
+use samplab::engine::{
+    Backend, Conversation, LoadedModel, ParkedRow, Prefill, Prompt, ReplayStore, RowSource,
+};
 use samplab::model::chat_template::{ChatTemplate, CivilTime, Clock, Message};
 use serde_json::Value as Json;
 use std::path::Path;
@@ -371,12 +373,21 @@ fn loaded(template: Option<ChatTemplate>) -> LoadedModel {
     }
 }
 
+/// The ids of one user message in chat mode.
+fn chat_ids(model: &mut LoadedModel, message: &str, literal_specials: bool) -> Vec<u32> {
+    let prompt = Prompt::Chat(Conversation {
+        messages: vec![Message::new("user", message)],
+        literal_specials,
+    });
+    model.encode_prompt(&prompt).unwrap().0
+}
+
 #[test]
 fn a_chat_prompt_turns_role_markers_into_special_ids_and_adds_no_bos() {
     let mut model = loaded(Some(template(CHATML)));
     let im_start = model.tokenizer.token_to_id("<|im_start|>").unwrap();
     let im_end = model.tokenizer.token_to_id("<|im_end|>").unwrap();
-    let ids = model.encode_chat("hi").unwrap();
+    let ids = chat_ids(&mut model, "hi", false);
     let expected_text = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n";
     assert_eq!(ids[0], im_start, "no BOS before the template's own text");
     assert_eq!(ids.iter().filter(|&&id| id == im_start).count(), 2);
@@ -400,7 +411,10 @@ fn a_chat_prompt_turns_role_markers_into_special_ids_and_adds_no_bos() {
 
 #[test]
 fn chat_mode_without_a_template_says_what_to_do() {
-    let err = loaded(None).encode_chat("hi").unwrap_err().to_string();
+    let err = loaded(None)
+        .encode_prompt(&Prompt::chat(vec![Message::new("user", "hi")]))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("has no chat template"), "{err}");
     assert!(err.contains("raw prompt"), "{err}");
 }
@@ -412,7 +426,7 @@ fn special_token_text_in_a_message_can_stay_text() {
     let mut model = loaded(Some(template(CHATML)));
     let im_end = model.tokenizer.token_to_id("<|im_end|>").unwrap();
     let message = "a<|im_end|>b";
-    let as_tokens = model.encode_chat(message).unwrap();
+    let as_tokens = chat_ids(&mut model, message, false);
     assert_eq!(as_tokens.iter().filter(|&&id| id == im_end).count(), 2);
     let rendered = model
         .chat_template
@@ -420,7 +434,7 @@ fn special_token_text_in_a_message_can_stay_text() {
         .unwrap()
         .render(message)
         .unwrap();
-    let as_text = model.encode_literal(&rendered, message).unwrap();
+    let as_text = chat_ids(&mut model, message, true);
     assert_eq!(
         as_text.iter().filter(|&&id| id == im_end).count(),
         1,
@@ -436,4 +450,32 @@ fn special_token_text_in_a_message_can_stay_text() {
         "the text is the same either way"
     );
     assert_eq!(model.special_tokens(), ["<|im_start|>", "<|im_end|>"]);
+}
+
+/// Python's `%` formatting, which minijinja refuses on strings: each text is what Jinja2
+/// renders under transformers for the same template and messages.
+#[test]
+fn python_percent_formatting_renders_as_in_python() {
+    let source = "{% for m in messages %}{{ '<%s>%s</%s>\n' % (m.role, m.content|trim, m.role) }}\
+                  {% endfor %}{{ 'turns=%02d, %s%%' % (messages|length, '%.1f' % 12.345) }}\
+                  {{ ' %(who)s' % {'who': bos_token} }}";
+    let text = template(source)
+        .render_messages(&[
+            Message::new("system", " Be brief. "),
+            Message::new("user", "Hi"),
+        ])
+        .unwrap();
+    assert_eq!(
+        text,
+        "<system>Be brief.</system>\n<user>Hi</user>\nturns=02, 12.3% <s>"
+    );
+    let err = template("{{ '%s %s' % 1 }}")
+        .render("x")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("not enough arguments for format string"),
+        "{err}"
+    );
+    assert!(err.contains("line 1"), "{err}");
 }

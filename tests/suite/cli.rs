@@ -356,23 +356,122 @@ fn the_playground_checks_its_preset_before_taking_the_terminal() {
     assert!(!output.status.success());
 }
 
+/// Issue 14 item 7: `--chat` on a model without a template is not ignored silently: the model
+/// gets the raw prompt and stderr says so; a conversation it cannot render is an error.
 #[test]
-fn sample_chat_on_a_model_without_a_template_says_to_use_the_raw_prompt() {
+fn sample_chat_on_a_model_without_a_template_warns_and_sends_the_raw_prompt() {
     let Some(model) = common::test_model() else {
         return;
     };
+    let model = model.to_str().unwrap();
     let out = samplab(&[
         "sample",
         "--model",
-        model.to_str().unwrap(),
+        model,
         "--prompt",
         "Hi",
         "--chat",
+        "--set",
+        "max_tokens=2",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let message = stderr(&out);
+    assert!(
+        message.contains("has no chat template: it gets the prompt as raw text"),
+        "{message}"
+    );
+    let response: samplab::response::SampleResponse = serde_json::from_slice(&out.stdout).unwrap();
+    let prompt = response.prompt.unwrap();
+    assert!(!prompt.chat && prompt.rendered.is_none());
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("conversation.yaml");
+    std::fs::write(&file, "- {role: user, content: Hi}\n").unwrap();
+    let out = samplab(&[
+        "sample",
+        "--model",
+        model,
+        "--messages",
+        file.to_str().unwrap(),
     ]);
     assert!(!out.status.success());
     let message = stderr(&out);
-    assert!(message.contains("has no chat template"), "{message}");
-    assert!(message.contains("raw prompt"), "{message}");
+    assert!(
+        message.contains("has no chat template to render the conversation"),
+        "{message}"
+    );
+}
+
+/// Issue 18: `--messages` with several models: each renders the conversation with its own
+/// template, and scores the other's samples after it.
+#[test]
+fn sample_messages_with_two_models_cross_scores_the_conversation() {
+    let Some(model) = common::real_model() else {
+        eprintln!("skipped: no SmolLM2 model (set SAMPLAB_REAL_MODEL)");
+        return;
+    };
+    let model = model.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("conversation.yaml");
+    std::fs::write(
+        &file,
+        "- {role: system, content: Answer in one word.}\n- {role: user, content: Hi}\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let out = samplab(&[
+        "sample",
+        "--model",
+        model,
+        "--model",
+        model,
+        "--messages",
+        file,
+        "--set",
+        "max_tokens=3",
+        "--set",
+        "temperature=0",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let responses: Vec<samplab::response::SampleResponse> =
+        serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(responses.len(), 2);
+    for response in &responses {
+        let prompt = response.prompt.as_ref().unwrap();
+        assert_eq!(
+            prompt.messages.len(),
+            2,
+            "the response keeps the conversation"
+        );
+        assert!(
+            prompt
+                .rendered
+                .as_deref()
+                .unwrap()
+                .contains("Answer in one word.")
+        );
+        let trajectory = &response.trajectories[0];
+        let scores = trajectory
+            .cross_scores
+            .as_ref()
+            .expect("scored by the other");
+        assert_eq!(scores.len(), 1);
+        assert!(!scores[0].retokenized && !scores[0].foreign_prompt);
+        // The same model under the same rendering finds exactly its own logprobs.
+        let own = trajectory
+            .logprobs
+            .iter()
+            .map(|&l| f64::from(l))
+            .sum::<f64>()
+            / trajectory.logprobs.len() as f64;
+        assert!(
+            (scores[0].mean_logprob - own).abs() < 1e-3,
+            "{} vs {own}",
+            scores[0].mean_logprob
+        );
+    }
 }
 
 #[test]

@@ -6,8 +6,8 @@
 #[path = "../../examples/train_default_model/corpus.rs"]
 mod corpus;
 
-use samplab::engine::Request;
 use samplab::engine::load::load_model;
+use samplab::engine::{Prompt, Request};
 use samplab::model::device::DeviceChoice;
 use samplab::model::embedded;
 use samplab::model::source::HubSettings;
@@ -27,11 +27,8 @@ fn sample(params: SamplingParams) -> SampleResponse {
     .expect("the embedded model loads");
     let request = Request {
         run_id: 1,
-        prompt: PROMPT.to_owned(),
+        prompt: Prompt::raw(PROMPT),
         lane: 0,
-        chat: false,
-        literal_specials: false,
-        messages: Vec::new(),
         params,
     };
     model.run(&request, &mut || false, &mut |_| {}).unwrap()

@@ -6,8 +6,8 @@ use crate::common::fake_model::FakeModel;
 
 use samplab::engine::generate::{RunContext, generate};
 use samplab::engine::{
-    Backend, Engine, Event, LoadedModel, ParkedRow, Prefill, ReplayStore, Request, RowSource,
-    ScoreRequest, ScoreSample,
+    Backend, Engine, Event, LoadedModel, ParkedRow, Prefill, Prompt, ReplayStore, Request,
+    RowSource, ScoreRequest, ScoreSample,
 };
 use samplab::params::SamplingParams;
 use samplab::response::{SampleResponse, StopMatched, StopReason};
@@ -263,11 +263,8 @@ fn a_new_request_cancels_the_running_one_and_runs_cleanly() {
     let long = params("max_tokens: 100000\nseed: 3");
     engine.run(Request {
         run_id: 1,
-        prompt: "ab".into(),
+        prompt: Prompt::raw("ab"),
         lane: 0,
-        chat: false,
-        literal_specials: false,
-        messages: Vec::new(),
         params: long,
     });
     loop {
@@ -278,11 +275,8 @@ fn a_new_request_cancels_the_running_one_and_runs_cleanly() {
     let short = params("max_tokens: 5\nseed: 3");
     engine.run(Request {
         run_id: 2,
-        prompt: "ab".into(),
+        prompt: Prompt::raw("ab"),
         lane: 0,
-        chat: false,
-        literal_specials: false,
-        messages: Vec::new(),
         params: short.clone(),
     });
     let (first_id, first) = next_done(&mut inbox);
@@ -304,11 +298,8 @@ fn a_new_request_cancels_the_running_one_and_runs_cleanly() {
 
     engine.run(Request {
         run_id: 3,
-        prompt: "ab".into(),
+        prompt: Prompt::raw("ab"),
         lane: 0,
-        chat: false,
-        literal_specials: false,
-        messages: Vec::new(),
         params: params("max_tokens: 100000"),
     });
     engine.cancel(3);
@@ -323,11 +314,8 @@ fn a_failed_load_is_reported_and_runs_get_errors() {
     let engine = Engine::spawn(|_| anyhow::bail!("no such file: x.gguf"), forward(events));
     engine.run(Request {
         run_id: 4,
-        prompt: "a".into(),
+        prompt: Prompt::raw("a"),
         lane: 0,
-        chat: false,
-        literal_specials: false,
-        messages: Vec::new(),
         params: SamplingParams::default(),
     });
     match inbox.blocking_recv() {
@@ -368,11 +356,8 @@ fn dropping_the_engine_during_a_load_does_not_wait_for_it() {
 fn request(run_id: u64, lane: u32, yaml: &str) -> Request {
     Request {
         run_id,
-        prompt: "ab".into(),
+        prompt: Prompt::raw("ab"),
         lane,
-        chat: false,
-        literal_specials: false,
-        messages: Vec::new(),
         params: params(yaml),
     }
 }
@@ -408,7 +393,7 @@ fn cross_scoring_with_the_same_vocabulary_reproduces_the_sampled_logprobs() {
     let run = request(1, 0, "num_samples: 4\nmax_tokens: 12\nseed: 5");
     let response = model.run(&run, &mut || false, &mut |_| {}).unwrap();
     let vocab = model.vocab_fingerprint();
-    let scoring = ScoreRequest::new(1, vocab, "ab", false, &response);
+    let scoring = ScoreRequest::new(1, vocab, &Prompt::raw("ab"), &response);
 
     let same = model.score(&scoring, vocab, &mut || false).unwrap();
     assert_eq!(same.len(), 4);
@@ -463,7 +448,7 @@ fn the_worker_answers_a_score_request_under_the_scored_run_id() {
         .unwrap();
     let (events, mut inbox) = tokio::sync::mpsc::unbounded_channel();
     let engine = Engine::spawn(|_| Ok(fake_loaded(Duration::ZERO)), forward(events));
-    engine.score(ScoreRequest::new(41, 0, "ab", false, &response));
+    engine.score(ScoreRequest::new(41, 0, &Prompt::raw("ab"), &response));
     loop {
         match inbox.blocking_recv().expect("the engine answers") {
             Event::Scored { run_id, scores } => {
@@ -531,11 +516,8 @@ fn a_panic_in_a_run_is_that_runs_error_and_the_engine_keeps_working() {
     );
     let request = |run_id| Request {
         run_id,
-        prompt: "ab".into(),
+        prompt: Prompt::raw("ab"),
         lane: 0,
-        chat: false,
-        literal_specials: false,
-        messages: Vec::new(),
         params: params("max_tokens: 4\nseed: 1"),
     };
     engine.run(request(1));
@@ -565,11 +547,8 @@ fn a_panic_while_loading_is_a_failed_load() {
     );
     engine.run(Request {
         run_id: 1,
-        prompt: "a".into(),
+        prompt: Prompt::raw("a"),
         lane: 0,
-        chat: false,
-        literal_specials: false,
-        messages: Vec::new(),
         params: SamplingParams::default(),
     });
     match inbox.blocking_recv() {

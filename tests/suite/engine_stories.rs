@@ -4,7 +4,7 @@
 use crate::common;
 
 use samplab::engine::generate::EVENT_ALTERNATIVES;
-use samplab::engine::{Event, LoadedModel, Request};
+use samplab::engine::{Event, LoadedModel, Prompt, Request};
 use samplab::model::device::DeviceChoice;
 use samplab::params::SamplingParams;
 use samplab::response::{SampleResponse, StopMatched, StopReason};
@@ -13,11 +13,8 @@ use std::collections::BTreeSet;
 fn run(model: &mut LoadedModel, prompt: &str, yaml: &str) -> (SampleResponse, Vec<Event>) {
     let request = Request {
         run_id: 1,
-        prompt: prompt.to_owned(),
+        prompt: Prompt::raw(prompt),
         lane: 0,
-        chat: false,
-        literal_specials: false,
-        messages: Vec::new(),
         params: SamplingParams::from_yaml(yaml).unwrap(),
     };
     let mut events = Vec::new();

@@ -3,6 +3,7 @@
 
 mod common;
 
+mod chat_scoring;
 mod chat_template;
 mod cli;
 mod compare;
@@ -25,6 +26,7 @@ mod replay;
 mod sampling;
 mod stop_strings;
 mod tui;
+mod tui_chat;
 mod tui_compare;
 mod tui_dialogs;
 mod tui_failures;

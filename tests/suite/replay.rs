@@ -9,7 +9,7 @@ use samplab::model::device::DeviceChoice;
 use proptest::prelude::*;
 use samplab::engine::generate::{RunContext, generate};
 use samplab::engine::score::common_prefix;
-use samplab::engine::{LoadedModel, ReplayStore, Request};
+use samplab::engine::{LoadedModel, Prompt, ReplayStore, Request};
 use samplab::params::SamplingParams;
 use samplab::response::{SampleResponse, StopReason};
 use tokenizers::Tokenizer;
@@ -362,11 +362,8 @@ fn stories_run(
 ) -> SampleResponse {
     let request = Request {
         run_id: 1,
-        prompt: prompt.to_owned(),
+        prompt: Prompt::raw(prompt),
         lane: 0,
-        chat: false,
-        literal_specials: false,
-        messages: Vec::new(),
         params: params.clone(),
     };
     let mut checks = 0;

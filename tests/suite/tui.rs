@@ -10,7 +10,7 @@ use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::layout::Rect;
-use samplab::engine::{Event, Request, RunId, ScoreRequest, TraceRequest};
+use samplab::engine::{Event, Prompt, Request, RunId, ScoreRequest, TraceRequest};
 use samplab::params::{Field, SamplingParams};
 use samplab::presets::Preset;
 use samplab::response::{StopMatched, StopReason};
@@ -326,7 +326,7 @@ fn debounce_starts_a_new_run_with_a_new_id() {
         panic!("{effects:?}")
     };
     assert_eq!(request.run_id, 2);
-    assert_eq!(request.prompt, "Once");
+    assert_eq!(request.prompt, Prompt::raw("Once"));
     assert_eq!(request.params.temperature, 0.9);
     assert!(
         update(&mut s, Action::DebounceElapsed).is_empty(),
@@ -711,7 +711,7 @@ async fn keys_and_engine_events_drive_the_app_headless() {
     let ids: Vec<RunId> = requests.iter().map(|r| r.run_id).collect();
     assert_eq!(ids, [1, 2], "two quick nudges make one debounced run");
     assert_eq!(requests[1].params.temperature, 1.1);
-    assert_eq!(requests[1].prompt, "Once");
+    assert_eq!(requests[1].prompt, Prompt::raw("Once"));
     let buffer = terminal.backend().buffer();
     assert!(find(buffer, "T2").is_some(), "the second run is on screen");
     assert!(find(buffer, "■ length 1 tok").is_some());
@@ -779,20 +779,20 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
 fn m_switches_the_prompt_to_the_chat_template_and_reruns() {
     let mut s = state();
     let effects = update(&mut s, Action::Engine(0, loaded_with_template(true)));
-    assert!(matches!(&effects[..], [Effect::Run(_, r)] if !r.chat));
+    assert!(matches!(&effects[..], [Effect::Run(_, r)] if !r.prompt.is_chat()));
     let effects = update(&mut s, Action::ToggleChat);
-    assert!(s.prompt.chat);
+    assert!(s.status.models[0].chat);
     assert!(effects.contains(&Effect::ScheduleRun), "{effects:?}");
     let effects = update(&mut s, Action::DebounceElapsed);
     assert!(
-        matches!(&effects[..], [Effect::Run(_, r)] if r.chat),
+        matches!(&effects[..], [Effect::Run(_, r)] if r.prompt.is_chat()),
         "{effects:?}"
     );
     let title = row(&render(&s, &Theme::plain()), 0);
     assert!(title.contains("prompt · chat template"), "{title}");
 
     update(&mut s, Action::ToggleChat);
-    assert!(!s.prompt.chat);
+    assert!(!s.status.models[0].chat);
     let title = row(&render(&s, &Theme::plain()), 0);
     assert!(title.contains("prompt · raw (m: chat)"), "{title}");
 }
@@ -800,13 +800,13 @@ fn m_switches_the_prompt_to_the_chat_template_and_reruns() {
 #[test]
 fn a_model_without_a_template_keeps_the_prompt_raw_and_says_why() {
     let mut s = state();
-    s.prompt.chat = true;
+    s.status.models[0].chat = true;
     let effects = update(&mut s, Action::Engine(0, loaded_with_template(false)));
     assert!(
-        !s.prompt.chat,
+        !s.status.models[0].chat,
         "chat mode asked for before the load is dropped"
     );
-    assert!(matches!(&effects[..], [Effect::Run(_, r)] if !r.chat));
+    assert!(matches!(&effects[..], [Effect::Run(_, r)] if !r.prompt.is_chat()));
     assert!(
         s.status
             .error
@@ -818,7 +818,7 @@ fn a_model_without_a_template_keeps_the_prompt_raw_and_says_why() {
     s.status.error = None;
     let effects = update(&mut s, Action::ToggleChat);
     assert!(effects.is_empty(), "nothing re-runs: {effects:?}");
-    assert!(!s.prompt.chat);
+    assert!(!s.status.models[0].chat);
     assert!(
         s.status
             .error
@@ -903,18 +903,18 @@ fn special_token_text_in_a_chat_message_is_marked_and_can_stay_text() {
             _ => None,
         })
         .expect("the change re-runs");
-    assert!(request.chat && request.literal_specials);
+    assert!(matches!(&request.prompt, Prompt::Chat(c) if c.literal_specials));
 
     update(&mut s, Action::ToggleChat);
     assert!(
-        !s.prompt.chat && !s.prompt.literal_specials,
+        !s.status.models[0].chat && !s.prompt.literal_specials,
         "and on to raw text"
     );
     s.prompt.buffer = samplab::tui::text::TextBuffer::new("no specials");
     update(&mut s, Action::ToggleChat);
     update(&mut s, Action::ToggleChat);
     assert!(
-        !s.prompt.chat,
+        !s.status.models[0].chat,
         "without special text, m toggles chat as before"
     );
 }

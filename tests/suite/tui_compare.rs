@@ -98,6 +98,7 @@ fn a_finished_run_is_sent_to_the_other_model_and_its_scores_reach_the_footer() {
         mean_logprob: -2.0,
         perplexity: 2f64.exp(),
         retokenized: true,
+        foreign_prompt: false,
     };
     update(
         &mut s,
@@ -156,7 +157,7 @@ fn a_change_cancels_every_side_and_reruns_them_all() {
     let models: Vec<usize> = effects
         .iter()
         .filter_map(|e| match e {
-            Effect::Run(model, r) if r.prompt.ends_with('!') => Some(*model),
+            Effect::Run(model, r) if r.prompt.text().ends_with('!') => Some(*model),
             _ => None,
         })
         .collect();

@@ -672,6 +672,7 @@ fn help_lists_every_binding_at_80x24_and_200x50() {
         Mode::Confirm,
         Mode::Export,
         Mode::Models,
+        Mode::Conversation,
     ];
     for (w, h) in [(80, 24), (200, 50)] {
         let mut s = state_sized(w, h);

@@ -1,11 +1,13 @@
 //! The Jinja environment transformers' `apply_chat_template` renders in, rebuilt on minijinja:
 //! `trim_blocks` and `lstrip_blocks` on, loop controls, Python's string and dict methods,
-//! values printed as Python's `str()` prints them, and the globals and filter transformers adds
-//! (`raise_exception`, `strftime_now`, `tojson`).
+//! values printed as Python's `str()` prints them, Python's `%` string formatting (see
+//! `percent`), and the globals and filter transformers adds (`raise_exception`,
+//! `strftime_now`, `tojson`).
 
 use super::clock::Clock;
 use super::python;
 use super::tojson::tojson;
+use super::{percent, printf};
 use minijinja::syntax::SyntaxConfig;
 use minijinja::{Environment, Error, ErrorKind};
 
@@ -40,6 +42,7 @@ pub fn environment(clock: Clock) -> Environment<'static> {
     env.add_filter("tojson", tojson);
     env.set_formatter(python::format);
     env.add_filter("string", python::str);
+    env.add_filter(percent::FILTER, printf::percent_format);
     env
 }
 

@@ -14,6 +14,8 @@ use std::path::Path;
 
 mod clock;
 mod environment;
+mod percent;
+mod printf;
 mod python;
 mod tojson;
 
@@ -40,7 +42,7 @@ const SPECIAL_TOKENS: [&str; 7] = [
 pub type SpecialTokens = BTreeMap<String, String>;
 
 /// One turn of a conversation, as `apply_chat_template` takes it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Message {
     pub role: String,
@@ -123,7 +125,7 @@ impl ChatTemplate {
     /// `apply_chat_template(messages, add_generation_prompt=True, tokenize=False)` renders it:
     /// no tools and no documents (both `none`, so `tools is defined` holds as it does there).
     pub fn render_messages(&self, messages: &[Message]) -> Result<String, ChatTemplateError> {
-        let source = open_generation_blocks(&self.source);
+        let source = percent::rewrite(&open_generation_blocks(&self.source));
         let env = environment(self.clock);
         let template = env
             .template_from_str(&source)

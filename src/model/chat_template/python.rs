@@ -21,7 +21,7 @@ pub fn str(value: &Value) -> String {
 }
 
 /// Python's `repr(value)`, which `str()` of a list or dict uses for the items.
-fn repr(value: &Value) -> String {
+pub fn repr(value: &Value) -> String {
     match value.kind() {
         ValueKind::Undefined => String::new(),
         ValueKind::None => "None".to_owned(),

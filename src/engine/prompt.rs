@@ -1,0 +1,88 @@
+//! What a run is asked about: raw text, or a conversation that each model renders through its
+//! own chat template, so that compared models see the same conversation each in its own format.
+
+use crate::model::chat_template::Message;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prompt {
+    /// Text the model continues as it is (BOS added as the model wants).
+    Raw(String),
+    /// A conversation, rendered by the chat template of whichever model runs or scores it.
+    Chat(Conversation),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversation {
+    /// A system message, earlier turns and the last user message: what the template gets.
+    pub messages: Vec<Message>,
+    /// Special-token text typed into the last user message (`<|im_end|>`) stays plain text
+    /// instead of becoming the control token, as transformers would make it.
+    pub literal_specials: bool,
+}
+
+impl Prompt {
+    pub fn raw(text: &str) -> Self {
+        Prompt::Raw(text.to_owned())
+    }
+
+    /// A conversation with special-token text becoming control tokens, as in transformers.
+    pub fn chat(messages: Vec<Message>) -> Self {
+        Prompt::Chat(Conversation {
+            messages,
+            literal_specials: false,
+        })
+    }
+
+    /// What the user typed: the raw text, or the conversation's last user message.
+    pub fn text(&self) -> &str {
+        match self {
+            Prompt::Raw(text) => text,
+            Prompt::Chat(conversation) => conversation.last_user().unwrap_or(""),
+        }
+    }
+
+    pub fn is_chat(&self) -> bool {
+        matches!(self, Prompt::Chat(_))
+    }
+
+    /// The conversation's messages; none for raw text.
+    pub fn messages(&self) -> &[Message] {
+        match self {
+            Prompt::Raw(_) => &[],
+            Prompt::Chat(conversation) => &conversation.messages,
+        }
+    }
+}
+
+impl Conversation {
+    /// The content of the last user message.
+    pub fn last_user(&self) -> Option<&str> {
+        self.messages
+            .iter()
+            .rev()
+            .find(|m| m.role == "user")
+            .map(|m| m.content.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_is_the_raw_text_or_the_last_user_message() {
+        assert_eq!(Prompt::raw("Once").text(), "Once");
+        let chat = Prompt::chat(vec![
+            Message::new("system", "Be brief."),
+            Message::new("user", "Hi"),
+            Message::new("assistant", "Hello"),
+            Message::new("user", "Bye"),
+            Message::new("assistant", ""),
+        ]);
+        assert_eq!(chat.text(), "Bye");
+        assert!(chat.is_chat() && !Prompt::raw("x").is_chat());
+        assert_eq!(chat.messages().len(), 5);
+        assert!(Prompt::raw("x").messages().is_empty());
+        assert_eq!(Prompt::chat(vec![Message::new("system", "s")]).text(), "");
+    }
+}

@@ -1,0 +1,250 @@
+//! The conversation dialog (`c`): a system message and earlier turns that the chat template
+//! gets before the prompt, which is the last user message. Enter edits a turn, `a` adds one
+//! after the selection, `d` deletes it, `r` cycles its role; every change re-runs.
+
+use super::action::Effect;
+use super::keymap::{KeyMap, Mode};
+use super::popup;
+use super::prompt::PromptState;
+use super::state::{Overlay, State};
+use super::text::TextBuffer;
+use super::theme::Theme;
+use super::update::params_changed;
+use crate::model::chat_template::Message;
+use ratatui::Frame;
+use ratatui::layout::{Position, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+use unicode_width::UnicodeWidthStr;
+
+/// The roles `r` cycles through.
+const ROLES: [&str; 3] = ["system", "user", "assistant"];
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConversationDialog {
+    /// The selected turn of `PromptState::history`.
+    pub selected: usize,
+    /// The selected turn's text while it is edited.
+    pub editor: Option<TextBuffer>,
+}
+
+pub fn open(state: &mut State) {
+    state.overlay = Some(Overlay::Conversation(ConversationDialog::default()));
+}
+
+/// Moves the selection, stopping at the first and last turn.
+pub fn move_by(state: &mut State, delta: i32) {
+    let last = state.prompt.history.len().saturating_sub(1);
+    if let Some(dialog) = dialog_mut(state) {
+        dialog.selected = dialog
+            .selected
+            .saturating_add_signed(delta as isize)
+            .min(last);
+    }
+}
+
+/// Enter: edit the selected turn's text.
+pub fn edit(state: &mut State) {
+    let Some(selected) = dialog_mut(state).map(|d| d.selected) else {
+        return;
+    };
+    let Some(turn) = state.prompt.history.get(selected) else {
+        return;
+    };
+    let buffer = TextBuffer::new(turn.content.clone());
+    if let Some(dialog) = dialog_mut(state) {
+        dialog.editor = Some(buffer);
+    }
+}
+
+/// `a`: a new turn after the selection (the first one a system message; then each answers the
+/// one before: an assistant after a user, a user after anything else), edited at once.
+pub fn add(state: &mut State) -> Vec<Effect> {
+    let Some(selected) = dialog_mut(state).map(|d| d.selected) else {
+        return Vec::new();
+    };
+    let history = &mut state.prompt.history;
+    let (at, role) = match history.get(selected) {
+        None => (0, "system"),
+        Some(turn) if turn.role == "user" => (selected + 1, "assistant"),
+        Some(_) => (selected + 1, "user"),
+    };
+    history.insert(at, Message::new(role, ""));
+    if let Some(dialog) = dialog_mut(state) {
+        dialog.selected = at;
+        dialog.editor = Some(TextBuffer::default());
+    }
+    params_changed(state, true)
+}
+
+/// `d`: deletes the selected turn.
+pub fn delete(state: &mut State) -> Vec<Effect> {
+    let Some(selected) = dialog_mut(state).map(|d| d.selected) else {
+        return Vec::new();
+    };
+    if selected >= state.prompt.history.len() {
+        return Vec::new();
+    }
+    state.prompt.history.remove(selected);
+    let last = state.prompt.history.len().saturating_sub(1);
+    if let Some(dialog) = dialog_mut(state) {
+        dialog.selected = selected.min(last);
+    }
+    params_changed(state, true)
+}
+
+/// `r`: system → user → assistant → system for the selected turn.
+pub fn cycle_role(state: &mut State) -> Vec<Effect> {
+    let Some(selected) = dialog_mut(state).map(|d| d.selected) else {
+        return Vec::new();
+    };
+    let Some(turn) = state.prompt.history.get_mut(selected) else {
+        return Vec::new();
+    };
+    let next = ROLES
+        .iter()
+        .position(|&r| r == turn.role)
+        .map_or(0, |i| (i + 1) % ROLES.len());
+    turn.role = ROLES[next].to_owned();
+    params_changed(state, true)
+}
+
+/// Enter while editing: the text becomes the turn's. `None` when no turn is being edited.
+pub fn commit(state: &mut State) -> Option<Vec<Effect>> {
+    let dialog = dialog_mut(state)?;
+    let text = dialog.editor.take()?.text;
+    let selected = dialog.selected;
+    let turn = state.prompt.history.get_mut(selected)?;
+    let changed = turn.content != text;
+    turn.content = text;
+    Some(params_changed(state, changed))
+}
+
+/// Esc while editing: the turn keeps its text. Whether a turn was being edited.
+pub fn cancel(state: &mut State) -> bool {
+    dialog_mut(state).is_some_and(|d| d.editor.take().is_some())
+}
+
+/// The text field of the turn being edited.
+pub fn editor_mut(state: &mut State) -> Option<&mut TextBuffer> {
+    dialog_mut(state)?.editor.as_mut()
+}
+
+fn dialog_mut(state: &mut State) -> Option<&mut ConversationDialog> {
+    match &mut state.overlay {
+        Some(Overlay::Conversation(dialog)) => Some(dialog),
+        _ => None,
+    }
+}
+
+/// Width of the role column.
+const ROLE_WIDTH: usize = 10;
+
+/// The turns of `prompt.history`, then the prompt itself as the last user message.
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    prompt: &PromptState,
+    chat: bool,
+    dialog: &ConversationDialog,
+    keymap: &KeyMap,
+    theme: &Theme,
+) {
+    let history = &prompt.history;
+    let modes: &[Mode] = if dialog.editor.is_some() {
+        &[Mode::ParamEdit, Mode::TextField]
+    } else {
+        &[Mode::Conversation, Mode::Dialog]
+    };
+    let hints = popup::hints(keymap, modes);
+    let popup_area = popup::centred(area, 96, history.len() as u16 + 6);
+    let inner = popup::open(frame, popup_area, "conversation", &hints, theme);
+    let width = usize::from(inner.width).saturating_sub(ROLE_WIDTH);
+    let mut lines = Vec::new();
+    let note = if chat {
+        "the chat template gets these turns, then the prompt:"
+    } else {
+        "these turns reach the chat template in chat mode (m):"
+    };
+    lines.push(Line::styled(note, theme.dim));
+    for (i, turn) in history.iter().enumerate() {
+        let selected = i == dialog.selected;
+        let text = match &dialog.editor {
+            Some(editor) if selected => visible_tail(&editor.text, width),
+            _ => one_line(&turn.content, width),
+        };
+        let style = if selected && dialog.editor.is_none() {
+            theme.selected
+        } else {
+            theme.base
+        };
+        lines.push(Line::from(vec![
+            Span::styled(format!("{:>9} ", turn.role), theme.value),
+            Span::styled(text, style),
+        ]));
+    }
+    if history.is_empty() {
+        lines.push(Line::styled("no earlier turns: a adds one", theme.dim));
+    }
+    lines.push(Line::from(vec![
+        Span::styled(format!("{:>9} ", "user"), theme.dim),
+        Span::styled(one_line(prompt.text(), width), theme.dim),
+    ]));
+    // A long conversation scrolls to keep the selected turn (line 1 + selected) in view.
+    let top = (dialog.selected + 2).saturating_sub(usize::from(inner.height));
+    frame.render_widget(Paragraph::new(lines).scroll((top as u16, 0)), inner);
+    if let Some(editor) = &dialog.editor {
+        let before = visible_tail(&editor.text[..editor.cursor], width);
+        let x = inner.x + (ROLE_WIDTH + before.width()).min(usize::from(inner.width)) as u16;
+        let y = inner.y + (1 + dialog.selected - top) as u16;
+        if y < inner.y + inner.height {
+            frame.set_cursor_position(Position::new(x, y));
+        }
+    }
+}
+
+/// A turn on one line: newlines as `↵`, cut to `width` cells with `…`.
+fn one_line(text: &str, width: usize) -> String {
+    let flat = text.replace('\n', "↵");
+    if flat.width() <= width {
+        return flat;
+    }
+    let mut cut = String::new();
+    let mut cells = 0;
+    for c in flat.chars() {
+        cells += unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+        if cells + 1 > width {
+            break;
+        }
+        cut.push(c);
+    }
+    cut + "…"
+}
+
+/// The end of the text being typed, as much as fits in `width` cells (one kept for the cursor).
+fn visible_tail(text: &str, width: usize) -> String {
+    let flat = text.replace('\n', "↵");
+    let mut cells = 0;
+    let mut start = flat.len();
+    for (at, c) in flat.char_indices().rev() {
+        cells += unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+        if cells + 1 > width {
+            break;
+        }
+        start = at;
+    }
+    flat[start..].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_turns_are_cut_and_typing_shows_the_end() {
+        assert_eq!(one_line("a\nb", 10), "a↵b");
+        assert_eq!(one_line("abcdefghij", 6), "abcde…");
+        assert_eq!(visible_tail("abcdefghij", 5), "ghij");
+        assert_eq!(visible_tail("ab", 5), "ab");
+    }
+}

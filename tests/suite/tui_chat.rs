@@ -1,0 +1,378 @@
+//! Chat in the playground: chat mode per model (issue 14 item 7), the prompt box showing what
+//! the model sees (issue 18), and the conversation's earlier turns.
+
+use crate::common;
+
+use common::tui::{done, find, render, row, started, state_sized, token};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use samplab::engine::{Event, Prompt, PromptToken, Request};
+use samplab::response::{CrossScore, StopReason};
+use samplab::tui::action::{Action, DialogAction, Effect, Focus};
+use samplab::tui::keymap::KeyMap;
+use samplab::tui::prompt::PromptView;
+use samplab::tui::state::State;
+use samplab::tui::theme::Theme;
+use samplab::tui::update::update;
+
+fn loaded(name: &str, chat_template: bool) -> Event {
+    Event::Loaded {
+        model: name.into(),
+        device: "cpu".into(),
+        defaults: None,
+        chat_template,
+        vocab: 0,
+        vocab_size: 1024,
+        special_tokens: vec!["<|im_end|>".into()],
+        warnings: Vec::new(),
+    }
+}
+
+fn runs(effects: &[Effect]) -> Vec<(usize, &Request)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Run(model, request) => Some((*model, request)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An instruct model (0) and a base model (1), both loaded.
+fn chat_and_base() -> State {
+    let mut s = state_sized(200, 50);
+    s.compare(&["instruct".into(), "base".into()], None);
+    update(&mut s, Action::Engine(0, loaded("instruct", true)));
+    update(&mut s, Action::Engine(1, loaded("base", false)));
+    s
+}
+
+#[test]
+fn m_puts_the_chat_model_in_chat_mode_and_tells_that_the_base_model_stays_raw() {
+    let mut s = chat_and_base();
+    let effects = update(&mut s, Action::ToggleChat);
+    assert!(effects.contains(&Effect::ScheduleRun), "{effects:?}");
+    assert!(s.status.models[0].chat && !s.status.models[1].chat);
+    let notice = s.status.notice.clone().unwrap();
+    assert!(notice.contains("base has no chat template"), "{notice}");
+    assert!(
+        s.status.log.iter().any(|m| m.text == notice),
+        "kept in the log"
+    );
+
+    let effects = update(&mut s, Action::DebounceElapsed);
+    let runs = runs(&effects);
+    assert_eq!(runs.len(), 2);
+    for (model, request) in runs {
+        match model {
+            0 => assert_eq!(request.prompt, Prompt::chat(vec![msg("user", "Once")])),
+            _ => assert_eq!(request.prompt, Prompt::raw("Once")),
+        }
+    }
+    let title = row(&render(&s, &Theme::plain()), 0);
+    assert!(title.contains("chat template · raw for base"), "{title}");
+
+    update(&mut s, Action::ToggleChat);
+    assert!(!s.status.models[0].chat, "and back to raw for all");
+}
+
+#[test]
+fn with_the_samples_focused_m_switches_only_the_model_of_the_cursors_column() {
+    let mut s = state_sized(200, 50);
+    s.compare(&["one".into(), "two".into()], None);
+    update(&mut s, Action::Engine(0, loaded("one", true)));
+    update(&mut s, Action::Engine(1, loaded("two", true)));
+    update(&mut s, Action::Engine(0, started(1, vec![7])));
+    update(&mut s, Action::Engine(1, started(2, vec![7])));
+    s.focus = Focus::Columns;
+    s.columns.cursor.column = 1;
+    update(&mut s, Action::ToggleChat);
+    assert!(!s.status.models[0].chat && s.status.models[1].chat);
+    let effects = update(&mut s, Action::DebounceElapsed);
+    let chat: Vec<(usize, bool)> = runs(&effects)
+        .into_iter()
+        .map(|(model, r)| (model, r.prompt.is_chat()))
+        .collect();
+    assert_eq!(chat, [(0, false), (1, true)]);
+}
+
+#[test]
+fn chat_asked_for_a_model_without_a_template_is_an_error_in_the_log() {
+    let mut s = state_sized(120, 30);
+    s.compare(&["base".into()], None);
+    // `--chat` asks every model for chat before any has loaded.
+    s.status.models[0].chat = true;
+    let effects = update(&mut s, Action::Engine(0, loaded("base", false)));
+    assert!(!s.status.models[0].chat);
+    assert!(matches!(&runs(&effects)[..], [(0, r)] if !r.prompt.is_chat()));
+    let error = s.status.error.clone().unwrap();
+    assert!(error.contains("base has no chat template"), "{error}");
+    assert!(s.status.log.iter().any(|m| m.error && m.text == error));
+
+    s.status.error = None;
+    assert!(
+        update(&mut s, Action::ToggleChat).is_empty(),
+        "nothing to re-run"
+    );
+    assert!(s.status.error.unwrap().contains("no chat template"));
+}
+
+fn msg(role: &str, content: &str) -> samplab::model::chat_template::Message {
+    samplab::model::chat_template::Message::new(role, content)
+}
+
+fn prompted(run_id: u64) -> Event {
+    let token = |text: &str, special| PromptToken {
+        id: 0,
+        text: text.into(),
+        special,
+    };
+    Event::Prompted {
+        run_id,
+        rendered: Some("<|im_start|>user\nOnce<|im_end|>\n".into()),
+        tokens: vec![
+            token("<|im_start|>", true),
+            token("user", false),
+            token("\n", false),
+            token("Once", false),
+            token("<|im_end|>", true),
+            token("\n", false),
+        ],
+    }
+}
+
+#[test]
+fn o_shows_the_rendered_prompt_then_its_tokens_then_the_typed_text() {
+    let theme = Theme::dark();
+    let mut s = state_sized(120, 30);
+    let effects = update(&mut s, Action::Engine(0, loaded("instruct", true)));
+    let run_id = runs(&effects)[0].1.run_id;
+    update(&mut s, Action::Engine(0, prompted(run_id)));
+
+    update(&mut s, Action::CyclePromptView);
+    assert_eq!(s.prompt.view, PromptView::Rendered);
+    let screen = render(&s, &theme);
+    assert!(
+        row(&screen, 0).contains("as instruct sees it"),
+        "{}",
+        row(&screen, 0)
+    );
+    assert!(find(&screen, "<|im_start|>user").is_some());
+    assert!(find(&screen, "Once<|im_end|>").is_some());
+
+    update(&mut s, Action::CyclePromptView);
+    let screen = render(&s, &theme);
+    assert!(
+        row(&screen, 0).contains("6 tokens of instruct"),
+        "{}",
+        row(&screen, 0)
+    );
+    let (x, y) = find(&screen, "<|im_start|>user↵").expect("tokens, newline shown");
+    assert_eq!(
+        screen[(x, y)].fg,
+        theme.error.fg.unwrap(),
+        "special tokens marked"
+    );
+    let user = &screen[(x + 12, y)];
+    assert_ne!(user.fg, theme.error.fg.unwrap());
+    let (x, y) = find(&screen, "Once<|im_end|>").unwrap();
+    assert_eq!(screen[(x + 4, y)].fg, theme.error.fg.unwrap());
+    assert_ne!(screen[(x, y)].fg, theme.error.fg.unwrap());
+
+    // Typing shows the typed text again.
+    s.focus = Focus::Prompt;
+    update(&mut s, Action::InsertChar('!'));
+    assert_eq!(s.prompt.view, PromptView::Typed);
+    assert!(find(&render(&s, &theme), "Once!").is_some());
+}
+
+#[test]
+fn before_any_run_the_rendered_view_says_so() {
+    let mut s = state_sized(80, 24);
+    update(&mut s, Action::CyclePromptView);
+    assert!(row(&render(&s, &Theme::plain()), 0).contains("not run yet"));
+}
+
+fn dialog(action: DialogAction) -> Action {
+    Action::Dialog(action)
+}
+
+fn type_in(s: &mut State, text: &str) {
+    for c in text.chars() {
+        update(s, Action::InsertChar(c));
+    }
+}
+
+#[test]
+fn the_conversation_dialog_adds_edits_recasts_and_deletes_turns_that_chat_runs_send() {
+    let mut s = state_sized(120, 30);
+    update(&mut s, Action::Engine(0, loaded("instruct", true)));
+    update(&mut s, Action::ToggleChat);
+    update(&mut s, dialog(DialogAction::OpenConversation));
+    let keymap = KeyMap::default();
+    let a = KeyEvent::new(KeyCode::Char('a'), KeyModifiers::NONE);
+    assert_eq!(
+        keymap.action(&s.modes(), a),
+        Some(dialog(DialogAction::AddTurn))
+    );
+
+    // The first turn is a system message, edited at once: `a` is typed, not a new turn.
+    let effects = update(&mut s, dialog(DialogAction::AddTurn));
+    assert!(effects.contains(&Effect::ScheduleRun));
+    assert_eq!(keymap.action(&s.modes(), a), Some(Action::InsertChar('a')));
+    type_in(&mut s, "Be brief");
+    let effects = update(&mut s, Action::CommitEdit);
+    assert!(effects.contains(&Effect::ScheduleRun), "{effects:?}");
+    // Then a user turn, an assistant's answer after it.
+    update(&mut s, dialog(DialogAction::AddTurn));
+    type_in(&mut s, "Hi");
+    update(&mut s, Action::CommitEdit);
+    update(&mut s, dialog(DialogAction::AddTurn));
+    type_in(&mut s, "Hello");
+    update(&mut s, Action::CommitEdit);
+    let roles: Vec<&str> = s.prompt.history.iter().map(|m| m.role.as_str()).collect();
+    assert_eq!(roles, ["system", "user", "assistant"]);
+
+    let screen = render(&s, &Theme::plain());
+    assert!(find(&screen, " conversation ").is_some());
+    assert!(find(&screen, "   system Be brief").is_some());
+    assert!(find(&screen, "assistant Hello").is_some());
+    assert!(
+        find(&screen, "     user Once").is_some(),
+        "the prompt comes last"
+    );
+
+    let effects = update(&mut s, Action::DebounceElapsed);
+    let [(0, request)] = &runs(&effects)[..] else {
+        panic!("{effects:?}");
+    };
+    assert_eq!(
+        request.prompt.messages(),
+        [
+            msg("system", "Be brief"),
+            msg("user", "Hi"),
+            msg("assistant", "Hello"),
+            msg("user", "Once")
+        ]
+    );
+
+    // Enter edits the selected turn; Esc keeps its text.
+    update(&mut s, dialog(DialogAction::TurnsMove(-1)));
+    update(&mut s, dialog(DialogAction::EditTurn));
+    type_in(&mut s, " there");
+    update(&mut s, Action::CancelEdit);
+    assert_eq!(s.prompt.history[1].content, "Hi");
+    update(&mut s, dialog(DialogAction::EditTurn));
+    type_in(&mut s, " there");
+    update(&mut s, Action::CommitEdit);
+    assert_eq!(s.prompt.history[1].content, "Hi there");
+
+    update(&mut s, dialog(DialogAction::CycleRole));
+    assert_eq!(s.prompt.history[1].role, "assistant");
+    update(&mut s, dialog(DialogAction::CycleRole));
+    assert_eq!(s.prompt.history[1].role, "system");
+    update(&mut s, dialog(DialogAction::DeleteTurn));
+    let contents: Vec<&str> = s
+        .prompt
+        .history
+        .iter()
+        .map(|m| m.content.as_str())
+        .collect();
+    assert_eq!(contents, ["Be brief", "Hello"]);
+    update(&mut s, dialog(DialogAction::TurnsMove(5)));
+    update(&mut s, dialog(DialogAction::DeleteTurn));
+    update(&mut s, dialog(DialogAction::DeleteTurn));
+    update(&mut s, dialog(DialogAction::DeleteTurn));
+    assert!(s.prompt.history.is_empty());
+    assert!(find(&render(&s, &Theme::plain()), "no earlier turns").is_some());
+
+    // A raw prompt sends no turns.
+    update(&mut s, Action::CloseOverlay);
+    s.prompt.history.push(msg("system", "x"));
+    update(&mut s, Action::ToggleChat);
+    let effects = update(&mut s, Action::DebounceElapsed);
+    assert!(matches!(&runs(&effects)[..], [(0, r)] if r.prompt == Prompt::raw("Once")));
+}
+
+#[test]
+fn the_base_model_scores_a_chat_sample_and_the_footer_marks_whose_rendering_it_followed() {
+    let mut s = chat_and_base();
+    update(&mut s, Action::ToggleChat);
+    let effects = update(&mut s, Action::DebounceElapsed);
+    let run_id = runs(&effects)
+        .into_iter()
+        .find(|(model, _)| *model == 0)
+        .unwrap()
+        .1
+        .run_id;
+    update(&mut s, Action::Engine(0, started(run_id, vec![7])));
+    update(&mut s, Action::Engine(0, token(run_id, 0, "Hi", 0.5)));
+    let effects = update(
+        &mut s,
+        Action::Engine(0, done(run_id, &[StopReason::Length])),
+    );
+    let [Effect::Score(1, request)] = &effects[..] else {
+        panic!("the base model is asked to score: {effects:?}");
+    };
+    assert_eq!(request.prompt, Prompt::chat(vec![msg("user", "Once")]));
+    let score = CrossScore {
+        model: "base".into(),
+        sample: 0,
+        tokens: 1,
+        mean_logprob: -1.0,
+        perplexity: 1f64.exp(),
+        retokenized: false,
+        foreign_prompt: true,
+    };
+    update(
+        &mut s,
+        Action::Engine(
+            1,
+            Event::Scored {
+                run_id,
+                scores: vec![score],
+            },
+        ),
+    );
+    let column = s.columns.columns.iter().find(|c| c.side == 0).unwrap();
+    assert!(
+        column.footer(60).ends_with("⇄base 2.72†"),
+        "{}",
+        column.footer(60)
+    );
+}
+
+#[test]
+fn a_model_added_while_in_chat_mode_joins_it_or_says_why_not() {
+    let mut s = state_sized(120, 30);
+    update(&mut s, Action::Engine(0, loaded("instruct", true)));
+    update(&mut s, Action::ToggleChat);
+    update(&mut s, Action::DebounceElapsed);
+    let chat = s.add_model("second");
+    let base = s.add_model("base");
+    assert!(s.status.slot(chat).unwrap().chat && s.status.slot(base).unwrap().chat);
+    let effects = update(&mut s, Action::Engine(chat, loaded("second", true)));
+    assert!(matches!(&runs(&effects)[..], [(_, r)] if r.prompt.is_chat()));
+    let effects = update(&mut s, Action::Engine(base, loaded("base", false)));
+    assert!(matches!(&runs(&effects)[..], [(_, r)] if !r.prompt.is_chat()));
+    assert!(
+        s.status
+            .error
+            .unwrap()
+            .contains("base has no chat template")
+    );
+}
+
+#[test]
+fn a_long_conversation_scrolls_to_the_selected_turn() {
+    let mut s = state_sized(80, 24);
+    s.prompt.history = (0..40).map(|i| msg("user", &format!("turn {i}"))).collect();
+    update(&mut s, dialog(DialogAction::OpenConversation));
+    assert!(find(&render(&s, &Theme::plain()), "turn 0").is_some());
+    update(&mut s, dialog(DialogAction::TurnsMove(35)));
+    let screen = render(&s, &Theme::plain());
+    assert!(find(&screen, "turn 35").is_some());
+    assert!(
+        find(&screen, "turn 0 ").is_none(),
+        "scrolled past the first turns"
+    );
+}
