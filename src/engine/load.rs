@@ -9,7 +9,7 @@ use crate::model::cache::cache_dir;
 use crate::model::chat_template::ChatTemplate;
 use crate::model::gguf_tokenizer::{GgufTokenizer, tokenizer_from_gguf};
 use crate::model::memory;
-use crate::model::source::{HubSettings, ModelSource, resolve};
+use crate::model::source::{HubSettings, LoadProgress, ModelSource, resolve};
 use crate::model::synthetic::{qtype_from_name, synthetic_spec, write_synthetic_gguf};
 use crate::model::{Model, Session};
 use anyhow::Context;
@@ -159,9 +159,9 @@ fn pick_device() -> (Device, String) {
 pub fn load_model(
     spec: &str,
     hub: &HubSettings,
-    progress: &mut dyn FnMut(f32, &str),
+    progress: &mut dyn FnMut(LoadProgress),
 ) -> anyhow::Result<LoadedModel> {
-    progress(0.0, &format!("finding {spec}"));
+    progress(LoadProgress::step(0.0, format!("finding {spec}")));
     let source = resolve(spec, hub, progress)?;
     let (device, device_name) = pick_device();
     let (ModelSource::Gguf(path) | ModelSource::HfDir(path)) = &source;
@@ -169,7 +169,10 @@ pub fn load_model(
         Ok(guard) => guard,
         Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
         Err(TryLockError::WouldBlock) => {
-            progress(0.2, "waiting for another model to finish loading");
+            progress(LoadProgress::step(
+                0.2,
+                "waiting for another model to finish loading",
+            ));
             LOADING.lock().unwrap_or_else(PoisonError::into_inner)
         }
     };
@@ -179,7 +182,10 @@ pub fn load_model(
         if device.is_cpu() {
             memory::check_fits(&name, estimate, memory::available()?)?;
         }
-        progress(0.3, &format!("loading weights from {}", path.display()));
+        progress(LoadProgress::step(
+            0.3,
+            format!("loading weights from {}", path.display()),
+        ));
         Ok(())
     };
     let (model, tokenizer, eos_ids, chat_template) = match &source {
@@ -219,7 +225,7 @@ pub fn load_model(
     } else {
         eos_ids
     };
-    progress(1.0, "ready");
+    progress(LoadProgress::step(1.0, "ready"));
     let defaults = model.config().generation.sampling_params().ok();
     let warnings = model.config().warnings.clone();
     let model = Arc::new(model);
@@ -289,13 +295,16 @@ fn display_name(spec: &str, path: &Path) -> String {
 pub fn synthetic_model(
     name: &str,
     qtype: &str,
-    progress: &mut dyn FnMut(f32, &str),
+    progress: &mut dyn FnMut(LoadProgress),
 ) -> anyhow::Result<LoadedModel> {
     let spec = synthetic_spec(name)?;
     let quantization = qtype_from_name(qtype)?;
     let path = cache_dir("synthetic")?.join(format!("{name}-{}.gguf", qtype.to_lowercase()));
     if !path.is_file() {
-        progress(0.0, &format!("writing {}", path.display()));
+        progress(LoadProgress::step(
+            0.0,
+            format!("writing {}", path.display()),
+        ));
         let partial = path.with_extension("gguf.partial");
         write_synthetic_gguf(&partial, spec, quantization, 0)?;
         std::fs::rename(&partial, &path)

@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 const PROMPT: &str = "Once upon a time";
 
 fn sample(params: SamplingParams) -> SampleResponse {
-    let mut model = load_model(embedded::NAME, &HubSettings::from_env(), &mut |_, _| {})
+    let mut model = load_model(embedded::NAME, &HubSettings::from_env(), &mut |_| {})
         .expect("the embedded model loads");
     let request = Request {
         run_id: 1,
@@ -51,7 +51,7 @@ fn texts(response: &SampleResponse) -> Vec<&str> {
 
 #[test]
 fn loads_by_name_with_bos_eos_and_its_shipped_defaults() {
-    let model = load_model(embedded::NAME, &HubSettings::from_env(), &mut |_, _| {}).unwrap();
+    let model = load_model(embedded::NAME, &HubSettings::from_env(), &mut |_| {}).unwrap();
     assert_eq!(model.name, embedded::NAME);
     assert_eq!(model.eos_ids, [2]);
     assert_eq!(model.encode(PROMPT).unwrap()[0], 1, "BOS comes first");

@@ -88,7 +88,7 @@ fn bytes_after_the_last_tensor_load_with_a_warning() {
     let clean = samplab::engine::load::load_model(
         model.to_str().unwrap(),
         &samplab::model::source::HubSettings::from_env(),
-        &mut |_, _| {},
+        &mut |_| {},
     )
     .unwrap();
     assert!(clean.warnings.is_empty(), "{:?}", clean.warnings);
@@ -97,7 +97,7 @@ fn bytes_after_the_last_tensor_load_with_a_warning() {
     let loaded = samplab::engine::load::load_model(
         path.to_str().unwrap(),
         &samplab::model::source::HubSettings::from_env(),
-        &mut |_, _| {},
+        &mut |_| {},
     )
     .unwrap();
     assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
@@ -483,12 +483,11 @@ fn tiny_copy() -> tempfile::TempDir {
 
 fn load_engine(dir: &Path) -> String {
     let hub = samplab::model::source::HubSettings {
-        cache_dir: std::env::temp_dir(),
         offline: true,
-        token: None,
+        ..samplab::model::source::HubSettings::new(std::env::temp_dir())
     };
     let spec = dir.to_str().unwrap();
-    match samplab::engine::load::load_model(spec, &hub, &mut |_, _| {}) {
+    match samplab::engine::load::load_model(spec, &hub, &mut |_| {}) {
         Ok(_) => panic!("loading {spec} must fail"),
         Err(e) => format!("{e:#}"),
     }

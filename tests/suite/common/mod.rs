@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+pub mod fake_hub;
 pub mod fake_model;
 pub mod tui;
 
@@ -15,12 +16,11 @@ pub fn test_model() -> Option<PathBuf> {
 pub fn loaded_test_model() -> Option<samplab::engine::LoadedModel> {
     let path = test_model()?;
     let hub = samplab::model::source::HubSettings {
-        cache_dir: std::env::temp_dir(),
         offline: true,
-        token: None,
+        ..samplab::model::source::HubSettings::new(std::env::temp_dir())
     };
     let spec = path.to_str().expect("a UTF-8 path");
-    Some(samplab::engine::load::load_model(spec, &hub, &mut |_, _| {}).expect("stories260K loads"))
+    Some(samplab::engine::load::load_model(spec, &hub, &mut |_| {}).expect("stories260K loads"))
 }
 
 /// The real SmolLM2-135M-Instruct Q4_1 file: `$SAMPLAB_REAL_MODEL`, or
