@@ -293,6 +293,39 @@ fn a_cut_download_is_never_shown_as_complete_and_the_next_run_resumes_it() {
 }
 
 #[test]
+fn a_mirror_that_redirects_within_itself_serves_the_file() {
+    let (server, gguf) = hub_with_models();
+    server.behave(Behaviour {
+        relative_redirects: true,
+        ..Behaviour::default()
+    });
+    let home = tempfile::tempdir().unwrap();
+    let hub = settings(&server, home.path());
+    let path = fetch(&hub, GGUF_REPO, GGUF_FILE).expect("the redirect is followed");
+    assert_eq!(std::fs::read(path).unwrap(), gguf);
+    let heads: Vec<String> = server
+        .log()
+        .into_iter()
+        .filter(|r| r.method == "HEAD")
+        .map(|r| r.path)
+        .collect();
+    let sha = sha256_hex(&gguf);
+    assert_eq!(
+        heads,
+        [
+            format!("/{GGUF_REPO}/resolve/main/{GGUF_FILE}"),
+            format!("/cdn/{sha}")
+        ]
+    );
+    // The blob is named by the redirect's X-Linked-Etag, the file's sha256.
+    assert!(
+        RepoCache::new(&hub.cache_dir, GGUF_REPO)
+            .blob_path(&sha)
+            .is_file()
+    );
+}
+
+#[test]
 fn a_server_that_ignores_ranges_restarts_the_file_cleanly() {
     let (server, gguf) = hub_with_models();
     let home = tempfile::tempdir().unwrap();

@@ -111,8 +111,11 @@ impl<'a> Client<'a> {
         }
     }
 
+    /// The HEAD, following relative redirects (a renamed repository, a mirror's own paths);
+    /// the `X-Repo-Commit` and `X-Linked-*` headers of a redirect count for the answer after it.
     fn metadata(&self, repo: &RepoCache, file: &str) -> Result<Metadata, HubError> {
         let mut url = self.resolve_url(file);
+        let (mut commit, mut linked_etag, mut linked_size) = (None, None, None);
         for _ in 0..5 {
             let response = match self.request(&self.meta, "HEAD", &url).call() {
                 Ok(response) => response,
@@ -124,32 +127,34 @@ impl<'a> Client<'a> {
                 }
             };
             let header = |name: &str| response.header(name).map(str::to_owned);
+            commit = commit.or_else(|| header("X-Repo-Commit"));
+            linked_etag = linked_etag.or_else(|| header("X-Linked-Etag"));
+            linked_size = linked_size.or_else(|| header("X-Linked-Size"));
+            let redirect = (300..400).contains(&response.status());
             let mut download_url = url.clone();
-            if (300..400).contains(&response.status()) {
+            if redirect {
                 let Some(location) = header("Location") else {
                     return Err(
                         self.not_a_hub(format!("a redirect without a Location for `{file}`"))
                     );
                 };
                 if location.starts_with('/') {
-                    // A renamed repository: ask again where it went.
                     url = format!("{}{location}", origin(&self.hub.endpoint));
                     continue;
                 }
                 download_url = location;
             }
-            let commit = header("X-Repo-Commit")
-                .filter(|c| cache::is_safe_name(c))
-                .ok_or_else(|| {
-                    self.not_a_hub(format!("no valid X-Repo-Commit header for `{file}`"))
-                })?;
-            let etag = header("X-Linked-Etag")
+            let commit = commit.filter(|c| cache::is_safe_name(c)).ok_or_else(|| {
+                self.not_a_hub(format!("no valid X-Repo-Commit header for `{file}`"))
+            })?;
+            let etag = linked_etag
                 .or_else(|| header("ETag"))
                 .map(|e| normalise_etag(&e))
                 .filter(|e| cache::is_safe_name(e))
                 .ok_or_else(|| self.not_a_hub(format!("no valid ETag header for `{file}`")))?;
-            let size = header("X-Linked-Size")
-                .or_else(|| header("Content-Length"))
+            // A redirect's own Content-Length is that of its (empty) body, not the file's.
+            let size = linked_size
+                .or_else(|| header("Content-Length").filter(|_| !redirect))
                 .and_then(|s| s.trim().parse().ok());
             return Ok(Metadata {
                 commit,

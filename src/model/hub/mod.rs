@@ -199,9 +199,9 @@ pub enum HubError {
     )]
     Unreachable { endpoint: String, reason: String },
     #[error(
-        "{endpoint} stopped answering (nothing for {:.1} s) while fetching `{file}` of `{id}`; \
-         what arrived is kept and the next try resumes from there (HF_HUB_DOWNLOAD_TIMEOUT and \
-         HF_HUB_ETAG_TIMEOUT set the wait in seconds)",
+        "{endpoint} stopped answering (nothing for {:.1} s) while fetching `{file}` of `{id}`: \
+         try again later, a download resumes where it stopped (HF_HUB_ETAG_TIMEOUT and \
+         HF_HUB_DOWNLOAD_TIMEOUT set the wait in seconds)",
         waited.as_secs_f64()
     )]
     Stalled {

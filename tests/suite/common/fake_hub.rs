@@ -37,6 +37,8 @@ pub struct Behaviour {
     pub stall: bool,
     /// GETs of bytes send this many bytes, then fall silent.
     pub stall_body_after: Option<usize>,
+    /// LFS files redirect to a path on the Hub's own host, as some mirrors do.
+    pub relative_redirects: bool,
 }
 
 #[derive(Default)]
@@ -231,6 +233,11 @@ fn answer(shared: &Shared, request: &Logged, base: &str) -> Answer {
     };
     if is_lfs(&file) {
         let sha = sha256_hex(bytes);
+        let base = if shared.behaviour.relative_redirects {
+            ""
+        } else {
+            base
+        };
         return Answer::new(302)
             .header("Location", format!("{base}/cdn/{sha}"))
             .header("X-Repo-Commit", COMMIT)
