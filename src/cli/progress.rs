@@ -36,7 +36,9 @@ impl LoadBar {
         match &step.download {
             Some(transfer) => {
                 if self.downloading.as_deref() != Some(transfer.file.as_str()) {
-                    bar.set_style(style("{prefix} [{bar:30}] {bytes}/{total_bytes} {msg}"));
+                    bar.set_style(style(
+                        "{prefix} [{bar:30}] {decimal_bytes}/{decimal_total_bytes} {msg}",
+                    ));
                     bar.set_prefix(format!("downloading {}", escape_controls(&transfer.file)));
                     self.downloading = Some(transfer.file.clone());
                 }
