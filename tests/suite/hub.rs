@@ -547,12 +547,14 @@ fn settings_are_read_from_the_variables_huggingface_hub_reads() {
         ("HF_TOKEN", "hf_env".into()),
         ("HF_HUB_OFFLINE", "0".into()),
         ("HF_HUB_DOWNLOAD_TIMEOUT", "soon".into()),
+        ("HF_HUB_ETAG_TIMEOUT", "1e300".into()),
     ]));
     assert_eq!(hub.endpoint, hub::DEFAULT_ENDPOINT);
     assert_eq!(hub.cache_dir, Path::new("/elsewhere/hub"));
     assert!(!hub.offline);
     assert_eq!(hub.token.as_deref(), Some("hf_env"));
     assert_eq!(hub.timeouts.read, Timeouts::default().read);
+    assert_eq!(hub.timeouts.metadata, Timeouts::default().metadata);
 }
 
 #[test]

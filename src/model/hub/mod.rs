@@ -129,8 +129,9 @@ impl HubSettings {
         let seconds = |name: &str, default: Duration| {
             var(name)
                 .and_then(|v| v.trim().parse::<f64>().ok())
-                .filter(|s| s.is_finite() && *s > 0.0)
-                .map_or(default, Duration::from_secs_f64)
+                .filter(|s| *s > 0.0)
+                .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                .unwrap_or(default)
         };
         let defaults = Timeouts::default();
         Self {

@@ -32,7 +32,7 @@ impl Transfer {
     pub fn eta(&self) -> Option<Duration> {
         let rate = self.bytes_per_second.filter(|r| *r > 0.0)?;
         let left = self.total.checked_sub(self.done)?;
-        Some(Duration::from_secs_f64(left as f64 / rate))
+        Duration::try_from_secs_f64(left as f64 / rate).ok()
     }
 
     /// `1.2 / 4.0 GB · 12.3 MB/s · 5 min left`: what a status line shows beside the file name.
@@ -161,6 +161,12 @@ mod tests {
             transfer.figures(),
             "1.0 GB / 4.0 GB · 10.0 MB/s · 5 min 0 s left"
         );
+        let crawling = Transfer {
+            total: u64::MAX,
+            bytes_per_second: Some(1e-3),
+            ..transfer.clone()
+        };
+        assert_eq!(crawling.eta(), None, "too long to say, and no panic");
         let unknown = Transfer {
             total: 0,
             bytes_per_second: None,
