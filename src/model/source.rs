@@ -45,6 +45,11 @@ pub enum SourceError {
     Embedded { source: std::io::Error },
     #[error(transparent)]
     Hub(#[from] HubError),
+    #[error(
+        "the repository `{id}` has no config.json, so it is not a transformers model; for a GGUF \
+         repository name the file too: `{id}:file.gguf`"
+    )]
+    NotATransformersRepo { id: String },
     #[error("`{file}` of `{id}` is not a valid shard index: {message}")]
     BadIndex {
         id: String,
@@ -107,7 +112,12 @@ pub fn resolve(
     match parse_hub_id(spec) {
         Some((id, Some(file))) => Ok(ModelSource::Gguf(fetch(id, file, hub, progress)?)),
         Some((id, None)) => {
-            let config = fetch(id, "config.json", hub, progress)?;
+            let config = fetch(id, "config.json", hub, progress).map_err(|e| match e {
+                SourceError::Hub(HubError::FileNotFound { id, .. }) => {
+                    SourceError::NotATransformersRepo { id }
+                }
+                e => e,
+            })?;
             fetch(id, "tokenizer.json", hub, progress)?;
             for file in HF_OPTIONAL {
                 fetch_optional(id, file, hub, progress)?;

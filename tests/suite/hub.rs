@@ -458,6 +458,12 @@ fn a_missing_repository_or_file_is_named() {
         message.contains("`missing.gguf`") && message.contains(GGUF_REPO),
         "{message}"
     );
+    // A GGUF repository asked for as a transformers model says how to name its file.
+    let message = load_error(GGUF_REPO, &hub);
+    assert!(
+        message.contains("config.json") && message.contains(&format!("`{GGUF_REPO}:file.gguf`")),
+        "{message}"
+    );
 }
 
 #[test]
