@@ -581,6 +581,7 @@ fn samplab_sample_downloads_through_hf_endpoint_without_drawing_into_a_pipe() {
         ])
         .env("HF_HOME", home.path())
         .env("HF_ENDPOINT", &server.url)
+        .env("XDG_CACHE_HOME", home.path())
         .env_remove("HF_HUB_OFFLINE")
         .env_remove("HF_HUB_CACHE")
         .env_remove("HF_TOKEN")
