@@ -251,20 +251,6 @@ impl<'a> Client<'a> {
                 }
             }
             let len = out.metadata().map_err(cache_error)?.len();
-            if meta.size.is_some_and(|size| len < size) {
-                // Ended early without an error: resume like after a cut.
-                cuts += 1;
-                if cuts > self.hub.retries {
-                    return Err(HubError::Interrupted {
-                        id: self.id.to_owned(),
-                        file: file.to_owned(),
-                        endpoint: self.hub.endpoint.clone(),
-                        attempts: cuts,
-                        reason: format!("it ended at {len} bytes of {total}"),
-                    });
-                }
-                continue;
-            }
             let problem = match (meta.size, sha256) {
                 (Some(size), _) if len != size => Some(format!("{len} bytes of {size}")),
                 (_, Some(expected)) => {
@@ -375,6 +361,10 @@ impl<'a> Client<'a> {
                 }));
             }
             let n = match body.read(&mut buffer) {
+                // Ended early without an error: resume as after a cut.
+                Ok(0) if meta.size.is_some_and(|size| done < size) => {
+                    return Err(Attempt::Cut(format!("it ended after {done} bytes")));
+                }
                 Ok(0) => return Ok(()),
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
