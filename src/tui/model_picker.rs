@@ -173,8 +173,6 @@ pub fn render(
 ) {
     let hints = popup::hints(keymap, &[Mode::Models, Mode::Dialog]);
     let rows = state.status.models.len() + picker.candidates.len();
-    let popup_area = popup::centred(area, 96, rows as u16 + 6);
-    let inner = popup::open(frame, popup_area, "models", &hints, theme);
     let mut lines = vec![Line::from(vec![
         Span::styled(LABEL, theme.dim),
         Span::styled(picker.input.text.clone(), theme.editor),
@@ -206,15 +204,15 @@ pub fn render(
             ),
             ModelStatus::Failed(why) => (format!("failed: {why}"), row_style(i).patch(theme.error)),
         };
-        lines.push(Line::styled(
-            format!(" {name:<40} {status} ({})", model.spec),
-            style,
-        ));
+        // Until it loads the name is the spec: said once, so that a download's figures fit.
+        let spec = if name == model.spec {
+            String::new()
+        } else {
+            format!(" ({})", model.spec)
+        };
+        lines.push(Line::styled(format!(" {name:<40} {status}{spec}"), style));
     }
-    lines.push(Line::styled(
-        "─".repeat(usize::from(inner.width)),
-        theme.dim,
-    ));
+    let separator = lines.len();
     let loaded = state.status.models.len();
     let label_width = picker
         .candidates
@@ -232,6 +230,15 @@ pub fn render(
     if let Some(error) = &picker.error {
         lines.push(Line::styled(error.clone(), theme.error));
     }
+    // Wide enough for a download's figures where the screen allows.
+    let widest = lines.iter().map(Line::width).max().unwrap_or(0);
+    let width = u16::try_from(widest + 2).unwrap_or(u16::MAX).max(96);
+    let popup_area = popup::centred(area, width, rows as u16 + 6);
+    let inner = popup::open(frame, popup_area, "models", &hints, theme);
+    lines.insert(
+        separator,
+        Line::styled("─".repeat(usize::from(inner.width)), theme.dim),
+    );
     frame.render_widget(Paragraph::new(lines), inner);
     let (_, col) = picker.input.cursor_line_col();
     let x = (LABEL.len() + col) as u16;

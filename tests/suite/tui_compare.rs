@@ -379,7 +379,10 @@ fn del_in_the_picker_cancels_the_download_of_the_last_model() {
     assert!(find(&screen, figures).is_some(), "{}", row(&screen, 49));
     open_models(&mut s);
     let screen = render(&s, &Theme::plain());
-    assert!(find(&screen, "loading 25%").is_some());
+    assert!(
+        find(&screen, &format!("loading 25% · {figures}")).is_some(),
+        "the picker shows the whole download"
+    );
     assert!(
         find(&screen, "3.3 MB").is_some(),
         "found models show their size"
