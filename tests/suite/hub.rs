@@ -6,6 +6,7 @@
 
 use crate::common::fake_hub::{Behaviour, COMMIT, FakeHub, sha256_hex};
 use samplab::engine::load::load_model;
+use samplab::engine::{Engine, Event};
 use samplab::model::discover::discover;
 use samplab::model::hub::{self, HubError, HubSettings, Lookup, RepoCache, Timeouts, Transfer};
 use samplab::model::source::LoadProgress;
@@ -391,6 +392,63 @@ fn a_cancelled_download_leaves_nothing_in_the_snapshot_and_resumes_later() {
         .rfind(|r| r.method == "GET")
         .unwrap();
     assert!(last_get.range.is_some(), "{last_get:?}");
+}
+
+#[test]
+fn the_engine_stops_its_download_when_asked_even_while_the_server_is_silent() {
+    let (server, gguf) = hub_with_models();
+    server.behave(Behaviour {
+        stall_body_after: Some(gguf.len() / 3),
+        ..Behaviour::default()
+    });
+    let home = tempfile::tempdir().unwrap();
+    let hub = HubSettings {
+        timeouts: Timeouts {
+            connect: Duration::from_secs(5),
+            metadata: Duration::from_secs(5),
+            read: Duration::from_secs(60),
+        },
+        ..settings(&server, home.path())
+    };
+    let cancel = hub.cancel.clone();
+    let (events, inbox) = std::sync::mpsc::channel();
+    let spec = format!("{GGUF_REPO}:{GGUF_FILE}");
+    let engine = Engine::spawn(
+        move |progress| load_model(&spec, &hub, progress),
+        move |event| {
+            let _ = events.send(event);
+        },
+    )
+    .with_load_cancel(cancel);
+    let next = || {
+        inbox
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the engine reports")
+    };
+    loop {
+        match next() {
+            Event::Loading {
+                download: Some(transfer),
+                ..
+            } if transfer.done > 0 => break,
+            Event::LoadFailed { message } => panic!("{message}"),
+            _ => {}
+        }
+    }
+    engine.cancel_load();
+    let message = loop {
+        match next() {
+            Event::LoadFailed { message } => break message,
+            Event::Loaded { .. } => panic!("the load was cancelled"),
+            _ => {}
+        }
+    };
+    assert!(
+        message.contains("cancelled") && message.contains(GGUF_FILE),
+        "{message}"
+    );
+    let repo = RepoCache::new(&home.path().join("hub"), GGUF_REPO);
+    assert_eq!(repo.lookup(GGUF_FILE), Lookup::Unknown);
 }
 
 #[test]

@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, sync_channel};
 use std::time::Duration;
 
 pub(super) struct Client<'a> {
@@ -39,6 +40,8 @@ enum Attempt {
 }
 
 const LOCK_POLL: Duration = Duration::from_millis(200);
+/// How soon a cancel stops a download whose server has fallen silent.
+const CANCEL_POLL: Duration = Duration::from_millis(100);
 const CHUNK: usize = 256 * 1024;
 
 impl<'a> Client<'a> {
@@ -350,8 +353,7 @@ impl<'a> Client<'a> {
         out.seek(SeekFrom::Start(offset)).map_err(fatal)?;
         meter.restart();
         report(offset, meter);
-        let mut body = response.into_reader();
-        let mut buffer = vec![0; CHUNK];
+        let chunks = read_ahead(response.into_reader());
         let mut done = offset;
         loop {
             if self.hub.cancel.is_cancelled() {
@@ -360,21 +362,24 @@ impl<'a> Client<'a> {
                     file: file.to_owned(),
                 }));
             }
-            let n = match body.read(&mut buffer) {
+            let chunk = match chunks.recv_timeout(CANCEL_POLL) {
+                Ok(Ok(chunk)) => chunk,
+                Err(RecvTimeoutError::Timeout) => continue,
                 // Ended early without an error: resume as after a cut.
-                Ok(0) if meta.size.is_some_and(|size| done < size) => {
+                Ok(Err(None)) if meta.size.is_some_and(|size| done < size) => {
                     return Err(Attempt::Cut(format!("it ended after {done} bytes")));
                 }
-                Ok(0) => return Ok(()),
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if timed_out(&e) => {
+                Ok(Err(None)) => return Ok(()),
+                Ok(Err(Some(e))) if timed_out(&e) => {
                     return Err(Attempt::Fatal(self.stalled(file, self.hub.timeouts.read)));
                 }
-                Err(e) => return Err(Attempt::Cut(e.to_string())),
+                Ok(Err(Some(e))) => return Err(Attempt::Cut(e.to_string())),
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(Attempt::Cut("the reader stopped".to_owned()));
+                }
             };
-            out.write_all(&buffer[..n]).map_err(fatal)?;
-            done += n as u64;
+            out.write_all(&chunk).map_err(fatal)?;
+            done += chunk.len() as u64;
             report(done, meter);
         }
     }
@@ -499,6 +504,42 @@ impl<'a> Client<'a> {
             source,
         }
     }
+}
+
+/// A chunk of the body, or how it ended: `None` at its end, else the error.
+type Chunk = Result<Vec<u8>, Option<io::Error>>;
+
+/// Reads `body` on a thread of its own, so that a cancel is seen within [`CANCEL_POLL`] even
+/// while the server is silent; a reader left behind ends with its read's timeout.
+fn read_ahead(mut body: Box<dyn Read + Send + Sync>) -> Receiver<Chunk> {
+    let (chunks, receiver) = sync_channel(4);
+    let spawned = std::thread::Builder::new()
+        .name("samplab-download".into())
+        .spawn(move || {
+            loop {
+                let mut buffer = vec![0; CHUNK];
+                let chunk = match body.read(&mut buffer) {
+                    Ok(0) => Err(None),
+                    Ok(n) => {
+                        buffer.truncate(n);
+                        Ok(buffer)
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => Err(Some(e)),
+                };
+                let last = chunk.is_err();
+                if chunks.send(chunk).is_err() || last {
+                    return;
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        // No thread: the receiver hears the error at once.
+        let (chunks, receiver) = sync_channel(1);
+        let _ = chunks.send(Err(Some(e)));
+        return receiver;
+    }
+    receiver
 }
 
 fn io_source(t: &ureq::Transport) -> Option<&io::Error> {
