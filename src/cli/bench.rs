@@ -1,5 +1,6 @@
 //! `samplab bench`: prefill and batched decode speed of a model, and the bandwidth it implies.
 
+use super::progress::LoadBar;
 use clap::Args;
 use samplab::engine::load::{load_model, synthetic_model};
 use samplab::engine::{Backend, LoadedModel, RowSource};
@@ -89,14 +90,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if args.tokens == 0 || args.prompt_tokens == 0 {
         anyhow::bail!("--tokens and --prompt-tokens must be at least 1");
     }
-    let quiet = |_: f32, _: &str| {};
     let mut model = match (&args.model, &args.synthetic) {
-        (Some(spec), _) => load_model(spec, &HubSettings::from_env(), args.device, &mut { quiet })?,
-        (None, Some(name)) => {
-            synthetic_model(name, &args.qtype, args.device, &mut |_, message| {
-                eprintln!("{message}")
-            })?
+        (Some(spec), _) => {
+            let mut bar = LoadBar::new();
+            let hub = HubSettings::from_env();
+            let model = load_model(spec, &hub, args.device, &mut |step| bar.show(&step));
+            bar.clear();
+            model?
         }
+        (None, Some(name)) => synthetic_model(name, &args.qtype, args.device, &mut |step| {
+            eprintln!("{}", step.message)
+        })?,
         (None, None) => unreachable!("clap requires --model or --synthetic"),
     };
     if !args.reruns.is_empty() {

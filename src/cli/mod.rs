@@ -5,4 +5,5 @@ mod bench_rerun;
 pub mod export;
 pub mod play;
 pub mod presets;
+mod progress;
 pub mod sample;

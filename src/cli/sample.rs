@@ -1,6 +1,7 @@
 //! `samplab sample`: one run through the engine worker per model, printed for people or
 //! programs; with several models, each one's samples are scored by the others.
 
+use super::progress::LoadBar;
 use clap::Args;
 use samplab::config;
 use samplab::engine::load::load_model;
@@ -10,14 +11,14 @@ use samplab::engine::{
 use samplab::model::chat_template::Message;
 use samplab::model::device::DeviceChoice;
 use samplab::model::embedded;
-use samplab::model::source::HubSettings;
+use samplab::model::source::{HubSettings, LoadProgress};
 use samplab::params::SamplingParams;
 use samplab::presets::{self, MODEL_PRESET};
 use samplab::response::{
     CrossScore, ResponseShape, SampleResponse, Trajectory, mean_and_perplexity, stop_label,
 };
 use std::collections::HashMap;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::process::ExitCode;
 use std::sync::mpsc::Receiver;
 
@@ -180,22 +181,30 @@ fn load(spec: &str, args: &SampleArgs, stdout: &mut impl Write) -> anyhow::Resul
     let (events, inbox) = std::sync::mpsc::channel();
     let owned_spec = spec.to_owned();
     let device = args.device;
+    let hub = HubSettings::from_env();
+    let cancel = hub.cancel.clone();
     let engine = Engine::spawn(
-        move |progress| load_model(&owned_spec, &HubSettings::from_env(), device, progress),
+        move |progress| load_model(&owned_spec, &hub, device, progress),
         move |event| {
             let _ = events.send(event);
         },
-    );
-    let mut progress = ProgressLine::new();
+    )
+    .with_load_cancel(cancel);
+    let mut progress = LoadBar::new();
     while let Ok(event) = inbox.recv() {
         if args.jsonl {
             writeln!(stdout, "{}", jsonl_line(spec, &event)?)?;
         }
         match event {
             Event::Loading {
-                progress: p,
+                progress: fraction,
                 message,
-            } if !args.jsonl => progress.show(p, &message),
+                download,
+            } if !args.jsonl => progress.show(&LoadProgress {
+                fraction,
+                message,
+                download,
+            }),
             Event::Loaded {
                 model,
                 defaults,
@@ -476,41 +485,4 @@ fn summary(trajectory: &Trajectory, stop_token: Option<&String>) -> String {
     let sum = trajectory.logprobs.iter().map(|&l| f64::from(l)).sum();
     let (mean, ppl) = mean_and_perplexity(sum, count);
     format!("{reason} · {count} tokens · mean logprob {mean:.3} · ppl {ppl:.2}")
-}
-
-/// A one-line progress bar on stderr, only when stderr is a terminal.
-struct ProgressLine {
-    visible: bool,
-    enabled: bool,
-}
-
-impl ProgressLine {
-    fn new() -> Self {
-        Self {
-            visible: false,
-            enabled: std::io::stderr().is_terminal(),
-        }
-    }
-
-    fn show(&mut self, fraction: f32, message: &str) {
-        if !self.enabled {
-            return;
-        }
-        let filled = (fraction.clamp(0.0, 1.0) * 30.0).round() as usize;
-        eprint!(
-            "\r\x1b[2K[{}{}] {:>3.0}% {}",
-            "#".repeat(filled),
-            " ".repeat(30 - filled),
-            fraction * 100.0,
-            samplab::terminal_text::escape_controls(message)
-        );
-        self.visible = true;
-    }
-
-    fn clear(&mut self) {
-        if self.visible {
-            eprint!("\r\x1b[2K");
-            self.visible = false;
-        }
-    }
 }

@@ -1,6 +1,7 @@
 //! The engine's narrow boundary: `Request` in, `Event` out, every event tagged with its run.
 
 use super::prompt::Prompt;
+use crate::model::hub::Transfer;
 use crate::params::SamplingParams;
 use crate::response::{CrossScore, SampleResponse, StopMatched, StopReason, TopLogprob};
 use crate::sampling::StageTrace;
@@ -71,6 +72,9 @@ pub enum Event {
     Loading {
         progress: f32,
         message: String,
+        /// Bytes, total and rate of a download under way.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        download: Option<Transfer>,
     },
     /// The model is ready; `defaults` are its own sampling settings, offered as a preset.
     Loaded {

@@ -10,7 +10,7 @@ use crate::model::chat_template::ChatTemplate;
 use crate::model::device::DeviceChoice;
 use crate::model::gguf_tokenizer::{GgufTokenizer, tokenizer_from_gguf};
 use crate::model::memory;
-use crate::model::source::{HubSettings, ModelSource, resolve};
+use crate::model::source::{HubSettings, LoadProgress, ModelSource, resolve};
 use crate::model::synthetic::{qtype_from_name, synthetic_spec, write_synthetic_gguf};
 use crate::model::{Model, Session};
 use anyhow::Context;
@@ -152,7 +152,7 @@ pub fn load_model(
     spec: &str,
     hub: &HubSettings,
     device: DeviceChoice,
-    progress: &mut dyn FnMut(f32, &str),
+    progress: &mut dyn FnMut(LoadProgress),
 ) -> anyhow::Result<LoadedModel> {
     let device = device.open()?;
     load_on(spec, hub, device, progress)
@@ -163,23 +163,29 @@ fn load_on(
     spec: &str,
     hub: &HubSettings,
     (device, device_name): (Device, String),
-    progress: &mut dyn FnMut(f32, &str),
+    progress: &mut dyn FnMut(LoadProgress),
 ) -> anyhow::Result<LoadedModel> {
-    progress(0.0, &format!("finding {spec}"));
+    progress(LoadProgress::step(0.0, format!("finding {spec}")));
     let source = resolve(spec, hub, progress)?;
     let (ModelSource::Gguf(path) | ModelSource::HfDir(path)) = &source;
     let _one_at_a_time = match LOADING.try_lock() {
         Ok(guard) => guard,
         Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
         Err(TryLockError::WouldBlock) => {
-            progress(0.2, "waiting for another model to finish loading");
+            progress(LoadProgress::step(
+                0.2,
+                "waiting for another model to finish loading",
+            ));
             LOADING.lock().unwrap_or_else(PoisonError::into_inner)
         }
     };
     let name = display_name(spec, path);
     let mut check_fits = |estimate: memory::MemoryEstimate| -> anyhow::Result<()> {
         memory::check_fits(&name, estimate, memory::free_on(&device, &device_name)?)?;
-        progress(0.3, &format!("loading weights from {}", path.display()));
+        progress(LoadProgress::step(
+            0.3,
+            format!("loading weights from {}", path.display()),
+        ));
         Ok(())
     };
     let (model, tokenizer, eos_ids, chat_template) = match &source {
@@ -219,7 +225,7 @@ fn load_on(
     } else {
         eos_ids
     };
-    progress(1.0, "ready");
+    progress(LoadProgress::step(1.0, "ready"));
     let defaults = model.config().generation.sampling_params().ok();
     let warnings = model.config().warnings.clone();
     let model = Arc::new(model);
@@ -290,7 +296,7 @@ pub fn synthetic_model(
     name: &str,
     qtype: &str,
     device: DeviceChoice,
-    progress: &mut dyn FnMut(f32, &str),
+    progress: &mut dyn FnMut(LoadProgress),
 ) -> anyhow::Result<LoadedModel> {
     let spec = synthetic_spec(name)?;
     let quantization = qtype_from_name(qtype)?;
@@ -298,7 +304,10 @@ pub fn synthetic_model(
     let device = device.open()?;
     let path = cache_dir("synthetic")?.join(format!("{name}-{}.gguf", qtype.to_lowercase()));
     if !path.is_file() {
-        progress(0.0, &format!("writing {}", path.display()));
+        progress(LoadProgress::step(
+            0.0,
+            format!("writing {}", path.display()),
+        ));
         let partial = path.with_extension("gguf.partial");
         write_synthetic_gguf(&partial, spec, quantization, 0)?;
         std::fs::rename(&partial, &path)

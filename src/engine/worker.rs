@@ -13,7 +13,9 @@ use super::replay::ReplayStore;
 use super::score::{ScoreRequest, Scoring, common_prefix, score_sequence};
 use super::trace::TraceRequest;
 use crate::model::chat_template::{ChatTemplate, Message};
+use crate::model::hub::Cancel;
 use crate::model::memory;
+use crate::model::source::LoadProgress;
 use crate::params::SamplingParams;
 use crate::response::{CrossScore, PromptText};
 use crate::sampling::StageTrace;
@@ -422,11 +424,13 @@ impl Queue {
 }
 
 /// Handle to the worker thread; dropping it stops the worker, and joins it unless it is still
-/// loading: a load cannot be interrupted, and quitting must not wait for a download.
+/// loading: quitting must not wait for a load, which is cancelled where it can be (a download).
 pub struct Engine {
     commands: Option<Sender<Command>>,
     thread: Option<JoinHandle<()>>,
     loading: Arc<AtomicBool>,
+    /// Stops the load's download, if it has one.
+    load_cancel: Option<Cancel>,
 }
 
 impl Engine {
@@ -434,13 +438,13 @@ impl Engine {
     /// events); every event goes to `emit`, on the worker's thread.
     pub fn spawn<L, E>(load: L, emit: E) -> Engine
     where
-        L: FnOnce(&mut dyn FnMut(f32, &str)) -> anyhow::Result<LoadedModel> + Send + 'static,
+        L: FnOnce(&mut dyn FnMut(LoadProgress)) -> anyhow::Result<LoadedModel> + Send + 'static,
         E: FnMut(Event) + Send + 'static,
     {
         let (commands, inbox) = mpsc::channel();
         let loading = Arc::new(AtomicBool::new(true));
         let loading_flag = Arc::clone(&loading);
-        let load = move |progress: &mut dyn FnMut(f32, &str)| {
+        let load = move |progress: &mut dyn FnMut(LoadProgress)| {
             let model = load(progress);
             loading_flag.store(false, Ordering::Release);
             model
@@ -453,6 +457,23 @@ impl Engine {
             commands: Some(commands),
             thread: Some(thread),
             loading,
+            load_cancel: None,
+        }
+    }
+
+    /// `cancel` is the one the load's download checks (`HubSettings::cancel`): `cancel_load`
+    /// and dropping the engine set it.
+    pub fn with_load_cancel(mut self, cancel: Cancel) -> Self {
+        self.load_cancel = Some(cancel);
+        self
+    }
+
+    /// Stops a download under way; the load then fails with `Event::LoadFailed` saying so.
+    pub fn cancel_load(&self) {
+        if let Some(cancel) = &self.load_cancel
+            && self.loading.load(Ordering::Acquire)
+        {
+            cancel.cancel();
         }
     }
 
@@ -487,6 +508,7 @@ impl Engine {
 impl Drop for Engine {
     fn drop(&mut self) {
         self.commands.take();
+        self.cancel_load();
         if let Some(thread) = self.thread.take()
             && !self.loading.load(Ordering::Acquire)
         {
@@ -497,14 +519,15 @@ impl Drop for Engine {
 
 fn worker<L, E>(load: L, inbox: Receiver<Command>, mut emit: E)
 where
-    L: FnOnce(&mut dyn FnMut(f32, &str)) -> anyhow::Result<LoadedModel>,
+    L: FnOnce(&mut dyn FnMut(LoadProgress)) -> anyhow::Result<LoadedModel>,
     E: FnMut(Event),
 {
     let loaded = contain(|| {
-        load(&mut |fraction: f32, message: &str| {
+        load(&mut |step: LoadProgress| {
             emit(Event::Loading {
-                progress: fraction,
-                message: message.to_owned(),
+                progress: step.fraction,
+                message: step.message,
+                download: step.download,
             })
         })
     })

@@ -9,6 +9,8 @@ use std::path::Path;
 pub struct Candidate {
     pub spec: String,
     pub label: String,
+    /// Bytes on disk: the GGUF file, or the files of a model directory or cached snapshot.
+    pub size: Option<u64>,
 }
 
 /// Candidates in `folder`, then in the HF cache at `hub_cache`, each list sorted.
@@ -26,14 +28,21 @@ fn in_folder(folder: &Path) -> Vec<Candidate> {
         .map(|path| Candidate {
             spec: path.display().to_string(),
             label: format!("{} (local)", file_name(&path)),
+            size: Some(if path.is_dir() {
+                entries(&path).iter().map(|f| file_size(f)).sum()
+            } else {
+                file_size(&path)
+            }),
         })
         .collect();
     found.sort_by(|a, b| a.label.cmp(&b.label));
     found
 }
 
-/// Repositories cached as `models--org--name/snapshots/<revision>/`: a safetensors model is
-/// offered as `org/name`, each GGUF file as `org/name:file.gguf`.
+/// Repositories cached as `models--org--name/snapshots/<revision>/`: a safetensors model
+/// (config.json and *.safetensors) is offered as `org/name`, each GGUF file as
+/// `org/name:file.gguf`, with their sizes. Snapshots hold only complete files (a download in
+/// progress stays in `blobs/`), so what is offered loads without the network.
 fn in_hub_cache(hub_cache: &Path) -> Vec<Candidate> {
     let mut found = Vec::new();
     for repo in entries(hub_cache) {
@@ -43,28 +52,48 @@ fn in_hub_cache(hub_cache: &Path) -> Vec<Candidate> {
         else {
             continue;
         };
-        let mut files: Vec<String> = entries(&repo.join("snapshots"))
-            .iter()
-            .flat_map(|snapshot| entries(snapshot))
-            .map(|file| file_name(&file))
-            .collect();
+        // Each file by name, from the snapshot `refs/main` names when it has it.
+        let main = std::fs::read_to_string(repo.join("refs/main")).unwrap_or_default();
+        let mut snapshots = entries(&repo.join("snapshots"));
+        snapshots.sort_by_key(|s| file_name(s) != main.trim());
+        let mut files: Vec<(String, u64)> = Vec::new();
+        for snapshot in snapshots {
+            for file in entries(&snapshot) {
+                let name = file_name(&file);
+                if file.is_file() && !files.iter().any(|(n, _)| *n == name) {
+                    files.push((name, file_size(&file)));
+                }
+            }
+        }
         files.sort();
-        files.dedup();
-        if files.iter().any(|f| f == "config.json") {
+        let has = |suffix: &str| files.iter().any(|(f, _)| f.ends_with(suffix));
+        if has("config.json") && has(".safetensors") {
+            let size = files
+                .iter()
+                .filter(|(f, _)| !f.ends_with(".gguf"))
+                .map(|(_, size)| size)
+                .sum();
             found.push(Candidate {
                 label: format!("{id} (HF cache)"),
                 spec: id.clone(),
+                size: Some(size),
             });
         }
-        for gguf in files.iter().filter(|f| f.ends_with(".gguf")) {
+        for (gguf, size) in files.iter().filter(|(f, _)| f.ends_with(".gguf")) {
             found.push(Candidate {
                 spec: format!("{id}:{gguf}"),
                 label: format!("{id}:{gguf} (HF cache)"),
+                size: Some(*size),
             });
         }
     }
     found.sort_by(|a, b| a.label.cmp(&b.label));
     found
+}
+
+/// The size of the file a path (or the symlink into `blobs/`) names; 0 when unreadable.
+fn file_size(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| if m.is_file() { m.len() } else { 0 })
 }
 
 /// The entries of a directory; none when it cannot be read (a missing cache is normal).

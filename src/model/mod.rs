@@ -18,6 +18,7 @@ pub mod embedded;
 pub mod error;
 mod gguf_checks;
 pub mod gguf_tokenizer;
+pub mod hub;
 mod kernels;
 mod kv_cache;
 mod llama;

@@ -5,10 +5,10 @@
 //! tools are reused and ours are reused by them. Offline, only the cache is consulted.
 
 use super::embedded;
-use hf_hub::api::Progress;
-use hf_hub::api::sync::ApiBuilder;
-use hf_hub::{Cache, Repo};
+use super::hub::{self, HubError, Transfer};
 use std::path::{Path, PathBuf};
+
+pub use super::hub::HubSettings;
 
 /// A model on local disk, ready to load.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,42 +43,46 @@ pub enum SourceError {
         name = embedded::NAME
     )]
     Embedded { source: std::io::Error },
+    #[error(transparent)]
+    Hub(#[from] HubError),
     #[error(
-        "cannot download `{file}` of `{id}`: {message}. Check the id, your network, or HF_TOKEN for a gated model"
+        "the repository `{id}` has no config.json, so it is not a transformers model; for a GGUF \
+         repository name the file too: `{id}:file.gguf`"
     )]
-    Download {
+    NotATransformersRepo { id: String },
+    #[error("`{file}` of `{id}` is not a valid shard index: {message}")]
+    BadIndex {
         id: String,
         file: String,
         message: String,
     },
 }
 
-/// How to reach the Hub; `from_env` reads the variables Python's huggingface_hub reads.
-#[derive(Debug, Clone)]
-pub struct HubSettings {
-    pub cache_dir: PathBuf,
-    pub offline: bool,
-    pub token: Option<String>,
+/// One step of finding and loading a model, as progress displays show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadProgress {
+    /// Of the current step, in [0, 1].
+    pub fraction: f32,
+    pub message: String,
+    /// The download under way, when the step is one.
+    pub download: Option<Transfer>,
 }
 
-impl HubSettings {
-    /// HF_HOME (else ~/.cache/huggingface), HF_HUB_OFFLINE, HF_TOKEN (else the cached token file).
-    pub fn from_env() -> Self {
-        let cache = Cache::from_env();
-        let offline = std::env::var("HF_HUB_OFFLINE").is_ok_and(|v| {
-            matches!(
-                v.trim().to_lowercase().as_str(),
-                "1" | "true" | "yes" | "on"
-            )
-        });
-        let token = std::env::var("HF_TOKEN")
-            .ok()
-            .filter(|t| !t.is_empty())
-            .or_else(|| cache.token());
-        HubSettings {
-            cache_dir: cache.path().clone(),
-            offline,
-            token,
+impl LoadProgress {
+    pub fn step(fraction: f32, message: impl Into<String>) -> Self {
+        Self {
+            fraction,
+            message: message.into(),
+            download: None,
+        }
+    }
+
+    /// `downloading model.gguf 1.2 GB / 4.0 GB · 12.3 MB/s · 5 min 0 s left`.
+    pub fn download(transfer: &Transfer) -> Self {
+        Self {
+            fraction: transfer.fraction(),
+            message: format!("downloading {} {}", transfer.file, transfer.figures()),
+            download: Some(transfer.clone()),
         }
     }
 }
@@ -91,11 +95,11 @@ const HF_OPTIONAL: [&str; 4] = [
     "chat_template.jinja",
 ];
 
-/// Resolves `--model`. `progress` gets (fraction, message) while files download.
+/// Resolves `--model`; `progress` hears of each download as it goes.
 pub fn resolve(
     spec: &str,
     hub: &HubSettings,
-    progress: &mut dyn FnMut(f32, &str),
+    progress: &mut dyn FnMut(LoadProgress),
 ) -> Result<ModelSource, SourceError> {
     if embedded::is_embedded(spec) {
         let dir = embedded::materialise().map_err(|source| SourceError::Embedded { source })?;
@@ -108,11 +112,15 @@ pub fn resolve(
     match parse_hub_id(spec) {
         Some((id, Some(file))) => Ok(ModelSource::Gguf(fetch(id, file, hub, progress)?)),
         Some((id, None)) => {
-            let config = fetch(id, "config.json", hub, progress)?;
+            let config = fetch(id, "config.json", hub, progress).map_err(|e| match e {
+                SourceError::Hub(HubError::FileNotFound { id, .. }) => {
+                    SourceError::NotATransformersRepo { id }
+                }
+                e => e,
+            })?;
             fetch(id, "tokenizer.json", hub, progress)?;
             for file in HF_OPTIONAL {
-                // Absent optional files are normal; any other failure shows up when loading.
-                let _ = fetch(id, file, hub, progress);
+                fetch_optional(id, file, hub, progress)?;
             }
             fetch_weights(id, hub, progress)?;
             let dir = config.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -163,24 +171,21 @@ fn parse_hub_id(spec: &str) -> Option<(&str, Option<&str>)> {
 fn fetch_weights(
     id: &str,
     hub: &HubSettings,
-    progress: &mut dyn FnMut(f32, &str),
+    progress: &mut dyn FnMut(LoadProgress),
 ) -> Result<(), SourceError> {
     let index = "model.safetensors.index.json";
-    let Ok(index_path) = fetch(id, index, hub, progress) else {
+    let Some(index_path) = fetch_optional(id, index, hub, progress)? else {
         fetch(id, "model.safetensors", hub, progress)?;
         return Ok(());
     };
-    let text = std::fs::read_to_string(&index_path).map_err(|e| SourceError::Download {
+    let bad_index = |message: String| SourceError::BadIndex {
         id: id.to_owned(),
         file: index.to_owned(),
-        message: e.to_string(),
-    })?;
+        message,
+    };
+    let text = std::fs::read_to_string(&index_path).map_err(|e| bad_index(e.to_string()))?;
     let parsed: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| SourceError::Download {
-            id: id.to_owned(),
-            file: index.to_owned(),
-            message: format!("not valid JSON: {e}"),
-        })?;
+        serde_json::from_str(&text).map_err(|e| bad_index(format!("not valid JSON: {e}")))?;
     let mut shards: Vec<&str> = parsed["weight_map"]
         .as_object()
         .map(|map| map.values().filter_map(|v| v.as_str()).collect())
@@ -198,79 +203,31 @@ fn fetch(
     id: &str,
     file: &str,
     hub: &HubSettings,
-    progress: &mut dyn FnMut(f32, &str),
+    progress: &mut dyn FnMut(LoadProgress),
 ) -> Result<PathBuf, SourceError> {
-    let cache = Cache::new(hub.cache_dir.clone());
-    if let Some(path) = cache.repo(Repo::model(id.to_owned())).get(file) {
-        return Ok(path);
-    }
-    if hub.offline {
-        return Err(SourceError::NotCached {
-            id: id.to_owned(),
-            cache: hub.cache_dir.clone(),
-            missing: file.to_owned(),
-        });
-    }
-    let download_error = |message: String| SourceError::Download {
+    let found = hub::fetch(hub, id, file, &mut |transfer| {
+        progress(LoadProgress::download(transfer))
+    })?;
+    found.ok_or_else(|| SourceError::NotCached {
         id: id.to_owned(),
-        file: file.to_owned(),
-        message,
-    };
-    let api = ApiBuilder::from_cache(cache)
-        .with_token(hub.token.clone())
-        .with_progress(false)
-        .build()
-        .map_err(|e| download_error(e.to_string()))?;
-    api.model(id.to_owned())
-        .download_with_progress(file, DownloadProgress::new(progress))
-        .map_err(|e| download_error(e.to_string()))
+        cache: hub.cache_dir.clone(),
+        missing: file.to_owned(),
+    })
 }
 
-/// Adapts hf-hub's byte counts to samplab's (fraction, message) progress.
-struct DownloadProgress<'a> {
-    report: &'a mut dyn FnMut(f32, &str),
-    file: String,
-    total: usize,
-    done: usize,
-}
-
-impl<'a> DownloadProgress<'a> {
-    fn new(report: &'a mut dyn FnMut(f32, &str)) -> Self {
-        Self {
-            report,
-            file: String::new(),
-            total: 0,
-            done: 0,
-        }
-    }
-}
-
-impl Progress for DownloadProgress<'_> {
-    fn init(&mut self, size: usize, filename: &str) {
-        self.file = filename.to_owned();
-        self.total = size;
-        self.done = 0;
-        (self.report)(0.0, &format!("downloading {filename}"));
-    }
-
-    fn update(&mut self, size: usize) {
-        self.done += size;
-        let fraction = if self.total == 0 {
-            0.0
-        } else {
-            self.done as f32 / self.total as f32
-        };
-        let message = format!(
-            "downloading {} ({:.1} / {:.1} MB)",
-            self.file,
-            self.done as f64 / 1e6,
-            self.total as f64 / 1e6
-        );
-        (self.report)(fraction, &message);
-    }
-
-    fn finish(&mut self) {
-        (self.report)(1.0, &format!("downloaded {}", self.file));
+/// A file the repository may lack: `None` when it does (or when offline and not cached).
+fn fetch_optional(
+    id: &str,
+    file: &str,
+    hub: &HubSettings,
+    progress: &mut dyn FnMut(LoadProgress),
+) -> Result<Option<PathBuf>, SourceError> {
+    match hub::fetch(hub, id, file, &mut |transfer| {
+        progress(LoadProgress::download(transfer))
+    }) {
+        Ok(found) => Ok(found),
+        Err(HubError::FileNotFound { .. } | HubError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -290,9 +247,8 @@ mod tests {
             std::fs::write(snapshot.join(file), "{}").unwrap();
         }
         let hub = HubSettings {
-            cache_dir: home.path().join("hub"),
             offline: true,
-            token: None,
+            ..HubSettings::new(home.path().join("hub"))
         };
         (home, hub)
     }
@@ -307,7 +263,7 @@ mod tests {
         ]);
         let snapshot = home.path().join("hub/models--org--tiny/snapshots/abc123");
         let mut calls = 0;
-        let mut progress = |_: f32, _: &str| calls += 1;
+        let mut progress = |_: LoadProgress| calls += 1;
         assert_eq!(
             resolve("org/tiny", &hub, &mut progress).unwrap(),
             ModelSource::HfDir(snapshot.clone())
@@ -322,7 +278,7 @@ mod tests {
     #[test]
     fn offline_cache_miss_names_the_missing_file() {
         let (_home, hub) = fake_cache(&["config.json"]);
-        let err = resolve("org/tiny", &hub, &mut |_, _| {}).unwrap_err();
+        let err = resolve("org/tiny", &hub, &mut |_| {}).unwrap_err();
         let message = err.to_string();
         assert!(matches!(err, SourceError::NotCached { .. }), "{message}");
         assert!(message.contains("tokenizer.json"), "{message}");
@@ -333,28 +289,27 @@ mod tests {
     fn local_paths_are_classified() {
         let dir = tempfile::tempdir().unwrap();
         let hub = HubSettings {
-            cache_dir: dir.path().join("hub"),
             offline: true,
-            token: None,
+            ..HubSettings::new(dir.path().join("hub"))
         };
         let gguf = dir.path().join("m.gguf");
         std::fs::write(&gguf, "x").unwrap();
         let spec = gguf.to_str().unwrap();
         assert_eq!(
-            resolve(spec, &hub, &mut |_, _| {}).unwrap(),
+            resolve(spec, &hub, &mut |_| {}).unwrap(),
             ModelSource::Gguf(gguf.clone())
         );
-        let err = resolve(dir.path().to_str().unwrap(), &hub, &mut |_, _| {}).unwrap_err();
+        let err = resolve(dir.path().to_str().unwrap(), &hub, &mut |_| {}).unwrap_err();
         assert!(matches!(err, SourceError::NotAModelDir(_)), "{err}");
         std::fs::write(dir.path().join("config.json"), "{}").unwrap();
         assert_eq!(
-            resolve(dir.path().to_str().unwrap(), &hub, &mut |_, _| {}).unwrap(),
+            resolve(dir.path().to_str().unwrap(), &hub, &mut |_| {}).unwrap(),
             ModelSource::HfDir(dir.path().to_owned())
         );
         let missing = dir.path().join("nope.gguf");
-        let err = resolve(missing.to_str().unwrap(), &hub, &mut |_, _| {}).unwrap_err();
+        let err = resolve(missing.to_str().unwrap(), &hub, &mut |_| {}).unwrap_err();
         assert!(matches!(err, SourceError::NotFound(_)), "{err}");
-        let err = resolve("just-a-word", &hub, &mut |_, _| {}).unwrap_err();
+        let err = resolve("just-a-word", &hub, &mut |_| {}).unwrap_err();
         assert!(matches!(err, SourceError::NotAModel(_)), "{err}");
     }
 

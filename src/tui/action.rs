@@ -210,6 +210,8 @@ pub enum Effect {
     },
     /// Close model `id`'s engine.
     RemoveEngine(usize),
+    /// Stop model `id`'s download; its load then fails saying so.
+    CancelLoad(usize),
     /// Put text on the clipboard (OSC 52); answered with `Outcome::Copied`.
     Copy(String),
     /// Write `responses` (one per side, run on `prompt`) as JSON in `shape` to `path`, or to

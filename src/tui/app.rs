@@ -30,6 +30,8 @@ pub trait EngineHandle {
     fn cancel(&self, run_id: RunId);
     fn score(&self, request: ScoreRequest);
     fn trace(&self, request: TraceRequest);
+    /// Stops a download the load is making; nothing when there is none.
+    fn cancel_load(&self) {}
 }
 
 impl EngineHandle for Engine {
@@ -47,6 +49,10 @@ impl EngineHandle for Engine {
 
     fn score(&self, request: ScoreRequest) {
         Engine::score(self, request);
+    }
+
+    fn cancel_load(&self) {
+        Engine::cancel_load(self);
     }
 }
 
@@ -146,6 +152,7 @@ impl<E: EngineHandle> App<E> {
                     *slot = None;
                 }
             }
+            Effect::CancelLoad(id) => self.engine(id, |e| e.cancel_load()),
             Effect::DiscoverModels => return Some(perform::discover_models()),
             Effect::ScheduleRun => self.debounce = Some(Instant::now() + DEBOUNCE),
             Effect::Quit => self.quit = true,

@@ -316,7 +316,7 @@ impl Default for KeyMap {
                 Mode::Models,
                 p(K::Delete),
                 dialog(DialogAction::RemoveModel),
-                "remove",
+                "remove/cancel",
             ),
             (Mode::Dialog, ctrl('c'), A::Quit, "quit"),
             (

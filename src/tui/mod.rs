@@ -97,13 +97,16 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
     let spawn = move |id: usize, spec: &str| {
         let spec = spec.to_owned();
         let events_tx = events_tx.clone();
+        let hub = HubSettings::from_env();
+        let cancel = hub.cancel.clone();
         Engine::spawn(
-            move |progress| load_model(&spec, &HubSettings::from_env(), device, progress),
+            move |progress| load_model(&spec, &hub, device, progress),
             move |event| {
                 // The receiver is gone only when the playground is closing.
                 let _ = events_tx.send((id, event));
             },
         )
+        .with_load_cancel(cancel)
     };
     let engines: Vec<Engine> = playground
         .models

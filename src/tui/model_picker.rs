@@ -13,6 +13,7 @@ use super::theme::Theme;
 use super::update;
 use crate::model::discover::Candidate;
 use crate::model::embedded;
+use crate::model::hub::progress::bytes;
 use ratatui::Frame;
 use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span};
@@ -37,6 +38,7 @@ impl ModelPicker {
             candidates: vec![Candidate {
                 spec: embedded::NAME.to_owned(),
                 label: format!("{} (built in)", embedded::NAME),
+                size: None,
             }],
             ..Self::default()
         }
@@ -90,7 +92,8 @@ pub fn add(state: &mut State) -> Vec<Effect> {
     vec![Effect::AddEngine { id, spec }]
 }
 
-/// Del on a loaded model: its runs stop, its columns and its scores go, its engine closes.
+/// Del on a loaded model: its runs stop, its columns and its scores go, its engine closes (a
+/// download under way stops with it). On the last model, which stays, Del stops its download.
 pub fn remove(state: &mut State) -> Vec<Effect> {
     let Some(selected) = picker(state).map(|p| p.selected) else {
         return Vec::new();
@@ -99,6 +102,20 @@ pub fn remove(state: &mut State) -> Vec<Effect> {
         return refuse(state, "only a loaded model (above the line) can be removed");
     };
     if state.status.models.len() == 1 {
+        // The last model stays, but its download can stop: what arrived is kept to resume.
+        if matches!(
+            slot.status,
+            ModelStatus::Loading {
+                downloading: true,
+                ..
+            }
+        ) {
+            let (id, spec) = (slot.id, slot.spec.clone());
+            state
+                .status
+                .notify(format!("cancelling the download of {spec}"));
+            return vec![Effect::CancelLoad(id)];
+        }
         return refuse(
             state,
             "the last model stays: add another before removing this one",
@@ -156,8 +173,6 @@ pub fn render(
 ) {
     let hints = popup::hints(keymap, &[Mode::Models, Mode::Dialog]);
     let rows = state.status.models.len() + picker.candidates.len();
-    let popup_area = popup::centred(area, 96, rows as u16 + 6);
-    let inner = popup::open(frame, popup_area, "models", &hints, theme);
     let mut lines = vec![Line::from(vec![
         Span::styled(LABEL, theme.dim),
         Span::styled(picker.input.text.clone(), theme.editor),
@@ -181,30 +196,49 @@ pub fn render(
         let name = model.name().unwrap_or(&model.spec);
         let (status, style) = match &model.status {
             ModelStatus::Ready { .. } => ("loaded".to_owned(), row_style(i)),
-            ModelStatus::Loading { progress, .. } => {
-                (format!("loading {:.0}%", progress * 100.0), row_style(i))
-            }
+            ModelStatus::Loading {
+                progress, message, ..
+            } => (
+                format!("loading {:.0}% · {message}", progress * 100.0),
+                row_style(i),
+            ),
             ModelStatus::Failed(why) => (format!("failed: {why}"), row_style(i).patch(theme.error)),
         };
-        lines.push(Line::styled(
-            format!(" {name:<40} {status} ({})", model.spec),
-            style,
-        ));
+        // Until it loads the name is the spec: said once, so that a download's figures fit.
+        let spec = if name == model.spec {
+            String::new()
+        } else {
+            format!(" ({})", model.spec)
+        };
+        lines.push(Line::styled(format!(" {name:<40} {status}{spec}"), style));
     }
-    lines.push(Line::styled(
-        "─".repeat(usize::from(inner.width)),
-        theme.dim,
-    ));
+    let separator = lines.len();
     let loaded = state.status.models.len();
+    let label_width = picker
+        .candidates
+        .iter()
+        .map(|c| c.label.chars().count())
+        .max()
+        .unwrap_or(0);
     for (i, candidate) in picker.candidates.iter().enumerate() {
+        let size = candidate.size.map(bytes).unwrap_or_default();
         lines.push(Line::styled(
-            format!(" {}", candidate.label),
+            format!(" {:<label_width$}  {size:>8}", candidate.label),
             row_style(loaded + i),
         ));
     }
     if let Some(error) = &picker.error {
         lines.push(Line::styled(error.clone(), theme.error));
     }
+    // Wide enough for a download's figures where the screen allows.
+    let widest = lines.iter().map(Line::width).max().unwrap_or(0);
+    let width = u16::try_from(widest + 2).unwrap_or(u16::MAX).max(96);
+    let popup_area = popup::centred(area, width, rows as u16 + 6);
+    let inner = popup::open(frame, popup_area, "models", &hints, theme);
+    lines.insert(
+        separator,
+        Line::styled("─".repeat(usize::from(inner.width)), theme.dim),
+    );
     frame.render_widget(Paragraph::new(lines), inner);
     let (_, col) = picker.input.cursor_line_col();
     let x = (LABEL.len() + col) as u16;

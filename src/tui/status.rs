@@ -13,8 +13,16 @@ use unicode_width::UnicodeWidthChar;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelStatus {
-    Loading { progress: f32, message: String },
-    Ready { name: String, device: String },
+    /// `downloading`: the load is fetching a file, which the model picker's Del can cancel.
+    Loading {
+        progress: f32,
+        message: String,
+        downloading: bool,
+    },
+    Ready {
+        name: String,
+        device: String,
+    },
     Failed(String),
 }
 
@@ -47,6 +55,7 @@ impl Default for ModelSlot {
             status: ModelStatus::Loading {
                 progress: 0.0,
                 message: "starting".to_owned(),
+                downloading: false,
             },
             prefill_ms: None,
             tok_per_s: None,
@@ -325,7 +334,9 @@ fn model_spans(model: &ModelSlot, theme: &Theme) -> (Vec<Span<'static>>, Vec<Spa
     let mut summary = Vec::new();
     let mut timings = Vec::new();
     match &model.status {
-        ModelStatus::Loading { progress, message } => {
+        ModelStatus::Loading {
+            progress, message, ..
+        } => {
             let filled = ((progress.clamp(0.0, 1.0) * LOAD_GAUGE_WIDTH as f32).round()) as usize;
             summary.push(Span::raw("loading "));
             summary.push(Span::styled(

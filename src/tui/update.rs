@@ -405,9 +405,17 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
         None => None,
     };
     match event {
-        Event::Loading { progress, message } => {
+        Event::Loading {
+            progress,
+            message,
+            download,
+        } => {
             if let Some(slot) = state.status.slot_mut(model) {
-                slot.status = ModelStatus::Loading { progress, message };
+                slot.status = ModelStatus::Loading {
+                    progress,
+                    message,
+                    downloading: download.is_some(),
+                };
             }
         }
         Event::Loaded {

@@ -22,7 +22,7 @@ fn sample(params: SamplingParams) -> SampleResponse {
         embedded::NAME,
         &HubSettings::from_env(),
         DeviceChoice::Cpu,
-        &mut |_, _| {},
+        &mut |_| {},
     )
     .expect("the embedded model loads");
     let request = Request {
@@ -58,7 +58,7 @@ fn loads_by_name_with_bos_eos_and_its_shipped_defaults() {
         embedded::NAME,
         &HubSettings::from_env(),
         DeviceChoice::Cpu,
-        &mut |_, _| {},
+        &mut |_| {},
     )
     .unwrap();
     assert_eq!(model.name, embedded::NAME);

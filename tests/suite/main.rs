@@ -15,6 +15,7 @@ mod engines;
 mod export;
 mod fuzz;
 mod gguf_tokenizer;
+mod hub;
 mod model_architectures;
 mod model_discover;
 mod model_errors;

@@ -17,6 +17,7 @@ fn local_files_and_cached_repositories_are_offered_as_model_specs() {
     let snapshot = cache.join("models--HuggingFaceTB--SmolLM2-135M/snapshots/abc123");
     fs::create_dir_all(&snapshot).unwrap();
     fs::write(snapshot.join("config.json"), "{}").unwrap();
+    fs::write(snapshot.join("model.safetensors"), "weights").unwrap();
     let gguf_repo = cache.join("models--Qwen--Qwen2.5-0.5B-Instruct-GGUF/snapshots/def456");
     fs::create_dir_all(&gguf_repo).unwrap();
     fs::write(gguf_repo.join("qwen2.5-0.5b-instruct-q8_0.gguf"), "GGUF").unwrap();
@@ -38,6 +39,7 @@ fn local_files_and_cached_repositories_are_offered_as_model_specs() {
         Candidate {
             spec: "HuggingFaceTB/SmolLM2-135M".into(),
             label: "HuggingFaceTB/SmolLM2-135M (HF cache)".into(),
+            size: Some(9),
         }
     );
     assert_eq!(found[1].label, "small.gguf (local)");

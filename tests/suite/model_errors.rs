@@ -90,7 +90,7 @@ fn bytes_after_the_last_tensor_load_with_a_warning() {
         model.to_str().unwrap(),
         &samplab::model::source::HubSettings::from_env(),
         DeviceChoice::Cpu,
-        &mut |_, _| {},
+        &mut |_| {},
     )
     .unwrap();
     assert!(clean.warnings.is_empty(), "{:?}", clean.warnings);
@@ -100,7 +100,7 @@ fn bytes_after_the_last_tensor_load_with_a_warning() {
         path.to_str().unwrap(),
         &samplab::model::source::HubSettings::from_env(),
         DeviceChoice::Cpu,
-        &mut |_, _| {},
+        &mut |_| {},
     )
     .unwrap();
     assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
@@ -486,12 +486,11 @@ fn tiny_copy() -> tempfile::TempDir {
 
 fn load_engine(dir: &Path) -> String {
     let hub = samplab::model::source::HubSettings {
-        cache_dir: std::env::temp_dir(),
         offline: true,
-        token: None,
+        ..samplab::model::source::HubSettings::new(std::env::temp_dir())
     };
     let spec = dir.to_str().unwrap();
-    match samplab::engine::load::load_model(spec, &hub, DeviceChoice::Cpu, &mut |_, _| {}) {
+    match samplab::engine::load::load_model(spec, &hub, DeviceChoice::Cpu, &mut |_| {}) {
         Ok(_) => panic!("loading {spec} must fail"),
         Err(e) => format!("{e:#}"),
     }

@@ -76,8 +76,8 @@ fn models_loading_at_the_same_time_take_turns() {
             let (model, log, start) = (model.clone(), Arc::clone(&log), Arc::clone(&start));
             std::thread::spawn(move || {
                 start.wait();
-                let mut progress = |fraction: f32, message: &str| {
-                    log.lock().unwrap().push((i, fraction, message.to_owned()));
+                let mut progress = |step: samplab::model::source::LoadProgress| {
+                    log.lock().unwrap().push((i, step.fraction, step.message));
                 };
                 load_model(
                     model.to_str().unwrap(),

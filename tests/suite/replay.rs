@@ -502,7 +502,7 @@ fn another_model_replays_nothing_of_the_first() {
     let hub = samplab::model::source::HubSettings::from_env();
     let name = samplab::model::embedded::NAME;
     let mut tiny =
-        samplab::engine::load::load_model(name, &hub, DeviceChoice::Cpu, &mut |_, _| {}).unwrap();
+        samplab::engine::load::load_model(name, &hub, DeviceChoice::Cpu, &mut |_| {}).unwrap();
     let params = SamplingParams::from_yaml("seed: 4\nmax_tokens: 12\nnum_samples: 2").unwrap();
     stories_run(&mut stories, "Once upon a time", &params, None);
     let first = stories_run(&mut tiny, "Once upon a time", &params, None);

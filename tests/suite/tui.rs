@@ -348,6 +348,7 @@ fn nothing_runs_before_the_model_is_ready() {
             Event::Loading {
                 progress: 0.5,
                 message: "weights".into(),
+                download: None,
             },
         ),
     );
@@ -593,6 +594,7 @@ fn editor_errors_loading_and_help_are_drawn() {
             Event::Loading {
                 progress: 0.5,
                 message: "weights".into(),
+                download: None,
             },
         ),
     );

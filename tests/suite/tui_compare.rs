@@ -263,6 +263,7 @@ fn open_models(s: &mut State) {
         Action::Outcome(Outcome::ModelsFound(vec![Candidate {
             spec: "/models/small.gguf".into(),
             label: "small.gguf (local)".into(),
+            size: Some(3_285_416),
         }])),
     );
 }
@@ -349,6 +350,60 @@ fn removing_a_model_drops_its_columns_and_scores_and_keeps_the_last_one() {
             .unwrap()
             .contains("last model stays")
     );
+}
+
+/// A model's download shows its bytes, rate and time left in the status bar and the picker;
+/// Del on it cancels the download, even on the last model, which stays to say why.
+#[test]
+fn del_in_the_picker_cancels_the_download_of_the_last_model() {
+    let mut s = state_sized(200, 50);
+    let transfer = samplab::model::hub::Transfer {
+        file: "tiny.gguf".into(),
+        done: 1_000_000_000,
+        total: 4_000_000_000,
+        bytes_per_second: Some(10_000_000.0),
+    };
+    let step = samplab::model::source::LoadProgress::download(&transfer);
+    update(
+        &mut s,
+        Action::Engine(
+            0,
+            Event::Loading {
+                progress: step.fraction,
+                message: step.message,
+                download: Some(transfer),
+            },
+        ),
+    );
+    let figures = "downloading tiny.gguf 1.0 GB / 4.0 GB · 10.0 MB/s · 5 min 0 s left";
+    let screen = render(&s, &Theme::plain());
+    assert!(find(&screen, figures).is_some(), "{}", row(&screen, 49));
+    open_models(&mut s);
+    let screen = render(&s, &Theme::plain());
+    assert!(
+        find(&screen, &format!("loading 25% · {figures}")).is_some(),
+        "the picker shows the whole download"
+    );
+    assert!(
+        find(&screen, "3.3 MB").is_some(),
+        "found models show their size"
+    );
+    let effects = update(&mut s, Action::Dialog(DialogAction::RemoveModel));
+    assert_eq!(effects, [Effect::CancelLoad(0)]);
+    assert_eq!(s.status.models.len(), 1, "the last model stays");
+    assert!(s.status.notice.as_deref().unwrap().contains("cancelling"));
+    update(
+        &mut s,
+        Action::Engine(
+            0,
+            Event::LoadFailed {
+                message: "the download of `tiny.gguf` was cancelled".into(),
+            },
+        ),
+    );
+    // Once it has stopped there is nothing to cancel: Del refuses as for any last model.
+    open_models(&mut s);
+    assert!(update(&mut s, Action::Dialog(DialogAction::RemoveModel)).is_empty());
 }
 
 #[test]

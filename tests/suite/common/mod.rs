@@ -3,6 +3,7 @@
 use samplab::model::device::DeviceChoice;
 use std::path::PathBuf;
 
+pub mod fake_hub;
 pub mod fake_model;
 pub mod tui;
 
@@ -21,13 +22,12 @@ pub fn loaded_test_model() -> Option<samplab::engine::LoadedModel> {
 pub fn loaded_test_model_on(device: DeviceChoice) -> Option<samplab::engine::LoadedModel> {
     let path = test_model()?;
     let hub = samplab::model::source::HubSettings {
-        cache_dir: std::env::temp_dir(),
         offline: true,
-        token: None,
+        ..samplab::model::source::HubSettings::new(std::env::temp_dir())
     };
     let spec = path.to_str().expect("a UTF-8 path");
     Some(
-        samplab::engine::load::load_model(spec, &hub, device, &mut |_, _| {})
+        samplab::engine::load::load_model(spec, &hub, device, &mut |_| {})
             .expect("stories260K loads"),
     )
 }
