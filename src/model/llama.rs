@@ -187,8 +187,7 @@ impl Model {
             let attn = self.attention(layer, i, &normed, cache, &cos, &sin, mask.as_ref())?;
             x = (x + attn)?;
             let normed = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, self.eps())?;
-            let [gate, up] = parts(layer.gate_up.forward(&normed)?)?;
-            let ffn = layer.down.forward(&(gate.silu()? * up)?)?;
+            let ffn = layer.down.forward(&layer.gated(&normed)?)?;
             x = (x + ffn)?;
         }
         cache.advance(len);

@@ -7,7 +7,7 @@ use super::error::{ModelError, without_backtrace};
 use super::gguf_checks;
 use super::kernels::{Isa, QuantMatrix};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
-use candle_core::{DType, Device, Module, Tensor};
+use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Module, Shape, Tensor};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::BufReader;
@@ -241,6 +241,44 @@ impl Stack {
     }
 }
 
+/// `[.., 2 width]` (gate, then up) to `[.., width]`: `silu(gate) * up`, each value computed
+/// as candle's silu and product compute it.
+struct SiluTimes {
+    width: usize,
+}
+
+impl CustomOp1 for SiluTimes {
+    fn name(&self) -> &'static str {
+        "silu-times"
+    }
+
+    fn cpu_fwd(
+        &self,
+        storage: &CpuStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (CpuStorage::F32(values), Some((start, end))) = (storage, layout.contiguous_offsets())
+        else {
+            candle_core::bail!("silu-times takes contiguous f32 values");
+        };
+        let mut dims = layout.dims().to_vec();
+        if dims.last() != Some(&(2 * self.width)) {
+            candle_core::bail!("silu-times: {dims:?} is not [.., {}]", 2 * self.width);
+        }
+        *dims.last_mut().expect("checked above") = self.width;
+        let out = values[start..end]
+            .chunks_exact(2 * self.width)
+            .flat_map(|row| {
+                let (gate, up) = row.split_at(self.width);
+                gate.iter()
+                    .zip(up)
+                    .map(|(&g, &u)| g / (1.0 + (-g).exp()) * u)
+            })
+            .collect();
+        Ok((CpuStorage::F32(out), Shape::from(dims)))
+    }
+}
+
 /// llama.cpp's name of a GGML type: `q4_1`, `q6_k`, `f16`.
 fn ggml_name(dtype: GgmlDType) -> String {
     let name = format!("{dtype:?}").to_lowercase();
@@ -266,6 +304,18 @@ pub(crate) struct Layer {
 }
 
 impl Layer {
+    /// `silu(gate) * up`, the feed-forward's input to `down`: from a stacked product in one
+    /// pass over it, with the same arithmetic as the separate ops.
+    pub(crate) fn gated(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        match &self.gate_up {
+            Stack::Fused { matrix, widths } => {
+                let both = matrix.forward(x)?.contiguous()?;
+                both.apply_op1_no_bwd(&SiluTimes { width: widths[0] })
+            }
+            Stack::Separate(parts) => parts[0].forward(x)?.silu()? * parts[1].forward(x)?,
+        }
+    }
+
     fn linears(&self) -> impl Iterator<Item = &Linear> {
         let stacked = self.qkv.linears().into_iter().chain(self.gate_up.linears());
         stacked.chain([&self.o, &self.down])
