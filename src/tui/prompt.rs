@@ -1,12 +1,14 @@
 //! The prompt box: a multi-line editor whose text is wrapped by grapheme clusters, by the cells
 //! they take, so that the cursor can be placed exactly; or, read-only, what the model saw of it:
-//! the chat template's rendering, or its tokens with the special ones marked.
+//! the chat template's rendering, or its tokens with the special ones marked, coloured by
+//! their probability when the run asked for prompt_logprobs, one of them inspected.
 
 use super::chat_mode::ChatModes;
 use super::text::TextBuffer;
 use super::theme::Theme;
 use crate::engine::PromptToken;
 use crate::model::chat_template::Message;
+use crate::response::TopLogprob;
 use ratatui::Frame;
 use ratatui::layout::{Position, Rect};
 use ratatui::style::{Modifier, Style};
@@ -24,6 +26,8 @@ pub struct PromptState {
     /// prompt, which is the last user message.
     pub history: Vec<Message>,
     pub view: PromptView,
+    /// The token inspected in the token view (clamped to the last when past it).
+    pub token_cursor: usize,
 }
 
 /// What the prompt box shows: `o` cycles them.
@@ -62,6 +66,7 @@ impl PromptState {
     pub fn new(text: &str) -> Self {
         Self {
             buffer: TextBuffer::new(text),
+            token_cursor: usize::MAX,
             ..Self::default()
         }
     }
@@ -115,6 +120,14 @@ fn wrap(buffer: &TextBuffer, width: usize) -> (Vec<String>, (usize, usize)) {
     (rows, cursor)
 }
 
+/// The prompt's tokens as the model scored them (a run with prompt_logprobs): each one's
+/// logprob (none for the first) and, where asked for, the top alternatives at its place.
+#[derive(Debug, Clone, Copy)]
+pub struct PromptScores<'a> {
+    pub logprobs: &'a [Option<f32>],
+    pub top: Option<&'a [Option<Vec<TopLogprob>>]>,
+}
+
 /// What the prompt box draws beside its own state.
 pub struct Shown<'a> {
     pub modes: &'a ChatModes,
@@ -122,6 +135,8 @@ pub struct Shown<'a> {
     pub specials: &'a [&'a str],
     /// What the model of the selected side saw, for the rendered and token views.
     pub seen: Option<&'a SeenPrompt>,
+    /// The scores of `seen`'s tokens, when the side's last run has them.
+    pub scores: Option<PromptScores<'a>>,
     pub focused: bool,
 }
 
@@ -134,9 +149,14 @@ pub fn render(frame: &mut Frame, area: Rect, state: &PromptState, shown: &Shown,
             format!(" prompt · as {} sees it (o: tokens) ", seen.model)
         }
         (PromptView::Tokens, Some(seen)) => format!(
-            " prompt · {} tokens of {} (o: typed) ",
+            " prompt · {} tokens of {}{} · ←/→ inspect (o: typed) ",
             seen.tokens.len(),
-            seen.model
+            seen.model,
+            if shown.scores.is_some() {
+                " by probability"
+            } else {
+                ""
+            }
         ),
     };
     let block = Block::bordered()
@@ -157,12 +177,68 @@ pub fn render(frame: &mut Frame, area: Rect, state: &PromptState, shown: &Shown,
             let (rows, _) = wrap(&TextBuffer::new(text), width);
             rows.into_iter().map(Line::from).collect()
         }
-        (PromptView::Tokens, Some(seen)) => token_lines(&seen.tokens, width, theme),
+        (PromptView::Tokens, Some(seen)) => {
+            return render_tokens(frame, inner, seen, shown.scores, state.token_cursor, theme);
+        }
     };
     // The end is where the model goes on: keep it in view.
     let top = lines.len().saturating_sub(height);
     let lines: Vec<Line> = lines.into_iter().skip(top).collect();
     frame.render_widget(Paragraph::new(lines).style(theme.base), inner);
+}
+
+/// The token view: the tokens, the inspected one kept in view, and on the last row what is
+/// known of it.
+fn render_tokens(
+    frame: &mut Frame,
+    inner: Rect,
+    seen: &SeenPrompt,
+    scores: Option<PromptScores>,
+    cursor: usize,
+    theme: &Theme,
+) {
+    let cursor = cursor.min(seen.tokens.len().saturating_sub(1));
+    let width = usize::from(inner.width);
+    let (mut lines, cursor_row) = token_lines(&seen.tokens, width, theme, scores, cursor);
+    let height = usize::from(inner.height).saturating_sub(1).max(1);
+    let top = (cursor_row + 1).saturating_sub(height);
+    let mut lines: Vec<Line> = lines.drain(..).skip(top).take(height).collect();
+    if inner.height > 1 {
+        lines.push(Line::styled(
+            token_detail(&seen.tokens, scores, cursor),
+            theme.dim,
+        ));
+    }
+    frame.render_widget(Paragraph::new(lines).style(theme.base), inner);
+}
+
+/// `#3 " upon" (id 5193) · p 0.421 (logprob -0.865) · next best: " a" 0.310, " the" 0.052`.
+fn token_detail(tokens: &[PromptToken], scores: Option<PromptScores>, i: usize) -> String {
+    let Some(token) = tokens.get(i) else {
+        return String::new();
+    };
+    let mut detail = format!("#{i} {:?} (id {})", token.text, token.id);
+    let Some(scores) = scores else {
+        return detail + " · set prompt_logprobs to see how likely each token was";
+    };
+    match scores.logprobs.get(i).copied().flatten() {
+        Some(lp) => detail.push_str(&format!(" · p {:.3} (logprob {lp:.3})", lp.exp())),
+        None => detail.push_str(" · the first token: nothing before it to predict it"),
+    }
+    let others: Vec<String> = scores
+        .top
+        .and_then(|top| top.get(i)?.as_ref())
+        .map(|top| {
+            top.iter()
+                .filter(|alt| alt.0 != token.id)
+                .map(|alt| format!("{:?} {:.3}", alt.1, alt.2.exp()))
+                .collect()
+        })
+        .unwrap_or_default();
+    if !others.is_empty() {
+        detail.push_str(&format!(" · next best: {}", others.join(", ")));
+    }
+    detail
 }
 
 fn typed_title(state: &PromptState, shown: &Shown) -> String {
@@ -217,20 +293,33 @@ fn render_typed(frame: &mut Frame, inner: Rect, state: &PromptState, shown: &Sho
     }
 }
 
-/// Tokens laid out in rows of `width` cells, every other one underlined so that their
-/// boundaries show, special tokens in the marked style; a newline inside a token shows as `↵`
-/// and breaks the row after it.
-fn token_lines<'a>(tokens: &[PromptToken], width: usize, theme: &Theme) -> Vec<Line<'a>> {
+/// Tokens laid out in rows of `width` cells, and the row of token `cursor`. Unscored tokens
+/// are every other one underlined so that their boundaries show, special ones in the marked
+/// style; scored ones have their probability's heatmap colour. The inspected token is drawn
+/// reversed. A newline inside a token shows as `↵` and breaks the row after it.
+fn token_lines<'a>(
+    tokens: &[PromptToken],
+    width: usize,
+    theme: &Theme,
+    scores: Option<PromptScores>,
+    cursor: usize,
+) -> (Vec<Line<'a>>, usize) {
     let mut lines = Vec::new();
     let mut spans: Vec<Span> = Vec::new();
     let mut cells = 0;
+    let mut cursor_row = 0;
     for (i, token) in tokens.iter().enumerate() {
-        let style = if token.special {
-            theme.error
-        } else if i % 2 == 1 {
-            theme.value.add_modifier(Modifier::UNDERLINED)
-        } else {
-            theme.value
+        let logprob = scores.and_then(|s| s.logprobs.get(i).copied().flatten());
+        let style = match logprob {
+            Some(lp) if i == cursor => theme.cursor_style(lp.exp()),
+            Some(lp) => theme.token_style(lp.exp()),
+            None if token.special => theme.error,
+            None if i % 2 == 1 => theme.value.add_modifier(Modifier::UNDERLINED),
+            None => theme.value,
+        };
+        let style = match (i == cursor, logprob) {
+            (true, None) => style.add_modifier(Modifier::REVERSED | Modifier::BOLD),
+            _ => style,
         };
         for cluster in token.text.graphemes(true) {
             let newline = cluster.contains('\n');
@@ -246,6 +335,9 @@ fn token_lines<'a>(tokens: &[PromptToken], width: usize, theme: &Theme) -> Vec<L
             }
             spans.push(Span::styled(shown.to_owned(), style));
             cells += w;
+            if i == cursor {
+                cursor_row = lines.len();
+            }
             if newline {
                 lines.push(Line::from(std::mem::take(&mut spans)));
                 cells = 0;
@@ -253,7 +345,7 @@ fn token_lines<'a>(tokens: &[PromptToken], width: usize, theme: &Theme) -> Vec<L
         }
     }
     lines.push(Line::from(spans));
-    lines
+    (lines, cursor_row)
 }
 
 /// A row with every occurrence of a special-token text in `mark` (longest texts first).
@@ -318,9 +410,10 @@ mod tests {
             token("\n", false),
             token("Hello", false),
         ];
-        let lines = token_lines(&tokens, 8, &theme);
+        let (lines, cursor_row) = token_lines(&tokens, 8, &theme, None, 1);
         let texts: Vec<String> = lines.iter().map(ToString::to_string).collect();
         assert_eq!(texts, ["<|im_sta", "rt|>user", "↵", "Hello"]);
+        assert_eq!(cursor_row, 1, "`user` is on the second row");
         assert_eq!(
             lines[0].spans[0].style, theme.error,
             "special tokens marked"
@@ -330,6 +423,48 @@ mod tests {
             hello.style.add_modifier.contains(Modifier::UNDERLINED),
             "{hello:?}"
         );
+        // A span per grapheme: `rt|>` ends the special token, `u` starts `user`.
+        let user = &lines[1].spans[4];
+        assert!(
+            user.style.add_modifier.contains(Modifier::REVERSED),
+            "{user:?}"
+        );
+    }
+
+    #[test]
+    fn scored_tokens_take_their_probabilitys_colour_and_the_detail_names_the_alternatives() {
+        let token = |id, text: &str| PromptToken {
+            id,
+            text: text.to_owned(),
+            special: false,
+        };
+        let theme = Theme::dark();
+        let tokens = [token(1, "Once"), token(7, " upon"), token(9, " a")];
+        let logprobs = [None, Some(-0.5f32), Some(-3.0)];
+        let top = [
+            None,
+            Some(vec![
+                TopLogprob(7, " upon".into(), -0.5),
+                TopLogprob(8, " there".into(), -1.5),
+            ]),
+            None,
+        ];
+        let scores = PromptScores {
+            logprobs: &logprobs,
+            top: Some(&top),
+        };
+        let (lines, _) = token_lines(&tokens, 40, &theme, Some(scores), 1);
+        // A span per grapheme: `Once`, then ` upon` from the fifth, ` a` from the tenth.
+        let spans = &lines[0].spans;
+        assert_eq!(spans[0].style, theme.value, "the first token has no score");
+        assert_eq!(spans[4].style, theme.cursor_style((-0.5f32).exp()));
+        assert_eq!(spans[9].style, theme.token_style((-3.0f32).exp()));
+        assert_eq!(
+            token_detail(&tokens, Some(scores), 1),
+            "#1 \" upon\" (id 7) · p 0.607 (logprob -0.500) · next best: \" there\" 0.223"
+        );
+        assert!(token_detail(&tokens, Some(scores), 0).contains("the first token"));
+        assert!(token_detail(&tokens, None, 2).contains("set prompt_logprobs"));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use super::layout::Grid;
 use super::model_picker::ModelPicker;
 use super::params::ParamsState;
 use super::preset_picker::{PresetPicker, PresetsState};
-use super::prompt::{PromptState, SeenPrompt};
+use super::prompt::{PromptScores, PromptState, SeenPrompt};
 use super::save_prompt::SavePrompt;
 use super::status::{ModelSlot, ModelStatus, StatusState};
 use super::themes::ThemeCatalog;
@@ -235,6 +235,23 @@ impl State {
     pub fn seen_prompt(&self) -> Option<&SeenPrompt> {
         let side = self.columns.cursor_side().unwrap_or(0);
         self.sides.get(side)?.seen.as_ref()
+    }
+
+    /// The scores of [`State::seen_prompt`]'s tokens: from the same side's last finished run,
+    /// when it asked for prompt_logprobs and ran that very prompt.
+    pub fn prompt_scores(&self) -> Option<PromptScores<'_>> {
+        let side = self.sides.get(self.columns.cursor_side().unwrap_or(0))?;
+        let (seen, response) = (side.seen.as_ref()?, side.response.as_ref()?);
+        let same = response.prompt_token_ids.len() == seen.tokens.len()
+            && response
+                .prompt_token_ids
+                .iter()
+                .zip(&seen.tokens)
+                .all(|(&id, token)| id == token.id);
+        same.then_some(PromptScores {
+            logprobs: response.prompt_logprobs.as_deref()?,
+            top: response.prompt_top_logprobs.as_deref(),
+        })
     }
 
     /// Each side's mark, in side order.

@@ -131,6 +131,17 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         }
         Action::DeleteBack => edit_text(state, TextBuffer::delete_back),
         Action::DeleteForward => edit_text(state, TextBuffer::delete_forward),
+        Action::CursorLeft | Action::CursorRight if inspecting_prompt_tokens(state) => {
+            let last = state
+                .seen_prompt()
+                .map_or(0, |seen| seen.tokens.len().saturating_sub(1));
+            let at = state.prompt.token_cursor.min(last);
+            state.prompt.token_cursor = match action {
+                Action::CursorLeft => at.saturating_sub(1),
+                _ => (at + 1).min(last),
+            };
+            Vec::new()
+        }
         Action::CursorLeft => edit_text(state, |b| {
             b.left();
             false
@@ -285,6 +296,15 @@ fn wheel(state: &mut State, x: u16, y: u16, lines: i32) {
 }
 
 /// Applies `edit` to the preset name being typed, the open value editor, or else the prompt;
+/// ←/→ in the prompt box's token view move between tokens instead of the text cursor.
+fn inspecting_prompt_tokens(state: &State) -> bool {
+    state.focus == Focus::Prompt
+        && state.overlay.is_none()
+        && state.params.editor.is_none()
+        && state.prompt.view == PromptView::Tokens
+        && state.seen_prompt().is_some()
+}
+
 /// `edit` says whether the text changed, and a changed prompt re-runs.
 fn edit_text(state: &mut State, edit: impl FnOnce(&mut TextBuffer) -> bool) -> Vec<Effect> {
     if let Some(Overlay::Models(picker)) = &mut state.overlay {

@@ -21,6 +21,7 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         modes: &chat_mode::modes(state),
         specials: &state.status.special_tokens(),
         seen: state.seen_prompt(),
+        scores: state.prompt_scores(),
         focused: focus(Focus::Prompt),
     };
     prompt::render(frame, a.prompt, &state.prompt, &shown, theme);

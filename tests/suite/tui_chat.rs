@@ -6,7 +6,7 @@ use crate::common;
 use common::tui::{done, find, render, row, started, state_sized, token};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use samplab::engine::{Event, Prompt, PromptToken, Request};
-use samplab::response::{CrossScore, StopReason};
+use samplab::response::{CrossScore, StopReason, TopLogprob};
 use samplab::tui::action::{Action, DialogAction, Effect, Focus};
 use samplab::tui::keymap::KeyMap;
 use samplab::tui::prompt::PromptView;
@@ -375,4 +375,90 @@ fn a_long_conversation_scrolls_to_the_selected_turn() {
         find(&screen, "turn 0 ").is_none(),
         "scrolled past the first turns"
     );
+}
+
+/// Issue 14 item 13: with prompt_logprobs, the token view colours the prompt by how likely
+/// each token was, and ←/→ inspect a token and its alternatives.
+#[test]
+fn the_token_view_colours_the_prompt_by_its_logprobs_and_inspects_a_token() {
+    let theme = Theme::dark();
+    let mut s = state_sized(120, 30);
+    let effects = update(&mut s, Action::Engine(0, loaded("base", false)));
+    let run_id = runs(&effects)[0].1.run_id;
+    let token = |id, text: &str| PromptToken {
+        id,
+        text: text.into(),
+        special: false,
+    };
+    update(
+        &mut s,
+        Action::Engine(
+            0,
+            Event::Prompted {
+                run_id,
+                rendered: None,
+                tokens: vec![token(1, "Once"), token(7, " upon"), token(9, " a")],
+            },
+        ),
+    );
+    update(&mut s, Action::CyclePromptView);
+    update(&mut s, Action::CyclePromptView);
+    assert_eq!(s.prompt.view, PromptView::Tokens);
+    let screen = render(&s, &theme);
+    assert!(
+        !row(&screen, 0).contains("by probability"),
+        "not scored yet"
+    );
+    assert!(find(&screen, "set prompt_logprobs").is_some());
+
+    let Event::Done { mut response, .. } = done(run_id, &[StopReason::Length]) else {
+        unreachable!()
+    };
+    response.prompt_token_ids = vec![1, 7, 9];
+    response.prompt_logprobs = Some(vec![None, Some(-0.5), Some(-3.0)]);
+    response.prompt_top_logprobs = Some(vec![
+        None,
+        Some(vec![
+            TopLogprob(7, " upon".into(), -0.5),
+            TopLogprob(8, " there".into(), -1.5),
+        ]),
+        Some(vec![TopLogprob(3, " the".into(), -0.2)]),
+    ]);
+    update(&mut s, Action::Engine(0, Event::Done { run_id, response }));
+    let screen = render(&s, &theme);
+    assert!(
+        row(&screen, 0).contains("3 tokens of base by probability"),
+        "{}",
+        row(&screen, 0)
+    );
+    let (x, y) = find(&screen, "Once upon a").expect("the tokens");
+    assert_eq!(
+        screen[(x + 5, y)].bg,
+        theme.token_style((-0.5f32).exp()).bg.unwrap(),
+        "` upon` in its probability's colour"
+    );
+    assert!(
+        find(
+            &screen,
+            "#2 \" a\" (id 9) · p 0.050 (logprob -3.000) · next best: \" the\" 0.819"
+        )
+        .is_some(),
+        "the last token is inspected first"
+    );
+
+    s.focus = Focus::Prompt;
+    update(&mut s, Action::CursorLeft);
+    let screen = render(&s, &theme);
+    assert!(find(&screen, "#1 \" upon\" (id 7) · p 0.607").is_some());
+    assert!(find(&screen, "next best: \" there\" 0.223").is_some());
+    assert_eq!(
+        s.prompt.view,
+        PromptView::Tokens,
+        "moving does not leave the view"
+    );
+    update(&mut s, Action::CursorLeft);
+    update(&mut s, Action::CursorLeft);
+    assert!(find(&render(&s, &theme), "#0 \"Once\" (id 1) · the first token").is_some());
+    update(&mut s, Action::CursorRight);
+    assert_eq!(s.prompt.token_cursor, 1);
 }
