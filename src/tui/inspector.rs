@@ -27,7 +27,15 @@ const LABEL_WIDTH: usize = 9;
 /// Eighths of a cell, for bars finer than whole cells.
 const EIGHTHS: [&str; 8] = ["", "▏", "▎", "▍", "▌", "▋", "▊", "▉"];
 
-pub fn render(frame: &mut Frame, area: Rect, columns: &Columns, theme: &Theme) {
+/// `logprobs`: how many alternatives the run's response keeps per token (the parameter), so
+/// that the list shows which of them a caller of the API would get.
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    columns: &Columns,
+    logprobs: Option<u32>,
+    theme: &Theme,
+) {
     let cursor = columns.cursor_token();
     let title = match cursor {
         Some((column, token)) => format!(
@@ -46,7 +54,7 @@ pub fn render(frame: &mut Frame, area: Rect, columns: &Columns, theme: &Theme) {
         Some((column, token)) => {
             let column = &columns.columns[column];
             let event = &column.tokens[token];
-            let mut lines = token_lines(event, usize::from(inner.width), theme);
+            let mut lines = token_lines(event, logprobs, usize::from(inner.width), theme);
             let trace = column.trace.as_ref().filter(|t| t.step == token);
             lines.extend(chain_view::lines(event, trace, theme));
             lines
@@ -56,7 +64,12 @@ pub fn render(frame: &mut Frame, area: Rect, columns: &Columns, theme: &Theme) {
     frame.render_widget(Paragraph::new(lines), inner);
 }
 
-fn token_lines<'a>(token: &TokenEvent, width: usize, theme: &Theme) -> Vec<Line<'a>> {
+fn token_lines<'a>(
+    token: &TokenEvent,
+    logprobs: Option<u32>,
+    width: usize,
+    theme: &Theme,
+) -> Vec<Line<'a>> {
     let own_text = token
         .top
         .iter()
@@ -87,13 +100,25 @@ fn token_lines<'a>(token: &TokenEvent, width: usize, theme: &Theme) -> Vec<Line<
         ),
         theme.dim,
     ));
-    lines.extend(
-        token
-            .top
-            .iter()
-            .map(|a| alternative_line(a, a.id == token.id, bar_width, theme)),
-    );
+    let kept = logprobs.map_or(0, |n| n as usize);
+    for (i, a) in token.top.iter().enumerate() {
+        if i == kept {
+            lines.push(Line::styled(kept_rule(logprobs, width), theme.dim));
+        }
+        lines.push(alternative_line(a, a.id == token.id, bar_width, theme));
+    }
     lines
+}
+
+/// The line under the alternatives the response keeps (`logprobs` asks for that many);
+/// short, as the panel is narrow.
+fn kept_rule(logprobs: Option<u32>, width: usize) -> String {
+    let label = match logprobs {
+        None | Some(0) => " logprobs off: none kept ".to_owned(),
+        Some(n) => format!(" above: kept by logprobs {n} "),
+    };
+    let dashes = width.saturating_sub(label.chars().count()) / 2;
+    format!("{}{label}{}", "┄".repeat(dashes), "┄".repeat(dashes))
 }
 
 /// `▶ " the"     ██████▍    0.29 0.41`: the bar's length is the raw probability; a token

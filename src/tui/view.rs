@@ -26,7 +26,8 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
     };
     prompt::render(frame, a.prompt, &state.prompt, &shown, theme);
     if state.focus == Focus::Columns {
-        inspector::render(frame, a.params, &state.columns, theme);
+        let logprobs = state.params.params.logprobs;
+        inspector::render(frame, a.params, &state.columns, logprobs, theme);
     } else {
         let compared = state.other_set.as_ref().map(|other| params::Compared {
             letter: if state.editing_set == 0 { 'A' } else { 'B' },

@@ -504,6 +504,25 @@ fn the_inspector_shows_the_token_and_its_alternatives_as_bars() {
     }
 }
 
+/// Issue 14 item 13: `logprobs` shows in the inspector as the line under the alternatives a
+/// response keeps.
+#[test]
+fn the_inspector_marks_the_alternatives_logprobs_keeps() {
+    let mut s = inspecting(200, 50);
+    s.params.params.logprobs = None;
+    let buffer = render(&s, &Theme::dark());
+    let (_, rule) = find(&buffer, "┄ logprobs off: none kept ┄").expect("off");
+    let (_, first) = find(&buffer, r#"▶ " the""#).unwrap();
+    assert!(rule < first, "above every alternative");
+
+    s.params.params.logprobs = Some(2);
+    let buffer = render(&s, &Theme::dark());
+    let (_, rule) = find(&buffer, "┄ above: kept by logprobs 2 ┄").expect("kept");
+    let (_, second) = find(&buffer, r#"  "\n""#).unwrap();
+    let (_, third) = find(&buffer, r#"  " a""#).unwrap();
+    assert!(second < rule && rule < third, "{second} < {rule} < {third}");
+}
+
 #[test]
 fn the_cursor_token_is_drawn_reversed_only_while_the_columns_have_focus() {
     let mut s = inspecting(80, 24);
