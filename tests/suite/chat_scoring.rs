@@ -9,7 +9,6 @@ use samplab::engine::{LoadedModel, Prompt, ReplayStore, Request, ScoreRequest};
 use samplab::model::chat_template::{ChatTemplate, Message};
 use samplab::params::SamplingParams;
 use samplab::response::SampleResponse;
-use tokenizers::AddedToken;
 
 const CHATML: &str = "{% for m in messages %}{{ '<|im_start|>' + m.role + '\n' + m.content + \
                       '<|im_end|>\n' }}{% endfor %}{{ '<|im_start|>assistant\n' }}";
@@ -21,20 +20,7 @@ const PLAIN: &str = "{% for m in messages %}{{ m.role + ' ' + m.content + '\n' }
 /// Characters as tokens, two specials, BOS for raw prompts; the fake backend's logits hash the
 /// whole history, so a score tells which prefix it was computed after.
 fn model(name: &str, template: Option<&str>) -> LoadedModel {
-    let mut pieces = vec!["<s>", "</s>"];
-    let chars: Vec<String> = "abcdefghijklmnopqrstuvwxyz|<>_ \n"
-        .chars()
-        .map(String::from)
-        .collect();
-    pieces.extend(chars.iter().map(String::as_str));
-    let mut tokenizer = common::piece_tokenizer(&pieces);
-    tokenizer
-        .add_special_tokens([
-            AddedToken::from("<|im_start|>", true),
-            AddedToken::from("<|im_end|>", true),
-        ])
-        .unwrap();
-    tokenizer.set_encode_special_tokens(true);
+    let tokenizer = common::chat_char_tokenizer();
     let vocab = tokenizer.get_vocab_size(true);
     LoadedModel {
         name: name.into(),

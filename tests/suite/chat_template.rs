@@ -9,7 +9,6 @@ use samplab::engine::{
 use samplab::model::chat_template::{ChatTemplate, CivilTime, Clock, Message};
 use serde_json::Value as Json;
 use std::path::Path;
-use tokenizers::AddedToken;
 
 /// SmolLM2 / Qwen-style ChatML, as such models ship it.
 const CHATML: &str = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + \
@@ -346,20 +345,7 @@ impl Backend for NoModel {
 /// Characters as tokens, `<|im_start|>` and `<|im_end|>` as specials that plain text cannot
 /// produce (as a GGUF vocabulary makes them), and BOS added to raw prompts.
 fn loaded(template: Option<ChatTemplate>) -> LoadedModel {
-    let mut pieces = vec!["<s>", "</s>"];
-    let chars: Vec<String> = "abcdefghijklmnopqrstuvwxyz|<>_ \n"
-        .chars()
-        .map(String::from)
-        .collect();
-    pieces.extend(chars.iter().map(String::as_str));
-    let mut tokenizer = common::piece_tokenizer(&pieces);
-    tokenizer
-        .add_special_tokens([
-            AddedToken::from("<|im_start|>", true),
-            AddedToken::from("<|im_end|>", true),
-        ])
-        .unwrap();
-    tokenizer.set_encode_special_tokens(true);
+    let tokenizer = common::chat_char_tokenizer();
     LoadedModel {
         name: "chars".into(),
         device: "cpu".into(),

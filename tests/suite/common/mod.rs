@@ -110,6 +110,27 @@ pub fn floats(value: &serde_json::Value) -> Vec<Option<f64>> {
         .collect()
 }
 
+/// Lower-case letters, a few signs, space and newline as tokens after `<s>` and `</s>`, and
+/// `<|im_start|>` and `<|im_end|>` as specials that plain text cannot produce (as a GGUF
+/// vocabulary makes them): chat templates render into it one character a token.
+pub fn chat_char_tokenizer() -> tokenizers::Tokenizer {
+    let mut pieces = vec!["<s>", "</s>"];
+    let chars: Vec<String> = "abcdefghijklmnopqrstuvwxyz|<>_ \n"
+        .chars()
+        .map(String::from)
+        .collect();
+    pieces.extend(chars.iter().map(String::as_str));
+    let mut tokenizer = piece_tokenizer(&pieces);
+    tokenizer
+        .add_special_tokens([
+            tokenizers::AddedToken::from("<|im_start|>", true),
+            tokenizers::AddedToken::from("<|im_end|>", true),
+        ])
+        .unwrap();
+    tokenizer.set_encode_special_tokens(true);
+    tokenizer
+}
+
 /// A tokenizer whose tokens are exactly `pieces` (ids by position, no merges), with `pieces[0]`
 /// the BOS added to every encoding and a decoder that joins pieces as they are.
 pub fn piece_tokenizer(pieces: &[&str]) -> tokenizers::Tokenizer {
