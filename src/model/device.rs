@@ -13,7 +13,7 @@ use std::str::FromStr;
 pub enum DeviceChoice {
     /// The first CUDA GPU, else the Metal GPU, else the CPU.
     #[default]
-    Best,
+    Auto,
     Cpu,
     Cuda(usize),
     Metal(usize),
@@ -42,9 +42,9 @@ impl FromStr for DeviceChoice {
             None => (lower.as_str(), None),
         };
         match (kind, ordinal) {
-            ("auto" | "best", None) => Ok(Self::Best),
+            ("auto", None) => Ok(Self::Auto),
             ("cpu", None) => Ok(Self::Cpu),
-            ("cuda" | "gpu", n) => Ok(Self::Cuda(n.unwrap_or(0))),
+            ("cuda", n) => Ok(Self::Cuda(n.unwrap_or(0))),
             ("metal", n) => Ok(Self::Metal(n.unwrap_or(0))),
             _ => Err(unknown()),
         }
@@ -54,7 +54,7 @@ impl FromStr for DeviceChoice {
 impl fmt::Display for DeviceChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Best => f.write_str("best"),
+            Self::Auto => f.write_str("auto"),
             Self::Cpu => f.write_str("cpu"),
             Self::Cuda(n) => write!(f, "cuda:{n}"),
             Self::Metal(n) => write!(f, "metal:{n}"),
@@ -66,7 +66,7 @@ impl DeviceChoice {
     /// The device and the name the status bar and `loaded` events show for it.
     pub fn open(self) -> Result<(Device, String), DeviceError> {
         match self {
-            Self::Best => Ok([Self::Cuda(0), Self::Metal(0)]
+            Self::Auto => Ok([Self::Cuda(0), Self::Metal(0)]
                 .into_iter()
                 .find_map(|gpu| gpu.open().ok())
                 .unwrap_or_else(|| (Device::Cpu, "cpu".to_owned()))),
@@ -133,24 +133,27 @@ mod tests {
             ("CUDA", DeviceChoice::Cuda(0)),
             ("cuda:1", DeviceChoice::Cuda(1)),
             ("metal", DeviceChoice::Metal(0)),
-            ("auto", DeviceChoice::Best),
+            ("auto", DeviceChoice::Auto),
         ] {
             assert_eq!(text.parse::<DeviceChoice>().unwrap(), choice, "{text}");
         }
         assert_eq!(DeviceChoice::Cuda(1).to_string(), "cuda:1");
-        for bad in ["", "tpu", "cuda:", "cuda:x", "cpu:0", "cuda:-1"] {
+        assert_eq!(DeviceChoice::Auto.to_string(), "auto");
+        for bad in [
+            "", "tpu", "gpu", "cuda:", "cuda:x", "cpu:0", "cuda:-1", "auto:1",
+        ] {
             let error = bad.parse::<DeviceChoice>().unwrap_err().to_string();
             assert!(error.contains("write cpu, cuda, cuda:N"), "{bad}: {error}");
         }
     }
 
     #[test]
-    fn the_cpu_always_opens_and_best_falls_back_to_it_without_a_gpu() {
+    fn the_cpu_always_opens_and_auto_falls_back_to_it_without_a_gpu() {
         let (device, name) = DeviceChoice::Cpu.open().unwrap();
         assert!(device.is_cpu());
         assert_eq!(name, "cpu");
-        let (best, name) = DeviceChoice::Best.open().unwrap();
-        assert_eq!(best.is_cpu(), name == "cpu");
+        let (auto, name) = DeviceChoice::Auto.open().unwrap();
+        assert_eq!(auto.is_cpu(), name == "cpu");
         assert_eq!(gpu_memory(&Device::Cpu), None);
     }
 
