@@ -187,7 +187,8 @@ impl Model {
             let attn = self.attention(layer, i, &normed, cache, &cos, &sin, mask.as_ref())?;
             x = (x + attn)?;
             let normed = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, self.eps())?;
-            let ffn = layer.down.forward(&layer.gated(&normed)?)?;
+            let gate = layer.gate.forward(&normed)?.silu()?;
+            let ffn = layer.down.forward(&(gate * layer.up.forward(&normed)?)?)?;
             x = (x + ffn)?;
         }
         cache.advance(len);
@@ -228,10 +229,9 @@ impl Model {
             RopeLayout::Interleaved => candle_nn::rotary_emb::rope_i(t, cos, sin),
             RopeLayout::HalfSplit => candle_nn::rotary_emb::rope(t, cos, sin),
         };
-        let [q, k, v] = parts(layer.qkv.forward(x)?)?;
-        let q = heads(q, c.num_heads, layer.q_norm.as_ref())?;
-        let k = heads(k, c.num_kv_heads, layer.k_norm.as_ref())?;
-        let v = heads(v, c.num_kv_heads, None)?;
+        let q = heads(layer.q.forward(x)?, c.num_heads, layer.q_norm.as_ref())?;
+        let k = heads(layer.k.forward(x)?, c.num_kv_heads, layer.k_norm.as_ref())?;
+        let v = heads(layer.v.forward(x)?, c.num_kv_heads, None)?;
         let (q, k) = (rotate(&q)?, rotate(&k)?);
         let (k, v) = cache.append(index, &k, &v)?;
         let scale = 1.0 / (c.head_dim as f64).sqrt();
@@ -265,14 +265,6 @@ impl Model {
 }
 
 /// `[len, start + len]`: 0 where query `i` (at position `start + i`) may attend, -inf after it.
-/// A stack's products as an array, for destructuring.
-fn parts<const N: usize>(products: Vec<Tensor>) -> candle_core::Result<[Tensor; N]> {
-    let found = products.len();
-    products
-        .try_into()
-        .map_err(|_| candle_core::Error::Msg(format!("{N} products expected, {found} found")))
-}
-
 fn causal_mask(start: usize, len: usize, device: &Device) -> candle_core::Result<Tensor> {
     let total = start + len;
     let mask: Vec<f32> = (0..len)

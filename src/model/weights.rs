@@ -7,7 +7,7 @@ use super::error::{ModelError, without_backtrace};
 use super::gguf_checks;
 use super::kernels::{Isa, QuantMatrix};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
-use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Module, Shape, Tensor};
+use candle_core::{DType, Device, Module, Tensor};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::BufReader;
@@ -42,7 +42,14 @@ impl Linear {
             && q.device().is_cpu()
         {
             let (rows, cols) = q.shape().dims2()?;
-            if let Some(weight) = ours(q.dtype(), rows, cols, &q.data()?, our_kernels)? {
+            let data = q.data()?;
+            if let Some(dense) = DenseMatrix::from_ggml(q.dtype(), rows, cols, &data)? {
+                let weight = Matrix::Dense(Arc::new(dense));
+                return Ok(Self { weight, bias });
+            }
+            if our_kernels && let Some(ours) = QuantMatrix::from_gguf(q.dtype(), rows, cols, &data)?
+            {
+                let weight = Matrix::Ours(Arc::new(ours));
                 return Ok(Self { weight, bias });
             }
         }
@@ -128,157 +135,6 @@ impl Linear {
     }
 }
 
-/// A matrix of GGML type `dtype` in one of our products: float types always, quantized ones
-/// with `our_kernels` where a kernel exists; `None` leaves it to candle.
-fn ours(
-    dtype: GgmlDType,
-    rows: usize,
-    cols: usize,
-    data: &[u8],
-    our_kernels: bool,
-) -> candle_core::Result<Option<Matrix>> {
-    if let Some(dense) = DenseMatrix::from_ggml(dtype, rows, cols, data)? {
-        return Ok(Some(Matrix::Dense(Arc::new(dense))));
-    }
-    if !our_kernels {
-        return Ok(None);
-    }
-    Ok(QuantMatrix::from_gguf(dtype, rows, cols, data)?.map(|q| Matrix::Ours(Arc::new(q))))
-}
-
-/// Matrices that read the same input (q, k and v; gate and up). Where our products can hold
-/// them all (one type, on the CPU), their rows are stacked into one matrix: one pass over
-/// the input and one parallel dispatch instead of several, each output row computed exactly
-/// as alone. Otherwise they run one by one.
-#[derive(Debug)]
-pub(crate) enum Stack {
-    Fused { matrix: Linear, widths: Vec<usize> },
-    Separate(Vec<Linear>),
-}
-
-impl Stack {
-    fn new(parts: Vec<(QMatMul, Option<Tensor>)>, our_kernels: bool) -> candle_core::Result<Self> {
-        if let Some(fused) = Self::fused(&parts, our_kernels)? {
-            return Ok(fused);
-        }
-        let linears = parts
-            .into_iter()
-            .map(|(weight, bias)| Linear::new(weight, bias, our_kernels))
-            .collect::<candle_core::Result<_>>()?;
-        Ok(Stack::Separate(linears))
-    }
-
-    fn fused(
-        parts: &[(QMatMul, Option<Tensor>)],
-        our_kernels: bool,
-    ) -> candle_core::Result<Option<Self>> {
-        let mut tensors = Vec::new();
-        for (weight, _) in parts {
-            match weight {
-                QMatMul::QTensor(q) if q.device().is_cpu() => tensors.push(q),
-                _ => return Ok(None),
-            }
-        }
-        let (dtype, cols) = (tensors[0].dtype(), tensors[0].shape().dims2()?.1);
-        let mut widths = Vec::new();
-        for q in &tensors {
-            let (rows, c) = q.shape().dims2()?;
-            if q.dtype() != dtype || c != cols {
-                return Ok(None);
-            }
-            widths.push(rows);
-        }
-        let mut data = Vec::new();
-        for q in &tensors {
-            data.extend_from_slice(&q.data()?);
-        }
-        let rows = widths.iter().sum();
-        let Some(weight) = ours(dtype, rows, cols, &data, our_kernels)? else {
-            return Ok(None);
-        };
-        // A part without a bias adds zeros: Qwen2 biases q, k and v alike, others none.
-        let bias = if parts.iter().any(|(_, b)| b.is_some()) {
-            let pieces = parts
-                .iter()
-                .zip(&widths)
-                .map(|((_, b), &n)| match b {
-                    Some(b) => Ok(b.clone()),
-                    None => Tensor::zeros(n, DType::F32, &Device::Cpu),
-                })
-                .collect::<candle_core::Result<Vec<_>>>()?;
-            Some(Tensor::cat(&pieces, 0)?)
-        } else {
-            None
-        };
-        let matrix = Linear { weight, bias };
-        Ok(Some(Stack::Fused { matrix, widths }))
-    }
-
-    /// Each part's product, in order.
-    pub(crate) fn forward(&self, x: &Tensor) -> candle_core::Result<Vec<Tensor>> {
-        match self {
-            Stack::Fused { matrix, widths } => {
-                let y = matrix.forward(x)?;
-                let last = y.rank() - 1;
-                let mut at = 0;
-                widths
-                    .iter()
-                    .map(|&n| {
-                        at += n;
-                        y.narrow(last, at - n, n)
-                    })
-                    .collect()
-            }
-            Stack::Separate(parts) => parts.iter().map(|p| p.forward(x)).collect(),
-        }
-    }
-
-    fn linears(&self) -> Vec<&Linear> {
-        match self {
-            Stack::Fused { matrix, .. } => vec![matrix],
-            Stack::Separate(parts) => parts.iter().collect(),
-        }
-    }
-}
-
-/// `[.., 2 width]` (gate, then up) to `[.., width]`: `silu(gate) * up`, each value computed
-/// as candle's silu and product compute it.
-struct SiluTimes {
-    width: usize,
-}
-
-impl CustomOp1 for SiluTimes {
-    fn name(&self) -> &'static str {
-        "silu-times"
-    }
-
-    fn cpu_fwd(
-        &self,
-        storage: &CpuStorage,
-        layout: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (CpuStorage::F32(values), Some((start, end))) = (storage, layout.contiguous_offsets())
-        else {
-            candle_core::bail!("silu-times takes contiguous f32 values");
-        };
-        let mut dims = layout.dims().to_vec();
-        if dims.last() != Some(&(2 * self.width)) {
-            candle_core::bail!("silu-times: {dims:?} is not [.., {}]", 2 * self.width);
-        }
-        *dims.last_mut().expect("checked above") = self.width;
-        let out = values[start..end]
-            .chunks_exact(2 * self.width)
-            .flat_map(|row| {
-                let (gate, up) = row.split_at(self.width);
-                gate.iter()
-                    .zip(up)
-                    .map(|(&g, &u)| g / (1.0 + (-g).exp()) * u)
-            })
-            .collect();
-        Ok((CpuStorage::F32(out), Shape::from(dims)))
-    }
-}
-
 /// llama.cpp's name of a GGML type: `q4_1`, `q6_k`, `f16`.
 fn ggml_name(dtype: GgmlDType) -> String {
     let name = format!("{dtype:?}").to_lowercase();
@@ -291,35 +147,17 @@ fn ggml_name(dtype: GgmlDType) -> String {
 #[derive(Debug)]
 pub(crate) struct Layer {
     pub attn_norm: Tensor,
-    /// q, k and v.
-    pub qkv: Stack,
+    pub q: Linear,
+    pub k: Linear,
+    pub v: Linear,
     pub o: Linear,
     /// Qwen3's per-head norms, applied to q and k before RoPE.
     pub q_norm: Option<Tensor>,
     pub k_norm: Option<Tensor>,
     pub ffn_norm: Tensor,
-    /// gate and up.
-    pub gate_up: Stack,
+    pub gate: Linear,
+    pub up: Linear,
     pub down: Linear,
-}
-
-impl Layer {
-    /// `silu(gate) * up`, the feed-forward's input to `down`: from a stacked product in one
-    /// pass over it, with the same arithmetic as the separate ops.
-    pub(crate) fn gated(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        match &self.gate_up {
-            Stack::Fused { matrix, widths } => {
-                let both = matrix.forward(x)?.contiguous()?;
-                both.apply_op1_no_bwd(&SiluTimes { width: widths[0] })
-            }
-            Stack::Separate(parts) => parts[0].forward(x)?.silu()? * parts[1].forward(x)?,
-        }
-    }
-
-    fn linears(&self) -> impl Iterator<Item = &Linear> {
-        let stacked = self.qkv.linears().into_iter().chain(self.gate_up.linears());
-        stacked.chain([&self.o, &self.down])
-    }
 }
 
 /// Where token embeddings are looked up.
@@ -359,7 +197,7 @@ impl Weights {
         let layers: u64 = self
             .layers
             .iter()
-            .flat_map(Layer::linears)
+            .flat_map(|l| [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down])
             .map(Linear::bytes)
             .sum();
         layers + self.output.bytes()
@@ -370,7 +208,7 @@ impl Weights {
         let mut kernels: Vec<(String, String)> = self
             .layers
             .iter()
-            .flat_map(Layer::linears)
+            .flat_map(|l| [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down])
             .chain([&self.output])
             .map(Linear::kernel)
             .collect();
@@ -571,27 +409,24 @@ impl Weights {
         // Not reserved up front: a header may claim 2^61 layers; the first missing one ends it.
         let mut layers = Vec::new();
         for i in 0..config.num_layers {
-            let mut matrix = |part: Part, shape: (usize, usize)| {
+            let mut linear = |part: Part, shape: (usize, usize)| -> Result<Linear, ModelError> {
                 let name = source.name(Some(i), part, "weight");
                 let weight = require(source, &name, |s, n| s.matrix(n, shape))?;
                 let bias_name = source.name(Some(i), part, "bias");
                 let bias = source.vector(&bias_name, shape.0)?;
-                Ok::<_, ModelError>((weight, bias))
+                Ok(Linear::new(weight, bias, our_kernels)?)
             };
-            let qkv = vec![
-                matrix(Part::Q, (q_dim, h))?,
-                matrix(Part::K, (kv, h))?,
-                matrix(Part::V, (kv, h))?,
-            ];
-            let (o, o_bias) = matrix(Part::O, (h, q_dim))?;
-            let gate_up = vec![matrix(Part::Gate, (ffn, h))?, matrix(Part::Up, (ffn, h))?];
-            let (down, down_bias) = matrix(Part::Down, (h, ffn))?;
-            let (qkv, gate_up) = (
-                Stack::new(qkv, our_kernels)?,
-                Stack::new(gate_up, our_kernels)?,
+            let (q, k, v, o) = (
+                linear(Part::Q, (q_dim, h))?,
+                linear(Part::K, (kv, h))?,
+                linear(Part::V, (kv, h))?,
+                linear(Part::O, (h, q_dim))?,
             );
-            let o = Linear::new(o, o_bias, our_kernels)?;
-            let down = Linear::new(down, down_bias, our_kernels)?;
+            let (gate, up, down) = (
+                linear(Part::Gate, (ffn, h))?,
+                linear(Part::Up, (ffn, h))?,
+                linear(Part::Down, (h, ffn))?,
+            );
             let mut norm = |part: Part, len: usize| {
                 let name = source.name(Some(i), part, "weight");
                 require(source, &name, |s, n| s.vector(n, len))
@@ -608,12 +443,15 @@ impl Weights {
             };
             layers.push(Layer {
                 attn_norm,
-                qkv,
+                q,
+                k,
+                v,
                 o,
                 q_norm,
                 k_norm,
                 ffn_norm,
-                gate_up,
+                gate,
+                up,
                 down,
             });
         }
