@@ -328,11 +328,10 @@ fn ask_results_path(state: &mut State) -> Vec<Effect> {
         return Vec::new();
     }
     if let Some(Overlay::Export(dialog)) = state.overlay.take() {
-        let dir = state.export.results_dir.display().to_string();
-        let offered = match dir.ends_with(std::path::MAIN_SEPARATOR) {
-            true => dir,
-            false => format!("{dir}{}", std::path::MAIN_SEPARATOR),
-        };
+        let mut offered = state.export.results_dir.display().to_string();
+        if !offered.ends_with(std::path::MAIN_SEPARATOR) {
+            offered.push(std::path::MAIN_SEPARATOR);
+        }
         state.overlay = Some(Overlay::Save(SavePrompt::results(&offered, dialog)));
     }
     Vec::new()

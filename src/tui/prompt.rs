@@ -199,10 +199,10 @@ fn render_tokens(
 ) {
     let cursor = cursor.min(seen.tokens.len().saturating_sub(1));
     let width = usize::from(inner.width);
-    let (mut lines, cursor_row) = token_lines(&seen.tokens, width, theme, scores, cursor);
+    let (lines, cursor_row) = token_lines(&seen.tokens, width, theme, scores, cursor);
     let height = usize::from(inner.height).saturating_sub(1).max(1);
     let top = (cursor_row + 1).saturating_sub(height);
-    let mut lines: Vec<Line> = lines.drain(..).skip(top).take(height).collect();
+    let mut lines: Vec<Line> = lines.into_iter().skip(top).take(height).collect();
     if inner.height > 1 {
         lines.push(Line::styled(
             token_detail(&seen.tokens, scores, cursor),

@@ -233,14 +233,18 @@ impl State {
     /// What the model of the cursor's side (the first side before any column) saw of the
     /// prompt, for the prompt box's rendered and token views.
     pub fn seen_prompt(&self) -> Option<&SeenPrompt> {
-        let side = self.columns.cursor_side().unwrap_or(0);
-        self.sides.get(side)?.seen.as_ref()
+        self.prompt_side()?.seen.as_ref()
+    }
+
+    /// The side whose view of the prompt the prompt box shows.
+    fn prompt_side(&self) -> Option<&Side> {
+        self.sides.get(self.columns.cursor_side().unwrap_or(0))
     }
 
     /// The scores of [`State::seen_prompt`]'s tokens: from the same side's last finished run,
     /// when it asked for prompt_logprobs and ran that very prompt.
     pub fn prompt_scores(&self) -> Option<PromptScores<'_>> {
-        let side = self.sides.get(self.columns.cursor_side().unwrap_or(0))?;
+        let side = self.prompt_side()?;
         let (seen, response) = (side.seen.as_ref()?, side.response.as_ref()?);
         let same = response.prompt_token_ids.len() == seen.tokens.len()
             && response

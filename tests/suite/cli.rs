@@ -460,12 +460,7 @@ fn sample_messages_with_two_models_cross_scores_the_conversation() {
         assert_eq!(scores.len(), 1);
         assert!(!scores[0].retokenized && !scores[0].foreign_prompt);
         // The same model under the same rendering finds exactly its own logprobs.
-        let own = trajectory
-            .logprobs
-            .iter()
-            .map(|&l| f64::from(l))
-            .sum::<f64>()
-            / trajectory.logprobs.len() as f64;
+        let own = common::mean_logprob(&trajectory.logprobs);
         assert!(
             (scores[0].mean_logprob - own).abs() < 1e-3,
             "{} vs {own}",

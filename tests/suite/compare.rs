@@ -135,12 +135,7 @@ fn twin_models_share_a_random_seed_and_teacher_force_each_others_tokens() {
         let score = &trajectory.cross_scores.as_ref().unwrap()[0];
         assert!(!score.retokenized, "the same vocabulary shares token ids");
         assert_eq!(score.tokens, trajectory.token_ids.len());
-        let own_mean = trajectory
-            .logprobs
-            .iter()
-            .map(|&l| f64::from(l))
-            .sum::<f64>()
-            / trajectory.logprobs.len() as f64;
+        let own_mean = common::mean_logprob(&trajectory.logprobs);
         assert!(
             (score.mean_logprob - own_mean).abs() < 1e-3,
             "teacher-forced {} vs sampled {own_mean}",

@@ -398,12 +398,7 @@ fn cross_scoring_with_the_same_vocabulary_reproduces_the_sampled_logprobs() {
     let same = model.score(&scoring, vocab, &mut || false).unwrap();
     assert_eq!(same.len(), 4);
     for (score, trajectory) in same.iter().zip(&response.trajectories) {
-        let mean = trajectory
-            .logprobs
-            .iter()
-            .map(|&l| f64::from(l))
-            .sum::<f64>()
-            / trajectory.logprobs.len() as f64;
+        let mean = common::mean_logprob(&trajectory.logprobs);
         assert!(!score.retokenized);
         assert_eq!(score.tokens, trajectory.token_ids.len());
         assert!(

@@ -73,6 +73,11 @@ pub fn reference() -> Option<serde_json::Value> {
     Some(serde_json::from_str(&text).expect("reference.json is JSON"))
 }
 
+/// The mean of a sample's logprobs, as a cross-score reports it.
+pub fn mean_logprob(logprobs: &[f32]) -> f64 {
+    logprobs.iter().map(|&l| f64::from(l)).sum::<f64>() / logprobs.len() as f64
+}
+
 pub fn log_softmax(logits: &[f32]) -> Vec<f32> {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let log_sum = logits.iter().map(|&l| (l - max).exp()).sum::<f32>().ln() + max;
