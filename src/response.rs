@@ -129,6 +129,17 @@ pub struct Trajectory {
     /// How likely the other models of a comparison find this sample; absent for one model.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub cross_scores: Option<Vec<CrossScore>>,
+    /// Where a branch came from; absent for the run's own samples.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub branch: Option<BranchOrigin>,
+}
+
+/// A branch's place in its sample's tree: it follows trajectory `parent` up to token `at`,
+/// where it took another token (or, in step mode, where stepping began).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BranchOrigin {
+    pub parent: u32,
+    pub at: u32,
 }
 
 /// Pretty JSON of the one item, or of them all as an array.
@@ -245,6 +256,7 @@ mod tests {
                 logprobs: vec![-0.5, -1.0],
                 top_logprobs: Some(vec![vec![TopLogprob(432, ",".into(), -0.5)]]),
                 cross_scores: None,
+                branch: None,
             }],
             timings: Timings::default(),
         };

@@ -174,7 +174,15 @@ fn run_once(
     params: &SamplingParams,
 ) -> anyhow::Result<SampleResponse> {
     let seed = params.seed.unwrap_or(1);
-    model.run_ids(0, prompt.to_vec(), params, seed, &mut || false, &mut |_| {})
+    model.run_ids(
+        0,
+        prompt.to_vec(),
+        params,
+        &[],
+        seed,
+        &mut || false,
+        &mut |_| {},
+    )
 }
 
 /// Every sample's tokens, logprobs (to the bit), text and stop.

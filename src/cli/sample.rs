@@ -255,6 +255,7 @@ fn run_model(
         prompt: prompt.clone(),
         lane: 0,
         params,
+        branches: Vec::new(),
     });
     let mut stop_tokens = HashMap::new();
     while let Ok(event) = worker.inbox.recv() {

@@ -3,7 +3,9 @@
 use super::prompt::Prompt;
 use crate::model::hub::Transfer;
 use crate::params::SamplingParams;
-use crate::response::{CrossScore, SampleResponse, StopMatched, StopReason, TopLogprob};
+use crate::response::{
+    BranchOrigin, CrossScore, SampleResponse, StopMatched, StopReason, TopLogprob,
+};
 use crate::sampling::StageTrace;
 use serde::Serialize;
 
@@ -18,6 +20,25 @@ pub struct Request {
     /// new run interrupts only the one in its own lane.
     pub lane: u32,
     pub params: SamplingParams,
+    /// Samples continued from a token the user picked; they come after the `num_samples`
+    /// samples, branch `j` being sample `num_samples + j` of the run.
+    pub branches: Vec<Branch>,
+}
+
+/// A sample that follows `path` (the user's choices, forced) and then samples on, drawing from
+/// the seed stream of sample `sample` as that sample would: forcing a token still takes its
+/// step's uniform, so the stream stays in step with the sample's own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Branch {
+    /// The sample whose seed stream the branch draws from.
+    pub sample: u32,
+    /// Where it came from, as the response records it.
+    pub origin: BranchOrigin,
+    /// The tokens the branch starts with, forced in order from the first generated one.
+    pub path: Vec<u32>,
+    /// How many tokens to sample after the path: one at a time in step mode; `None` up to
+    /// `max_tokens` (and never fewer than the path) like any sample.
+    pub then: Option<u32>,
 }
 
 /// One generated token of one sample, as the UI shows and inspects it.

@@ -5,13 +5,15 @@
 //! what text may be shown and when the sample ends.
 
 use super::backend::{Backend, RowSource};
-use super::events::{Alternative, Event, RunId, TokenEvent};
+use super::events::{Alternative, Branch, Event, RunId, TokenEvent};
 use super::replay::{PromptLogits, Record, ReplayStore};
 use crate::params::SamplingParams;
 use crate::response::{SampleResponse, StopMatched, StopReason, Timings, TopLogprob, Trajectory};
 use crate::sampling::detokenizer::Detokenizer;
 use crate::sampling::stop::StopMatcher;
-use crate::sampling::{SampleState, SampledToken, Sampler, TokenLists, TopToken, sample_seed};
+use crate::sampling::{
+    SampleState, SampledToken, Sampler, TokenLists, TopToken, log_normalizer, sample_seed,
+};
 use rayon::prelude::*;
 use std::sync::Arc;
 use std::time::Instant;
@@ -30,6 +32,10 @@ pub struct RunContext<'a> {
 
 /// One sample's progress through the run.
 struct Slot<'a> {
+    /// The replay store's name for this sample's record (see [`record_key`]).
+    key: u64,
+    /// Tokens the sample must take, from its first on: a branch's path.
+    forced: Vec<u32>,
     state: SampleState,
     detokenizer: Detokenizer<'a>,
     stops: StopMatcher,
@@ -52,6 +58,7 @@ pub fn generate(
     run_id: RunId,
     prompt_ids: Vec<u32>,
     params: &SamplingParams,
+    branches: &[Branch],
     base_seed: u64,
     interrupted: &mut dyn FnMut() -> bool,
     emit: &mut dyn FnMut(Event),
@@ -73,6 +80,7 @@ pub fn generate(
         ctx,
         run_id,
         params,
+        branches,
         context_length,
         interrupted,
         emit,
@@ -93,9 +101,68 @@ struct Run<'r, 'c> {
     ctx: &'r RunContext<'c>,
     run_id: RunId,
     params: &'r SamplingParams,
+    branches: &'r [Branch],
     context_length: usize,
     interrupted: &'r mut dyn FnMut() -> bool,
     emit: &'r mut dyn FnMut(Event),
+}
+
+impl Slot<'_> {
+    /// The token the sample must take at `step`, if any.
+    fn forced_at(&self, step: usize) -> Option<u32> {
+        self.forced.get(step).copied()
+    }
+}
+
+/// The replay store's key for a sample seeded `seed`: the seed itself for the run's own
+/// samples, and for branch `branch` a mix of both. Keys must differ within a run (two slots
+/// sharing a record would take each other's keys and values); across runs a key may name
+/// another sequence, since a record is only replayed as far as its tokens agree.
+pub fn record_key(seed: u64, branch: Option<usize>) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    match branch {
+        None => seed,
+        Some(j) => BuildHasherDefault::<DefaultHasher>::default().hash_one((seed, j)),
+    }
+}
+
+/// Refuses branches that do not fit the run: the sample they follow, their parent, their
+/// tokens and their length.
+fn check_branches(
+    branches: &[Branch],
+    num_samples: u32,
+    vocab_size: usize,
+    room: usize,
+) -> anyhow::Result<()> {
+    for (j, branch) in branches.iter().enumerate() {
+        let index = num_samples as usize + j;
+        if branch.sample >= num_samples {
+            anyhow::bail!(
+                "branch {index} follows sample {} but the run has {num_samples} samples",
+                branch.sample
+            );
+        }
+        if branch.origin.parent as usize >= index {
+            anyhow::bail!(
+                "branch {index} names parent {}: a branch's parent comes before it",
+                branch.origin.parent
+            );
+        }
+        if let Some(&id) = branch.path.iter().find(|&&id| id as usize >= vocab_size) {
+            anyhow::bail!(
+                "branch {index} takes token {id} but the vocabulary has {vocab_size} tokens"
+            );
+        }
+        if branch.path.len() >= room {
+            anyhow::bail!(
+                "branch {index} has {} tokens but the context leaves room for {} after the \
+                 prompt",
+                branch.path.len(),
+                room.saturating_sub(1)
+            );
+        }
+    }
+    Ok(())
 }
 
 impl<'c> Run<'_, 'c> {
@@ -110,10 +177,32 @@ impl<'c> Run<'_, 'c> {
                 self.ctx.eos_ids,
                 params,
             ));
-        let seeds: Vec<u64> = (0..params.num_samples)
-            .map(|i| sample_seed(base_seed, i))
+        check_branches(
+            self.branches,
+            params.num_samples,
+            vocab_size,
+            self.context_length - prompt_ids.len(),
+        )?;
+        // Each slot: the sample whose seed stream it draws from, and its branch, if it is one.
+        let slots_of: Vec<(u32, Option<usize>)> = (0..params.num_samples)
+            .map(|i| (i, None))
+            .chain(
+                self.branches
+                    .iter()
+                    .enumerate()
+                    .map(|(j, b)| (b.sample, Some(j))),
+            )
             .collect();
-        self.store.begin(&prompt_ids, &seeds);
+        let seeds: Vec<u64> = slots_of
+            .iter()
+            .map(|&(sample, _)| sample_seed(base_seed, sample))
+            .collect();
+        let keys: Vec<u64> = slots_of
+            .iter()
+            .zip(&seeds)
+            .map(|(&(_, branch), &seed)| record_key(seed, branch))
+            .collect();
+        self.store.begin(&prompt_ids, &keys);
 
         let prefill_start = Instant::now();
         let (prompt_logits, prefill_tokens) = self.prompt_logits(&prompt_ids)?;
@@ -139,27 +228,39 @@ impl<'c> Run<'_, 'c> {
             prefill_tokens,
         });
 
-        let mut slots: Vec<Slot> = seeds
+        let mut slots: Vec<Slot> = slots_of
             .iter()
             .enumerate()
-            .map(|(index, &seed)| Slot {
-                state: SampleState::new(base_seed, index as u32, &prompt_ids, vocab_size),
-                detokenizer: Detokenizer::new(self.ctx.tokenizer, &prompt_ids),
-                stops: StopMatcher::new(params, self.ctx.eos_ids),
-                trajectory: Trajectory {
-                    index: index as u32,
-                    seed,
-                    token_ids: Vec::new(),
-                    text: String::new(),
-                    stop_reason: StopReason::Length,
-                    stop_matched: None,
-                    logprobs: Vec::new(),
-                    top_logprobs: params.logprobs.map(|_| Vec::new()),
-                    cross_scores: None,
-                },
-                end: None,
-                replayed: 0,
-                decoded: 0,
+            .map(|(index, &(sample, branch))| {
+                let branch = branch.map(|j| &self.branches[j]);
+                let stops = match branch {
+                    Some(branch) => {
+                        StopMatcher::new(&branch_params(params, branch), self.ctx.eos_ids)
+                    }
+                    None => StopMatcher::new(params, self.ctx.eos_ids),
+                };
+                Slot {
+                    key: keys[index],
+                    forced: branch.map(|b| b.path.clone()).unwrap_or_default(),
+                    state: SampleState::new(base_seed, sample, &prompt_ids, vocab_size),
+                    detokenizer: Detokenizer::new(self.ctx.tokenizer, &prompt_ids),
+                    stops,
+                    trajectory: Trajectory {
+                        index: index as u32,
+                        seed: seeds[index],
+                        token_ids: Vec::new(),
+                        text: String::new(),
+                        stop_reason: StopReason::Length,
+                        stop_matched: None,
+                        logprobs: Vec::new(),
+                        top_logprobs: params.logprobs.map(|_| Vec::new()),
+                        cross_scores: None,
+                        branch: branch.map(|b| b.origin),
+                    },
+                    end: None,
+                    replayed: 0,
+                    decoded: 0,
+                }
             })
             .collect();
 
@@ -239,7 +340,7 @@ impl<'c> Run<'_, 'c> {
         let mut lanes: Vec<Lane> = slots
             .iter()
             .map(|slot| Lane {
-                record: self.store.check_out(slot.trajectory.seed),
+                record: self.store.check_out(slot.key),
                 sampler: sampler.clone(),
                 dropped: 0,
                 waits_at: None,
@@ -278,8 +379,7 @@ impl<'c> Run<'_, 'c> {
         }
         for (slot, lane) in slots.iter().zip(lanes.iter_mut()) {
             let record = std::mem::take(&mut lane.record);
-            self.store
-                .check_in(slot.trajectory.seed, record, lane.dropped);
+            self.store.check_in(slot.key, record, lane.dropped);
         }
         result?;
         Ok(lanes
@@ -337,12 +437,12 @@ impl<'c> Run<'_, 'c> {
             for (&i, logits) in live.iter().zip(rows) {
                 let slot = &mut slots[i];
                 let step = slot.trajectory.token_ids.len();
-                let token = sampler.sample(&logits, &mut slot.state)?;
+                let forced = slot.forced_at(step);
+                let norm = log_normalizer(&logits)?;
+                let token = sampler.sample_or_force(&logits, norm, &mut slot.state, forced)?;
                 slot.decoded += 1;
-                self.store
-                    .keep_step_logits(slot.trajectory.seed, step, logits);
-                self.store
-                    .record(slot.trajectory.seed, step, token.id, prompt_len);
+                self.store.keep_step_logits(slot.key, step, logits, norm);
+                self.store.record(slot.key, step, token.id, prompt_len);
                 self.accept(slot, token, prompt_len);
             }
             self.park(slots, &mut live, |slot| slot.end.is_none())?;
@@ -364,10 +464,7 @@ impl<'c> Run<'_, 'c> {
         for &(_, i) in joining {
             let slot = &slots[i];
             let tokens = slot.trajectory.token_ids.len();
-            rows.push(
-                self.store
-                    .resume(slot.trajectory.seed, tokens, prompt_ids.len())?,
-            );
+            rows.push(self.store.resume(slot.key, tokens, prompt_ids.len())?);
         }
         if rows.iter().any(|row| matches!(row, RowSource::Prompt)) {
             // The prompt cache may hold another sequence since (a model scoring others).
@@ -395,7 +492,7 @@ impl<'c> Run<'_, 'c> {
             .filter(|(_, k)| !**k)
             .map(|(&i, _)| i);
         for (i, row) in leaving.zip(parked) {
-            self.store.park(slots[i].trajectory.seed, row);
+            self.store.park(slots[i].key, row);
         }
         let mut flags = keep.iter();
         live.retain(|_| *flags.next().expect("one flag per live row"));
@@ -469,14 +566,17 @@ impl Lane {
                 break;
             }
             let step = slot.trajectory.token_ids.len();
+            let forced = slot.forced_at(step);
             let token = if step == 0 {
-                self.sampler.sample(first, &mut slot.state)?
+                let norm = log_normalizer(first)?;
+                self.sampler
+                    .sample_or_force(first, norm, &mut slot.state, forced)?
             } else {
                 match self.record.step_logits(step) {
                     Some(kept) => {
                         let (logits, norm) = (&kept.logits, kept.log_norm);
                         self.sampler
-                            .sample_normalized(logits, norm, &mut slot.state)?
+                            .sample_or_force(logits, norm, &mut slot.state, forced)?
                     }
                     None => {
                         self.waits_at = Some(context.prompt_len + step - 1);
@@ -503,6 +603,19 @@ impl Lane {
             );
         }
         Ok(())
+    }
+}
+
+/// A branch's stops: its path always runs in full, then `then` tokens or `max_tokens`.
+fn branch_params(params: &SamplingParams, branch: &Branch) -> SamplingParams {
+    let path = u32::try_from(branch.path.len()).unwrap_or(u32::MAX);
+    let max_tokens = match branch.then {
+        Some(then) => Some(path.saturating_add(then)),
+        None => params.max_tokens.map(|most| most.max(path)),
+    };
+    SamplingParams {
+        max_tokens,
+        ..params.clone()
     }
 }
 

@@ -14,7 +14,7 @@ pub mod trace;
 pub mod worker;
 
 pub use backend::{Backend, ParkedRow, Prefill, RowSource};
-pub use events::{Alternative, Event, PromptToken, Request, RunId, TokenEvent};
+pub use events::{Alternative, Branch, Event, PromptToken, Request, RunId, TokenEvent};
 pub use prompt::{Conversation, Prompt};
 pub use replay::ReplayStore;
 pub use score::{ScoreRequest, ScoreSample};

@@ -2,7 +2,8 @@
 //!
 //! Sampling is coupled (one uniform per step from the sample's own seed), so after a parameter
 //! change a sample usually picks the same tokens as before up to some step. The store keeps,
-//! per sample seed, the tokens of the last run, the logits each step was sampled from, and the
+//! per sample (keyed by its seed, or for a branch by seed and branch: see
+//! [`super::generate::record_key`]), the tokens of the last run, the logits each step was sampled from, and the
 //! sample's keys and values; the next run with the same prompt samples the kept logits again
 //! under its own parameters and history (penalties see the new history), and only from the
 //! first step whose token changes does it decode, starting from the kept keys and values cut
@@ -10,7 +11,6 @@
 
 use super::backend::{ParkedRow, RowSource};
 use crate::model::memory::parse_size;
-use crate::sampling::log_normalizer;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -91,8 +91,8 @@ pub struct ReplayStore {
     prompt_ids: Vec<u32>,
     prompt: Option<PromptLogits>,
     records: HashMap<u64, Record>,
-    /// The seeds of the run before, whose records stay while they may be asked for again.
-    last_seeds: Vec<u64>,
+    /// The keys of the run before, whose records stay while they may be asked for again.
+    last_keys: Vec<u64>,
 }
 
 impl ReplayStore {
@@ -103,7 +103,7 @@ impl ReplayStore {
             prompt_ids: Vec::new(),
             prompt: None,
             records: HashMap::new(),
-            last_seeds: Vec::new(),
+            last_keys: Vec::new(),
         }
     }
 
@@ -124,19 +124,19 @@ impl ReplayStore {
         *self = Self::new(self.budget);
     }
 
-    /// Starts a run of `prompt` with samples seeded `seeds`: another prompt forgets everything;
-    /// records of seeds in neither this run nor the one before are dropped.
-    pub(super) fn begin(&mut self, prompt: &[u32], seeds: &[u64]) {
+    /// Starts a run of `prompt` with samples keyed `keys`: another prompt forgets everything;
+    /// records of keys in neither this run nor the one before are dropped.
+    pub(super) fn begin(&mut self, prompt: &[u32], keys: &[u64]) {
         if self.prompt_ids != prompt {
             self.clear();
             self.prompt_ids = prompt.to_vec();
         }
-        let keep = |seed: &u64| seeds.contains(seed) || self.last_seeds.contains(seed);
-        let dropped: Vec<u64> = self.records.keys().copied().filter(|s| !keep(s)).collect();
-        for seed in dropped {
-            self.drop_record(seed);
+        let keep = |key: &u64| keys.contains(key) || self.last_keys.contains(key);
+        let dropped: Vec<u64> = self.records.keys().copied().filter(|k| !keep(k)).collect();
+        for key in dropped {
+            self.drop_record(key);
         }
-        self.last_seeds = seeds.to_vec();
+        self.last_keys = keys.to_vec();
     }
 
     /// The prompt's logits from position `from` on (at least the last), if kept.
@@ -155,35 +155,39 @@ impl ReplayStore {
         }
     }
 
-    /// Takes the record of the sample seeded `seed` out of the store (an empty one if none),
+    /// Takes the record of the sample keyed `key` out of the store (an empty one if none),
     /// so that samples can be replayed side by side; [`ReplayStore::check_in`] returns it.
-    pub(super) fn check_out(&mut self, seed: u64) -> Record {
-        self.records.remove(&seed).unwrap_or_default()
+    pub(super) fn check_out(&mut self, key: u64) -> Record {
+        self.records.remove(&key).unwrap_or_default()
     }
 
     /// Returns a record taken out, with the bytes of logits it dropped meanwhile.
-    pub(super) fn check_in(&mut self, seed: u64, record: Record, dropped: usize) {
+    pub(super) fn check_in(&mut self, key: u64, record: Record, dropped: usize) {
         self.used -= dropped;
-        self.records.insert(seed, record);
+        self.records.insert(key, record);
     }
 
-    /// Notes the token the sample seeded `seed` picked at `step` (see [`Record::record`]).
-    pub(super) fn record(&mut self, seed: u64, step: usize, id: u32, prompt_len: usize) {
+    /// Notes the token the sample keyed `key` picked at `step` (see [`Record::record`]).
+    pub(super) fn record(&mut self, key: u64, step: usize, id: u32, prompt_len: usize) {
         let dropped = self
             .records
-            .entry(seed)
+            .entry(key)
             .or_default()
             .record(step, id, prompt_len);
         self.used -= dropped;
     }
 
-    /// Keeps the logits computed for step `step` (>= 1) of the sample seeded `seed`, if every
+    /// Keeps the logits computed for step `step` (>= 1) of the sample keyed `key`, with their
+    /// log_softmax normaliser, if every
     /// step before it is kept and the budget allows: past the budget the earliest steps stay.
-    pub(super) fn keep_step_logits(&mut self, seed: u64, step: usize, logits: Vec<f32>) {
-        let Some(record) = self.records.get_mut(&seed) else {
-            return;
-        };
-        let Ok(log_norm) = log_normalizer(&logits) else {
+    pub(super) fn keep_step_logits(
+        &mut self,
+        key: u64,
+        step: usize,
+        logits: Vec<f32>,
+        log_norm: f32,
+    ) {
+        let Some(record) = self.records.get_mut(&key) else {
             return;
         };
         let kept = KeptStep { logits, log_norm };
@@ -193,17 +197,17 @@ impl ReplayStore {
         }
     }
 
-    /// Where the sample seeded `seed`, with `tokens` tokens so far, continues: it feeds its last
+    /// Where the sample keyed `key`, with `tokens` tokens so far, continues: it feeds its last
     /// token at `prompt_len + tokens - 1`, from its own kept keys and values or (after its first
     /// token) from the prompt's. Its later tokens are then its own, not the kept ones.
     pub(super) fn resume(
         &mut self,
-        seed: u64,
+        key: u64,
         tokens: usize,
         prompt_len: usize,
     ) -> anyhow::Result<RowSource> {
         let position = prompt_len + tokens - 1;
-        let record = self.records.entry(seed).or_default();
+        let record = self.records.entry(key).or_default();
         record.tokens.truncate(tokens);
         let kv = record.kv.take().filter(|_| record.kv_valid >= position);
         record.kv_valid = 0;
@@ -211,22 +215,22 @@ impl ReplayStore {
             Some(row) => Ok(RowSource::Parked(row)),
             None if tokens == 1 => Ok(RowSource::Prompt),
             None => anyhow::bail!(
-                "the replay store lost the keys and values of sample seed {seed}: run again"
+                "the replay store lost the keys and values of a sample (record {key:x}): run again"
             ),
         }
     }
 
     /// Keeps the keys and values of a sample that left the batch.
-    pub(super) fn park(&mut self, seed: u64, row: ParkedRow) {
-        let record = self.records.entry(seed).or_default();
+    pub(super) fn park(&mut self, key: u64, row: ParkedRow) {
+        let record = self.records.entry(key).or_default();
         record.kv_valid = row.positions();
         record.kv = Some(row);
     }
 
-    /// The prompt and the logits of every step of the sample seeded `seed` up to the last of
+    /// The prompt and the logits of every step of the sample keyed `key` up to the last of
     /// `tokens`, when its record still holds those tokens and every step is kept.
-    pub(super) fn kept_steps(&self, seed: u64, tokens: &[u32]) -> Option<(&[u32], Vec<&[f32]>)> {
-        let record = self.records.get(&seed)?;
+    pub(super) fn kept_steps(&self, key: u64, tokens: &[u32]) -> Option<(&[u32], Vec<&[f32]>)> {
+        let record = self.records.get(&key)?;
         if tokens.is_empty() || !record.tokens.starts_with(tokens) {
             return None;
         }
@@ -238,8 +242,8 @@ impl ReplayStore {
         Some((&self.prompt_ids, steps))
     }
 
-    fn drop_record(&mut self, seed: u64) {
-        if let Some(record) = self.records.remove(&seed) {
+    fn drop_record(&mut self, key: u64) {
+        if let Some(record) = self.records.remove(&key) {
             self.used -= record.logits.iter().map(KeptStep::bytes).sum::<usize>();
         }
     }

@@ -4,6 +4,7 @@
 //! traces the step.
 
 use super::events::RunId;
+use super::generate::record_key;
 use super::replay::ReplayStore;
 use crate::params::SamplingParams;
 use crate::sampling::{SampleState, Sampler, StageTrace, TokenLists, log_normalizer};
@@ -16,6 +17,9 @@ pub struct TraceRequest {
     pub sample: u32,
     /// The sample's own seed (the run's seed + its index).
     pub seed: u64,
+    /// For a branch: its place among the run's branches, and how many of its first tokens
+    /// were forced (its path).
+    pub branch: Option<(usize, usize)>,
     /// The sample's tokens up to and including the traced one.
     pub tokens: Vec<u32>,
     pub params: SamplingParams,
@@ -44,9 +48,9 @@ pub fn trace(
              replaced them): run again to inspect it"
         )
     };
-    let (prompt, steps) = store
-        .kept_steps(request.seed, &request.tokens)
-        .ok_or_else(gone)?;
+    let (branch, forced) = request.branch.unzip();
+    let key = record_key(request.seed, branch);
+    let (prompt, steps) = store.kept_steps(key, &request.tokens).ok_or_else(gone)?;
     let mut sampler = Sampler::new(&request.params)?.with_tokens(TokenLists::new(
         tokenizer,
         eos_ids,
@@ -54,8 +58,11 @@ pub fn trace(
     ));
     let mut state = SampleState::new(request.seed, 0, prompt, vocab_size);
     let (last, earlier) = steps.split_last().ok_or_else(gone)?;
-    for (logits, &token) in earlier.iter().zip(&request.tokens) {
-        let drawn = sampler.sample_normalized(logits, log_normalizer(logits)?, &mut state)?;
+    let forced = forced.unwrap_or(0);
+    for (step, (logits, &token)) in earlier.iter().zip(&request.tokens).enumerate() {
+        let force = (step < forced).then_some(token);
+        let norm = log_normalizer(logits)?;
+        let drawn = sampler.sample_or_force(logits, norm, &mut state, force)?;
         if drawn.id != token {
             return Err(gone());
         }

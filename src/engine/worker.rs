@@ -6,7 +6,7 @@
 
 use super::backend::Backend;
 use super::contain::contain;
-use super::events::{Event, PromptToken, Request, RunId};
+use super::events::{Branch, Event, PromptToken, Request, RunId};
 use super::generate::{RunContext, generate};
 use super::prompt::Prompt;
 use super::replay::ReplayStore;
@@ -287,6 +287,7 @@ impl LoadedModel {
             request.run_id,
             prompt_ids,
             &request.params,
+            &request.branches,
             seed,
             interrupted,
             emit,
@@ -301,24 +302,29 @@ impl LoadedModel {
     }
 
     /// Runs prompt token ids with a base seed, replaying what the last run kept.
+    #[allow(clippy::too_many_arguments)] // a run's parts, as `generate` takes them
     pub fn run_ids(
         &mut self,
         run_id: RunId,
         prompt_ids: Vec<u32>,
         params: &SamplingParams,
+        branches: &[Branch],
         seed: u64,
         interrupted: &mut dyn FnMut() -> bool,
         emit: &mut dyn FnMut(Event),
     ) -> anyhow::Result<crate::response::SampleResponse> {
-        // The load-time check reserved one sequence; a run holds one per sample.
+        // The load-time check reserved one sequence; a run holds one per sample and branch.
         let most = params.max_tokens.map_or(usize::MAX, |n| n as usize);
+        let longest_path = branches.iter().map(|b| b.path.len() + 1).max().unwrap_or(0);
         let positions = most
+            .max(longest_path)
             .saturating_add(prompt_ids.len())
             .min(self.backend.context_length());
+        let rows = u32::try_from(branches.len()).unwrap_or(u32::MAX);
         memory::check_run(
             &self.name,
             self.backend.kv_bytes_per_position(),
-            params.num_samples,
+            params.num_samples.saturating_add(rows),
             positions,
             self.backend.free_memory()?,
         )?;
@@ -334,6 +340,7 @@ impl LoadedModel {
             run_id,
             prompt_ids,
             params,
+            branches,
             seed,
             interrupted,
             emit,

@@ -135,6 +135,7 @@ mod tests {
                     logprobs: vec![-0.25 * (i + 1) as f32],
                     top_logprobs: None,
                     cross_scores: None,
+                    branch: None,
                 })
                 .collect(),
             timings: Timings::default(),

@@ -178,10 +178,23 @@ impl Sampler {
         log_norm: f32,
         state: &mut SampleState,
     ) -> Result<SampledToken, SamplingError> {
+        self.sample_or_force(logits, log_norm, state, None)
+    }
+
+    /// [`Sampler::sample_normalized`], except that a `forced` token (one the user picked for a
+    /// branch) is taken in place of the draw. The step runs in full all the same — its uniform
+    /// drawn, its filters applied — so the sample's stream stays where a drawn step leaves it,
+    /// and the forced token is reported with its own probabilities (0 kept when filtered).
+    pub fn sample_or_force(
+        &mut self,
+        logits: &[f32],
+        log_norm: f32,
+        state: &mut SampleState,
+        forced: Option<u32>,
+    ) -> Result<SampledToken, SamplingError> {
         let u = state.rng.uniform();
         if self.params.engine != Engine::Vllm {
-            let chosen = self.run_chain(logits, state, u)?;
-            let id = self.pool.cands[chosen].id;
+            let id = self.run_chain(logits, state, u, forced)?;
             state.accept(id);
             let cands = &self.pool.cands;
             let prob = |t: u32| cands.iter().find(|c| c.id == t).map_or(0.0, |c| c.p);
@@ -195,7 +208,10 @@ impl Sampler {
             ));
         }
         let cut = self.cut(logits, state)?;
-        let id = self.draw(&cut, u)?;
+        let id = match forced {
+            Some(id) => id,
+            None => self.draw(&cut, u)?,
+        };
         state.accept(id);
         let work = &self.work;
         let prob = |t: u32| cut.prob(work[t as usize], t);
@@ -209,13 +225,14 @@ impl Sampler {
         ))
     }
 
-    /// The llama.cpp or transformers chain on `logits`; the chosen candidate's position.
+    /// The llama.cpp or transformers chain on `logits`; the chosen token (`forced`, if given).
     fn run_chain(
         &mut self,
         logits: &[f32],
         state: &mut SampleState,
         u: f64,
-    ) -> Result<usize, SamplingError> {
+        forced: Option<u32>,
+    ) -> Result<u32, SamplingError> {
         self.pool.reset(logits);
         let input = StepInput {
             state,
@@ -224,7 +241,8 @@ impl Sampler {
             breakers: &self.tokens.breakers,
             scratch: &mut self.counts,
         };
-        chain::run(&mut self.pool, &self.params, input, u).ok_or(SamplingError::NoCandidates)
+        chain::run(&mut self.pool, &self.params, input, u, forced)
+            .ok_or(SamplingError::NoCandidates)
     }
 
     /// What each stage of the engine's chain did to `ids` at this step (the per-stage
@@ -263,7 +281,7 @@ impl Sampler {
     ) -> Result<Vec<KeptToken>, SamplingError> {
         if self.params.engine != Engine::Vllm {
             let mut state = state.clone();
-            self.run_chain(logits, &mut state, 0.0)?;
+            self.run_chain(logits, &mut state, 0.0, None)?;
             return Ok(self
                 .pool
                 .cands

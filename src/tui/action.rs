@@ -114,8 +114,32 @@ pub enum Action {
     CycleTheme,
     /// The preset picker, the save prompt and the export dialog.
     Dialog(DialogAction),
+    /// Branching from a token and step mode, with the samples focused.
+    Branch(BranchAction),
     /// What the loop found when it performed an effect on files or the terminal.
     Outcome(Outcome),
+}
+
+/// Keys of the branch tree (see `branches`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BranchAction {
+    /// Move the inspector's highlight over the cursor token's alternatives.
+    Pick(i32),
+    /// Continue from the highlighted alternative in a new branch (in step mode, on the
+    /// proposed token: take it instead).
+    Take,
+    /// Step the cursor's column one token at a time from the cursor on, or stop stepping.
+    ToggleStep,
+    /// In step mode: take the proposed token and propose the next.
+    Step,
+    /// Delete the cursor's branch and the branches under it.
+    Delete,
+    /// To the branch's parent, where it parts from it.
+    Parent,
+    /// To the first branch made from the cursor's column.
+    Child,
+    /// To the previous or next branch of the same parent.
+    Sibling(i32),
 }
 
 /// Keys of the dialogs; each one acts only while its dialog is open.

@@ -8,7 +8,9 @@ use super::theme::Theme;
 use super::wrap::Wrapped;
 use crate::engine::TokenEvent;
 use crate::engine::score::common_prefix;
-use crate::response::{CrossScore, StopMatched, StopReason, mean_and_perplexity, stop_label};
+use crate::response::{
+    BranchOrigin, CrossScore, StopMatched, StopReason, mean_and_perplexity, stop_label,
+};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Modifier;
@@ -43,6 +45,10 @@ pub struct Column {
     pub replay: Option<(u32, u32)>,
     /// The chain's trace of the token the inspector last asked about.
     pub trace: Option<TokenTrace>,
+    /// Where a branch parts from its parent; `None` for the run's own samples.
+    pub origin: Option<BranchOrigin>,
+    /// A branch in step mode: its last token is the sampler's proposal.
+    pub stepping: bool,
 }
 
 impl Column {
@@ -61,7 +67,21 @@ impl Column {
             diverge: None,
             replay: None,
             trace: None,
+            origin: None,
+            stepping: false,
         }
+    }
+
+    /// `#2`, or for a branch its parent and where it parts: `#5 ←#2@14` (from #2 at token 14), `step` in step mode.
+    pub fn name(&self) -> String {
+        let mut name = format!("#{}", self.sample);
+        if let Some(origin) = self.origin {
+            name.push_str(&format!(" ←#{}@{}", origin.parent, origin.at));
+        }
+        if self.stepping {
+            name.push_str(" step");
+        }
+        name
     }
 
     /// The generated text so far, tokens only (a released stop tail is not the model's).
@@ -207,6 +227,8 @@ pub struct Columns {
     pub first_row: usize,
     /// Spaces, tabs and newlines drawn as `·`, `→` and `↵`.
     pub whitespace: bool,
+    /// The alternative of the cursor's token highlighted in the inspector, to branch from.
+    pub pick: Option<usize>,
 }
 
 impl Columns {
@@ -487,12 +509,13 @@ pub fn render(
     for (i, rect) in grid.rects(state.first_row) {
         let column = &state.columns[i];
         let top = column.top(rows);
+        let own = column.name();
         let name = match titles.get(column.side) {
             Some(title) if column.sample == 0 => {
-                format!(" {} · #0 seed {} ", title.header, column.seed)
+                format!(" {} · {own} seed {} ", title.header, column.seed)
             }
-            Some(title) => format!(" {} #{} seed {} ", title.label, column.sample, column.seed),
-            None => format!(" #{} seed {} ", column.sample, column.seed),
+            Some(title) => format!(" {} {own} seed {} ", title.label, column.seed),
+            None => format!(" {own} seed {} ", column.seed),
         };
         let mut title = vec![Span::styled(name, theme.title)];
         match marks.get(column.side) {

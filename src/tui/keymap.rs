@@ -1,7 +1,7 @@
 //! Keys are data: one table maps (mode, key) to an `Action`, and the help overlay and the
 //! status-bar hints are generated from the same table, so they cannot drift apart.
 
-use super::action::{Action, DialogAction};
+use super::action::{Action, BranchAction, DialogAction};
 use crate::export::ExportFormat;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -148,6 +148,7 @@ impl Default for KeyMap {
         let c = |ch| Key::plain(K::Char(ch));
         let nudge = |steps, coarse| A::NudgeParam { steps, coarse };
         let dialog = A::Dialog;
+        let branch = A::Branch;
         let tab = |format| A::Dialog(DialogAction::ExportSelect(format));
         let table = [
             (Mode::Global, ctrl('c'), A::Quit, "quit"),
@@ -282,6 +283,67 @@ impl Default for KeyMap {
             (Mode::Columns, p(K::PageUp), A::PageColumn(-1), "scroll"),
             (Mode::Columns, p(K::PageDown), A::PageColumn(1), "scroll"),
             (Mode::Columns, p(K::Esc), A::FocusPrev, "leave samples"),
+            (
+                Mode::Columns,
+                c('['),
+                branch(BranchAction::Pick(-1)),
+                "alternative",
+            ),
+            (
+                Mode::Columns,
+                c(']'),
+                branch(BranchAction::Pick(1)),
+                "alternative",
+            ),
+            (
+                Mode::Columns,
+                p(K::Enter),
+                branch(BranchAction::Take),
+                "branch",
+            ),
+            (
+                Mode::Columns,
+                c('z'),
+                branch(BranchAction::ToggleStep),
+                "step mode",
+            ),
+            (Mode::Columns, c(' '), branch(BranchAction::Step), "step"),
+            (
+                Mode::Columns,
+                c('x'),
+                branch(BranchAction::Delete),
+                "delete branch",
+            ),
+            (
+                Mode::Columns,
+                p(K::Delete),
+                branch(BranchAction::Delete),
+                "delete branch",
+            ),
+            (
+                Mode::Columns,
+                c('u'),
+                branch(BranchAction::Parent),
+                "to parent",
+            ),
+            (
+                Mode::Columns,
+                c('d'),
+                branch(BranchAction::Child),
+                "to child",
+            ),
+            (
+                Mode::Columns,
+                c(','),
+                branch(BranchAction::Sibling(-1)),
+                "sibling",
+            ),
+            (
+                Mode::Columns,
+                c('.'),
+                branch(BranchAction::Sibling(1)),
+                "sibling",
+            ),
             (Mode::Help, p(K::Esc), A::CloseOverlay, "close"),
             (Mode::Help, c('?'), A::CloseOverlay, "close"),
             (Mode::Help, c('q'), A::CloseOverlay, "close"),

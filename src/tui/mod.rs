@@ -5,6 +5,7 @@
 
 pub mod action;
 pub mod app;
+pub mod branches;
 pub mod chain_view;
 pub mod chat_mode;
 pub mod clipboard;

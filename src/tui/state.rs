@@ -1,6 +1,7 @@
 //! The whole UI state, one field per domain; each domain lives in its widget's module.
 
 use super::action::Focus;
+use super::branches::Tree;
 use super::columns::{Columns, Mark, SideTitle};
 use super::conversation::ConversationDialog;
 use super::export_dialog::{ExportDialog, ExportSettings};
@@ -13,7 +14,7 @@ use super::prompt::{PromptScores, PromptState, SeenPrompt};
 use super::save_prompt::SavePrompt;
 use super::status::{ModelSlot, ModelStatus, StatusState};
 use super::themes::ThemeCatalog;
-use crate::engine::{Prompt, RunId};
+use crate::engine::{Branch, Prompt, RunId};
 use crate::params::SamplingParams;
 use crate::response::SampleResponse;
 use ratatui::layout::Rect;
@@ -62,6 +63,13 @@ pub struct Side {
     pub error: Option<String>,
     /// What the model saw of the prompt in the current run.
     pub seen: Option<SeenPrompt>,
+    /// The branches the user made from this side's samples.
+    pub tree: Tree,
+    /// The branches the current run ran, which the inspector's traces replay.
+    pub run_branches: Vec<Branch>,
+    /// Where the cursor goes once the next run starts: a sample of it, and a token (`None`:
+    /// the newest), after a branch was made or a step taken.
+    pub follow: Option<(u32, Option<usize>)>,
 }
 
 impl Side {
@@ -78,6 +86,9 @@ impl Side {
             shown: None,
             error: None,
             seen: None,
+            tree: Tree::default(),
+            run_branches: Vec::new(),
+            follow: None,
         }
     }
 

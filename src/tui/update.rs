@@ -2,6 +2,7 @@
 //! no engine: the loop performs the effects.
 
 use super::action::{Action, Effect, Focus};
+use super::branches;
 use super::chain_view::TokenTrace;
 use super::chat_mode;
 use super::columns::Columns;
@@ -59,7 +60,7 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         }
         Action::Rerun => {
             mark_all_pending(state);
-            start_run(state)
+            start_pending(state)
         }
         Action::SelectParam(delta) => {
             state.params.select(delta);
@@ -180,7 +181,8 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         Action::StepColumn(delta) => {
             let grid = state.grid();
             if state.columns.step_column(delta as isize, &grid) {
-                trace_cursor_token(state).into_iter().collect()
+                state.columns.pick = None;
+                trace_cursor(state)
             } else {
                 cycle_focus(state, delta > 0)
             }
@@ -190,10 +192,11 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             wheel(state, x, y, lines);
             Vec::new()
         }
-        Action::DebounceElapsed => start_run(state),
+        Action::DebounceElapsed => start_pending(state),
         Action::Engine(model, event) => engine_event(state, model, event),
         Action::CycleTheme => dialogs::cycle_theme(state),
         Action::Dialog(action) => dialogs::update(state, action),
+        Action::Branch(action) => branches::update(state, action),
         Action::Outcome(outcome) => dialogs::outcome(state, outcome),
     }
 }
@@ -201,7 +204,16 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
 /// Moves the token cursor or the columns' view; nothing to re-run.
 fn navigate(state: &mut State, step: impl FnOnce(&mut Columns, &Grid)) -> Vec<Effect> {
     let grid = state.grid();
+    let before = state.columns.cursor_token();
     step(&mut state.columns, &grid);
+    if state.columns.cursor_token() != before {
+        state.columns.pick = None;
+    }
+    trace_cursor(state)
+}
+
+/// [`trace_cursor_token`] as effects.
+pub(super) fn trace_cursor(state: &mut State) -> Vec<Effect> {
     trace_cursor_token(state).into_iter().collect()
 }
 
@@ -217,10 +229,16 @@ fn trace_cursor_token(state: &mut State) -> Option<Effect> {
     if column.finish.is_none() || column.trace.as_ref().is_some_and(|t| t.step == step) {
         return None;
     }
+    let num_samples = side.run_params.as_ref()?.num_samples;
+    let branch = column.sample.checked_sub(num_samples).map(|j| {
+        let j = j as usize;
+        (j, side.run_branches.get(j).map_or(0, |b| b.path.len()))
+    });
     let request = TraceRequest {
         run_id: side.current?,
         sample: column.sample,
         seed: column.seed,
+        branch,
         tokens: column.tokens[..=step].iter().map(|t| t.id).collect(),
         params: side.run_params.clone()?,
         ids: column.tokens[step].top.iter().map(|a| a.id).collect(),
@@ -371,7 +389,7 @@ pub(super) fn cancel_side(state: &mut State, index: usize) -> Option<Effect> {
 }
 
 /// Runs every owed side whose model is ready; the others stay owed until theirs loads.
-fn start_run(state: &mut State) -> Vec<Effect> {
+pub(super) fn start_pending(state: &mut State) -> Vec<Effect> {
     let mut effects = Vec::new();
     for index in 0..state.sides.len() {
         let side = &state.sides[index];
@@ -384,6 +402,13 @@ fn start_run(state: &mut State) -> Vec<Effect> {
         let params = state.set_params(state.sides[index].set).params.clone();
         let prompt = chat_mode::prompt_for(state, state.sides[index].model);
         let side = &mut state.sides[index];
+        let last = side.run_prompt.as_ref().zip(side.run_params.as_ref());
+        if let Some(cleared) = branches::keep_for_run(&mut side.tree, last, &prompt, &params) {
+            state.status.notify(cleared);
+        }
+        let side = &mut state.sides[index];
+        let branches = side.tree.requests(params.num_samples);
+        side.run_branches.clone_from(&branches);
         side.current = Some(run_id);
         side.active = true;
         side.pending = false;
@@ -398,6 +423,7 @@ fn start_run(state: &mut State) -> Vec<Effect> {
                 prompt,
                 lane: side.set as u32,
                 params,
+                branches,
             },
         ));
     }
@@ -477,7 +503,7 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
                     }
                 }
             }
-            let mut effects = start_run(state);
+            let mut effects = start_pending(state);
             // Finished runs of the other models are this one's to score too.
             effects.extend((0..state.sides.len()).filter_map(|side| {
                 (state.sides[side].model != model)
@@ -531,6 +557,7 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             let grid = Grid::on_screen(state.size, others + seeds.len());
             state.columns.start(side, &seeds, &grid);
             state.sides[side].shown = Some(run_id);
+            label_branches(state, side, &grid);
         }
         Event::Token { token, .. } => {
             let hold = state.focus == Focus::Columns;
@@ -624,6 +651,26 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
         }
     }
     Vec::new()
+}
+
+/// Marks the columns of a run's branches with where they part from their parents, and puts the
+/// cursor where the branch or step that asked for the run wants it.
+fn label_branches(state: &mut State, side: usize, grid: &Grid) {
+    let Some(num_samples) = state.sides[side].run_params.as_ref().map(|p| p.num_samples) else {
+        return;
+    };
+    for (j, branch) in state.sides[side].run_branches.iter().enumerate() {
+        if let Some(column) = state.columns.get_mut(side, num_samples + j as u32) {
+            column.origin = Some(branch.origin);
+            column.stepping = branch.then.is_some();
+        }
+    }
+    if let Some((sample, token)) = state.sides[side].follow.take()
+        && let Some(column) = state.columns.index_of(side, sample)
+    {
+        state.focus = Focus::Columns;
+        state.columns.select(column, token, grid);
+    }
 }
 
 /// The finished current run of `side`, as other models are asked to score it.

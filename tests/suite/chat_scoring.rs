@@ -50,6 +50,7 @@ fn sample(model: &mut LoadedModel, prompt: &Prompt) -> SampleResponse {
         prompt: prompt.clone(),
         lane: 0,
         params: SamplingParams::from_yaml("max_tokens: 6\nseed: 3\nnum_samples: 2").unwrap(),
+        branches: Vec::new(),
     };
     model.run(&request, &mut || false, &mut |_| {}).unwrap()
 }
@@ -167,6 +168,7 @@ fn the_response_keeps_the_conversation_and_the_prompted_event_marks_special_toke
         prompt: prompt.clone(),
         lane: 0,
         params: SamplingParams::from_yaml("max_tokens: 2").unwrap(),
+        branches: Vec::new(),
     };
     let response = a
         .run(&request, &mut || false, &mut |e| events.push(e))

@@ -30,6 +30,7 @@ fn sample(params: SamplingParams) -> SampleResponse {
         prompt: Prompt::raw(PROMPT),
         lane: 0,
         params,
+        branches: Vec::new(),
     };
     model.run(&request, &mut || false, &mut |_| {}).unwrap()
 }

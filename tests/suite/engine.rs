@@ -44,6 +44,7 @@ fn run(params: &SamplingParams, seed: u64, context: usize) -> (SampleResponse, V
         7,
         PROMPT.to_vec(),
         params,
+        &[],
         seed,
         &mut || false,
         &mut |e| events.push(e),
@@ -202,6 +203,7 @@ fn an_interrupted_run_ends_every_live_sample_with_abort() {
         1,
         PROMPT.to_vec(),
         &params("num_samples: 3"),
+        &[],
         0,
         &mut || {
             checks += 1;
@@ -266,6 +268,7 @@ fn a_new_request_cancels_the_running_one_and_runs_cleanly() {
         prompt: Prompt::raw("ab"),
         lane: 0,
         params: long,
+        branches: Vec::new(),
     });
     loop {
         if let Some(Event::Token { .. }) = inbox.blocking_recv() {
@@ -278,6 +281,7 @@ fn a_new_request_cancels_the_running_one_and_runs_cleanly() {
         prompt: Prompt::raw("ab"),
         lane: 0,
         params: short.clone(),
+        branches: Vec::new(),
     });
     let (first_id, first) = next_done(&mut inbox);
     assert_eq!(first_id, 1);
@@ -301,6 +305,7 @@ fn a_new_request_cancels_the_running_one_and_runs_cleanly() {
         prompt: Prompt::raw("ab"),
         lane: 0,
         params: params("max_tokens: 100000"),
+        branches: Vec::new(),
     });
     engine.cancel(3);
     let (third_id, third) = next_done(&mut inbox);
@@ -317,6 +322,7 @@ fn a_failed_load_is_reported_and_runs_get_errors() {
         prompt: Prompt::raw("a"),
         lane: 0,
         params: SamplingParams::default(),
+        branches: Vec::new(),
     });
     match inbox.blocking_recv() {
         Some(Event::LoadFailed { message }) => assert!(message.contains("x.gguf")),
@@ -359,6 +365,7 @@ fn request(run_id: u64, lane: u32, yaml: &str) -> Request {
         prompt: Prompt::raw("ab"),
         lane,
         params: params(yaml),
+        branches: Vec::new(),
     }
 }
 
@@ -514,6 +521,7 @@ fn a_panic_in_a_run_is_that_runs_error_and_the_engine_keeps_working() {
         prompt: Prompt::raw("ab"),
         lane: 0,
         params: params("max_tokens: 4\nseed: 1"),
+        branches: Vec::new(),
     };
     engine.run(request(1));
     let message = loop {
@@ -545,6 +553,7 @@ fn a_panic_while_loading_is_a_failed_load() {
         prompt: Prompt::raw("a"),
         lane: 0,
         params: SamplingParams::default(),
+        branches: Vec::new(),
     });
     match inbox.blocking_recv() {
         Some(Event::LoadFailed { message }) => {

@@ -16,6 +16,7 @@ fn run(model: &mut LoadedModel, prompt: &str, yaml: &str) -> (SampleResponse, Ve
         prompt: Prompt::raw(prompt),
         lane: 0,
         params: SamplingParams::from_yaml(yaml).unwrap(),
+        branches: Vec::new(),
     };
     let mut events = Vec::new();
     let response = model

@@ -9,9 +9,11 @@ use samplab::model::device::DeviceChoice;
 use proptest::prelude::*;
 use samplab::engine::generate::{RunContext, generate};
 use samplab::engine::score::common_prefix;
-use samplab::engine::{LoadedModel, Prompt, ReplayStore, Request};
+use samplab::engine::trace::trace;
+use samplab::engine::{Branch, LoadedModel, Prompt, ReplayStore, Request, TraceRequest};
 use samplab::params::SamplingParams;
-use samplab::response::{SampleResponse, StopReason};
+use samplab::response::{BranchOrigin, SampleResponse, StopReason};
+use samplab::sampling::{SampleState, Sampler, TokenLists, log_normalizer};
 use tokenizers::Tokenizer;
 
 const VOCAB: &[&str] = &[
@@ -43,6 +45,18 @@ impl Fake {
         params: &SamplingParams,
         interrupt_after: Option<usize>,
     ) -> SampleResponse {
+        self.run_branches(prompt, params, &[], interrupt_after)
+    }
+
+    /// Runs `params` with `branches` on `prompt`, interrupted once `interrupt_after` checks
+    /// have passed.
+    fn run_branches(
+        &mut self,
+        prompt: &[u32],
+        params: &SamplingParams,
+        branches: &[Branch],
+        interrupt_after: Option<usize>,
+    ) -> SampleResponse {
         let ctx = RunContext {
             tokenizer: &self.tokenizer,
             eos_ids: &[EOS],
@@ -56,6 +70,7 @@ impl Fake {
             1,
             prompt.to_vec(),
             params,
+            branches,
             SEED,
             &mut || {
                 checks += 1;
@@ -365,6 +380,7 @@ fn stories_run(
         prompt: Prompt::raw(prompt),
         lane: 0,
         params: params.clone(),
+        branches: Vec::new(),
     };
     let mut checks = 0;
     model
@@ -520,8 +536,6 @@ fn another_model_replays_nothing_of_the_first() {
 /// chosen one's place in the final distribution, and refuses a step whose tokens changed.
 #[test]
 fn a_finished_sample_can_be_traced_step_by_step() {
-    use samplab::engine::TraceRequest;
-    use samplab::engine::trace::trace;
     let mut fake = Fake::new(64 << 20);
     let params = SamplingParams {
         num_samples: 2,
@@ -541,6 +555,7 @@ fn a_finished_sample_can_be_traced_step_by_step() {
             run_id: 1,
             sample: 1,
             seed: sample.seed,
+            branch: None,
             tokens: sample.token_ids[..=step].to_vec(),
             params: params.clone(),
             ids: vec![chosen, other],
@@ -564,6 +579,7 @@ fn a_finished_sample_can_be_traced_step_by_step() {
         run_id: 1,
         sample: 1,
         seed: sample.seed,
+        branch: None,
         tokens: changed,
         params,
         ids: vec![0],
@@ -572,4 +588,229 @@ fn a_finished_sample_can_be_traced_step_by_step() {
         .unwrap_err()
         .to_string();
     assert!(message.contains("no longer kept"), "{message}");
+}
+
+/// A branch of sample `sample` that takes `path` and then samples on.
+fn branch(sample: u32, parent: u32, path: &[u32], then: Option<u32>) -> Branch {
+    Branch {
+        sample,
+        origin: BranchOrigin {
+            parent,
+            at: path.len().saturating_sub(1) as u32,
+        },
+        path: path.to_vec(),
+        then,
+    }
+}
+
+/// What a branch must be by definition: the fake model's logits after each token so far, the
+/// path forced and the rest drawn, all from sample `sample`'s own stream.
+fn branch_by_hand(params: &SamplingParams, b: &Branch) -> Vec<u32> {
+    let model = FakeModel::new(VOCAB.len(), 4096);
+    let mut sampler = Sampler::new(params).unwrap().with_tokens(TokenLists::new(
+        &common::piece_tokenizer(VOCAB),
+        &[EOS],
+        params,
+    ));
+    let mut state = SampleState::new(SEED, b.sample, &PROMPT, VOCAB.len());
+    let mut tokens: Vec<u32> = Vec::new();
+    let most = params.max_tokens.unwrap() as usize;
+    while tokens.len() < most.max(b.path.len()) {
+        let logits = model.logits(&[&PROMPT[..], &tokens].concat());
+        let forced = b.path.get(tokens.len()).copied();
+        let norm = log_normalizer(&logits).unwrap();
+        let token = sampler
+            .sample_or_force(&logits, norm, &mut state, forced)
+            .unwrap();
+        tokens.push(token.id);
+        if token.id == EOS {
+            break;
+        }
+    }
+    tokens
+}
+
+#[test]
+fn a_branch_that_takes_its_samples_own_tokens_is_that_sample() {
+    let params =
+        SamplingParams::from_yaml("temperature: 0.9\nmax_tokens: 24\nnum_samples: 3\nstop: []")
+            .unwrap();
+    let plain = fresh(&PROMPT, &params);
+    let own = &plain.trajectories[1];
+    let k = own.token_ids.len() / 2;
+    let same = branch(1, 1, &own.token_ids[..=k], None);
+    let run = Fake::new(64 << 20).run_branches(&PROMPT, &params, &[same], None);
+    assert_eq!(run.trajectories.len(), 4, "three samples and the branch");
+    let b = &run.trajectories[3];
+    assert_eq!((b.index, b.seed), (3, own.seed));
+    assert_eq!(
+        b.branch,
+        Some(BranchOrigin {
+            parent: 1,
+            at: k as u32
+        })
+    );
+    assert_eq!(
+        b.token_ids, own.token_ids,
+        "forcing the drawn tokens changes nothing"
+    );
+    assert_eq!(b.logprobs, own.logprobs);
+    assert_same_run(
+        &SampleResponse {
+            trajectories: run.trajectories[..3].to_vec(),
+            ..run.clone()
+        },
+        &plain,
+        "the samples beside a branch",
+    );
+}
+
+#[test]
+fn a_branch_takes_the_picked_token_and_draws_on_from_its_samples_stream() {
+    let params = SamplingParams::from_yaml(
+        "temperature: 1.2\ntop_k: 6\nrepetition_penalty: 1.3\nmax_tokens: 20\nnum_samples: 2",
+    )
+    .unwrap();
+    let plain = fresh(&PROMPT, &params);
+    let parent = &plain.trajectories[0];
+    let k = 5.min(parent.token_ids.len() - 1);
+    let mut path = parent.token_ids[..k].to_vec();
+    path.push(if parent.token_ids[k] == 9 { 10 } else { 9 });
+    let picked = branch(0, 0, &path, None);
+    // A branch of that branch, at a later step.
+    let mut fake = Fake::new(64 << 20);
+    let first = fake.run_branches(&PROMPT, &params, std::slice::from_ref(&picked), None);
+    let child_path = [&first.trajectories[2].token_ids[..k + 3], &[11]].concat();
+    let child = branch(0, 2, &child_path, None);
+    let branches = [picked, child];
+    let run = fake.run_branches(&PROMPT, &params, &branches, None);
+    for (j, b) in branches.iter().enumerate() {
+        let got = &run.trajectories[2 + j];
+        assert_eq!(got.token_ids, branch_by_hand(&params, b), "branch {j}");
+        assert!(
+            got.token_ids.starts_with(&b.path),
+            "branch {j} keeps its path"
+        );
+        assert_eq!(got.logprobs.len(), got.token_ids.len());
+    }
+    // Replayed after a knob moves, the branches equal a fresh run of them.
+    let moved = SamplingParams {
+        top_k: 4,
+        ..params.clone()
+    };
+    let again = fake.run_branches(&PROMPT, &moved, &branches, None);
+    assert!(again.timings.tokens_replayed > 0, "the branches replayed");
+    let cold = Fake::new(0).run_branches(&PROMPT, &moved, &branches, None);
+    assert_same_run(&again, &cold, "branches re-run after a change");
+}
+
+#[test]
+fn a_stepping_branch_samples_one_token_after_its_path_and_the_next_step_decodes_one() {
+    let params = SamplingParams::from_yaml("max_tokens: 3\nnum_samples: 1\nstop: []").unwrap();
+    let mut fake = Fake::new(64 << 20);
+    let mut path = Vec::new();
+    for step in 0..6 {
+        let b = branch(0, 0, &path, Some(1));
+        let decoded = fake.model.decoded;
+        let run = fake.run_branches(&PROMPT, &params, std::slice::from_ref(&b), None);
+        let got = &run.trajectories[1];
+        assert_eq!(
+            got.token_ids.len(),
+            path.len() + 1,
+            "step {step}: one past the path"
+        );
+        assert!(got.token_ids.starts_with(&path));
+        assert_eq!(
+            got.token_ids,
+            branch_by_hand(
+                &SamplingParams {
+                    max_tokens: Some(path.len() as u32 + 1),
+                    ..params.clone()
+                },
+                &b
+            )
+        );
+        if step > 1 {
+            assert_eq!(
+                fake.model.decoded - decoded,
+                1,
+                "step {step}: one decode step"
+            );
+        }
+        path = got.token_ids.clone();
+        if *path.last().unwrap() == EOS {
+            break;
+        }
+    }
+}
+
+#[test]
+fn branches_that_do_not_fit_the_run_are_refused() {
+    let params = SamplingParams::from_yaml("max_tokens: 4\nnum_samples: 2").unwrap();
+    let cases = [
+        (
+            branch(2, 0, &[3], None),
+            "follows sample 2 but the run has 2",
+        ),
+        (branch(0, 2, &[3], None), "names parent 2"),
+        (branch(0, 0, &[3, 99], None), "takes token 99"),
+        (
+            branch(0, 0, &vec![3; 5000], None),
+            "the context leaves room",
+        ),
+    ];
+    for (b, want) in cases {
+        let ctx = RunContext {
+            tokenizer: &common::piece_tokenizer(VOCAB),
+            eos_ids: &[EOS],
+            model_name: "fake",
+        };
+        let err = generate(
+            &mut FakeModel::new(VOCAB.len(), 4096),
+            &mut ReplayStore::new(0),
+            &ctx,
+            1,
+            PROMPT.to_vec(),
+            &params,
+            &[b],
+            SEED,
+            &mut || false,
+            &mut |_| {},
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains(want), "{err}");
+    }
+}
+
+#[test]
+fn a_branch_step_is_traced_with_its_path_forced() {
+    let params =
+        SamplingParams::from_yaml("temperature: 0.8\nmax_tokens: 12\nnum_samples: 1").unwrap();
+    let mut fake = Fake::new(64 << 20);
+    let plain = fake.run(&PROMPT, &params);
+    let parent = &plain.trajectories[0];
+    let mut path = parent.token_ids[..3].to_vec();
+    path.push(if parent.token_ids[3] == 9 { 10 } else { 9 });
+    let run = fake.run_branches(&PROMPT, &params, &[branch(0, 0, &path, None)], None);
+    let b = &run.trajectories[1];
+    let step = b.token_ids.len() - 1;
+    let request = TraceRequest {
+        run_id: 1,
+        sample: 1,
+        seed: b.seed,
+        branch: Some((0, path.len())),
+        tokens: b.token_ids[..=step].to_vec(),
+        params: params.clone(),
+        ids: vec![b.token_ids[step]],
+    };
+    let stages = trace(&fake.store, &fake.tokenizer, &[EOS], VOCAB.len(), &request).unwrap();
+    let raw = stages[0].tokens[0].unwrap().1;
+    assert!((f64::from(raw).ln() - f64::from(b.logprobs[step])).abs() < 1e-4);
+    let unforced = TraceRequest {
+        branch: Some((0, 0)),
+        ..request
+    };
+    let err = trace(&fake.store, &fake.tokenizer, &[EOS], VOCAB.len(), &unforced).unwrap_err();
+    assert!(err.to_string().contains("no longer kept"), "{err}");
 }

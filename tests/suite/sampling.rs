@@ -621,3 +621,38 @@ proptest! {
         }
     }
 }
+
+/// A forced token (a branch's pick) still takes its step's uniform, in every engine's chain:
+/// the draws after it are the ones the sample itself makes on the same logits, so a branch
+/// stays in step with its sample's seed stream.
+#[test]
+fn a_forced_token_takes_its_steps_uniform_and_reports_its_own_probabilities() {
+    let logits: Vec<f32> = (0..12).map(|i| ((i * 7) % 12) as f32 / 3.0).collect();
+    for engine in ["vllm", "llama.cpp", "transformers"] {
+        let params = SamplingParams::from_yaml(&format!(
+            "engine: {engine}\ntemperature: 1.5\ntop_k: 8\nseed: 3"
+        ))
+        .unwrap();
+        let norm = samplab::sampling::log_normalizer(&logits).unwrap();
+        let mut own = SampleState::new(3, 0, &[1], logits.len());
+        let mut forced = own.clone();
+        let mut s = sampler(&params);
+        let drawn: Vec<u32> = (0..6)
+            .map(|_| s.sample_normalized(&logits, norm, &mut own).unwrap().id)
+            .collect();
+        // Force at step 0 the token the top_k filter removes (logit rank 12).
+        let cut = (0..12u32).min_by(|&a, &b| logits[a as usize].total_cmp(&logits[b as usize]));
+        let first = s.sample_or_force(&logits, norm, &mut forced, cut).unwrap();
+        assert_eq!(Some(first.id), cut, "{engine}");
+        assert_eq!(first.prob, 0.0, "{engine}: top_k removed the forced token");
+        assert_eq!(first.rank, 12, "{engine}");
+        let rest: Vec<u32> = (1..6)
+            .map(|_| s.sample_normalized(&logits, norm, &mut forced).unwrap().id)
+            .collect();
+        assert_eq!(
+            rest,
+            drawn[1..],
+            "{engine}: the draws after the forced step"
+        );
+    }
+}

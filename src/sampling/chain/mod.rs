@@ -197,27 +197,33 @@ pub(super) fn steps(params: &SamplingParams) -> Vec<Step> {
     }
 }
 
-/// Runs the chain of `params` and draws with `u`: the chosen candidate's position, the pool then
-/// holding the final distribution in draw order. Mirostat learns from the drawn token.
+/// Runs the chain of `params` and draws with `u`, or takes `forced` (a token the user picked):
+/// the chosen token's id, the pool then holding the final distribution in draw order. Mirostat
+/// learns from the chosen token, unless a forced one was filtered out (its surprise is
+/// infinite).
 pub(super) fn run(
     pool: &mut Pool,
     params: &SamplingParams,
     mut input: StepInput,
     u: f64,
-) -> Option<usize> {
+    forced: Option<u32>,
+) -> Option<u32> {
     let steps = steps(params);
     for &step in &steps {
         step.apply(pool, params, &mut input);
     }
     pool.finish();
-    let chosen = pool.draw(u)?;
+    let chosen = match forced {
+        Some(id) => pool.cands.iter().position(|c| c.id == id && c.p > 0.0),
+        None => Some(pool.draw(u)?),
+    };
     if steps.contains(&Step::Mirostat)
-        && let Some(mu) = input.state.mu
+        && let (Some(mu), Some(chosen)) = (input.state.mu, chosen)
     {
         let surprise = -pool.cands[chosen].p.log2();
         input.state.mu = Some(mu - params.mirostat_eta * (surprise - params.mirostat_tau));
     }
-    Some(chosen)
+    forced.or_else(|| chosen.map(|c| pool.cands[c].id))
 }
 
 /// What one stage left of the traced tokens: each one's logit and probability among the

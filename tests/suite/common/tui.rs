@@ -103,6 +103,7 @@ pub fn done(run_id: RunId, reasons: &[StopReason]) -> Event {
                     logprobs: vec![],
                     top_logprobs: None,
                     cross_scores: None,
+                    branch: None,
                 })
                 .collect(),
             timings: Timings {
