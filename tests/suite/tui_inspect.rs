@@ -575,7 +575,7 @@ fn help_lists_the_columns_keys_on_a_small_terminal() {
         ("←/→/↑/↓/Home/End", "move"),
         ("Tab/Shift+Tab", "column"),
         ("PgUp/PgDn", "scroll"),
-        ("Esc", "leave samples"),
+        ("Esc", "leave"),
         ("v", "show whitespace"),
     ] {
         let needle = format!(" {keys} ");
