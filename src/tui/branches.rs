@@ -219,7 +219,17 @@ pub fn take(state: &mut State) -> Vec<Effect> {
         return Vec::new();
     };
     let picked = alternative.id;
+    let parent = parent_of(index, num_samples);
+    let proposal = match parent {
+        Parent::Branch(j) => {
+            state.sides[side].tree.nodes[j].stepping && token + 1 == column.tokens.len()
+        }
+        Parent::Sample(_) => false,
+    };
     if picked == event.id {
+        if proposal {
+            return step(state);
+        }
         state
             .status
             .notify("that is the token the sample took: pick another one".to_owned());
@@ -227,12 +237,7 @@ pub fn take(state: &mut State) -> Vec<Effect> {
     }
     let mut path: Vec<u32> = column.tokens[..token].iter().map(|t| t.id).collect();
     path.push(picked);
-    let parent = parent_of(index, num_samples);
     let tree = &mut state.sides[side].tree;
-    let proposal = match parent {
-        Parent::Branch(j) => tree.nodes[j].stepping && token + 1 == column.tokens.len(),
-        Parent::Sample(_) => false,
-    };
     let (sample, at) = match parent {
         // The step's proposal is replaced: stepping goes on after the pick.
         Parent::Branch(j) if proposal => {

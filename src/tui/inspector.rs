@@ -20,6 +20,10 @@ use unicode_width::UnicodeWidthChar;
 const TEXT_WIDTH: usize = 10;
 /// `▶ ` before the chosen alternative, blanks before the others.
 const MARK_WIDTH: usize = 2;
+/// ` 3`: the alternative's rank by raw probability.
+const RANK_WIDTH: usize = 3;
+/// Lines above the alternatives: the token's rows, a blank and the list's header.
+const HEAD_LINES: usize = 8;
 /// ` 0.29 0.41`: raw and processed probability after the bar.
 const NUMBERS_WIDTH: usize = 10;
 const LABEL_WIDTH: usize = 9;
@@ -54,7 +58,12 @@ pub fn render(
         Some((column, token)) => {
             let column = &columns.columns[column];
             let event = &column.tokens[token];
-            let mut lines = token_lines(event, logprobs, usize::from(inner.width), theme);
+            let shown = Shown {
+                logprobs,
+                pick: columns.pick,
+                proposal: column.stepping && token + 1 == column.tokens.len(),
+            };
+            let mut lines = token_lines(event, &shown, usize::from(inner.width), theme);
             let trace = column.trace.as_ref().filter(|t| t.step == token);
             lines.extend(chain_view::lines(event, trace, theme));
             lines
@@ -64,12 +73,33 @@ pub fn render(
     frame.render_widget(Paragraph::new(lines), inner);
 }
 
+/// How the alternatives are shown: which the response keeps, which is highlighted to branch
+/// from, and whether the token is a step's proposal.
+struct Shown {
+    logprobs: Option<u32>,
+    pick: Option<usize>,
+    proposal: bool,
+}
+
+/// The place of each alternative's line among the inspector's lines (a rule goes under the
+/// ones `logprobs` keeps), so that a click finds the alternative it drew.
+fn alternative_rows(count: usize, logprobs: Option<u32>) -> impl Iterator<Item = usize> {
+    let kept = logprobs.map_or(0, |n| n as usize);
+    (0..count).map(move |i| HEAD_LINES + i + usize::from(i >= kept))
+}
+
+/// The alternative of `token` drawn on line `row` of the inspector's inside.
+pub fn alternative_at(token: &TokenEvent, logprobs: Option<u32>, row: usize) -> Option<usize> {
+    alternative_rows(token.top.len(), logprobs).position(|r| r == row)
+}
+
 fn token_lines<'a>(
     token: &TokenEvent,
-    logprobs: Option<u32>,
+    shown: &Shown,
     width: usize,
     theme: &Theme,
 ) -> Vec<Line<'a>> {
+    let logprobs = shown.logprobs;
     let own_text = token
         .top
         .iter()
@@ -90,22 +120,33 @@ fn token_lines<'a>(
         row("rank", token.rank.to_string()),
         Line::default(),
     ];
-    let bar_width = width.saturating_sub(MARK_WIDTH + TEXT_WIDTH + 1 + NUMBERS_WIDTH);
+    let bar_width = width.saturating_sub(MARK_WIDTH + RANK_WIDTH + TEXT_WIDTH + 1 + NUMBERS_WIDTH);
+    let heading = if shown.proposal {
+        "Space: take ▶ · Enter: highlighted"
+    } else if shown.pick.is_some() {
+        "Enter: branch from highlighted"
+    } else {
+        "alternatives · [ ] to pick"
+    };
     lines.push(Line::styled(
         format!(
-            "{:<w$}{:>NUMBERS_WIDTH$}",
-            "alternatives",
+            "{heading:<w$}{:>NUMBERS_WIDTH$}",
             "raw  kept",
-            w = MARK_WIDTH + TEXT_WIDTH + 1 + bar_width
+            w = MARK_WIDTH + RANK_WIDTH + TEXT_WIDTH + 1 + bar_width
         ),
         theme.dim,
     ));
-    let kept = logprobs.map_or(0, |n| n as usize);
+    debug_assert_eq!(lines.len(), HEAD_LINES);
+    let rows: Vec<usize> = alternative_rows(token.top.len(), logprobs).collect();
     for (i, a) in token.top.iter().enumerate() {
-        if i == kept {
+        if lines.len() < rows[i] {
             lines.push(Line::styled(kept_rule(logprobs, width), theme.dim));
         }
-        lines.push(alternative_line(a, a.id == token.id, bar_width, theme));
+        let mut line = alternative_line(a, i + 1, a.id == token.id, bar_width, theme);
+        if shown.pick == Some(i) {
+            line = line.patch_style(theme.selected);
+        }
+        lines.push(line);
     }
     lines
 }
@@ -125,6 +166,7 @@ fn kept_rule(logprobs: Option<u32>, width: usize) -> String {
 /// the filters removed is dimmed, the chosen one marked.
 fn alternative_line<'a>(
     a: &Alternative,
+    rank: usize,
     chosen: bool,
     bar_width: usize,
     theme: &Theme,
@@ -144,6 +186,7 @@ fn alternative_line<'a>(
     };
     Line::from(vec![
         Span::styled(if chosen { "▶ " } else { "  " }, emphasis(text)),
+        Span::styled(format!("{rank:>2} "), theme.dim),
         Span::styled(fit(&quoted(&a.text), TEXT_WIDTH), emphasis(text)),
         Span::raw(" "),
         Span::styled(bar_text(raw, bar_width), bar),

@@ -2,6 +2,7 @@
 //! the same layout the view draws (computed from the state, never stored while drawing).
 
 use super::action::{Action, Focus};
+use super::inspector;
 use super::layout::{Grid, areas};
 use super::params::{first_row, slider_cells, visible_rows};
 use super::state::State;
@@ -37,6 +38,8 @@ pub fn action(event: MouseEvent) -> Option<Action> {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Target {
     Prompt,
+    /// An alternative listed by the inspector (drawn in the params panel's place).
+    Alternative(usize),
     /// The params panel, or the inspector drawn in its place.
     Params {
         /// The row's field and, on its slider, how far along it the cell is.
@@ -59,6 +62,11 @@ pub fn target(state: &State, x: u16, y: u16) -> Option<Target> {
         return Some(Target::Prompt);
     }
     if a.params.contains(at) {
+        if state.focus == Focus::Columns
+            && let Some(alternative) = alternative_at(a.params, at, state)
+        {
+            return Some(Target::Alternative(alternative));
+        }
         let field = (state.focus != Focus::Columns)
             .then(|| param_at(a.params, at, state))
             .flatten();
@@ -80,6 +88,21 @@ pub fn target(state: &State, x: u16, y: u16) -> Option<Target> {
         (top + usize::from(y - text.y), usize::from(x - text.x))
     });
     Some(Target::Column { column, text })
+}
+
+/// The alternative of the cursor's token on the inspector's line at `at`.
+fn alternative_at(panel: Rect, at: Position, state: &State) -> Option<usize> {
+    let inner = panel.inner(Margin::new(1, 1));
+    if !inner.contains(at) {
+        return None;
+    }
+    let (column, token) = state.columns.cursor_token()?;
+    let event = &state.columns.columns[column].tokens[token];
+    inspector::alternative_at(
+        event,
+        state.params.params.logprobs,
+        usize::from(at.y - inner.y),
+    )
 }
 
 /// The field of the params row at `at` and, on its slider, the fraction of the slider.

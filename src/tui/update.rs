@@ -271,6 +271,10 @@ fn click(state: &mut State, x: u16, y: u16) -> Vec<Effect> {
     state.params.editor = None;
     match target {
         Target::Prompt => state.focus = Focus::Prompt,
+        Target::Alternative(alternative) => {
+            state.columns.pick = Some(alternative);
+            return branches::take(state);
+        }
         Target::Params { field } => {
             state.focus = Focus::Params;
             if let Some((field, fraction)) = field {

@@ -27,6 +27,7 @@ mod replay;
 mod sampling;
 mod stop_strings;
 mod tui;
+mod tui_branches;
 mod tui_chat;
 mod tui_compare;
 mod tui_dialogs;

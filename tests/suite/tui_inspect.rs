@@ -477,11 +477,11 @@ fn the_inspector_shows_the_token_and_its_alternatives_as_bars() {
             assert!(find(&buffer, text).is_some(), "{w}x{h}: {text}");
         }
         let params = areas(s.size).params;
-        let bar_width = usize::from(params.width) - 2 - 23;
+        let bar_width = usize::from(params.width) - 2 - 26;
         let eighths = (0.5 * bar_width as f32 * 8.0).round() as u16;
 
-        let (x, y) = find(&buffer, r#"▶ " the""#).expect("the chosen one is marked");
-        let bar_x = x + 13;
+        let (x, y) = find(&buffer, r#"▶  1 " the""#).expect("the chosen one is marked, rank 1");
+        let bar_x = x + 16;
         let bar = cell_row(&buffer, bar_x, y, bar_width as u16);
         assert_eq!(
             bar.matches('█').count(),
@@ -491,15 +491,15 @@ fn the_inspector_shows_the_token_and_its_alternatives_as_bars() {
         assert_eq!(buffer[(bar_x, y)].fg, theme.gauge_filled.fg.unwrap());
         assert!(row(&buffer, y).contains(" 0.50 0.70"));
 
-        let (x, y) = find(&buffer, r#"  "\n""#).unwrap();
-        assert_eq!(buffer[(x + 2, y)].fg, theme.value.fg.unwrap());
-        let quarter = cell_row(&buffer, x + 13, y, bar_width as u16);
+        let (x, y) = find(&buffer, r#"  2 "\n""#).unwrap();
+        assert_eq!(buffer[(x + 4, y)].fg, theme.value.fg.unwrap());
+        let quarter = cell_row(&buffer, x + 15, y, bar_width as u16);
         assert_eq!(quarter.matches('█').count(), usize::from(eighths / 16));
 
-        let (x, y) = find(&buffer, r#"  " a""#).unwrap();
+        let (x, y) = find(&buffer, r#"  3 " a""#).unwrap();
         let dim = theme.dim.fg.unwrap();
-        assert_eq!(buffer[(x + 3, y)].fg, dim, "filtered out: dimmed");
-        assert_eq!(buffer[(x + 13, y)].fg, dim);
+        assert_eq!(buffer[(x + 5, y)].fg, dim, "filtered out: dimmed");
+        assert_eq!(buffer[(x + 15, y)].fg, dim);
         assert!(row(&buffer, y).contains(" 0.12 0.00"));
     }
 }
@@ -512,14 +512,14 @@ fn the_inspector_marks_the_alternatives_logprobs_keeps() {
     s.params.params.logprobs = None;
     let buffer = render(&s, &Theme::dark());
     let (_, rule) = find(&buffer, "┄ logprobs off: none kept ┄").expect("off");
-    let (_, first) = find(&buffer, r#"▶ " the""#).unwrap();
+    let (_, first) = find(&buffer, r#"▶  1 " the""#).unwrap();
     assert!(rule < first, "above every alternative");
 
     s.params.params.logprobs = Some(2);
     let buffer = render(&s, &Theme::dark());
     let (_, rule) = find(&buffer, "┄ above: kept by logprobs 2 ┄").expect("kept");
-    let (_, second) = find(&buffer, r#"  "\n""#).unwrap();
-    let (_, third) = find(&buffer, r#"  " a""#).unwrap();
+    let (_, second) = find(&buffer, r#"  2 "\n""#).unwrap();
+    let (_, third) = find(&buffer, r#"  3 " a""#).unwrap();
     assert!(second < rule && rule < third, "{second} < {rule} < {third}");
 }
 

@@ -1,0 +1,327 @@
+//! Branching from any token and step mode in the playground (issue 14): the requests a branch,
+//! a step and a deletion make, the tree the keys walk, and what the columns say of a branch.
+
+use crate::common;
+
+use common::tui::*;
+use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+use samplab::engine::{Alternative, Branch, Event, Request, RunId, TokenEvent};
+use samplab::response::{BranchOrigin, StopReason};
+use samplab::tui::action::{Action, BranchAction, Effect, Focus};
+use samplab::tui::layout::areas;
+use samplab::tui::mouse;
+use samplab::tui::state::State;
+use samplab::tui::theme::Theme;
+use samplab::tui::update::update;
+
+/// Token `id` of a sample, with three alternatives: itself, then `id + 100` and `id + 200`.
+fn token_with(run_id: RunId, sample: u32, id: u32) -> Event {
+    let alternative = |id: u32, p: f32| Alternative {
+        id,
+        text: format!("t{id}"),
+        logprob: p.ln(),
+        prob: p,
+    };
+    Event::Token {
+        run_id,
+        token: TokenEvent {
+            sample,
+            id,
+            text: format!(" t{id}"),
+            logprob: 0.5f32.ln(),
+            prob: 0.5,
+            rank: 1,
+            top: vec![
+                alternative(id, 0.5),
+                alternative(id + 100, 0.3),
+                alternative(id + 200, 0.2),
+            ],
+        },
+    }
+}
+
+/// The run the effects start on model 0.
+fn run_of(effects: &[Effect]) -> Request {
+    effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::Run(0, request) => Some(request.clone()),
+            _ => None,
+        })
+        .expect("a run starts")
+}
+
+/// Plays `request` to its end: sample `i` takes tokens `10 * i + 1, …`, `tokens` of them; a
+/// branch takes its path, then, when it steps, one token more (its proposal, `path + 50`).
+fn play(s: &mut State, request: &Request, tokens: u32) {
+    let id = request.run_id;
+    let n = request.params.num_samples;
+    let seeds: Vec<u64> = (0..n + request.branches.len() as u32)
+        .map(u64::from)
+        .collect();
+    update(s, Action::Engine(0, started(id, seeds)));
+    for sample in 0..n {
+        for t in 0..tokens {
+            update(
+                s,
+                Action::Engine(0, token_with(id, sample, 10 * sample + t + 1)),
+            );
+        }
+    }
+    for (j, branch) in request.branches.iter().enumerate() {
+        let sample = n + j as u32;
+        for &t in &branch.path {
+            update(s, Action::Engine(0, token_with(id, sample, t)));
+        }
+        if branch.then.is_some() {
+            let proposal = 50 + branch.path.len() as u32;
+            update(s, Action::Engine(0, token_with(id, sample, proposal)));
+        }
+    }
+    let reasons = vec![StopReason::Length; (n as usize) + request.branches.len()];
+    update(s, Action::Engine(0, done(id, &reasons)));
+}
+
+/// A finished run of the playground's samples, three tokens each, the columns focused.
+fn finished_run() -> (State, Request) {
+    let mut s = state_sized(160, 45);
+    s.params.params.num_samples = 3;
+    let request = run_of(&update(&mut s, Action::Engine(0, loaded())));
+    play(&mut s, &request, 3);
+    while s.focus != Focus::Columns {
+        update(&mut s, Action::FocusNext);
+    }
+    (s, request)
+}
+
+/// Puts the cursor on token `token` of the column of sample `sample`.
+fn cursor_to(s: &mut State, sample: u32, token: usize) {
+    let column = s.columns.index_of(0, sample).expect("the column is shown");
+    let grid = s.grid();
+    s.columns.select(column, Some(token), &grid);
+}
+
+fn branch(sample: u32, parent: u32, at: u32, path: &[u32], then: Option<u32>) -> Branch {
+    Branch {
+        sample,
+        origin: BranchOrigin { parent, at },
+        path: path.to_vec(),
+        then,
+    }
+}
+
+fn act(s: &mut State, action: BranchAction) -> Vec<Effect> {
+    update(s, Action::Branch(action))
+}
+
+#[test]
+fn enter_on_a_picked_alternative_runs_a_branch_that_the_cursor_follows() {
+    let (mut s, first) = finished_run();
+    let n = first.params.num_samples;
+    cursor_to(&mut s, 1, 1);
+    assert!(
+        act(&mut s, BranchAction::Take).is_empty(),
+        "nothing is picked yet"
+    );
+    act(&mut s, BranchAction::Pick(1));
+    act(&mut s, BranchAction::Pick(1));
+    act(&mut s, BranchAction::Pick(1));
+    assert_eq!(s.columns.pick, Some(2), "the highlight stops at the last");
+    act(&mut s, BranchAction::Pick(-1));
+    let request = run_of(&act(&mut s, BranchAction::Take));
+    assert_eq!(request.params, first.params, "the same samples run again");
+    assert_eq!(request.branches, [branch(1, 1, 1, &[11, 112], None)]);
+
+    play(&mut s, &request, 3);
+    let column = s.columns.index_of(0, n).expect("the branch has a column");
+    assert_eq!(s.columns.cursor_token(), Some((column, 1)), "on the pick");
+    assert_eq!(s.columns.columns[column].name(), format!("#{n} ←#1@1"));
+    let buffer = render(&s, &Theme::dark());
+    assert!(find(&buffer, &format!("#{n} ←#1@1 seed {n}")).is_some());
+
+    // The token the sample took is no branch.
+    cursor_to(&mut s, 0, 0);
+    act(&mut s, BranchAction::Pick(0));
+    assert!(act(&mut s, BranchAction::Take).is_empty());
+    assert!(
+        s.status
+            .notice
+            .as_deref()
+            .unwrap()
+            .contains("the token the sample took")
+    );
+}
+
+#[test]
+fn branches_of_branches_form_a_tree_the_keys_walk_and_deleting_takes_a_subtree() {
+    let (mut s, first) = finished_run();
+    let n = first.params.num_samples;
+    // Two branches of sample 0 (at tokens 1 and 2), and one of the first branch.
+    cursor_to(&mut s, 0, 1);
+    act(&mut s, BranchAction::Pick(1));
+    let request = run_of(&act(&mut s, BranchAction::Take));
+    play(&mut s, &request, 3);
+    cursor_to(&mut s, 0, 2);
+    act(&mut s, BranchAction::Pick(1));
+    act(&mut s, BranchAction::Pick(1));
+    let request = run_of(&act(&mut s, BranchAction::Take));
+    play(&mut s, &request, 3);
+    cursor_to(&mut s, n, 0);
+    act(&mut s, BranchAction::Pick(1));
+    let request = run_of(&act(&mut s, BranchAction::Take));
+    assert_eq!(
+        request.branches,
+        [
+            branch(0, 0, 1, &[1, 102], None),
+            branch(0, 0, 2, &[1, 2, 203], None),
+            branch(0, n, 0, &[101], None),
+        ],
+        "the third follows sample 0's stream through its parent, branch #{n}"
+    );
+    play(&mut s, &request, 3);
+
+    let at = |s: &State| {
+        let (column, token) = s.columns.cursor_token().unwrap();
+        (s.columns.columns[column].sample, token)
+    };
+    assert_eq!(at(&s), (n + 2, 0));
+    act(&mut s, BranchAction::Parent);
+    assert_eq!(at(&s), (n, 0), "to the parent, where the branch parts");
+    act(&mut s, BranchAction::Parent);
+    assert_eq!(at(&s), (0, 1));
+    act(&mut s, BranchAction::Parent);
+    assert!(s.status.notice.as_deref().unwrap().contains("no parent"));
+    act(&mut s, BranchAction::Child);
+    assert_eq!(at(&s), (n, 1), "to the first child");
+    act(&mut s, BranchAction::Sibling(1));
+    assert_eq!(at(&s), (n + 1, 2));
+    act(&mut s, BranchAction::Sibling(1));
+    assert_eq!(at(&s), (n, 1), "siblings wrap around");
+    act(&mut s, BranchAction::Sibling(-1));
+    assert_eq!(at(&s), (n + 1, 2));
+
+    // Deleting the first branch takes its child; the cursor goes to the parent.
+    cursor_to(&mut s, n, 0);
+    let request = run_of(&act(&mut s, BranchAction::Delete));
+    assert_eq!(request.branches, [branch(0, 0, 2, &[1, 2, 203], None)]);
+    play(&mut s, &request, 3);
+    assert_eq!(at(&s), (0, 1));
+    cursor_to(&mut s, 1, 0);
+    assert!(act(&mut s, BranchAction::Delete).is_empty());
+    assert!(
+        s.status
+            .notice
+            .as_deref()
+            .unwrap()
+            .contains("only branches")
+    );
+}
+
+#[test]
+fn step_mode_proposes_one_token_at_a_time_to_take_or_replace() {
+    let (mut s, _) = finished_run();
+    let n = s.sides[0].run_params.as_ref().unwrap().num_samples;
+    cursor_to(&mut s, 1, 0);
+    let request = run_of(&act(&mut s, BranchAction::ToggleStep));
+    assert_eq!(request.branches, [branch(1, 1, 1, &[11], Some(1))]);
+    play(&mut s, &request, 3);
+    let column = s.columns.index_of(0, n).unwrap();
+    assert_eq!(
+        s.columns.cursor_token(),
+        Some((column, 1)),
+        "on the proposal"
+    );
+    assert_eq!(s.columns.columns[column].name(), format!("#{n} ←#1@1 step"));
+    let buffer = render(&s, &Theme::dark());
+    assert!(
+        find(&buffer, "Space: take ▶").is_some(),
+        "the inspector says how"
+    );
+
+    // Space takes the proposal (51), and the next is proposed.
+    let request = run_of(&act(&mut s, BranchAction::Step));
+    assert_eq!(request.branches, [branch(1, 1, 1, &[11, 51], Some(1))]);
+    play(&mut s, &request, 3);
+    // Enter on an alternative of the proposal (52) takes that one instead.
+    act(&mut s, BranchAction::Pick(1));
+    let request = run_of(&act(&mut s, BranchAction::Take));
+    assert_eq!(request.branches, [branch(1, 1, 1, &[11, 51, 152], Some(1))]);
+    play(&mut s, &request, 3);
+    // Enter on the proposal itself takes it, as Space does.
+    act(&mut s, BranchAction::Pick(0));
+    let request = run_of(&act(&mut s, BranchAction::Take));
+    assert_eq!(
+        request.branches,
+        [branch(1, 1, 1, &[11, 51, 152, 53], Some(1))]
+    );
+    play(&mut s, &request, 3);
+    // z again: the branch samples on to max_tokens.
+    let request = run_of(&act(&mut s, BranchAction::ToggleStep));
+    assert_eq!(
+        request.branches,
+        [branch(1, 1, 1, &[11, 51, 152, 53], None)]
+    );
+    play(&mut s, &request, 3);
+    assert!(act(&mut s, BranchAction::Step).is_empty());
+    assert!(s.status.notice.as_deref().unwrap().contains("not stepping"));
+}
+
+#[test]
+fn a_new_prompt_or_seed_clears_the_branches_and_fewer_samples_drop_theirs() {
+    let (mut s, first) = finished_run();
+    let n = first.params.num_samples;
+    assert!(n >= 2);
+    for sample in [0, n - 1] {
+        cursor_to(&mut s, sample, 1);
+        act(&mut s, BranchAction::Pick(1));
+        let request = run_of(&act(&mut s, BranchAction::Take));
+        play(&mut s, &request, 3);
+    }
+    // One sample fewer: the branch of the last one goes.
+    let mut params = s.params.params.clone();
+    params.num_samples = n - 1;
+    s.params.params = params;
+    let request = run_of(&update(&mut s, Action::Rerun));
+    assert_eq!(request.branches, [branch(0, 0, 1, &[1, 102], None)]);
+    assert!(
+        s.status
+            .notice
+            .as_deref()
+            .unwrap()
+            .contains("1 branch(es) cleared")
+    );
+    play(&mut s, &request, 3);
+
+    update(&mut s, Action::Branch(BranchAction::Pick(0)));
+    update(&mut s, Action::FocusNext);
+    update(&mut s, Action::RollSeed);
+    let request = run_of(&update(&mut s, Action::DebounceElapsed));
+    assert!(request.branches.is_empty());
+    assert!(
+        s.status
+            .notice
+            .as_deref()
+            .unwrap()
+            .contains("the seed changed")
+    );
+}
+
+#[test]
+fn a_click_on_an_alternative_branches_from_it() {
+    let (mut s, first) = finished_run();
+    cursor_to(&mut s, 0, 2);
+    let inspector = areas(s.size).params;
+    // The inside starts one row down; eight rows of token and heading, then the rule that
+    // `logprobs` off draws, then the alternatives.
+    let y = inspector.y + 1 + 8 + 1 + 2;
+    let click = MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column: inspector.x + 6,
+        row: y,
+        modifiers: crossterm::event::KeyModifiers::NONE,
+    };
+    assert_eq!(first.params.logprobs, None);
+    let action = mouse::action(click).unwrap();
+    let request = run_of(&update(&mut s, action));
+    assert_eq!(request.branches, [branch(0, 0, 2, &[1, 2, 203], None)]);
+}
