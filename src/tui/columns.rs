@@ -72,7 +72,8 @@ impl Column {
         }
     }
 
-    /// `#2`, or for a branch its parent and where it parts: `#5 ←#2@14` (from #2 at token 14), `step` in step mode.
+    /// `#2`; for a branch, its parent and the token where it parts (`#5 ←#2@14`), and `step`
+    /// in step mode.
     pub fn name(&self) -> String {
         let mut name = format!("#{}", self.sample);
         if let Some(origin) = self.origin {

@@ -565,3 +565,64 @@ fn a_panicking_run_shows_its_error_and_the_playground_still_quits_cleanly() {
     // Quitting with the failed run on screen reports the failure (issue 14).
     assert!(shell.lines().any(|l| l == "exit=1"), "{shell}");
 }
+
+/// Issue 14: branching from an alternative and stepping, in the real playground; the results
+/// file then holds the branches with their parents.
+#[test]
+fn a_branch_from_an_alternative_and_three_steps_end_up_in_the_results_file() {
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(home.path()) else {
+        return;
+    };
+    tmux.type_text(&format!("cd {}", home.path().display()));
+    tmux.keys(&["Enter"]);
+    start_playground(&tmux, &format!("--model {}", model.display()));
+    tmux.wait_for("four finished columns", |s| finished_columns(s) == 4);
+
+    // The columns: the cursor on #0's second token, its second alternative, Enter.
+    tmux.keys(&["Tab", "Home", "Right", "]"]);
+    tmux.wait_for("the highlight", |s| s.contains("Enter: branch from highlighted"));
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("the branch", |s| {
+        s.contains("┌ #4 ←#0@1 seed") && finished_columns(s) == 5
+    });
+    assert!(screen.contains("inspect #4 · token 2/"), "{screen}");
+
+    // Step mode from the branch's second token: its third is proposed; three steps take three.
+    tmux.keys(&["z"]);
+    tmux.wait_for("step mode", |s| {
+        s.contains("┌ #5 ←#4@2 step") && s.contains("Space: take ▶") && s.contains("token 3/3")
+    });
+    for taken in 4..=6 {
+        tmux.keys(&["Space"]);
+        tmux.wait_for("the next proposal", |s| {
+            s.contains(&format!("token {taken}/{taken}")) && s.contains("Space: take ▶")
+        });
+    }
+
+    tmux.keys(&["e", "w"]);
+    tmux.wait_for("the results prompt", |s| s.contains("./"));
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the written file", |s| s.contains("wrote"));
+    let written = std::fs::read_dir(home.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .expect("a results file");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(written).unwrap()).unwrap();
+    let trajectories = json["trajectories"].as_array().unwrap();
+    assert_eq!(trajectories.len(), 6, "four samples and two branches");
+    assert_eq!(trajectories[4]["branch"], serde_json::json!({"parent": 0, "at": 1}));
+    assert_eq!(trajectories[5]["branch"], serde_json::json!({"parent": 4, "at": 2}));
+    assert_eq!(trajectories[5]["token_ids"].as_array().unwrap().len(), 6);
+    let parent = trajectories[0]["token_ids"].as_array().unwrap();
+    let branch = trajectories[4]["token_ids"].as_array().unwrap();
+    assert_eq!(parent[0], branch[0], "the branch shares the token before its pick");
+    assert_ne!(parent[1], branch[1], "and takes another there");
+    tmux.keys(&["Escape", "q"]);
+    assert_eq!(exit_status(&tmux), "0");
+}
