@@ -1,5 +1,6 @@
 //! One full frame of the playground: 8 columns of 512 tokens each at 200x50, the columns focused
-//! so that the cursor and the inspector are drawn too. The budget is 4 ms.
+//! so that the cursor and the inspector are drawn too; then the same with two of the columns
+//! branches (one stepping) and an alternative highlighted. The budget is 4 ms.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ratatui::Terminal;
@@ -8,7 +9,7 @@ use ratatui::layout::Rect;
 use samplab::engine::{Alternative, Event, TokenEvent};
 use samplab::params::SamplingParams;
 use samplab::presets::Preset;
-use samplab::tui::action::Action;
+use samplab::tui::action::{Action, BranchAction};
 use samplab::tui::keymap::KeyMap;
 use samplab::tui::params::ParamsState;
 use samplab::tui::state::State;
@@ -23,7 +24,7 @@ const WORDS: [&str; 8] = [
     " the", " little", " girl", " named", " Lily", ".", " She", "\n",
 ];
 
-fn token(sample: u32, i: usize) -> Event {
+fn token(run_id: u64, sample: u32, i: usize) -> Event {
     let prob = ((i * 37 + sample as usize * 11) % 100) as f32 / 100.0 + 0.005;
     let top = (0..10)
         .map(|k| Alternative {
@@ -34,7 +35,7 @@ fn token(sample: u32, i: usize) -> Event {
         })
         .collect();
     Event::Token {
-        run_id: 1,
+        run_id,
         token: TokenEvent {
             sample,
             id: 3,
@@ -47,53 +48,76 @@ fn token(sample: u32, i: usize) -> Event {
     }
 }
 
-fn streamed() -> State {
-    let params = ParamsState::new(Preset::built_in("default", SamplingParams::default()), 1);
-    let mut state = State::new("Once upon a time", params, Rect::new(0, 0, 200, 50));
-    let events = [
-        Event::Loaded {
-            model: "stories260K".into(),
-            device: "cpu".into(),
-            defaults: None,
-            chat_template: false,
-            vocab: 0,
-            vocab_size: 512,
-            special_tokens: Vec::new(),
-            warnings: Vec::new(),
-        },
-        Event::Started {
-            run_id: 1,
-            prompt_token_ids: vec![1, 403],
-            seeds: (0..u64::from(SAMPLES)).collect(),
-            prefill_ms: 3.0,
-            prefill_tokens: 3,
-        },
-    ];
-    for event in events {
-        update(&mut state, Action::Engine(0, event));
-    }
+/// Streams `columns` columns of `TOKENS` tokens each as run `run_id`.
+fn stream(state: &mut State, run_id: u64, columns: u32) {
+    let started = Event::Started {
+        run_id,
+        prompt_token_ids: vec![1, 403],
+        seeds: (0..u64::from(columns)).collect(),
+        prefill_ms: 3.0,
+        prefill_tokens: 3,
+    };
+    update(state, Action::Engine(0, started));
     for i in 0..TOKENS {
-        for sample in 0..SAMPLES {
-            update(&mut state, Action::Engine(0, token(sample, i)));
+        for sample in 0..columns {
+            update(state, Action::Engine(0, token(run_id, sample, i)));
         }
     }
+}
+
+fn streamed(samples: u32) -> State {
+    let mut params = ParamsState::new(Preset::built_in("default", SamplingParams::default()), 1);
+    params.params.num_samples = samples;
+    let mut state = State::new("Once upon a time", params, Rect::new(0, 0, 200, 50));
+    let loaded = Event::Loaded {
+        model: "stories260K".into(),
+        device: "cpu".into(),
+        defaults: None,
+        chat_template: false,
+        vocab: 0,
+        vocab_size: 512,
+        special_tokens: Vec::new(),
+        warnings: Vec::new(),
+    };
+    update(&mut state, Action::Engine(0, loaded));
+    stream(&mut state, 1, samples);
     update(&mut state, Action::FocusNext);
     update(&mut state, Action::StepToken(-3));
     state
 }
 
+/// Six samples, a branch of one of them and a stepping branch of that branch.
+fn branched() -> State {
+    let mut state = streamed(SAMPLES - 2);
+    update(&mut state, Action::Branch(BranchAction::Pick(2)));
+    update(&mut state, Action::Branch(BranchAction::Take));
+    stream(&mut state, 2, SAMPLES - 1);
+    update(&mut state, Action::StepToken(-40));
+    update(&mut state, Action::Branch(BranchAction::ToggleStep));
+    stream(&mut state, 3, SAMPLES);
+    update(&mut state, Action::StepToken(-3));
+    update(&mut state, Action::Branch(BranchAction::Pick(1)));
+    assert!(state.columns.columns.iter().any(|c| c.stepping));
+    state
+}
+
 fn bench(c: &mut Criterion) {
-    let state = streamed();
     let theme = Theme::dark();
     let keymap = KeyMap::default();
     let mut terminal = Terminal::new(TestBackend::new(200, 50)).expect("a test terminal");
-    c.bench_function("draw_8x512_200x50", |b| {
-        b.iter(|| {
-            terminal
-                .draw(|frame| view::draw(frame, black_box(&state), &theme, &keymap))
-                .expect("drawing to a test backend");
-        })
-    });
+    for (name, state) in [
+        ("draw_8x512_200x50", streamed(SAMPLES)),
+        ("draw_8x512_branches_200x50", branched()),
+    ] {
+        assert_eq!(state.columns.columns.len(), SAMPLES as usize, "{name}");
+        c.bench_function(name, |b| {
+            b.iter(|| {
+                terminal
+                    .draw(|frame| view::draw(frame, black_box(&state), &theme, &keymap))
+                    .expect("drawing to a test backend");
+            })
+        });
+    }
 }
 
 criterion_group!(benches, bench);

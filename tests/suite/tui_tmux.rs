@@ -584,7 +584,9 @@ fn a_branch_from_an_alternative_and_three_steps_end_up_in_the_results_file() {
 
     // The columns: the cursor on #0's second token, its second alternative, Enter.
     tmux.keys(&["Tab", "Home", "Right", "]"]);
-    tmux.wait_for("the highlight", |s| s.contains("Enter: branch from highlighted"));
+    tmux.wait_for("the highlight", |s| {
+        s.contains("Enter: branch from highlighted")
+    });
     tmux.keys(&["Enter"]);
     let screen = tmux.wait_for("the branch", |s| {
         s.contains("┌ #4 ←#0@1 seed") && finished_columns(s) == 5
@@ -616,12 +618,21 @@ fn a_branch_from_an_alternative_and_three_steps_end_up_in_the_results_file() {
         serde_json::from_str(&std::fs::read_to_string(written).unwrap()).unwrap();
     let trajectories = json["trajectories"].as_array().unwrap();
     assert_eq!(trajectories.len(), 6, "four samples and two branches");
-    assert_eq!(trajectories[4]["branch"], serde_json::json!({"parent": 0, "at": 1}));
-    assert_eq!(trajectories[5]["branch"], serde_json::json!({"parent": 4, "at": 2}));
+    assert_eq!(
+        trajectories[4]["branch"],
+        serde_json::json!({"parent": 0, "at": 1})
+    );
+    assert_eq!(
+        trajectories[5]["branch"],
+        serde_json::json!({"parent": 4, "at": 2})
+    );
     assert_eq!(trajectories[5]["token_ids"].as_array().unwrap().len(), 6);
     let parent = trajectories[0]["token_ids"].as_array().unwrap();
     let branch = trajectories[4]["token_ids"].as_array().unwrap();
-    assert_eq!(parent[0], branch[0], "the branch shares the token before its pick");
+    assert_eq!(
+        parent[0], branch[0],
+        "the branch shares the token before its pick"
+    );
     assert_ne!(parent[1], branch[1], "and takes another there");
     tmux.keys(&["Escape", "q"]);
     assert_eq!(exit_status(&tmux), "0");
