@@ -4,7 +4,7 @@
 use super::progress::LoadBar;
 use clap::Args;
 use samplab::config;
-use samplab::engine::load::load_model;
+use samplab::engine::load::load_any;
 use samplab::engine::{
     Conversation, Engine, Event, Prompt, Request, RunId, ScoreRequest, random_seed,
 };
@@ -184,7 +184,7 @@ fn load(spec: &str, args: &SampleArgs, stdout: &mut impl Write) -> anyhow::Resul
     let hub = HubSettings::from_env();
     let cancel = hub.cancel.clone();
     let engine = Engine::spawn(
-        move |progress| load_model(&owned_spec, &hub, device, progress),
+        move |progress| load_any(&owned_spec, &hub, device, progress),
         move |event| {
             let _ = events.send(event);
         },
@@ -340,7 +340,19 @@ fn cross_score(finished: &mut [Finished]) -> anyhow::Result<()> {
         );
         for scorer in (0..finished.len()).filter(|&s| s != source) {
             finished[scorer].worker.engine.score(request.clone());
-            let scores = wait_for_scores(&finished[scorer])?;
+            let scores = match wait_for_scores(&finished[scorer])? {
+                Ok(scores) => scores,
+                Err(message) => {
+                    // A model that cannot score (a served one) leaves its scores out.
+                    eprintln!(
+                        "samplab: warning: {} cannot score {}'s samples: {}",
+                        finished[scorer].worker.spec,
+                        finished[source].worker.spec,
+                        samplab::terminal_text::escape_controls(&message)
+                    );
+                    continue;
+                }
+            };
             for score in scores {
                 if let Some(trajectory) = finished[source]
                     .response
@@ -358,13 +370,12 @@ fn cross_score(finished: &mut [Finished]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn wait_for_scores(scorer: &Finished) -> anyhow::Result<Vec<CrossScore>> {
+/// The scorer's scores, or why it could not score; an error when its engine stopped.
+fn wait_for_scores(scorer: &Finished) -> anyhow::Result<Result<Vec<CrossScore>, String>> {
     while let Ok(event) = scorer.worker.inbox.recv() {
         match event {
-            Event::Scored { scores, .. } => return Ok(scores),
-            Event::ScoreFailed { message, .. } => {
-                anyhow::bail!("{} cannot score: {message}", scorer.response.model)
-            }
+            Event::Scored { scores, .. } => return Ok(Ok(scores)),
+            Event::ScoreFailed { message, .. } => return Ok(Err(message)),
             _ => {}
         }
     }

@@ -2,7 +2,10 @@
 //! tokenizer that belongs to it, and pick the device.
 
 use super::backend::{Backend, ParkedRow, Prefill, RowSource};
+use super::remote::RemoteSpec;
+use super::remote::http::Settings;
 use super::replay::ReplayStore;
+use super::runner::Runner;
 use super::score::common_prefix;
 use super::worker::LoadedModel;
 use crate::model::cache::cache_dir;
@@ -156,6 +159,26 @@ pub fn load_model(
 ) -> anyhow::Result<LoadedModel> {
     let device = device.open()?;
     load_on(spec, hub, device, progress)
+}
+
+/// `--model` as a runner: a served model for an `http(s)://` URL (see [`super::remote`]),
+/// else a model loaded here as [`load_model`] does.
+pub fn load_any(
+    spec: &str,
+    hub: &HubSettings,
+    device: DeviceChoice,
+    progress: &mut dyn FnMut(LoadProgress),
+) -> anyhow::Result<Box<dyn Runner>> {
+    match RemoteSpec::parse(spec) {
+        Some(remote) => {
+            let remote = remote.map_err(anyhow::Error::msg)?;
+            let settings = Settings::from_env()?;
+            Ok(Box::new(super::remote::connect(
+                remote, settings, progress,
+            )?))
+        }
+        None => Ok(Box::new(load_model(spec, hub, device, progress)?)),
+    }
 }
 
 /// [`load_model`] on a device already opened.

@@ -10,6 +10,7 @@ use super::events::{Branch, Event, PromptToken, Request, RunId};
 use super::generate::{RunContext, generate};
 use super::prompt::Prompt;
 use super::replay::ReplayStore;
+use super::runner::Runner;
 use super::score::{ScoreRequest, Scoring, common_prefix, score_sequence};
 use super::trace::TraceRequest;
 use crate::model::chat_template::{ChatTemplate, Message};
@@ -262,13 +263,6 @@ impl LoadedModel {
         })
     }
 
-    /// After a panic in the middle of a run the caches may hold half a step: start afresh.
-    fn recover(&mut self, panic: String) -> anyhow::Error {
-        self.backend.reset();
-        self.replay.clear();
-        anyhow::anyhow!("{panic}")
-    }
-
     /// Runs one request to the end on this thread (for the CLI and tests).
     pub fn run(
         &mut self,
@@ -345,6 +339,50 @@ impl LoadedModel {
             interrupted,
             emit,
         )
+    }
+}
+
+impl Runner for LoadedModel {
+    fn loaded(&self) -> Event {
+        Event::Loaded {
+            model: self.name.clone(),
+            device: self.device.clone(),
+            defaults: self.defaults.clone(),
+            chat_template: self.chat_template.is_some(),
+            vocab: self.vocab_fingerprint(),
+            vocab_size: self.backend.vocab_size(),
+            special_tokens: self.special_tokens(),
+            warnings: self.warnings.clone(),
+        }
+    }
+
+    fn run(
+        &mut self,
+        request: &Request,
+        interrupted: &mut dyn FnMut() -> bool,
+        emit: &mut dyn FnMut(Event),
+    ) -> anyhow::Result<crate::response::SampleResponse> {
+        LoadedModel::run(self, request, interrupted, emit)
+    }
+
+    fn score(
+        &mut self,
+        request: &ScoreRequest,
+        vocab: u64,
+        interrupted: &mut dyn FnMut() -> bool,
+    ) -> anyhow::Result<Vec<CrossScore>> {
+        LoadedModel::score(self, request, vocab, interrupted)
+    }
+
+    fn trace(&self, request: &TraceRequest) -> anyhow::Result<Vec<StageTrace>> {
+        LoadedModel::trace(self, request)
+    }
+
+    /// After a panic in the middle of a run the caches may hold half a step: start afresh.
+    fn recover(&mut self, panic: String) -> anyhow::Error {
+        self.backend.reset();
+        self.replay.clear();
+        anyhow::anyhow!("{panic}")
     }
 }
 
@@ -443,9 +481,10 @@ pub struct Engine {
 impl Engine {
     /// Starts the worker, which first loads the model with `load` (reporting progress as
     /// events); every event goes to `emit`, on the worker's thread.
-    pub fn spawn<L, E>(load: L, emit: E) -> Engine
+    pub fn spawn<L, R, E>(load: L, emit: E) -> Engine
     where
-        L: FnOnce(&mut dyn FnMut(LoadProgress)) -> anyhow::Result<LoadedModel> + Send + 'static,
+        L: FnOnce(&mut dyn FnMut(LoadProgress)) -> anyhow::Result<R> + Send + 'static,
+        R: Runner + 'static,
         E: FnMut(Event) + Send + 'static,
     {
         let (commands, inbox) = mpsc::channel();
@@ -524,9 +563,10 @@ impl Drop for Engine {
     }
 }
 
-fn worker<L, E>(load: L, inbox: Receiver<Command>, mut emit: E)
+fn worker<L, R, E>(load: L, inbox: Receiver<Command>, mut emit: E)
 where
-    L: FnOnce(&mut dyn FnMut(LoadProgress)) -> anyhow::Result<LoadedModel>,
+    L: FnOnce(&mut dyn FnMut(LoadProgress)) -> anyhow::Result<R>,
+    R: Runner,
     E: FnMut(Event),
 {
     let loaded = contain(|| {
@@ -568,17 +608,12 @@ where
             return;
         }
     };
-    let vocab = model.vocab_fingerprint();
-    emit(Event::Loaded {
-        model: model.name.clone(),
-        device: model.device.clone(),
-        defaults: model.defaults.clone(),
-        chat_template: model.chat_template.is_some(),
-        vocab,
-        vocab_size: model.backend.vocab_size(),
-        special_tokens: model.special_tokens(),
-        warnings: model.warnings.clone(),
-    });
+    let loaded = model.loaded();
+    let vocab = match &loaded {
+        Event::Loaded { vocab, .. } => *vocab,
+        _ => 0,
+    };
+    emit(loaded);
 
     let mut queue = Queue::default();
     loop {

@@ -316,7 +316,10 @@ fn a_new_request_cancels_the_running_one_and_runs_cleanly() {
 #[test]
 fn a_failed_load_is_reported_and_runs_get_errors() {
     let (events, mut inbox) = tokio::sync::mpsc::unbounded_channel();
-    let engine = Engine::spawn(|_| anyhow::bail!("no such file: x.gguf"), forward(events));
+    let engine = Engine::spawn(
+        |_| -> anyhow::Result<LoadedModel> { anyhow::bail!("no such file: x.gguf") },
+        forward(events),
+    );
     engine.run(Request {
         run_id: 4,
         prompt: Prompt::raw("a"),

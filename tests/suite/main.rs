@@ -23,6 +23,7 @@ mod model_memory;
 mod model_qtypes;
 mod model_real;
 mod model_stories;
+mod remote;
 mod replay;
 mod sampling;
 mod stop_strings;

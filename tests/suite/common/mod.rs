@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 pub mod fake_hub;
 pub mod fake_model;
+pub mod fake_openai;
 pub mod tui;
 
 /// The stories260K test model: `$SAMPLAB_TEST_MODEL`, or `../shared/models/stories260K/` beside the

@@ -1,0 +1,465 @@
+//! A served model as a [`Runner`]: each sample streams from its own request on a thread of its
+//! own, and the chunks become the events a local run emits, in arrival order.
+
+use super::http::{Client, Settings, is_timeout};
+use super::params;
+use super::server::{ServerInfo, discover};
+use super::spec::RemoteSpec;
+use super::sse::{Events, Sse};
+use super::stream::{Chunk, Finish, Piece, parse_chunk};
+use crate::engine::events::{Alternative, Event, PromptToken, Request, RunId, TokenEvent};
+use crate::engine::runner::Runner;
+use crate::engine::score::ScoreRequest;
+use crate::engine::trace::TraceRequest;
+use crate::engine::worker::random_seed;
+use crate::model::source::LoadProgress;
+use crate::response::{
+    CrossScore, PromptText, SampleResponse, StopMatched, StopReason, Timings, TopLogprob,
+    Trajectory,
+};
+use crate::sampling::{StageTrace, sample_seed};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+/// How often a run waiting on the server checks for a cancel.
+const POLL: Duration = Duration::from_millis(50);
+
+/// A model a server runs.
+pub struct RemoteModel {
+    client: Client,
+    pub info: ServerInfo,
+    /// Ids for token texts the server gives without ids, so that the playground can tell
+    /// tokens apart; they are samplab's numbering, not the model's.
+    pieces: HashMap<String, u32>,
+}
+
+/// Finds the model `spec` names on its server.
+pub fn connect(
+    spec: RemoteSpec,
+    settings: Settings,
+    progress: &mut dyn FnMut(LoadProgress),
+) -> anyhow::Result<RemoteModel> {
+    progress(LoadProgress::step(
+        0.0,
+        format!("asking {} for its models", spec.base),
+    ));
+    let client = Client::new(spec, settings);
+    let info = discover(&client, client.spec.model.as_deref())?;
+    progress(LoadProgress::step(
+        1.0,
+        format!("{} serves {}", info.kind.name(), info.model),
+    ));
+    Ok(RemoteModel {
+        client,
+        info,
+        pieces: HashMap::new(),
+    })
+}
+
+/// What a sample's thread hears from its stream.
+enum Heard {
+    Chunk(Chunk),
+    /// `[DONE]`, or the end of the body.
+    End,
+    Failed(String),
+}
+
+/// One sample of a run, as its chunks arrive.
+struct Slot {
+    trajectory: Trajectory,
+    ended: bool,
+}
+
+impl RemoteModel {
+    /// The server and where it is, as the status bar names the device.
+    fn place(&self) -> String {
+        let host = self
+            .client
+            .spec
+            .base
+            .split("://")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .unwrap_or(&self.client.spec.base);
+        match &self.info.version {
+            Some(version) => format!("{} {version} at {host}", self.info.kind.name()),
+            None => format!("{} at {host}", self.info.kind.name()),
+        }
+    }
+
+    fn id_of(&mut self, piece_id: Option<u32>, text: &str) -> u32 {
+        if let Some(id) = piece_id {
+            return id;
+        }
+        let next = self.pieces.len() as u32;
+        *self.pieces.entry(text.to_owned()).or_insert(next)
+    }
+
+    /// Starts one streaming request per sample, each on its own thread; they stop at the next
+    /// chunk once `cancel` is set, which closes their connections.
+    fn start(
+        &self,
+        request: &Request,
+        seed: u64,
+        cancel: &Arc<AtomicBool>,
+    ) -> mpsc::Receiver<(u32, Heard)> {
+        let (heard, receiver) = mpsc::channel();
+        let endpoint = if request.prompt.is_chat() {
+            "chat/completions"
+        } else {
+            "completions"
+        };
+        let url = self.client.spec.url(endpoint);
+        for i in 0..request.params.num_samples {
+            let body = params::body(
+                self.info.kind,
+                &self.info.model,
+                &request.prompt,
+                &request.params,
+                sample_seed(seed, i),
+            );
+            let (client, url, to_run, cancel) = (
+                self.client.clone(),
+                url.clone(),
+                heard.clone(),
+                Arc::clone(cancel),
+            );
+            let spawned = std::thread::Builder::new()
+                .name("samplab-remote".into())
+                .spawn(move || stream_sample(&client, &url, &body, i, &to_run, &cancel));
+            if let Err(e) = spawned {
+                let _ = heard.send((i, Heard::Failed(format!("cannot start a thread: {e}"))));
+            }
+        }
+        receiver
+    }
+
+    /// A chunk's tokens as events, into the sample's trajectory.
+    fn accept(
+        &mut self,
+        slot: &mut Slot,
+        piece: Piece,
+        logprobs: Option<u32>,
+        run_id: RunId,
+        emit: &mut dyn FnMut(Event),
+    ) {
+        let id = self.id_of(piece.id, &piece.text);
+        let mut top: Vec<Alternative> = piece
+            .top
+            .iter()
+            .map(|(alt_id, text, logprob)| Alternative {
+                id: self.id_of(*alt_id, text),
+                text: text.clone(),
+                logprob: *logprob,
+                prob: logprob.exp(),
+            })
+            .collect();
+        let rank = top
+            .iter()
+            .position(|a| a.id == id)
+            .map_or(top.len() + 1, |r| r + 1);
+        if !top.iter().any(|a| a.id == id) {
+            top.push(Alternative {
+                id,
+                text: piece.text.clone(),
+                logprob: piece.logprob,
+                prob: piece.logprob.exp(),
+            });
+        }
+        let trajectory = &mut slot.trajectory;
+        trajectory.token_ids.push(id);
+        trajectory.text.push_str(&piece.text);
+        trajectory.logprobs.push(piece.logprob);
+        if let (Some(tops), Some(n)) = (&mut trajectory.top_logprobs, logprobs) {
+            tops.push(top.iter().take(n as usize).map(TopLogprob::from).collect());
+        }
+        emit(Event::Token {
+            run_id,
+            token: TokenEvent {
+                sample: trajectory.index,
+                id,
+                text: piece.text,
+                logprob: piece.logprob,
+                // A server reports raw logprobs only: the processed probability is unknown.
+                prob: piece.logprob.exp(),
+                rank: rank as u32,
+                top,
+            },
+        });
+    }
+}
+
+/// Ends a sample with `reason`.
+fn finish(
+    slot: &mut Slot,
+    reason: StopReason,
+    matched: Option<StopMatched>,
+    run_id: RunId,
+    emit: &mut dyn FnMut(Event),
+) {
+    if slot.ended {
+        return;
+    }
+    slot.ended = true;
+    slot.trajectory.stop_reason = reason;
+    slot.trajectory.stop_matched = matched.clone();
+    emit(Event::Finished {
+        run_id,
+        sample: slot.trajectory.index,
+        reason,
+        matched,
+        stop_token: None,
+        tail: String::new(),
+        replayed: 0,
+        decoded: slot.trajectory.token_ids.len() as u32,
+    });
+}
+
+/// One sample's request, its stream read event by event and passed on.
+fn stream_sample(
+    client: &Client,
+    url: &str,
+    body: &serde_json::Value,
+    sample: u32,
+    heard: &Sender<(u32, Heard)>,
+    cancel: &AtomicBool,
+) {
+    let send = |what: Heard| heard.send((sample, what)).is_ok();
+    let reader = match client.post_stream(url, body) {
+        Ok(reader) => reader,
+        Err(e) => {
+            send(Heard::Failed(format!("{e:#}")));
+            return;
+        }
+    };
+    let mut events = Events::new(reader);
+    loop {
+        if cancel.load(Ordering::Relaxed) {
+            return;
+        }
+        let heard = match events.next_event() {
+            Ok(Some(Sse::Data(data))) => match serde_json::from_str(&data) {
+                Ok(json) => match parse_chunk(&json) {
+                    Ok(chunk) => Heard::Chunk(chunk),
+                    Err(message) => Heard::Failed(message),
+                },
+                Err(e) => Heard::Failed(format!(
+                    "the server's stream is malformed: a chunk is not JSON ({e}): {}",
+                    data.chars().take(120).collect::<String>()
+                )),
+            },
+            Ok(Some(Sse::Done) | None) => Heard::End,
+            Err(e) if is_timeout(Some(e.kind())) => Heard::Failed(client.timed_out().to_string()),
+            Err(e) => Heard::Failed(format!("the stream from {} broke: {e}", client.spec.base)),
+        };
+        let last = !matches!(heard, Heard::Chunk(_));
+        if !send(heard) || last {
+            return;
+        }
+    }
+}
+
+impl Runner for RemoteModel {
+    fn loaded(&self) -> Event {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        Event::Loaded {
+            model: self.info.model.clone(),
+            device: self.place(),
+            defaults: None,
+            // The server renders conversations with its own template.
+            chat_template: true,
+            // Its token ids are its own (or samplab's numbering): shared with no other model.
+            vocab: BuildHasherDefault::<DefaultHasher>::default()
+                .hash_one((&self.client.spec.base, &self.info.model)),
+            vocab_size: 0,
+            special_tokens: Vec::new(),
+            warnings: vec![format!(
+                "{} gives {}; samplab cannot show the probability after its filters",
+                self.info.kind.name(),
+                self.info.kind.logprobs_are()
+            )],
+        }
+    }
+
+    fn run(
+        &mut self,
+        request: &Request,
+        interrupted: &mut dyn FnMut() -> bool,
+        emit: &mut dyn FnMut(Event),
+    ) -> anyhow::Result<SampleResponse> {
+        let params = &request.params;
+        params.validate()?;
+        if !request.branches.is_empty() {
+            anyhow::bail!(
+                "{} is served: branching needs the model's logits at every step, which a server \
+                 does not give; branch on a local model",
+                self.info.model
+            );
+        }
+        let run_id = request.run_id;
+        let seed = params.seed.unwrap_or_else(random_seed);
+        let seeds: Vec<u64> = (0..params.num_samples)
+            .map(|i| sample_seed(seed, i))
+            .collect();
+        emit(Event::Prompted {
+            run_id,
+            rendered: None,
+            tokens: match &request.prompt {
+                // The server tokenizes: the prompt is shown as one piece.
+                crate::engine::Prompt::Raw(text) => vec![PromptToken {
+                    id: 0,
+                    text: text.clone(),
+                    special: false,
+                }],
+                crate::engine::Prompt::Chat(_) => Vec::new(),
+            },
+        });
+        let cancel = Arc::new(AtomicBool::new(false));
+        let start = Instant::now();
+        let heard = self.start(request, seed, &cancel);
+        let mut slots: Vec<Slot> = seeds
+            .iter()
+            .enumerate()
+            .map(|(i, &seed)| Slot {
+                trajectory: Trajectory {
+                    index: i as u32,
+                    seed,
+                    token_ids: Vec::new(),
+                    text: String::new(),
+                    stop_reason: StopReason::Length,
+                    stop_matched: None,
+                    logprobs: Vec::new(),
+                    top_logprobs: params.logprobs.map(|_| Vec::new()),
+                    cross_scores: None,
+                    branch: None,
+                },
+                ended: false,
+            })
+            .collect();
+        let mut first_token: Option<Duration> = None;
+        let mut failure: Option<String> = None;
+        while slots.iter().any(|s| !s.ended) {
+            if interrupted() {
+                cancel.store(true, Ordering::Relaxed);
+                for slot in slots.iter_mut() {
+                    finish(slot, StopReason::Abort, None, run_id, emit);
+                }
+                break;
+            }
+            let (sample, what) = match heard.recv_timeout(POLL) {
+                Ok(heard) => heard,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            let slot = &mut slots[sample as usize];
+            match what {
+                Heard::Chunk(chunk) => {
+                    if first_token.is_none() && !chunk.pieces.is_empty() {
+                        first_token = Some(start.elapsed());
+                        emit(Event::Started {
+                            run_id,
+                            prompt_token_ids: Vec::new(),
+                            seeds: seeds.clone(),
+                            prefill_ms: start.elapsed().as_secs_f64() * 1e3,
+                            prefill_tokens: 0,
+                        });
+                    }
+                    for piece in chunk.pieces {
+                        self.accept(slot, piece, params.logprobs, run_id, emit);
+                    }
+                    match chunk.finish {
+                        None => {}
+                        Some(Finish::Length) => {
+                            finish(slot, StopReason::Length, None, run_id, emit)
+                        }
+                        Some(Finish::Stop(matched)) => {
+                            finish(slot, StopReason::Stop, matched, run_id, emit)
+                        }
+                        Some(Finish::Other(reason)) => {
+                            failure.get_or_insert(format!(
+                                "the server ended sample {sample} with finish_reason `{reason}`"
+                            ));
+                            finish(slot, StopReason::Error, None, run_id, emit);
+                        }
+                    }
+                }
+                Heard::End if slot.ended => {}
+                Heard::End => {
+                    failure.get_or_insert(format!(
+                        "the stream of sample {sample} ended before the server said why: the \
+                         connection was cut"
+                    ));
+                    finish(slot, StopReason::Error, None, run_id, emit);
+                }
+                Heard::Failed(message) => {
+                    failure.get_or_insert(message);
+                    finish(slot, StopReason::Error, None, run_id, emit);
+                }
+            }
+        }
+        cancel.store(true, Ordering::Relaxed);
+        if let Some(message) = failure {
+            anyhow::bail!(message);
+        }
+        let elapsed = start.elapsed();
+        let prefill = first_token.unwrap_or(elapsed);
+        let decode_ms = (elapsed - prefill).as_secs_f64() * 1e3;
+        let decoded: u32 = slots
+            .iter()
+            .map(|s| s.trajectory.token_ids.len() as u32)
+            .sum();
+        Ok(SampleResponse {
+            model: self.info.model.clone(),
+            prompt: Some(PromptText {
+                text: request.prompt.text().to_owned(),
+                chat: request.prompt.is_chat(),
+                messages: request.prompt.messages().to_vec(),
+                rendered: None,
+            }),
+            params: params.clone(),
+            prompt_token_ids: Vec::new(),
+            prompt_logprobs: None,
+            prompt_top_logprobs: None,
+            trajectories: slots.into_iter().map(|s| s.trajectory).collect(),
+            timings: Timings {
+                prefill_ms: prefill.as_secs_f64() * 1e3,
+                decode_ms,
+                decode_tok_per_s: if decode_ms > 0.0 {
+                    f64::from(decoded) / (decode_ms / 1e3)
+                } else {
+                    0.0
+                },
+                prefill_tokens: 0,
+                tokens_replayed: 0,
+                tokens_decoded: decoded,
+            },
+        })
+    }
+
+    fn score(
+        &mut self,
+        _request: &ScoreRequest,
+        _vocab: u64,
+        _interrupted: &mut dyn FnMut() -> bool,
+    ) -> anyhow::Result<Vec<CrossScore>> {
+        anyhow::bail!(
+            "{} is served by {}: samplab cannot score other models' samples through it yet",
+            self.info.model,
+            self.info.kind.name()
+        )
+    }
+
+    fn trace(&self, _request: &TraceRequest) -> anyhow::Result<Vec<StageTrace>> {
+        anyhow::bail!(
+            "{} gives no logits, so the chain's stages cannot be traced",
+            self.info.kind.name()
+        )
+    }
+
+    fn recover(&mut self, panic: String) -> anyhow::Error {
+        anyhow::anyhow!("{panic}")
+    }
+}

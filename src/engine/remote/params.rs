@@ -1,0 +1,335 @@
+//! samplab's parameters as each server takes them: one table of JSON names per server, the
+//! request body built from it, and the parameters a server has no place for, which the
+//! playground marks as not applied instead of dropping them silently.
+//!
+//! Every parameter a server takes is sent, defaults included: llama-cpp-python's own defaults
+//! (top_k 40, min_p 0.05, repeat_penalty 1.1) would otherwise apply where samplab shows none.
+
+use super::server::ServerKind;
+use crate::engine::Prompt;
+use crate::params::{Engine, Field, SamplingParams, StopItem};
+use serde_json::{Map, Value, json};
+
+/// The most alternatives per token samplab asks for: OpenAI's top_logprobs cap and vLLM's
+/// max_logprobs default.
+pub const MAX_ALTERNATIVES: u32 = 20;
+
+/// Alternatives asked for whatever `logprobs` says, so that the inspector has some.
+const INSPECTOR_ALTERNATIVES: u32 = 5;
+
+/// A parameter's JSON name on each server: OpenAI (and unknown servers), vLLM, llama.cpp's
+/// server, llama-cpp-python; `None` where that server has no such parameter.
+struct Row(Field, [Option<&'static str>; 4]);
+
+const fn all(name: &'static str) -> [Option<&'static str>; 4] {
+    [Some(name); 4]
+}
+
+/// The parameters sent as they are. `max_tokens`, `seed`, `stop`, `logprobs`,
+/// `prompt_logprobs`, `logit_bias`, `num_samples` and `engine` are handled by [`body`].
+const ROWS: &[Row] = &[
+    Row(Field::Temperature, all("temperature")),
+    Row(Field::TopP, all("top_p")),
+    Row(Field::PresencePenalty, all("presence_penalty")),
+    Row(Field::FrequencyPenalty, all("frequency_penalty")),
+    Row(
+        Field::TopK,
+        [None, Some("top_k"), Some("top_k"), Some("top_k")],
+    ),
+    Row(
+        Field::MinP,
+        [None, Some("min_p"), Some("min_p"), Some("min_p")],
+    ),
+    Row(
+        Field::RepetitionPenalty,
+        [
+            None,
+            Some("repetition_penalty"),
+            Some("repeat_penalty"),
+            Some("repeat_penalty"),
+        ],
+    ),
+    Row(
+        Field::MinTokens,
+        [None, Some("min_tokens"), None, Some("min_tokens")],
+    ),
+    Row(
+        Field::IgnoreEos,
+        [None, Some("ignore_eos"), Some("ignore_eos"), None],
+    ),
+    Row(
+        Field::IncludeStopStrInOutput,
+        [None, Some("include_stop_str_in_output"), None, None],
+    ),
+    Row(Field::BadWords, [None, Some("bad_words"), None, None]),
+    Row(
+        Field::AllowedTokenIds,
+        [None, Some("allowed_token_ids"), None, None],
+    ),
+    Row(
+        Field::RepeatLastN,
+        [None, None, Some("repeat_last_n"), None],
+    ),
+    Row(Field::TypicalP, [None, None, Some("typical_p"), None]),
+    Row(Field::TopNSigma, [None, None, Some("top_n_sigma"), None]),
+    Row(
+        Field::XtcProbability,
+        [None, None, Some("xtc_probability"), None],
+    ),
+    Row(
+        Field::XtcThreshold,
+        [None, None, Some("xtc_threshold"), None],
+    ),
+    Row(
+        Field::DryMultiplier,
+        [None, None, Some("dry_multiplier"), None],
+    ),
+    Row(Field::DryBase, [None, None, Some("dry_base"), None]),
+    Row(
+        Field::DryAllowedLength,
+        [None, None, Some("dry_allowed_length"), None],
+    ),
+    Row(
+        Field::DryPenaltyLastN,
+        [None, None, Some("dry_penalty_last_n"), None],
+    ),
+    Row(
+        Field::DrySequenceBreakers,
+        [None, None, Some("dry_sequence_breakers"), None],
+    ),
+    Row(
+        Field::Mirostat,
+        [None, None, Some("mirostat"), Some("mirostat_mode")],
+    ),
+    Row(
+        Field::MirostatTau,
+        [None, None, Some("mirostat_tau"), Some("mirostat_tau")],
+    ),
+    Row(
+        Field::MirostatEta,
+        [None, None, Some("mirostat_eta"), Some("mirostat_eta")],
+    ),
+    Row(
+        Field::DynatempRange,
+        [None, None, Some("dynatemp_range"), None],
+    ),
+    Row(
+        Field::DynatempExponent,
+        [None, None, Some("dynatemp_exponent"), None],
+    ),
+    Row(Field::MinKeep, [None, None, Some("min_keep"), None]),
+    Row(Field::Samplers, [None, None, Some("samplers"), None]),
+];
+
+fn column(kind: ServerKind) -> usize {
+    match kind {
+        ServerKind::OpenAi => 0,
+        ServerKind::Vllm => 1,
+        ServerKind::LlamaServer => 2,
+        ServerKind::LlamaCppPython => 3,
+    }
+}
+
+fn name_on(kind: ServerKind, field: Field) -> Option<&'static str> {
+    ROWS.iter()
+        .find(|row| row.0 == field)
+        .and_then(|row| row.1[column(kind)])
+}
+
+/// The parameters set away from their defaults that `kind` has no place for.
+pub fn not_applied(kind: ServerKind, params: &SamplingParams) -> Vec<Field> {
+    let defaults = SamplingParams::default();
+    Field::ALL
+        .iter()
+        .copied()
+        .filter(|&field| params.get(field) != defaults.get(field))
+        .filter(|&field| !applies(kind, field, params))
+        .collect()
+}
+
+/// Whether `kind` takes `field` as `params` set it.
+fn applies(kind: ServerKind, field: Field, params: &SamplingParams) -> bool {
+    match field {
+        Field::MaxTokens | Field::Seed | Field::NumSamples | Field::Logprobs => true,
+        Field::LogitBias => true,
+        Field::Stop => stop_ids(params).is_empty() || kind == ServerKind::Vllm,
+        Field::PromptLogprobs => kind == ServerKind::Vllm,
+        Field::Engine => own_engine(kind) == Some(params.engine),
+        field => name_on(kind, field).is_some(),
+    }
+}
+
+/// The engine whose semantics the server has.
+fn own_engine(kind: ServerKind) -> Option<Engine> {
+    match kind {
+        ServerKind::Vllm => Some(Engine::Vllm),
+        ServerKind::LlamaServer | ServerKind::LlamaCppPython => Some(Engine::LlamaCpp),
+        ServerKind::OpenAi => None,
+    }
+}
+
+/// The token ids among the stops.
+fn stop_ids(params: &SamplingParams) -> Vec<u32> {
+    let stop = params.stop.as_ref().map_or(&[][..], |s| s.0.as_slice());
+    stop.iter()
+        .filter_map(|item| match item {
+            StopItem::Token(id) => Some(*id),
+            StopItem::Text(_) => None,
+        })
+        .collect()
+}
+
+/// A value as the server spells it: llama.cpp's top_k is off at 0, where samplab (as vLLM)
+/// writes -1, and llama-cpp-python refuses a negative one.
+fn on_the_wire(kind: ServerKind, field: Field, value: Value) -> Value {
+    let llama = matches!(kind, ServerKind::LlamaServer | ServerKind::LlamaCppPython);
+    match field {
+        Field::TopK if llama && value.as_i64().is_some_and(|k| k < 1) => json!(0),
+        _ => value,
+    }
+}
+
+/// How many alternatives to ask for per token: what `logprobs` asks, and a few for the
+/// inspector, up to the servers' cap.
+pub fn alternatives(params: &SamplingParams) -> u32 {
+    params
+        .logprobs
+        .unwrap_or(0)
+        .clamp(INSPECTOR_ALTERNATIVES, MAX_ALTERNATIVES)
+}
+
+/// The request body for one sample, seeded `seed`, streamed: `/completions` for raw text,
+/// `/chat/completions` for a conversation.
+pub fn body(
+    kind: ServerKind,
+    model: &str,
+    prompt: &Prompt,
+    params: &SamplingParams,
+    seed: u64,
+) -> Value {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model));
+    body.insert("stream".into(), json!(true));
+    body.insert("n".into(), json!(1));
+    body.insert("seed".into(), json!(seed));
+    body.insert("max_tokens".into(), json!(params.max_tokens));
+    let top = alternatives(params);
+    match prompt {
+        Prompt::Raw(text) => {
+            body.insert("prompt".into(), json!(text));
+            body.insert("logprobs".into(), json!(top));
+        }
+        Prompt::Chat(conversation) => {
+            let messages: Vec<Value> = conversation
+                .messages
+                .iter()
+                .map(|m| json!({"role": m.role, "content": m.content}))
+                .collect();
+            body.insert("messages".into(), json!(messages));
+            body.insert("logprobs".into(), json!(true));
+            body.insert("top_logprobs".into(), json!(top));
+        }
+    }
+    for row in ROWS {
+        if let Some(name) = row.1[column(kind)] {
+            let value = params.get(row.0);
+            if !value.is_null() {
+                let value = serde_json::to_value(value).unwrap_or(Value::Null);
+                body.insert(name.into(), on_the_wire(kind, row.0, value));
+            }
+        }
+    }
+    let stop = params.stop.as_ref().map_or(&[][..], |s| s.0.as_slice());
+    let texts: Vec<&str> = stop
+        .iter()
+        .filter_map(|item| match item {
+            StopItem::Text(text) => Some(text.as_str()),
+            StopItem::Token(_) => None,
+        })
+        .collect();
+    if !texts.is_empty() {
+        body.insert("stop".into(), json!(texts));
+    }
+    if let Some(bias) = &params.logit_bias {
+        let bias: Map<String, Value> = bias
+            .0
+            .iter()
+            .map(|(id, b)| (id.to_string(), json!(b)))
+            .collect();
+        body.insert("logit_bias".into(), Value::Object(bias));
+    }
+    if kind == ServerKind::Vllm {
+        let ids = stop_ids(params);
+        if !ids.is_empty() {
+            body.insert("stop_token_ids".into(), json!(ids));
+        }
+        if let Some(n) = params.prompt_logprobs {
+            body.insert("prompt_logprobs".into(), json!(n));
+        }
+    }
+    Value::Object(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(yaml: &str) -> SamplingParams {
+        SamplingParams::from_yaml(yaml).unwrap()
+    }
+
+    #[test]
+    fn each_server_gets_its_own_names_and_llama_cpp_pythons_defaults_are_overridden() {
+        let p = params("temperature: 0.7\ntop_k: -1\nrepetition_penalty: 1.0\nmax_tokens: 8");
+        let raw = Prompt::raw("Once");
+        let python = body(ServerKind::LlamaCppPython, "m", &raw, &p, 5);
+        assert_eq!(python["repeat_penalty"], json!(1.0));
+        assert_eq!(python["top_k"], json!(0), "llama.cpp's off");
+        assert_eq!(python["min_p"], json!(0.0));
+        assert_eq!(python["seed"], json!(5));
+        assert_eq!(
+            python["logprobs"],
+            json!(5),
+            "alternatives for the inspector"
+        );
+        let vllm = body(ServerKind::Vllm, "m", &raw, &p, 5);
+        assert_eq!(vllm["repetition_penalty"], json!(1.0));
+        let openai = body(ServerKind::OpenAi, "m", &raw, &p, 5);
+        assert!(openai.get("top_k").is_none() && openai.get("repetition_penalty").is_none());
+        assert_eq!(openai["max_tokens"], json!(8));
+        let chat = body(
+            ServerKind::OpenAi,
+            "m",
+            &Prompt::chat(vec![crate::model::chat_template::Message::new(
+                "user", "Hi",
+            )]),
+            &params("logprobs: 20"),
+            1,
+        );
+        assert_eq!(chat["messages"], json!([{"role": "user", "content": "Hi"}]));
+        assert_eq!(
+            (chat["logprobs"].clone(), chat["top_logprobs"].clone()),
+            (json!(true), json!(20))
+        );
+    }
+
+    #[test]
+    fn parameters_a_server_has_no_place_for_are_listed() {
+        let p = params(
+            "engine: llama.cpp\ntop_k: 5\nmin_p: 0.1\nxtc_probability: 0.5\nstop: [\"x\", 13]",
+        );
+        let names =
+            |kind| -> Vec<&str> { not_applied(kind, &p).iter().map(|f| f.name()).collect() };
+        assert_eq!(
+            names(ServerKind::OpenAi),
+            ["stop", "top_k", "min_p", "engine", "xtc_probability"]
+        );
+        assert_eq!(names(ServerKind::Vllm), ["engine", "xtc_probability"]);
+        assert_eq!(names(ServerKind::LlamaServer), ["stop"]);
+        assert!(not_applied(ServerKind::OpenAi, &SamplingParams::default()).is_empty());
+        assert_eq!(
+            not_applied(ServerKind::Vllm, &params("engine: llama.cpp")),
+            [Field::Engine]
+        );
+    }
+}

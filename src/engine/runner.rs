@@ -1,0 +1,69 @@
+//! What the worker thread drives: a model loaded into this process, or one a server runs.
+//! Both answer the same requests with the same events, so the CLI and the playground treat
+//! them alike.
+
+use super::events::{Event, Request};
+use super::score::ScoreRequest;
+use super::trace::TraceRequest;
+use crate::response::{CrossScore, SampleResponse};
+use crate::sampling::StageTrace;
+
+pub trait Runner: Send {
+    /// The `Event::Loaded` that announces the model, sent once it is ready.
+    fn loaded(&self) -> Event;
+
+    /// Runs one request to its end (or until `interrupted` says to stop), emitting its events.
+    fn run(
+        &mut self,
+        request: &Request,
+        interrupted: &mut dyn FnMut() -> bool,
+        emit: &mut dyn FnMut(Event),
+    ) -> anyhow::Result<SampleResponse>;
+
+    /// Scores another model's samples; `vocab` is this model's fingerprint (its `Loaded`
+    /// event's), which tells whether their token ids are ours.
+    fn score(
+        &mut self,
+        request: &ScoreRequest,
+        vocab: u64,
+        interrupted: &mut dyn FnMut() -> bool,
+    ) -> anyhow::Result<Vec<CrossScore>>;
+
+    /// What each stage of the chain did at one step of the last run.
+    fn trace(&self, request: &TraceRequest) -> anyhow::Result<Vec<StageTrace>>;
+
+    /// After a panic in the middle of a job: whatever state it left is dropped.
+    fn recover(&mut self, panic: String) -> anyhow::Error;
+}
+
+impl<R: Runner + ?Sized> Runner for Box<R> {
+    fn loaded(&self) -> Event {
+        (**self).loaded()
+    }
+
+    fn run(
+        &mut self,
+        request: &Request,
+        interrupted: &mut dyn FnMut() -> bool,
+        emit: &mut dyn FnMut(Event),
+    ) -> anyhow::Result<SampleResponse> {
+        (**self).run(request, interrupted, emit)
+    }
+
+    fn score(
+        &mut self,
+        request: &ScoreRequest,
+        vocab: u64,
+        interrupted: &mut dyn FnMut() -> bool,
+    ) -> anyhow::Result<Vec<CrossScore>> {
+        (**self).score(request, vocab, interrupted)
+    }
+
+    fn trace(&self, request: &TraceRequest) -> anyhow::Result<Vec<StageTrace>> {
+        (**self).trace(request)
+    }
+
+    fn recover(&mut self, panic: String) -> anyhow::Error {
+        (**self).recover(panic)
+    }
+}

@@ -1,0 +1,404 @@
+//! Remote engines (issue 12) against a fake OpenAI-compatible server: what samplab sends each
+//! kind of server, how it reads the completions and chat stream shapes, and every failure a
+//! server or the network can cause.
+//!
+//! The chunk shapes are those of the servers' OpenAI APIs: llama-cpp-python's (recorded from
+//! `llama_cpp.server` 0.3.36 serving SmolLM2), and vLLM's (`vllm/entrypoints/openai/
+//! protocol.py`: legacy `logprobs` maps with `stop_reason` on completions, `logprobs.content`
+//! lists on chat).
+
+use crate::common::fake_openai::{FakeOpenAi, Reply};
+use samplab::engine::remote::http::Settings;
+use samplab::engine::remote::{RemoteSpec, connect};
+use samplab::engine::{Event, Prompt, Request, Runner};
+use samplab::model::chat_template::Message;
+use samplab::params::SamplingParams;
+use samplab::response::{SampleResponse, StopMatched, StopReason};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+/// A completions chunk in the legacy shape: one token with its alternatives.
+fn completion(text: &str, logprob: f32, top: &[(&str, f32)], finish: Option<&str>) -> String {
+    let top: serde_json::Map<String, Value> = top
+        .iter()
+        .map(|(t, lp)| ((*t).to_owned(), json!(lp)))
+        .collect();
+    json!({
+        "id": "cmpl-1", "object": "text_completion", "created": 1, "model": "m",
+        "choices": [{
+            "text": text, "index": 0,
+            "logprobs": {"tokens": [text], "text_offset": [0], "token_logprobs": [logprob],
+                         "top_logprobs": [top]},
+            "finish_reason": finish,
+        }],
+    })
+    .to_string()
+}
+
+/// The last chunk: no token, a finish reason (and vLLM's `stop_reason`).
+fn finish(reason: &str, stop_reason: Value) -> String {
+    json!({"choices": [{"text": "", "index": 0, "logprobs": null, "finish_reason": reason,
+                        "stop_reason": stop_reason}]})
+    .to_string()
+}
+
+/// A chat chunk: `delta.content` with `logprobs.content`.
+fn chat(text: &str, logprob: f32, top: &[(&str, f32)]) -> String {
+    let top: Vec<Value> = top
+        .iter()
+        .map(|(t, lp)| json!({"token": t, "logprob": lp, "bytes": t.as_bytes()}))
+        .collect();
+    json!({
+        "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+        "choices": [{"index": 0, "delta": {"content": text},
+                     "logprobs": {"content": [{"token": text, "logprob": logprob,
+                                               "bytes": text.as_bytes(), "top_logprobs": top}]},
+                     "finish_reason": null}],
+    })
+    .to_string()
+}
+
+/// Three tokens, then `length`.
+fn greedy_story() -> Vec<String> {
+    vec![
+        completion(",", -0.07, &[(",", -0.07), (" in", -4.1)], None),
+        completion(" the", -1.81, &[(" the", -1.81), (" a", -2.15)], None),
+        completion(
+            " city",
+            -2.82,
+            &[(" city", -2.82), (" company", -3.3)],
+            None,
+        ),
+        finish("length", Value::Null),
+    ]
+}
+
+fn settings(key: Option<&str>) -> Settings {
+    Settings {
+        api_key: key.map(str::to_owned),
+        connect_timeout: Duration::from_secs(2),
+        read_timeout: Duration::from_millis(500),
+        retries: 2,
+        backoff: Duration::from_millis(10),
+    }
+}
+
+fn request(prompt: Prompt, yaml: &str) -> Request {
+    Request {
+        run_id: 7,
+        prompt,
+        lane: 0,
+        params: SamplingParams::from_yaml(yaml).unwrap(),
+        branches: Vec::new(),
+    }
+}
+
+/// Connects to `base` and runs `request`; the result and every event.
+fn run_at(
+    base: &str,
+    key: Option<&str>,
+    request: &Request,
+) -> (anyhow::Result<SampleResponse>, Vec<Event>) {
+    let spec = RemoteSpec::parse(base)
+        .expect("a URL")
+        .expect("a usable URL");
+    let mut events = Vec::new();
+    let result = connect(spec, settings(key), &mut |_| {})
+        .and_then(|mut model| model.run(request, &mut || false, &mut |e| events.push(e)));
+    (result, events)
+}
+
+fn error_of(result: anyhow::Result<SampleResponse>) -> String {
+    format!("{:#}", result.expect_err("the run fails"))
+}
+
+#[test]
+fn a_raw_prompt_streams_from_completions_with_a_seed_per_sample() {
+    let server = FakeOpenAi::start(
+        &[("smollm2", "me")],
+        Vec::new(),
+        Some(Reply::Stream(greedy_story())),
+    );
+    let request = request(
+        Prompt::raw("Once upon a time"),
+        "temperature: 0\nmax_tokens: 3\nlogprobs: 1\nnum_samples: 2\nseed: 40",
+    );
+    let (result, events) = run_at(&server.base, Some("sk-secret"), &request);
+    let response = result.unwrap();
+    assert_eq!(response.trajectories.len(), 2);
+    for t in &response.trajectories {
+        assert_eq!(t.text, ", the city");
+        assert_eq!(t.logprobs, [-0.07, -1.81, -2.82]);
+        assert_eq!(t.stop_reason, StopReason::Length);
+        let tops = t.top_logprobs.as_ref().unwrap();
+        assert_eq!(tops.len(), 3);
+        assert_eq!(tops[1].len(), 1, "logprobs 1 keeps one alternative");
+        assert_eq!(tops[1][0].1, " the");
+    }
+    assert_eq!(response.trajectories[0].seed, 40);
+    assert_eq!(response.trajectories[1].seed, 41);
+
+    let posts = server.posts();
+    assert_eq!(posts.len(), 2, "one request per sample");
+    let mut seeds: Vec<u64> = posts.iter().map(|b| b["seed"].as_u64().unwrap()).collect();
+    seeds.sort_unstable();
+    assert_eq!(seeds, [40, 41]);
+    let body = &posts[0];
+    assert_eq!(body["prompt"], "Once upon a time");
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["model"], "smollm2");
+    assert_eq!(body["logprobs"], 5, "alternatives for the inspector");
+    assert_eq!(body["top_k"], 0, "llama.cpp's top_k off");
+    assert_eq!(
+        body["repeat_penalty"], 1.0,
+        "llama-cpp-python's 1.1 is overridden"
+    );
+    let log = server.log();
+    let post = log.iter().find(|l| l.method == "POST").unwrap();
+    assert_eq!(post.path, "/v1/completions");
+    assert_eq!(post.authorization.as_deref(), Some("Bearer sk-secret"));
+    let json = serde_json::to_string(&response).unwrap();
+    assert!(!json.contains("sk-secret"), "the key is never written out");
+
+    // Events: started before the first token, tokens with alternatives, a finish per sample.
+    let started = events
+        .iter()
+        .position(|e| matches!(e, Event::Started { .. }))
+        .unwrap();
+    let first_token = events
+        .iter()
+        .position(|e| matches!(e, Event::Token { .. }))
+        .unwrap();
+    assert!(started < first_token);
+    let Event::Token { token, .. } = &events[first_token] else {
+        unreachable!()
+    };
+    assert_eq!((token.text.as_str(), token.rank), (",", 1));
+    assert_eq!(token.top.len(), 2);
+    let finished = events
+        .iter()
+        .filter(|e| matches!(e, Event::Finished { .. }))
+        .count();
+    assert_eq!(finished, 2);
+}
+
+#[test]
+fn a_conversation_goes_to_chat_completions_and_vllm_gets_its_own_fields() {
+    let stream = vec![
+        chat("Hi", -0.1, &[("Hi", -0.1), ("Hello", -2.5)]),
+        chat("!", -0.3, &[("!", -0.3), (".", -1.4)]),
+        finish("stop", json!("\n\n")),
+    ];
+    let server = FakeOpenAi::start(
+        &[("Qwen/Qwen2.5-7B", "vllm"), ("other", "vllm")],
+        Vec::new(),
+        Some(Reply::Stream(stream)),
+    );
+    let request = request(
+        Prompt::chat(vec![
+            Message::new("system", "Be brief."),
+            Message::new("user", "Hey"),
+        ]),
+        "top_k: 5\nrepetition_penalty: 1.2\nstop: [\"\\n\\n\", 13]\nmax_tokens: 8",
+    );
+    let base = format!("{}#Qwen/Qwen2.5-7B", server.base);
+    let (result, _) = run_at(&base, None, &request);
+    let response = result.unwrap();
+    let t = &response.trajectories[0];
+    assert_eq!(t.text, "Hi!");
+    assert_eq!(t.stop_reason, StopReason::Stop);
+    assert_eq!(t.stop_matched, Some(StopMatched::Text("\n\n".into())));
+    let body = &server.posts()[0];
+    assert_eq!(
+        body["messages"],
+        json!([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hey"}])
+    );
+    assert_eq!(
+        (body["logprobs"].clone(), body["top_logprobs"].clone()),
+        (json!(true), json!(5))
+    );
+    assert_eq!(body["top_k"], 5);
+    assert_eq!(body["repetition_penalty"], 1.2);
+    assert_eq!(body["stop"], json!(["\n\n"]));
+    assert_eq!(body["stop_token_ids"], json!([13]));
+    let chat_post = server
+        .log()
+        .into_iter()
+        .find(|l| l.method == "POST")
+        .unwrap();
+    assert_eq!(chat_post.path, "/v1/chat/completions");
+}
+
+#[test]
+fn the_server_must_name_its_model_or_serve_only_one() {
+    let server = FakeOpenAi::start(&[("a", "vllm"), ("b", "vllm")], Vec::new(), None);
+    let request = request(Prompt::raw("x"), "max_tokens: 1");
+    let (result, _) = run_at(&server.base, None, &request);
+    let message = error_of(result);
+    assert!(
+        message.contains("serves 2 models") && message.contains("#a"),
+        "{message}"
+    );
+    let (result, _) = run_at(&format!("{}#c", server.base), None, &request);
+    let message = error_of(result);
+    assert!(
+        message.contains("no model `c`") && message.contains("a, b"),
+        "{message}"
+    );
+}
+
+#[test]
+fn refused_unresolvable_and_unauthorised_servers_say_what_to_do() {
+    let request = request(Prompt::raw("x"), "max_tokens: 1");
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let (result, _) = run_at(&format!("http://{closed}/v1"), None, &request);
+    let message = error_of(result);
+    assert!(message.contains("connection refused"), "{message}");
+    let (result, _) = run_at("http://no-such-host.invalid/v1", None, &request);
+    let message = error_of(result);
+    assert!(message.contains("does not resolve"), "{message}");
+
+    for (key, want) in [
+        (None, "wants an API key"),
+        (Some("wrong"), "refused the API key"),
+    ] {
+        let server = FakeOpenAi::start(
+            &[("m", "openai")],
+            Vec::new(),
+            Some(Reply::Status(
+                401,
+                r#"{"error":{"message":"Incorrect API key"}}"#.into(),
+            )),
+        );
+        let (result, _) = run_at(&server.base, key, &request);
+        let message = error_of(result);
+        assert!(
+            message.contains("401")
+                && message.contains("Incorrect API key")
+                && message.contains(want),
+            "{message}"
+        );
+    }
+    let server = FakeOpenAi::start(
+        &[("m", "openai")],
+        Vec::new(),
+        Some(Reply::Status(404, r#"{"detail":"Not Found"}"#.into())),
+    );
+    let (result, _) = run_at(&server.base, None, &request);
+    assert!(error_of(result).contains("the base must be the API's"));
+}
+
+#[test]
+fn busy_answers_are_retried_with_backoff_until_the_limit() {
+    let busy = || Reply::Status(503, r#"{"error":{"message":"overloaded"}}"#.into());
+    let server = FakeOpenAi::start(
+        &[("m", "me")],
+        vec![busy(), Reply::Status(429, "{}".into())],
+        Some(Reply::Stream(greedy_story())),
+    );
+    let request = request(Prompt::raw("x"), "max_tokens: 3");
+    let (result, _) = run_at(&server.base, None, &request);
+    assert_eq!(result.unwrap().trajectories[0].text, ", the city");
+    assert_eq!(server.posts().len(), 3, "two busy answers, then the stream");
+
+    let server = FakeOpenAi::start(&[("m", "me")], Vec::new(), Some(busy()));
+    let (result, _) = run_at(&server.base, None, &request);
+    let message = error_of(result);
+    assert!(
+        message.contains("503 (after 3 tries)") && message.contains("overloaded"),
+        "{message}"
+    );
+    assert_eq!(server.posts().len(), 3);
+}
+
+#[test]
+fn a_cut_stream_keeps_its_tokens_and_ends_the_sample_as_an_error() {
+    let server = FakeOpenAi::start(
+        &[("m", "me")],
+        Vec::new(),
+        Some(Reply::Cut(greedy_story()[..2].to_vec())),
+    );
+    let request = request(Prompt::raw("x"), "max_tokens: 3");
+    let (result, events) = run_at(&server.base, None, &request);
+    let message = error_of(result);
+    assert!(message.contains("connection was cut"), "{message}");
+    let tokens = events
+        .iter()
+        .filter(|e| matches!(e, Event::Token { .. }))
+        .count();
+    assert_eq!(tokens, 2, "the tokens that came are shown");
+    assert!(events.iter().any(|e| matches!(
+        e,
+        Event::Finished {
+            reason: StopReason::Error,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn a_stalled_server_times_out_and_garbage_is_called_malformed() {
+    let request = request(Prompt::raw("x"), "max_tokens: 3");
+    let server = FakeOpenAi::start(&[("m", "me")], Vec::new(), Some(Reply::Stall));
+    let start = Instant::now();
+    let (result, _) = run_at(&server.base, None, &request);
+    let message = error_of(result);
+    assert!(
+        message.contains("sent nothing for 0.5 s") && message.contains("SAMPLAB_REMOTE_TIMEOUT"),
+        "{message}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "the timeout, not the stall, ended it"
+    );
+
+    let server = FakeOpenAi::start(&[("m", "me")], Vec::new(), Some(Reply::Garbage));
+    let (result, _) = run_at(&server.base, None, &request);
+    let message = error_of(result);
+    assert!(
+        message.contains("malformed") && message.contains("not JSON"),
+        "{message}"
+    );
+
+    let no_logprobs = json!({"choices": [{"text": "hi", "index": 0, "finish_reason": null}]});
+    let server = FakeOpenAi::start(
+        &[("m", "openai")],
+        Vec::new(),
+        Some(Reply::Stream(vec![no_logprobs.to_string()])),
+    );
+    let (result, _) = run_at(&server.base, None, &request);
+    assert!(error_of(result).contains("without logprobs"));
+}
+
+#[test]
+fn a_new_run_cancels_the_streams_at_once() {
+    let long: Vec<String> = (0..400)
+        .map(|i| completion(&format!(" w{i}"), -1.0, &[], None))
+        .collect();
+    let server = FakeOpenAi::start(&[("m", "me")], Vec::new(), Some(Reply::Stream(long)));
+    let spec = RemoteSpec::parse(&server.base).unwrap().unwrap();
+    let mut model = connect(spec, settings(None), &mut |_| {}).unwrap();
+    let request = request(Prompt::raw("x"), "max_tokens: 400\nnum_samples: 2");
+    let tokens = std::cell::Cell::new(0);
+    let start = Instant::now();
+    let response = model
+        .run(&request, &mut || tokens.get() >= 3, &mut |e| {
+            if matches!(e, Event::Token { .. }) {
+                tokens.set(tokens.get() + 1);
+            }
+        })
+        .unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "400 chunks take 2 s to stream"
+    );
+    assert!(
+        response
+            .trajectories
+            .iter()
+            .all(|t| t.stop_reason == StopReason::Abort)
+    );
+}
