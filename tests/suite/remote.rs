@@ -402,3 +402,178 @@ fn a_new_run_cancels_the_streams_at_once() {
             .all(|t| t.stop_reason == StopReason::Abort)
     );
 }
+
+/// Names the Python that has llama-cpp-python's server (`pip install 'llama-cpp-python[server]'`);
+/// `.ci/run` installs one and sets it.
+const SERVER_PYTHON: &str = "SAMPLAB_LLAMA_SERVER_PYTHON";
+
+/// llama-cpp-python's OpenAI server on a free port of 127.0.0.1, stopped on drop.
+struct LlamaServer {
+    child: std::process::Child,
+    base: String,
+}
+
+impl LlamaServer {
+    /// `None` (the test skips, saying why) without the Python or the model, outside CI.
+    fn start() -> Option<(LlamaServer, std::path::PathBuf)> {
+        let model = crate::common::real_model()?;
+        let required = std::env::var("SAMPLAB_REQUIRE_TEST_MODEL").as_deref() == Ok("1");
+        let Some(python) = std::env::var_os(SERVER_PYTHON) else {
+            assert!(
+                !required,
+                "{SERVER_PYTHON} is not set; CI must install llama-cpp-python[server] and set it"
+            );
+            eprintln!("skipping: {SERVER_PYTHON} is not set (a Python with llama_cpp.server)");
+            return None;
+        };
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let child = std::process::Command::new(python)
+            .args([
+                "-m",
+                "llama_cpp.server",
+                "--host",
+                "127.0.0.1",
+                "--n_threads",
+                "2",
+            ])
+            .args(["--n_ctx", "512", "--port", &port.to_string(), "--model"])
+            .arg(&model)
+            .stdout(log.reopen().unwrap())
+            .stderr(log.reopen().unwrap())
+            .spawn()
+            .expect("the server starts");
+        let server = LlamaServer {
+            child,
+            base: format!("http://127.0.0.1:{port}/v1"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while ureq::get(&format!("{}/models", server.base))
+            .call()
+            .is_err()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the server did not answer in 2 minutes:\n{}",
+                std::fs::read_to_string(log.path()).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Some((server, model))
+    }
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn samplab_json(args: &[&str]) -> Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_samplab"))
+        .arg("sample")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "samplab sample {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The goal, against a real llama-cpp-python server on the real SmolLM2 Q4_1 file: the
+/// server's greedy tokens and logprobs with 5 alternatives each, in samplab's response shape;
+/// then the server and the local file side by side, the local model scoring the server's text.
+#[test]
+fn a_real_llama_cpp_python_server_gives_its_greedy_tokens_and_compares_with_the_local_model() {
+    let Some((server, model)) = LlamaServer::start() else {
+        return;
+    };
+    let prompt = "Once upon a time";
+    let json = samplab_json(&[
+        "--model",
+        &server.base,
+        "--prompt",
+        prompt,
+        "--set",
+        "temperature=0",
+        "--set",
+        "max_tokens=32",
+        "--set",
+        "logprobs=5",
+        "--json",
+    ]);
+    let sample = &json["trajectories"][0];
+    // The server's own answer to the same request, not streamed.
+    let answer = ureq::post(&format!("{}/completions", server.base))
+        .set("Content-Type", "application/json")
+        .send_string(
+            &json!({"prompt": prompt, "max_tokens": 32, "temperature": 0, "logprobs": 5,
+                    "top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0, "top_p": 1.0})
+            .to_string(),
+        )
+        .unwrap();
+    let direct: Value = serde_json::from_reader(answer.into_reader()).unwrap();
+    let choice = &direct["choices"][0];
+    assert_eq!(sample["text"], choice["text"], "the server's greedy text");
+    let ours: Vec<f64> = sample["logprobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    let theirs: Vec<f64> = choice["logprobs"]["token_logprobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(ours.len(), 32);
+    for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+        assert!((a - b).abs() < 1e-4, "token {i}: {a} vs the server's {b}");
+    }
+    for tops in sample["top_logprobs"].as_array().unwrap() {
+        assert_eq!(tops.as_array().unwrap().len(), 5, "five alternatives each");
+    }
+
+    let both = samplab_json(&[
+        "--model",
+        &server.base,
+        "--model",
+        model.to_str().unwrap(),
+        "--prompt",
+        prompt,
+        "--set",
+        "temperature=0",
+        "--set",
+        "max_tokens=16",
+        "--json",
+    ]);
+    let remote = &both[0]["trajectories"][0];
+    let local = &both[1]["trajectories"][0];
+    assert_eq!(
+        remote["text"], local["text"],
+        "the same greedy text, served and local"
+    );
+    let score = &remote["cross_scores"][0];
+    assert_eq!(
+        score["retokenized"], true,
+        "the served text is tokenized again"
+    );
+    let mean = |t: &Value| {
+        let lps = t["logprobs"].as_array().unwrap();
+        lps.iter().map(|v| v.as_f64().unwrap()).sum::<f64>() / lps.len() as f64
+    };
+    let scored = score["mean_logprob"].as_f64().unwrap();
+    assert!(
+        (scored - mean(local)).abs() < 0.05,
+        "local {} vs scored {scored}",
+        mean(local)
+    );
+}
