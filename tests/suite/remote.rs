@@ -577,3 +577,67 @@ fn a_real_llama_cpp_python_server_gives_its_greedy_tokens_and_compares_with_the_
         mean(local)
     );
 }
+
+/// A vLLM server scores another model's sample: prompt and sample tokenized by its `/tokenize`,
+/// sent back as ids with `prompt_logprobs: 0`, the sample's positions averaged.
+#[test]
+fn a_vllm_server_scores_samples_through_prompt_logprobs() {
+    use samplab::engine::{ScoreRequest, ScoreSample};
+    let completion = json!({"choices": [{"index": 0, "text": "x", "finish_reason": "length",
+        "prompt_logprobs": [null, {"5": {"logprob": -3.0, "rank": 4, "decoded_token": " a"}},
+                            {"6": {"logprob": -1.0, "rank": 1, "decoded_token": " b"}},
+                            {"7": {"logprob": -2.0, "rank": 2, "decoded_token": " c"}}]}]});
+    let server = FakeOpenAi::start(
+        &[("m", "vllm")],
+        vec![
+            Reply::Json(r#"{"tokens": [1, 5], "count": 2}"#.into()),
+            Reply::Json(r#"{"tokens": [6, 7], "count": 2}"#.into()),
+            Reply::Json(completion.to_string()),
+        ],
+        None,
+    );
+    let spec = RemoteSpec::parse(&server.base).unwrap().unwrap();
+    let mut model = connect(spec, settings(None), &mut |_| {}).unwrap();
+    let request = ScoreRequest {
+        run_id: 3,
+        vocab: 1,
+        prompt: Prompt::raw("Once a"),
+        rendered: None,
+        prompt_token_ids: vec![9, 9],
+        samples: vec![ScoreSample {
+            index: 0,
+            text: " b c".into(),
+            token_ids: vec![100, 101],
+        }],
+    };
+    let scores = model.score(&request, 2, &mut || false).unwrap();
+    assert_eq!(scores.len(), 1);
+    assert_eq!((scores[0].tokens, scores[0].mean_logprob), (2, -1.5));
+    assert!(scores[0].retokenized);
+    let log = server.log();
+    let paths: Vec<&str> = log
+        .iter()
+        .filter(|l| l.method == "POST")
+        .map(|l| l.path.as_str())
+        .collect();
+    assert_eq!(paths, ["/tokenize", "/tokenize", "/v1/completions"]);
+    let posts = server.posts();
+    assert_eq!(
+        posts[1]["add_special_tokens"], false,
+        "the sample's text adds no BOS"
+    );
+    assert_eq!(posts[2]["prompt"], json!([1, 5, 6, 7]));
+    assert_eq!(posts[2]["prompt_logprobs"], 0);
+
+    let other = FakeOpenAi::start(&[("m", "me")], Vec::new(), None);
+    let spec = RemoteSpec::parse(&other.base).unwrap().unwrap();
+    let mut model = connect(spec, settings(None), &mut |_| {}).unwrap();
+    let message = model
+        .score(&request, 2, &mut || false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("llama-cpp-python returns no prompt logprobs"),
+        "{message}"
+    );
+}

@@ -9,6 +9,7 @@
 pub mod http;
 pub mod model;
 pub mod params;
+pub mod score;
 pub mod server;
 pub mod spec;
 pub mod sse;

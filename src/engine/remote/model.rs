@@ -441,15 +441,11 @@ impl Runner for RemoteModel {
 
     fn score(
         &mut self,
-        _request: &ScoreRequest,
+        request: &ScoreRequest,
         _vocab: u64,
-        _interrupted: &mut dyn FnMut() -> bool,
+        interrupted: &mut dyn FnMut() -> bool,
     ) -> anyhow::Result<Vec<CrossScore>> {
-        anyhow::bail!(
-            "{} is served by {}: samplab cannot score other models' samples through it yet",
-            self.info.model,
-            self.info.kind.name()
-        )
+        super::score::score(&self.client, &self.info, request, interrupted)
     }
 
     fn trace(&self, _request: &TraceRequest) -> anyhow::Result<Vec<StageTrace>> {

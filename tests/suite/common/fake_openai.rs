@@ -18,6 +18,8 @@ pub enum Reply {
     /// The chunks, then the connection closes: no `[DONE]`, no finish reason.
     Cut(Vec<String>),
     Status(u16, String),
+    /// A JSON answer, not streamed.
+    Json(String),
     /// Headers, then silence for longer than any test's timeout.
     Stall,
     /// A chunk that is not JSON.
@@ -182,6 +184,7 @@ fn stream_reply(writer: &mut TcpStream, reply: Reply) -> std::io::Result<()> {
             chunks(writer, &list)
         }
         Reply::Status(status, body) => respond(writer, status, "application/json", &body),
+        Reply::Json(body) => respond(writer, 200, "application/json", &body),
         Reply::Stall => {
             writer.write_all(head.as_bytes())?;
             writer.flush()?;
