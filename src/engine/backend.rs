@@ -52,6 +52,13 @@ pub trait Backend {
     /// hands them back, in order, to join a later batch.
     fn retire(&mut self, keep: &[bool]) -> anyhow::Result<Vec<ParkedRow>>;
 
+    /// A copy of the first `len` positions of a parked row, which stays as it is: a branch
+    /// starts from the keys and values of the sample it branches from. `None` where the
+    /// backend cannot copy rows (the branch then computes its own).
+    fn fork(&self, _row: &ParkedRow, _len: usize) -> anyhow::Result<Option<ParkedRow>> {
+        Ok(None)
+    }
+
     /// Forgets the prompt cache and the batch: the next prefill runs every position.
     fn reset(&mut self);
 }
@@ -99,5 +106,10 @@ impl ParkedRow {
     /// The backend's own row, when this row is of type `T`.
     pub fn into_inner<T: Any>(self) -> Option<T> {
         self.row.downcast().ok().map(|row| *row)
+    }
+
+    /// The backend's own row, borrowed, when it is of type `T`.
+    pub fn inner<T: Any>(&self) -> Option<&T> {
+        self.row.downcast_ref()
     }
 }

@@ -203,6 +203,18 @@ impl<'c> Run<'_, 'c> {
             .map(|(&(_, branch), &seed)| record_key(seed, branch))
             .collect();
         self.store.begin(&prompt_ids, &keys);
+        let samples = params.num_samples as usize;
+        for (j, branch) in self.branches.iter().enumerate() {
+            // A new branch starts from what the samples (and branches) before it kept.
+            let backend = &*self.backend;
+            self.store.seed_branch(
+                keys[samples + j],
+                &branch.path,
+                &keys[..samples + j],
+                prompt_ids.len(),
+                &mut |row, len| backend.fork(row, len),
+            )?;
+        }
 
         let prefill_start = Instant::now();
         let (prompt_logits, prefill_tokens) = self.prompt_logits(&prompt_ids)?;

@@ -140,6 +140,16 @@ impl Backend for LlamaBackend {
             .collect())
     }
 
+    fn fork(&self, row: &ParkedRow, len: usize) -> anyhow::Result<Option<ParkedRow>> {
+        let Some(parent) = row.inner::<Session<Arc<Model>>>() else {
+            return Ok(None);
+        };
+        let mut copy = Session::batch(Arc::clone(&self.model));
+        copy.extend(&[parent], len)?;
+        let bytes = copy.cache_bytes();
+        Ok(Some(ParkedRow::new(copy, len, bytes)))
+    }
+
     fn reset(&mut self) {
         *self = Self::new(Arc::clone(&self.model), std::mem::take(&mut self.device));
     }

@@ -10,6 +10,7 @@
 //! there. Replaying the very logits a fresh run would compute makes the re-run equal to it.
 
 use super::backend::{ParkedRow, RowSource};
+use super::score::common_prefix;
 use crate::model::memory::parse_size;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -240,6 +241,70 @@ impl ReplayStore {
             steps.push(record.step_logits(step)?.logits.as_slice());
         }
         Some((&self.prompt_ids, steps))
+    }
+
+    /// Starts the record of a branch met for the first time (`key` has none) from the record
+    /// of this run's `donors` that shares the longest start with its `path`: the logits of the
+    /// shared steps (they depend on those tokens only) and, through `fork`, a copy of the
+    /// donor's keys and values for them. The branch then replays its path up to its first own
+    /// token and decodes only from there. Nothing is done when no donor shares a step, or the
+    /// budget has no room for the copied logits.
+    pub(super) fn seed_branch(
+        &mut self,
+        key: u64,
+        path: &[u32],
+        donors: &[u64],
+        prompt_len: usize,
+        fork: &mut dyn FnMut(&ParkedRow, usize) -> anyhow::Result<Option<ParkedRow>>,
+    ) -> anyhow::Result<()> {
+        if self.records.contains_key(&key) {
+            return Ok(());
+        }
+        let shared = |record: &Record| {
+            let kept_kv = record
+                .kv
+                .as_ref()
+                .map_or(0, |_| record.kv_valid.saturating_sub(prompt_len));
+            common_prefix(&record.tokens, path)
+                .min(record.logits.len())
+                .min(kept_kv)
+        };
+        let best = donors
+            .iter()
+            .filter_map(|donor| self.records.get(donor))
+            .map(|record| (shared(record), record))
+            .max_by_key(|(steps, _)| *steps);
+        let Some((steps, donor)) = best.filter(|(steps, _)| *steps > 0) else {
+            return Ok(());
+        };
+        let logits: Vec<KeptStep> = donor.logits[..steps]
+            .iter()
+            .map(|kept| KeptStep {
+                logits: kept.logits.clone(),
+                log_norm: kept.log_norm,
+            })
+            .collect();
+        let bytes: usize = logits.iter().map(KeptStep::bytes).sum();
+        if self.used + bytes > self.budget {
+            return Ok(());
+        }
+        let Some(kv) = donor.kv.as_ref() else {
+            return Ok(());
+        };
+        let Some(kv) = fork(kv, prompt_len + steps)? else {
+            return Ok(());
+        };
+        self.used += bytes;
+        self.records.insert(
+            key,
+            Record {
+                tokens: path[..steps].to_vec(),
+                logits,
+                kv: Some(kv),
+                kv_valid: prompt_len + steps,
+            },
+        );
+        Ok(())
     }
 
     fn drop_record(&mut self, key: u64) {

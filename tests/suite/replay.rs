@@ -375,12 +375,22 @@ fn stories_run(
     params: &SamplingParams,
     interrupt_after: Option<usize>,
 ) -> SampleResponse {
+    stories_branches(model, prompt, params, &[], interrupt_after)
+}
+
+fn stories_branches(
+    model: &mut LoadedModel,
+    prompt: &str,
+    params: &SamplingParams,
+    branches: &[Branch],
+    interrupt_after: Option<usize>,
+) -> SampleResponse {
     let request = Request {
         run_id: 1,
         prompt: Prompt::raw(prompt),
         lane: 0,
         params: params.clone(),
-        branches: Vec::new(),
+        branches: branches.to_vec(),
     };
     let mut checks = 0;
     model
@@ -813,4 +823,71 @@ fn a_branch_step_is_traced_with_its_path_forced() {
     };
     let err = trace(&fake.store, &fake.tokenizer, &[EOS], VOCAB.len(), &unforced).unwrap_err();
     assert!(err.to_string().contains("no longer kept"), "{err}");
+}
+
+#[test]
+fn a_new_branch_starts_from_its_samples_kept_steps_and_decodes_only_after_its_pick() {
+    let params =
+        SamplingParams::from_yaml("temperature: 0.9\nmax_tokens: 30\nnum_samples: 2\nstop: []")
+            .unwrap();
+    let mut fake = Fake::new(64 << 20);
+    let plain = fake.run(&PROMPT, &params);
+    let parent = &plain.trajectories[1];
+    let k = 12.min(parent.token_ids.len() - 2);
+    let mut path = parent.token_ids[..k].to_vec();
+    path.push(if parent.token_ids[k] == 9 { 10 } else { 9 });
+    let branches = [branch(1, 1, &path, None)];
+    let decoded = fake.model.decoded;
+    let run = fake.run_branches(&PROMPT, &params, &branches, None);
+    let b = &run.trajectories[2];
+    let after_pick = b.token_ids.len() - (k + 1);
+    assert_eq!(
+        fake.model.decoded - decoded,
+        after_pick,
+        "only the tokens after the pick are decoded"
+    );
+    assert_eq!(run.timings.tokens_decoded as usize, after_pick);
+    let cold = Fake::new(0).run_branches(&PROMPT, &params, &branches, None);
+    assert_same_run(&run, &cold, "a branch started from its sample's steps");
+    // A branch of that branch starts from it in turn.
+    let m = ((k + 1 + b.token_ids.len()) / 2).min(b.token_ids.len() - 1);
+    let child = [&b.token_ids[..m], &[11]].concat();
+    let both = [branches[0].clone(), branch(1, 2, &child, None)];
+    let decoded = fake.model.decoded;
+    let run = fake.run_branches(&PROMPT, &params, &both, None);
+    let c = &run.trajectories[3];
+    assert_eq!(fake.model.decoded - decoded, c.token_ids.len() - (m + 1));
+    let cold = Fake::new(0).run_branches(&PROMPT, &params, &both, None);
+    assert_same_run(&run, &cold, "a branch of a branch");
+}
+
+/// On the real model, a branch started from its sample's kept keys and values (a copy of the
+/// sample's cache cut at the pick) equals a branch computed from scratch, to the bit.
+#[test]
+fn stories260k_branches_from_kept_steps_equal_fresh_branches() {
+    let Some(mut model) = common::loaded_test_model() else {
+        return;
+    };
+    let prompt = "Once upon a time, there was a little girl named Lily. She loved to play";
+    let params =
+        SamplingParams::from_yaml("temperature: 0.9\nseed: 5\nmax_tokens: 40\nnum_samples: 3")
+            .unwrap();
+    let plain = stories_run(&mut model, prompt, &params, None);
+    let parent = &plain.trajectories[2];
+    let k = parent.token_ids.len() / 2;
+    let mut path = parent.token_ids[..k].to_vec();
+    path.push(if parent.token_ids[k] == 100 { 101 } else { 100 });
+    let branches = [branch(2, 2, &path, None)];
+    let run = stories_branches(&mut model, prompt, &params, &branches, None);
+    let b = &run.trajectories[3];
+    assert!(b.token_ids.starts_with(&path));
+    assert_eq!(
+        run.timings.tokens_decoded as usize,
+        b.token_ids.len() - (k + 1),
+        "the branch decoded only after its pick"
+    );
+    model.replay.clear();
+    model.backend.reset();
+    let fresh = stories_branches(&mut model, prompt, &params, &branches, None);
+    assert_same_run(&run, &fresh, "a branch from kept steps");
 }

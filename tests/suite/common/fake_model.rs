@@ -117,6 +117,14 @@ impl Backend for FakeModel {
         self.batch = kept;
         Ok(parked)
     }
+    fn fork(&self, row: &ParkedRow, len: usize) -> anyhow::Result<Option<ParkedRow>> {
+        let history = row.inner::<Vec<u32>>().expect("a fake row");
+        assert!(
+            history.len() >= len,
+            "a fork copies positions the row holds"
+        );
+        Ok(Some(ParkedRow::new(history[..len].to_vec(), len, len * 4)))
+    }
     fn reset(&mut self) {
         self.prompt.clear();
         self.batch.clear();
