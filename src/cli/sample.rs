@@ -12,7 +12,7 @@ use samplab::model::chat_template::Message;
 use samplab::model::device::DeviceChoice;
 use samplab::model::embedded;
 use samplab::model::source::{HubSettings, LoadProgress};
-use samplab::params::SamplingParams;
+use samplab::params::{Field, SamplingParams};
 use samplab::presets::{self, MODEL_PRESET};
 use samplab::response::{
     CrossScore, ResponseShape, SampleResponse, Trajectory, mean_and_perplexity, stop_label,
@@ -250,6 +250,11 @@ fn run_model(
     stdout: &mut impl Write,
 ) -> anyhow::Result<Finished> {
     let stream_plain = streams_plain(args, &params);
+    let set: Vec<Field> = Field::ALL
+        .iter()
+        .copied()
+        .filter(|&f| params.get(f) != SamplingParams::default().get(f))
+        .collect();
     worker.engine.run(Request {
         run_id,
         prompt: prompt.clone(),
@@ -271,6 +276,21 @@ fn run_model(
             stop_tokens.insert(*sample, text.clone());
         }
         match event {
+            // A served model's server names the parameters it has no place for.
+            Event::Served { server, ignored } => {
+                let lost: Vec<&str> = set
+                    .iter()
+                    .filter(|f| ignored.contains(f))
+                    .map(|f| f.name())
+                    .collect();
+                if !lost.is_empty() {
+                    eprintln!(
+                        "samplab: warning: {server} has no place for {}: not applied to {}",
+                        lost.join(", "),
+                        worker.spec
+                    );
+                }
+            }
             Event::Started { .. } if stream_plain => write!(stdout, "{}", args.prompt)?,
             Event::Token { token, .. } if stream_plain => {
                 write!(stdout, "{}", token.text)?;

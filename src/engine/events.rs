@@ -2,7 +2,7 @@
 
 use super::prompt::Prompt;
 use crate::model::hub::Transfer;
-use crate::params::SamplingParams;
+use crate::params::{Field, SamplingParams};
 use crate::response::{
     BranchOrigin, CrossScore, SampleResponse, StopMatched, StopReason, TopLogprob,
 };
@@ -118,6 +118,13 @@ pub enum Event {
         /// What loading found odd but accepted, as llama.cpp accepts it.
         warnings: Vec<String>,
     },
+    /// Right after `Loaded`, for a model a server runs: the server, and the parameters it has
+    /// no place for (shown as not applied, never dropped silently).
+    Served {
+        server: String,
+        #[serde(serialize_with = "field_names")]
+        ignored: Vec<Field>,
+    },
     /// The model could not be loaded; the message says what to do.
     LoadFailed {
         message: String,
@@ -185,6 +192,10 @@ pub enum Event {
     },
 }
 
+fn field_names<S: serde::Serializer>(fields: &[Field], serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(fields.iter().map(|f| f.name()))
+}
+
 fn hex<S: serde::Serializer>(value: &u64, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_str(&format!("{value:016x}"))
 }
@@ -193,7 +204,10 @@ impl Event {
     /// The run this event belongs to; `None` for model events.
     pub fn run_id(&self) -> Option<RunId> {
         match self {
-            Event::Loading { .. } | Event::Loaded { .. } | Event::LoadFailed { .. } => None,
+            Event::Loading { .. }
+            | Event::Loaded { .. }
+            | Event::Served { .. }
+            | Event::LoadFailed { .. } => None,
             Event::Prompted { run_id, .. }
             | Event::Started { run_id, .. }
             | Event::Token { run_id, .. }

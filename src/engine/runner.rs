@@ -12,6 +12,11 @@ pub trait Runner: Send {
     /// The `Event::Loaded` that announces the model, sent once it is ready.
     fn loaded(&self) -> Event;
 
+    /// The `Event::Served` that follows `Loaded` for a model a server runs.
+    fn served(&self) -> Option<Event> {
+        None
+    }
+
     /// Runs one request to its end (or until `interrupted` says to stop), emitting its events.
     fn run(
         &mut self,
@@ -39,6 +44,10 @@ pub trait Runner: Send {
 impl<R: Runner + ?Sized> Runner for Box<R> {
     fn loaded(&self) -> Event {
         (**self).loaded()
+    }
+
+    fn served(&self) -> Option<Event> {
+        (**self).served()
     }
 
     fn run(

@@ -614,6 +614,9 @@ where
         _ => 0,
     };
     emit(loaded);
+    if let Some(served) = model.served() {
+        emit(served);
+    }
 
     let mut queue = Queue::default();
     loop {

@@ -517,6 +517,18 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             }));
             return effects;
         }
+        Event::Served { server, ignored } => {
+            let names: Vec<&str> = ignored.iter().map(|f| f.name()).collect();
+            let model = state
+                .status
+                .slot(model)
+                .and_then(|s| s.name())
+                .unwrap_or("the model");
+            state.status.notify(format!(
+                "{model} is served by {server}, which has no place for: {}",
+                names.join(", ")
+            ));
+        }
         Event::LoadFailed { message } => {
             if let Some(slot) = state.status.slot_mut(model) {
                 let spec = slot.spec.clone();

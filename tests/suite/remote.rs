@@ -641,3 +641,58 @@ fn a_vllm_server_scores_samples_through_prompt_logprobs() {
         "{message}"
     );
 }
+
+/// `samplab sample` on a served model: the server's answer in the usual JSON, a warning naming
+/// the parameters the server has no place for, and a non-zero exit when the server fails.
+#[test]
+fn samplab_sample_names_what_a_server_ignores_and_fails_with_the_server() {
+    let server = FakeOpenAi::start(
+        &[("gpt-x", "openai")],
+        Vec::new(),
+        Some(Reply::Stream(greedy_story())),
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_samplab"))
+        .args([
+            "sample",
+            "--model",
+            &server.base,
+            "--prompt",
+            "Once",
+            "--json",
+        ])
+        .args(["--set", "top_k=5", "--set", "max_tokens=3"])
+        .env("SAMPLAB_API_KEY", "sk-test")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("OpenAI-compatible has no place for top_k: not applied"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("sk-test"));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["model"], "gpt-x");
+    assert_eq!(json["trajectories"][0]["text"], ", the city");
+    assert!(
+        server.posts()[0].get("top_k").is_none(),
+        "not sent to OpenAI"
+    );
+
+    let failing = FakeOpenAi::start(
+        &[("m", "me")],
+        Vec::new(),
+        Some(Reply::Status(500, r#"{"detail":"boom"}"#.into())),
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_samplab"))
+        .args(["sample", "--model", &failing.base, "--prompt", "Once"])
+        .env("SAMPLAB_REMOTE_TIMEOUT", "2")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("answered 500") && stderr.contains("boom"),
+        "{stderr}"
+    );
+}

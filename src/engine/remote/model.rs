@@ -284,6 +284,13 @@ impl Runner for RemoteModel {
         }
     }
 
+    fn served(&self) -> Option<Event> {
+        Some(Event::Served {
+            server: self.info.kind.name().to_owned(),
+            ignored: params::ignored(self.info.kind),
+        })
+    }
+
     fn run(
         &mut self,
         request: &Request,

@@ -7,7 +7,7 @@
 
 use super::server::ServerKind;
 use crate::engine::Prompt;
-use crate::params::{Engine, Field, SamplingParams, StopItem};
+use crate::params::{Field, SamplingParams, StopItem};
 use serde_json::{Map, Value, json};
 
 /// The most alternatives per token samplab asks for: OpenAI's top_logprobs cap and vLLM's
@@ -154,18 +154,22 @@ fn applies(kind: ServerKind, field: Field, params: &SamplingParams) -> bool {
         Field::LogitBias => true,
         Field::Stop => stop_ids(params).is_empty() || kind == ServerKind::Vllm,
         Field::PromptLogprobs => kind == ServerKind::Vllm,
-        Field::Engine => own_engine(kind) == Some(params.engine),
+        // Which engine's semantics samplab follows; a server follows its own.
+        Field::Engine => false,
         field => name_on(kind, field).is_some(),
     }
 }
 
-/// The engine whose semantics the server has.
-fn own_engine(kind: ServerKind) -> Option<Engine> {
-    match kind {
-        ServerKind::Vllm => Some(Engine::Vllm),
-        ServerKind::LlamaServer | ServerKind::LlamaCppPython => Some(Engine::LlamaCpp),
-        ServerKind::OpenAi => None,
-    }
+/// The parameters `kind` has no place for whatever their value: token-id stops aside (a
+/// server without `stop_token_ids` still takes stop strings), what [`not_applied`] lists
+/// once they are set.
+pub fn ignored(kind: ServerKind) -> Vec<Field> {
+    let defaults = SamplingParams::default();
+    Field::ALL
+        .iter()
+        .copied()
+        .filter(|&field| field != Field::Stop && !applies(kind, field, &defaults))
+        .collect()
 }
 
 /// The token ids among the stops.
@@ -325,7 +329,7 @@ mod tests {
             ["stop", "top_k", "min_p", "engine", "xtc_probability"]
         );
         assert_eq!(names(ServerKind::Vllm), ["engine", "xtc_probability"]);
-        assert_eq!(names(ServerKind::LlamaServer), ["stop"]);
+        assert_eq!(names(ServerKind::LlamaServer), ["stop", "engine"]);
         assert!(not_applied(ServerKind::OpenAi, &SamplingParams::default()).is_empty());
         assert_eq!(
             not_applied(ServerKind::Vllm, &params("engine: llama.cpp")),
