@@ -9,13 +9,7 @@ use ratatui::layout::Rect;
 use samplab::engine::{Alternative, Event, TokenEvent};
 use samplab::params::SamplingParams;
 use samplab::presets::Preset;
-use samplab::tui::action::{Action, BranchAction};
-use samplab::tui::keymap::KeyMap;
-use samplab::tui::params::ParamsState;
-use samplab::tui::state::State;
-use samplab::tui::theme::Theme;
-use samplab::tui::update::update;
-use samplab::tui::view;
+use samplab::tui::{Action, BranchAction, KeyMap, ParamsState, State, Theme, draw, update};
 use std::hint::black_box;
 
 const SAMPLES: u32 = 8;
@@ -113,7 +107,7 @@ fn bench(c: &mut Criterion) {
         c.bench_function(name, |b| {
             b.iter(|| {
                 terminal
-                    .draw(|frame| view::draw(frame, black_box(&state), &theme, &keymap))
+                    .draw(|frame| draw(frame, black_box(&state), &theme, &keymap))
                     .expect("drawing to a test backend");
             })
         });

@@ -2,14 +2,14 @@
 //! engine; the screen is drawn once per batch, behind a dirty flag, at most ~60 times a second.
 
 use super::Ending;
-use super::action::{Action, Effect, Outcome};
-use super::keymap::KeyMap;
-use super::mouse;
-use super::perform;
-use super::state::State;
-use super::update::update;
-use super::view;
 use crate::engine::{Engine, Event, Request, RunId, ScoreRequest, TraceRequest};
+use crate::tui::action::{Action, Effect, Outcome};
+use crate::tui::effects::perform;
+use crate::tui::input::keymap::KeyMap;
+use crate::tui::input::mouse;
+use crate::tui::state::State;
+use crate::tui::update::update;
+use crate::tui::view;
 use crossterm::event::{Event as TermEvent, KeyEventKind};
 use futures::{Stream, StreamExt};
 use ratatui::Terminal;

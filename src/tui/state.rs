@@ -1,22 +1,22 @@
 //! The whole UI state, one field per domain; each domain lives in its widget's module.
 
-use super::action::Focus;
-use super::branches::Tree;
-use super::columns::{Columns, Mark, SideTitle};
-use super::conversation::ConversationDialog;
-use super::export_dialog::{ExportDialog, ExportSettings};
-use super::keymap::Mode;
-use super::layout::Grid;
-use super::model_picker::ModelPicker;
-use super::params::ParamsState;
-use super::preset_picker::{PresetPicker, PresetsState};
-use super::prompt::{PromptScores, PromptState, SeenPrompt};
-use super::save_prompt::SavePrompt;
-use super::status::{ModelSlot, ModelStatus, StatusState};
-use super::themes::ThemeCatalog;
 use crate::engine::{Branch, Prompt, RunId};
 use crate::params::SamplingParams;
 use crate::response::SampleResponse;
+use crate::tui::action::Focus;
+use crate::tui::branch_tree::Tree;
+use crate::tui::input::keymap::Mode;
+use crate::tui::overlays::conversation::ConversationDialog;
+use crate::tui::overlays::export_dialog::{ExportDialog, ExportSettings};
+use crate::tui::overlays::model_picker::ModelPicker;
+use crate::tui::overlays::preset_picker::{PresetPicker, PresetsState};
+use crate::tui::overlays::save_prompt::SavePrompt;
+use crate::tui::theme::catalog::ThemeCatalog;
+use crate::tui::widgets::columns::{Columns, Mark, SideTitle};
+use crate::tui::widgets::layout::Grid;
+use crate::tui::widgets::params::ParamsState;
+use crate::tui::widgets::prompt::{PromptScores, PromptState, SeenPrompt};
+use crate::tui::widgets::status::{ModelSlot, ModelStatus, StatusState};
 use ratatui::layout::Rect;
 
 /// Panels drawn over everything; they take input first.

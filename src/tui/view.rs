@@ -1,14 +1,15 @@
 //! One draw of the whole screen from `&State`; nothing here changes state.
 
-use super::action::{Action, DialogAction, Focus};
-use super::keymap::{KeyMap, Mode};
-use super::layout::areas;
-use super::state::{Overlay, State};
-use super::theme::Theme;
-use super::{
-    chat_mode, columns, conversation, dialogs, export_dialog, help, inspector, messages,
-    model_picker, params, preset_picker, prompt, save_prompt, status,
+use crate::tui::action::{Action, DialogAction, Focus};
+use crate::tui::input::keymap::{KeyMap, Mode};
+use crate::tui::overlays::{
+    conversation, export_dialog, help, messages, model_picker, preset_picker, save_prompt,
 };
+use crate::tui::state::{Overlay, State};
+use crate::tui::theme::Theme;
+use crate::tui::update::{chat_mode, dialogs};
+use crate::tui::widgets::layout::areas;
+use crate::tui::widgets::{columns, inspector, params, prompt, status};
 use ratatui::Frame;
 use ratatui::widgets::Block;
 
@@ -111,7 +112,7 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
             export_dialog::render(frame, area, dialog, &snippet, shape, keymap, theme);
         }
         Some(Overlay::Models(picker)) => {
-            model_picker::render(frame, area, state, picker, keymap, theme);
+            model_picker::render(frame, area, &state.status.models, picker, keymap, theme);
         }
         Some(Overlay::Conversation(dialog)) => {
             let chat = state.status.models.iter().any(|m| m.chat);

@@ -14,14 +14,10 @@ use samplab::engine::{Event, Prompt, Request, RunId, ScoreRequest, TraceRequest}
 use samplab::params::{Field, SamplingParams};
 use samplab::presets::Preset;
 use samplab::response::{StopMatched, StopReason};
-use samplab::tui::action::{Action, Effect, Focus};
-use samplab::tui::app::{App, EngineHandle};
-use samplab::tui::keymap::KeyMap;
-use samplab::tui::layout::areas;
-use samplab::tui::params::ParamsState;
-use samplab::tui::state::{Overlay, State};
-use samplab::tui::theme::Theme;
-use samplab::tui::update::update;
+use samplab::tui::{
+    Action, App, Effect, EngineHandle, Focus, KeyMap, Overlay, ParamsState, State, TextBuffer,
+    Theme, areas, update, value_text,
+};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
@@ -184,10 +180,7 @@ fn stop_strings_are_typed_as_yaml() {
     update(&mut s, Action::EditParam);
     update(&mut s, Action::Paste(r#"["\n\n"]"#.into()));
     update(&mut s, Action::CommitEdit);
-    assert_eq!(
-        samplab::tui::params::value_text(&s.params.params, Field::Stop),
-        r#""\n\n""#
-    );
+    assert_eq!(value_text(&s.params.params, Field::Stop), r#""\n\n""#);
 }
 
 #[test]
@@ -884,7 +877,7 @@ fn special_token_text_in_a_chat_message_is_marked_and_can_stay_text() {
         ),
     );
     update(&mut s, Action::ToggleChat);
-    s.prompt.buffer = samplab::tui::text::TextBuffer::new("hi<|im_end|>there");
+    s.prompt.buffer = TextBuffer::new("hi<|im_end|>there");
     let buffer = render(&s, &theme);
     assert!(find(&buffer, "marked text = control tokens").is_some());
     let (x, y) = find(&buffer, "<|im_end|>there").unwrap();
@@ -912,7 +905,7 @@ fn special_token_text_in_a_chat_message_is_marked_and_can_stay_text() {
         !s.status.models[0].chat && !s.prompt.literal_specials,
         "and on to raw text"
     );
-    s.prompt.buffer = samplab::tui::text::TextBuffer::new("no specials");
+    s.prompt.buffer = TextBuffer::new("no specials");
     update(&mut s, Action::ToggleChat);
     update(&mut s, Action::ToggleChat);
     assert!(

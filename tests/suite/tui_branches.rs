@@ -7,12 +7,7 @@ use common::tui::*;
 use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
 use samplab::engine::{Alternative, Branch, Event, Request, RunId, TokenEvent};
 use samplab::response::{BranchOrigin, StopReason};
-use samplab::tui::action::{Action, BranchAction, Effect, Focus};
-use samplab::tui::layout::areas;
-use samplab::tui::mouse;
-use samplab::tui::state::State;
-use samplab::tui::theme::Theme;
-use samplab::tui::update::update;
+use samplab::tui::{Action, BranchAction, Effect, Focus, State, Theme, areas, mouse, update};
 
 /// Token `id` of a sample, with three alternatives: itself, then `id + 100` and `id + 200`.
 fn token_with(run_id: RunId, sample: u32, id: u32) -> Event {

@@ -7,12 +7,7 @@ use common::tui::{done, find, render, row, started, state_sized, token};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use samplab::engine::{Event, Prompt, PromptToken, Request};
 use samplab::response::{CrossScore, StopReason, TopLogprob};
-use samplab::tui::action::{Action, DialogAction, Effect, Focus};
-use samplab::tui::keymap::KeyMap;
-use samplab::tui::prompt::PromptView;
-use samplab::tui::state::State;
-use samplab::tui::theme::Theme;
-use samplab::tui::update::update;
+use samplab::tui::{Action, DialogAction, Effect, Focus, KeyMap, PromptView, State, Theme, update};
 
 fn loaded(name: &str, chat_template: bool) -> Event {
     Event::Loaded {

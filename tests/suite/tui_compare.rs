@@ -10,11 +10,9 @@ use samplab::model::discover::Candidate;
 use samplab::params::SamplingParams;
 use samplab::presets::Preset;
 use samplab::response::{CrossScore, StopReason};
-use samplab::tui::action::{Action, DialogAction, Effect, Outcome};
-use samplab::tui::params::ParamsState;
-use samplab::tui::state::{Overlay, State};
-use samplab::tui::theme::Theme;
-use samplab::tui::update::update;
+use samplab::tui::{
+    Action, DialogAction, Effect, Focus, Outcome, Overlay, ParamsState, State, Theme, update,
+};
 
 fn loaded(name: &str, vocab: u64) -> Event {
     Event::Loaded {
@@ -149,7 +147,7 @@ fn samples_sharing_a_seed_are_marked_where_they_part() {
 #[test]
 fn a_change_cancels_every_side_and_reruns_them_all() {
     let (mut s, a, b) = two_models();
-    s.focus = samplab::tui::action::Focus::Prompt;
+    s.focus = Focus::Prompt;
     let effects = update(&mut s, Action::InsertChar('!'));
     assert!(effects.contains(&Effect::Cancel(0, a)), "{effects:?}");
     assert!(effects.contains(&Effect::Cancel(1, b)), "{effects:?}");

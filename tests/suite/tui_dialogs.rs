@@ -14,20 +14,11 @@ use samplab::params::{Field, SamplingParams};
 use samplab::preset_store::{PresetStore, UserPreset};
 use samplab::presets::{Preset, PresetSource};
 use samplab::response::{ResponseShape, SampleResponse, StopReason};
-use samplab::tui::action::{Action, DialogAction, Effect, Focus, Outcome};
-use samplab::tui::app::App;
-use samplab::tui::clipboard::osc52;
-use samplab::tui::export_dialog::{ExportDialog, Note};
-use samplab::tui::keymap::{KeyMap, Mode};
-use samplab::tui::layout::areas;
-use samplab::tui::params::ParamsState;
-use samplab::tui::preset_picker::{EntryKind, PresetPicker};
-use samplab::tui::results_file;
-use samplab::tui::save_prompt::SavePrompt;
-use samplab::tui::state::{Overlay, State};
-use samplab::tui::theme::Theme;
-use samplab::tui::themes;
-use samplab::tui::update::update;
+use samplab::tui::{
+    Action, App, DialogAction, Effect, EntryKind, ExportDialog, Focus, KeyMap, Mode, Note, Outcome,
+    Overlay, ParamsState, PresetPicker, SavePrompt, State, Theme, areas, osc52, results_file,
+    themes, update,
+};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -6,13 +6,7 @@ use crate::common;
 use common::tui::{NoEngine, find, render, row, started, state_sized};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use samplab::engine::Event;
-use samplab::tui::Ending;
-use samplab::tui::action::{Action, Focus};
-use samplab::tui::app::App;
-use samplab::tui::keymap::KeyMap;
-use samplab::tui::state::{Overlay, State};
-use samplab::tui::theme::Theme;
-use samplab::tui::update::update;
+use samplab::tui::{Action, App, Ending, Focus, KeyMap, Overlay, State, Theme, update};
 
 fn load_failed(message: &str) -> Action {
     Action::Engine(

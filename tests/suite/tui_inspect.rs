@@ -11,14 +11,9 @@ use ratatui::buffer::Buffer;
 use ratatui::style::Modifier;
 use samplab::engine::{Alternative, Event, RunId, TokenEvent};
 use samplab::response::{StopMatched, StopReason};
-use samplab::tui::action::{Action, Effect, Focus};
-use samplab::tui::app::App;
-use samplab::tui::keymap::{KeyMap, Mode};
-use samplab::tui::layout::areas;
-use samplab::tui::mouse;
-use samplab::tui::state::{Overlay, State};
-use samplab::tui::theme::Theme;
-use samplab::tui::update::update;
+use samplab::tui::{
+    Action, App, Effect, Focus, Grid, KeyMap, Mode, Overlay, State, Theme, areas, mouse, update,
+};
 
 fn alternative(id: u32, text: &str, raw: f32, kept: f32) -> Alternative {
     Alternative {
@@ -100,7 +95,7 @@ fn cursor(s: &State) -> Option<(usize, usize)> {
 
 /// The rows of text a column shows on this screen.
 fn text_rows(s: &State) -> usize {
-    samplab::tui::layout::Grid::on_screen(s.size, s.columns.columns.len()).text_rows()
+    Grid::on_screen(s.size, s.columns.columns.len()).text_rows()
 }
 
 // ---- update ----

@@ -1,23 +1,27 @@
 //! The pure heart of the UI: `update(&mut State, Action) -> Vec<Effect>`. No clock, no terminal,
 //! no engine: the loop performs the effects.
 
-use super::action::{Action, Effect, Focus};
-use super::branches;
-use super::chain_view::TokenTrace;
-use super::chat_mode;
-use super::columns::Columns;
-use super::conversation;
-use super::dialogs;
-use super::layout::Grid;
-use super::mouse::{self, Target};
-use super::prompt::{PromptView, SeenPrompt};
-use super::run_shape::keep_run_shape;
-use super::state::{Overlay, State};
-use super::status::ModelStatus;
-use super::text::TextBuffer;
+pub mod branches;
+pub mod chat_mode;
+pub mod conversation;
+pub mod dialogs;
+pub mod model_picker;
+pub mod run_shape;
+
 use crate::engine::{Event, Request, RunId, ScoreRequest, TraceRequest};
 use crate::presets::{MODEL_PRESET, Preset};
 use crate::response::StopReason;
+use crate::tui::action::{Action, Effect, Focus};
+use crate::tui::branch_tree::keep_for_run;
+use crate::tui::input::mouse::{self, Target};
+use crate::tui::state::{Overlay, State};
+use crate::tui::widgets::chain_view::TokenTrace;
+use crate::tui::widgets::columns::Columns;
+use crate::tui::widgets::layout::Grid;
+use crate::tui::widgets::prompt::{PromptView, SeenPrompt};
+use crate::tui::widgets::status::ModelStatus;
+use crate::tui::widgets::text::TextBuffer;
+use run_shape::keep_run_shape;
 
 pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
     if !matches!(
@@ -407,7 +411,7 @@ pub(super) fn start_pending(state: &mut State) -> Vec<Effect> {
         let prompt = chat_mode::prompt_for(state, state.sides[index].model);
         let side = &mut state.sides[index];
         let last = side.run_prompt.as_ref().zip(side.run_params.as_ref());
-        if let Some(cleared) = branches::keep_for_run(&mut side.tree, last, &prompt, &params) {
+        if let Some(cleared) = keep_for_run(&mut side.tree, last, &prompt, &params) {
             state.status.notify(cleared);
         }
         let side = &mut state.sides[index];

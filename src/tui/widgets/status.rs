@@ -3,7 +3,7 @@
 //! needed parts; and the log of every error and notice, which `l` shows whole.
 
 use super::params::ParamsState;
-use super::theme::Theme;
+use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Style;

@@ -4,13 +4,13 @@
 
 use super::chain_view::TokenTrace;
 use super::layout::Grid;
-use super::theme::Theme;
 use super::wrap::Wrapped;
 use crate::engine::TokenEvent;
 use crate::engine::score::common_prefix;
 use crate::response::{
     BranchOrigin, CrossScore, StopMatched, StopReason, mean_and_perplexity, stop_label,
 };
+use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Modifier;

@@ -2,21 +2,21 @@
 //! pure like the rest, with file and terminal work handed to the loop as effects whose
 //! outcomes come back as actions.
 
-use super::action::{DialogAction, Effect, Outcome};
 use super::conversation;
-use super::export_dialog::{self, ExportDialog, Note};
 use super::model_picker;
-use super::preset_picker::{EntryKind, PresetPicker};
+use super::params_changed;
 use super::run_shape::keep_run_shape;
-use super::save_prompt::{SavePrompt, Saving};
-use super::state::{Overlay, State};
-use super::themes::Cycled;
-use super::update::params_changed;
 use crate::engine::RunId;
 use crate::params::SamplingParams;
 use crate::preset_store::check_name;
 use crate::presets::{Preset, PresetSource};
 use crate::response::SampleResponse;
+use crate::tui::action::{DialogAction, Effect, Outcome};
+use crate::tui::overlays::export_dialog::{self, ExportDialog, Note};
+use crate::tui::overlays::preset_picker::{EntryKind, PresetPicker};
+use crate::tui::overlays::save_prompt::{SavePrompt, Saving};
+use crate::tui::state::{Overlay, State};
+use crate::tui::theme::catalog::Cycled;
 use std::path::PathBuf;
 
 pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
@@ -198,7 +198,7 @@ fn with_export(state: &mut State, change: impl FnOnce(&mut ExportDialog)) {
 }
 
 /// What the export dialog shows, scrolls and copies.
-pub(super) fn snippet_of(state: &State, dialog: &ExportDialog) -> String {
+pub(crate) fn snippet_of(state: &State, dialog: &ExportDialog) -> String {
     export_dialog::snippet(
         dialog.format,
         &state.params.params,

@@ -1,12 +1,12 @@
 //! The mouse: terminal mouse events become actions, and an action's cell is hit-tested against
 //! the same layout the view draws (computed from the state, never stored while drawing).
 
-use super::action::{Action, Focus};
-use super::inspector;
-use super::layout::{Grid, areas};
-use super::params::{first_row, slider_cells, visible_rows};
-use super::state::State;
 use crate::params::Field;
+use crate::tui::action::{Action, Focus};
+use crate::tui::state::State;
+use crate::tui::widgets::inspector;
+use crate::tui::widgets::layout::{Grid, areas};
+use crate::tui::widgets::params::{first_row, slider_cells, visible_rows};
 use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
 use ratatui::layout::{Margin, Position, Rect};
 

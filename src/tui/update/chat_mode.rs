@@ -3,12 +3,13 @@
 //! samples focused, only the model of the cursor's column, so that a chat model and a base
 //! model can be compared each in its own mode. A model that cannot take chat says so.
 
-use super::action::{Effect, Focus};
-use super::state::State;
-use super::status::ModelSlot;
-use super::update::params_changed;
+use super::params_changed;
 use crate::engine::{Conversation, Prompt};
 use crate::model::chat_template::Message;
+use crate::tui::action::{Effect, Focus};
+use crate::tui::state::State;
+use crate::tui::widgets::prompt::ChatModes;
+use crate::tui::widgets::status::ModelSlot;
 
 /// `m`: raw → chat → (when the message holds special-token text) chat with that text kept as
 /// text → raw, for the models it applies to.
@@ -83,17 +84,6 @@ pub fn prompt_for(state: &State, model: usize) -> Prompt {
         messages,
         literal_specials: state.prompt.literal_specials,
     })
-}
-
-/// Which models get chat and which raw text, as the prompt box's title says it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ChatModes {
-    /// Some model is in chat mode.
-    pub chat: bool,
-    /// Some loaded model has a chat template, so `m` can switch.
-    pub available: bool,
-    /// With models in chat mode, the names of those that get raw text.
-    pub raw: Vec<String>,
 }
 
 pub fn modes(state: &State) -> ChatModes {
