@@ -9,7 +9,9 @@ use ratatui::layout::Rect;
 use samplab::engine::{Alternative, Event, TokenEvent};
 use samplab::params::SamplingParams;
 use samplab::presets::Preset;
-use samplab::tui::{Action, BranchAction, KeyMap, ParamsState, State, Theme, draw, update};
+use samplab::tui::{
+    Action, BranchAction, KeyMap, ModelId, ParamsState, State, Theme, draw, update,
+};
 use std::hint::black_box;
 
 const SAMPLES: u32 = 8;
@@ -51,10 +53,10 @@ fn stream(state: &mut State, run_id: u64, columns: u32) {
         prefill_ms: 3.0,
         prefill_tokens: 3,
     };
-    update(state, Action::Engine(0, started));
+    update(state, Action::Engine(ModelId(0), started));
     for i in 0..TOKENS {
         for sample in 0..columns {
-            update(state, Action::Engine(0, token(run_id, sample, i)));
+            update(state, Action::Engine(ModelId(0), token(run_id, sample, i)));
         }
     }
 }
@@ -73,7 +75,7 @@ fn streamed(samples: u32) -> State {
         special_tokens: Vec::new(),
         warnings: Vec::new(),
     };
-    update(&mut state, Action::Engine(0, loaded));
+    update(&mut state, Action::Engine(ModelId(0), loaded));
     stream(&mut state, 1, samples);
     update(&mut state, Action::FocusNext);
     update(&mut state, Action::StepToken(-3));

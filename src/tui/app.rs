@@ -4,6 +4,7 @@
 use super::Ending;
 use crate::engine::{Engine, Event, Request, RunId, ScoreRequest, TraceRequest};
 use crate::tui::action::{Action, Effect, Outcome};
+use crate::tui::comparison::ModelId;
 use crate::tui::effects::perform;
 use crate::tui::input::keymap::KeyMap;
 use crate::tui::input::mouse;
@@ -99,8 +100,8 @@ impl<E: EngineHandle> App<E> {
         self
     }
 
-    fn engine(&self, model: usize, act: impl FnOnce(&E)) {
-        if let Some(Some(engine)) = self.engines.get(model) {
+    fn engine(&self, model: ModelId, act: impl FnOnce(&E)) {
+        if let Some(Some(engine)) = self.engines.get(model.0) {
             act(engine);
         }
     }
@@ -137,7 +138,10 @@ impl<E: EngineHandle> App<E> {
             Effect::Cancel(model, run_id) => self.engine(model, |e| e.cancel(run_id)),
             Effect::Score(model, request) => self.engine(model, |e| e.score(request)),
             Effect::Trace(model, request) => self.engine(model, |e| e.trace(request)),
-            Effect::AddEngine { id, spec } => {
+            Effect::AddEngine {
+                id: ModelId(id),
+                spec,
+            } => {
                 if let Some(spawn) = &mut self.spawner {
                     let engine = spawn(id, &spec);
                     if self.engines.len() <= id {
@@ -147,7 +151,7 @@ impl<E: EngineHandle> App<E> {
                 }
             }
             // Dropping the engine stops its worker.
-            Effect::RemoveEngine(id) => {
+            Effect::RemoveEngine(ModelId(id)) => {
                 if let Some(slot) = self.engines.get_mut(id) {
                     *slot = None;
                 }
@@ -236,10 +240,10 @@ impl<E: EngineHandle> App<E> {
                 },
                 event = events.recv(), if engine_open => match event {
                     Some(event) => {
-                        self.dispatch(Action::Engine(event.0, event.1));
+                        self.dispatch(Action::Engine(ModelId(event.0), event.1));
                         // Drain the backlog so a burst of tokens costs one draw.
                         while let Ok(event) = events.try_recv() {
-                            self.dispatch(Action::Engine(event.0, event.1));
+                            self.dispatch(Action::Engine(ModelId(event.0), event.1));
                         }
                     }
                     None => engine_open = false,

@@ -10,6 +10,7 @@
 mod action;
 mod app;
 mod branch_tree;
+mod comparison;
 mod effects;
 mod input;
 mod overlays;
@@ -21,6 +22,7 @@ mod widgets;
 
 pub use action::{Action, BranchAction, DialogAction, Effect, Focus, Outcome};
 pub use app::{App, EngineHandle};
+pub use comparison::{Comparison, ModelId, SetId, Side};
 pub use effects::clipboard::osc52;
 pub use effects::results_file;
 pub use input::keymap::{Key, KeyMap, Mode};
@@ -28,7 +30,7 @@ pub use input::mouse;
 pub use overlays::export_dialog::{ExportDialog, Note};
 pub use overlays::preset_picker::{EntryKind, PresetPicker};
 pub use overlays::save_prompt::SavePrompt;
-pub use state::{Overlay, Side, State};
+pub use state::{Overlay, State};
 pub use theme::Theme;
 pub use theme::catalog::ThemeCatalog;
 /// The theme catalog and the theme file reader under the names the CLI and the fuzz tests use.
@@ -146,16 +148,17 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
         let params = ParamsState::new(preset, entropy());
         let mut state = State::new(&prompt, params, Rect::new(0, 0, size.width, size.height));
         if !seed_named {
-            state.presets.drawn_seed = state.params.params.seed;
+            state.presets.drawn_seed = state.comparison.params.params.seed;
         }
         // The second set runs the first one's shape (seed, samples, length) unless its preset
         // names them, so that the two sides' columns can be compared sample by sample.
         let second_set = second_preset.map(|preset| {
-            let params = update::run_shape::keep_run_shape(preset.params, &state.params.params);
+            let params =
+                update::run_shape::keep_run_shape(preset.params, &state.comparison.params.params);
             ParamsState::new(Preset { params, ..preset }, entropy())
         });
-        state.compare(&models, second_set);
-        for model in &mut state.status.models {
+        state.comparison.compare(&models, second_set);
+        for model in &mut state.comparison.models {
             model.chat = chat;
         }
         state.presets.store = presets;

@@ -100,7 +100,7 @@ fn alternative_at(panel: Rect, at: Position, state: &State) -> Option<usize> {
     let event = &state.columns.columns[column].tokens[token];
     inspector::alternative_at(
         event,
-        state.params.params.logprobs,
+        state.comparison.params.params.logprobs,
         usize::from(at.y - inner.y),
     )
 }
@@ -111,9 +111,9 @@ fn param_at(panel: Rect, at: Position, state: &State) -> Option<(usize, Option<f
     if !inner.contains(at) {
         return None;
     }
-    let visible = visible_rows(&state.params, usize::from(inner.height));
+    let visible = visible_rows(&state.comparison.params, usize::from(inner.height));
     let row = usize::from(at.y - inner.y);
-    let field = first_row(state.params.selected, visible) + row;
+    let field = first_row(state.comparison.params.selected, visible) + row;
     if row >= visible || field >= Field::ALL.len() {
         return None;
     }

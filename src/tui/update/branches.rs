@@ -12,7 +12,13 @@ use crate::tui::state::State;
 fn cursor_place(state: &State) -> Option<(usize, u32, u32, usize)> {
     let (column, token) = state.columns.cursor_token()?;
     let c = &state.columns.columns[column];
-    let num_samples = state.sides.get(c.side)?.run_params.as_ref()?.num_samples;
+    let num_samples = state
+        .comparison
+        .sides
+        .get(c.side)?
+        .run_params
+        .as_ref()?
+        .num_samples;
     Some((c.side, num_samples, c.sample, token))
 }
 
@@ -78,7 +84,7 @@ pub fn take(state: &mut State) -> Vec<Effect> {
     let parent = parent_of(index, num_samples);
     let proposal = match parent {
         Parent::Branch(j) => {
-            state.sides[side].tree.nodes[j].stepping && token + 1 == column.tokens.len()
+            state.comparison.sides[side].tree.nodes[j].stepping && token + 1 == column.tokens.len()
         }
         Parent::Sample(_) => false,
     };
@@ -93,7 +99,7 @@ pub fn take(state: &mut State) -> Vec<Effect> {
     }
     let mut path: Vec<u32> = column.tokens[..token].iter().map(|t| t.id).collect();
     path.push(picked);
-    let tree = &mut state.sides[side].tree;
+    let tree = &mut state.comparison.sides[side].tree;
     let (sample, at) = match parent {
         // The step's proposal is replaced: stepping goes on after the pick.
         Parent::Branch(j) if proposal => {
@@ -119,7 +125,7 @@ fn toggle_step(state: &mut State) -> Vec<Effect> {
     let Some((side, num_samples, index, token)) = cursor_place(state) else {
         return Vec::new();
     };
-    let tree = &mut state.sides[side].tree;
+    let tree = &mut state.comparison.sides[side].tree;
     if let Parent::Branch(j) = parent_of(index, num_samples)
         && tree.nodes[j].stepping
     {
@@ -144,7 +150,9 @@ fn step(state: &mut State) -> Vec<Effect> {
         return Vec::new();
     };
     let stepping = match parent_of(index, num_samples) {
-        Parent::Branch(j) => state.sides[side].tree.nodes[j].stepping.then_some(j),
+        Parent::Branch(j) => state.comparison.sides[side].tree.nodes[j]
+            .stepping
+            .then_some(j),
         Parent::Sample(_) => None,
     };
     let Some(j) = stepping else {
@@ -168,11 +176,11 @@ fn step(state: &mut State) -> Vec<Effect> {
         return Vec::new();
     }
     let tokens: Vec<u32> = column.tokens.iter().map(|t| t.id).collect();
-    if tokens.len() <= state.sides[side].tree.nodes[j].path.len() {
+    if tokens.len() <= state.comparison.sides[side].tree.nodes[j].path.len() {
         // The proposal has not come yet.
         return Vec::new();
     }
-    state.sides[side].tree.nodes[j].path = tokens;
+    state.comparison.sides[side].tree.nodes[j].path = tokens;
     run_side(state, side, index, None)
 }
 
@@ -187,10 +195,10 @@ fn delete(state: &mut State) -> Vec<Effect> {
             .notify("only branches can be deleted: this is one of the run's samples".to_owned());
         return Vec::new();
     };
-    let node = &state.sides[side].tree.nodes[j];
+    let node = &state.comparison.sides[side].tree.nodes[j];
     let (parent, at) = (node.parent, node.at);
     // The parent's index in the run does not move: it comes before the removed branch.
-    state.sides[side].tree.remove(j);
+    state.comparison.sides[side].tree.remove(j);
     run_side(state, side, run_index(parent, num_samples), Some(at))
 }
 
@@ -198,8 +206,8 @@ fn delete(state: &mut State) -> Vec<Effect> {
 /// (`None`: its newest) once the run starts.
 fn run_side(state: &mut State, side: usize, sample: u32, token: Option<usize>) -> Vec<Effect> {
     state.columns.pick = None;
-    state.sides[side].follow = Some((sample, token));
-    state.sides[side].pending = true;
+    state.comparison.sides[side].follow = Some((sample, token));
+    state.comparison.sides[side].pending = true;
     super::start_pending(state)
 }
 
@@ -214,7 +222,7 @@ fn walk_to_parent(state: &mut State) {
             .notify("a sample of the run: it has no parent".to_owned());
         return;
     };
-    let node = &state.sides[side].tree.nodes[j];
+    let node = &state.comparison.sides[side].tree.nodes[j];
     let (parent, at) = (run_index(node.parent, num_samples), node.at);
     go_to(state, side, parent, at);
 }
@@ -224,7 +232,7 @@ fn walk_to_child(state: &mut State) {
     let Some((side, num_samples, index, _)) = cursor_place(state) else {
         return;
     };
-    let tree = &state.sides[side].tree;
+    let tree = &state.comparison.sides[side].tree;
     let Some(child) = tree.children(parent_of(index, num_samples)).next() else {
         state
             .status
@@ -246,7 +254,7 @@ fn walk_to_sibling(state: &mut State, delta: i32) {
             .notify("a sample of the run: its siblings are the columns beside it".to_owned());
         return;
     };
-    let tree = &state.sides[side].tree;
+    let tree = &state.comparison.sides[side].tree;
     let siblings: Vec<usize> = tree.children(tree.nodes[j].parent).collect();
     let Some(at) = siblings.iter().position(|&k| k == j) else {
         return;

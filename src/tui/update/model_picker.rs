@@ -14,7 +14,7 @@ pub fn open(state: &mut State) -> Vec<Effect> {
 }
 
 pub fn move_by(state: &mut State, delta: i32) {
-    let rows = state.status.models.len() + picker(state).map_or(0, |p| p.candidates.len());
+    let rows = state.comparison.models.len() + picker(state).map_or(0, |p| p.candidates.len());
     if let Some(Overlay::Models(picker)) = &mut state.overlay
         && rows > 0
     {
@@ -26,7 +26,7 @@ pub fn move_by(state: &mut State, delta: i32) {
 /// Enter: the typed spec, else the selected candidate, joins the comparison; it loads on its
 /// own engine and runs the current parameters and seeds once ready.
 pub fn add(state: &mut State) -> Vec<Effect> {
-    let loaded = state.status.models.len();
+    let loaded = state.comparison.models.len();
     let Some(Overlay::Models(picker)) = &mut state.overlay else {
         return Vec::new();
     };
@@ -46,7 +46,7 @@ pub fn add(state: &mut State) -> Vec<Effect> {
         return Vec::new();
     };
     state.overlay = None;
-    let id = state.add_model(&spec);
+    let id = state.comparison.add_model(&spec);
     vec![Effect::AddEngine { id, spec }]
 }
 
@@ -56,10 +56,10 @@ pub fn remove(state: &mut State) -> Vec<Effect> {
     let Some(selected) = picker(state).map(|p| p.selected) else {
         return Vec::new();
     };
-    let Some(slot) = state.status.models.get(selected) else {
+    let Some(slot) = state.comparison.models.get(selected) else {
         return refuse(state, "only a loaded model (above the line) can be removed");
     };
-    if state.status.models.len() == 1 {
+    if state.comparison.models.len() == 1 {
         // The last model stays, but its download can stop: what arrived is kept to resume.
         if matches!(
             slot.status,
@@ -81,12 +81,12 @@ pub fn remove(state: &mut State) -> Vec<Effect> {
     }
     let (id, name) = (slot.id, slot.name().map(str::to_owned));
     let mut effects = Vec::new();
-    for index in (0..state.sides.len()).rev() {
-        if state.sides[index].model != id {
+    for index in (0..state.comparison.sides.len()).rev() {
+        if state.comparison.sides[index].model != id {
             continue;
         }
         effects.extend(update::cancel_side(state, index));
-        state.sides.remove(index);
+        state.comparison.sides.remove(index);
         state.columns.remove_side(index);
     }
     if let Some(name) = name {
@@ -94,9 +94,9 @@ pub fn remove(state: &mut State) -> Vec<Effect> {
             column.cross.retain(|score| score.model != name);
         }
     }
-    state.status.models.retain(|m| m.id != id);
+    state.comparison.models.retain(|m| m.id != id);
     state.columns.mark_divergence();
-    let loaded = state.status.models.len();
+    let loaded = state.comparison.models.len();
     if let Some(Overlay::Models(picker)) = &mut state.overlay {
         picker.selected = selected.min(loaded - 1);
         picker.error = None;
