@@ -9,11 +9,16 @@ use crate::tui::widgets::columns::{Mark, SideTitle};
 use crate::tui::widgets::params::ParamsState;
 use crate::tui::widgets::prompt::SeenPrompt;
 use crate::tui::widgets::status::{ModelSlot, ModelStatus};
+use std::ops::{Index, IndexMut};
 
 /// Names a model's engine for good: events carry it, and it stays valid when models before it
 /// are removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ModelId(pub usize);
+
+/// A side's place in `Comparison::sides`, which is also its columns' group on screen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SideId(pub usize);
 
 /// A parameter set: A, the first, or B, the second one compared with it; as a number (`as u32`),
 /// the engine lane its runs take.
@@ -105,6 +110,21 @@ impl Side {
         } else {
             Mark::Current
         }
+    }
+}
+
+/// `sides[id]`: the sides are indexed by their id.
+impl Index<SideId> for Vec<Side> {
+    type Output = Side;
+
+    fn index(&self, id: SideId) -> &Side {
+        &self[id.0]
+    }
+}
+
+impl IndexMut<SideId> for Vec<Side> {
+    fn index_mut(&mut self, id: SideId) -> &mut Side {
+        &mut self[id.0]
     }
 }
 
@@ -208,6 +228,16 @@ impl Comparison {
                 SideTitle { label, header }
             })
             .collect()
+    }
+
+    /// The side `id`, if there is one.
+    pub fn side(&self, id: SideId) -> Option<&Side> {
+        self.sides.get(id.0)
+    }
+
+    /// Every side's id, in side order.
+    pub fn side_ids(&self) -> impl DoubleEndedIterator<Item = SideId> + use<> {
+        (0..self.sides.len()).map(SideId)
     }
 
     /// Each side's mark, in side order.

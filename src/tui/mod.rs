@@ -22,7 +22,7 @@ mod widgets;
 
 pub use action::{Action, BranchAction, DialogAction, Effect, Focus, Outcome};
 pub use app::{App, EngineHandle};
-pub use comparison::{Comparison, ModelId, SetId, Side};
+pub use comparison::{Comparison, ModelId, SetId, Side, SideId};
 pub use effects::clipboard::osc52;
 pub use effects::results_file;
 pub use input::keymap::{Key, KeyMap, Mode};

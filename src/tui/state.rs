@@ -105,8 +105,7 @@ impl State {
     /// The side whose view of the prompt the prompt box shows.
     fn prompt_side(&self) -> Option<&Side> {
         self.comparison
-            .sides
-            .get(self.columns.cursor_side().unwrap_or(0))
+            .side(self.columns.cursor_side().unwrap_or_default())
     }
 
     /// The scores of [`State::seen_prompt`]'s tokens: from the same side's last finished run,

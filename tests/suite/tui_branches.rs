@@ -8,7 +8,7 @@ use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
 use samplab::engine::{Alternative, Branch, Event, Request, RunId, TokenEvent};
 use samplab::response::{BranchOrigin, StopReason};
 use samplab::tui::{
-    Action, BranchAction, Effect, Focus, ModelId, State, Theme, areas, mouse, update,
+    Action, BranchAction, Effect, Focus, ModelId, SideId, State, Theme, areas, mouse, update,
 };
 
 /// Token `id` of a sample, with three alternatives: itself, then `id + 100` and `id + 200`.
@@ -96,7 +96,10 @@ fn finished_run() -> (State, Request) {
 
 /// Puts the cursor on token `token` of the column of sample `sample`.
 fn cursor_to(s: &mut State, sample: u32, token: usize) {
-    let column = s.columns.index_of(0, sample).expect("the column is shown");
+    let column = s
+        .columns
+        .index_of(SideId(0), sample)
+        .expect("the column is shown");
     let grid = s.grid();
     s.columns.select(column, Some(token), &grid);
 }
@@ -133,7 +136,10 @@ fn enter_on_a_picked_alternative_runs_a_branch_that_the_cursor_follows() {
     assert_eq!(request.branches, [branch(1, 1, 1, &[11, 112], None)]);
 
     play(&mut s, &request, 3);
-    let column = s.columns.index_of(0, n).expect("the branch has a column");
+    let column = s
+        .columns
+        .index_of(SideId(0), n)
+        .expect("the branch has a column");
     assert_eq!(s.columns.cursor_token(), Some((column, 1)), "on the pick");
     assert_eq!(s.columns.columns[column].name(), format!("#{n} ←#1@1"));
     let buffer = render(&s, &Theme::dark());
@@ -229,7 +235,7 @@ fn step_mode_proposes_one_token_at_a_time_to_take_or_replace() {
     let request = run_of(&act(&mut s, BranchAction::ToggleStep));
     assert_eq!(request.branches, [branch(1, 1, 1, &[11], Some(1))]);
     play(&mut s, &request, 3);
-    let column = s.columns.index_of(0, n).unwrap();
+    let column = s.columns.index_of(SideId(0), n).unwrap();
     assert_eq!(
         s.columns.cursor_token(),
         Some((column, 1)),

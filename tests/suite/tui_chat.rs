@@ -8,7 +8,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use samplab::engine::{Event, Prompt, PromptToken, Request};
 use samplab::response::{CrossScore, StopReason, TopLogprob};
 use samplab::tui::{
-    Action, DialogAction, Effect, Focus, KeyMap, ModelId, PromptView, State, Theme, update,
+    Action, DialogAction, Effect, Focus, KeyMap, ModelId, PromptView, SideId, State, Theme, update,
 };
 
 fn loaded(name: &str, chat_template: bool) -> Event {
@@ -334,7 +334,12 @@ fn the_base_model_scores_a_chat_sample_and_the_footer_marks_whose_rendering_it_f
             },
         ),
     );
-    let column = s.columns.columns.iter().find(|c| c.side == 0).unwrap();
+    let column = s
+        .columns
+        .columns
+        .iter()
+        .find(|c| c.side == SideId(0))
+        .unwrap();
     assert!(
         column.footer(60).ends_with("⇄base 2.72†"),
         "{}",

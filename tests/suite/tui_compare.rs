@@ -69,7 +69,7 @@ fn each_model_fills_its_own_columns_and_the_status_bar_names_both() {
         .columns
         .columns
         .iter()
-        .map(|c| (c.side, c.token_text()))
+        .map(|c| (c.side.0, c.token_text()))
         .collect();
     assert_eq!(texts, [(0, "Aa".to_owned()), (1, "Bb".to_owned())]);
     let screen = render(&s, &Theme::plain());
@@ -356,7 +356,7 @@ fn removing_a_model_drops_its_columns_and_scores_and_keeps_the_last_one() {
         .columns
         .columns
         .iter()
-        .map(|c| (c.side, c.token_text()))
+        .map(|c| (c.side.0, c.token_text()))
         .collect();
     assert_eq!(sides, [(0, "B".to_owned())], "model 1's column moved up");
     // Its events still find it under its id.

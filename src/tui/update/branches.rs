@@ -6,16 +6,16 @@
 
 use crate::tui::action::{BranchAction, Effect, Focus};
 use crate::tui::branch_tree::{BranchNode, Parent, parent_of, run_index};
+use crate::tui::comparison::SideId;
 use crate::tui::state::State;
 
 /// The cursor's column as a side, its run's sample count and its index in the run.
-fn cursor_place(state: &State) -> Option<(usize, u32, u32, usize)> {
+fn cursor_place(state: &State) -> Option<(SideId, u32, u32, usize)> {
     let (column, token) = state.columns.cursor_token()?;
     let c = &state.columns.columns[column];
     let num_samples = state
         .comparison
-        .sides
-        .get(c.side)?
+        .side(c.side)?
         .run_params
         .as_ref()?
         .num_samples;
@@ -204,7 +204,7 @@ fn delete(state: &mut State) -> Vec<Effect> {
 
 /// Runs `side` again at once (its tree changed) and puts the cursor on `sample`'s `token`
 /// (`None`: its newest) once the run starts.
-fn run_side(state: &mut State, side: usize, sample: u32, token: Option<usize>) -> Vec<Effect> {
+fn run_side(state: &mut State, side: SideId, sample: u32, token: Option<usize>) -> Vec<Effect> {
     state.columns.pick = None;
     state.comparison.sides[side].follow = Some((sample, token));
     state.comparison.sides[side].pending = true;
@@ -265,7 +265,7 @@ fn walk_to_sibling(state: &mut State, delta: i32) {
     go_to(state, side, num_samples + next as u32, token);
 }
 
-fn go_to(state: &mut State, side: usize, sample: u32, token: usize) {
+fn go_to(state: &mut State, side: SideId, sample: u32, token: usize) {
     if let Some(column) = state.columns.index_of(side, sample) {
         let grid = state.grid();
         state.columns.pick = None;

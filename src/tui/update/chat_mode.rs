@@ -111,7 +111,7 @@ fn targets(state: &State) -> Vec<ModelId> {
         .columns
         .cursor_side()
         .filter(|_| state.focus == Focus::Columns && state.comparison.sides.len() > 1);
-    match side.and_then(|side| state.comparison.sides.get(side)) {
+    match side.and_then(|side| state.comparison.side(side)) {
         Some(side) => vec![side.model],
         None => state.comparison.models.iter().map(|m| m.id).collect(),
     }

@@ -13,7 +13,7 @@ use crate::presets::{MODEL_PRESET, Preset};
 use crate::response::StopReason;
 use crate::tui::action::{Action, Effect, Focus};
 use crate::tui::branch_tree::keep_for_run;
-use crate::tui::comparison::ModelId;
+use crate::tui::comparison::{ModelId, SideId};
 use crate::tui::input::mouse::{self, Target};
 use crate::tui::state::{Overlay, State};
 use crate::tui::widgets::chain_view::TokenTrace;
@@ -230,7 +230,7 @@ fn trace_cursor_token(state: &mut State) -> Option<Effect> {
     }
     let (index, step) = state.columns.cursor_token()?;
     let column = &state.columns.columns[index];
-    let side = state.comparison.sides.get(column.side)?;
+    let side = state.comparison.side(column.side)?;
     if column.finish.is_none() || column.trace.as_ref().is_some_and(|t| t.step == step) {
         return None;
     }
@@ -381,13 +381,15 @@ fn mark_all_pending(state: &mut State) {
 
 /// Stops every side's run in flight; their unfinished samples end as `abort`.
 fn cancel_all(state: &mut State) -> Vec<Effect> {
-    (0..state.comparison.sides.len())
+    state
+        .comparison
+        .side_ids()
         .filter_map(|i| cancel_side(state, i))
         .collect()
 }
 
 /// Stops the run in progress on side `index`, if any.
-pub(super) fn cancel_side(state: &mut State, index: usize) -> Option<Effect> {
+pub(super) fn cancel_side(state: &mut State, index: SideId) -> Option<Effect> {
     let side = &mut state.comparison.sides[index];
     let id = side.current.filter(|_| side.active)?;
     side.current = None;
@@ -400,7 +402,7 @@ pub(super) fn cancel_side(state: &mut State, index: usize) -> Option<Effect> {
 /// Runs every owed side whose model is ready; the others stay owed until theirs loads.
 pub(super) fn start_pending(state: &mut State) -> Vec<Effect> {
     let mut effects = Vec::new();
-    for index in 0..state.comparison.sides.len() {
+    for index in state.comparison.side_ids() {
         let side = &state.comparison.sides[index];
         if !side.pending || !state.comparison.is_ready(side.model) {
             continue;
@@ -444,12 +446,13 @@ pub(super) fn start_pending(state: &mut State) -> Vec<Effect> {
 }
 
 /// The side showing run `run_id` of `model`.
-fn side_of(state: &State, model: ModelId, run_id: RunId) -> Option<usize> {
+fn side_of(state: &State, model: ModelId, run_id: RunId) -> Option<SideId> {
     state
         .comparison
         .sides
         .iter()
         .position(|s| s.model == model && s.current == Some(run_id))
+        .map(SideId)
 }
 
 fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> {
@@ -526,7 +529,7 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
             }
             let mut effects = start_pending(state);
             // Finished runs of the other models are this one's to score too.
-            effects.extend((0..state.comparison.sides.len()).filter_map(|side| {
+            effects.extend(state.comparison.side_ids().filter_map(|side| {
                 (state.comparison.sides[side].model != model)
                     .then(|| score_request(state, side))
                     .flatten()
@@ -655,6 +658,7 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
                 .sides
                 .iter()
                 .position(|s| s.current == Some(run_id))
+                .map(SideId)
             {
                 for score in scores {
                     if let Some(column) = state.columns.get_mut(side, score.sample) {
@@ -681,7 +685,7 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
 
 /// Marks the columns of a run's branches with where they part from their parents, and puts the
 /// cursor where the branch or step that asked for the run wants it.
-fn label_branches(state: &mut State, side: usize, grid: &Grid) {
+fn label_branches(state: &mut State, side: SideId, grid: &Grid) {
     let Some(num_samples) = state.comparison.sides[side]
         .run_params
         .as_ref()
@@ -704,7 +708,7 @@ fn label_branches(state: &mut State, side: usize, grid: &Grid) {
 }
 
 /// The finished current run of `side`, as other models are asked to score it.
-fn score_request(state: &State, side: usize) -> Option<ScoreRequest> {
+fn score_request(state: &State, side: SideId) -> Option<ScoreRequest> {
     let side = &state.comparison.sides[side];
     let response = side.response.as_ref()?;
     Some(ScoreRequest::new(

@@ -81,12 +81,12 @@ pub fn remove(state: &mut State) -> Vec<Effect> {
     }
     let (id, name) = (slot.id, slot.name().map(str::to_owned));
     let mut effects = Vec::new();
-    for index in (0..state.comparison.sides.len()).rev() {
+    for index in state.comparison.side_ids().rev() {
         if state.comparison.sides[index].model != id {
             continue;
         }
         effects.extend(update::cancel_side(state, index));
-        state.comparison.sides.remove(index);
+        state.comparison.sides.remove(index.0);
         state.columns.remove_side(index);
     }
     if let Some(name) = name {
