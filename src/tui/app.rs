@@ -58,7 +58,7 @@ impl EngineHandle for Engine {
 }
 
 /// Starts the engine of model `id` loading `spec`; events come back tagged with `id`.
-pub type Spawner<E> = Box<dyn FnMut(usize, &str) -> E + Send>;
+pub type Spawner<E> = Box<dyn FnMut(ModelId, &str) -> E + Send>;
 
 pub struct App<E> {
     pub state: State,
@@ -138,12 +138,10 @@ impl<E: EngineHandle> App<E> {
             Effect::Cancel(model, run_id) => self.engine(model, |e| e.cancel(run_id)),
             Effect::Score(model, request) => self.engine(model, |e| e.score(request)),
             Effect::Trace(model, request) => self.engine(model, |e| e.trace(request)),
-            Effect::AddEngine {
-                id: ModelId(id),
-                spec,
-            } => {
+            Effect::AddEngine { id, spec } => {
                 if let Some(spawn) = &mut self.spawner {
                     let engine = spawn(id, &spec);
+                    let ModelId(id) = id;
                     if self.engines.len() <= id {
                         self.engines.resize_with(id + 1, || None);
                     }
@@ -217,7 +215,7 @@ impl<E: EngineHandle> App<E> {
         &mut self,
         terminal: &mut Terminal<B>,
         mut input: S,
-        events: &mut UnboundedReceiver<(usize, Event)>,
+        events: &mut UnboundedReceiver<(ModelId, Event)>,
     ) -> anyhow::Result<()>
     where
         B: Backend,
@@ -240,10 +238,10 @@ impl<E: EngineHandle> App<E> {
                 },
                 event = events.recv(), if engine_open => match event {
                     Some(event) => {
-                        self.dispatch(Action::Engine(ModelId(event.0), event.1));
+                        self.dispatch(Action::Engine(event.0, event.1));
                         // Drain the backlog so a burst of tokens costs one draw.
                         while let Ok(event) = events.try_recv() {
-                            self.dispatch(Action::Engine(ModelId(event.0), event.1));
+                            self.dispatch(Action::Engine(event.0, event.1));
                         }
                     }
                     None => engine_open = false,

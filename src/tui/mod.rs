@@ -96,7 +96,7 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
         .build()?;
     let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
     let device = playground.device;
-    let spawn = move |id: usize, spec: &str| {
+    let spawn = move |id: ModelId, spec: &str| {
         let spec = spec.to_owned();
         let events_tx = events_tx.clone();
         let hub = HubSettings::from_env();
@@ -114,7 +114,7 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
         .models
         .iter()
         .enumerate()
-        .map(|(id, spec)| spawn(id, spec))
+        .map(|(id, spec)| spawn(ModelId(id), spec))
         .collect();
     let mut terminal = ratatui::init();
     let restore_hook = std::panic::take_hook();

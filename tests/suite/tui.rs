@@ -694,7 +694,7 @@ fn tiny_and_empty_terminals_do_not_panic() {
 /// Answers each run at once with one token per sample, then stops it for `length`.
 #[derive(Clone)]
 struct FakeEngine {
-    events: UnboundedSender<(usize, Event)>,
+    events: UnboundedSender<(ModelId, Event)>,
     requests: Arc<Mutex<Vec<Request>>>,
     cancels: Arc<Mutex<Vec<RunId>>>,
 }
@@ -711,7 +711,7 @@ impl EngineHandle for FakeEngine {
         }
         events.push(done(id, &vec![StopReason::Length; n as usize]));
         for event in events {
-            self.events.send((0, event)).unwrap();
+            self.events.send((ModelId(0), event)).unwrap();
         }
         self.requests.lock().unwrap().push(request);
     }
@@ -743,7 +743,7 @@ async fn keys_and_engine_events_drive_the_app_headless() {
         app.run(&mut terminal, input, &mut events).await.unwrap();
         (app, terminal)
     });
-    events_tx.send((0, loaded())).unwrap();
+    events_tx.send((ModelId(0), loaded())).unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     for k in [KeyCode::Right, KeyCode::Right] {
         keys.unbounded_send(key(k)).unwrap();
