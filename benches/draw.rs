@@ -9,13 +9,9 @@ use ratatui::layout::Rect;
 use samplab::engine::{Alternative, Event, TokenEvent};
 use samplab::params::SamplingParams;
 use samplab::presets::Preset;
-use samplab::tui::action::{Action, BranchAction};
-use samplab::tui::keymap::KeyMap;
-use samplab::tui::params::ParamsState;
-use samplab::tui::state::State;
-use samplab::tui::theme::Theme;
-use samplab::tui::update::update;
-use samplab::tui::view;
+use samplab::tui::{
+    Action, BranchAction, KeyMap, ModelId, ParamsState, State, Theme, draw, update,
+};
 use std::hint::black_box;
 
 const SAMPLES: u32 = 8;
@@ -57,10 +53,10 @@ fn stream(state: &mut State, run_id: u64, columns: u32) {
         prefill_ms: 3.0,
         prefill_tokens: 3,
     };
-    update(state, Action::Engine(0, started));
+    update(state, Action::Engine(ModelId(0), started));
     for i in 0..TOKENS {
         for sample in 0..columns {
-            update(state, Action::Engine(0, token(run_id, sample, i)));
+            update(state, Action::Engine(ModelId(0), token(run_id, sample, i)));
         }
     }
 }
@@ -79,7 +75,7 @@ fn streamed(samples: u32) -> State {
         special_tokens: Vec::new(),
         warnings: Vec::new(),
     };
-    update(&mut state, Action::Engine(0, loaded));
+    update(&mut state, Action::Engine(ModelId(0), loaded));
     stream(&mut state, 1, samples);
     update(&mut state, Action::FocusNext);
     update(&mut state, Action::StepToken(-3));
@@ -113,7 +109,7 @@ fn bench(c: &mut Criterion) {
         c.bench_function(name, |b| {
             b.iter(|| {
                 terminal
-                    .draw(|frame| view::draw(frame, black_box(&state), &theme, &keymap))
+                    .draw(|frame| draw(frame, black_box(&state), &theme, &keymap))
                     .expect("drawing to a test backend");
             })
         });

@@ -8,6 +8,7 @@ use crate::params::SamplingParams;
 use crate::preset_store::{PresetStore, UserPreset};
 use crate::presets::Preset;
 use crate::response::{ResponseShape, SampleResponse};
+use crate::tui::comparison::ModelId;
 use std::path::PathBuf;
 
 /// Which pane takes keys.
@@ -106,8 +107,8 @@ pub enum Action {
     },
     /// The debounce after the last change has elapsed.
     DebounceElapsed,
-    /// News from the engine of model `.0` (its index in `--model` order).
-    Engine(usize, Event),
+    /// News from the engine of model `.0`.
+    Engine(ModelId, Event),
     /// Edit the other parameter set, when two are compared.
     SwitchParamSet,
     /// Switch to the next theme.
@@ -207,12 +208,12 @@ pub enum Outcome {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     /// Start a run on model `.0`.
-    Run(usize, Request),
-    Cancel(usize, RunId),
+    Run(ModelId, Request),
+    Cancel(ModelId, RunId),
     /// Ask model `.0` how likely it finds another model's samples.
-    Score(usize, ScoreRequest),
+    Score(ModelId, ScoreRequest),
     /// Ask model `.0` what each stage of the chain did at one step (the inspector).
-    Trace(usize, TraceRequest),
+    Trace(ModelId, TraceRequest),
     /// (Re)start the debounce timer; `DebounceElapsed` comes back when it fires.
     ScheduleRun,
     Quit,
@@ -229,13 +230,13 @@ pub enum Effect {
     DiscoverModels,
     /// Start an engine for model `id` loading `spec`; its events come tagged with `id`.
     AddEngine {
-        id: usize,
+        id: ModelId,
         spec: String,
     },
     /// Close model `id`'s engine.
-    RemoveEngine(usize),
+    RemoveEngine(ModelId),
     /// Stop model `id`'s download; its load then fails saying so.
-    CancelLoad(usize),
+    CancelLoad(ModelId),
     /// Put text on the clipboard (OSC 52); answered with `Outcome::Copied`.
     Copy(String),
     /// Write `responses` (one per side, run on `prompt`) as JSON in `shape` to `path`, or to

@@ -2,14 +2,15 @@
 //! engine; the screen is drawn once per batch, behind a dirty flag, at most ~60 times a second.
 
 use super::Ending;
-use super::action::{Action, Effect, Outcome};
-use super::keymap::KeyMap;
-use super::mouse;
-use super::perform;
-use super::state::State;
-use super::update::update;
-use super::view;
 use crate::engine::{Engine, Event, Request, RunId, ScoreRequest, TraceRequest};
+use crate::tui::action::{Action, Effect, Outcome};
+use crate::tui::comparison::ModelId;
+use crate::tui::effects::perform;
+use crate::tui::input::keymap::KeyMap;
+use crate::tui::input::mouse;
+use crate::tui::state::State;
+use crate::tui::update::update;
+use crate::tui::view;
 use crossterm::event::{Event as TermEvent, KeyEventKind};
 use futures::{Stream, StreamExt};
 use ratatui::Terminal;
@@ -57,7 +58,7 @@ impl EngineHandle for Engine {
 }
 
 /// Starts the engine of model `id` loading `spec`; events come back tagged with `id`.
-pub type Spawner<E> = Box<dyn FnMut(usize, &str) -> E + Send>;
+pub type Spawner<E> = Box<dyn FnMut(ModelId, &str) -> E + Send>;
 
 pub struct App<E> {
     pub state: State,
@@ -99,8 +100,8 @@ impl<E: EngineHandle> App<E> {
         self
     }
 
-    fn engine(&self, model: usize, act: impl FnOnce(&E)) {
-        if let Some(Some(engine)) = self.engines.get(model) {
+    fn engine(&self, model: ModelId, act: impl FnOnce(&E)) {
+        if let Some(Some(engine)) = self.engines.get(model.0) {
             act(engine);
         }
     }
@@ -140,6 +141,7 @@ impl<E: EngineHandle> App<E> {
             Effect::AddEngine { id, spec } => {
                 if let Some(spawn) = &mut self.spawner {
                     let engine = spawn(id, &spec);
+                    let ModelId(id) = id;
                     if self.engines.len() <= id {
                         self.engines.resize_with(id + 1, || None);
                     }
@@ -147,7 +149,7 @@ impl<E: EngineHandle> App<E> {
                 }
             }
             // Dropping the engine stops its worker.
-            Effect::RemoveEngine(id) => {
+            Effect::RemoveEngine(ModelId(id)) => {
                 if let Some(slot) = self.engines.get_mut(id) {
                     *slot = None;
                 }
@@ -213,7 +215,7 @@ impl<E: EngineHandle> App<E> {
         &mut self,
         terminal: &mut Terminal<B>,
         mut input: S,
-        events: &mut UnboundedReceiver<(usize, Event)>,
+        events: &mut UnboundedReceiver<(ModelId, Event)>,
     ) -> anyhow::Result<()>
     where
         B: Backend,

@@ -2,44 +2,45 @@
 //!
 //! Elm-style: terminal and engine events become `Action`s, a pure `update` changes the `State`
 //! and returns `Effect`s for the loop to perform, and `view::draw` paints `&State` once per batch.
+//!
+//! `input` turns keys, mouse and signals into actions, `update` holds the pure logic, `effects`
+//! the work the loop performs, and `widgets` and `overlays` draw their own state, never `State`.
+//! Tests and benches reach the playground through the re-exports below.
 
-pub mod action;
-pub mod app;
-pub mod branches;
-pub mod chain_view;
-pub mod chat_mode;
-pub mod clipboard;
-pub mod columns;
-pub mod conversation;
-pub mod dialogs;
-pub mod export_dialog;
-pub mod help;
-pub mod inspector;
-pub mod keymap;
-pub mod layout;
-pub mod messages;
-pub mod model_picker;
-pub mod mouse;
-pub mod params;
-pub mod perform;
-pub mod popup;
-pub mod preset_picker;
-pub mod prompt;
-pub mod results_file;
-pub mod run_shape;
-pub mod save_prompt;
-#[cfg(unix)]
-pub mod signals;
-pub mod state;
-pub mod status;
-pub mod stop_text;
-pub mod text;
+mod action;
+mod app;
+mod branch_tree;
+mod comparison;
+mod effects;
+mod input;
+mod overlays;
+mod state;
 pub mod theme;
-pub mod theme_file;
-pub mod themes;
-pub mod update;
-pub mod view;
-pub mod wrap;
+mod update;
+mod view;
+mod widgets;
+
+pub use action::{Action, BranchAction, DialogAction, Effect, Focus, Outcome};
+pub use app::{App, EngineHandle};
+pub use comparison::{Comparison, ModelId, SetId, Side, SideId};
+pub use effects::clipboard::osc52;
+pub use effects::results_file;
+pub use input::keymap::{Key, KeyMap, Mode};
+pub use input::mouse;
+pub use overlays::export_dialog::{ExportDialog, Note};
+pub use overlays::preset_picker::{EntryKind, PresetPicker};
+pub use overlays::save_prompt::SavePrompt;
+pub use state::{Overlay, State};
+pub use theme::Theme;
+pub use theme::catalog::ThemeCatalog;
+/// The theme catalog and the theme file reader under the names the CLI and the fuzz tests use.
+pub use theme::{catalog as themes, file as theme_file};
+pub use update::update;
+pub use view::draw;
+pub use widgets::layout::{Grid, areas};
+pub use widgets::params::{ParamsState, value_text};
+pub use widgets::prompt::PromptView;
+pub use widgets::text::TextBuffer;
 
 use crate::engine::Engine;
 use crate::engine::load::load_model;
@@ -70,7 +71,7 @@ pub struct Playground {
     pub second_preset: Option<Preset>,
     /// Where user presets are saved; `None` when there is no config directory.
     pub presets: Option<PresetStore>,
-    pub themes: themes::ThemeCatalog,
+    pub themes: ThemeCatalog,
     /// Shown in the status bar at the start, e.g. user theme files that could not be read.
     pub notice: Option<String>,
 }
@@ -95,7 +96,7 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
         .build()?;
     let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
     let device = playground.device;
-    let spawn = move |id: usize, spec: &str| {
+    let spawn = move |id: ModelId, spec: &str| {
         let spec = spec.to_owned();
         let events_tx = events_tx.clone();
         let hub = HubSettings::from_env();
@@ -113,7 +114,7 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
         .models
         .iter()
         .enumerate()
-        .map(|(id, spec)| spawn(id, spec))
+        .map(|(id, spec)| spawn(ModelId(id), spec))
         .collect();
     let mut terminal = ratatui::init();
     let restore_hook = std::panic::take_hook();
@@ -140,24 +141,24 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
             notice,
         } = playground;
         let preset = Preset {
-            params: run_shape::starting(preset.params),
+            params: update::run_shape::starting(preset.params),
             ..preset
         };
         let seed_named = preset.params.seed.is_some();
-        let params = params::ParamsState::new(preset, entropy());
-        let mut state =
-            state::State::new(&prompt, params, Rect::new(0, 0, size.width, size.height));
+        let params = ParamsState::new(preset, entropy());
+        let mut state = State::new(&prompt, params, Rect::new(0, 0, size.width, size.height));
         if !seed_named {
-            state.presets.drawn_seed = state.params.params.seed;
+            state.presets.drawn_seed = state.comparison.params.params.seed;
         }
         // The second set runs the first one's shape (seed, samples, length) unless its preset
         // names them, so that the two sides' columns can be compared sample by sample.
         let second_set = second_preset.map(|preset| {
-            let params = run_shape::keep_run_shape(preset.params, &state.params.params);
-            params::ParamsState::new(Preset { params, ..preset }, entropy())
+            let params =
+                update::run_shape::keep_run_shape(preset.params, &state.comparison.params.params);
+            ParamsState::new(Preset { params, ..preset }, entropy())
         });
-        state.compare(&models, second_set);
-        for model in &mut state.status.models {
+        state.comparison.compare(&models, second_set);
+        for model in &mut state.comparison.models {
             model.chat = chat;
         }
         state.presets.store = presets;
@@ -167,10 +168,9 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
             state.status.notify(notice);
         }
         state.themes = themes;
-        let mut app =
-            app::App::new(state, engines, keymap::KeyMap::default()).with_spawner(Box::new(spawn));
+        let mut app = App::new(state, engines, KeyMap::default()).with_spawner(Box::new(spawn));
         #[cfg(unix)]
-        let signal = signals::ending();
+        let signal = input::signals::ending();
         #[cfg(not(unix))]
         let signal = std::future::pending::<std::io::Result<i32>>();
         let signal = runtime.block_on(async {
@@ -183,7 +183,7 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
             return Ok(app.ending());
         };
         // Quit as `q` does, so that the runs in flight are cancelled before the engines join.
-        app.dispatch(action::Action::Quit);
+        app.dispatch(Action::Quit);
         Ok(Ending::Signal(signal))
         // Dropping `app` here joins the engine thread after the quit cancelled its run.
     })();

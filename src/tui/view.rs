@@ -1,14 +1,15 @@
 //! One draw of the whole screen from `&State`; nothing here changes state.
 
-use super::action::{Action, DialogAction, Focus};
-use super::keymap::{KeyMap, Mode};
-use super::layout::areas;
-use super::state::{Overlay, State};
-use super::theme::Theme;
-use super::{
-    chat_mode, columns, conversation, dialogs, export_dialog, help, inspector, messages,
-    model_picker, params, preset_picker, prompt, save_prompt, status,
+use crate::tui::action::{Action, DialogAction, Focus};
+use crate::tui::input::keymap::{KeyMap, Mode};
+use crate::tui::overlays::{
+    conversation, export_dialog, help, messages, model_picker, preset_picker, save_prompt,
 };
+use crate::tui::state::{Overlay, State};
+use crate::tui::theme::Theme;
+use crate::tui::update::{chat_mode, dialogs};
+use crate::tui::widgets::layout::areas;
+use crate::tui::widgets::{columns, inspector, params, prompt, status};
 use ratatui::Frame;
 use ratatui::widgets::Block;
 
@@ -19,24 +20,28 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
     let focus = |f| state.focus == f && state.overlay.is_none();
     let shown = prompt::Shown {
         modes: &chat_mode::modes(state),
-        specials: &state.status.special_tokens(),
+        specials: &state.comparison.special_tokens(),
         seen: state.seen_prompt(),
         scores: state.prompt_scores(),
         focused: focus(Focus::Prompt),
     };
     prompt::render(frame, a.prompt, &state.prompt, &shown, theme);
     if state.focus == Focus::Columns {
-        let logprobs = state.params.params.logprobs;
+        let logprobs = state.comparison.params.params.logprobs;
         inspector::render(frame, a.params, &state.columns, logprobs, theme);
     } else {
-        let compared = state.other_set.as_ref().map(|other| params::Compared {
-            letter: if state.editing_set == 0 { 'A' } else { 'B' },
-            other: &other.params,
-        });
+        let compared = state
+            .comparison
+            .other_set
+            .as_ref()
+            .map(|other| params::Compared {
+                letter: state.comparison.editing_set.letter(),
+                other: &other.params,
+            });
         params::render(
             frame,
             a.params,
-            &state.params,
+            &state.comparison.params,
             compared,
             focus(Focus::Params),
             theme,
@@ -60,8 +65,8 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         None => columns::Empty::Waiting,
     };
     let sides = columns::Sides {
-        titles: state.side_titles(),
-        marks: state.side_marks(),
+        titles: state.comparison.side_titles(),
+        marks: state.comparison.side_marks(),
         empty,
     };
     columns::render(
@@ -86,7 +91,8 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         frame,
         a.status,
         &state.status,
-        &state.params,
+        &state.comparison.models,
+        &state.comparison.params,
         &hints,
         log_key,
         theme,
@@ -111,10 +117,10 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
             export_dialog::render(frame, area, dialog, &snippet, shape, keymap, theme);
         }
         Some(Overlay::Models(picker)) => {
-            model_picker::render(frame, area, state, picker, keymap, theme);
+            model_picker::render(frame, area, &state.comparison.models, picker, keymap, theme);
         }
         Some(Overlay::Conversation(dialog)) => {
-            let chat = state.status.models.iter().any(|m| m.chat);
+            let chat = state.comparison.models.iter().any(|m| m.chat);
             conversation::render(frame, area, &state.prompt, chat, dialog, keymap, theme);
         }
     }

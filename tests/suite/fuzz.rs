@@ -12,8 +12,7 @@ use samplab::model::Model;
 use samplab::model::chat_template::ChatTemplate;
 use samplab::model::gguf_tokenizer::tokenizer_from_gguf;
 use samplab::params::SamplingParams;
-use samplab::tui::theme::Theme;
-use samplab::tui::theme_file;
+use samplab::tui::{Theme, theme_file};
 use std::collections::HashMap;
 
 fn config(cases: u32) -> ProptestConfig {

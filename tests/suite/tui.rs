@@ -14,14 +14,10 @@ use samplab::engine::{Event, Prompt, Request, RunId, ScoreRequest, TraceRequest}
 use samplab::params::{Field, SamplingParams};
 use samplab::presets::Preset;
 use samplab::response::{StopMatched, StopReason};
-use samplab::tui::action::{Action, Effect, Focus};
-use samplab::tui::app::{App, EngineHandle};
-use samplab::tui::keymap::KeyMap;
-use samplab::tui::layout::areas;
-use samplab::tui::params::ParamsState;
-use samplab::tui::state::{Overlay, State};
-use samplab::tui::theme::Theme;
-use samplab::tui::update::update;
+use samplab::tui::{
+    Action, App, Effect, EngineHandle, Focus, KeyMap, ModelId, Overlay, ParamsState, State,
+    TextBuffer, Theme, areas, update, value_text,
+};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
@@ -32,7 +28,7 @@ fn state() -> State {
 
 fn select(state: &mut State, field: &str) {
     state.focus = Focus::Params;
-    state.params.selected = Field::ALL.iter().position(|f| f.name() == field).unwrap();
+    state.comparison.params.selected = Field::ALL.iter().position(|f| f.name() == field).unwrap();
 }
 
 /// A state whose model is ready and whose first run (id 1) is in flight, with the prompt
@@ -40,7 +36,7 @@ fn select(state: &mut State, field: &str) {
 fn running() -> State {
     let mut s = state();
     s.focus = Focus::Prompt;
-    let effects = update(&mut s, Action::Engine(0, loaded()));
+    let effects = update(&mut s, Action::Engine(ModelId(0), loaded()));
     assert!(matches!(&effects[..], [Effect::Run(_, r)] if r.run_id == 1));
     s
 }
@@ -62,11 +58,14 @@ fn nudge_moves_the_selected_field_and_schedules_a_rerun() {
     let mut s = running();
     select(&mut s, "temperature");
     let effects = update(&mut s, nudge(1, false));
-    assert_eq!(s.params.params.temperature, 1.05);
-    assert_eq!(effects, [Effect::Cancel(0, 1), Effect::ScheduleRun]);
-    assert!(s.params.modified());
+    assert_eq!(s.comparison.params.params.temperature, 1.05);
+    assert_eq!(
+        effects,
+        [Effect::Cancel(ModelId(0), 1), Effect::ScheduleRun]
+    );
+    assert!(s.comparison.params.modified());
     let effects = update(&mut s, nudge(-1, false));
-    assert_eq!(s.params.params.temperature, 1.0);
+    assert_eq!(s.comparison.params.params.temperature, 1.0);
     assert_eq!(effects, [Effect::ScheduleRun], "run 1 is already cancelled");
 }
 
@@ -75,10 +74,10 @@ fn coarse_nudge_takes_the_big_step() {
     let mut s = state();
     select(&mut s, "temperature");
     update(&mut s, nudge(1, true));
-    assert_eq!(s.params.params.temperature, 1.5);
+    assert_eq!(s.comparison.params.params.temperature, 1.5);
     select(&mut s, "num_samples");
     update(&mut s, nudge(1, true));
-    assert_eq!(s.params.params.num_samples, 5);
+    assert_eq!(s.comparison.params.params.num_samples, 5);
 }
 
 #[test]
@@ -88,25 +87,25 @@ fn top_k_and_max_tokens_move_on_log_scales_through_off() {
     let mut seen = Vec::new();
     for _ in 0..3 {
         update(&mut s, nudge(1, false));
-        seen.push(s.params.params.top_k);
+        seen.push(s.comparison.params.params.top_k);
     }
     assert_eq!(seen, [1, 2, 4]);
     update(&mut s, nudge(-3, false));
-    assert_eq!(s.params.params.top_k, -1);
+    assert_eq!(s.comparison.params.params.top_k, -1);
     update(&mut s, nudge(1, true));
-    assert_eq!(s.params.params.top_k, 8);
+    assert_eq!(s.comparison.params.params.top_k, 8);
 
     select(&mut s, "max_tokens");
-    assert_eq!(s.params.params.max_tokens, Some(128));
+    assert_eq!(s.comparison.params.params.max_tokens, Some(128));
     update(&mut s, nudge(1, false));
-    assert_eq!(s.params.params.max_tokens, Some(256));
+    assert_eq!(s.comparison.params.params.max_tokens, Some(256));
     update(&mut s, nudge(-1, true));
-    assert_eq!(s.params.params.max_tokens, Some(16));
-    s.params.params.max_tokens = Some(1);
+    assert_eq!(s.comparison.params.params.max_tokens, Some(16));
+    s.comparison.params.params.max_tokens = Some(1);
     update(&mut s, nudge(-1, false));
-    assert_eq!(s.params.params.max_tokens, None);
+    assert_eq!(s.comparison.params.params.max_tokens, None);
     update(&mut s, nudge(1, false));
-    assert_eq!(s.params.params.max_tokens, Some(1));
+    assert_eq!(s.comparison.params.params.max_tokens, Some(1));
 }
 
 #[test]
@@ -114,14 +113,17 @@ fn typed_valid_value_applies_and_reruns() {
     let mut s = state();
     select(&mut s, "top_p");
     update(&mut s, Action::EditParam);
-    assert_eq!(s.params.editor.as_ref().unwrap().buffer.text, "1");
+    assert_eq!(
+        s.comparison.params.editor.as_ref().unwrap().buffer.text,
+        "1"
+    );
     for _ in 0..3 {
         update(&mut s, Action::DeleteBack);
     }
     type_text(&mut s, "0.5");
     let effects = update(&mut s, Action::CommitEdit);
-    assert_eq!(s.params.params.top_p, 0.5);
-    assert!(s.params.editor.is_none());
+    assert_eq!(s.comparison.params.params.top_p, 0.5);
+    assert!(s.comparison.params.editor.is_none());
     assert_eq!(effects, [Effect::ScheduleRun]);
 }
 
@@ -136,22 +138,30 @@ fn typed_invalid_value_keeps_the_old_one_and_says_why() {
     update(&mut s, Action::DeleteForward);
     update(&mut s, Action::DeleteForward);
     update(&mut s, Action::DeleteForward);
-    assert_eq!(s.params.editor.as_ref().unwrap().buffer.text, "");
+    assert_eq!(s.comparison.params.editor.as_ref().unwrap().buffer.text, "");
     type_text(&mut s, "2");
     let effects = update(&mut s, Action::CommitEdit);
     assert!(effects.is_empty());
-    assert_eq!(s.params.params.top_p, 1.0);
-    let error = s.params.editor.as_ref().unwrap().error.clone().unwrap();
+    assert_eq!(s.comparison.params.params.top_p, 1.0);
+    let error = s
+        .comparison
+        .params
+        .editor
+        .as_ref()
+        .unwrap()
+        .error
+        .clone()
+        .unwrap();
     assert!(
         error.contains("top_p") && error.contains("(0, 1]"),
         "{error}"
     );
     // Typing again clears the message; Esc leaves without changing anything.
     update(&mut s, Action::DeleteBack);
-    assert_eq!(s.params.editor.as_ref().unwrap().error, None);
+    assert_eq!(s.comparison.params.editor.as_ref().unwrap().error, None);
     update(&mut s, Action::CancelEdit);
-    assert!(s.params.editor.is_none());
-    assert_eq!(s.params.params.top_p, 1.0);
+    assert!(s.comparison.params.editor.is_none());
+    assert_eq!(s.comparison.params.params.top_p, 1.0);
 }
 
 #[test]
@@ -159,22 +169,30 @@ fn enter_toggles_bools_and_empty_text_turns_an_option_off() {
     let mut s = state();
     select(&mut s, "include_stop_str_in_output");
     update(&mut s, Action::EditParam);
-    assert!(s.params.params.include_stop_str_in_output);
-    assert!(s.params.editor.is_none());
+    assert!(s.comparison.params.params.include_stop_str_in_output);
+    assert!(s.comparison.params.editor.is_none());
 
     select(&mut s, "seed");
     update(&mut s, Action::EditParam);
     while update(&mut s, Action::DeleteBack).is_empty()
-        && !s.params.editor.as_ref().unwrap().buffer.text.is_empty()
+        && !s
+            .comparison
+            .params
+            .editor
+            .as_ref()
+            .unwrap()
+            .buffer
+            .text
+            .is_empty()
     {}
     update(&mut s, Action::CommitEdit);
-    assert_eq!(s.params.params.seed, None);
+    assert_eq!(s.comparison.params.params.seed, None);
 
     select(&mut s, "logprobs");
     update(&mut s, nudge(1, false));
-    assert_eq!(s.params.params.logprobs, Some(0));
+    assert_eq!(s.comparison.params.params.logprobs, Some(0));
     update(&mut s, Action::TurnOffParam);
-    assert_eq!(s.params.params.logprobs, None);
+    assert_eq!(s.comparison.params.params.logprobs, None);
 }
 
 #[test]
@@ -185,7 +203,7 @@ fn stop_strings_are_typed_as_yaml() {
     update(&mut s, Action::Paste(r#"["\n\n"]"#.into()));
     update(&mut s, Action::CommitEdit);
     assert_eq!(
-        samplab::tui::params::value_text(&s.params.params, Field::Stop),
+        value_text(&s.comparison.params.params, Field::Stop),
         r#""\n\n""#
     );
 }
@@ -200,18 +218,23 @@ fn stop_lists_take_escapes_and_token_ids_and_a_typo_keeps_the_old_value() {
     }
     let effects = update(&mut s, Action::CommitEdit);
     assert!(effects.contains(&Effect::ScheduleRun), "{effects:?}");
-    let stop = s.params.params.stop.clone().unwrap();
+    let stop = s.comparison.params.params.stop.clone().unwrap();
     assert_eq!(stop.strings().collect::<Vec<_>>(), ["\n\n", "The End"]);
     assert_eq!(stop.token_ids().collect::<Vec<_>>(), [13]);
 
     update(&mut s, Action::EditParam);
     assert_eq!(
-        s.params.editor.as_ref().unwrap().buffer.text,
+        s.comparison.params.editor.as_ref().unwrap().buffer.text,
         r#""\n\n", #13, "The End""#
     );
     update(&mut s, Action::InsertChar(','));
     assert!(update(&mut s, Action::CommitEdit).is_empty());
-    let editor = s.params.editor.as_ref().expect("the editor stays open");
+    let editor = s
+        .comparison
+        .params
+        .editor
+        .as_ref()
+        .expect("the editor stays open");
     assert!(
         editor
             .error
@@ -219,7 +242,7 @@ fn stop_lists_take_escapes_and_token_ids_and_a_typo_keeps_the_old_value() {
             .unwrap()
             .contains("missing after the last comma")
     );
-    assert_eq!(s.params.params.stop, Some(stop));
+    assert_eq!(s.comparison.params.params.stop, Some(stop));
 }
 
 #[test]
@@ -227,13 +250,16 @@ fn backspace_resets_the_field_to_the_preset_value() {
     let mut s = state();
     select(&mut s, "temperature");
     update(&mut s, nudge(-3, false));
-    assert!(s.params.modified());
+    assert!(s.comparison.params.modified());
     update(&mut s, Action::EditParam);
-    assert_eq!(s.params.editor.as_ref().unwrap().buffer.text, "0.85");
+    assert_eq!(
+        s.comparison.params.editor.as_ref().unwrap().buffer.text,
+        "0.85"
+    );
     update(&mut s, Action::CancelEdit);
     let effects = update(&mut s, Action::ResetParam);
-    assert_eq!(s.params.params.temperature, 1.0);
-    assert!(!s.params.modified());
+    assert_eq!(s.comparison.params.params.temperature, 1.0);
+    assert!(!s.comparison.params.modified());
     assert_eq!(effects, [Effect::ScheduleRun]);
     assert!(
         update(&mut s, Action::ResetParam).is_empty(),
@@ -244,9 +270,9 @@ fn backspace_resets_the_field_to_the_preset_value() {
 #[test]
 fn r_rolls_a_new_fixed_seed() {
     let mut s = state();
-    let before = s.params.params.seed.unwrap();
+    let before = s.comparison.params.params.seed.unwrap();
     let effects = update(&mut s, Action::RollSeed);
-    let after = s.params.params.seed.unwrap();
+    let after = s.comparison.params.params.seed.unwrap();
     assert_ne!(before, after);
     assert!(after < 1_000_000);
     assert_eq!(effects, [Effect::ScheduleRun]);
@@ -267,7 +293,7 @@ fn tab_cycles_focus_and_closes_the_editor() {
     update(&mut s, Action::EditParam);
     update(&mut s, Action::FocusNext);
     assert_eq!(s.focus, Focus::Columns);
-    assert!(s.params.editor.is_none());
+    assert!(s.comparison.params.editor.is_none());
     update(&mut s, Action::FocusNext);
     assert_eq!(s.focus, Focus::Prompt);
     update(&mut s, Action::FocusPrev);
@@ -278,7 +304,10 @@ fn tab_cycles_focus_and_closes_the_editor() {
 fn prompt_edits_and_pastes_rerun() {
     let mut s = running();
     let effects = update(&mut s, Action::InsertChar('!'));
-    assert_eq!(effects, [Effect::Cancel(0, 1), Effect::ScheduleRun]);
+    assert_eq!(
+        effects,
+        [Effect::Cancel(ModelId(0), 1), Effect::ScheduleRun]
+    );
     update(&mut s, Action::InsertNewline);
     update(&mut s, Action::Paste("a\r\nb".into()));
     assert_eq!(s.prompt.text(), "Once!\na\nb");
@@ -301,7 +330,7 @@ fn quit_cancels_the_run_and_quits() {
     let mut s = running();
     assert_eq!(
         update(&mut s, Action::Quit),
-        [Effect::Cancel(0, 1), Effect::Quit]
+        [Effect::Cancel(ModelId(0), 1), Effect::Quit]
     );
     let mut idle = state();
     assert_eq!(update(&mut idle, Action::Quit), [Effect::Quit]);
@@ -333,7 +362,9 @@ fn debounce_starts_a_new_run_with_a_new_id() {
         "nothing owed"
     );
     let effects = update(&mut s, Action::Rerun);
-    assert!(matches!(&effects[..], [Effect::Cancel(0, 2), Effect::Run(_, r)] if r.run_id == 3));
+    assert!(
+        matches!(&effects[..], [Effect::Cancel(ModelId(0), 2), Effect::Run(_, r)] if r.run_id == 3)
+    );
 }
 
 #[test]
@@ -344,7 +375,7 @@ fn nothing_runs_before_the_model_is_ready() {
     update(
         &mut s,
         Action::Engine(
-            0,
+            ModelId(0),
             Event::Loading {
                 progress: 0.5,
                 message: "weights".into(),
@@ -352,13 +383,13 @@ fn nothing_runs_before_the_model_is_ready() {
             },
         ),
     );
-    let effects = update(&mut s, Action::Engine(0, loaded()));
+    let effects = update(&mut s, Action::Engine(ModelId(0), loaded()));
     assert!(matches!(&effects[..], [Effect::Run(_, r)] if r.run_id == 1));
     let mut failed = state();
     update(
         &mut failed,
         Action::Engine(
-            0,
+            ModelId(0),
             Event::LoadFailed {
                 message: "no such file".into(),
             },
@@ -370,8 +401,8 @@ fn nothing_runs_before_the_model_is_ready() {
 #[test]
 fn events_of_a_stale_run_are_dropped() {
     let mut s = running();
-    update(&mut s, Action::Engine(0, started(1, vec![42])));
-    update(&mut s, Action::Engine(0, token(1, 0, "Hi", 0.5)));
+    update(&mut s, Action::Engine(ModelId(0), started(1, vec![42])));
+    update(&mut s, Action::Engine(ModelId(0), token(1, 0, "Hi", 0.5)));
     update(&mut s, Action::InsertChar('!'));
     update(&mut s, Action::DebounceElapsed);
     let before = s.clone();
@@ -385,7 +416,7 @@ fn events_of_a_stale_run_are_dropped() {
             message: "late".into(),
         },
     ] {
-        update(&mut s, Action::Engine(0, event));
+        update(&mut s, Action::Engine(ModelId(0), event));
     }
     assert_eq!(s, before);
     assert_eq!(
@@ -397,9 +428,9 @@ fn events_of_a_stale_run_are_dropped() {
 #[test]
 fn a_replayed_sample_footer_counts_replayed_and_decoded_tokens() {
     let mut s = running();
-    update(&mut s, Action::Engine(0, started(1, vec![42])));
+    update(&mut s, Action::Engine(ModelId(0), started(1, vec![42])));
     for text in ["a", "b", "c"] {
-        update(&mut s, Action::Engine(0, token(1, 0, text, 0.5)));
+        update(&mut s, Action::Engine(ModelId(0), token(1, 0, text, 0.5)));
     }
     let mut event = finished(1, 0, StopReason::Length, None);
     if let Event::Finished {
@@ -408,7 +439,7 @@ fn a_replayed_sample_footer_counts_replayed_and_decoded_tokens() {
     {
         (*replayed, *decoded) = (2, 1);
     }
-    update(&mut s, Action::Engine(0, event));
+    update(&mut s, Action::Engine(ModelId(0), event));
     assert_eq!(
         s.columns.columns[0].footer(80),
         "■ length 3 tok ↺2+1 lp -0.69 ppl 2.00"
@@ -418,26 +449,29 @@ fn a_replayed_sample_footer_counts_replayed_and_decoded_tokens() {
 #[test]
 fn a_run_that_only_replayed_shows_no_speed() {
     let mut s = running();
-    update(&mut s, Action::Engine(0, started(1, vec![42])));
+    update(&mut s, Action::Engine(ModelId(0), started(1, vec![42])));
     let mut event = done(1, &[StopReason::Length]);
     if let Event::Done { response, .. } = &mut event {
         response.timings.tokens_decoded = 0;
         response.timings.decode_tok_per_s = 0.0;
     }
-    update(&mut s, Action::Engine(0, event));
-    assert_eq!(s.status.models[0].tok_per_s, None);
+    update(&mut s, Action::Engine(ModelId(0), event));
+    assert_eq!(s.comparison.models[0].tok_per_s, None);
 }
 
 #[test]
 fn finished_and_done_fill_the_footers() {
     let mut s = running();
-    update(&mut s, Action::Engine(0, started(1, vec![42, 43, 44])));
-    update(&mut s, Action::Engine(0, token(1, 0, "a", 0.5)));
-    update(&mut s, Action::Engine(0, token(1, 1, "b", 1.0)));
+    update(
+        &mut s,
+        Action::Engine(ModelId(0), started(1, vec![42, 43, 44])),
+    );
+    update(&mut s, Action::Engine(ModelId(0), token(1, 0, "a", 0.5)));
+    update(&mut s, Action::Engine(ModelId(0), token(1, 1, "b", 1.0)));
     update(
         &mut s,
         Action::Engine(
-            0,
+            ModelId(0),
             finished(
                 1,
                 0,
@@ -450,11 +484,11 @@ fn finished_and_done_fill_the_footers() {
     if let Event::Finished { stop_token, .. } = &mut eos {
         *stop_token = Some("</s>".into());
     }
-    update(&mut s, Action::Engine(0, eos));
+    update(&mut s, Action::Engine(ModelId(0), eos));
     update(
         &mut s,
         Action::Engine(
-            0,
+            ModelId(0),
             done(1, &[StopReason::Stop, StopReason::Stop, StopReason::Length]),
         ),
     );
@@ -462,8 +496,8 @@ fn finished_and_done_fill_the_footers() {
     assert_eq!(footers[0], "■ stop \"\\n\\n\" 1 tok lp -0.69 ppl 2.00");
     assert_eq!(footers[1], "■ stop </s> 1 tok lp 0.00 ppl 1.00");
     assert_eq!(footers[2], "■ length 0 tok");
-    assert_eq!(s.status.models[0].tok_per_s, Some(812.0));
-    assert!(!s.sides[0].active);
+    assert_eq!(s.comparison.models[0].tok_per_s, Some(812.0));
+    assert!(!s.comparison.sides[0].active);
     assert!(
         update(&mut s, Action::InsertChar('x')) == [Effect::ScheduleRun],
         "a finished run needs no cancel"
@@ -473,11 +507,11 @@ fn finished_and_done_fill_the_footers() {
 #[test]
 fn run_errors_mark_the_columns_and_the_status() {
     let mut s = running();
-    update(&mut s, Action::Engine(0, started(1, vec![42])));
+    update(&mut s, Action::Engine(ModelId(0), started(1, vec![42])));
     update(
         &mut s,
         Action::Engine(
-            0,
+            ModelId(0),
             Event::Error {
                 run_id: 1,
                 message: "out of memory".into(),
@@ -491,9 +525,12 @@ fn run_errors_mark_the_columns_and_the_status() {
 #[test]
 fn resize_rewraps_the_columns() {
     let mut s = running();
-    update(&mut s, Action::Engine(0, started(1, vec![42])));
+    update(&mut s, Action::Engine(ModelId(0), started(1, vec![42])));
     for _ in 0..30 {
-        update(&mut s, Action::Engine(0, token(1, 0, " word", 0.5)));
+        update(
+            &mut s,
+            Action::Engine(ModelId(0), token(1, 0, " word", 0.5)),
+        );
     }
     let narrow = s.columns.columns[0].text.lines.len();
     update(
@@ -511,17 +548,23 @@ fn resize_rewraps_the_columns() {
 /// A run with two samples on screen: tokens, one finished with a stop string.
 fn streamed(width: u16, height: u16) -> State {
     let mut s = state_sized(width, height);
-    update(&mut s, Action::Engine(0, loaded()));
+    update(&mut s, Action::Engine(ModelId(0), loaded()));
     select(&mut s, "temperature");
-    s.params.params.temperature = 0.8;
-    update(&mut s, Action::Engine(0, started(1, vec![42, 43])));
-    update(&mut s, Action::Engine(0, token(1, 0, "Hello", 0.3)));
-    update(&mut s, Action::Engine(0, token(1, 0, " world", 0.9)));
-    update(&mut s, Action::Engine(0, token(1, 1, "Bye", 0.05)));
+    s.comparison.params.params.temperature = 0.8;
+    update(&mut s, Action::Engine(ModelId(0), started(1, vec![42, 43])));
+    update(
+        &mut s,
+        Action::Engine(ModelId(0), token(1, 0, "Hello", 0.3)),
+    );
+    update(
+        &mut s,
+        Action::Engine(ModelId(0), token(1, 0, " world", 0.9)),
+    );
+    update(&mut s, Action::Engine(ModelId(0), token(1, 1, "Bye", 0.05)));
     update(
         &mut s,
         Action::Engine(
-            0,
+            ModelId(0),
             finished(
                 1,
                 0,
@@ -590,7 +633,7 @@ fn editor_errors_loading_and_help_are_drawn() {
     update(
         &mut s,
         Action::Engine(
-            0,
+            ModelId(0),
             Event::Loading {
                 progress: 0.5,
                 message: "weights".into(),
@@ -633,9 +676,15 @@ fn tiny_and_empty_terminals_do_not_panic() {
         update(&mut s, Action::OpenHelp);
         render(&s, &Theme::dark());
         let mut many = state_sized(w, h);
-        update(&mut many, Action::Engine(0, loaded()));
-        update(&mut many, Action::Engine(0, started(1, (0..64).collect())));
-        update(&mut many, Action::Engine(0, token(1, 63, "x", 0.5)));
+        update(&mut many, Action::Engine(ModelId(0), loaded()));
+        update(
+            &mut many,
+            Action::Engine(ModelId(0), started(1, (0..64).collect())),
+        );
+        update(
+            &mut many,
+            Action::Engine(ModelId(0), token(1, 63, "x", 0.5)),
+        );
         render(&many, &Theme::plain());
     }
 }
@@ -645,7 +694,7 @@ fn tiny_and_empty_terminals_do_not_panic() {
 /// Answers each run at once with one token per sample, then stops it for `length`.
 #[derive(Clone)]
 struct FakeEngine {
-    events: UnboundedSender<(usize, Event)>,
+    events: UnboundedSender<(ModelId, Event)>,
     requests: Arc<Mutex<Vec<Request>>>,
     cancels: Arc<Mutex<Vec<RunId>>>,
 }
@@ -662,7 +711,7 @@ impl EngineHandle for FakeEngine {
         }
         events.push(done(id, &vec![StopReason::Length; n as usize]));
         for event in events {
-            self.events.send((0, event)).unwrap();
+            self.events.send((ModelId(0), event)).unwrap();
         }
         self.requests.lock().unwrap().push(request);
     }
@@ -694,7 +743,7 @@ async fn keys_and_engine_events_drive_the_app_headless() {
         app.run(&mut terminal, input, &mut events).await.unwrap();
         (app, terminal)
     });
-    events_tx.send((0, loaded())).unwrap();
+    events_tx.send((ModelId(0), loaded())).unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     for k in [KeyCode::Right, KeyCode::Right] {
         keys.unbounded_send(key(k)).unwrap();
@@ -728,7 +777,7 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
     let effects = update(
         &mut s,
         Action::Engine(
-            0,
+            ModelId(0),
             Event::Loaded {
                 model: "fake".into(),
                 device: "cpu".into(),
@@ -748,9 +797,9 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
         (request.params.temperature, request.params.top_p),
         (0.3, 0.8)
     );
-    assert_eq!(s.params.preset_name, "model");
+    assert_eq!(s.comparison.params.preset_name, "model");
     assert!(
-        !s.params.modified(),
+        !s.comparison.params.modified(),
         "the defaults are the baseline, not a modification"
     );
 
@@ -758,7 +807,7 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
     update(
         &mut other,
         Action::Engine(
-            0,
+            ModelId(0),
             Event::Loaded {
                 model: "fake".into(),
                 device: "cpu".into(),
@@ -772,7 +821,7 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
         ),
     );
     assert_eq!(
-        other.params.params.temperature, 1.0,
+        other.comparison.params.params.temperature, 1.0,
         "another preset ignores them"
     );
 }
@@ -780,10 +829,13 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
 #[test]
 fn m_switches_the_prompt_to_the_chat_template_and_reruns() {
     let mut s = state();
-    let effects = update(&mut s, Action::Engine(0, loaded_with_template(true)));
+    let effects = update(
+        &mut s,
+        Action::Engine(ModelId(0), loaded_with_template(true)),
+    );
     assert!(matches!(&effects[..], [Effect::Run(_, r)] if !r.prompt.is_chat()));
     let effects = update(&mut s, Action::ToggleChat);
-    assert!(s.status.models[0].chat);
+    assert!(s.comparison.models[0].chat);
     assert!(effects.contains(&Effect::ScheduleRun), "{effects:?}");
     let effects = update(&mut s, Action::DebounceElapsed);
     assert!(
@@ -794,7 +846,7 @@ fn m_switches_the_prompt_to_the_chat_template_and_reruns() {
     assert!(title.contains("prompt · chat template"), "{title}");
 
     update(&mut s, Action::ToggleChat);
-    assert!(!s.status.models[0].chat);
+    assert!(!s.comparison.models[0].chat);
     let title = row(&render(&s, &Theme::plain()), 0);
     assert!(title.contains("prompt · raw (m: chat)"), "{title}");
 }
@@ -802,10 +854,13 @@ fn m_switches_the_prompt_to_the_chat_template_and_reruns() {
 #[test]
 fn a_model_without_a_template_keeps_the_prompt_raw_and_says_why() {
     let mut s = state();
-    s.status.models[0].chat = true;
-    let effects = update(&mut s, Action::Engine(0, loaded_with_template(false)));
+    s.comparison.models[0].chat = true;
+    let effects = update(
+        &mut s,
+        Action::Engine(ModelId(0), loaded_with_template(false)),
+    );
     assert!(
-        !s.status.models[0].chat,
+        !s.comparison.models[0].chat,
         "chat mode asked for before the load is dropped"
     );
     assert!(matches!(&effects[..], [Effect::Run(_, r)] if !r.prompt.is_chat()));
@@ -820,7 +875,7 @@ fn a_model_without_a_template_keeps_the_prompt_raw_and_says_why() {
     s.status.error = None;
     let effects = update(&mut s, Action::ToggleChat);
     assert!(effects.is_empty(), "nothing re-runs: {effects:?}");
-    assert!(!s.status.models[0].chat);
+    assert!(!s.comparison.models[0].chat);
     assert!(
         s.status
             .error
@@ -836,22 +891,30 @@ fn up_and_down_stop_at_the_first_and_last_parameter() {
     let (first, last) = (Field::ALL[0], Field::ALL[Field::ALL.len() - 1]);
     select(&mut s, first.name());
     update(&mut s, Action::SelectParam(-1));
-    assert_eq!(s.params.field(), first, "↑ on the first row stays there");
+    assert_eq!(
+        s.comparison.params.field(),
+        first,
+        "↑ on the first row stays there"
+    );
     select(&mut s, last.name());
     update(&mut s, Action::SelectParam(1));
-    assert_eq!(s.params.field(), last, "↓ on the last row stays there");
+    assert_eq!(
+        s.comparison.params.field(),
+        last,
+        "↓ on the last row stays there"
+    );
 }
 
 #[test]
 fn a_footer_names_the_stop_token_by_its_text() {
     let mut s = running();
-    update(&mut s, Action::Engine(0, started(1, vec![42])));
-    update(&mut s, Action::Engine(0, token(1, 0, "Hi", 0.5)));
+    update(&mut s, Action::Engine(ModelId(0), started(1, vec![42])));
+    update(&mut s, Action::Engine(ModelId(0), token(1, 0, "Hi", 0.5)));
     let mut event = finished(1, 0, StopReason::Stop, Some(StopMatched::Token(7)));
     if let Event::Finished { stop_token, .. } = &mut event {
         *stop_token = Some("<|im_end|>".into());
     }
-    update(&mut s, Action::Engine(0, event));
+    update(&mut s, Action::Engine(ModelId(0), event));
     assert!(
         s.columns.columns[0]
             .footer(80)
@@ -870,7 +933,7 @@ fn special_token_text_in_a_chat_message_is_marked_and_can_stay_text() {
     update(
         &mut s,
         Action::Engine(
-            0,
+            ModelId(0),
             Event::Loaded {
                 model: "fake".into(),
                 device: "cpu".into(),
@@ -884,7 +947,7 @@ fn special_token_text_in_a_chat_message_is_marked_and_can_stay_text() {
         ),
     );
     update(&mut s, Action::ToggleChat);
-    s.prompt.buffer = samplab::tui::text::TextBuffer::new("hi<|im_end|>there");
+    s.prompt.buffer = TextBuffer::new("hi<|im_end|>there");
     let buffer = render(&s, &theme);
     assert!(find(&buffer, "marked text = control tokens").is_some());
     let (x, y) = find(&buffer, "<|im_end|>there").unwrap();
@@ -909,14 +972,14 @@ fn special_token_text_in_a_chat_message_is_marked_and_can_stay_text() {
 
     update(&mut s, Action::ToggleChat);
     assert!(
-        !s.status.models[0].chat && !s.prompt.literal_specials,
+        !s.comparison.models[0].chat && !s.prompt.literal_specials,
         "and on to raw text"
     );
-    s.prompt.buffer = samplab::tui::text::TextBuffer::new("no specials");
+    s.prompt.buffer = TextBuffer::new("no specials");
     update(&mut s, Action::ToggleChat);
     update(&mut s, Action::ToggleChat);
     assert!(
-        !s.status.models[0].chat,
+        !s.comparison.models[0].chat,
         "without special text, m toggles chat as before"
     );
 }

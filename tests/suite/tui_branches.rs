@@ -7,12 +7,9 @@ use common::tui::*;
 use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
 use samplab::engine::{Alternative, Branch, Event, Request, RunId, TokenEvent};
 use samplab::response::{BranchOrigin, StopReason};
-use samplab::tui::action::{Action, BranchAction, Effect, Focus};
-use samplab::tui::layout::areas;
-use samplab::tui::mouse;
-use samplab::tui::state::State;
-use samplab::tui::theme::Theme;
-use samplab::tui::update::update;
+use samplab::tui::{
+    Action, BranchAction, Effect, Focus, ModelId, SideId, State, Theme, areas, mouse, update,
+};
 
 /// Token `id` of a sample, with three alternatives: itself, then `id + 100` and `id + 200`.
 fn token_with(run_id: RunId, sample: u32, id: u32) -> Event {
@@ -45,7 +42,7 @@ fn run_of(effects: &[Effect]) -> Request {
     effects
         .iter()
         .find_map(|e| match e {
-            Effect::Run(0, request) => Some(request.clone()),
+            Effect::Run(ModelId(0), request) => Some(request.clone()),
             _ => None,
         })
         .expect("a run starts")
@@ -59,34 +56,37 @@ fn play(s: &mut State, request: &Request, tokens: u32) {
     let seeds: Vec<u64> = (0..n + request.branches.len() as u32)
         .map(u64::from)
         .collect();
-    update(s, Action::Engine(0, started(id, seeds)));
+    update(s, Action::Engine(ModelId(0), started(id, seeds)));
     for sample in 0..n {
         for t in 0..tokens {
             update(
                 s,
-                Action::Engine(0, token_with(id, sample, 10 * sample + t + 1)),
+                Action::Engine(ModelId(0), token_with(id, sample, 10 * sample + t + 1)),
             );
         }
     }
     for (j, branch) in request.branches.iter().enumerate() {
         let sample = n + j as u32;
         for &t in &branch.path {
-            update(s, Action::Engine(0, token_with(id, sample, t)));
+            update(s, Action::Engine(ModelId(0), token_with(id, sample, t)));
         }
         if branch.then.is_some() {
             let proposal = 50 + branch.path.len() as u32;
-            update(s, Action::Engine(0, token_with(id, sample, proposal)));
+            update(
+                s,
+                Action::Engine(ModelId(0), token_with(id, sample, proposal)),
+            );
         }
     }
     let reasons = vec![StopReason::Length; (n as usize) + request.branches.len()];
-    update(s, Action::Engine(0, done(id, &reasons)));
+    update(s, Action::Engine(ModelId(0), done(id, &reasons)));
 }
 
 /// A finished run of the playground's samples, three tokens each, the columns focused.
 fn finished_run() -> (State, Request) {
     let mut s = state_sized(160, 45);
-    s.params.params.num_samples = 3;
-    let request = run_of(&update(&mut s, Action::Engine(0, loaded())));
+    s.comparison.params.params.num_samples = 3;
+    let request = run_of(&update(&mut s, Action::Engine(ModelId(0), loaded())));
     play(&mut s, &request, 3);
     while s.focus != Focus::Columns {
         update(&mut s, Action::FocusNext);
@@ -96,7 +96,10 @@ fn finished_run() -> (State, Request) {
 
 /// Puts the cursor on token `token` of the column of sample `sample`.
 fn cursor_to(s: &mut State, sample: u32, token: usize) {
-    let column = s.columns.index_of(0, sample).expect("the column is shown");
+    let column = s
+        .columns
+        .index_of(SideId(0), sample)
+        .expect("the column is shown");
     let grid = s.grid();
     s.columns.select(column, Some(token), &grid);
 }
@@ -133,7 +136,10 @@ fn enter_on_a_picked_alternative_runs_a_branch_that_the_cursor_follows() {
     assert_eq!(request.branches, [branch(1, 1, 1, &[11, 112], None)]);
 
     play(&mut s, &request, 3);
-    let column = s.columns.index_of(0, n).expect("the branch has a column");
+    let column = s
+        .columns
+        .index_of(SideId(0), n)
+        .expect("the branch has a column");
     assert_eq!(s.columns.cursor_token(), Some((column, 1)), "on the pick");
     assert_eq!(s.columns.columns[column].name(), format!("#{n} ←#1@1"));
     let buffer = render(&s, &Theme::dark());
@@ -220,12 +226,16 @@ fn branches_of_branches_form_a_tree_the_keys_walk_and_deleting_takes_a_subtree()
 #[test]
 fn step_mode_proposes_one_token_at_a_time_to_take_or_replace() {
     let (mut s, _) = finished_run();
-    let n = s.sides[0].run_params.as_ref().unwrap().num_samples;
+    let n = s.comparison.sides[0]
+        .run_params
+        .as_ref()
+        .unwrap()
+        .num_samples;
     cursor_to(&mut s, 1, 0);
     let request = run_of(&act(&mut s, BranchAction::ToggleStep));
     assert_eq!(request.branches, [branch(1, 1, 1, &[11], Some(1))]);
     play(&mut s, &request, 3);
-    let column = s.columns.index_of(0, n).unwrap();
+    let column = s.columns.index_of(SideId(0), n).unwrap();
     assert_eq!(
         s.columns.cursor_token(),
         Some((column, 1)),
@@ -278,9 +288,9 @@ fn a_new_prompt_or_seed_clears_the_branches_and_fewer_samples_drop_theirs() {
         play(&mut s, &request, 3);
     }
     // One sample fewer: the branch of the last one goes.
-    let mut params = s.params.params.clone();
+    let mut params = s.comparison.params.params.clone();
     params.num_samples = n - 1;
-    s.params.params = params;
+    s.comparison.params.params = params;
     let request = run_of(&update(&mut s, Action::Rerun));
     assert_eq!(request.branches, [branch(0, 0, 1, &[1, 102], None)]);
     assert!(

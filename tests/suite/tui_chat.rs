@@ -7,12 +7,9 @@ use common::tui::{done, find, render, row, started, state_sized, token};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use samplab::engine::{Event, Prompt, PromptToken, Request};
 use samplab::response::{CrossScore, StopReason, TopLogprob};
-use samplab::tui::action::{Action, DialogAction, Effect, Focus};
-use samplab::tui::keymap::KeyMap;
-use samplab::tui::prompt::PromptView;
-use samplab::tui::state::State;
-use samplab::tui::theme::Theme;
-use samplab::tui::update::update;
+use samplab::tui::{
+    Action, DialogAction, Effect, Focus, KeyMap, ModelId, PromptView, SideId, State, Theme, update,
+};
 
 fn loaded(name: &str, chat_template: bool) -> Event {
     Event::Loaded {
@@ -31,7 +28,7 @@ fn runs(effects: &[Effect]) -> Vec<(usize, &Request)> {
     effects
         .iter()
         .filter_map(|e| match e {
-            Effect::Run(model, request) => Some((*model, request)),
+            Effect::Run(model, request) => Some((model.0, request)),
             _ => None,
         })
         .collect()
@@ -40,9 +37,10 @@ fn runs(effects: &[Effect]) -> Vec<(usize, &Request)> {
 /// An instruct model (0) and a base model (1), both loaded.
 fn chat_and_base() -> State {
     let mut s = state_sized(200, 50);
-    s.compare(&["instruct".into(), "base".into()], None);
-    update(&mut s, Action::Engine(0, loaded("instruct", true)));
-    update(&mut s, Action::Engine(1, loaded("base", false)));
+    s.comparison
+        .compare(&["instruct".into(), "base".into()], None);
+    update(&mut s, Action::Engine(ModelId(0), loaded("instruct", true)));
+    update(&mut s, Action::Engine(ModelId(1), loaded("base", false)));
     s
 }
 
@@ -51,7 +49,7 @@ fn m_puts_the_chat_model_in_chat_mode_and_tells_that_the_base_model_stays_raw() 
     let mut s = chat_and_base();
     let effects = update(&mut s, Action::ToggleChat);
     assert!(effects.contains(&Effect::ScheduleRun), "{effects:?}");
-    assert!(s.status.models[0].chat && !s.status.models[1].chat);
+    assert!(s.comparison.models[0].chat && !s.comparison.models[1].chat);
     let notice = s.status.notice.clone().unwrap();
     assert!(notice.contains("base has no chat template"), "{notice}");
     assert!(
@@ -72,21 +70,21 @@ fn m_puts_the_chat_model_in_chat_mode_and_tells_that_the_base_model_stays_raw() 
     assert!(title.contains("chat template · raw for base"), "{title}");
 
     update(&mut s, Action::ToggleChat);
-    assert!(!s.status.models[0].chat, "and back to raw for all");
+    assert!(!s.comparison.models[0].chat, "and back to raw for all");
 }
 
 #[test]
 fn with_the_samples_focused_m_switches_only_the_model_of_the_cursors_column() {
     let mut s = state_sized(200, 50);
-    s.compare(&["one".into(), "two".into()], None);
-    update(&mut s, Action::Engine(0, loaded("one", true)));
-    update(&mut s, Action::Engine(1, loaded("two", true)));
-    update(&mut s, Action::Engine(0, started(1, vec![7])));
-    update(&mut s, Action::Engine(1, started(2, vec![7])));
+    s.comparison.compare(&["one".into(), "two".into()], None);
+    update(&mut s, Action::Engine(ModelId(0), loaded("one", true)));
+    update(&mut s, Action::Engine(ModelId(1), loaded("two", true)));
+    update(&mut s, Action::Engine(ModelId(0), started(1, vec![7])));
+    update(&mut s, Action::Engine(ModelId(1), started(2, vec![7])));
     s.focus = Focus::Columns;
     s.columns.cursor.column = 1;
     update(&mut s, Action::ToggleChat);
-    assert!(!s.status.models[0].chat && s.status.models[1].chat);
+    assert!(!s.comparison.models[0].chat && s.comparison.models[1].chat);
     let effects = update(&mut s, Action::DebounceElapsed);
     let chat: Vec<(usize, bool)> = runs(&effects)
         .into_iter()
@@ -98,11 +96,11 @@ fn with_the_samples_focused_m_switches_only_the_model_of_the_cursors_column() {
 #[test]
 fn chat_asked_for_a_model_without_a_template_is_an_error_in_the_log() {
     let mut s = state_sized(120, 30);
-    s.compare(&["base".into()], None);
+    s.comparison.compare(&["base".into()], None);
     // `--chat` asks every model for chat before any has loaded.
-    s.status.models[0].chat = true;
-    let effects = update(&mut s, Action::Engine(0, loaded("base", false)));
-    assert!(!s.status.models[0].chat);
+    s.comparison.models[0].chat = true;
+    let effects = update(&mut s, Action::Engine(ModelId(0), loaded("base", false)));
+    assert!(!s.comparison.models[0].chat);
     assert!(matches!(&runs(&effects)[..], [(0, r)] if !r.prompt.is_chat()));
     let error = s.status.error.clone().unwrap();
     assert!(error.contains("base has no chat template"), "{error}");
@@ -144,9 +142,9 @@ fn prompted(run_id: u64) -> Event {
 fn o_shows_the_rendered_prompt_then_its_tokens_then_the_typed_text() {
     let theme = Theme::dark();
     let mut s = state_sized(120, 30);
-    let effects = update(&mut s, Action::Engine(0, loaded("instruct", true)));
+    let effects = update(&mut s, Action::Engine(ModelId(0), loaded("instruct", true)));
     let run_id = runs(&effects)[0].1.run_id;
-    update(&mut s, Action::Engine(0, prompted(run_id)));
+    update(&mut s, Action::Engine(ModelId(0), prompted(run_id)));
 
     update(&mut s, Action::CyclePromptView);
     assert_eq!(s.prompt.view, PromptView::Rendered);
@@ -205,7 +203,7 @@ fn type_in(s: &mut State, text: &str) {
 #[test]
 fn the_conversation_dialog_adds_edits_recasts_and_deletes_turns_that_chat_runs_send() {
     let mut s = state_sized(120, 30);
-    update(&mut s, Action::Engine(0, loaded("instruct", true)));
+    update(&mut s, Action::Engine(ModelId(0), loaded("instruct", true)));
     update(&mut s, Action::ToggleChat);
     update(&mut s, dialog(DialogAction::OpenConversation));
     let keymap = KeyMap::default();
@@ -304,13 +302,16 @@ fn the_base_model_scores_a_chat_sample_and_the_footer_marks_whose_rendering_it_f
         .unwrap()
         .1
         .run_id;
-    update(&mut s, Action::Engine(0, started(run_id, vec![7])));
-    update(&mut s, Action::Engine(0, token(run_id, 0, "Hi", 0.5)));
+    update(&mut s, Action::Engine(ModelId(0), started(run_id, vec![7])));
+    update(
+        &mut s,
+        Action::Engine(ModelId(0), token(run_id, 0, "Hi", 0.5)),
+    );
     let effects = update(
         &mut s,
-        Action::Engine(0, done(run_id, &[StopReason::Length])),
+        Action::Engine(ModelId(0), done(run_id, &[StopReason::Length])),
     );
-    let [Effect::Score(1, request)] = &effects[..] else {
+    let [Effect::Score(ModelId(1), request)] = &effects[..] else {
         panic!("the base model is asked to score: {effects:?}");
     };
     assert_eq!(request.prompt, Prompt::chat(vec![msg("user", "Once")]));
@@ -326,14 +327,19 @@ fn the_base_model_scores_a_chat_sample_and_the_footer_marks_whose_rendering_it_f
     update(
         &mut s,
         Action::Engine(
-            1,
+            ModelId(1),
             Event::Scored {
                 run_id,
                 scores: vec![score],
             },
         ),
     );
-    let column = s.columns.columns.iter().find(|c| c.side == 0).unwrap();
+    let column = s
+        .columns
+        .columns
+        .iter()
+        .find(|c| c.side == SideId(0))
+        .unwrap();
     assert!(
         column.footer(60).ends_with("⇄base 2.72†"),
         "{}",
@@ -344,12 +350,12 @@ fn the_base_model_scores_a_chat_sample_and_the_footer_marks_whose_rendering_it_f
 #[test]
 fn a_model_added_while_in_chat_mode_joins_it_or_says_why_not() {
     let mut s = state_sized(120, 30);
-    update(&mut s, Action::Engine(0, loaded("instruct", true)));
+    update(&mut s, Action::Engine(ModelId(0), loaded("instruct", true)));
     update(&mut s, Action::ToggleChat);
     update(&mut s, Action::DebounceElapsed);
-    let chat = s.add_model("second");
-    let base = s.add_model("base");
-    assert!(s.status.slot(chat).unwrap().chat && s.status.slot(base).unwrap().chat);
+    let chat = s.comparison.add_model("second");
+    let base = s.comparison.add_model("base");
+    assert!(s.comparison.slot(chat).unwrap().chat && s.comparison.slot(base).unwrap().chat);
     let effects = update(&mut s, Action::Engine(chat, loaded("second", true)));
     assert!(matches!(&runs(&effects)[..], [(_, r)] if r.prompt.is_chat()));
     let effects = update(&mut s, Action::Engine(base, loaded("base", false)));
@@ -383,7 +389,7 @@ fn a_long_conversation_scrolls_to_the_selected_turn() {
 fn the_token_view_colours_the_prompt_by_its_logprobs_and_inspects_a_token() {
     let theme = Theme::dark();
     let mut s = state_sized(120, 30);
-    let effects = update(&mut s, Action::Engine(0, loaded("base", false)));
+    let effects = update(&mut s, Action::Engine(ModelId(0), loaded("base", false)));
     let run_id = runs(&effects)[0].1.run_id;
     let token = |id, text: &str| PromptToken {
         id,
@@ -393,7 +399,7 @@ fn the_token_view_colours_the_prompt_by_its_logprobs_and_inspects_a_token() {
     update(
         &mut s,
         Action::Engine(
-            0,
+            ModelId(0),
             Event::Prompted {
                 run_id,
                 rendered: None,
@@ -424,7 +430,10 @@ fn the_token_view_colours_the_prompt_by_its_logprobs_and_inspects_a_token() {
         ]),
         Some(vec![TopLogprob(3, " the".into(), -0.2)]),
     ]);
-    update(&mut s, Action::Engine(0, Event::Done { run_id, response }));
+    update(
+        &mut s,
+        Action::Engine(ModelId(0), Event::Done { run_id, response }),
+    );
     let screen = render(&s, &theme);
     assert!(
         row(&screen, 0).contains("3 tokens of base by probability"),

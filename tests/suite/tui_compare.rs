@@ -10,11 +10,10 @@ use samplab::model::discover::Candidate;
 use samplab::params::SamplingParams;
 use samplab::presets::Preset;
 use samplab::response::{CrossScore, StopReason};
-use samplab::tui::action::{Action, DialogAction, Effect, Outcome};
-use samplab::tui::params::ParamsState;
-use samplab::tui::state::{Overlay, State};
-use samplab::tui::theme::Theme;
-use samplab::tui::update::update;
+use samplab::tui::{
+    Action, DialogAction, Effect, Focus, ModelId, Outcome, Overlay, ParamsState, SetId, State,
+    Theme, update,
+};
 
 fn loaded(name: &str, vocab: u64) -> Event {
     Event::Loaded {
@@ -32,13 +31,14 @@ fn loaded(name: &str, vocab: u64) -> Event {
 /// Two models, both loaded, each with its first run started; returns their run ids.
 fn two_models() -> (State, u64, u64) {
     let mut s = state_sized(200, 50);
-    s.compare(&["stories".into(), "tiny".into()], None);
-    let first = update(&mut s, Action::Engine(0, loaded("stories", 11)));
-    let [Effect::Run(0, a)] = &first[..] else {
+    s.comparison
+        .compare(&["stories".into(), "tiny".into()], None);
+    let first = update(&mut s, Action::Engine(ModelId(0), loaded("stories", 11)));
+    let [Effect::Run(ModelId(0), a)] = &first[..] else {
         panic!("only the loaded model runs: {first:?}");
     };
-    let second = update(&mut s, Action::Engine(1, loaded("tiny", 22)));
-    let [Effect::Run(1, b)] = &second[..] else {
+    let second = update(&mut s, Action::Engine(ModelId(1), loaded("tiny", 22)));
+    let [Effect::Run(ModelId(1), b)] = &second[..] else {
         panic!("the second model runs once it is loaded, the first is not re-run: {second:?}");
     };
     assert_eq!(a.params, b.params, "the same params and seed on both");
@@ -46,6 +46,7 @@ fn two_models() -> (State, u64, u64) {
 }
 
 fn stream(s: &mut State, model: usize, run_id: u64, texts: &[&str]) {
+    let model = ModelId(model);
     update(s, Action::Engine(model, started(run_id, vec![7])));
     for text in texts {
         update(s, Action::Engine(model, token(run_id, 0, text, 0.5)));
@@ -62,13 +63,13 @@ fn each_model_fills_its_own_columns_and_the_status_bar_names_both() {
     stream(&mut s, 1, b, &["B", "b"]);
     stream(&mut s, 0, a, &["A", "a"]);
     // A stale event of model 1 under model 0's run id is dropped.
-    update(&mut s, Action::Engine(1, token(a, 0, "X", 0.5)));
+    update(&mut s, Action::Engine(ModelId(1), token(a, 0, "X", 0.5)));
 
     let texts: Vec<(usize, String)> = s
         .columns
         .columns
         .iter()
-        .map(|c| (c.side, c.token_text()))
+        .map(|c| (c.side.0, c.token_text()))
         .collect();
     assert_eq!(texts, [(0, "Aa".to_owned()), (1, "Bb".to_owned())]);
     let screen = render(&s, &Theme::plain());
@@ -85,8 +86,11 @@ fn each_model_fills_its_own_columns_and_the_status_bar_names_both() {
 fn a_finished_run_is_sent_to_the_other_model_and_its_scores_reach_the_footer() {
     let (mut s, a, _) = two_models();
     stream(&mut s, 0, a, &["A", "a"]);
-    let effects = update(&mut s, Action::Engine(0, done(a, &[StopReason::Length])));
-    let [Effect::Score(1, request)] = &effects[..] else {
+    let effects = update(
+        &mut s,
+        Action::Engine(ModelId(0), done(a, &[StopReason::Length])),
+    );
+    let [Effect::Score(ModelId(1), request)] = &effects[..] else {
         panic!("model 1 is asked to score run {a}: {effects:?}");
     };
     assert_eq!((request.run_id, request.vocab), (a, 11));
@@ -103,7 +107,7 @@ fn a_finished_run_is_sent_to_the_other_model_and_its_scores_reach_the_footer() {
     update(
         &mut s,
         Action::Engine(
-            1,
+            ModelId(1),
             Event::Scored {
                 run_id: a,
                 scores: vec![score],
@@ -130,8 +134,14 @@ fn samples_sharing_a_seed_are_marked_where_they_part() {
     let (mut s, a, b) = two_models();
     stream(&mut s, 0, a, &["Once", " upon", " a", " time"]);
     stream(&mut s, 1, b, &["Once", " upon", " the", " hill"]);
-    update(&mut s, Action::Engine(0, done(a, &[StopReason::Length])));
-    update(&mut s, Action::Engine(1, done(b, &[StopReason::Length])));
+    update(
+        &mut s,
+        Action::Engine(ModelId(0), done(a, &[StopReason::Length])),
+    );
+    update(
+        &mut s,
+        Action::Engine(ModelId(1), done(b, &[StopReason::Length])),
+    );
 
     let marks: Vec<Option<usize>> = s.columns.columns.iter().map(|c| c.diverge).collect();
     assert_eq!(marks, [Some(2), Some(2)], "both part at their third token");
@@ -149,15 +159,21 @@ fn samples_sharing_a_seed_are_marked_where_they_part() {
 #[test]
 fn a_change_cancels_every_side_and_reruns_them_all() {
     let (mut s, a, b) = two_models();
-    s.focus = samplab::tui::action::Focus::Prompt;
+    s.focus = Focus::Prompt;
     let effects = update(&mut s, Action::InsertChar('!'));
-    assert!(effects.contains(&Effect::Cancel(0, a)), "{effects:?}");
-    assert!(effects.contains(&Effect::Cancel(1, b)), "{effects:?}");
+    assert!(
+        effects.contains(&Effect::Cancel(ModelId(0), a)),
+        "{effects:?}"
+    );
+    assert!(
+        effects.contains(&Effect::Cancel(ModelId(1), b)),
+        "{effects:?}"
+    );
     let effects = update(&mut s, Action::DebounceElapsed);
     let models: Vec<usize> = effects
         .iter()
         .filter_map(|e| match e {
-            Effect::Run(model, r) if r.prompt.text().ends_with('!') => Some(*model),
+            Effect::Run(model, r) if r.prompt.text().ends_with('!') => Some(model.0),
             _ => None,
         })
         .collect();
@@ -169,12 +185,12 @@ fn two_parameter_sets_run_in_two_lanes_and_b_switches_the_one_edited() {
     let mut s = state_sized(200, 50);
     let greedy = SamplingParams::from_yaml("temperature: 0\nseed: 3").unwrap();
     let params_b = ParamsState::new(Preset::built_in("greedy", greedy), 1);
-    s.compare(&["stories".into()], Some(params_b));
-    let effects = update(&mut s, Action::Engine(0, loaded("stories", 11)));
+    s.comparison.compare(&["stories".into()], Some(params_b));
+    let effects = update(&mut s, Action::Engine(ModelId(0), loaded("stories", 11)));
     let runs: Vec<(u32, f32, u64)> = effects
         .iter()
         .filter_map(|e| match e {
-            Effect::Run(0, r) => Some((r.lane, r.params.temperature, r.run_id)),
+            Effect::Run(ModelId(0), r) => Some((r.lane, r.params.temperature, r.run_id)),
             _ => None,
         })
         .collect();
@@ -195,8 +211,11 @@ fn two_parameter_sets_run_in_two_lanes_and_b_switches_the_one_edited() {
     );
 
     update(&mut s, Action::SwitchParamSet);
-    assert_eq!(s.params.params.temperature, 0.0, "B is edited now");
-    assert_eq!(s.set_params(0).params.temperature, 1.0);
+    assert_eq!(
+        s.comparison.params.params.temperature, 0.0,
+        "B is edited now"
+    );
+    assert_eq!(s.comparison.set_params(SetId::A).params.temperature, 1.0);
     let screen = render(&s, &Theme::plain());
     assert!(find(&screen, "params B · greedy").is_some());
     assert!(find(&screen, "B:greedy · cpu · #0 seed 7").is_some());
@@ -207,10 +226,10 @@ fn a_side_starting_later_rewraps_the_columns_already_shown() {
     let (mut s, a, b) = two_models();
     // Model 0 streams alone first: its column would be wrapped at the full width.
     let long = "word ".repeat(60);
-    update(&mut s, Action::Engine(0, started(a, vec![7])));
-    update(&mut s, Action::Engine(0, token(a, 0, &long, 0.5)));
+    update(&mut s, Action::Engine(ModelId(0), started(a, vec![7])));
+    update(&mut s, Action::Engine(ModelId(0), token(a, 0, &long, 0.5)));
     let alone = s.columns.columns[0].text.width();
-    update(&mut s, Action::Engine(1, started(b, vec![7])));
+    update(&mut s, Action::Engine(ModelId(1), started(b, vec![7])));
     let beside = s.columns.columns[0].text.width();
     assert!(beside < alone, "{beside} < {alone}");
     assert_eq!(beside, s.columns.columns[1].text.width());
@@ -226,20 +245,24 @@ fn a_side_starting_later_rewraps_the_columns_already_shown() {
 #[test]
 fn a_model_that_loads_late_scores_the_runs_already_finished() {
     let mut s = state_sized(200, 50);
-    s.compare(&["stories".into(), "tiny".into()], None);
-    let effects = update(&mut s, Action::Engine(0, loaded("stories", 11)));
-    let [Effect::Run(0, a)] = &effects[..] else {
+    s.comparison
+        .compare(&["stories".into(), "tiny".into()], None);
+    let effects = update(&mut s, Action::Engine(ModelId(0), loaded("stories", 11)));
+    let [Effect::Run(ModelId(0), a)] = &effects[..] else {
         panic!("{effects:?}");
     };
     let a = a.run_id;
     stream(&mut s, 0, a, &["A"]);
-    let effects = update(&mut s, Action::Engine(0, done(a, &[StopReason::Length])));
+    let effects = update(
+        &mut s,
+        Action::Engine(ModelId(0), done(a, &[StopReason::Length])),
+    );
     assert!(effects.is_empty(), "nobody to score yet: {effects:?}");
-    let effects = update(&mut s, Action::Engine(1, loaded("tiny", 22)));
+    let effects = update(&mut s, Action::Engine(ModelId(1), loaded("tiny", 22)));
     assert!(
         effects
             .iter()
-            .any(|e| matches!(e, Effect::Score(1, r) if r.run_id == a && r.vocab == 11)),
+            .any(|e| matches!(e, Effect::Score(ModelId(1), r) if r.run_id == a && r.vocab == 11)),
         "{effects:?}"
     );
 }
@@ -271,7 +294,7 @@ fn open_models(s: &mut State) {
 #[test]
 fn the_model_picker_adds_a_typed_or_found_model_which_runs_once_loaded() {
     let mut s = state_sized(200, 50);
-    update(&mut s, Action::Engine(0, loaded("stories", 11)));
+    update(&mut s, Action::Engine(ModelId(0), loaded("stories", 11)));
     open_models(&mut s);
     let screen = render(&s, &Theme::plain());
     assert!(find(&screen, "stories").is_some());
@@ -284,15 +307,17 @@ fn the_model_picker_adds_a_typed_or_found_model_which_runs_once_loaded() {
     assert_eq!(
         effects,
         [Effect::AddEngine {
-            id: 1,
+            id: ModelId(1),
             spec: "/models/small.gguf".into()
         }]
     );
     assert!(s.overlay.is_none());
-    assert_eq!(s.sides.len(), 2);
-    let effects = update(&mut s, Action::Engine(1, loaded("small", 33)));
+    assert_eq!(s.comparison.sides.len(), 2);
+    let effects = update(&mut s, Action::Engine(ModelId(1), loaded("small", 33)));
     assert!(
-        effects.iter().any(|e| matches!(e, Effect::Run(1, _))),
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Run(ModelId(1), _))),
         "{effects:?}"
     );
 
@@ -304,7 +329,7 @@ fn the_model_picker_adds_a_typed_or_found_model_which_runs_once_loaded() {
     assert_eq!(
         effects,
         [Effect::AddEngine {
-            id: 2,
+            id: ModelId(2),
             spec: "org/name".into()
         }]
     );
@@ -318,18 +343,24 @@ fn removing_a_model_drops_its_columns_and_scores_and_keeps_the_last_one() {
     stream(&mut s, 1, b, &["B"]);
     open_models(&mut s);
     let effects = update(&mut s, Action::Dialog(DialogAction::RemoveModel));
-    assert_eq!(effects, [Effect::Cancel(0, a), Effect::RemoveEngine(0)]);
-    assert_eq!(s.sides.len(), 1);
-    assert_eq!(s.sides[0].model, 1);
+    assert_eq!(
+        effects,
+        [
+            Effect::Cancel(ModelId(0), a),
+            Effect::RemoveEngine(ModelId(0))
+        ]
+    );
+    assert_eq!(s.comparison.sides.len(), 1);
+    assert_eq!(s.comparison.sides[0].model, ModelId(1));
     let sides: Vec<(usize, String)> = s
         .columns
         .columns
         .iter()
-        .map(|c| (c.side, c.token_text()))
+        .map(|c| (c.side.0, c.token_text()))
         .collect();
     assert_eq!(sides, [(0, "B".to_owned())], "model 1's column moved up");
     // Its events still find it under its id.
-    update(&mut s, Action::Engine(1, token(b, 0, "b", 0.5)));
+    update(&mut s, Action::Engine(ModelId(1), token(b, 0, "b", 0.5)));
     assert_eq!(s.columns.columns[0].token_text(), "Bb");
     let code = exported(&mut s);
     assert!(
@@ -367,7 +398,7 @@ fn del_in_the_picker_cancels_the_download_of_the_last_model() {
     update(
         &mut s,
         Action::Engine(
-            0,
+            ModelId(0),
             Event::Loading {
                 progress: step.fraction,
                 message: step.message,
@@ -389,13 +420,13 @@ fn del_in_the_picker_cancels_the_download_of_the_last_model() {
         "found models show their size"
     );
     let effects = update(&mut s, Action::Dialog(DialogAction::RemoveModel));
-    assert_eq!(effects, [Effect::CancelLoad(0)]);
-    assert_eq!(s.status.models.len(), 1, "the last model stays");
+    assert_eq!(effects, [Effect::CancelLoad(ModelId(0))]);
+    assert_eq!(s.comparison.models.len(), 1, "the last model stays");
     assert!(s.status.notice.as_deref().unwrap().contains("cancelling"));
     update(
         &mut s,
         Action::Engine(
-            0,
+            ModelId(0),
             Event::LoadFailed {
                 message: "the download of `tiny.gguf` was cancelled".into(),
             },
@@ -409,8 +440,14 @@ fn del_in_the_picker_cancels_the_download_of_the_last_model() {
 #[test]
 fn w_writes_every_sides_finished_run() {
     let (mut s, a, b) = two_models();
-    update(&mut s, Action::Engine(0, done(a, &[StopReason::Length])));
-    update(&mut s, Action::Engine(1, done(b, &[StopReason::Stop])));
+    update(
+        &mut s,
+        Action::Engine(ModelId(0), done(a, &[StopReason::Length])),
+    );
+    update(
+        &mut s,
+        Action::Engine(ModelId(1), done(b, &[StopReason::Stop])),
+    );
     update(&mut s, Action::Dialog(DialogAction::OpenExport));
     update(&mut s, Action::Dialog(DialogAction::WriteResults));
     let effects = update(&mut s, Action::Dialog(DialogAction::SubmitName));
@@ -433,11 +470,12 @@ fn w_writes_every_sides_finished_run() {
 #[test]
 fn the_model_picker_says_which_models_failed_or_are_still_loading() {
     let mut s = state_sized(200, 50);
-    s.compare(&["missing.gguf".to_owned(), "big.gguf".to_owned()], None);
+    s.comparison
+        .compare(&["missing.gguf".to_owned(), "big.gguf".to_owned()], None);
     update(
         &mut s,
         Action::Engine(
-            0,
+            ModelId(0),
             Event::LoadFailed {
                 message: "model path missing.gguf does not exist".into(),
             },
@@ -461,13 +499,13 @@ fn the_model_picker_says_which_models_failed_or_are_still_loading() {
 #[test]
 fn exports_name_the_built_in_model_by_its_files() {
     let mut s = state_sized(200, 50);
-    s.compare(&["samplab-tiny".into()], None);
+    s.comparison.compare(&["samplab-tiny".into()], None);
     s.export.builtin_model = Some("/cache/samplab/models/samplab-tiny-00ff".into());
     let code = exported(&mut s);
     assert!(
         code.contains(r#"LLM(model="/cache/samplab/models/samplab-tiny-00ff")"#),
         "{code}"
     );
-    s.compare(&["org/name".into()], None);
+    s.comparison.compare(&["org/name".into()], None);
     assert!(exported(&mut s).contains(r#"LLM(model="org/name")"#));
 }

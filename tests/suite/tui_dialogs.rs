@@ -14,20 +14,11 @@ use samplab::params::{Field, SamplingParams};
 use samplab::preset_store::{PresetStore, UserPreset};
 use samplab::presets::{Preset, PresetSource};
 use samplab::response::{ResponseShape, SampleResponse, StopReason};
-use samplab::tui::action::{Action, DialogAction, Effect, Focus, Outcome};
-use samplab::tui::app::App;
-use samplab::tui::clipboard::osc52;
-use samplab::tui::export_dialog::{ExportDialog, Note};
-use samplab::tui::keymap::{KeyMap, Mode};
-use samplab::tui::layout::areas;
-use samplab::tui::params::ParamsState;
-use samplab::tui::preset_picker::{EntryKind, PresetPicker};
-use samplab::tui::results_file;
-use samplab::tui::save_prompt::SavePrompt;
-use samplab::tui::state::{Overlay, State};
-use samplab::tui::theme::Theme;
-use samplab::tui::themes;
-use samplab::tui::update::update;
+use samplab::tui::{
+    Action, App, DialogAction, Effect, EntryKind, ExportDialog, Focus, KeyMap, Mode, ModelId, Note,
+    Outcome, Overlay, ParamsState, PresetPicker, SavePrompt, State, Theme, areas, osc52,
+    results_file, themes, update,
+};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -45,7 +36,7 @@ fn with_store(dir: &Path) -> State {
 /// Model loaded, first run (id 1) in flight.
 fn running(dir: &Path) -> State {
     let mut s = with_store(dir);
-    update(&mut s, Action::Engine(0, loaded()));
+    update(&mut s, Action::Engine(ModelId(0), loaded()));
     s
 }
 
@@ -57,7 +48,7 @@ fn type_text(s: &mut State, text: &str) {
 
 fn select(s: &mut State, field: &str) {
     s.focus = Focus::Params;
-    s.params.selected = Field::ALL.iter().position(|f| f.name() == field).unwrap();
+    s.comparison.params.selected = Field::ALL.iter().position(|f| f.name() == field).unwrap();
 }
 
 fn nudge(steps: i32) -> Action {
@@ -137,8 +128,8 @@ fn p_opens_the_picker_on_the_built_ins_and_asks_the_loop_for_user_presets() {
 fn enter_loads_the_chosen_preset_keeps_seed_and_length_and_reruns() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = running(dir.path());
-    let seed = s.params.params.seed;
-    s.params.params.max_tokens = Some(300);
+    let seed = s.comparison.params.params.seed;
+    s.comparison.params.params.max_tokens = Some(300);
     update(&mut s, dialog(DialogAction::OpenPresets));
     update(
         &mut s,
@@ -149,17 +140,26 @@ fn enter_loads_the_chosen_preset_keeps_seed_and_length_and_reruns() {
     );
     pick(&mut s, "creative");
     let effects = update(&mut s, dialog(DialogAction::LoadPreset));
-    assert_eq!(effects, [Effect::Cancel(0, 1), Effect::ScheduleRun]);
-    assert_eq!(s.overlay, None);
-    assert_eq!(s.params.preset_name, "creative");
     assert_eq!(
-        (s.params.params.temperature, s.params.params.min_p),
+        effects,
+        [Effect::Cancel(ModelId(0), 1), Effect::ScheduleRun]
+    );
+    assert_eq!(s.overlay, None);
+    assert_eq!(s.comparison.params.preset_name, "creative");
+    assert_eq!(
+        (
+            s.comparison.params.params.temperature,
+            s.comparison.params.params.min_p
+        ),
         (1.1, 0.05)
     );
-    assert_eq!(s.params.params.seed, seed, "the seed stays unless rolled");
-    assert_eq!(s.params.params.max_tokens, Some(300));
-    assert!(!s.params.modified());
-    assert_eq!(s.params.source, PresetSource::BuiltIn);
+    assert_eq!(
+        s.comparison.params.params.seed, seed,
+        "the seed stays unless rolled"
+    );
+    assert_eq!(s.comparison.params.params.max_tokens, Some(300));
+    assert!(!s.comparison.params.modified());
+    assert_eq!(s.comparison.params.source, PresetSource::BuiltIn);
 
     update(&mut s, dialog(DialogAction::OpenPresets));
     assert_eq!(picker(&s).chosen().unwrap().name, "creative");
@@ -176,13 +176,13 @@ fn enter_loads_the_chosen_preset_keeps_seed_and_length_and_reruns() {
         EntryKind::User("/presets/mine.yaml".into())
     );
     update(&mut s, dialog(DialogAction::LoadPreset));
-    assert_eq!(s.params.params.min_p, 0.2);
+    assert_eq!(s.comparison.params.params.min_p, 0.2);
     assert_eq!(
-        s.params.params.temperature, 1.0,
+        s.comparison.params.params.temperature, 1.0,
         "a preset replaces, not patches"
     );
     assert_eq!(
-        s.params.source,
+        s.comparison.params.source,
         PresetSource::File("/presets/mine.yaml".into())
     );
 }
@@ -200,9 +200,9 @@ fn a_broken_user_preset_is_listed_with_its_error_and_loads_nothing() {
         )]))),
     );
     pick(&mut s, "bad");
-    let before = s.params.clone();
+    let before = s.comparison.params.clone();
     assert!(update(&mut s, dialog(DialogAction::LoadPreset)).is_empty());
-    assert_eq!(s.params, before);
+    assert_eq!(s.comparison.params, before);
     let message = picker(&s).message.clone().unwrap();
     assert!(
         message.contains("nothing loaded") && message.contains("bad"),
@@ -224,7 +224,7 @@ fn the_model_preset_is_offered_once_the_model_shipped_defaults() {
     update(
         &mut s,
         Action::Engine(
-            0,
+            ModelId(0),
             Event::Loaded {
                 model: "fake".into(),
                 device: "cpu".into(),
@@ -241,7 +241,10 @@ fn the_model_preset_is_offered_once_the_model_shipped_defaults() {
     pick(&mut s, "model");
     update(&mut s, dialog(DialogAction::LoadPreset));
     assert_eq!(
-        (s.params.preset_name.as_str(), s.params.params.temperature),
+        (
+            s.comparison.params.preset_name.as_str(),
+            s.comparison.params.params.temperature
+        ),
         ("model", 0.6)
     );
 }
@@ -254,7 +257,7 @@ fn s_asks_for_a_name_and_saving_makes_the_preset_current_and_unmodified() {
     let mut s = running(dir.path());
     select(&mut s, "temperature");
     update(&mut s, nudge(-2));
-    assert!(s.params.modified());
+    assert!(s.comparison.params.modified());
     update(&mut s, dialog(DialogAction::OpenSave));
     assert_eq!(
         prompt(&s).buffer.text,
@@ -279,15 +282,15 @@ fn s_asks_for_a_name_and_saving_makes_the_preset_current_and_unmodified() {
         (store.dir.as_path(), name.as_str(), *overwrite),
         (dir.path(), "mine", false)
     );
-    assert_eq!(params, &s.params.params);
+    assert_eq!(params, &s.comparison.params.params);
 
     let saved = PresetStore::new(dir.path())
         .save("mine", params, false)
         .unwrap();
     update(&mut s, Action::Outcome(Outcome::PresetSaved(Ok(saved))));
     assert_eq!(s.overlay, None);
-    assert_eq!(s.params.preset_name, "mine");
-    assert!(!s.params.modified());
+    assert_eq!(s.comparison.params.preset_name, "mine");
+    assert!(!s.comparison.params.modified());
     let notice = s.status.notice.clone().unwrap();
     assert!(notice.contains("mine.yaml"), "{notice}");
     update(&mut s, dialog(DialogAction::OpenSave));
@@ -304,9 +307,10 @@ fn each_parameter_set_offers_its_own_presets_name() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = with_store(dir.path());
     let creative = Preset::built_in("creative", SamplingParams::default());
-    s.compare(&["m".into()], Some(ParamsState::new(creative, 1)));
+    s.comparison
+        .compare(&["m".into()], Some(ParamsState::new(creative, 1)));
     let saved = PresetStore::new(dir.path())
-        .save("mine", &s.params.params, false)
+        .save("mine", &s.comparison.params.params, false)
         .unwrap();
     update(&mut s, Action::Outcome(Outcome::PresetSaved(Ok(saved))));
 
@@ -409,13 +413,13 @@ fn saving_without_a_config_dir_says_how_to_get_one() {
 fn the_export_dialog_switches_tabs_scrolls_and_copies_the_shown_snippet() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = running(dir.path());
-    s.status.models[0].spec = "org/tiny".into();
+    s.comparison.models[0].spec = "org/tiny".into();
     update(&mut s, dialog(DialogAction::OpenExport));
     assert_eq!(export(&s).format, ExportFormat::Vllm);
     assert_eq!(s.modes(), [Mode::Export, Mode::Dialog]);
     let effects = update(&mut s, dialog(DialogAction::CopyExport));
     let expected = to_vllm(
-        &s.params.params,
+        &s.comparison.params.params,
         &ExportContext {
             prompt: "Once",
             model: "org/tiny",
@@ -465,7 +469,10 @@ fn w_asks_where_to_write_the_last_finished_run_or_says_there_is_none() {
         "{:?}",
         export(&s).note
     );
-    update(&mut s, Action::Engine(0, done(1, &[StopReason::Length])));
+    update(
+        &mut s,
+        Action::Engine(ModelId(0), done(1, &[StopReason::Length])),
+    );
     assert!(update(&mut s, dialog(DialogAction::WriteResults)).is_empty());
     let offered = format!("{}/", dir.path().display());
     assert_eq!(prompt(&s).buffer.text, offered, "the results directory");
@@ -521,7 +528,7 @@ fn w_asks_where_to_write_the_last_finished_run_or_says_there_is_none() {
 fn a_results_path_is_written_as_typed_and_an_existing_file_only_after_a_yes() {
     let dir = tempfile::tempdir().unwrap();
     let mut app = app(running(dir.path()));
-    app.dispatch(Action::Engine(0, done(1, &[StopReason::Length])));
+    app.dispatch(Action::Engine(ModelId(0), done(1, &[StopReason::Length])));
     app.dispatch(dialog(DialogAction::OpenExport));
     app.dispatch(dialog(DialogAction::WriteResults));
     let target = dir.path().join("mine.json");
@@ -580,7 +587,7 @@ fn t_cycles_the_themes_and_names_the_new_one_until_the_next_key() {
     update(&mut s, Action::CycleTheme);
     assert_eq!(s.themes.current().theme, themes::builtin("light").unwrap());
     assert_eq!(s.status.notice.as_deref(), Some("theme light"));
-    update(&mut s, Action::Engine(0, loaded()));
+    update(&mut s, Action::Engine(ModelId(0), loaded()));
     assert!(s.status.notice.is_some(), "engine news is not a key");
     update(&mut s, Action::FocusNext);
     assert_eq!(s.status.notice, None);
@@ -595,9 +602,9 @@ fn the_star_goes_when_the_params_are_back_at_the_preset() {
     let mut s = state_sized(80, 24);
     select(&mut s, "temperature");
     update(&mut s, nudge(1));
-    assert!(s.params.modified());
+    assert!(s.comparison.params.modified());
     update(&mut s, nudge(-1));
-    assert!(!s.params.modified());
+    assert!(!s.comparison.params.modified());
     select(&mut s, "top_k");
     update(&mut s, Action::EditParam);
     type_text(&mut s, "0");
@@ -605,8 +612,11 @@ fn the_star_goes_when_the_params_are_back_at_the_preset() {
     update(&mut s, Action::DeleteForward);
     update(&mut s, Action::DeleteForward);
     update(&mut s, Action::CommitEdit);
-    assert_eq!(s.params.params.top_k, 0);
-    assert!(!s.params.modified(), "top_k 0 is off, as the preset's -1");
+    assert_eq!(s.comparison.params.params.top_k, 0);
+    assert!(
+        !s.comparison.params.modified(),
+        "top_k 0 is off, as the preset's -1"
+    );
 }
 
 // ---- key map and help ----
@@ -746,7 +756,7 @@ fn the_picker_shows_presets_with_summaries_and_a_bad_files_error() {
 fn the_export_dialog_shows_the_vllm_snippet_and_its_notes() {
     for (w, h) in [(80, 24), (200, 50)] {
         let mut s = state_sized(w, h);
-        s.status.models[0].spec = "org/tiny".into();
+        s.comparison.models[0].spec = "org/tiny".into();
         update(&mut s, dialog(DialogAction::OpenExport));
         let buffer = render(&s, &Theme::dark());
         assert!(find(&buffer, "1 vLLM").is_some(), "{w}x{h}");
@@ -799,11 +809,11 @@ fn the_save_prompt_shows_the_name_the_directory_and_the_question() {
 fn switching_themes_recolours_borders_and_tokens() {
     for (w, h) in [(80, 24), (200, 50)] {
         let mut s = state_sized(w, h);
-        update(&mut s, Action::Engine(0, loaded()));
+        update(&mut s, Action::Engine(ModelId(0), loaded()));
         update(
             &mut s,
             Action::Engine(
-                0,
+                ModelId(0),
                 Event::Started {
                     run_id: 1,
                     prompt_token_ids: vec![0],
@@ -813,7 +823,7 @@ fn switching_themes_recolours_borders_and_tokens() {
                 },
             ),
         );
-        update(&mut s, Action::Engine(0, token(1, "Hello", 0.0)));
+        update(&mut s, Action::Engine(ModelId(0), token(1, "Hello", 0.0)));
         let params = areas(Rect::new(0, 0, w, h)).params;
         let dark = render(&s, &Theme::dark());
         assert_eq!(dark[(params.x, params.y)].fg, Color::Cyan, "focused border");
@@ -853,7 +863,7 @@ fn token(run_id: RunId, text: &str, prob: f32) -> Event {
 fn the_star_marks_a_modified_preset_in_the_status_bar() {
     for (w, h) in [(80, 24), (200, 50)] {
         let mut s = state_sized(w, h);
-        update(&mut s, Action::Engine(0, loaded()));
+        update(&mut s, Action::Engine(ModelId(0), loaded()));
         select(&mut s, "min_p");
         let status_row = h - 1;
         let status = |s: &State| {
@@ -912,7 +922,7 @@ fn saved_presets_hold_only_non_default_keys_and_load_back_equal() {
     save_as(&mut app, "mine");
     assert_eq!(app.state.overlay, None);
     let text = std::fs::read_to_string(dir.path().join("mine.yaml")).unwrap();
-    let seed = app.state.params.params.seed.unwrap();
+    let seed = app.state.comparison.params.params.seed.unwrap();
     assert_eq!(
         text,
         format!("max_tokens: 128\nseed: {seed}\ntop_p: 0.95\n")
@@ -920,9 +930,9 @@ fn saved_presets_hold_only_non_default_keys_and_load_back_equal() {
     let store = PresetStore::new(dir.path());
     assert_eq!(
         store.find("mine").unwrap().unwrap().params,
-        app.state.params.params
+        app.state.comparison.params.params
     );
-    assert!(!app.state.params.modified());
+    assert!(!app.state.comparison.params.modified());
 
     app.dispatch(dialog(DialogAction::OpenPresets));
     let Some(Overlay::Presets(picker)) = &app.state.overlay else {
@@ -955,7 +965,7 @@ fn overwriting_asks_first_and_no_leaves_the_file_alone() {
     app.dispatch(dialog(DialogAction::ConfirmOverwrite(true)));
     let second = std::fs::read_to_string(dir.path().join("mine.yaml")).unwrap();
     assert!(second.contains("temperature: 0.8"), "{second}");
-    assert!(!app.state.params.modified());
+    assert!(!app.state.comparison.params.modified());
 }
 
 #[test]
@@ -989,7 +999,7 @@ fn w_writes_json_that_parses_back_to_the_response_and_c_copies_with_osc_52() {
         unreachable!()
     };
     app.dispatch(Action::Engine(
-        0,
+        ModelId(0),
         Event::Done {
             run_id: 1,
             response: response.clone(),
@@ -1018,7 +1028,7 @@ fn w_writes_json_that_parses_back_to_the_response_and_c_copies_with_osc_52() {
     app.dispatch(dialog(DialogAction::CopyExport));
     let written = String::from_utf8(clipboard.0.lock().unwrap().clone()).unwrap();
     let snippet = to_vllm(
-        &app.state.params.params,
+        &app.state.comparison.params.params,
         &ExportContext {
             prompt: "Once",
             model: "",
@@ -1033,7 +1043,7 @@ fn s_switches_w_to_twinkles_shape_and_the_choice_outlives_the_dialog() {
     let mut app = app(running(dir.path()));
     app.state.export.results_dir = dir.path().to_owned();
     app.dispatch(Action::Engine(
-        0,
+        ModelId(0),
         done(1, &[StopReason::Length, StopReason::Abort]),
     ));
     app.dispatch(dialog(DialogAction::OpenExport));
@@ -1119,8 +1129,8 @@ fn every_overlay_survives_tiny_terminals() {
 fn a_loaded_preset_changes_only_the_run_shape_it_names() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = running(dir.path());
-    s.params.params.num_samples = 4;
-    s.params.params.logprobs = Some(3);
+    s.comparison.params.params.num_samples = 4;
+    s.comparison.params.params.logprobs = Some(3);
     update(&mut s, dialog(DialogAction::OpenPresets));
     update(
         &mut s,
@@ -1131,13 +1141,16 @@ fn a_loaded_preset_changes_only_the_run_shape_it_names() {
     );
     pick(&mut s, "greedy");
     update(&mut s, dialog(DialogAction::LoadPreset));
-    assert_eq!(s.params.params.temperature, 0.0);
+    assert_eq!(s.comparison.params.params.temperature, 0.0);
     assert_eq!(
-        (s.params.params.num_samples, s.params.params.logprobs),
+        (
+            s.comparison.params.params.num_samples,
+            s.comparison.params.params.logprobs
+        ),
         (4, Some(3)),
         "greedy names neither"
     );
-    assert!(!s.params.modified());
+    assert!(!s.comparison.params.modified());
     update(&mut s, dialog(DialogAction::OpenPresets));
     update(
         &mut s,
@@ -1148,7 +1161,10 @@ fn a_loaded_preset_changes_only_the_run_shape_it_names() {
     );
     pick(&mut s, "two");
     update(&mut s, dialog(DialogAction::LoadPreset));
-    assert_eq!(s.params.params.num_samples, 2, "named, so the preset's");
+    assert_eq!(
+        s.comparison.params.params.num_samples, 2,
+        "named, so the preset's"
+    );
 }
 
 /// The params the save prompt asks to write under `name`.
@@ -1165,7 +1181,7 @@ fn saved_params(s: &mut State, name: &str) -> SamplingParams {
 fn a_saved_preset_leaves_out_the_seed_the_session_drew() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = running(dir.path());
-    let drawn = s.params.params.seed;
+    let drawn = s.comparison.params.params.seed;
     s.presets.drawn_seed = drawn;
     let params = saved_params(&mut s, "mine");
     assert_eq!(params.seed, None);
@@ -1173,11 +1189,14 @@ fn a_saved_preset_leaves_out_the_seed_the_session_drew() {
         .save("mine", &params, false)
         .unwrap();
     update(&mut s, Action::Outcome(Outcome::PresetSaved(Ok(saved))));
-    assert_eq!(s.params.params.seed, drawn, "the samples keep their seed");
-    assert!(!s.params.modified());
+    assert_eq!(
+        s.comparison.params.params.seed, drawn,
+        "the samples keep their seed"
+    );
+    assert!(!s.comparison.params.modified());
 
     update(&mut s, Action::RollSeed);
-    let rolled = s.params.params.seed;
+    let rolled = s.comparison.params.params.seed;
     assert_ne!(rolled, drawn);
     assert_eq!(
         saved_params(&mut s, "rolled").seed,
@@ -1209,7 +1228,7 @@ fn t_stops_on_a_broken_user_theme_to_say_why_and_keeps_the_colours() {
 fn the_light_theme_paints_the_light_background_its_dark_text_assumes() {
     let mut s = state_sized(80, 24);
     // max_tokens selected: the temperature row's 1.00 is not on the selection's colour.
-    s.params.selected = 0;
+    s.comparison.params.selected = 0;
     let light = themes::builtin("light").unwrap();
     let buffer = render(&s, &light);
     let paper = light.base.bg.expect("the light theme names its background");

@@ -6,17 +6,11 @@ use crate::common;
 use common::tui::{NoEngine, find, render, row, started, state_sized};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use samplab::engine::Event;
-use samplab::tui::Ending;
-use samplab::tui::action::{Action, Focus};
-use samplab::tui::app::App;
-use samplab::tui::keymap::KeyMap;
-use samplab::tui::state::{Overlay, State};
-use samplab::tui::theme::Theme;
-use samplab::tui::update::update;
+use samplab::tui::{Action, App, Ending, Focus, KeyMap, ModelId, Overlay, State, Theme, update};
 
 fn load_failed(message: &str) -> Action {
     Action::Engine(
-        0,
+        ModelId(0),
         Event::LoadFailed {
             message: message.into(),
         },
@@ -26,7 +20,7 @@ fn load_failed(message: &str) -> Action {
 #[test]
 fn a_model_that_cannot_load_is_said_in_the_sample_area_and_ends_as_a_failure() {
     let mut state = state_sized(80, 24);
-    state.compare(&["missing.gguf".to_owned()], None);
+    state.comparison.compare(&["missing.gguf".to_owned()], None);
     let mut app = App::new(state, vec![NoEngine], KeyMap::default());
     assert_eq!(app.ending(), Ending::Quit);
     app.dispatch(load_failed("model path missing.gguf does not exist"));
@@ -54,7 +48,7 @@ fn a_model_that_cannot_load_is_said_in_the_sample_area_and_ends_as_a_failure() {
 
 fn run_error(run_id: u64, message: &str) -> Action {
     Action::Engine(
-        0,
+        ModelId(0),
         Event::Error {
             run_id,
             message: message.into(),
@@ -68,7 +62,7 @@ fn running() -> State {
     update(
         &mut s,
         Action::Engine(
-            0,
+            ModelId(0),
             Event::Loaded {
                 model: "samplab-tiny".into(),
                 device: "cpu".into(),
@@ -87,8 +81,8 @@ fn running() -> State {
 #[test]
 fn the_newest_error_takes_the_status_bar_before_hints_and_timings() {
     let mut s = running();
-    s.status.models[0].prefill_ms = Some(64.0);
-    s.status.models[0].tok_per_s = Some(114.0);
+    s.comparison.models[0].prefill_ms = Some(64.0);
+    s.comparison.models[0].tok_per_s = Some(114.0);
     let bar = row(&render(&s, &Theme::dark()), 23);
     assert!(
         bar.contains("preset default") && bar.contains("q quit"),
@@ -128,7 +122,7 @@ fn l_lists_every_error_and_notice_newest_first() {
 #[test]
 fn columns_of_an_earlier_run_are_marked_stale_and_of_a_failed_run_failed() {
     let mut s = running();
-    update(&mut s, Action::Engine(0, started(1, vec![42])));
+    update(&mut s, Action::Engine(ModelId(0), started(1, vec![42])));
     let title = |s: &State| {
         let buffer = render(s, &Theme::dark());
         let (_, y) = find(&buffer, "#0 seed 42").expect("the column's title");

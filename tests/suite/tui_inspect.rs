@@ -11,14 +11,10 @@ use ratatui::buffer::Buffer;
 use ratatui::style::Modifier;
 use samplab::engine::{Alternative, Event, RunId, TokenEvent};
 use samplab::response::{StopMatched, StopReason};
-use samplab::tui::action::{Action, Effect, Focus};
-use samplab::tui::app::App;
-use samplab::tui::keymap::{KeyMap, Mode};
-use samplab::tui::layout::areas;
-use samplab::tui::mouse;
-use samplab::tui::state::{Overlay, State};
-use samplab::tui::theme::Theme;
-use samplab::tui::update::update;
+use samplab::tui::{
+    Action, App, Effect, Focus, Grid, KeyMap, Mode, ModelId, Overlay, State, Theme, areas, mouse,
+    update,
+};
 
 fn alternative(id: u32, text: &str, raw: f32, kept: f32) -> Alternative {
     Alternative {
@@ -52,16 +48,22 @@ fn inspected(run_id: RunId, sample: u32) -> Event {
 /// Two samples, the first ending on " the" with a stop string, and the columns focused.
 fn inspecting(width: u16, height: u16) -> State {
     let mut s = state_sized(width, height);
-    update(&mut s, Action::Engine(0, loaded()));
-    update(&mut s, Action::Engine(0, started(1, vec![42, 43])));
-    update(&mut s, Action::Engine(0, token(1, 0, "Hello", 0.3)));
-    update(&mut s, Action::Engine(0, token(1, 0, " world", 0.9)));
-    update(&mut s, Action::Engine(0, inspected(1, 0)));
-    update(&mut s, Action::Engine(0, token(1, 1, "Bye", 0.05)));
+    update(&mut s, Action::Engine(ModelId(0), loaded()));
+    update(&mut s, Action::Engine(ModelId(0), started(1, vec![42, 43])));
+    update(
+        &mut s,
+        Action::Engine(ModelId(0), token(1, 0, "Hello", 0.3)),
+    );
+    update(
+        &mut s,
+        Action::Engine(ModelId(0), token(1, 0, " world", 0.9)),
+    );
+    update(&mut s, Action::Engine(ModelId(0), inspected(1, 0)));
+    update(&mut s, Action::Engine(ModelId(0), token(1, 1, "Bye", 0.05)));
     update(
         &mut s,
         Action::Engine(
-            0,
+            ModelId(0),
             finished(
                 1,
                 0,
@@ -78,16 +80,16 @@ fn inspecting(width: u16, height: u16) -> State {
 /// A ready model with `samples` columns of `tokens` tokens each ("w0", " w1", …).
 fn long_run(width: u16, height: u16, samples: u32, tokens: usize) -> State {
     let mut s = state_sized(width, height);
-    update(&mut s, Action::Engine(0, loaded()));
+    update(&mut s, Action::Engine(ModelId(0), loaded()));
     update(
         &mut s,
-        Action::Engine(0, started(1, (0..u64::from(samples)).collect())),
+        Action::Engine(ModelId(0), started(1, (0..u64::from(samples)).collect())),
     );
     for i in 0..tokens {
         for sample in 0..samples {
             update(
                 &mut s,
-                Action::Engine(0, token(1, sample, &format!(" w{i}"), 0.5)),
+                Action::Engine(ModelId(0), token(1, sample, &format!(" w{i}"), 0.5)),
             );
         }
     }
@@ -100,7 +102,7 @@ fn cursor(s: &State) -> Option<(usize, usize)> {
 
 /// The rows of text a column shows on this screen.
 fn text_rows(s: &State) -> usize {
-    samplab::tui::layout::Grid::on_screen(s.size, s.columns.columns.len()).text_rows()
+    Grid::on_screen(s.size, s.columns.columns.len()).text_rows()
 }
 
 // ---- update ----
@@ -127,7 +129,7 @@ fn arrows_home_and_end_walk_the_tokens_of_the_column() {
     update(&mut s, Action::StepToken(10));
     assert_eq!(cursor(&s), Some((0, 4)), "stops at the last token");
     update(&mut s, Action::LastToken);
-    update(&mut s, Action::Engine(0, token(1, 0, " new", 0.5)));
+    update(&mut s, Action::Engine(ModelId(0), token(1, 0, " new", 0.5)));
     assert_eq!(cursor(&s), Some((0, 5)), "End follows the newest token");
     assert!(
         update(&mut s, Action::StepToken(-1)).is_empty(),
@@ -161,7 +163,10 @@ fn up_and_down_move_to_the_token_on_the_next_row() {
 #[test]
 fn tab_moves_between_columns_keeping_the_index_and_leaves_past_the_ends() {
     let mut s = long_run(200, 50, 3, 6);
-    update(&mut s, Action::Engine(0, token(1, 0, " extra", 0.5)));
+    update(
+        &mut s,
+        Action::Engine(ModelId(0), token(1, 0, " extra", 0.5)),
+    );
     update(&mut s, Action::FocusNext);
     assert_eq!(s.focus, Focus::Columns);
     update(&mut s, Action::FirstToken);
@@ -212,7 +217,10 @@ fn columns_follow_the_stream_until_scrolled_up_and_page_back_to_following() {
         "the cursor moved along"
     );
     for _ in 0..30 {
-        update(&mut s, Action::Engine(0, token(1, 0, " more", 0.5)));
+        update(
+            &mut s,
+            Action::Engine(ModelId(0), token(1, 0, " more", 0.5)),
+        );
     }
     assert_eq!(
         s.columns.columns[0].top(rows),
@@ -225,7 +233,7 @@ fn columns_follow_the_stream_until_scrolled_up_and_page_back_to_following() {
     assert_eq!(s.columns.columns[0].scroll, None);
     update(
         &mut s,
-        Action::Engine(0, token(1, 0, " again and again", 0.5)),
+        Action::Engine(ModelId(0), token(1, 0, " again and again", 0.5)),
     );
     assert_eq!(
         s.columns.columns[0].top(rows),
@@ -243,7 +251,10 @@ fn a_cursor_on_an_earlier_token_holds_the_view_while_tokens_stream() {
     update(&mut s, Action::StepToken(-1));
     let (_, held) = cursor(&s).unwrap();
     for _ in 0..60 {
-        update(&mut s, Action::Engine(0, token(1, 0, " more", 0.5)));
+        update(
+            &mut s,
+            Action::Engine(ModelId(0), token(1, 0, " more", 0.5)),
+        );
     }
     let column = &s.columns.columns[0];
     let row = column.text.start(held).unwrap().0;
@@ -272,8 +283,11 @@ fn v_toggles_visible_whitespace_and_keeps_the_layout() {
     update(&mut s, Action::ToggleWhitespace);
     assert_eq!(lines(&s), ["Hello·world·the"]);
     update(&mut s, Action::Rerun);
-    update(&mut s, Action::Engine(0, started(2, vec![1])));
-    update(&mut s, Action::Engine(0, token(2, 0, "a\tb\n", 0.5)));
+    update(&mut s, Action::Engine(ModelId(0), started(2, vec![1])));
+    update(
+        &mut s,
+        Action::Engine(ModelId(0), token(2, 0, "a\tb\n", 0.5)),
+    );
     assert_eq!(lines(&s), ["a→b↵", ""], "a new run keeps the setting");
     update(&mut s, Action::ToggleWhitespace);
     assert_eq!(lines(&s), ["a b ", ""]);
@@ -321,27 +335,27 @@ fn a_click_on_a_slider_sets_its_value_from_the_position() {
     assert_eq!(buffer[(start, y)].symbol(), "▮");
     assert_eq!(buffer[(end - 1, y)].symbol(), "▯");
     assert_eq!(click(&mut s, (start, y)), [Effect::ScheduleRun]);
-    assert_eq!(s.params.params.temperature, 0.0);
+    assert_eq!(s.comparison.params.params.temperature, 0.0);
     click(&mut s, (end - 1, y));
-    assert_eq!(s.params.params.temperature, 2.0);
+    assert_eq!(s.comparison.params.params.temperature, 2.0);
     click(&mut s, (start + 3, y));
-    assert_eq!(s.params.params.temperature, 0.43);
+    assert_eq!(s.comparison.params.params.temperature, 0.43);
 
     let (x, y) = find(&buffer, "top_p").unwrap();
     assert!(click(&mut s, (x, y)).is_empty(), "the label only selects");
-    assert_eq!(s.params.field(), samplab::params::Field::TopP);
-    assert_eq!(s.params.params.top_p, 1.0);
+    assert_eq!(s.comparison.params.field(), samplab::params::Field::TopP);
+    assert_eq!(s.comparison.params.params.top_p, 1.0);
 }
 
 #[test]
 fn the_inspector_gives_way_to_the_params_on_a_click_and_overlays_ignore_the_mouse() {
     let mut s = inspecting(80, 24);
     let params = areas(s.size).params;
-    let before = s.params.clone();
+    let before = s.comparison.params.clone();
     click(&mut s, (params.x + 20, params.y + 3));
     assert_eq!(s.focus, Focus::Params);
     assert_eq!(
-        s.params, before,
+        s.comparison.params, before,
         "the first click only brings the params back"
     );
 
@@ -509,13 +523,13 @@ fn the_inspector_shows_the_token_and_its_alternatives_as_bars() {
 #[test]
 fn the_inspector_marks_the_alternatives_logprobs_keeps() {
     let mut s = inspecting(200, 50);
-    s.params.params.logprobs = None;
+    s.comparison.params.params.logprobs = None;
     let buffer = render(&s, &Theme::dark());
     let (_, rule) = find(&buffer, "┄ logprobs off: none kept ┄").expect("off");
     let (_, first) = find(&buffer, r#"▶  1 " the""#).unwrap();
     assert!(rule < first, "above every alternative");
 
-    s.params.params.logprobs = Some(2);
+    s.comparison.params.params.logprobs = Some(2);
     let buffer = render(&s, &Theme::dark());
     let (_, rule) = find(&buffer, "┄ above: kept by logprobs 2 ┄").expect("kept");
     let (_, second) = find(&buffer, r#"  2 "\n""#).unwrap();
@@ -628,7 +642,7 @@ fn the_inspector_traces_a_finished_token_through_the_chain() {
     let request: &TraceRequest = effects
         .iter()
         .find_map(|e| match e {
-            Effect::Trace(0, request) => Some(request),
+            Effect::Trace(ModelId(0), request) => Some(request),
             _ => None,
         })
         .expect("a finished sample's token is traced");
@@ -661,7 +675,7 @@ fn the_inspector_traces_a_finished_token_through_the_chain() {
     update(
         &mut s,
         Action::Engine(
-            0,
+            ModelId(0),
             Event::Traced {
                 run_id: 1,
                 sample: 0,

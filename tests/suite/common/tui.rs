@@ -8,12 +8,7 @@ use samplab::engine::{Event, Request, RunId, ScoreRequest, TokenEvent, TraceRequ
 use samplab::params::SamplingParams;
 use samplab::presets::Preset;
 use samplab::response::{SampleResponse, StopMatched, StopReason, Timings, Trajectory};
-use samplab::tui::app::EngineHandle;
-use samplab::tui::keymap::KeyMap;
-use samplab::tui::params::ParamsState;
-use samplab::tui::state::State;
-use samplab::tui::theme::Theme;
-use samplab::tui::view;
+use samplab::tui::{EngineHandle, KeyMap, ParamsState, State, Theme, draw};
 
 pub fn state_sized(width: u16, height: u16) -> State {
     let params = ParamsState::new(Preset::built_in("default", SamplingParams::default()), 1);
@@ -121,7 +116,7 @@ pub fn render(state: &State, theme: &Theme) -> Buffer {
     let mut terminal =
         Terminal::new(TestBackend::new(state.size.width, state.size.height)).unwrap();
     terminal
-        .draw(|frame| view::draw(frame, state, theme, &KeyMap::default()))
+        .draw(|frame| draw(frame, state, theme, &KeyMap::default()))
         .unwrap();
     terminal.backend().buffer().clone()
 }

@@ -2,14 +2,14 @@
 //! `crate::export`, one tab each, to copy (OSC 52) or to keep; and the last finished run
 //! written out as SampleResponse JSON, in samplab's shape or twinkle's.
 
-use super::action::{Action, DialogAction};
-use super::keymap::{KeyMap, Mode};
 use super::popup;
-use super::theme::Theme;
 use crate::export::{ExportContext, ExportFormat, export};
 use crate::model::embedded;
 use crate::params::SamplingParams;
 use crate::response::ResponseShape;
+use crate::tui::action::{Action, DialogAction};
+use crate::tui::input::keymap::{KeyMap, Mode};
+use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;

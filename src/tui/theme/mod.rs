@@ -1,5 +1,9 @@
 //! Colours as meaning, not as numbers: views ask the theme for `token_style(prob)` or
-//! `frame(focused)`, and theme files (`theme_file`) fill in this struct.
+//! `frame(focused)`, and theme files (`file`) fill in this struct; `catalog` holds the themes to
+//! choose from.
+
+pub mod catalog;
+pub mod file;
 
 use ratatui::style::{Color, Modifier, Style};
 
@@ -32,12 +36,6 @@ pub struct Theme {
 }
 
 impl Theme {
-    /// The default theme, `themes/dark.yaml`.
-    pub fn dark() -> Self {
-        super::themes::builtin(super::themes::DEFAULT)
-            .expect("the built-in themes are checked by their tests")
-    }
-
     /// For NO_COLOR: structure survives through modifiers only.
     pub fn plain() -> Self {
         let none = Style::new();

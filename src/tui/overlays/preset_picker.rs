@@ -2,12 +2,12 @@
 //! the user's presets, each with a summary of what it sets; a broken user file is listed with
 //! its error and cannot be loaded.
 
-use super::keymap::{KeyMap, Mode};
 use super::popup;
-use super::theme::Theme;
 use crate::params::SamplingParams;
 use crate::preset_store::{PresetStore, UserPreset};
 use crate::presets::{self, MODEL_PRESET};
+use crate::tui::input::keymap::{KeyMap, Mode};
+use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};

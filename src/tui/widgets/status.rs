@@ -3,7 +3,8 @@
 //! needed parts; and the log of every error and notice, which `l` shows whole.
 
 use super::params::ParamsState;
-use super::theme::Theme;
+use crate::tui::comparison::ModelId;
+use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
@@ -29,9 +30,8 @@ pub enum ModelStatus {
 /// One loaded (or loading) model and how its last run went.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelSlot {
-    /// Names the model's engine for good: events carry it, and it stays valid when models
-    /// before it are removed.
-    pub id: usize,
+    /// Names the model's engine for good (see `ModelId`).
+    pub id: ModelId,
     /// As given to `--model` or the model picker.
     pub spec: String,
     pub status: ModelStatus,
@@ -50,7 +50,7 @@ pub struct ModelSlot {
 impl Default for ModelSlot {
     fn default() -> Self {
         Self {
-            id: 0,
+            id: ModelId(0),
             spec: String::new(),
             status: ModelStatus::Loading {
                 progress: 0.0,
@@ -90,10 +90,8 @@ pub struct Message {
 /// The oldest messages go beyond this many.
 const LOG_LIMIT: usize = 200;
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct StatusState {
-    /// One per `--model`, in order.
-    pub models: Vec<ModelSlot>,
     /// The last run's error, until the next run starts.
     pub error: Option<String>,
     /// News about something the user did (a saved preset, a theme switch), until the next key.
@@ -101,17 +99,6 @@ pub struct StatusState {
     /// Every error and notice, oldest first: the status bar has room for a line, and they
     /// go when the next thing happens.
     pub log: Vec<Message>,
-}
-
-impl Default for StatusState {
-    fn default() -> Self {
-        Self {
-            models: vec![ModelSlot::default()],
-            error: None,
-            notice: None,
-            log: Vec::new(),
-        }
-    }
 }
 
 impl StatusState {
@@ -135,42 +122,6 @@ impl StatusState {
             text: text.to_owned(),
             error,
         });
-    }
-
-    /// The model exported code loads: one engine takes one model, so the first one, as given
-    /// to `--model` or the picker.
-    pub fn export_model(&self) -> &str {
-        self.models.first().map_or("", |m| m.spec.as_str())
-    }
-
-    pub fn slot(&self, id: usize) -> Option<&ModelSlot> {
-        self.models.iter().find(|m| m.id == id)
-    }
-
-    pub fn slot_mut(&mut self, id: usize) -> Option<&mut ModelSlot> {
-        self.models.iter_mut().find(|m| m.id == id)
-    }
-
-    /// Whether model `id` is loaded.
-    pub fn is_ready(&self, id: usize) -> bool {
-        self.slot(id).is_some_and(ModelSlot::ready)
-    }
-
-    /// Every model is loaded.
-    pub fn ready(&self) -> bool {
-        self.models.iter().all(ModelSlot::ready)
-    }
-
-    /// Every loaded model's special-token texts, longest first.
-    pub fn special_tokens(&self) -> Vec<&str> {
-        let mut texts: Vec<&str> = self
-            .models
-            .iter()
-            .flat_map(|m| m.special_tokens.iter().map(String::as_str))
-            .collect();
-        texts.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-        texts.dedup();
-        texts
     }
 }
 
@@ -197,10 +148,12 @@ impl Part {
 
 /// `hints` are (keys, meaning) pairs drawn at the right end; `log_key` opens the message log,
 /// named before the error, which may be cut.
+#[allow(clippy::too_many_arguments)] // the bar's parts, as the view gathers them
 pub fn render(
     frame: &mut Frame,
     area: Rect,
     status: &StatusState,
+    models: &[ModelSlot],
     params: &ParamsState,
     hints: &[(String, &str)],
     log_key: Option<String>,
@@ -208,7 +161,7 @@ pub fn render(
 ) {
     let on_bar = |style: Style| style.patch(theme.status);
     let mut parts = Vec::new();
-    for (i, model) in status.models.iter().enumerate() {
+    for (i, model) in models.iter().enumerate() {
         let (summary, timings) = model_spans(model, theme);
         parts.push(Part::new(if i > 0 { " │ " } else { "" }, summary, 3));
         if !timings.is_empty() {

@@ -1,23 +1,28 @@
 //! The pure heart of the UI: `update(&mut State, Action) -> Vec<Effect>`. No clock, no terminal,
 //! no engine: the loop performs the effects.
 
-use super::action::{Action, Effect, Focus};
-use super::branches;
-use super::chain_view::TokenTrace;
-use super::chat_mode;
-use super::columns::Columns;
-use super::conversation;
-use super::dialogs;
-use super::layout::Grid;
-use super::mouse::{self, Target};
-use super::prompt::{PromptView, SeenPrompt};
-use super::run_shape::keep_run_shape;
-use super::state::{Overlay, State};
-use super::status::ModelStatus;
-use super::text::TextBuffer;
+pub mod branches;
+pub mod chat_mode;
+pub mod conversation;
+pub mod dialogs;
+pub mod model_picker;
+pub mod run_shape;
+
 use crate::engine::{Event, Request, RunId, ScoreRequest, TraceRequest};
 use crate::presets::{MODEL_PRESET, Preset};
 use crate::response::StopReason;
+use crate::tui::action::{Action, Effect, Focus};
+use crate::tui::branch_tree::keep_for_run;
+use crate::tui::comparison::{ModelId, SideId};
+use crate::tui::input::mouse::{self, Target};
+use crate::tui::state::{Overlay, State};
+use crate::tui::widgets::chain_view::TokenTrace;
+use crate::tui::widgets::columns::Columns;
+use crate::tui::widgets::layout::Grid;
+use crate::tui::widgets::prompt::{PromptView, SeenPrompt};
+use crate::tui::widgets::status::ModelStatus;
+use crate::tui::widgets::text::TextBuffer;
+use run_shape::keep_run_shape;
 
 pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
     if !matches!(
@@ -34,10 +39,10 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             effects
         }
         Action::SwitchParamSet => {
-            if let Some(other) = &mut state.other_set {
-                state.params.editor = None;
-                std::mem::swap(&mut state.params, other);
-                state.editing_set = 1 - state.editing_set;
+            if let Some(other) = &mut state.comparison.other_set {
+                state.comparison.params.editor = None;
+                std::mem::swap(&mut state.comparison.params, other);
+                state.comparison.editing_set = state.comparison.editing_set.other();
             } else {
                 state.status.notify(
                     "one parameter set: start with two --preset to compare sets (A/B)".to_owned(),
@@ -63,23 +68,23 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             start_pending(state)
         }
         Action::SelectParam(delta) => {
-            state.params.select(delta);
+            state.comparison.params.select(delta);
             Vec::new()
         }
         Action::NudgeParam { steps, coarse } => {
-            let changed = state.params.nudge(steps, coarse);
+            let changed = state.comparison.params.nudge(steps, coarse);
             params_changed(state, changed)
         }
         Action::ResetParam => {
-            let changed = state.params.reset();
+            let changed = state.comparison.params.reset();
             params_changed(state, changed)
         }
         Action::TurnOffParam => {
-            let changed = state.params.turn_off();
+            let changed = state.comparison.params.turn_off();
             params_changed(state, changed)
         }
         Action::RollSeed => {
-            let changed = state.params.roll_seed();
+            let changed = state.comparison.params.roll_seed();
             params_changed(state, changed)
         }
         Action::ToggleChat => chat_mode::toggle(state),
@@ -88,16 +93,16 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             Vec::new()
         }
         Action::EditParam => {
-            let changed = state.params.edit();
+            let changed = state.comparison.params.edit();
             params_changed(state, changed)
         }
         Action::CommitEdit => conversation::commit(state).unwrap_or_else(|| {
-            let changed = state.params.commit();
+            let changed = state.comparison.params.commit();
             params_changed(state, changed)
         }),
         Action::CancelEdit => {
             if !conversation::cancel(state) {
-                state.params.editor = None;
+                state.comparison.params.editor = None;
             }
             Vec::new()
         }
@@ -110,7 +115,7 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             true
         }),
         Action::Paste(text) => {
-            if state.params.editor.is_some()
+            if state.comparison.params.editor.is_some()
                 || matches!(
                     state.overlay,
                     Some(Overlay::Save(_) | Overlay::Models(_) | Overlay::Conversation(_))
@@ -225,7 +230,7 @@ fn trace_cursor_token(state: &mut State) -> Option<Effect> {
     }
     let (index, step) = state.columns.cursor_token()?;
     let column = &state.columns.columns[index];
-    let side = state.sides.get(column.side)?;
+    let side = state.comparison.side(column.side)?;
     if column.finish.is_none() || column.trace.as_ref().is_some_and(|t| t.step == step) {
         return None;
     }
@@ -250,7 +255,7 @@ fn trace_cursor_token(state: &mut State) -> Option<Effect> {
 
 /// Tab and Shift+Tab between panes; arriving in the columns brings the cursor into view.
 fn cycle_focus(state: &mut State, forward: bool) -> Vec<Effect> {
-    state.params.editor = None;
+    state.comparison.params.editor = None;
     state.focus = state.focus.cycled(forward);
     if state.focus == Focus::Columns {
         navigate(state, Columns::reveal_cursor)
@@ -268,7 +273,7 @@ fn click(state: &mut State, x: u16, y: u16) -> Vec<Effect> {
     let Some(target) = mouse::target(state, x, y) else {
         return Vec::new();
     };
-    state.params.editor = None;
+    state.comparison.params.editor = None;
     match target {
         Target::Prompt => state.focus = Focus::Prompt,
         Target::Alternative(alternative) => {
@@ -278,8 +283,8 @@ fn click(state: &mut State, x: u16, y: u16) -> Vec<Effect> {
         Target::Params { field } => {
             state.focus = Focus::Params;
             if let Some((field, fraction)) = field {
-                state.params.selected = field;
-                let changed = fraction.is_some_and(|f| state.params.set_fraction(f));
+                state.comparison.params.selected = field;
+                let changed = fraction.is_some_and(|f| state.comparison.params.set_fraction(f));
                 return params_changed(state, changed);
             }
         }
@@ -322,7 +327,7 @@ fn wheel(state: &mut State, x: u16, y: u16, lines: i32) {
 fn inspecting_prompt_tokens(state: &State) -> bool {
     state.focus == Focus::Prompt
         && state.overlay.is_none()
-        && state.params.editor.is_none()
+        && state.comparison.params.editor.is_none()
         && state.prompt.view == PromptView::Tokens
         && state.seen_prompt().is_some()
 }
@@ -342,7 +347,7 @@ fn edit_text(state: &mut State, edit: impl FnOnce(&mut TextBuffer) -> bool) -> V
     } else if let Some(buffer) = conversation::editor_mut(state) {
         edit(buffer);
         Vec::new()
-    } else if let Some(editor) = &mut state.params.editor {
+    } else if let Some(editor) = &mut state.comparison.params.editor {
         if edit(&mut editor.buffer) {
             editor.error = None;
         }
@@ -369,21 +374,23 @@ pub(super) fn params_changed(state: &mut State, changed: bool) -> Vec<Effect> {
 }
 
 fn mark_all_pending(state: &mut State) {
-    for side in &mut state.sides {
+    for side in &mut state.comparison.sides {
         side.pending = true;
     }
 }
 
 /// Stops every side's run in flight; their unfinished samples end as `abort`.
 fn cancel_all(state: &mut State) -> Vec<Effect> {
-    (0..state.sides.len())
+    state
+        .comparison
+        .side_ids()
         .filter_map(|i| cancel_side(state, i))
         .collect()
 }
 
 /// Stops the run in progress on side `index`, if any.
-pub(super) fn cancel_side(state: &mut State, index: usize) -> Option<Effect> {
-    let side = &mut state.sides[index];
+pub(super) fn cancel_side(state: &mut State, index: SideId) -> Option<Effect> {
+    let side = &mut state.comparison.sides[index];
     let id = side.current.filter(|_| side.active)?;
     side.current = None;
     side.active = false;
@@ -395,22 +402,26 @@ pub(super) fn cancel_side(state: &mut State, index: usize) -> Option<Effect> {
 /// Runs every owed side whose model is ready; the others stay owed until theirs loads.
 pub(super) fn start_pending(state: &mut State) -> Vec<Effect> {
     let mut effects = Vec::new();
-    for index in 0..state.sides.len() {
-        let side = &state.sides[index];
-        if !side.pending || !state.status.is_ready(side.model) {
+    for index in state.comparison.side_ids() {
+        let side = &state.comparison.sides[index];
+        if !side.pending || !state.comparison.is_ready(side.model) {
             continue;
         }
         effects.extend(cancel_side(state, index));
         state.run.last_id += 1;
         let run_id = state.run.last_id;
-        let params = state.set_params(state.sides[index].set).params.clone();
-        let prompt = chat_mode::prompt_for(state, state.sides[index].model);
-        let side = &mut state.sides[index];
+        let params = state
+            .comparison
+            .set_params(state.comparison.sides[index].set)
+            .params
+            .clone();
+        let prompt = chat_mode::prompt_for(state, state.comparison.sides[index].model);
+        let side = &mut state.comparison.sides[index];
         let last = side.run_prompt.as_ref().zip(side.run_params.as_ref());
-        if let Some(cleared) = branches::keep_for_run(&mut side.tree, last, &prompt, &params) {
+        if let Some(cleared) = keep_for_run(&mut side.tree, last, &prompt, &params) {
             state.status.notify(cleared);
         }
-        let side = &mut state.sides[index];
+        let side = &mut state.comparison.sides[index];
         let branches = side.tree.requests(params.num_samples);
         side.run_branches.clone_from(&branches);
         side.current = Some(run_id);
@@ -435,15 +446,17 @@ pub(super) fn start_pending(state: &mut State) -> Vec<Effect> {
 }
 
 /// The side showing run `run_id` of `model`.
-fn side_of(state: &State, model: usize, run_id: RunId) -> Option<usize> {
+fn side_of(state: &State, model: ModelId, run_id: RunId) -> Option<SideId> {
     state
+        .comparison
         .sides
         .iter()
         .position(|s| s.model == model && s.current == Some(run_id))
+        .map(SideId)
 }
 
-fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
-    if state.status.slot(model).is_none() {
+fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> {
+    if state.comparison.slot(model).is_none() {
         return Vec::new();
     }
     let side = match event.run_id() {
@@ -460,7 +473,7 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             message,
             download,
         } => {
-            if let Some(slot) = state.status.slot_mut(model) {
+            if let Some(slot) = state.comparison.slot_mut(model) {
                 slot.status = ModelStatus::Loading {
                     progress,
                     message,
@@ -481,23 +494,30 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             for warning in warnings {
                 state.status.notify(format!("warning: {warning}"));
             }
-            if let Some(slot) = state.status.slot_mut(model) {
+            if let Some(slot) = state.comparison.slot_mut(model) {
                 slot.status = ModelStatus::Ready { name, device };
                 slot.chat_available = chat_template;
                 slot.vocab = vocab;
                 slot.special_tokens = special_tokens;
             }
             let size = u32::try_from(vocab_size).unwrap_or(u32::MAX);
-            state.params.vocab_size = Some(state.params.vocab_size.map_or(size, |s| s.min(size)));
+            state.comparison.params.vocab_size = Some(
+                state
+                    .comparison
+                    .params
+                    .vocab_size
+                    .map_or(size, |s| s.min(size)),
+            );
             chat_mode::loaded(state, model);
             // The first model's defaults are the ones `--preset model` means.
-            if model == 0 {
+            if model == ModelId(0) {
                 state.presets.model_defaults.clone_from(&defaults);
-                if state.params.preset_name == MODEL_PRESET {
+                if state.comparison.params.preset_name == MODEL_PRESET {
                     match defaults {
                         Some(defaults) => {
-                            let params = keep_run_shape(defaults, &state.params.params);
+                            let params = keep_run_shape(defaults, &state.comparison.params.params);
                             state
+                                .comparison
                                 .params
                                 .load_preset(Preset::built_in(MODEL_PRESET, params))
                         }
@@ -509,8 +529,8 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             }
             let mut effects = start_pending(state);
             // Finished runs of the other models are this one's to score too.
-            effects.extend((0..state.sides.len()).filter_map(|side| {
-                (state.sides[side].model != model)
+            effects.extend(state.comparison.side_ids().filter_map(|side| {
+                (state.comparison.sides[side].model != model)
                     .then(|| score_request(state, side))
                     .flatten()
                     .map(|request| Effect::Score(model, request))
@@ -530,7 +550,7 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             ));
         }
         Event::LoadFailed { message } => {
-            if let Some(slot) = state.status.slot_mut(model) {
+            if let Some(slot) = state.comparison.slot_mut(model) {
                 let spec = slot.spec.clone();
                 slot.status = ModelStatus::Failed(message.clone());
                 state
@@ -542,11 +562,11 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             rendered, tokens, ..
         } => {
             let name = state
-                .status
+                .comparison
                 .slot(model)
                 .and_then(|s| s.name())
                 .unwrap_or("the model");
-            state.sides[side.unwrap_or_default()].seen = Some(SeenPrompt {
+            state.comparison.sides[side.unwrap_or_default()].seen = Some(SeenPrompt {
                 model: name.to_owned(),
                 rendered,
                 tokens,
@@ -558,7 +578,7 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             prefill_ms,
             ..
         } => {
-            if let Some(slot) = state.status.slot_mut(model) {
+            if let Some(slot) = state.comparison.slot_mut(model) {
                 slot.prefill_ms = Some(prefill_ms);
                 slot.tok_per_s = None;
             }
@@ -572,7 +592,7 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
                 .count();
             let grid = Grid::on_screen(state.size, others + seeds.len());
             state.columns.start(side, &seeds, &grid);
-            state.sides[side].shown = Some(run_id);
+            state.comparison.sides[side].shown = Some(run_id);
             label_branches(state, side, &grid);
         }
         Event::Token { token, .. } => {
@@ -601,13 +621,13 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
         }
         Event::Done { response, .. } => {
             // A run that only replayed decoded nothing, so it measured no speed.
-            if let Some(slot) = state.status.slot_mut(model)
+            if let Some(slot) = state.comparison.slot_mut(model)
                 && response.timings.tokens_decoded > 0
             {
                 slot.tok_per_s = Some(response.timings.decode_tok_per_s);
             }
             let side = side.unwrap_or_default();
-            state.sides[side].active = false;
+            state.comparison.sides[side].active = false;
             for trajectory in &response.trajectories {
                 if let Some(column) = state.columns.get_mut(side, trajectory.index)
                     && column.finish.is_none()
@@ -617,13 +637,13 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
                 }
             }
             state.columns.mark_divergence();
-            state.sides[side].response = Some(response);
+            state.comparison.sides[side].response = Some(response);
             // The inspector may be waiting on this run's end to trace its token.
             let mut effects: Vec<Effect> = trace_cursor_token(state).into_iter().collect();
             if let Some(request) = score_request(state, side) {
                 effects.extend(
                     state
-                        .status
+                        .comparison
                         .models
                         .iter()
                         .filter(|other| other.id != model && other.ready())
@@ -645,7 +665,13 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
             }
         }
         Event::Scored { run_id, scores } => {
-            if let Some(side) = state.sides.iter().position(|s| s.current == Some(run_id)) {
+            if let Some(side) = state
+                .comparison
+                .sides
+                .iter()
+                .position(|s| s.current == Some(run_id))
+                .map(SideId)
+            {
                 for score in scores {
                     if let Some(column) = state.columns.get_mut(side, score.sample) {
                         column.add_cross_score(score);
@@ -660,8 +686,8 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
         }
         Event::Error { message, .. } => {
             let side = side.unwrap_or_default();
-            state.sides[side].active = false;
-            state.sides[side].error = Some(message.clone());
+            state.comparison.sides[side].active = false;
+            state.comparison.sides[side].error = Some(message.clone());
             state.status.report_error(message);
             state.columns.end_unfinished(side, StopReason::Error);
         }
@@ -671,17 +697,21 @@ fn engine_event(state: &mut State, model: usize, event: Event) -> Vec<Effect> {
 
 /// Marks the columns of a run's branches with where they part from their parents, and puts the
 /// cursor where the branch or step that asked for the run wants it.
-fn label_branches(state: &mut State, side: usize, grid: &Grid) {
-    let Some(num_samples) = state.sides[side].run_params.as_ref().map(|p| p.num_samples) else {
+fn label_branches(state: &mut State, side: SideId, grid: &Grid) {
+    let Some(num_samples) = state.comparison.sides[side]
+        .run_params
+        .as_ref()
+        .map(|p| p.num_samples)
+    else {
         return;
     };
-    for (j, branch) in state.sides[side].run_branches.iter().enumerate() {
+    for (j, branch) in state.comparison.sides[side].run_branches.iter().enumerate() {
         if let Some(column) = state.columns.get_mut(side, num_samples + j as u32) {
             column.origin = Some(branch.origin);
             column.stepping = branch.then.is_some();
         }
     }
-    if let Some((sample, token)) = state.sides[side].follow.take()
+    if let Some((sample, token)) = state.comparison.sides[side].follow.take()
         && let Some(column) = state.columns.index_of(side, sample)
     {
         state.focus = Focus::Columns;
@@ -690,12 +720,12 @@ fn label_branches(state: &mut State, side: usize, grid: &Grid) {
 }
 
 /// The finished current run of `side`, as other models are asked to score it.
-fn score_request(state: &State, side: usize) -> Option<ScoreRequest> {
-    let side = &state.sides[side];
+fn score_request(state: &State, side: SideId) -> Option<ScoreRequest> {
+    let side = &state.comparison.sides[side];
     let response = side.response.as_ref()?;
     Some(ScoreRequest::new(
         side.current?,
-        state.status.slot(side.model)?.vocab,
+        state.comparison.slot(side.model)?.vocab,
         side.run_prompt.as_ref()?,
         response,
     ))

@@ -1,13 +1,13 @@
 //! The effects that touch files or the terminal, performed by the loop and answered with an
 //! `Outcome` for `update`, so that `update` itself stays pure.
 
-use super::action::Outcome;
 use super::{clipboard, results_file};
 use crate::engine::RunId;
 use crate::model::discover::discover;
 use crate::model::source::HubSettings;
 use crate::params::SamplingParams;
 use crate::preset_store::{PresetStore, SaveError};
+use crate::tui::action::Outcome;
 use std::io::Write;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};

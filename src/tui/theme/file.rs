@@ -2,7 +2,7 @@
 //! over a base theme so that a user's file names only what it changes. Every mistake is an
 //! error naming the file and the key, never a silently ignored line.
 
-use super::theme::{GradientStop, Theme};
+use super::{GradientStop, Theme};
 use ratatui::style::{Color, Modifier, Style};
 use serde_yaml_ng::{Mapping, Value};
 use std::str::FromStr;

@@ -1,12 +1,12 @@
 //! The mouse: terminal mouse events become actions, and an action's cell is hit-tested against
 //! the same layout the view draws (computed from the state, never stored while drawing).
 
-use super::action::{Action, Focus};
-use super::inspector;
-use super::layout::{Grid, areas};
-use super::params::{first_row, slider_cells, visible_rows};
-use super::state::State;
 use crate::params::Field;
+use crate::tui::action::{Action, Focus};
+use crate::tui::state::State;
+use crate::tui::widgets::inspector;
+use crate::tui::widgets::layout::{Grid, areas};
+use crate::tui::widgets::params::{first_row, slider_cells, visible_rows};
 use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
 use ratatui::layout::{Margin, Position, Rect};
 
@@ -100,7 +100,7 @@ fn alternative_at(panel: Rect, at: Position, state: &State) -> Option<usize> {
     let event = &state.columns.columns[column].tokens[token];
     inspector::alternative_at(
         event,
-        state.params.params.logprobs,
+        state.comparison.params.params.logprobs,
         usize::from(at.y - inner.y),
     )
 }
@@ -111,9 +111,9 @@ fn param_at(panel: Rect, at: Position, state: &State) -> Option<(usize, Option<f
     if !inner.contains(at) {
         return None;
     }
-    let visible = visible_rows(&state.params, usize::from(inner.height));
+    let visible = visible_rows(&state.comparison.params, usize::from(inner.height));
     let row = usize::from(at.y - inner.y);
-    let field = first_row(state.params.selected, visible) + row;
+    let field = first_row(state.comparison.params.selected, visible) + row;
     if row >= visible || field >= Field::ALL.len() {
         return None;
     }

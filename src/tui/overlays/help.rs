@@ -3,9 +3,9 @@
 //! keys are padded into a column of their own, and a blank line parts the sections, unless that
 //! would not fit; on a small terminal short rows go side by side.
 
-use super::keymap::{KeyMap, Mode};
 use super::popup;
-use super::theme::Theme;
+use crate::tui::input::keymap::{KeyMap, Mode};
+use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};

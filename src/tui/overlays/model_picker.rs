@@ -3,17 +3,14 @@
 //! typed in. Finding candidates reads the disk, so the loop does it and answers with
 //! `Outcome::ModelsFound`.
 
-use super::action::Effect;
-use super::keymap::{KeyMap, Mode};
 use super::popup;
-use super::state::{Overlay, State};
-use super::status::ModelStatus;
-use super::text::TextBuffer;
-use super::theme::Theme;
-use super::update;
 use crate::model::discover::Candidate;
 use crate::model::embedded;
 use crate::model::hub::progress::bytes;
+use crate::tui::input::keymap::{KeyMap, Mode};
+use crate::tui::theme::Theme;
+use crate::tui::widgets::status::{ModelSlot, ModelStatus};
+use crate::tui::widgets::text::TextBuffer;
 use ratatui::Frame;
 use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span};
@@ -49,130 +46,18 @@ impl ModelPicker {
     }
 }
 
-/// `a`: opens the picker and asks the loop what is on disk.
-pub fn open(state: &mut State) -> Vec<Effect> {
-    state.overlay = Some(Overlay::Models(ModelPicker::new()));
-    vec![Effect::DiscoverModels]
-}
-
-pub fn move_by(state: &mut State, delta: i32) {
-    let rows = state.status.models.len() + picker(state).map_or(0, |p| p.candidates.len());
-    if let Some(Overlay::Models(picker)) = &mut state.overlay
-        && rows > 0
-    {
-        picker.selected =
-            (picker.selected as i64 + i64::from(delta)).rem_euclid(rows as i64) as usize;
-    }
-}
-
-/// Enter: the typed spec, else the selected candidate, joins the comparison; it loads on its
-/// own engine and runs the current parameters and seeds once ready.
-pub fn add(state: &mut State) -> Vec<Effect> {
-    let loaded = state.status.models.len();
-    let Some(Overlay::Models(picker)) = &mut state.overlay else {
-        return Vec::new();
-    };
-    let typed = picker.input.text.trim().to_owned();
-    let spec = if typed.is_empty() {
-        match picker.selected.checked_sub(loaded) {
-            Some(i) => picker.candidates.get(i).map(|c| c.spec.clone()),
-            None => {
-                picker.error = Some("already loaded: pick a model below, or type one".to_owned());
-                return Vec::new();
-            }
-        }
-    } else {
-        Some(typed)
-    };
-    let Some(spec) = spec else {
-        return Vec::new();
-    };
-    state.overlay = None;
-    let id = state.add_model(&spec);
-    vec![Effect::AddEngine { id, spec }]
-}
-
-/// Del on a loaded model: its runs stop, its columns and its scores go, its engine closes (a
-/// download under way stops with it). On the last model, which stays, Del stops its download.
-pub fn remove(state: &mut State) -> Vec<Effect> {
-    let Some(selected) = picker(state).map(|p| p.selected) else {
-        return Vec::new();
-    };
-    let Some(slot) = state.status.models.get(selected) else {
-        return refuse(state, "only a loaded model (above the line) can be removed");
-    };
-    if state.status.models.len() == 1 {
-        // The last model stays, but its download can stop: what arrived is kept to resume.
-        if matches!(
-            slot.status,
-            ModelStatus::Loading {
-                downloading: true,
-                ..
-            }
-        ) {
-            let (id, spec) = (slot.id, slot.spec.clone());
-            state
-                .status
-                .notify(format!("cancelling the download of {spec}"));
-            return vec![Effect::CancelLoad(id)];
-        }
-        return refuse(
-            state,
-            "the last model stays: add another before removing this one",
-        );
-    }
-    let (id, name) = (slot.id, slot.name().map(str::to_owned));
-    let mut effects = Vec::new();
-    for index in (0..state.sides.len()).rev() {
-        if state.sides[index].model != id {
-            continue;
-        }
-        effects.extend(update::cancel_side(state, index));
-        state.sides.remove(index);
-        state.columns.remove_side(index);
-    }
-    if let Some(name) = name {
-        for column in &mut state.columns.columns {
-            column.cross.retain(|score| score.model != name);
-        }
-    }
-    state.status.models.retain(|m| m.id != id);
-    state.columns.mark_divergence();
-    let loaded = state.status.models.len();
-    if let Some(Overlay::Models(picker)) = &mut state.overlay {
-        picker.selected = selected.min(loaded - 1);
-        picker.error = None;
-    }
-    effects.push(Effect::RemoveEngine(id));
-    effects
-}
-
-fn refuse(state: &mut State, why: &str) -> Vec<Effect> {
-    if let Some(Overlay::Models(picker)) = &mut state.overlay {
-        picker.error = Some(why.to_owned());
-    }
-    Vec::new()
-}
-
-fn picker(state: &State) -> Option<&ModelPicker> {
-    match &state.overlay {
-        Some(Overlay::Models(picker)) => Some(picker),
-        _ => None,
-    }
-}
-
 const LABEL: &str = "add: ";
 
 pub fn render(
     frame: &mut Frame,
     area: Rect,
-    state: &State,
+    models: &[ModelSlot],
     picker: &ModelPicker,
     keymap: &KeyMap,
     theme: &Theme,
 ) {
     let hints = popup::hints(keymap, &[Mode::Models, Mode::Dialog]);
-    let rows = state.status.models.len() + picker.candidates.len();
+    let rows = models.len() + picker.candidates.len();
     let mut lines = vec![Line::from(vec![
         Span::styled(LABEL, theme.dim),
         Span::styled(picker.input.text.clone(), theme.editor),
@@ -192,7 +77,7 @@ pub fn render(
             theme.base
         }
     };
-    for (i, model) in state.status.models.iter().enumerate() {
+    for (i, model) in models.iter().enumerate() {
         let name = model.name().unwrap_or(&model.spec);
         let (status, style) = match &model.status {
             ModelStatus::Ready { .. } => ("loaded".to_owned(), row_style(i)),
@@ -213,7 +98,7 @@ pub fn render(
         lines.push(Line::styled(format!(" {name:<40} {status}{spec}"), style));
     }
     let separator = lines.len();
-    let loaded = state.status.models.len();
+    let loaded = models.len();
     let label_width = picker
         .candidates
         .iter()

@@ -3,9 +3,9 @@
 
 use super::stop_text;
 use super::text::TextBuffer;
-use super::theme::Theme;
 use crate::params::{Field, FieldSpec, Knob, SamplingParams};
 use crate::presets::{Preset, PresetSource};
+use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span};

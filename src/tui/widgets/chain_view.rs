@@ -2,9 +2,9 @@
 //! stage of the engine's chain in the order the stages ran, and for each alternative the stage
 //! that removed it and the logit shifts penalties and biases gave it.
 
-use super::theme::Theme;
 use crate::engine::TokenEvent;
 use crate::sampling::StageTrace;
+use crate::tui::theme::Theme;
 use ratatui::text::{Line, Span};
 
 /// The trace of one token of a column: asked for when the cursor lands on it.

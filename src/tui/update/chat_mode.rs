@@ -3,12 +3,14 @@
 //! samples focused, only the model of the cursor's column, so that a chat model and a base
 //! model can be compared each in its own mode. A model that cannot take chat says so.
 
-use super::action::{Effect, Focus};
-use super::state::State;
-use super::status::ModelSlot;
-use super::update::params_changed;
+use super::params_changed;
 use crate::engine::{Conversation, Prompt};
 use crate::model::chat_template::Message;
+use crate::tui::action::{Effect, Focus};
+use crate::tui::comparison::ModelId;
+use crate::tui::state::State;
+use crate::tui::widgets::prompt::ChatModes;
+use crate::tui::widgets::status::ModelSlot;
 
 /// `m`: raw → chat → (when the message holds special-token text) chat with that text kept as
 /// text → raw, for the models it applies to.
@@ -17,7 +19,7 @@ pub fn toggle(state: &mut State) -> Vec<Effect> {
     let targets_chat = |state: &State| targets.iter().any(|&id| slot_chat(state, id));
     let chat = targets_chat(state);
     let typed = state
-        .status
+        .comparison
         .special_tokens()
         .iter()
         .any(|s| state.prompt.text().contains(s));
@@ -25,7 +27,7 @@ pub fn toggle(state: &mut State) -> Vec<Effect> {
         (false, _) => {
             let mut refused = Vec::new();
             for &id in &targets {
-                let Some(slot) = state.status.slot_mut(id) else {
+                let Some(slot) = state.comparison.slot_mut(id) else {
                     continue;
                 };
                 // A model still loading is asked for chat; its load says if it cannot.
@@ -47,7 +49,7 @@ pub fn toggle(state: &mut State) -> Vec<Effect> {
         (true, false) if typed => state.prompt.literal_specials = true,
         (true, _) => {
             for &id in &targets {
-                if let Some(slot) = state.status.slot_mut(id) {
+                if let Some(slot) = state.comparison.slot_mut(id) {
                     slot.chat = false;
                 }
             }
@@ -59,8 +61,8 @@ pub fn toggle(state: &mut State) -> Vec<Effect> {
 
 /// A model has loaded: chat asked for before it loaded is dropped, with a message, when it has
 /// no template.
-pub fn loaded(state: &mut State, model: usize) {
-    if let Some(slot) = state.status.slot_mut(model)
+pub fn loaded(state: &mut State, model: ModelId) {
+    if let Some(slot) = state.comparison.slot_mut(model)
         && slot.chat
         && !slot.chat_available
     {
@@ -72,7 +74,7 @@ pub fn loaded(state: &mut State, model: usize) {
 
 /// What model `model` is asked: the conversation (earlier turns, then the prompt as the last
 /// user message) in chat mode, else the prompt as raw text.
-pub fn prompt_for(state: &State, model: usize) -> Prompt {
+pub fn prompt_for(state: &State, model: ModelId) -> Prompt {
     let text = state.prompt.text();
     if !slot_chat(state, model) {
         return Prompt::raw(text);
@@ -85,19 +87,8 @@ pub fn prompt_for(state: &State, model: usize) -> Prompt {
     })
 }
 
-/// Which models get chat and which raw text, as the prompt box's title says it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ChatModes {
-    /// Some model is in chat mode.
-    pub chat: bool,
-    /// Some loaded model has a chat template, so `m` can switch.
-    pub available: bool,
-    /// With models in chat mode, the names of those that get raw text.
-    pub raw: Vec<String>,
-}
-
 pub fn modes(state: &State) -> ChatModes {
-    let models = &state.status.models;
+    let models = &state.comparison.models;
     let chat = models.iter().any(|m| m.chat);
     ChatModes {
         chat,
@@ -110,19 +101,19 @@ pub fn modes(state: &State) -> ChatModes {
     }
 }
 
-fn slot_chat(state: &State, model: usize) -> bool {
-    state.status.slot(model).is_some_and(|slot| slot.chat)
+fn slot_chat(state: &State, model: ModelId) -> bool {
+    state.comparison.slot(model).is_some_and(|slot| slot.chat)
 }
 
 /// The models `m` switches: the cursor column's with the samples focused, else all.
-fn targets(state: &State) -> Vec<usize> {
+fn targets(state: &State) -> Vec<ModelId> {
     let side = state
         .columns
         .cursor_side()
-        .filter(|_| state.focus == Focus::Columns && state.sides.len() > 1);
-    match side.and_then(|side| state.sides.get(side)) {
+        .filter(|_| state.focus == Focus::Columns && state.comparison.sides.len() > 1);
+    match side.and_then(|side| state.comparison.side(side)) {
         Some(side) => vec![side.model],
-        None => state.status.models.iter().map(|m| m.id).collect(),
+        None => state.comparison.models.iter().map(|m| m.id).collect(),
     }
 }
 

@@ -1,24 +1,16 @@
 //! The conversation dialog (`c`): a system message and earlier turns that the chat template
-//! gets before the prompt, which is the last user message. Enter edits a turn, `a` adds one
-//! after the selection, `d` deletes it, `r` cycles its role; every change re-runs.
+//! gets before the prompt, which is the last user message.
 
-use super::action::Effect;
-use super::keymap::{KeyMap, Mode};
 use super::popup;
-use super::prompt::PromptState;
-use super::state::{Overlay, State};
-use super::text::TextBuffer;
-use super::theme::Theme;
-use super::update::params_changed;
-use crate::model::chat_template::Message;
+use crate::tui::input::keymap::{KeyMap, Mode};
+use crate::tui::theme::Theme;
+use crate::tui::widgets::prompt::PromptState;
+use crate::tui::widgets::text::TextBuffer;
 use ratatui::Frame;
 use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use unicode_width::UnicodeWidthStr;
-
-/// The roles `r` cycles through.
-const ROLES: [&str; 3] = ["system", "user", "assistant"];
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ConversationDialog {
@@ -26,115 +18,6 @@ pub struct ConversationDialog {
     pub selected: usize,
     /// The selected turn's text while it is edited.
     pub editor: Option<TextBuffer>,
-}
-
-pub fn open(state: &mut State) {
-    state.overlay = Some(Overlay::Conversation(ConversationDialog::default()));
-}
-
-/// Moves the selection, stopping at the first and last turn.
-pub fn move_by(state: &mut State, delta: i32) {
-    let last = state.prompt.history.len().saturating_sub(1);
-    if let Some(dialog) = dialog_mut(state) {
-        dialog.selected = dialog
-            .selected
-            .saturating_add_signed(delta as isize)
-            .min(last);
-    }
-}
-
-/// Enter: edit the selected turn's text.
-pub fn edit(state: &mut State) {
-    let Some(selected) = dialog_mut(state).map(|d| d.selected) else {
-        return;
-    };
-    let Some(turn) = state.prompt.history.get(selected) else {
-        return;
-    };
-    let buffer = TextBuffer::new(turn.content.clone());
-    if let Some(dialog) = dialog_mut(state) {
-        dialog.editor = Some(buffer);
-    }
-}
-
-/// `a`: a new turn after the selection (the first one a system message; then each answers the
-/// one before: an assistant after a user, a user after anything else), edited at once.
-pub fn add(state: &mut State) -> Vec<Effect> {
-    let Some(selected) = dialog_mut(state).map(|d| d.selected) else {
-        return Vec::new();
-    };
-    let history = &mut state.prompt.history;
-    let (at, role) = match history.get(selected) {
-        None => (0, "system"),
-        Some(turn) if turn.role == "user" => (selected + 1, "assistant"),
-        Some(_) => (selected + 1, "user"),
-    };
-    history.insert(at, Message::new(role, ""));
-    if let Some(dialog) = dialog_mut(state) {
-        dialog.selected = at;
-        dialog.editor = Some(TextBuffer::default());
-    }
-    params_changed(state, true)
-}
-
-/// `d`: deletes the selected turn.
-pub fn delete(state: &mut State) -> Vec<Effect> {
-    let Some(selected) = dialog_mut(state).map(|d| d.selected) else {
-        return Vec::new();
-    };
-    if selected >= state.prompt.history.len() {
-        return Vec::new();
-    }
-    state.prompt.history.remove(selected);
-    let last = state.prompt.history.len().saturating_sub(1);
-    if let Some(dialog) = dialog_mut(state) {
-        dialog.selected = selected.min(last);
-    }
-    params_changed(state, true)
-}
-
-/// `r`: system → user → assistant → system for the selected turn.
-pub fn cycle_role(state: &mut State) -> Vec<Effect> {
-    let Some(selected) = dialog_mut(state).map(|d| d.selected) else {
-        return Vec::new();
-    };
-    let Some(turn) = state.prompt.history.get_mut(selected) else {
-        return Vec::new();
-    };
-    let next = ROLES
-        .iter()
-        .position(|&r| r == turn.role)
-        .map_or(0, |i| (i + 1) % ROLES.len());
-    turn.role = ROLES[next].to_owned();
-    params_changed(state, true)
-}
-
-/// Enter while editing: the text becomes the turn's. `None` when no turn is being edited.
-pub fn commit(state: &mut State) -> Option<Vec<Effect>> {
-    let dialog = dialog_mut(state)?;
-    let text = dialog.editor.take()?.text;
-    let selected = dialog.selected;
-    let turn = state.prompt.history.get_mut(selected)?;
-    let changed = turn.content != text;
-    turn.content = text;
-    Some(params_changed(state, changed))
-}
-
-/// Esc while editing: the turn keeps its text. Whether a turn was being edited.
-pub fn cancel(state: &mut State) -> bool {
-    dialog_mut(state).is_some_and(|d| d.editor.take().is_some())
-}
-
-/// The text field of the turn being edited.
-pub fn editor_mut(state: &mut State) -> Option<&mut TextBuffer> {
-    dialog_mut(state)?.editor.as_mut()
-}
-
-fn dialog_mut(state: &mut State) -> Option<&mut ConversationDialog> {
-    match &mut state.overlay {
-        Some(Overlay::Conversation(dialog)) => Some(dialog),
-        _ => None,
-    }
 }
 
 /// Width of the role column.

@@ -4,13 +4,14 @@
 
 use super::chain_view::TokenTrace;
 use super::layout::Grid;
-use super::theme::Theme;
 use super::wrap::Wrapped;
 use crate::engine::TokenEvent;
 use crate::engine::score::common_prefix;
 use crate::response::{
     BranchOrigin, CrossScore, StopMatched, StopReason, mean_and_perplexity, stop_label,
 };
+use crate::tui::comparison::SideId;
+use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Modifier;
@@ -21,7 +22,7 @@ use unicode_width::UnicodeWidthStr;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Column {
     /// The side (model and parameter set) whose run this sample belongs to.
-    pub side: usize,
+    pub side: SideId,
     /// The sample's index within its run.
     pub sample: u32,
     pub seed: u64,
@@ -54,7 +55,7 @@ pub struct Column {
 impl Column {
     pub fn new(seed: u64, width: usize, whitespace: bool) -> Self {
         Self {
-            side: 0,
+            side: SideId::default(),
             sample: 0,
             seed,
             tokens: Vec::new(),
@@ -236,7 +237,7 @@ impl Columns {
     /// A new run of `side`: fresh columns that follow their tails, in place of the side's old
     /// ones (sides stay in order); the cursor keeps its place so that the same position can
     /// be compared across runs. `grid` is laid out for every column after the change.
-    pub fn start(&mut self, side: usize, seeds: &[u64], grid: &Grid) {
+    pub fn start(&mut self, side: SideId, seeds: &[u64], grid: &Grid) {
         let width = grid.text_width();
         let fresh = seeds.iter().enumerate().map(|(i, &seed)| Column {
             side,
@@ -252,22 +253,22 @@ impl Columns {
     }
 
     /// Drops the columns of `side`, which no longer exists; later sides move up by one.
-    pub fn remove_side(&mut self, side: usize) {
+    pub fn remove_side(&mut self, side: SideId) {
         self.columns.retain(|c| c.side != side);
         for column in self.columns.iter_mut().filter(|c| c.side > side) {
-            column.side -= 1;
+            column.side = SideId(column.side.0 - 1);
         }
         self.cursor.column = self.cursor.column.min(self.columns.len().saturating_sub(1));
     }
 
     /// The column of `sample` in `side`'s run.
-    pub fn index_of(&self, side: usize, sample: u32) -> Option<usize> {
+    pub fn index_of(&self, side: SideId, sample: u32) -> Option<usize> {
         self.columns
             .iter()
             .position(|c| c.side == side && c.sample == sample)
     }
 
-    pub fn get_mut(&mut self, side: usize, sample: u32) -> Option<&mut Column> {
+    pub fn get_mut(&mut self, side: SideId, sample: u32) -> Option<&mut Column> {
         let index = self.index_of(side, sample)?;
         self.columns.get_mut(index)
     }
@@ -275,7 +276,7 @@ impl Columns {
     /// Marks in every column where it first parts from the columns of other sides that share
     /// its sample index (and so its seed): compared by text, since tokenizers may differ.
     pub fn mark_divergence(&mut self) {
-        let texts: Vec<(usize, u32, Vec<char>)> = self
+        let texts: Vec<(SideId, u32, Vec<char>)> = self
             .columns
             .iter()
             .map(|c| (c.side, c.sample, c.token_text().chars().collect()))
@@ -306,7 +307,7 @@ impl Columns {
 
     /// Adds a token; `hold` (the cursor is shown) stops the column from following its tail
     /// when that would scroll a cursor placed on an earlier token out of view.
-    pub fn push_token(&mut self, side: usize, token: TokenEvent, grid: &Grid, hold: bool) {
+    pub fn push_token(&mut self, side: SideId, token: TokenEvent, grid: &Grid, hold: bool) {
         let Some(index) = self.index_of(side, token.sample) else {
             return;
         };
@@ -330,7 +331,7 @@ impl Columns {
 
     /// Ends the samples of `side` still running: `abort` when a newer run cut them short,
     /// `error` when the engine failed.
-    pub fn end_unfinished(&mut self, side: usize, reason: StopReason) {
+    pub fn end_unfinished(&mut self, side: SideId, reason: StopReason) {
         for column in self
             .columns
             .iter_mut()
@@ -342,7 +343,7 @@ impl Columns {
 
     /// The (column, token) under the cursor, if that column has a token yet.
     /// The side of the cursor's column.
-    pub fn cursor_side(&self) -> Option<usize> {
+    pub fn cursor_side(&self) -> Option<SideId> {
         let column = self.cursor.column.min(self.columns.len().checked_sub(1)?);
         Some(self.columns[column].side)
     }
@@ -511,7 +512,7 @@ pub fn render(
         let column = &state.columns[i];
         let top = column.top(rows);
         let own = column.name();
-        let name = match titles.get(column.side) {
+        let name = match titles.get(column.side.0) {
             Some(title) if column.sample == 0 => {
                 format!(" {} · {own} seed {} ", title.header, column.seed)
             }
@@ -519,7 +520,7 @@ pub fn render(
             None => format!(" {own} seed {} ", column.seed),
         };
         let mut title = vec![Span::styled(name, theme.title)];
-        match marks.get(column.side) {
+        match marks.get(column.side.0) {
             Some(Mark::Stale) => title.push(Span::styled("stale ", theme.dim)),
             Some(Mark::Failed) => title.push(Span::styled("run failed ", theme.error)),
             Some(Mark::Current) | None => {}
@@ -678,16 +679,16 @@ mod tests {
         let grid = Grid::new(Rect::new(0, 0, 10, 6), 1);
         assert_eq!(grid.text_rows(), 3);
         let mut columns = Columns::default();
-        columns.start(0, &[7], &grid);
+        columns.start(SideId(0), &[7], &grid);
         assert_eq!(columns.cursor_token(), None, "no token yet");
         for _ in 0..3 {
-            columns.push_token(0, token("abcdefgh", -1.0), &grid, true);
+            columns.push_token(SideId(0), token("abcdefgh", -1.0), &grid, true);
         }
         assert_eq!(columns.cursor_token(), Some((0, 2)));
         columns.step_token(-1, &grid);
         assert_eq!(columns.cursor.token, Some(1));
         for _ in 0..5 {
-            columns.push_token(0, token("abcdefgh", -1.0), &grid, true);
+            columns.push_token(SideId(0), token("abcdefgh", -1.0), &grid, true);
         }
         let column = &columns.columns[0];
         assert!(column.top(3) <= 1, "the cursor's row stays in view");

@@ -2,21 +2,21 @@
 //! pure like the rest, with file and terminal work handed to the loop as effects whose
 //! outcomes come back as actions.
 
-use super::action::{DialogAction, Effect, Outcome};
 use super::conversation;
-use super::export_dialog::{self, ExportDialog, Note};
 use super::model_picker;
-use super::preset_picker::{EntryKind, PresetPicker};
+use super::params_changed;
 use super::run_shape::keep_run_shape;
-use super::save_prompt::{SavePrompt, Saving};
-use super::state::{Overlay, State};
-use super::themes::Cycled;
-use super::update::params_changed;
 use crate::engine::RunId;
 use crate::params::SamplingParams;
 use crate::preset_store::check_name;
 use crate::presets::{Preset, PresetSource};
 use crate::response::SampleResponse;
+use crate::tui::action::{DialogAction, Effect, Outcome};
+use crate::tui::overlays::export_dialog::{self, ExportDialog, Note};
+use crate::tui::overlays::preset_picker::{EntryKind, PresetPicker};
+use crate::tui::overlays::save_prompt::{SavePrompt, Saving};
+use crate::tui::state::{Overlay, State};
+use crate::tui::theme::catalog::Cycled;
 use std::path::PathBuf;
 
 pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
@@ -37,7 +37,7 @@ pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
         DialogAction::DeleteTurn => conversation::delete(state),
         DialogAction::CycleRole => conversation::cycle_role(state),
         DialogAction::OpenPresets => {
-            let picker = PresetPicker::new(&state.presets, &state.params.preset_name);
+            let picker = PresetPicker::new(&state.presets, &state.comparison.params.preset_name);
             state.overlay = Some(Overlay::Presets(picker));
             state
                 .presets
@@ -117,7 +117,7 @@ pub fn outcome(state: &mut State, outcome: Outcome) -> Vec<Effect> {
     match outcome {
         Outcome::PresetsListed(listed) => {
             if let Some(Overlay::Presets(picker)) = &mut state.overlay {
-                picker.add_user(listed, &state.params.preset_name);
+                picker.add_user(listed, &state.comparison.params.preset_name);
             }
         }
         Outcome::PresetExists(name) => {
@@ -130,8 +130,11 @@ pub fn outcome(state: &mut State, outcome: Outcome) -> Vec<Effect> {
             if let PresetSource::File(path) = &preset.source {
                 state.status.notify(format!("saved {}", path.display()));
             }
-            let params = keep_run_shape(preset.params, &state.params.params);
-            state.params.load_preset(Preset { params, ..preset });
+            let params = keep_run_shape(preset.params, &state.comparison.params.params);
+            state
+                .comparison
+                .params
+                .load_preset(Preset { params, ..preset });
             state.overlay = None;
         }
         Outcome::PresetSaved(Err(error)) => {
@@ -198,12 +201,12 @@ fn with_export(state: &mut State, change: impl FnOnce(&mut ExportDialog)) {
 }
 
 /// What the export dialog shows, scrolls and copies.
-pub(super) fn snippet_of(state: &State, dialog: &ExportDialog) -> String {
+pub(crate) fn snippet_of(state: &State, dialog: &ExportDialog) -> String {
     export_dialog::snippet(
         dialog.format,
-        &state.params.params,
+        &state.comparison.params.params,
         state.prompt.text(),
-        &state.export.model_name(state.status.export_model()),
+        &state.export.model_name(state.comparison.export_model()),
     )
 }
 
@@ -217,7 +220,7 @@ fn load_preset(state: &mut State) -> Vec<Effect> {
         return Vec::new();
     };
     let params = match entry.params {
-        Ok(params) => keep_run_shape(params, &state.params.params),
+        Ok(params) => keep_run_shape(params, &state.comparison.params.params),
         Err(_) => {
             picker.message = Some(format!(
                 "nothing loaded: fix `{}` and open the picker again",
@@ -226,18 +229,18 @@ fn load_preset(state: &mut State) -> Vec<Effect> {
             return Vec::new();
         }
     };
-    let before = state.params.params.clone();
+    let before = state.comparison.params.params.clone();
     let source = match entry.kind {
         EntryKind::User(path) => PresetSource::File(path),
         EntryKind::BuiltIn | EntryKind::Model => PresetSource::BuiltIn,
     };
-    state.params.load_preset(Preset {
+    state.comparison.params.load_preset(Preset {
         name: entry.name,
         params,
         source,
     });
     state.overlay = None;
-    let changed = state.params.params != before;
+    let changed = state.comparison.params.params != before;
     params_changed(state, changed)
 }
 
@@ -249,8 +252,10 @@ fn open_save(state: &mut State) -> Vec<Effect> {
         );
         return Vec::new();
     };
-    let name = match &state.params.source {
-        PresetSource::File(path) if store.holds(path) => state.params.preset_name.as_str(),
+    let name = match &state.comparison.params.source {
+        PresetSource::File(path) if store.holds(path) => {
+            state.comparison.params.preset_name.as_str()
+        }
         _ => "",
     };
     state.overlay = Some(Overlay::Save(SavePrompt::preset(name)));
@@ -311,7 +316,7 @@ fn confirm_overwrite(state: &mut State, yes: bool) -> Vec<Effect> {
 
 /// The params as a preset file keeps them: without the seed the session drew for itself.
 fn to_save(state: &State) -> SamplingParams {
-    let mut params = state.params.params.clone();
+    let mut params = state.comparison.params.params.clone();
     if params.seed.is_some() && params.seed == state.presets.drawn_seed {
         params.seed = None;
     }
@@ -342,6 +347,7 @@ const NO_FINISHED_RUN: &str = "no finished run yet: write again once the samples
 /// The run `w` writes: the first side with a finished one names it.
 fn finished_run(state: &State) -> Option<RunId> {
     state
+        .comparison
         .sides
         .iter()
         .find(|s| s.response.is_some())
@@ -357,6 +363,7 @@ fn write_results(state: &mut State, path: PathBuf, overwrite: bool) -> Vec<Effec
         return Vec::new();
     };
     let responses: Vec<SampleResponse> = state
+        .comparison
         .sides
         .iter()
         .filter_map(|side| side.response.as_deref().cloned())

@@ -2,8 +2,8 @@
 //! colourless one NO_COLOR asks for, and the user's `<config dir>/themes/*.yaml`, where a file
 //! named like a built-in replaces it.
 
-use super::theme::Theme;
-use super::theme_file::{self, ThemeError};
+use super::Theme;
+use super::file::{self, ThemeError};
 use crate::config;
 use std::path::Path;
 
@@ -13,22 +13,29 @@ pub const DEFAULT: &str = "dark";
 pub const NO_COLOR: &str = "no-color";
 
 const BUILTIN_FILES: [(&str, &str); 4] = [
-    ("dark", include_str!("../../themes/dark.yaml")),
-    ("light", include_str!("../../themes/light.yaml")),
+    ("dark", include_str!("../../../themes/dark.yaml")),
+    ("light", include_str!("../../../themes/light.yaml")),
     (
         "high-contrast",
-        include_str!("../../themes/high-contrast.yaml"),
+        include_str!("../../../themes/high-contrast.yaml"),
     ),
-    ("viridis", include_str!("../../themes/viridis.yaml")),
+    ("viridis", include_str!("../../../themes/viridis.yaml")),
 ];
 
 /// A built-in theme by name. The files are complete, so they are read over nothing.
 pub fn builtin(name: &str) -> Option<Theme> {
     let (_, text) = BUILTIN_FILES.iter().find(|(n, _)| *n == name)?;
     Some(
-        theme_file::parse(text, &format!("built-in {name}"), &Theme::plain())
+        file::parse(text, &format!("built-in {name}"), &Theme::plain())
             .unwrap_or_else(|e| panic!("{e}")),
     )
+}
+
+impl Theme {
+    /// The default theme, `themes/dark.yaml`.
+    pub fn dark() -> Self {
+        builtin(DEFAULT).expect("the built-in themes are checked by their tests")
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -49,7 +56,7 @@ pub fn load_file(path: &Path) -> Result<NamedTheme, ThemeError> {
         name: path
             .file_stem()
             .map_or_else(|| origin.clone(), |s| s.to_string_lossy().into_owned()),
-        theme: theme_file::parse(&text, &origin, &Theme::dark())?,
+        theme: file::parse(&text, &origin, &Theme::dark())?,
     })
 }
 
@@ -227,7 +234,7 @@ mod tests {
         for (name, text) in BUILTIN_FILES {
             assert!(builtin(name).is_some(), "{name}");
             let map: serde_yaml_ng::Mapping = serde_yaml_ng::from_str(text).unwrap();
-            for key in theme_file::KEYS {
+            for key in file::KEYS {
                 assert!(map.contains_key(key), "{name} lacks {key}");
             }
         }

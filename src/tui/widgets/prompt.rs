@@ -3,12 +3,11 @@
 //! the chat template's rendering, or its tokens with the special ones marked, coloured by
 //! their probability when the run asked for prompt_logprobs, one of them inspected.
 
-use super::chat_mode::ChatModes;
 use super::text::TextBuffer;
-use super::theme::Theme;
 use crate::engine::PromptToken;
 use crate::model::chat_template::Message;
 use crate::response::TopLogprob;
+use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::{Position, Rect};
 use ratatui::style::{Modifier, Style};
@@ -126,6 +125,17 @@ fn wrap(buffer: &TextBuffer, width: usize) -> (Vec<String>, (usize, usize)) {
 pub struct PromptScores<'a> {
     pub logprobs: &'a [Option<f32>],
     pub top: Option<&'a [Option<Vec<TopLogprob>>]>,
+}
+
+/// Which models get chat and which raw text, as the prompt box's title says it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChatModes {
+    /// Some model is in chat mode.
+    pub chat: bool,
+    /// Some loaded model has a chat template, so `m` can switch.
+    pub available: bool,
+    /// With models in chat mode, the names of those that get raw text.
+    pub raw: Vec<String>,
 }
 
 /// What the prompt box draws beside its own state.

@@ -2,10 +2,10 @@
 //! export dialog), its error, and the y/n question when the preset or file exists.
 
 use super::export_dialog::ExportDialog;
-use super::keymap::{KeyMap, Mode};
 use super::popup;
-use super::text::TextBuffer;
-use super::theme::Theme;
+use crate::tui::input::keymap::{KeyMap, Mode};
+use crate::tui::theme::Theme;
+use crate::tui::widgets::text::TextBuffer;
 use ratatui::Frame;
 use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span};

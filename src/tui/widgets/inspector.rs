@@ -7,8 +7,8 @@
 
 use super::chain_view;
 use super::columns::Columns;
-use super::theme::Theme;
 use crate::engine::{Alternative, TokenEvent};
+use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};

@@ -1,8 +1,8 @@
 //! The frame every overlay shares: a centred box over a `Clear`, a title, and key hints taken
 //! from the key map along its bottom edge.
 
-use super::keymap::{KeyMap, Mode};
-use super::theme::Theme;
+use crate::tui::input::keymap::{KeyMap, Mode};
+use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};

@@ -1,8 +1,8 @@
 //! Keys are data: one table maps (mode, key) to an `Action`, and the help overlay and the
 //! status-bar hints are generated from the same table, so they cannot drift apart.
 
-use super::action::{Action, BranchAction, DialogAction};
 use crate::export::ExportFormat;
+use crate::tui::action::{Action, BranchAction, DialogAction};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 /// A layer of bindings; several are active at once, most specific first.

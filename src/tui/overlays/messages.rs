@@ -1,10 +1,10 @@
 //! The message log (`l`): every error and notice of the session, newest first and whole, for
 //! what the status bar had no room for or has cleared since.
 
-use super::keymap::{KeyMap, Mode};
 use super::popup;
-use super::status::Message;
-use super::theme::Theme;
+use crate::tui::input::keymap::{KeyMap, Mode};
+use crate::tui::theme::Theme;
+use crate::tui::widgets::status::Message;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::Line;

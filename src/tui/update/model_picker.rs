@@ -1,0 +1,120 @@
+//! The model picker's keys (`a`): adding a found or typed model to the comparison and removing
+//! one, with its runs, columns and scores.
+
+use crate::tui::action::Effect;
+use crate::tui::overlays::model_picker::ModelPicker;
+use crate::tui::state::{Overlay, State};
+use crate::tui::update;
+use crate::tui::widgets::status::ModelStatus;
+
+/// `a`: opens the picker and asks the loop what is on disk.
+pub fn open(state: &mut State) -> Vec<Effect> {
+    state.overlay = Some(Overlay::Models(ModelPicker::new()));
+    vec![Effect::DiscoverModels]
+}
+
+pub fn move_by(state: &mut State, delta: i32) {
+    let rows = state.comparison.models.len() + picker(state).map_or(0, |p| p.candidates.len());
+    if let Some(Overlay::Models(picker)) = &mut state.overlay
+        && rows > 0
+    {
+        picker.selected =
+            (picker.selected as i64 + i64::from(delta)).rem_euclid(rows as i64) as usize;
+    }
+}
+
+/// Enter: the typed spec, else the selected candidate, joins the comparison; it loads on its
+/// own engine and runs the current parameters and seeds once ready.
+pub fn add(state: &mut State) -> Vec<Effect> {
+    let loaded = state.comparison.models.len();
+    let Some(Overlay::Models(picker)) = &mut state.overlay else {
+        return Vec::new();
+    };
+    let typed = picker.input.text.trim().to_owned();
+    let spec = if typed.is_empty() {
+        match picker.selected.checked_sub(loaded) {
+            Some(i) => picker.candidates.get(i).map(|c| c.spec.clone()),
+            None => {
+                picker.error = Some("already loaded: pick a model below, or type one".to_owned());
+                return Vec::new();
+            }
+        }
+    } else {
+        Some(typed)
+    };
+    let Some(spec) = spec else {
+        return Vec::new();
+    };
+    state.overlay = None;
+    let id = state.comparison.add_model(&spec);
+    vec![Effect::AddEngine { id, spec }]
+}
+
+/// Del on a loaded model: its runs stop, its columns and its scores go, its engine closes (a
+/// download under way stops with it). On the last model, which stays, Del stops its download.
+pub fn remove(state: &mut State) -> Vec<Effect> {
+    let Some(selected) = picker(state).map(|p| p.selected) else {
+        return Vec::new();
+    };
+    let Some(slot) = state.comparison.models.get(selected) else {
+        return refuse(state, "only a loaded model (above the line) can be removed");
+    };
+    if state.comparison.models.len() == 1 {
+        // The last model stays, but its download can stop: what arrived is kept to resume.
+        if matches!(
+            slot.status,
+            ModelStatus::Loading {
+                downloading: true,
+                ..
+            }
+        ) {
+            let (id, spec) = (slot.id, slot.spec.clone());
+            state
+                .status
+                .notify(format!("cancelling the download of {spec}"));
+            return vec![Effect::CancelLoad(id)];
+        }
+        return refuse(
+            state,
+            "the last model stays: add another before removing this one",
+        );
+    }
+    let (id, name) = (slot.id, slot.name().map(str::to_owned));
+    let mut effects = Vec::new();
+    for index in state.comparison.side_ids().rev() {
+        if state.comparison.sides[index].model != id {
+            continue;
+        }
+        effects.extend(update::cancel_side(state, index));
+        state.comparison.sides.remove(index.0);
+        state.columns.remove_side(index);
+    }
+    if let Some(name) = name {
+        for column in &mut state.columns.columns {
+            column.cross.retain(|score| score.model != name);
+        }
+    }
+    state.comparison.models.retain(|m| m.id != id);
+    state.columns.mark_divergence();
+    let loaded = state.comparison.models.len();
+    if let Some(Overlay::Models(picker)) = &mut state.overlay {
+        picker.selected = selected.min(loaded - 1);
+        picker.error = None;
+    }
+    effects.push(Effect::RemoveEngine(id));
+    effects
+}
+
+fn refuse(state: &mut State, why: &str) -> Vec<Effect> {
+    if let Some(Overlay::Models(picker)) = &mut state.overlay {
+        picker.error = Some(why.to_owned());
+    }
+    Vec::new()
+}
+
+fn picker(state: &State) -> Option<&ModelPicker> {
+    match &state.overlay {
+        Some(Overlay::Models(picker)) => Some(picker),
+        _ => None,
+    }
+}

@@ -1,0 +1,13 @@
+//! The panels of the screen (prompt, parameters, columns, inspector, status bar) and the text
+//! helpers they share; each holds its own state type and renders it, never `State`.
+
+pub mod chain_view;
+pub mod columns;
+pub mod inspector;
+pub mod layout;
+pub mod params;
+pub mod prompt;
+pub mod status;
+pub mod stop_text;
+pub mod text;
+pub mod wrap;
