@@ -43,7 +43,7 @@ pub use widgets::prompt::PromptView;
 pub use widgets::text::TextBuffer;
 
 use crate::engine::Engine;
-use crate::engine::load::load_model;
+use crate::engine::load::load_any;
 use crate::model::device::DeviceChoice;
 use crate::model::embedded;
 use crate::model::source::HubSettings;
@@ -102,7 +102,7 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
         let hub = HubSettings::from_env();
         let cancel = hub.cancel.clone();
         Engine::spawn(
-            move |progress| load_model(&spec, &hub, device, progress),
+            move |progress| load_any(&spec, &hub, device, progress),
             move |event| {
                 // The receiver is gone only when the playground is closing.
                 let _ = events_tx.send((id, event));
@@ -169,14 +169,15 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
         }
         state.themes = themes;
         let mut app = App::new(state, engines, KeyMap::default()).with_spawner(Box::new(spawn));
-        #[cfg(unix)]
-        let signal = input::signals::ending();
-        #[cfg(not(unix))]
-        let signal = std::future::pending::<std::io::Result<i32>>();
         let signal = runtime.block_on(async {
+            // Caught before the first frame, which is drawn by the first poll of `app.run`.
+            #[cfg(unix)]
+            let signal = input::signals::catch()?.first();
+            #[cfg(not(unix))]
+            let signal = std::future::pending::<i32>();
             tokio::select! {
                 quit = app.run(&mut terminal, EventStream::new(), &mut events) => quit.map(|()| None),
-                signal = signal => Ok(Some(signal?)),
+                signal = signal => Ok(Some(signal)),
             }
         })?;
         let Some(signal) = signal else {

@@ -145,9 +145,10 @@ fn enter_on_a_picked_alternative_runs_a_branch_that_the_cursor_follows() {
     let buffer = render(&s, &Theme::dark());
     assert!(find(&buffer, &format!("#{n} ←#1@1 seed {n}")).is_some());
 
-    // The token the sample took is no branch.
+    // The token the sample took is no branch (unlit, `]` skips it; moving back reaches it).
     cursor_to(&mut s, 0, 0);
-    act(&mut s, BranchAction::Pick(0));
+    act(&mut s, BranchAction::Pick(1));
+    act(&mut s, BranchAction::Pick(-1));
     assert!(act(&mut s, BranchAction::Take).is_empty());
     assert!(
         s.status
@@ -258,7 +259,8 @@ fn step_mode_proposes_one_token_at_a_time_to_take_or_replace() {
     assert_eq!(request.branches, [branch(1, 1, 1, &[11, 51, 152], Some(1))]);
     play(&mut s, &request, 3);
     // Enter on the proposal itself takes it, as Space does.
-    act(&mut s, BranchAction::Pick(0));
+    act(&mut s, BranchAction::Pick(1));
+    act(&mut s, BranchAction::Pick(-1));
     let request = run_of(&act(&mut s, BranchAction::Take));
     assert_eq!(
         request.branches,
@@ -334,4 +336,33 @@ fn a_click_on_an_alternative_branches_from_it() {
     let action = mouse::action(click).unwrap();
     let request = run_of(&update(&mut s, action));
     assert_eq!(request.branches, [branch(0, 0, 2, &[1, 2, 203], None)]);
+}
+
+#[test]
+fn unlit_the_keys_skip_the_token_the_sample_took_and_served_models_cannot_branch() {
+    let (mut s, _) = finished_run();
+    cursor_to(&mut s, 0, 1);
+    act(&mut s, BranchAction::Pick(1));
+    assert_eq!(s.columns.pick, Some(1), "the best one not taken");
+    s.columns.pick = None;
+    act(&mut s, BranchAction::Pick(-1));
+    assert_eq!(s.columns.pick, Some(2), "the worst one not taken");
+
+    let served = Event::Served {
+        server: "vLLM".into(),
+        ignored: vec![samplab::params::Field::XtcProbability],
+    };
+    update(&mut s, Action::Engine(ModelId(0), served));
+    assert!(act(&mut s, BranchAction::Take).is_empty());
+    assert!(act(&mut s, BranchAction::ToggleStep).is_empty());
+    let notice = s.status.notice.clone().unwrap();
+    assert!(notice.contains("served by vLLM"), "{notice}");
+    assert!(s.comparison.sides[0].tree.nodes.is_empty());
+    // The params panel marks what the server does not apply.
+    update(&mut s, Action::FocusNext);
+    update(&mut s, Action::FocusNext);
+    assert_eq!(s.focus, Focus::Params);
+    let buffer = render(&s, &Theme::dark());
+    let (_, y) = find(&buffer, "xtc_prob").expect("the xtc row");
+    assert!(row(&buffer, y).contains('✗'), "{}", row(&buffer, y));
 }

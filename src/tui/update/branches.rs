@@ -26,6 +26,17 @@ pub fn update(state: &mut State, action: BranchAction) -> Vec<Effect> {
     if state.focus != Focus::Columns {
         return Vec::new();
     }
+    let grows = matches!(
+        action,
+        BranchAction::Take | BranchAction::ToggleStep | BranchAction::Step
+    );
+    if grows && let Some(server) = served_at_cursor(state) {
+        state.status.notify(format!(
+            "this column's model is served by {server}, which gives no logits to branch or \
+             step from: branch on a local model"
+        ));
+        return Vec::new();
+    }
     match action {
         BranchAction::Pick(delta) => {
             pick(state, delta);
@@ -50,20 +61,29 @@ pub fn update(state: &mut State, action: BranchAction) -> Vec<Effect> {
     }
 }
 
-/// Moves the inspector's highlight over the alternatives of the cursor's token; it starts on
-/// the token the sample took.
+/// The server of the cursor column's model, when a server runs it.
+fn served_at_cursor(state: &State) -> Option<String> {
+    let (column, _) = state.columns.cursor_token()?;
+    let side = state.comparison.side(state.columns.columns[column].side)?;
+    let slot = state.comparison.slot(side.model)?;
+    slot.served.as_ref().map(|(server, _)| server.clone())
+}
+
+/// Moves the inspector's highlight over the alternatives of the cursor's token. Unlit, `]`
+/// lights the best alternative the sample did not take and `[` the worst, since the token it
+/// took is no branch.
 fn pick(state: &mut State, delta: i32) {
     let Some((column, token)) = state.columns.cursor_token() else {
         return;
     };
     let event = &state.columns.columns[column].tokens[token];
     let last = event.top.len().saturating_sub(1);
-    let from = state
-        .columns
-        .pick
-        .or_else(|| event.top.iter().position(|a| a.id == event.id))
-        .unwrap_or(0);
-    state.columns.pick = Some(from.saturating_add_signed(delta as isize).min(last));
+    let others = || (0..event.top.len()).filter(|&i| event.top[i].id != event.id);
+    state.columns.pick = match state.columns.pick {
+        Some(from) => Some(from.saturating_add_signed(delta as isize).min(last)),
+        None if delta > 0 => others().next(),
+        None => others().next_back(),
+    };
 }
 
 /// Enter: continue from the highlighted alternative in a new branch, or, on the token a step

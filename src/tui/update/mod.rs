@@ -500,14 +500,17 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
                 slot.vocab = vocab;
                 slot.special_tokens = special_tokens;
             }
-            let size = u32::try_from(vocab_size).unwrap_or(u32::MAX);
-            state.comparison.params.vocab_size = Some(
-                state
-                    .comparison
-                    .params
-                    .vocab_size
-                    .map_or(size, |s| s.min(size)),
-            );
+            // A served model does not say its vocabulary's size (0): it caps nothing.
+            if vocab_size > 0 {
+                let size = u32::try_from(vocab_size).unwrap_or(u32::MAX);
+                state.comparison.params.vocab_size = Some(
+                    state
+                        .comparison
+                        .params
+                        .vocab_size
+                        .map_or(size, |s| s.min(size)),
+                );
+            }
             chat_mode::loaded(state, model);
             // The first model's defaults are the ones `--preset model` means.
             if model == ModelId(0) {
@@ -539,15 +542,14 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
         }
         Event::Served { server, ignored } => {
             let names: Vec<&str> = ignored.iter().map(|f| f.name()).collect();
-            let model = state
-                .status
-                .slot(model)
-                .and_then(|s| s.name())
-                .unwrap_or("the model");
-            state.status.notify(format!(
-                "{model} is served by {server}, which has no place for: {}",
-                names.join(", ")
-            ));
+            if let Some(slot) = state.comparison.slot_mut(model) {
+                let name = slot.name().unwrap_or("the model").to_owned();
+                slot.served = Some((server.clone(), ignored));
+                state.status.notify(format!(
+                    "{name} is served by {server}; the params marked ✗ are not applied: {}",
+                    names.join(", ")
+                ));
+            }
         }
         Event::LoadFailed { message } => {
             if let Some(slot) = state.comparison.slot_mut(model) {

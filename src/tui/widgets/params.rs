@@ -473,14 +473,28 @@ pub struct Compared<'a> {
     pub other: &'a SamplingParams,
 }
 
+/// A served model's server and the parameters it has no place for: their rows are marked
+/// `✗` and say so, since the server will not apply them.
+pub struct Served<'a> {
+    pub server: &'a str,
+    pub ignored: &'a [Field],
+}
+
 pub fn render(
     frame: &mut Frame,
     area: Rect,
     state: &ParamsState,
     compared: Option<Compared>,
+    served: &[Served],
     focused: bool,
     theme: &Theme,
 ) {
+    let lost_on = |field: Field| {
+        served
+            .iter()
+            .find(|s| s.ignored.contains(&field))
+            .map(|s| s.server)
+    };
     let title = format!(
         " params{} · {}{} ",
         compared
@@ -503,8 +517,9 @@ pub fn render(
     for (i, &field) in Field::ALL.iter().enumerate().skip(first).take(visible) {
         let selected = i == state.selected;
         let spec = field.spec();
+        let lost = lost_on(field);
         let applies = spec.engines.has(state.params.engine);
-        let row_style = match (selected && focused, applies) {
+        let row_style = match (selected && focused, applies && lost.is_none()) {
             (true, _) => theme.selected,
             (false, true) => theme.base,
             (false, false) => theme.dim,
@@ -516,6 +531,8 @@ pub fn render(
             Span::styled(format!("{:<LABEL_WIDTH$}", spec.label), row_style),
             if differs {
                 Span::styled("≠", theme.value.patch(row_style))
+            } else if lost.is_some() {
+                Span::styled("✗", theme.error.patch(row_style))
             } else {
                 Span::styled(" ", row_style)
             },
@@ -560,10 +577,12 @@ pub fn render(
     } else if let Some(refusal) = &state.refusal {
         lines.push(Line::styled(refusal.clone(), theme.error));
     } else if visible < usize::from(inner.height) {
-        lines.push(Line::styled(
-            help_line(state.params.engine, state.field()),
-            theme.dim,
-        ));
+        let help = help_line(state.params.engine, state.field());
+        let help = match lost_on(state.field()) {
+            Some(server) => format!("✗ not applied: {server} has no such parameter · {help}"),
+            None => help,
+        };
+        lines.push(Line::styled(help, theme.dim));
     }
     frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
     if let Some((x, y)) = cursor

@@ -3,6 +3,7 @@
 //! needed parts; and the log of every error and notice, which `l` shows whole.
 
 use super::params::ParamsState;
+use crate::params::Field;
 use crate::tui::comparison::ModelId;
 use crate::tui::theme::Theme;
 use ratatui::Frame;
@@ -45,6 +46,8 @@ pub struct ModelSlot {
     pub vocab: u64,
     /// The model's special-token texts, marked where a chat message contains them.
     pub special_tokens: Vec<String>,
+    /// For a served model, its server and the parameters the server has no place for.
+    pub served: Option<(String, Vec<Field>)>,
 }
 
 impl Default for ModelSlot {
@@ -63,6 +66,7 @@ impl Default for ModelSlot {
             chat: false,
             vocab: 0,
             special_tokens: Vec::new(),
+            served: None,
         }
     }
 }
