@@ -7,9 +7,7 @@ use samplab::model::device::DeviceChoice;
 use samplab::model::embedded;
 use samplab::params::SamplingParams;
 use samplab::presets::{self, MODEL_PRESET, Preset, PresetSource};
-use samplab::tui::theme::Theme;
-use samplab::tui::themes::ThemeCatalog;
-use samplab::tui::{Ending, Playground};
+use samplab::tui::{Ending, Playground, Theme, ThemeCatalog};
 use std::process::ExitCode;
 
 #[derive(Args)]

@@ -12,7 +12,7 @@ use samplab::model::Model;
 use samplab::model::chat_template::ChatTemplate;
 use samplab::model::gguf_tokenizer::tokenizer_from_gguf;
 use samplab::params::SamplingParams;
-use samplab::tui::{Theme, theme_file};
+use samplab::tui::{Theme, parse_theme};
 use std::collections::HashMap;
 
 fn config(cases: u32) -> ProptestConfig {
@@ -295,14 +295,14 @@ proptest! {
 
     #[test]
     fn theme_yaml(text in yaml_text()) {
-        let _ = theme_file::parse(&text, "fuzz.yaml", &Theme::dark());
+        let _ = parse_theme(&text, "fuzz.yaml", &Theme::dark());
     }
 
     #[test]
     fn arbitrary_yaml_bytes(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
         let text = String::from_utf8_lossy(&bytes);
         let _ = SamplingParams::from_yaml(&text);
-        let _ = theme_file::parse(&text, "fuzz.yaml", &Theme::dark());
+        let _ = parse_theme(&text, "fuzz.yaml", &Theme::dark());
     }
 }
 
@@ -315,7 +315,7 @@ fn deep_yaml_seeds_are_refused_quickly() {
         format!("border: {}", "{a: ".repeat(50_000)),
     ] {
         assert!(SamplingParams::from_yaml(&deep).is_err());
-        assert!(theme_file::parse(&deep, "deep.yaml", &Theme::dark()).is_err());
+        assert!(parse_theme(&deep, "deep.yaml", &Theme::dark()).is_err());
     }
     assert!(
         start.elapsed() < std::time::Duration::from_secs(10),

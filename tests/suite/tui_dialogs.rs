@@ -16,8 +16,8 @@ use samplab::presets::{Preset, PresetSource};
 use samplab::response::{ResponseShape, SampleResponse, StopReason};
 use samplab::tui::{
     Action, App, DialogAction, Effect, EntryKind, ExportDialog, Focus, KeyMap, Mode, ModelId, Note,
-    Outcome, Overlay, ParamsState, PresetPicker, SavePrompt, State, Theme, areas, osc52,
-    results_file, themes, update,
+    Outcome, Overlay, ParamsState, PresetPicker, SavePrompt, State, Theme, ThemeCatalog, areas,
+    builtin_theme, osc52, results_file, update,
 };
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -585,7 +585,7 @@ fn a_results_path_is_written_as_typed_and_an_existing_file_only_after_a_yes() {
 fn t_cycles_the_themes_and_names_the_new_one_until_the_next_key() {
     let mut s = state_sized(80, 24);
     update(&mut s, Action::CycleTheme);
-    assert_eq!(s.themes.current().theme, themes::builtin("light").unwrap());
+    assert_eq!(s.themes.current().theme, builtin_theme("light").unwrap());
     assert_eq!(s.status.notice.as_deref(), Some("theme light"));
     update(&mut s, Action::Engine(ModelId(0), loaded()));
     assert!(s.status.notice.is_some(), "engine news is not a key");
@@ -1209,8 +1209,7 @@ fn a_saved_preset_leaves_out_the_seed_the_session_drew() {
 fn t_stops_on_a_broken_user_theme_to_say_why_and_keeps_the_colours() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("broken.yaml"), "border: blu").unwrap();
-    let (catalog, _) =
-        themes::ThemeCatalog::load(Some("no-color"), Some(dir.path()), false).unwrap();
+    let (catalog, _) = ThemeCatalog::load(Some("no-color"), Some(dir.path()), false).unwrap();
     let mut s = state_sized(80, 24);
     s.themes = catalog;
     update(&mut s, Action::CycleTheme);
@@ -1229,7 +1228,7 @@ fn the_light_theme_paints_the_light_background_its_dark_text_assumes() {
     let mut s = state_sized(80, 24);
     // max_tokens selected: the temperature row's 1.00 is not on the selection's colour.
     s.comparison.params.selected = 0;
-    let light = themes::builtin("light").unwrap();
+    let light = builtin_theme("light").unwrap();
     let buffer = render(&s, &light);
     let paper = light.base.bg.expect("the light theme names its background");
     let (x, y) = find(&buffer, "1.00").expect("a value in the params panel");
