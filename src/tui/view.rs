@@ -28,7 +28,14 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
     prompt::render(frame, a.prompt, &state.prompt, &shown, theme);
     if state.focus == Focus::Columns {
         let logprobs = state.comparison.params.params.logprobs;
-        inspector::render(frame, a.params, &state.columns, logprobs, theme);
+        let served = state
+            .columns
+            .cursor_side()
+            .and_then(|side| state.comparison.side(side))
+            .and_then(|side| state.comparison.slot(side.model))
+            .and_then(|slot| slot.served.as_ref())
+            .map(|(server, _)| server.as_str());
+        inspector::render(frame, a.params, &state.columns, logprobs, served, theme);
     } else {
         let compared = state
             .comparison

@@ -358,6 +358,26 @@ fn unlit_the_keys_skip_the_token_the_sample_took_and_served_models_cannot_branch
     let notice = s.status.notice.clone().unwrap();
     assert!(notice.contains("served by vLLM"), "{notice}");
     assert!(s.comparison.sides[0].tree.nodes.is_empty());
+    let buffer = render(&s, &Theme::dark());
+    for line in [
+        "served by vLLM:",
+        "raw logprobs only, kept = raw;",
+        "it listed 2 other tokens",
+    ] {
+        assert!(find(&buffer, line).is_some(), "the inspector says {line:?}");
+    }
+    // A model that cannot score the run's samples says so in their footers.
+    let run_id = s.comparison.sides[0].current.unwrap();
+    let failed = Event::ScoreFailed {
+        run_id,
+        message: "llama-cpp-python returns no prompt logprobs".into(),
+    };
+    update(&mut s, Action::Engine(ModelId(0), failed));
+    assert!(
+        s.columns.columns[0].footer(200).ends_with("⇄fake –"),
+        "{}",
+        s.columns.columns[0].footer(200)
+    );
     // The params panel marks what the server does not apply.
     update(&mut s, Action::FocusNext);
     update(&mut s, Action::FocusNext);

@@ -681,7 +681,25 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
                 }
             }
         }
-        Event::ScoreFailed { message, .. } => {
+        Event::ScoreFailed { run_id, message } => {
+            // A model that cannot score says so in the footers of the samples it was given.
+            let name = state
+                .comparison
+                .slot(model)
+                .and_then(|s| s.name())
+                .unwrap_or("model")
+                .to_owned();
+            if let Some(side) = state
+                .comparison
+                .sides
+                .iter()
+                .position(|s| s.current == Some(run_id))
+                .map(SideId)
+            {
+                for column in state.columns.columns.iter_mut().filter(|c| c.side == side) {
+                    column.add_unscored(&name);
+                }
+            }
             state
                 .status
                 .report_error(format!("cross-scoring failed: {message}"));

@@ -38,6 +38,8 @@ pub struct Column {
     pub scroll: Option<usize>,
     /// How likely the other compared models find this sample, once they scored it.
     pub cross: Vec<CrossScore>,
+    /// The compared models that could not score it (a server without prompt logprobs).
+    pub unscored: Vec<String>,
     /// The token where this sample first parts from the samples of the other sides that
     /// share its seed; `None` while they agree (or there are none).
     pub diverge: Option<usize>,
@@ -65,6 +67,7 @@ impl Column {
             text: Wrapped::new(width, whitespace),
             scroll: None,
             cross: Vec::new(),
+            unscored: Vec::new(),
             diverge: None,
             replay: None,
             trace: None,
@@ -94,7 +97,15 @@ impl Column {
     /// Keeps one score per scoring model, the newest.
     pub fn add_cross_score(&mut self, score: CrossScore) {
         self.cross.retain(|s| s.model != score.model);
+        self.unscored.retain(|m| *m != score.model);
         self.cross.push(score);
+    }
+
+    /// Notes that `model` could not score this sample; its footer says so.
+    pub fn add_unscored(&mut self, model: &str) {
+        if !self.unscored.iter().any(|m| m == model) {
+            self.unscored.push(model.to_owned());
+        }
     }
 
     pub fn push_token(&mut self, token: TokenEvent) {
@@ -148,6 +159,9 @@ impl Column {
                 " ⇄{} {:.2}{retokenized}{foreign}",
                 score.model, score.perplexity
             ));
+        }
+        for model in &self.unscored {
+            compare.push_str(&format!(" ⇄{model} –"));
         }
         let own = self.own_footer(width.saturating_sub(compare.width()));
         if own.width() + compare.width() <= width {

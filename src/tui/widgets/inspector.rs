@@ -32,12 +32,14 @@ const LABEL_WIDTH: usize = 9;
 const EIGHTHS: [&str; 8] = ["", "▏", "▎", "▍", "▌", "▋", "▊", "▉"];
 
 /// `logprobs`: how many alternatives the run's response keeps per token (the parameter), so
-/// that the list shows which of them a caller of the API would get.
+/// that the list shows which of them a caller of the API would get. `served`: the server of the
+/// cursor column's model, when one runs it, whose numbers are raw only.
 pub fn render(
     frame: &mut Frame,
     area: Rect,
     columns: &Columns,
     logprobs: Option<u32>,
+    served: Option<&str>,
     theme: &Theme,
 ) {
     let cursor = columns.cursor_token();
@@ -64,6 +66,17 @@ pub fn render(
                 proposal: column.stepping && token + 1 == column.tokens.len(),
             };
             let mut lines = token_lines(event, &shown, usize::from(inner.width), theme);
+            if let Some(server) = served {
+                let others = event.top.iter().filter(|a| a.id != event.id).count();
+                lines.extend(
+                    [
+                        format!("served by {server}:"),
+                        "raw logprobs only, kept = raw;".to_owned(),
+                        format!("it listed {others} other tokens"),
+                    ]
+                    .map(|text| Line::styled(text, theme.dim)),
+                );
+            }
             let trace = column.trace.as_ref().filter(|t| t.step == token);
             lines.extend(chain_view::lines(event, trace, theme));
             lines
