@@ -542,6 +542,48 @@ fn a_real_llama_cpp_python_server_gives_its_greedy_tokens_and_compares_with_the_
         assert_eq!(tops.as_array().unwrap().len(), 5, "five alternatives each");
     }
 
+    // Several samples, each its own request with its own seed, one after another (this server
+    // drops a stream when the next request comes); the same seed gives the same columns.
+    let sampled = |_: u32| {
+        samplab_json(&[
+            "--model",
+            &server.base,
+            "--prompt",
+            prompt,
+            "--set",
+            "temperature=0.9",
+            "--set",
+            "max_tokens=12",
+            "--set",
+            "num_samples=3",
+            "--set",
+            "seed=7",
+            "--json",
+        ])
+    };
+    let (first, again) = (sampled(0), sampled(1));
+    let texts = |json: &Value| -> Vec<String> {
+        json["trajectories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                assert_ne!(t["stop_reason"], "error", "{t}");
+                t["text"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    };
+    assert_eq!(texts(&first).len(), 3);
+    assert_eq!(
+        texts(&first),
+        texts(&again),
+        "seeds make the columns reproducible"
+    );
+    assert_eq!(
+        first["model"], "SmolLM2-135M-Instruct.Q4_1",
+        "named after its file"
+    );
+
     let both = samplab_json(&[
         "--model",
         &server.base,

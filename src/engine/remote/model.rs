@@ -98,8 +98,10 @@ impl RemoteModel {
         *self.pieces.entry(text.to_owned()).or_insert(next)
     }
 
-    /// Starts one streaming request per sample, each on its own thread; they stop at the next
-    /// chunk once `cancel` is set, which closes their connections.
+    /// Starts one streaming request per sample, each on its own thread, or one after another
+    /// on one thread for a server that serves one request at a time (llama-cpp-python drops a
+    /// stream when the next request comes); they stop at the next chunk once `cancel` is set,
+    /// which closes their connections.
     fn start(
         &self,
         request: &Request,
@@ -113,14 +115,25 @@ impl RemoteModel {
             "completions"
         };
         let url = self.client.spec.url(endpoint);
-        for i in 0..request.params.num_samples {
-            let body = params::body(
-                self.info.kind,
-                &self.info.model,
-                &request.prompt,
-                &request.params,
-                sample_seed(seed, i),
-            );
+        let bodies: Vec<(u32, serde_json::Value)> = (0..request.params.num_samples)
+            .map(|i| {
+                let body = params::body(
+                    self.info.kind,
+                    &self.info.model,
+                    &request.prompt,
+                    &request.params,
+                    sample_seed(seed, i),
+                );
+                (i, body)
+            })
+            .collect();
+        let queues: Vec<Vec<(u32, serde_json::Value)>> = if self.info.kind.one_at_a_time() {
+            vec![bodies]
+        } else {
+            bodies.into_iter().map(|one| vec![one]).collect()
+        };
+        for queue in queues {
+            let first = queue.first().map_or(0, |(i, _)| *i);
             let (client, url, to_run, cancel) = (
                 self.client.clone(),
                 url.clone(),
@@ -129,9 +142,16 @@ impl RemoteModel {
             );
             let spawned = std::thread::Builder::new()
                 .name("samplab-remote".into())
-                .spawn(move || stream_sample(&client, &url, &body, i, &to_run, &cancel));
+                .spawn(move || {
+                    for (i, body) in queue {
+                        if cancel.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        stream_sample(&client, &url, &body, i, &to_run, &cancel);
+                    }
+                });
             if let Err(e) = spawned {
-                let _ = heard.send((i, Heard::Failed(format!("cannot start a thread: {e}"))));
+                let _ = heard.send((first, Heard::Failed(format!("cannot start a thread: {e}"))));
             }
         }
         receiver
@@ -266,7 +286,7 @@ impl Runner for RemoteModel {
     fn loaded(&self) -> Event {
         use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
         Event::Loaded {
-            model: self.info.model.clone(),
+            model: self.info.name(),
             device: self.place(),
             defaults: None,
             // The server renders conversations with its own template.
@@ -303,7 +323,7 @@ impl Runner for RemoteModel {
             anyhow::bail!(
                 "{} is served: branching needs the model's logits at every step, which a server \
                  does not give; branch on a local model",
-                self.info.model
+                self.info.name()
             );
         }
         let run_id = request.run_id;
@@ -419,7 +439,7 @@ impl Runner for RemoteModel {
             .map(|s| s.trajectory.token_ids.len() as u32)
             .sum();
         Ok(SampleResponse {
-            model: self.info.model.clone(),
+            model: self.info.name(),
             prompt: Some(PromptText {
                 text: request.prompt.text().to_owned(),
                 chat: request.prompt.is_chat(),

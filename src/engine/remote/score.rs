@@ -23,7 +23,7 @@ pub fn score(
         anyhow::bail!(
             "{} returns no prompt logprobs, so {} cannot score other models' samples (vLLM can)",
             info.kind.name(),
-            info.model
+            info.name()
         );
     }
     let prompt_ids = tokenize_prompt(client, info, &request.prompt)?;
@@ -50,7 +50,7 @@ pub fn score(
         let sum: f64 = logprobs.iter().sum();
         let (mean_logprob, perplexity) = mean_and_perplexity(sum, logprobs.len());
         scores.push(CrossScore {
-            model: info.model.clone(),
+            model: info.name(),
             sample: sample.index,
             tokens: logprobs.len(),
             mean_logprob,

@@ -25,6 +25,12 @@ impl ServerKind {
         }
     }
 
+    /// Whether it serves one request at a time: llama-cpp-python's server drops a stream
+    /// when another request comes (its `interrupt_requests`), so samples go one after another.
+    pub fn one_at_a_time(self) -> bool {
+        self == ServerKind::LlamaCppPython
+    }
+
     /// What the logprobs it returns are, for the inspector and the status bar.
     pub fn logprobs_are(self) -> &'static str {
         match self {
@@ -45,6 +51,18 @@ pub struct ServerInfo {
     pub model: String,
     /// The server's version, where it says.
     pub version: Option<String>,
+}
+
+impl ServerInfo {
+    /// The model as samplab names it: its id, or the file name of an id that is a path (as
+    /// llama-cpp-python names a model after its file unless given `--model_alias`).
+    pub fn name(&self) -> String {
+        if self.model.starts_with('/') || self.model.starts_with("./") {
+            let file = self.model.rsplit('/').next().unwrap_or(&self.model);
+            return file.strip_suffix(".gguf").unwrap_or(file).to_owned();
+        }
+        self.model.clone()
+    }
 }
 
 /// Finds the model `wanted` (or the server's only one) and what serves it.
