@@ -25,8 +25,9 @@ const fn all(name: &'static str) -> [Option<&'static str>; 4] {
     [Some(name); 4]
 }
 
-/// The parameters sent as they are. `max_tokens`, `seed`, `stop`, `logprobs`,
-/// `prompt_logprobs`, `logit_bias`, `num_samples` and `engine` are handled by [`body`].
+/// The parameters sent as they are. `max_tokens`, `seed`, `stop`, `logprobs` and `logit_bias`
+/// are written by [`body`]; `num_samples` is one request per sample, and `engine` and
+/// `prompt_logprobs` are never sent (see [`applies`]).
 const ROWS: &[Row] = &[
     Row(Field::Temperature, all("temperature")),
     Row(Field::TopP, all("top_p")),
@@ -153,7 +154,8 @@ fn applies(kind: ServerKind, field: Field, params: &SamplingParams) -> bool {
         Field::MaxTokens | Field::Seed | Field::NumSamples | Field::Logprobs => true,
         Field::LogitBias => true,
         Field::Stop => stop_ids(params).is_empty() || kind == ServerKind::Vllm,
-        Field::PromptLogprobs => kind == ServerKind::Vllm,
+        // vLLM could return them, but samplab does not read them from a stream yet.
+        Field::PromptLogprobs => false,
         // Which engine's semantics samplab follows; a server follows its own.
         Field::Engine => false,
         field => name_on(kind, field).is_some(),
@@ -266,9 +268,6 @@ pub fn body(
         let ids = stop_ids(params);
         if !ids.is_empty() {
             body.insert("stop_token_ids".into(), json!(ids));
-        }
-        if let Some(n) = params.prompt_logprobs {
-            body.insert("prompt_logprobs".into(), json!(n));
         }
     }
     Value::Object(body)
