@@ -134,6 +134,25 @@ pub struct Trajectory {
     pub branch: Option<BranchOrigin>,
 }
 
+impl Trajectory {
+    /// Sample `index`, seeded `seed`, before its first token; it keeps alternatives when
+    /// `logprobs` asks for them.
+    pub fn empty(index: u32, seed: u64, logprobs: Option<u32>) -> Self {
+        Self {
+            index,
+            seed,
+            token_ids: Vec::new(),
+            text: String::new(),
+            stop_reason: StopReason::Length,
+            stop_matched: None,
+            logprobs: Vec::new(),
+            top_logprobs: logprobs.map(|_| Vec::new()),
+            cross_scores: None,
+            branch: None,
+        }
+    }
+}
+
 /// A branch's place in its sample's tree: it follows trajectory `parent` up to token `at`,
 /// where it took another token (or, in step mode, where stepping began).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -258,16 +258,8 @@ impl<'c> Run<'_, 'c> {
                     detokenizer: Detokenizer::new(self.ctx.tokenizer, &prompt_ids),
                     stops,
                     trajectory: Trajectory {
-                        index: index as u32,
-                        seed: seeds[index],
-                        token_ids: Vec::new(),
-                        text: String::new(),
-                        stop_reason: StopReason::Length,
-                        stop_matched: None,
-                        logprobs: Vec::new(),
-                        top_logprobs: params.logprobs.map(|_| Vec::new()),
-                        cross_scores: None,
                         branch: branch.map(|b| b.origin),
+                        ..Trajectory::empty(index as u32, seeds[index], params.logprobs)
                     },
                     end: None,
                     replayed: 0,

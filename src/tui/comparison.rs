@@ -235,6 +235,14 @@ impl Comparison {
         self.sides.get(id.0)
     }
 
+    /// The side whose current run is `run_id` (run ids are unique across sides).
+    pub fn side_running(&self, run_id: RunId) -> Option<SideId> {
+        self.sides
+            .iter()
+            .position(|s| s.current == Some(run_id))
+            .map(SideId)
+    }
+
     /// Every side's id, in side order.
     pub fn side_ids(&self) -> impl DoubleEndedIterator<Item = SideId> + use<> {
         (0..self.sides.len()).map(SideId)

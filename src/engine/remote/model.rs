@@ -351,18 +351,7 @@ impl Runner for RemoteModel {
             .iter()
             .enumerate()
             .map(|(i, &seed)| Slot {
-                trajectory: Trajectory {
-                    index: i as u32,
-                    seed,
-                    token_ids: Vec::new(),
-                    text: String::new(),
-                    stop_reason: StopReason::Length,
-                    stop_matched: None,
-                    logprobs: Vec::new(),
-                    top_logprobs: params.logprobs.map(|_| Vec::new()),
-                    cross_scores: None,
-                    branch: None,
-                },
+                trajectory: Trajectory::empty(i as u32, seed, params.logprobs),
                 ended: false,
             })
             .collect();

@@ -6,7 +6,7 @@
 //! (top_k 40, min_p 0.05, repeat_penalty 1.1) would otherwise apply where samplab shows none.
 
 use super::server::ServerKind;
-use crate::engine::Prompt;
+use crate::engine::{Conversation, Prompt};
 use crate::params::{Field, SamplingParams, StopItem};
 use serde_json::{Map, Value, json};
 
@@ -226,12 +226,7 @@ pub fn body(
             body.insert("logprobs".into(), json!(top));
         }
         Prompt::Chat(conversation) => {
-            let messages: Vec<Value> = conversation
-                .messages
-                .iter()
-                .map(|m| json!({"role": m.role, "content": m.content}))
-                .collect();
-            body.insert("messages".into(), json!(messages));
+            body.insert("messages".into(), messages(conversation));
             body.insert("logprobs".into(), json!(true));
             body.insert("top_logprobs".into(), json!(top));
         }
@@ -271,6 +266,15 @@ pub fn body(
         }
     }
     Value::Object(body)
+}
+
+/// A conversation as the OpenAI APIs take it: `[{role, content}, …]`.
+pub fn messages(conversation: &Conversation) -> Value {
+    conversation
+        .messages
+        .iter()
+        .map(|m| json!({"role": m.role, "content": m.content}))
+        .collect()
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! so they cannot score.
 
 use super::http::Client;
+use super::params::messages;
 use super::server::{ServerInfo, ServerKind};
 use crate::engine::Prompt;
 use crate::engine::score::ScoreRequest;
@@ -70,18 +71,11 @@ fn tokenize_prompt(
 ) -> anyhow::Result<Vec<u64>> {
     match prompt {
         Prompt::Raw(text) => tokenize(client, info, json!({"prompt": text})),
-        Prompt::Chat(conversation) => {
-            let messages: Vec<Value> = conversation
-                .messages
-                .iter()
-                .map(|m| json!({"role": m.role, "content": m.content}))
-                .collect();
-            tokenize(
-                client,
-                info,
-                json!({"messages": messages, "add_generation_prompt": true}),
-            )
-        }
+        Prompt::Chat(conversation) => tokenize(
+            client,
+            info,
+            json!({"messages": messages(conversation), "add_generation_prompt": true}),
+        ),
     }
 }
 

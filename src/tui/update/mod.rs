@@ -667,13 +667,7 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
             }
         }
         Event::Scored { run_id, scores } => {
-            if let Some(side) = state
-                .comparison
-                .sides
-                .iter()
-                .position(|s| s.current == Some(run_id))
-                .map(SideId)
-            {
+            if let Some(side) = state.comparison.side_running(run_id) {
                 for score in scores {
                     if let Some(column) = state.columns.get_mut(side, score.sample) {
                         column.add_cross_score(score);
@@ -689,13 +683,7 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
                 .and_then(|s| s.name())
                 .unwrap_or("model")
                 .to_owned();
-            if let Some(side) = state
-                .comparison
-                .sides
-                .iter()
-                .position(|s| s.current == Some(run_id))
-                .map(SideId)
-            {
+            if let Some(side) = state.comparison.side_running(run_id) {
                 for column in state.columns.columns.iter_mut().filter(|c| c.side == side) {
                     column.add_unscored(&name);
                 }
