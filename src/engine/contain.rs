@@ -28,11 +28,12 @@ pub fn contain<T>(work: impl FnOnce() -> T) -> Result<T, String> {
 }
 
 /// Whether a panic on this thread will be caught by [`contain`]: this thread is inside it, or is
-/// a thread pool's while a contained section runs (rayon hands a pool thread's panic back to the
-/// thread that started the parallel work).
+/// a thread pool's while a contained section runs (rayon and candle's barrier pool hand a pool
+/// thread's panic back to the thread that started the parallel work).
 pub fn panic_is_contained() -> bool {
-    CONTAINING.with(Cell::get)
-        || (rayon::current_thread_index().is_some() && ACTIVE.load(Ordering::SeqCst) > 0)
+    let pool_thread =
+        rayon::current_thread_index().is_some() || crate::model::parallel::is_pool_thread();
+    CONTAINING.with(Cell::get) || (pool_thread && ACTIVE.load(Ordering::SeqCst) > 0)
 }
 
 /// In a debug build, `SAMPLAB_PANIC_FOR_TESTS=<stage>` makes that stage (`run`) panic, so that

@@ -9,14 +9,16 @@
 //! output projection takes.
 
 use super::kernels::Isa;
+use super::parallel::{Disjoint, for_each_range};
 use crate::fast_exp::exp;
 use candle_core::{CpuStorage, CustomOp3, Layout, Shape};
-use rayon::prelude::*;
 
 /// Values summed side by side in a dot product before the fixed reduction.
 const LANES: usize = 8;
 /// Queries of one head handed to a thread at once.
 const QUERIES_PER_TASK: usize = 16;
+/// Tasks enough to share among the threads when each takes a whole group of heads.
+const MIN_GROUPED_TASKS: usize = 8;
 
 /// `softmax(q k^T * scale + causal mask) v` for q `[rows, heads, len, head_dim]` and k, v
 /// `[rows, kv_heads, total, head_dim]` (query `i` sits at position `total - len + i`); query
@@ -101,47 +103,55 @@ impl CustomOp3 for CausalAttention {
         let group = heads / kv_heads;
         let start = total - len;
         let width = heads * dim;
+        // A task takes the query heads that share a kv head, so that its keys and values are
+        // read from memory once for all of them; with too few such tasks to keep every thread
+        // busy (one row's decode step), one head each.
+        let per_task = if rows * kv_heads * len.div_ceil(QUERIES_PER_TASK) >= MIN_GROUPED_TASKS {
+            group
+        } else {
+            1
+        };
         let tasks: Vec<(usize, usize, usize)> = (0..rows)
-            .flat_map(|r| (0..heads).map(move |h| (r, h)))
+            .flat_map(|r| (0..heads).step_by(per_task).map(move |h| (r, h)))
             .flat_map(|(r, h)| (0..len).step_by(QUERIES_PER_TASK).map(move |i| (r, h, i)))
             .collect();
         let isa = Isa::detect();
-        let parts: Vec<(usize, usize, usize, Vec<f32>)> = tasks
-            .into_par_iter()
-            .map(|(r, h, first)| {
+        let mut out = vec![0f32; rows * len * width];
+        let shared = Disjoint::new(&mut out);
+        for_each_range(tasks.len(), 4, |range| {
+            for &(r, h, first) in &tasks[range] {
                 let queries = first..(first + QUERIES_PER_TASK).min(len);
                 let task = Task {
                     q: &q,
                     k: &k,
                     v: &v,
                     row: r,
-                    head: h,
+                    heads: h..h + per_task,
                     kv_head: h / group,
                     dim,
                     start,
                     scale: self.scale,
                 };
-                (r, h, first, attend_with(isa, &task, queries))
-            })
-            .collect();
-        let mut out = vec![0f32; rows * len * width];
-        for (r, h, first, part) in parts {
-            for (i, values) in (first..).zip(part.chunks_exact(dim)) {
-                let at = (r * len + i) * width + h * dim;
-                out[at..at + dim].copy_from_slice(values);
+                let part = attend_with(isa, &task, queries);
+                let per_query = part.chunks_exact(per_task * dim);
+                for (i, values) in (first..).zip(per_query) {
+                    // SAFETY: query `i` of heads `h..h + per_task` in row `r` belongs to this
+                    // task alone.
+                    unsafe { shared.write((r * len + i) * width + h * dim, values) };
+                }
             }
-        }
+        });
         Ok((CpuStorage::F32(out), Shape::from((rows, len, width))))
     }
 }
 
-/// One head of one row, for a run of its queries.
+/// Query heads of one row that share a kv head, for a run of their queries.
 struct Task<'a> {
     q: &'a View<'a>,
     k: &'a View<'a>,
     v: &'a View<'a>,
     row: usize,
-    head: usize,
+    heads: std::ops::Range<usize>,
     kv_head: usize,
     dim: usize,
     /// The position of query 0.
@@ -153,7 +163,7 @@ struct Task<'a> {
 /// single instructions and the loops vectorise; elsewhere they are calls.
 fn attend_with(isa: Isa, task: &Task, queries: std::ops::Range<usize>) -> Vec<f32> {
     match isa {
-        Isa::Portable => attend(task, queries),
+        Isa::Portable => attend::<false>(task, queries),
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::detect` reports AVX2 (with FMA) or AVX-512F, which implies them.
         Isa::Avx2 | Isa::Avx512 => unsafe { attend_avx2(task, queries) },
@@ -163,65 +173,86 @@ fn attend_with(isa: Isa, task: &Task, queries: std::ops::Range<usize>) -> Vec<f3
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 fn attend_avx2(task: &Task, queries: std::ops::Range<usize>) -> Vec<f32> {
-    attend(task, queries)
+    attend::<true>(task, queries)
 }
 
-/// Each query's output `[queries, dim]`: its scores over the positions it may see, their
-/// softmax, and the weighted sum of the values, each in one fixed order.
+/// Each query's output `[queries, heads, dim]`: for each head, its scores over the positions
+/// it may see, their softmax, and the weighted sum of the values, each in one fixed order
+/// (whatever heads share the task). `AVX2` is set only where the caller is compiled with AVX2
+/// and FMA.
 #[inline(always)]
-fn attend(task: &Task, queries: std::ops::Range<usize>) -> Vec<f32> {
+fn attend<const AVX2: bool>(task: &Task, queries: std::ops::Range<usize>) -> Vec<f32> {
     let dim = task.dim;
-    let mut out = vec![0f32; queries.len() * dim];
-    let mut weights = Vec::new();
-    for (i, out) in queries.zip(out.chunks_exact_mut(dim)) {
-        let query = task.q.vector(task.row, task.head, i, dim);
+    let heads = task.heads.len();
+    let mut out = vec![0f32; queries.len() * heads * dim];
+    let mut weights = vec![Vec::new(); heads];
+    for (i, out) in queries.zip(out.chunks_exact_mut(heads * dim)) {
+        let query: Vec<&[f32]> = task
+            .heads
+            .clone()
+            .map(|h| task.q.vector(task.row, h, i, dim))
+            .collect();
         let seen = task.start + i + 1;
+        weights.iter_mut().for_each(Vec::clear);
         // Plain loops, not closures: a closure would not inherit the caller's target features,
         // and its multiply-adds would become library calls.
-        weights.clear();
         // Keys four at a time: four independent chains of multiply-adds keep the unit busy.
         let mut j = 0;
         while j + KEYS <= seen {
             let keys: [&[f32]; KEYS] =
                 std::array::from_fn(|d| task.k.vector(task.row, task.kv_head, j + d, dim));
-            weights.extend_from_slice(&dots(query, keys));
+            for (weights, query) in weights.iter_mut().zip(&query) {
+                weights.extend_from_slice(&dots::<KEYS, AVX2>(query, keys));
+            }
             j += KEYS;
         }
         for j in j..seen {
             let key = task.k.vector(task.row, task.kv_head, j, dim);
-            weights.push(dots(query, [key])[0]);
-        }
-        let mut max = f32::NEG_INFINITY;
-        for w in &mut weights {
-            *w *= task.scale;
-            max = max.max(*w);
-        }
-        // Exponentials first, in a loop that vectorises; then their sum, in order.
-        for w in &mut weights {
-            *w = exp(*w - max);
-        }
-        let mut sum = 0f32;
-        for &w in &weights {
-            sum += w;
-        }
-        match dim {
-            64 => weighted_sum::<64>(task, &weights, out),
-            128 => weighted_sum::<128>(task, &weights, out),
-            _ => {
-                for (j, &w) in weights.iter().enumerate() {
-                    let value = task.v.vector(task.row, task.kv_head, j, dim);
-                    for (o, &x) in out.iter_mut().zip(value) {
-                        *o = w.mul_add(x, *o);
-                    }
-                }
+            for (weights, query) in weights.iter_mut().zip(&query) {
+                weights.push(dots::<1, AVX2>(query, [key])[0]);
             }
         }
-        let inverse = sum.recip();
-        for o in out.iter_mut() {
-            *o *= inverse;
+        for (weights, out) in weights.iter_mut().zip(out.chunks_exact_mut(dim)) {
+            mix_values(task, weights, out);
         }
     }
     out
+}
+
+/// `out = softmax(weights * scale) · values`: the weights become their exponentials, summed in
+/// order, and the values' weighted sum is divided by that sum.
+#[inline(always)]
+fn mix_values(task: &Task, weights: &mut [f32], out: &mut [f32]) {
+    let dim = task.dim;
+    let mut max = f32::NEG_INFINITY;
+    for w in weights.iter_mut() {
+        *w *= task.scale;
+        max = max.max(*w);
+    }
+    // Exponentials first, in a loop that vectorises; then their sum, in order.
+    for w in weights.iter_mut() {
+        *w = exp(*w - max);
+    }
+    let mut sum = 0f32;
+    for &w in weights.iter() {
+        sum += w;
+    }
+    match dim {
+        64 => weighted_sum::<64>(task, weights, out),
+        128 => weighted_sum::<128>(task, weights, out),
+        _ => {
+            for (j, &w) in weights.iter().enumerate() {
+                let value = task.v.vector(task.row, task.kv_head, j, dim);
+                for (o, &x) in out.iter_mut().zip(value) {
+                    *o = w.mul_add(x, *o);
+                }
+            }
+        }
+    }
+    let inverse = sum.recip();
+    for o in out.iter_mut() {
+        *o *= inverse;
+    }
 }
 
 /// `out += Σ_j weights[j] · value_j`, each element summed over `j` in order, as the loop for
@@ -247,18 +278,9 @@ const KEYS: usize = 4;
 /// sums the products at `l, l + 8, ...` of the full chunks with fused multiply-adds, the lanes
 /// are added pairwise, then the rest one by one.
 #[inline(always)]
-fn dots<const N: usize>(query: &[f32], keys: [&[f32]; N]) -> [f32; N] {
+fn dots<const N: usize, const AVX2: bool>(query: &[f32], keys: [&[f32]; N]) -> [f32; N] {
     let full = query.len() - query.len() % LANES;
-    let mut lanes = [[0f32; LANES]; N];
-    for at in (0..full).step_by(LANES) {
-        let q = &query[at..at + LANES];
-        for (lanes, key) in lanes.iter_mut().zip(&keys) {
-            let k = &key[at..at + LANES];
-            for l in 0..LANES {
-                lanes[l] = q[l].mul_add(k[l], lanes[l]);
-            }
-        }
-    }
+    let lanes = lane_sums::<N, AVX2>(query, keys, full);
     let mut sums = [0f32; N];
     for ((sum, lanes), key) in sums.iter_mut().zip(&lanes).zip(&keys) {
         let quad: [f32; 4] = [
@@ -273,6 +295,49 @@ fn dots<const N: usize>(query: &[f32], keys: [&[f32]; N]) -> [f32; N] {
         }
     }
     sums
+}
+
+/// Each key's lanes: lane `l` sums `query[j] * key[j]` for `j = l, l + 8, ..` below `full`,
+/// one fused multiply-add at a time. The compiler does not find the one-register form of this
+/// loop for several keys (it shuffles the keys into registers instead), so with AVX2 it is
+/// written out.
+#[inline(always)]
+fn lane_sums<const N: usize, const AVX2: bool>(
+    query: &[f32],
+    keys: [&[f32]; N],
+    full: usize,
+) -> [[f32; LANES]; N] {
+    let mut lanes = [[0f32; LANES]; N];
+    #[cfg(target_arch = "x86_64")]
+    if AVX2 {
+        use std::arch::x86_64::*;
+        assert!(query.len() >= full && keys.iter().all(|k| k.len() >= full));
+        // SAFETY: AVX2 and FMA are enabled in the caller (the contract of `AVX2`), and every
+        // load is of 8 values below `full`, which every vector reaches (asserted above).
+        unsafe {
+            let mut acc = [_mm256_setzero_ps(); N];
+            for at in (0..full).step_by(LANES) {
+                let q = _mm256_loadu_ps(query.as_ptr().add(at));
+                for (acc, key) in acc.iter_mut().zip(&keys) {
+                    *acc = _mm256_fmadd_ps(q, _mm256_loadu_ps(key.as_ptr().add(at)), *acc);
+                }
+            }
+            for (lanes, acc) in lanes.iter_mut().zip(acc) {
+                _mm256_storeu_ps(lanes.as_mut_ptr(), acc);
+            }
+        }
+        return lanes;
+    }
+    for at in (0..full).step_by(LANES) {
+        let q = &query[at..at + LANES];
+        for (lanes, key) in lanes.iter_mut().zip(&keys) {
+            let k = &key[at..at + LANES];
+            for l in 0..LANES {
+                lanes[l] = q[l].mul_add(k[l], lanes[l]);
+            }
+        }
+    }
+    lanes
 }
 
 #[cfg(test)]

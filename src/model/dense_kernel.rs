@@ -11,10 +11,10 @@
 //! kernel widens each weight exactly as it loads it, so their product is, bit for bit, the
 //! f32 product of the widened matrix.
 
-use super::kernels::{Isa, f16_to_f32, rows_through};
+use super::kernels::{Isa, f16_to_f32, ranges_per_thread, rows_through};
+use super::parallel::{Disjoint, for_each_range};
 use candle_core::quantized::GgmlDType;
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape};
-use rayon::prelude::*;
 
 fn widen_into<E: Element>(values: &[E], out: &mut [f32]) {
     for (out, v) in out.iter_mut().zip(values) {
@@ -198,42 +198,26 @@ fn product<E: Element>(isa: Isa, w: &[E], n: usize, k: usize, x: &[f32]) -> Vec<
         return out;
     }
     let row = |r: usize| &w[r * k..][..k];
-    let tiles = n.div_ceil(TILE_ROWS);
-    let per_task = tiles.div_ceil(rayon::current_num_threads());
-    // Each task fills `[m, its rows]`, placed into the output afterwards.
-    let parts: Vec<(usize, Vec<f32>)> = (0..tiles)
-        .step_by(per_task)
-        .collect::<Vec<_>>()
-        .into_par_iter()
-        .map(|first| {
-            let rows = first * TILE_ROWS..((first + per_task) * TILE_ROWS).min(n);
-            let width = rows.len();
-            let mut part = vec![0f32; m * width];
-            for r in rows.clone().step_by(TILE_ROWS) {
-                let count = (rows.end - r).min(TILE_ROWS);
-                let w: [&[E]; TILE_ROWS] = std::array::from_fn(|t| row((r + t).min(r + count - 1)));
-                let mut i = 0;
-                while i < m {
-                    let take = (m - i).min(TILE_COLS);
-                    let xs: [&[f32]; TILE_COLS] =
-                        std::array::from_fn(|c| &x[(i + c.min(take - 1)) * k..][..k]);
-                    let dots = tile(isa, &w, &xs);
-                    for (c, row) in dots.iter().enumerate().take(take) {
-                        let at = (i + c) * width + (r - rows.start);
-                        part[at..at + count].copy_from_slice(&row[..count]);
-                    }
-                    i += take;
+    let shared = Disjoint::new(&mut out);
+    // Each task takes a run of tiles: their output rows are its own.
+    for_each_range(n.div_ceil(TILE_ROWS), ranges_per_thread(m), |tiles| {
+        for r in tiles.map(|t| t * TILE_ROWS) {
+            let count = (n - r).min(TILE_ROWS);
+            let w: [&[E]; TILE_ROWS] = std::array::from_fn(|t| row((r + t).min(r + count - 1)));
+            let mut i = 0;
+            while i < m {
+                let take = (m - i).min(TILE_COLS);
+                let xs: [&[f32]; TILE_COLS] =
+                    std::array::from_fn(|c| &x[(i + c.min(take - 1)) * k..][..k]);
+                let dots = tile(isa, &w, &xs);
+                for (c, values) in dots.iter().enumerate().take(take) {
+                    // SAFETY: output rows `r..r + count` belong to this task alone.
+                    unsafe { shared.write((i + c) * n + r, &values[..count]) };
                 }
+                i += take;
             }
-            (rows.start, part)
-        })
-        .collect();
-    for (start, part) in parts {
-        let width = part.len() / m;
-        for i in 0..m {
-            out[i * n + start..][..width].copy_from_slice(&part[i * width..][..width]);
         }
-    }
+    });
     out
 }
 

@@ -4,6 +4,7 @@ use super::attention::CausalAttention;
 use super::config::{ModelConfig, RopeLayout, RopeScaling};
 use super::error::ModelError;
 use super::kv_cache::KvCache;
+use super::parallel::inline_rayon;
 use super::rope::Rope;
 use super::weights::{Layer, Weights};
 use candle_core::quantized::gguf_file;
@@ -164,8 +165,12 @@ impl Model {
         ids: &Tensor,
         last_only: bool,
     ) -> candle_core::Result<Tensor> {
-        self.device
-            .with_context(|| self.forward_in_pool(cache, ids, last_only))
+        if self.device.is_cpu() && self.weights.all_ours() {
+            inline_rayon(|| self.forward_in_pool(cache, ids, last_only))
+        } else {
+            self.device
+                .with_context(|| self.forward_in_pool(cache, ids, last_only))
+        }
     }
 
     fn forward_in_pool(

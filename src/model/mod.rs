@@ -23,6 +23,7 @@ mod kernels;
 mod kv_cache;
 mod llama;
 pub mod memory;
+pub(crate) mod parallel;
 mod rope;
 pub mod source;
 pub mod synthetic;

@@ -194,24 +194,24 @@ impl Weights {
     /// Bytes of matrices read by one decode step: every layer and the output projection
     /// (the embedding is only looked up row by row).
     pub(crate) fn bytes_per_step(&self) -> u64 {
-        let layers: u64 = self
-            .layers
+        self.matrices().map(Linear::bytes).sum()
+    }
+
+    /// Whether every matrix runs through our products (none through candle's).
+    pub(crate) fn all_ours(&self) -> bool {
+        self.matrices().all(Linear::holds_rows)
+    }
+
+    fn matrices(&self) -> impl Iterator<Item = &Linear> {
+        self.layers
             .iter()
             .flat_map(|l| [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down])
-            .map(Linear::bytes)
-            .sum();
-        layers + self.output.bytes()
+            .chain([&self.output])
     }
 
     /// Each weight type of the matrices and the kernel that runs it, once each.
     pub(crate) fn kernels(&self) -> Vec<(String, String)> {
-        let mut kernels: Vec<(String, String)> = self
-            .layers
-            .iter()
-            .flat_map(|l| [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down])
-            .chain([&self.output])
-            .map(Linear::kernel)
-            .collect();
+        let mut kernels: Vec<(String, String)> = self.matrices().map(Linear::kernel).collect();
         kernels.sort();
         kernels.dedup();
         kernels

@@ -12,12 +12,12 @@
 mod format;
 mod lanes;
 
+use super::parallel::{Disjoint, for_each_range};
 use candle_core::quantized::GgmlDType;
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape};
 pub(crate) use format::f16_to_f32;
 use format::{Format, SUB, Sub};
 use lanes::{Lanes, Portable};
-use rayon::prelude::*;
 
 /// Output rows per tile: one lane each.
 const TILE: usize = 16;
@@ -72,8 +72,8 @@ struct TileRef<'a> {
     multipliers: &'a [u8],
 }
 
-/// A tile times activation rows `rows` of `x` (`cols` wide), into `out[i * stride + row]`.
-type TileTimes = fn(Isa, TileRef, &[f32], std::ops::Range<usize>, &mut [f32], usize);
+/// A tile times activation rows `rows` of `x` (`cols` wide), into `out`.
+type TileTimes = fn(Isa, TileRef, &[f32], std::ops::Range<usize>, &Sink);
 
 /// One lane of a tile, dequantized into `out`.
 type RowOf = fn(TileRef, usize, &mut [f32]);
@@ -242,40 +242,54 @@ impl QuantMatrix {
 
     fn matmul_with(&self, isa: Isa, x: &[f32]) -> Vec<f32> {
         let m = x.len() / self.cols;
+        let mut y = vec![0f32; m * self.rows];
         if m == 0 {
-            return Vec::new();
+            return y;
         }
-        let tiles = self.rows.div_ceil(TILE);
-        let tiles_per_task = tiles.div_ceil(rayon::current_num_threads());
-        // Each task computes `[m, its output rows]`; the rows are then placed side by side.
-        let parts: Vec<Vec<f32>> = (0..tiles)
-            .step_by(tiles_per_task)
-            .collect::<Vec<_>>()
-            .into_par_iter()
-            .map(|first| {
-                let last = (first + tiles_per_task).min(tiles);
-                let width = (last - first) * TILE;
-                let mut out = vec![0f32; m * width];
-                for chunk in (0..m).step_by(CHUNK_ROWS) {
-                    let chunk = chunk..(chunk + CHUNK_ROWS).min(m);
-                    for t in first..last {
-                        let out = &mut out[(t - first) * TILE..];
-                        (self.tile_times)(isa, self.tile(t), x, chunk.clone(), out, width);
-                    }
+        let out = Disjoint::new(&mut y);
+        // Each task takes a run of tiles: their output rows are its own.
+        for_each_range(self.rows.div_ceil(TILE), ranges_per_thread(m), |tiles| {
+            for chunk in (0..m).step_by(CHUNK_ROWS) {
+                let chunk = chunk..(chunk + CHUNK_ROWS).min(m);
+                for t in tiles.clone() {
+                    let sink = Sink {
+                        out: &out,
+                        first: t * TILE,
+                        width: TILE.min(self.rows - t * TILE),
+                        stride: self.rows,
+                    };
+                    (self.tile_times)(isa, self.tile(t), x, chunk.clone(), &sink);
                 }
-                out
-            })
-            .collect();
-        let mut y = Vec::with_capacity(m * self.rows);
-        for i in 0..m {
-            for part in &parts {
-                let width = part.len() / m;
-                let row = &part[i * width..(i + 1) * width];
-                let room = (i + 1) * self.rows - y.len();
-                y.extend_from_slice(&row[..width.min(room)]);
+            }
+        });
+        y
+    }
+}
+
+/// Ranges of a product's tiles per thread for `m` activation rows: one while the product
+/// streams its weights (a decode step of one row), more where it computes.
+pub(crate) fn ranges_per_thread(m: usize) -> usize {
+    if m == 1 { 1 } else { 4 }
+}
+
+/// Where a tile's results go: activation row `i`'s are `out[i * stride + first..][..width]`
+/// (the last tile's padding rows are dropped).
+struct Sink<'a, 'b> {
+    out: &'a Disjoint<'b>,
+    first: usize,
+    width: usize,
+    stride: usize,
+}
+
+impl Sink<'_, '_> {
+    fn store<const C: usize>(&self, i: usize, tile: &[[f32; TILE]; C]) {
+        for (j, values) in tile.iter().enumerate() {
+            // SAFETY: these are the tile's own output rows, which no other task writes.
+            unsafe {
+                self.out
+                    .write((i + j) * self.stride + self.first, &values[..self.width]);
             }
         }
-        y
     }
 }
 
@@ -337,8 +351,7 @@ fn tile_times<F: Format>(
     w: TileRef,
     x: &[f32],
     rows: std::ops::Range<usize>,
-    out: &mut [f32],
-    stride: usize,
+    out: &Sink,
 ) {
     let cols = w.quants.len() / plane_bytes(F::BITS) * SUB;
     // Activation rows share one expansion of the tile's weights in groups as large as
@@ -346,11 +359,11 @@ fn tile_times<F: Format>(
     let mut i = rows.start;
     #[cfg(target_arch = "x86_64")]
     if isa == Isa::Avx512 {
-        sweep::<F, 16>(isa, w, x, cols, &mut i, rows.end, out, stride);
-        sweep::<F, 8>(isa, w, x, cols, &mut i, rows.end, out, stride);
+        sweep::<F, 16>(isa, w, x, cols, &mut i, rows.end, out);
+        sweep::<F, 8>(isa, w, x, cols, &mut i, rows.end, out);
     }
-    sweep::<F, 4>(isa, w, x, cols, &mut i, rows.end, out, stride);
-    sweep::<F, 1>(isa, w, x, cols, &mut i, rows.end, out, stride);
+    sweep::<F, 4>(isa, w, x, cols, &mut i, rows.end, out);
+    sweep::<F, 1>(isa, w, x, cols, &mut i, rows.end, out);
 }
 
 /// Activation rows `*i..end` in groups of `G`, while a whole group remains.
@@ -362,19 +375,12 @@ fn sweep<F: Format, const G: usize>(
     cols: usize,
     i: &mut usize,
     end: usize,
-    out: &mut [f32],
-    stride: usize,
+    out: &Sink,
 ) {
     while *i + G <= end {
         let rows = std::array::from_fn(|d| &x[(*i + d) * cols..][..cols]);
-        store(out, stride, *i, &tile_product::<F, G>(isa, w, rows));
+        out.store(*i, &tile_product::<F, G>(isa, w, rows));
         *i += G;
-    }
-}
-
-fn store<const C: usize>(out: &mut [f32], stride: usize, i: usize, tile: &[[f32; TILE]; C]) {
-    for (j, values) in tile.iter().enumerate() {
-        out[(i + j) * stride..][..TILE].copy_from_slice(values);
     }
 }
 
