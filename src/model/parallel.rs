@@ -5,6 +5,7 @@
 //! for the next, a sixth of a step on two cores; the barrier pool's workers spin through the
 //! gaps of a forward pass and park only when it ends.
 
+use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,13 +19,14 @@ pub(crate) fn for_each_range(items: usize, ranges: usize, work: impl Fn(Range<us
     if items == 0 {
         return;
     }
-    if is_pool_thread() {
-        // The pool does not nest: a worker that asks runs the whole loop itself.
+    if is_pool_thread() || SPLITTING.with(Cell::get) {
+        // The pool does not nest: a loop inside a loop runs whole on its thread.
         return work(0..items);
     }
     let pool = candle_core::utils::barrier_pool();
     let size = items.div_ceil((pool.n_workers() + 1) * ranges.max(1));
     let next = AtomicUsize::new(0);
+    let _splitting = Splitting::start();
     pool.execute(|_| {
         loop {
             let start = next.fetch_add(size, Ordering::Relaxed);
@@ -34,6 +36,27 @@ pub(crate) fn for_each_range(items: usize, ranges: usize, work: impl Fn(Range<us
             work(start..(start + size).min(items));
         }
     });
+}
+
+thread_local! {
+    /// Whether this thread is inside [`for_each_range`], as the caller taking part.
+    static SPLITTING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the calling thread as splitting a loop until dropped (a panic included).
+struct Splitting;
+
+impl Splitting {
+    fn start() -> Self {
+        SPLITTING.with(|s| s.set(true));
+        Splitting
+    }
+}
+
+impl Drop for Splitting {
+    fn drop(&mut self) {
+        SPLITTING.with(|s| s.set(false));
+    }
 }
 
 /// Whether this thread is one of the pool's workers.
@@ -78,12 +101,62 @@ impl<'a> Disjoint<'a> {
 /// Runs a forward pass whose products and attention are all ours. candle's own small ops
 /// (norms, rotary embeddings) split their work with rayon: here they run inline, in a pool of
 /// one thread, instead of waking a third set of threads to contend for the cores with the
-/// barrier pool's.
+/// barrier pool's. Each calling thread (an engine's) has its own, so that two models' forward
+/// passes do not wait for each other whole.
 pub(crate) fn inline_rayon<R: Send>(work: impl FnOnce() -> R + Send) -> R {
-    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
-    let pool = POOL.get_or_init(|| rayon::ThreadPoolBuilder::new().num_threads(1).build().ok());
-    match pool {
+    thread_local! {
+        static POOL: Option<rayon::ThreadPool> =
+            rayon::ThreadPoolBuilder::new().num_threads(1).build().ok();
+    }
+    POOL.with(|pool| match pool {
         Some(pool) => pool.install(work),
         None => work(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_item_is_taken_once_whatever_the_split() {
+        for items in [0, 1, 2, 3, 7, 64, 1001] {
+            for ranges in [0, 1, 4] {
+                let mut seen = vec![0f32; items];
+                let out = Disjoint::new(&mut seen);
+                for_each_range(items, ranges, |range| {
+                    for i in range {
+                        // SAFETY: each item is written by the task that takes it.
+                        unsafe { out.write(i, &[i as f32 + 1.0]) };
+                    }
+                });
+                let expected: Vec<f32> = (1..=items).map(|i| i as f32).collect();
+                assert_eq!(seen, expected, "{items} items in {ranges} ranges a thread");
+            }
+        }
+    }
+
+    #[test]
+    fn a_loop_started_inside_the_pool_runs_whole_on_its_thread() {
+        let counts: Vec<AtomicUsize> = (0..8).map(|_| AtomicUsize::new(0)).collect();
+        for_each_range(8, 1, |outer| {
+            for_each_range(4, 1, |inner| {
+                for i in outer.clone() {
+                    counts[i].fetch_add(inner.len(), Ordering::Relaxed);
+                }
+            });
+        });
+        // Each outer item's inner loop covered its 4 items once, on whichever thread ran it.
+        let totals: Vec<usize> = counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+        assert_eq!(totals, vec![4; 8]);
+    }
+
+    #[test]
+    #[should_panic(expected = "write past the output")]
+    fn a_write_past_the_end_is_refused() {
+        let mut buffer = vec![0f32; 4];
+        let out = Disjoint::new(&mut buffer);
+        // SAFETY: one thread; the write is refused before any copy.
+        unsafe { out.write(3, &[1.0, 2.0]) };
     }
 }
