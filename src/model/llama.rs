@@ -1,8 +1,9 @@
 //! The llama-family forward pass and the per-run state that decodes a batch of samples.
 
 use super::attention::CausalAttention;
-use super::config::{ModelConfig, RopeLayout, RopeScaling};
+use super::config::{ModelConfig, RopeScaling};
 use super::error::ModelError;
+use super::fused::{rope_heads, silu_times};
 use super::kv_cache::KvCache;
 use super::parallel::inline_rayon;
 use super::rope::Rope;
@@ -192,8 +193,10 @@ impl Model {
             let attn = self.attention(layer, i, &normed, cache, &cos, &sin, mask.as_ref())?;
             x = (x + attn)?;
             let normed = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, self.eps())?;
-            let gate = layer.gate.forward(&normed)?.silu()?;
-            let ffn = layer.down.forward(&(gate * layer.up.forward(&normed)?)?)?;
+            let gate = layer.gate.forward(&normed)?;
+            let ffn = layer
+                .down
+                .forward(&silu_times(&gate, &layer.up.forward(&normed)?)?)?;
             x = (x + ffn)?;
         }
         cache.advance(len);
@@ -222,22 +225,20 @@ impl Model {
     ) -> candle_core::Result<Tensor> {
         let c = &self.config;
         let (rows, len, _) = x.dims3()?;
-        let heads = |t: Tensor, n: usize, norm: Option<&Tensor>| -> candle_core::Result<Tensor> {
+        // `[rows, len, n, head_dim]`, each head normed where the model says (Qwen3).
+        let split = |t: Tensor, n: usize, norm: Option<&Tensor>| -> candle_core::Result<Tensor> {
             let t = t.reshape((rows, len, n, c.head_dim))?;
-            let t = match norm {
-                Some(w) => candle_nn::ops::rms_norm(&t, w, self.eps())?,
-                None => t,
-            };
-            t.transpose(1, 2)?.contiguous()
+            match norm {
+                Some(w) => candle_nn::ops::rms_norm(&t, w, self.eps()),
+                None => Ok(t),
+            }
         };
-        let rotate = |t: &Tensor| match c.rope_layout {
-            RopeLayout::Interleaved => candle_nn::rotary_emb::rope_i(t, cos, sin),
-            RopeLayout::HalfSplit => candle_nn::rotary_emb::rope(t, cos, sin),
-        };
-        let q = heads(layer.q.forward(x)?, c.num_heads, layer.q_norm.as_ref())?;
-        let k = heads(layer.k.forward(x)?, c.num_kv_heads, layer.k_norm.as_ref())?;
-        let v = heads(layer.v.forward(x)?, c.num_kv_heads, None)?;
-        let (q, k) = (rotate(&q)?, rotate(&k)?);
+        let q = split(layer.q.forward(x)?, c.num_heads, layer.q_norm.as_ref())?;
+        let k = split(layer.k.forward(x)?, c.num_kv_heads, layer.k_norm.as_ref())?;
+        let v = split(layer.v.forward(x)?, c.num_kv_heads, None)?;
+        let q = rope_heads(&q, cos, sin, c.rope_layout)?;
+        let k = rope_heads(&k, cos, sin, c.rope_layout)?;
+        let v = v.transpose(1, 2)?.contiguous()?;
         let (k, v) = cache.append(index, &k, &v)?;
         let scale = 1.0 / (c.head_dim as f64).sqrt();
         if q.device().is_cpu() && q.dtype() == DType::F32 {

@@ -16,6 +16,7 @@ pub mod device;
 pub mod discover;
 pub mod embedded;
 pub mod error;
+mod fused;
 mod gguf_checks;
 pub mod gguf_tokenizer;
 pub mod hub;
