@@ -19,8 +19,9 @@ pub(crate) fn for_each_range(items: usize, ranges: usize, work: impl Fn(Range<us
     if items == 0 {
         return;
     }
-    if is_pool_thread() || SPLITTING.with(Cell::get) {
-        // The pool does not nest: a loop inside a loop runs whole on its thread.
+    if items == 1 || is_pool_thread() || SPLITTING.with(Cell::get) {
+        // One item cannot be split, and the pool does not nest: a loop inside a loop runs
+        // whole on its thread.
         return work(0..items);
     }
     let pool = candle_core::utils::barrier_pool();
@@ -83,6 +84,20 @@ impl<'a> Disjoint<'a> {
             len: buffer.len(),
             _buffer: PhantomData,
         }
+    }
+
+    /// The values at `range`, to fill.
+    ///
+    /// # Safety
+    /// No other task writes or reads `range` while the buffer is shared.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn part(&self, range: Range<usize>) -> &mut [f32] {
+        assert!(
+            range.start <= range.end && range.end <= self.len,
+            "part past the output"
+        );
+        // SAFETY: in bounds (checked above), and the caller owns the range.
+        unsafe { std::slice::from_raw_parts_mut(self.values.add(range.start), range.len()) }
     }
 
     /// Copies `values` to `at..`.
