@@ -5,7 +5,7 @@
 //! short.
 
 use super::config::RopeLayout;
-use super::kernels::Isa;
+use super::kernels::{Isa, contiguous_f32};
 use super::parallel::{Disjoint, for_each_range};
 use crate::fast_exp::exp;
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Shape, Tensor};
@@ -15,21 +15,6 @@ use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Shape, Tensor};
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RopeHeads {
     pub layout: RopeLayout,
-}
-
-/// A contiguous f32 tensor's values.
-fn values<'a>(
-    storage: &'a CpuStorage,
-    layout: &Layout,
-    what: &str,
-) -> candle_core::Result<&'a [f32]> {
-    let CpuStorage::F32(values) = storage else {
-        candle_core::bail!("{what} takes f32 tensors");
-    };
-    match layout.contiguous_offsets() {
-        Some((start, end)) => Ok(&values[start..end]),
-        None => candle_core::bail!("{what} takes contiguous tensors"),
-    }
 }
 
 impl CustomOp3 for RopeHeads {
@@ -56,9 +41,9 @@ impl CustomOp3 for RopeHeads {
                 sin_layout.dims()
             );
         }
-        let x = values(x_storage, x_layout, self.name())?;
-        let cos = values(cos_storage, cos_layout, self.name())?;
-        let sin = values(sin_storage, sin_layout, self.name())?;
+        let x = contiguous_f32(self.name(), x_storage, x_layout)?;
+        let cos = contiguous_f32(self.name(), cos_storage, cos_layout)?;
+        let sin = contiguous_f32(self.name(), sin_storage, sin_layout)?;
         // Pair `i` is values `step * i` and `step * i + gap`.
         let (step, gap) = match self.layout {
             RopeLayout::Interleaved => (2, 1),
@@ -106,8 +91,9 @@ impl CustomOp2 for SiluTimes {
                 up_layout.dims()
             );
         }
-        let gate = values(gate_storage, gate_layout, self.name())?;
-        let up = values(up_storage, up_layout, self.name())?;
+        let gate = contiguous_f32(self.name(), gate_storage, gate_layout)?;
+        let up = contiguous_f32(self.name(), up_storage, up_layout)?;
+        let isa = Isa::detect();
         let mut out = vec![0f32; gate.len()];
         let shared = Disjoint::new(&mut out);
         // A prompt's worth (hundreds of thousands of values a layer) is split among the threads.
@@ -115,7 +101,7 @@ impl CustomOp2 for SiluTimes {
             let span = blocks.start * SILU_BLOCK..(blocks.end * SILU_BLOCK).min(gate.len());
             // SAFETY: these blocks belong to this task alone.
             let out = unsafe { shared.part(span.clone()) };
-            silu_times_with(Isa::detect(), &gate[span.clone()], &up[span], out);
+            silu_times_with(isa, &gate[span.clone()], &up[span], out);
         });
         Ok((CpuStorage::F32(out), gate_layout.shape().clone()))
     }

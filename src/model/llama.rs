@@ -26,6 +26,8 @@ pub struct Model {
     weights: Weights,
     rope: Rope,
     device: Device,
+    /// On the CPU with every matrix in our products: candle's small ops run inline.
+    inline_small_ops: bool,
 }
 
 /// A GGUF file with its header read and its tensors still on disk.
@@ -121,6 +123,7 @@ impl Model {
     fn new(config: ModelConfig, weights: Weights, device: &Device) -> Self {
         Self {
             rope: Rope::new(&config),
+            inline_small_ops: device.is_cpu() && weights.all_ours(),
             config,
             weights,
             device: device.clone(),
@@ -166,7 +169,7 @@ impl Model {
         ids: &Tensor,
         last_only: bool,
     ) -> candle_core::Result<Tensor> {
-        if self.device.is_cpu() && self.weights.all_ours() {
+        if self.inline_small_ops {
             inline_rayon(|| self.forward_in_pool(cache, ids, last_only))
         } else {
             self.device

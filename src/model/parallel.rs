@@ -60,11 +60,14 @@ impl Drop for Splitting {
     }
 }
 
-/// Whether this thread is one of the pool's workers.
+/// Whether this thread is one of the pool's workers (read from its name once per thread).
 pub(crate) fn is_pool_thread() -> bool {
-    std::thread::current()
-        .name()
-        .is_some_and(|name| name.starts_with("candle-bp-"))
+    thread_local! {
+        static POOL_THREAD: bool = std::thread::current()
+            .name()
+            .is_some_and(|name| name.starts_with("candle-bp-"));
+    }
+    POOL_THREAD.with(|&pool| pool)
 }
 
 /// An output that parallel tasks fill at places no two of them share.
@@ -106,10 +109,8 @@ impl<'a> Disjoint<'a> {
     /// No other task writes or reads `at..at + values.len()` while the buffer is shared.
     pub(crate) unsafe fn write(&self, at: usize, values: &[f32]) {
         assert!(at + values.len() <= self.len, "write past the output");
-        // SAFETY: in bounds (checked above), and the caller owns the range.
-        unsafe {
-            std::ptr::copy_nonoverlapping(values.as_ptr(), self.values.add(at), values.len());
-        }
+        // SAFETY: the caller owns the range.
+        unsafe { self.part(at..at + values.len()) }.copy_from_slice(values);
     }
 }
 

@@ -602,21 +602,28 @@ pub(crate) fn rows_through(
     layout: &Layout,
     matmul: impl Fn(&[f32]) -> Vec<f32>,
 ) -> candle_core::Result<(CpuStorage, Shape)> {
-    let CpuStorage::F32(values) = storage else {
-        candle_core::bail!("{name} takes f32 activations");
-    };
-    let Some((start, end)) = layout.contiguous_offsets() else {
-        candle_core::bail!("{name} takes contiguous activations");
-    };
+    let values = contiguous_f32(name, storage, layout)?;
     let mut dims = layout.dims().to_vec();
     if dims.last() != Some(&cols) {
         candle_core::bail!("{name}: activations {dims:?} for a [{rows}, {cols}] matrix");
     }
     *dims.last_mut().expect("checked above") = rows;
-    Ok((
-        CpuStorage::F32(matmul(&values[start..end])),
-        Shape::from(dims),
-    ))
+    Ok((CpuStorage::F32(matmul(values)), Shape::from(dims)))
+}
+
+/// A contiguous f32 tensor's values, the input our CPU ops take.
+pub(crate) fn contiguous_f32<'a>(
+    name: &str,
+    storage: &'a CpuStorage,
+    layout: &Layout,
+) -> candle_core::Result<&'a [f32]> {
+    let CpuStorage::F32(values) = storage else {
+        candle_core::bail!("{name} takes f32 tensors");
+    };
+    match layout.contiguous_offsets() {
+        Some((start, end)) => Ok(&values[start..end]),
+        None => candle_core::bail!("{name} takes contiguous tensors"),
+    }
 }
 
 #[cfg(test)]
