@@ -2,7 +2,7 @@
 
 use super::progress::LoadBar;
 use clap::Args;
-use samplab::engine::load::{load_model, synthetic_model};
+use samplab::engine::load::{load_model_with, synthetic_model};
 use samplab::engine::{Backend, LoadedModel, RowSource};
 use samplab::model::device::DeviceChoice;
 use samplab::model::source::HubSettings;
@@ -32,6 +32,8 @@ pub struct BenchArgs {
     /// supports and the machine has, else the CPU).
     #[arg(long, value_name = "DEVICE", default_value = "auto")]
     device: DeviceChoice,
+    #[command(flatten)]
+    precision: super::ActivationsArg,
     /// Batch sizes to decode, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,4,8")]
     pub(crate) samples: Vec<usize>,
@@ -90,17 +92,24 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if args.tokens == 0 || args.prompt_tokens == 0 {
         anyhow::bail!("--tokens and --prompt-tokens must be at least 1");
     }
+    let activations = args.precision.activations;
+    // Before minutes of writing a synthetic file, a precision the CPU lacks is refused.
+    activations.check()?;
     let mut model = match (&args.model, &args.synthetic) {
         (Some(spec), _) => {
             let mut bar = LoadBar::new();
             let hub = HubSettings::from_env();
-            let model = load_model(spec, &hub, args.device, &mut |step| bar.show(&step));
+            let model = load_model_with(spec, &hub, args.device, activations, &mut |step| {
+                bar.show(&step)
+            });
             bar.clear();
             model?
         }
-        (None, Some(name)) => synthetic_model(name, &args.qtype, args.device, &mut |step| {
-            eprintln!("{}", step.message)
-        })?,
+        (None, Some(name)) => {
+            synthetic_model(name, &args.qtype, args.device, activations, &mut |step| {
+                eprintln!("{}", step.message)
+            })?
+        }
         (None, None) => unreachable!("clap requires --model or --synthetic"),
     };
     if !args.reruns.is_empty() {

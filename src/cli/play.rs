@@ -21,6 +21,8 @@ pub struct PlayArgs {
     /// supports and the machine has, else the CPU).
     #[arg(long, value_name = "DEVICE", default_value = "auto")]
     device: DeviceChoice,
+    #[command(flatten)]
+    precision: super::ActivationsArg,
     /// The prompt to start with; it can be edited in the playground.
     #[arg(long, default_value = "")]
     prompt: String,
@@ -47,6 +49,7 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
     // A GPU the build lacks or the machine does not have is refused before the terminal is
     // taken, as a bad preset is.
     args.device.open()?;
+    args.precision.activations.check()?;
     let store = config::user_presets();
     let neutral = |name: &str| Preset {
         name: name.to_owned(),
@@ -80,6 +83,7 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
     let ending = samplab::tui::run(Playground {
         models: args.models,
         device: args.device,
+        activations: args.precision.activations,
         prompt: args.prompt,
         chat: args.chat,
         preset,

@@ -34,6 +34,8 @@ pub struct SampleArgs {
     /// supports and the machine has, else the CPU).
     #[arg(long, value_name = "DEVICE", default_value = "auto")]
     device: DeviceChoice,
+    #[command(flatten)]
+    precision: super::ActivationsArg,
     /// The prompt text (with --messages: the last user message, for plain output only).
     #[arg(long, required_unless_present = "messages", default_value = "")]
     prompt: String,
@@ -180,11 +182,11 @@ fn streams_plain(args: &SampleArgs, params: &SamplingParams) -> bool {
 fn load(spec: &str, args: &SampleArgs, stdout: &mut impl Write) -> anyhow::Result<Worker> {
     let (events, inbox) = std::sync::mpsc::channel();
     let owned_spec = spec.to_owned();
-    let device = args.device;
+    let (device, activations) = (args.device, args.precision.activations);
     let hub = HubSettings::from_env();
     let cancel = hub.cancel.clone();
     let engine = Engine::spawn(
-        move |progress| load_any(&owned_spec, &hub, device, progress),
+        move |progress| load_any(&owned_spec, &hub, device, activations, progress),
         move |event| {
             let _ = events.send(event);
         },

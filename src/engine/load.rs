@@ -8,6 +8,7 @@ use super::replay::ReplayStore;
 use super::runner::Runner;
 use super::score::common_prefix;
 use super::worker::LoadedModel;
+use crate::model::Activations;
 use crate::model::cache::cache_dir;
 use crate::model::chat_template::ChatTemplate;
 use crate::model::device::DeviceChoice;
@@ -167,8 +168,20 @@ pub fn load_model(
     device: DeviceChoice,
     progress: &mut dyn FnMut(LoadProgress),
 ) -> anyhow::Result<LoadedModel> {
+    load_model_with(spec, hub, device, Activations::Exact, progress)
+}
+
+/// [`load_model`], with quantized matrices on the CPU multiplying `--activations` of that
+/// precision.
+pub fn load_model_with(
+    spec: &str,
+    hub: &HubSettings,
+    device: DeviceChoice,
+    activations: Activations,
+    progress: &mut dyn FnMut(LoadProgress),
+) -> anyhow::Result<LoadedModel> {
     let device = device.open()?;
-    load_on(spec, hub, device, progress)
+    load_on(spec, hub, device, activations, progress)
 }
 
 /// `--model` as a runner: a served model for an `http(s)://` URL (see [`super::remote`]),
@@ -177,6 +190,7 @@ pub fn load_any(
     spec: &str,
     hub: &HubSettings,
     device: DeviceChoice,
+    activations: Activations,
     progress: &mut dyn FnMut(LoadProgress),
 ) -> anyhow::Result<Box<dyn Runner>> {
     match RemoteSpec::parse(spec) {
@@ -187,7 +201,13 @@ pub fn load_any(
                 remote, settings, progress,
             )?))
         }
-        None => Ok(Box::new(load_model(spec, hub, device, progress)?)),
+        None => Ok(Box::new(load_model_with(
+            spec,
+            hub,
+            device,
+            activations,
+            progress,
+        )?)),
     }
 }
 
@@ -196,6 +216,7 @@ fn load_on(
     spec: &str,
     hub: &HubSettings,
     (device, device_name): (Device, String),
+    activations: Activations,
     progress: &mut dyn FnMut(LoadProgress),
 ) -> anyhow::Result<LoadedModel> {
     progress(LoadProgress::step(0.0, format!("finding {spec}")));
@@ -225,7 +246,7 @@ fn load_on(
         ModelSource::Gguf(path) => {
             let gguf = Model::open_gguf(path)?;
             check_fits(memory::estimate_gguf(&gguf, &device)?)?;
-            let (model, content) = gguf.load(&device)?;
+            let (model, content) = gguf.load(&device, activations)?;
             let gguf = tokenizer_from_gguf(&content)
                 .with_context(|| format!("cannot build the tokenizer of {}", path.display()))?;
             let template = gguf_chat_template(&gguf);
@@ -329,6 +350,7 @@ pub fn synthetic_model(
     name: &str,
     qtype: &str,
     device: DeviceChoice,
+    activations: Activations,
     progress: &mut dyn FnMut(LoadProgress),
 ) -> anyhow::Result<LoadedModel> {
     let spec = synthetic_spec(name)?;
@@ -347,5 +369,11 @@ pub fn synthetic_model(
             .with_context(|| format!("cannot move the synthetic model to {}", path.display()))?;
     }
     let path = path.to_string_lossy().into_owned();
-    load_on(&path, &HubSettings::from_env(), device, progress)
+    load_on(
+        &path,
+        &HubSettings::from_env(),
+        device,
+        activations,
+        progress,
+    )
 }

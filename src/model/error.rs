@@ -57,6 +57,8 @@ pub enum ModelError {
     #[error("invalid call: {0}")]
     Usage(String),
     #[error(transparent)]
+    Activations(#[from] super::ActivationsError),
+    #[error(transparent)]
     Candle(candle_core::Error),
 }
 

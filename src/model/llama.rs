@@ -4,6 +4,7 @@ use super::attention::CausalAttention;
 use super::config::{ModelConfig, RopeScaling};
 use super::error::ModelError;
 use super::fused::{rope_heads, silu_times};
+use super::kernels::{Activations, Arithmetic};
 use super::kv_cache::KvCache;
 use super::parallel::inline_rayon;
 use super::rope::Rope;
@@ -54,14 +55,19 @@ impl OpenGguf {
 
     /// Reads the weights; hands back the metadata too, so that the tokenizer is built from
     /// the same read of the header.
-    pub fn load(self, device: &Device) -> Result<(Model, gguf_file::Content), ModelError> {
-        self.load_with(device, true)
+    pub fn load(
+        self,
+        device: &Device,
+        activations: Activations,
+    ) -> Result<(Model, gguf_file::Content), ModelError> {
+        let arithmetic = activations.arithmetic()?;
+        self.load_with(device, Some(arithmetic))
     }
 
     fn load_with(
         mut self,
         device: &Device,
-        our_kernels: bool,
+        ours: Option<Arithmetic>,
     ) -> Result<(Model, gguf_file::Content), ModelError> {
         let weights = Weights::load_gguf(
             &self.content,
@@ -69,7 +75,7 @@ impl OpenGguf {
             &self.config,
             &self.path,
             device,
-            our_kernels,
+            ours,
         )?;
         if let Some(factors) = &weights.rope_freqs {
             self.config.rope_scaling = Some(RopeScaling::FreqFactors(factors.clone()));
@@ -81,7 +87,16 @@ impl OpenGguf {
 impl Model {
     /// Loads a `.gguf` file or a Hugging Face model directory (config.json + safetensors).
     pub fn load(path: &Path, device: &Device) -> Result<Self, ModelError> {
-        Self::load_with(path, device, true)
+        Self::load_with_activations(path, device, Activations::Exact)
+    }
+
+    /// [`Model::load`], with quantized matrices multiplying activations at that precision.
+    pub fn load_with_activations(
+        path: &Path,
+        device: &Device,
+        activations: Activations,
+    ) -> Result<Self, ModelError> {
+        Self::load_with(path, device, Some(activations.arithmetic()?))
     }
 
     /// Loads a GGUF file's quantized matrices into candle's product instead of ours.
@@ -90,10 +105,14 @@ impl Model {
         path: &Path,
         device: &Device,
     ) -> Result<Self, ModelError> {
-        Self::load_with(path, device, false)
+        Self::load_with(path, device, None)
     }
 
-    fn load_with(path: &Path, device: &Device, our_kernels: bool) -> Result<Self, ModelError> {
+    fn load_with(
+        path: &Path,
+        device: &Device,
+        ours: Option<Arithmetic>,
+    ) -> Result<Self, ModelError> {
         if path.is_dir() {
             let mut config = ModelConfig::from_hf_dir(path)?;
             let weights = Weights::load_hf(path, &config, device)?;
@@ -101,7 +120,7 @@ impl Model {
             Ok(Self::new(config, weights, device))
         } else if path.exists() {
             Self::open_gguf(path)?
-                .load_with(device, our_kernels)
+                .load_with(device, ours)
                 .map(|(model, _)| model)
         } else {
             Err(ModelError::NotFound(path.to_owned()))

@@ -32,4 +32,5 @@ mod weights;
 
 pub use config::{Architecture, GenerationDefaults, ModelConfig, RopeLayout, RopeScaling};
 pub use error::ModelError;
+pub use kernels::{Activations, ActivationsError};
 pub use llama::{Model, OpenGguf, Session};

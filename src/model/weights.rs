@@ -5,7 +5,7 @@ use super::config::{ModelConfig, io_error};
 use super::dense_kernel::DenseMatrix;
 use super::error::{ModelError, without_backtrace};
 use super::gguf_checks;
-use super::kernels::{Isa, QuantMatrix};
+use super::kernels::{Arithmetic, QuantMatrix};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Tensor};
 use std::collections::HashMap;
@@ -33,11 +33,15 @@ enum Matrix {
 }
 
 impl Linear {
-    /// A float matrix on the CPU moves into our batch-invariant product. With `our_kernels`,
-    /// a quantized CPU matrix in a format we have a kernel for moves into our layout; `false`
-    /// keeps candle's product, for comparisons. candle's copy is freed unless shared, as a
-    /// tied embedding is.
-    fn new(weight: QMatMul, bias: Option<Tensor>, our_kernels: bool) -> candle_core::Result<Self> {
+    /// A float matrix on the CPU moves into our batch-invariant product. With `ours`, a
+    /// quantized CPU matrix in a format we have a kernel for moves into our layout, to
+    /// multiply with that arithmetic; `None` keeps candle's product, for comparisons.
+    /// candle's copy is freed unless shared, as a tied embedding is.
+    fn new(
+        weight: QMatMul,
+        bias: Option<Tensor>,
+        ours: Option<Arithmetic>,
+    ) -> candle_core::Result<Self> {
         if let QMatMul::QTensor(q) = &weight
             && q.device().is_cpu()
         {
@@ -47,9 +51,10 @@ impl Linear {
                 let weight = Matrix::Dense(Arc::new(dense));
                 return Ok(Self { weight, bias });
             }
-            if our_kernels && let Some(ours) = QuantMatrix::from_gguf(q.dtype(), rows, cols, &data)?
+            if let Some(arithmetic) = ours
+                && let Some(matrix) = QuantMatrix::from_gguf(q.dtype(), rows, cols, &data)?
             {
-                let weight = Matrix::Ours(Arc::new(ours));
+                let weight = Matrix::Ours(Arc::new(matrix.with(arithmetic)));
                 return Ok(Self { weight, bias });
             }
         }
@@ -63,7 +68,7 @@ impl Linear {
         match &self.weight {
             Matrix::Ours(q) => (
                 ggml_name(q.dtype()),
-                format!("samplab {}, f32 activations", Isa::detect().name()),
+                format!("samplab {}", q.arithmetic().name()),
             ),
             Matrix::Candle(QMatMul::QTensor(q)) => {
                 (ggml_name(q.dtype()), "candle, 8-bit activations".to_owned())
@@ -328,14 +333,15 @@ impl Weights {
         Ok((content, reader, config))
     }
 
-    /// `our_kernels`: quantized matrices on the CPU run through our kernels (see [`Linear::new`]).
+    /// `ours`: quantized matrices on the CPU run through our kernels, with that arithmetic
+    /// (see [`Linear::new`]).
     pub(crate) fn load_gguf(
         content: &gguf_file::Content,
         reader: BufReader<File>,
         config: &ModelConfig,
         path: &Path,
         device: &Device,
-        our_kernels: bool,
+        ours: Option<Arithmetic>,
     ) -> Result<Self, ModelError> {
         let mut source = GgufSource {
             content,
@@ -343,7 +349,7 @@ impl Weights {
             path: path.to_owned(),
             device: device.clone(),
         };
-        Self::load(&mut source, config, our_kernels)
+        Self::load(&mut source, config, ours)
     }
 
     /// The `*.safetensors` files of a Hugging Face model directory, in name order.
@@ -386,13 +392,13 @@ impl Weights {
             tensors,
             path: dir.to_owned(),
         };
-        Self::load(&mut source, config, true)
+        Self::load(&mut source, config, Some(Arithmetic::exact()))
     }
 
     fn load(
         source: &mut impl Source,
         config: &ModelConfig,
-        our_kernels: bool,
+        ours: Option<Arithmetic>,
     ) -> Result<Self, ModelError> {
         let (h, kv) = (config.hidden_size, config.num_kv_heads * config.head_dim);
         let q_dim = config.num_heads * config.head_dim;
@@ -414,7 +420,7 @@ impl Weights {
                 let weight = require(source, &name, |s, n| s.matrix(n, shape))?;
                 let bias_name = source.name(Some(i), part, "bias");
                 let bias = source.vector(&bias_name, shape.0)?;
-                Ok(Linear::new(weight, bias, our_kernels)?)
+                Ok(Linear::new(weight, bias, ours)?)
             };
             let (q, k, v, o) = (
                 linear(Part::Q, (q_dim, h))?,
@@ -462,7 +468,7 @@ impl Weights {
             .vector(&rope_freqs_name, config.head_dim / 2)?
             .map(|t| t.to_vec1::<f32>())
             .transpose()?;
-        let output = Linear::new(output, None, our_kernels)?;
+        let output = Linear::new(output, None, ours)?;
         // A tied matrix in our layout serves the lookups too, and candle's copy is dropped.
         let embed = if tied_output && output.holds_rows() {
             Embedding::Output

@@ -43,6 +43,7 @@ pub use widgets::text::TextBuffer;
 
 use crate::engine::Engine;
 use crate::engine::load::load_any;
+use crate::model::Activations;
 use crate::model::device::DeviceChoice;
 use crate::model::embedded;
 use crate::model::source::HubSettings;
@@ -62,6 +63,8 @@ pub struct Playground {
     pub models: Vec<String>,
     /// Where every model runs, those picked later included.
     pub device: DeviceChoice,
+    /// What their quantized CPU products do with activations.
+    pub activations: Activations,
     pub prompt: String,
     /// Send the prompt through the model's chat template.
     pub chat: bool,
@@ -94,14 +97,14 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
         .enable_all()
         .build()?;
     let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
-    let device = playground.device;
+    let (device, activations) = (playground.device, playground.activations);
     let spawn = move |id: ModelId, spec: &str| {
         let spec = spec.to_owned();
         let events_tx = events_tx.clone();
         let hub = HubSettings::from_env();
         let cancel = hub.cancel.clone();
         Engine::spawn(
-            move |progress| load_any(&spec, &hub, device, progress),
+            move |progress| load_any(&spec, &hub, device, activations, progress),
             move |event| {
                 // The receiver is gone only when the playground is closing.
                 let _ = events_tx.send((id, event));
@@ -131,6 +134,7 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
         let Playground {
             models,
             device: _,
+            activations: _,
             prompt,
             chat,
             preset,

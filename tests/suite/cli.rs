@@ -273,6 +273,61 @@ fn bench_reports_prefill_and_decode_rates_as_json() {
     assert!(stderr(&out).contains("--samples"), "{}", stderr(&out));
 }
 
+/// `--activations` is checked, and the bench reports which arithmetic each weight type ran.
+#[test]
+fn activation_precision_is_checked_and_reported_by_the_bench() {
+    let out = samplab(&["sample", "--prompt", "Once", "--activations", "8bit"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("write exact (f32, the default) or 16bit"),
+        "{}",
+        stderr(&out)
+    );
+    let Some(model) = common::real_model() else {
+        return;
+    };
+    let model = model.to_str().expect("a UTF-8 path");
+    for (precision, kernel) in [
+        ("exact", "f32 activations"),
+        ("16bit", "avx512-vnni, 16-bit activations"),
+    ] {
+        let out = samplab(&[
+            "bench",
+            "--model",
+            model,
+            "--activations",
+            precision,
+            "--samples",
+            "1",
+            "--tokens",
+            "1",
+            "--prompt-tokens",
+            "2",
+            "--json",
+        ]);
+        if precision == "16bit" && !out.status.success() {
+            // A CPU without VNNI refuses, saying what to pass instead.
+            assert!(
+                stderr(&out).contains("pass --activations exact"),
+                "{}",
+                stderr(&out)
+            );
+            eprintln!("skipped: this CPU has no 16-bit path");
+            continue;
+        }
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let q4_1 = report["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|row| row["weight_type"] == "q4_1")
+            .expect("a q4_1 row");
+        let name = q4_1["kernel"].as_str().unwrap();
+        assert!(name.ends_with(kernel), "{precision}: {name}");
+    }
+}
+
 #[test]
 fn device_choice_is_checked_and_shown_in_the_loaded_event() {
     let out = samplab(&[

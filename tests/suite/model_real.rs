@@ -1,12 +1,13 @@
 //! The real SmolLM2-135M-Instruct Q4_1 file against the exact model (its weights dequantized
 //! to f32, run by llama.cpp: `exact` in reference.json) and against llama.cpp on the same
-//! file (`q4_1`). Our kernels multiply f32 activations with the exact dequantized weights,
-//! so only summation order separates us from `exact`.
+//! file (`q4_1`). By default our kernels multiply f32 activations with the exact dequantized
+//! weights, so only summation order separates us from `exact`; `--activations 16bit` adds
+//! its rounding to 16 bits.
 
 use crate::common::{self, argmax, floats, ids, log_softmax};
 
 use candle_core::Device;
-use samplab::model::Model;
+use samplab::model::{Activations, Model};
 
 struct Case {
     prompt: Vec<u32>,
@@ -15,7 +16,16 @@ struct Case {
 }
 
 fn setup() -> Option<(Model, Vec<Case>)> {
+    setup_with(Activations::Exact)
+}
+
+/// The model with `activations`, or `None` (said) where the model or the CPU is missing.
+fn setup_with(activations: Activations) -> Option<(Model, Vec<Case>)> {
     let path = common::real_model()?;
+    if let Err(e) = activations.check() {
+        eprintln!("skipped: {e}");
+        return None;
+    }
     let text = std::fs::read_to_string(path.with_file_name("reference.json"))
         .expect("reference.json lies beside the real model");
     let reference: serde_json::Value = serde_json::from_str(&text).expect("reference.json is JSON");
@@ -30,19 +40,26 @@ fn setup() -> Option<(Model, Vec<Case>)> {
         })
         .collect();
     Some((
-        Model::load(&path, &Device::Cpu).expect("the real model loads"),
+        Model::load_with_activations(&path, &Device::Cpu, activations)
+            .expect("the real model loads"),
         cases,
     ))
 }
 
-/// Mean |prompt logprob - exact| over every prompt token of every case.
+/// Mean |prompt logprob - exact| over every prompt token of every case, with f32
+/// activations and with 16-bit ones.
 #[test]
 fn prompt_logprobs_are_no_further_from_the_exact_model_than_llama_cpps() {
-    let Some((model, cases)) = setup() else {
-        return;
-    };
+    for activations in [Activations::Exact, Activations::SixteenBit] {
+        if let Some((model, cases)) = setup_with(activations) {
+            mean_error_is_no_worse_than_llama_cpps(&model, &cases, activations);
+        }
+    }
+}
+
+fn mean_error_is_no_worse_than_llama_cpps(model: &Model, cases: &[Case], activations: Activations) {
     let (mut ours, mut theirs, mut count) = (0.0, 0.0, 0);
-    for case in &cases {
+    for case in cases {
         let logits = model.session().prefill(&case.prompt, true).unwrap();
         let exact = floats(&case.exact["prompt_logprobs"]);
         let llama_cpp = floats(&case.llama_cpp["prompt_logprobs"]);
@@ -56,7 +73,7 @@ fn prompt_logprobs_are_no_further_from_the_exact_model_than_llama_cpps() {
     }
     let (ours, theirs) = (ours / count as f64, theirs / count as f64);
     eprintln!(
-        "mean |prompt logprob - exact| over {count} tokens: samplab {ours:.5}, llama.cpp {theirs:.5}"
+        "mean |prompt logprob - exact| over {count} tokens: samplab ({activations} activations) {ours:.5}, llama.cpp {theirs:.5}"
     );
     assert!(ours <= theirs, "samplab {ours} vs llama.cpp {theirs}");
 }
@@ -80,12 +97,18 @@ fn greedy_tokens_follow_the_exact_model() {
     }
 }
 
-/// N greedy samples decoded in one batch pick the same tokens as N single runs.
+/// N greedy samples decoded in one batch pick the same tokens as N single runs, with f32
+/// activations and with 16-bit ones.
 #[test]
 fn batched_greedy_rows_equal_single_runs() {
-    let Some((model, cases)) = setup() else {
-        return;
-    };
+    for activations in [Activations::Exact, Activations::SixteenBit] {
+        if let Some((model, cases)) = setup_with(activations) {
+            batched_rows_equal_single_runs(&model, &cases);
+        }
+    }
+}
+
+fn batched_rows_equal_single_runs(model: &Model, cases: &[Case]) {
     let prompt = &cases[0].prompt;
     let starts = [28u32, 284, 1165];
     let steps = 12;

@@ -11,6 +11,8 @@
 
 mod format;
 mod lanes;
+#[cfg(target_arch = "x86_64")]
+mod vnni;
 
 use super::parallel::{Disjoint, for_each_range};
 use candle_core::quantized::GgmlDType;
@@ -63,6 +65,89 @@ impl Isa {
     }
 }
 
+/// What our quantized products do with activations, as `--activations` names it: keep them
+/// f32 (`exact`, the default: the exact model's logits up to summation order), or round them
+/// to 16 bits (`16bit`: faster, on CPUs with AVX-512 VNNI).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Activations {
+    #[default]
+    Exact,
+    SixteenBit,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ActivationsError {
+    #[error("`{0}` is not an activation precision: write exact (f32, the default) or 16bit")]
+    Unknown(String),
+    #[error(
+        "16-bit activations need AVX-512 VNNI and VBMI, which this CPU lacks: pass --activations exact"
+    )]
+    Unsupported,
+}
+
+impl std::str::FromStr for Activations {
+    type Err = ActivationsError;
+
+    fn from_str(text: &str) -> Result<Self, ActivationsError> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "exact" | "f32" => Ok(Self::Exact),
+            "16bit" | "16" => Ok(Self::SixteenBit),
+            _ => Err(ActivationsError::Unknown(text.to_owned())),
+        }
+    }
+}
+
+impl std::fmt::Display for Activations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Exact => "exact",
+            Self::SixteenBit => "16bit",
+        })
+    }
+}
+
+impl Activations {
+    /// Refuses a precision this CPU cannot run, before anything loads.
+    pub fn check(self) -> Result<(), ActivationsError> {
+        self.arithmetic().map(|_| ())
+    }
+
+    /// The arithmetic that gives this precision on this CPU.
+    pub(crate) fn arithmetic(self) -> Result<Arithmetic, ActivationsError> {
+        match self {
+            Self::Exact => Ok(Arithmetic::exact()),
+            #[cfg(target_arch = "x86_64")]
+            Self::SixteenBit if vnni::available() => Ok(Arithmetic::Vnni),
+            Self::SixteenBit => Err(ActivationsError::Unsupported),
+        }
+    }
+}
+
+/// How a product multiplies: f32 activations with one instruction set, or activations
+/// rounded to 16 bits on AVX-512 VNNI (see [`vnni`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arithmetic {
+    F32(Isa),
+    #[cfg(target_arch = "x86_64")]
+    Vnni,
+}
+
+impl Arithmetic {
+    /// f32 activations with the best instruction set this CPU has.
+    pub(crate) fn exact() -> Self {
+        Arithmetic::F32(Isa::detect())
+    }
+
+    /// e.g. `avx512, f32 activations`.
+    pub(crate) fn name(self) -> String {
+        match self {
+            Arithmetic::F32(isa) => format!("{}, f32 activations", isa.name()),
+            #[cfg(target_arch = "x86_64")]
+            Arithmetic::Vnni => "avx512-vnni, 16-bit activations".to_owned(),
+        }
+    }
+}
+
 /// One tile's weights in column order: its sub-blocks' quant planes, f16 scales (and
 /// mins), and K-quant multipliers.
 #[derive(Clone, Copy)]
@@ -91,7 +176,10 @@ pub(crate) struct QuantMatrix {
     /// K-quants, per tile and sub-block: `[scale spans, min spans][lane]` as i8.
     multipliers: Vec<u8>,
     sizes: Sizes,
+    arithmetic: Arithmetic,
     tile_times: TileTimes,
+    #[cfg(target_arch = "x86_64")]
+    vnni_times: vnni::TileTimes,
     row_of: RowOf,
 }
 
@@ -152,7 +240,10 @@ impl QuantMatrix {
             halves: vec![0; tiles * sizes.halves],
             multipliers: vec![0; tiles * sizes.multipliers],
             sizes,
+            arithmetic: Arithmetic::exact(),
             tile_times: tile_times::<F>,
+            #[cfg(target_arch = "x86_64")]
+            vnni_times: vnni::tile_times::<F>,
             row_of: row_of::<F>,
         };
         let mut unpacked = vec![Sub::default(); F::BLOCK / SUB];
@@ -206,6 +297,15 @@ impl QuantMatrix {
         }
     }
 
+    /// The same matrix multiplying with `arithmetic`.
+    pub(crate) fn with(self, arithmetic: Arithmetic) -> Self {
+        Self { arithmetic, ..self }
+    }
+
+    pub(crate) fn arithmetic(&self) -> Arithmetic {
+        self.arithmetic
+    }
+
     pub(crate) fn dtype(&self) -> GgmlDType {
         self.dtype
     }
@@ -237,11 +337,30 @@ impl QuantMatrix {
 
     /// `x W^T` for `x` = `[m, cols]` f32 values (row-major): `[m, rows]`.
     pub(crate) fn matmul(&self, x: &[f32]) -> Vec<f32> {
-        self.matmul_with(Isa::detect(), x)
+        self.matmul_with(self.arithmetic, x)
     }
 
-    fn matmul_with(&self, isa: Isa, x: &[f32]) -> Vec<f32> {
-        let m = x.len() / self.cols;
+    fn matmul_with(&self, path: Arithmetic, x: &[f32]) -> Vec<f32> {
+        match path {
+            Arithmetic::F32(isa) => self.tiles_times(x.len() / self.cols, |w, rows, sink| {
+                (self.tile_times)(isa, w, x, rows, sink)
+            }),
+            #[cfg(target_arch = "x86_64")]
+            Arithmetic::Vnni => {
+                let split = vnni::Rows::split(x, self.cols);
+                self.tiles_times(x.len() / self.cols, |w, rows, sink| {
+                    (self.vnni_times)(w, &split, rows, sink)
+                })
+            }
+        }
+    }
+
+    /// `[m, rows]` from every tile times `m` activation rows, by `tile_times`.
+    fn tiles_times(
+        &self,
+        m: usize,
+        tile_times: impl Fn(TileRef, std::ops::Range<usize>, &Sink) + Sync,
+    ) -> Vec<f32> {
         let mut y = vec![0f32; m * self.rows];
         if m == 0 {
             return y;
@@ -258,7 +377,7 @@ impl QuantMatrix {
                         width: TILE.min(self.rows - t * TILE),
                         stride: self.rows,
                     };
-                    (self.tile_times)(isa, self.tile(t), x, chunk.clone(), &sink);
+                    tile_times(self.tile(t), chunk.clone(), &sink);
                 }
             }
         });
@@ -483,6 +602,45 @@ unsafe fn shift<L: Lanes>(v: L::I, from: u32, to: u32) -> L::I {
     }
 }
 
+/// A sub-block's scales and mins for each of its spans (the second is the first's where
+/// there is one span): `w = scale * (q - OFFSET) + min`.
+///
+/// # Safety
+/// `L`'s instruction set must be enabled.
+#[inline(always)]
+unsafe fn sub_block_scales<L: Lanes, F: Format>(
+    w: TileRef,
+    sb: usize,
+    sizes: Sizes,
+    multipliers: usize,
+) -> ([L::F; 2], [L::F; 2]) {
+    // SAFETY: 16 f16 of the sub-block's group and 16 multipliers, lengths checked by the
+    // indexing; the caller enabled `L`.
+    unsafe {
+        let group = if F::SUPER { sb / (F::BLOCK / SUB) } else { sb };
+        let halves = &w.halves[group * sizes.group..][..sizes.group];
+        let d = L::load_f16(halves.as_ptr());
+        let dmin = if F::MIN {
+            L::load_f16(halves[TILE..].as_ptr())
+        } else {
+            L::zero()
+        };
+        if !F::SUPER {
+            return ([d; 2], [dmin; 2]);
+        }
+        let m = &w.multipliers[sb * multipliers..][..multipliers];
+        let times = |d, k: usize| L::mul(d, L::float(L::load_i8(m[k * TILE..][..TILE].as_ptr())));
+        let last = F::SPANS - 1;
+        let scale = [times(d, 0), times(d, last)];
+        let min = if F::MIN {
+            [times(dmin, F::SPANS), times(dmin, F::SPANS + last)]
+        } else {
+            [L::zero(); 2]
+        };
+        (scale, min)
+    }
+}
+
 /// The tile's 16 output rows times `C` activation rows. For each column the 16 weights
 /// are expanded once, `scale * (q - OFFSET) + min`, and multiply-added into every
 /// activation row's accumulator; each row's sums run in the same order whatever `C` is,
@@ -506,29 +664,7 @@ unsafe fn tile_body<L: Lanes, F: Format, const C: usize>(
     unsafe {
         let mut acc = [L::zero(); C];
         for (sb, q) in w.quants.chunks_exact(planes).enumerate() {
-            let group = if F::SUPER { sb / (F::BLOCK / SUB) } else { sb };
-            let halves = &w.halves[group * sizes.group..][..sizes.group];
-            let d = L::load_f16(halves.as_ptr());
-            let dmin = if F::MIN {
-                L::load_f16(halves[TILE..].as_ptr())
-            } else {
-                L::zero()
-            };
-            let (scale, min) = if F::SUPER {
-                let m = &w.multipliers[sb * multipliers..][..multipliers];
-                let times =
-                    |d, k: usize| L::mul(d, L::float(L::load_i8(m[k * TILE..][..TILE].as_ptr())));
-                let last = F::SPANS - 1;
-                let scale = [times(d, 0), times(d, last)];
-                let min = if F::MIN {
-                    [times(dmin, F::SPANS), times(dmin, F::SPANS + last)]
-                } else {
-                    [L::zero(); 2]
-                };
-                (scale, min)
-            } else {
-                ([d; 2], [dmin; 2])
-            };
+            let (scale, min) = sub_block_scales::<L, F>(w, sb, sizes, multipliers);
             let xs: [&[f32]; C] = std::array::from_fn(|i| &x[i][sb * SUB..][..SUB]);
             for c in 0..rows {
                 let byte_row = q[c * TILE..][..TILE].as_ptr();

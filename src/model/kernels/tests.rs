@@ -1,6 +1,7 @@
 use super::*;
 use candle_core::Device;
 use candle_core::quantized::ggml_file::qtensor_from_ggml;
+use format::SUB;
 
 /// Every format we run, with the byte offsets of its f16 scales inside a block.
 const FORMATS: &[(GgmlDType, &[usize])] = &[
@@ -74,18 +75,38 @@ fn dequantized(dtype: GgmlDType, rows: usize, cols: usize, data: &[u8]) -> Vec<f
         .unwrap()
 }
 
-fn isas() -> Vec<Isa> {
-    let mut isas = vec![Isa::Portable];
+/// Every way this CPU can run a product: f32 on each instruction set, then VNNI.
+fn paths() -> Vec<Arithmetic> {
+    let mut paths = vec![Arithmetic::F32(Isa::Portable)];
     #[cfg(target_arch = "x86_64")]
     {
         if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-            isas.push(Isa::Avx2);
+            paths.push(Arithmetic::F32(Isa::Avx2));
         }
         if is_x86_feature_detected!("avx512f") {
-            isas.push(Isa::Avx512);
+            paths.push(Arithmetic::F32(Isa::Avx512));
+        }
+        if vnni::available() {
+            paths.push(Arithmetic::Vnni);
+        } else {
+            eprintln!("this CPU has no AVX-512 VNNI and VBMI: the 16-bit path is not tested");
         }
     }
-    isas
+    paths
+}
+
+/// How far from `x` a path may take an activation: 0 for f32; for VNNI the block's step,
+/// at most twice its largest magnitude / 32512 (see `vnni`).
+fn activation_error(path: Arithmetic, x: &[f32], j: usize) -> f64 {
+    match path {
+        Arithmetic::F32(_) => 0.0,
+        #[cfg(target_arch = "x86_64")]
+        Arithmetic::Vnni => {
+            let block = &x[j / SUB * SUB..][..SUB];
+            let max = block.iter().fold(0f32, |m, v| m.max(v.abs()));
+            2.0 * f64::from(max) / (127.0 * 256.0)
+        }
+    }
 }
 
 /// Output rows not a multiple of the tile; 1..=9 activation rows, and a batch across the
@@ -111,13 +132,14 @@ fn expands_every_weight_exactly_as_candle_dequantizes() {
             .map(|i| f32::from(u8::from(i / cols == i % cols)))
             .collect();
         let want = dequantized(dtype, rows, cols, &data);
-        for isa in isas() {
-            let y = w.matmul_with(isa, &identity);
+        // VNNI splits a 1 exactly (a power of two), and each weight meets it alone.
+        for path in paths() {
+            let y = w.matmul_with(path, &identity);
             for r in 0..rows {
                 for c in 0..cols {
                     let (got, want) = (y[c * rows + r], want[r * cols + c]);
                     // Equal as numbers: a sum that starts at +0 cannot give back -0.
-                    assert_eq!(got, want, "{dtype:?} {isa:?} [{r}, {c}]");
+                    assert_eq!(got, want, "{dtype:?} {path:?} [{r}, {c}]");
                 }
             }
         }
@@ -125,7 +147,8 @@ fn expands_every_weight_exactly_as_candle_dequantizes() {
 }
 
 /// Against the f64 product of candle's dequantized weights. The weights are exact, so the
-/// only error is f32 summation: at most `(cols + 1) · ε · Σ|w_j x_j|` for every format.
+/// f32 paths' only error is summation: at most `(cols + 1) · ε · Σ|w_j x_j|` for every
+/// format. VNNI adds its activations' rounding, `Σ|w_j| e_j` (see `activation_error`).
 #[test]
 fn a_row_looked_up_is_candles_dequantized_row_to_the_bit() {
     for &(dtype, scales_at) in FORMATS {
@@ -159,8 +182,8 @@ fn matches_the_exact_product_for_every_format_and_batch_size() {
             let wd = dequantized(dtype, n, k, &data);
             let mut noise = Noise(seed + 7);
             let x: Vec<f32> = (0..m * k).map(|_| noise.uniform()).collect();
-            for isa in isas() {
-                let y = w.matmul_with(isa, &x);
+            for path in paths() {
+                let y = w.matmul_with(path, &x);
                 assert_eq!(y.len(), m * n);
                 for (i, xi) in x.chunks_exact(k).enumerate() {
                     for (r, wr) in wd.chunks_exact(k).enumerate() {
@@ -170,11 +193,18 @@ fn matches_the_exact_product_for_every_format_and_batch_size() {
                             .map(|(&a, &b)| f64::from(a) * f64::from(b));
                         let want: f64 = terms.clone().sum();
                         let magnitude: f64 = terms.map(f64::abs).sum();
-                        let allowed = (k + 1) as f64 * f64::from(f32::EPSILON) * magnitude;
+                        let rounding: f64 = wr
+                            .iter()
+                            .enumerate()
+                            .map(|(j, &a)| f64::from(a).abs() * activation_error(path, xi, j))
+                            .sum();
+                        let allowed =
+                            (k + 1) as f64 * f64::from(f32::EPSILON) * (magnitude + rounding)
+                                + rounding;
                         let got = f64::from(y[i * n + r]);
                         assert!(
                             (got - want).abs() <= allowed,
-                            "{dtype:?} {isa:?} [{n}, {k}] x {m}: y[{i}][{r}] = {got}, want {want} ± {allowed}"
+                            "{dtype:?} {path:?} [{n}, {k}] x {m}: y[{i}][{r}] = {got}, want {want} ± {allowed}"
                         );
                     }
                 }
@@ -184,8 +214,8 @@ fn matches_the_exact_product_for_every_format_and_batch_size() {
 }
 
 /// A row's result is the same bits alone or in any batch (29 rows: groups of 16, 8, 4
-/// and 1), on every instruction set; the
-/// vector kernels agree with each other bit for bit (both fuse every multiply-add).
+/// and 1), on every path; the f32 vector kernels agree with each other bit for bit (both
+/// fuse every multiply-add).
 #[test]
 fn rows_do_not_depend_on_their_batch_and_vector_kernels_agree() {
     for (seed, &(dtype, scales_at)) in FORMATS.iter().enumerate() {
@@ -194,18 +224,17 @@ fn rows_do_not_depend_on_their_batch_and_vector_kernels_agree() {
         let w = QuantMatrix::from_gguf(dtype, n, k, &data).unwrap().unwrap();
         let mut noise = Noise(seed as u64 + 3);
         let x: Vec<f32> = (0..m * k).map(|_| noise.uniform()).collect();
-        let vector: Vec<Vec<f32>> = isas()
+        let vector: Vec<Vec<f32>> = paths()
             .into_iter()
-            .map(|isa| {
-                let batch = w.matmul_with(isa, &x);
+            .filter_map(|path| {
+                let batch = w.matmul_with(path, &x);
                 let alone: Vec<f32> = x
                     .chunks_exact(k)
-                    .flat_map(|xi| w.matmul_with(isa, xi))
+                    .flat_map(|xi| w.matmul_with(path, xi))
                     .collect();
-                assert_eq!(batch, alone, "{dtype:?} {isa:?}");
-                batch
+                assert_eq!(batch, alone, "{dtype:?} {path:?}");
+                matches!(path, Arithmetic::F32(isa) if isa != Isa::Portable).then_some(batch)
             })
-            .skip(1)
             .collect();
         for other in vector.iter().skip(1) {
             assert_eq!(&vector[0], other, "{dtype:?}");
@@ -226,4 +255,27 @@ fn rejects_blocks_that_do_not_fit_the_shape() {
     );
     assert!(QuantMatrix::from_gguf(GgmlDType::Q4_1, 0, 64, &[]).is_err());
     assert!(QuantMatrix::from_gguf(GgmlDType::Q4_1, 4, 0, &[]).is_err());
+}
+
+/// An activation that is not finite makes its own row's results not finite on every path
+/// (never a finite number that hides it), and leaves the other rows alone.
+#[test]
+fn an_activation_not_finite_spoils_only_its_row() {
+    let (dtype, scales_at) = FORMATS[1];
+    let (n, k) = (21, 64);
+    let data = random_blocks(dtype, scales_at, n, k, 77);
+    let w = QuantMatrix::from_gguf(dtype, n, k, &data).unwrap().unwrap();
+    for bad in [f32::NAN, f32::INFINITY] {
+        let mut x: Vec<f32> = (0..2 * k).map(|i| (i as f32 * 0.37).sin()).collect();
+        x[k + 40] = bad;
+        for path in paths() {
+            let y = w.matmul_with(path, &x);
+            let clean = w.matmul_with(path, &x[..k]);
+            assert_eq!(&y[..n], &clean[..], "{path:?}: the clean row");
+            assert!(
+                y[n..].iter().all(|v| !v.is_finite()),
+                "{path:?} {bad}: {y:?}"
+            );
+        }
+    }
 }

@@ -1,0 +1,352 @@
+//! Products with activations rounded to 16 bits, on AVX-512 VNNI.
+//!
+//! Each 32-value block of an activation row becomes two signed bytes per value and a
+//! power-of-two scale `s`, `x ≈ s (256 hi + lo)`: 15 bits below the block's largest value, an
+//! error of at most `s`, under 1/16000 of that value. One VNNI instruction multiplies 64 such
+//! bytes with 64 of a tile's quants where f32 does 16 multiply-adds, so batched decode and
+//! prefill, which are bound by arithmetic, run about twice as fast. One row, bound by reading
+//! the weights, runs the same arithmetic, so a row's result still does not depend on its
+//! batch.
+//!
+//! The quants stay in the tile layout: four byte rows of a plane (a column of 16 lanes each)
+//! are permuted so that each lane's four columns are adjacent, the order VNNI sums them in.
+//! They stay unsigned (8-bit quants offset by 128); the offset is taken off in integers, so
+//! the only rounding besides the activations' is the f32 sum of the blocks.
+
+use super::format::{Format, SUB};
+use super::lanes::{Avx512, Lanes};
+use super::{
+    Sink, Sizes, TILE, TileRef, low_bits, mask, plane_bytes, plane_rows, sub_block_scales,
+};
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+/// The largest `|256 hi + lo|` a block's scale allows for its largest value (`hi` within ±127).
+const RANGE: f32 = 127.0 * 256.0;
+
+/// Whether this CPU has the instructions the product needs.
+pub(super) fn available() -> bool {
+    is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512bw")
+        && is_x86_feature_detected!("avx512vnni")
+        && is_x86_feature_detected!("avx512vbmi")
+}
+
+/// Activation rows split into two bytes per value.
+pub(super) struct Rows {
+    cols: usize,
+    hi: Vec<i8>,
+    lo: Vec<i8>,
+    blocks: Vec<Block>,
+}
+
+/// One 32-value block of a row.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Block {
+    /// `s`: a power of two, 0 for a block of zeros, NaN for one with a value not finite.
+    scale: f32,
+    /// `Σ (256 hi + lo)` over the first 16 values, the last 16, and all 32: what an offset
+    /// multiplies.
+    sums: [i32; 3],
+    /// The same sums times `scale`: the sums of the values the product sees (exact: at
+    /// most 2^20 times a power of two), what a min multiplies.
+    totals: [f32; 3],
+}
+
+impl Rows {
+    /// `x`, `[m, cols]` row-major with `cols` a multiple of 32, split block by block.
+    pub(super) fn split(x: &[f32], cols: usize) -> Self {
+        let mut rows = Self {
+            cols,
+            hi: vec![0; x.len()],
+            lo: vec![0; x.len()],
+            blocks: vec![Block::default(); x.len() / SUB],
+        };
+        let parts = x
+            .chunks_exact(SUB)
+            .zip(rows.hi.chunks_exact_mut(SUB))
+            .zip(rows.lo.chunks_exact_mut(SUB));
+        for (((x, hi), lo), block) in parts.zip(&mut rows.blocks) {
+            // SAFETY: `available` was checked before a product took this path.
+            *block = unsafe { split_block(x, hi, lo) };
+        }
+        rows
+    }
+
+    /// The value a row's product sees at `i`: `s (256 hi + lo)`.
+    #[cfg(test)]
+    pub(super) fn value(&self, i: usize) -> f32 {
+        let scale = self.blocks[i / SUB].scale;
+        scale * (256 * i32::from(self.hi[i]) + i32::from(self.lo[i])) as f32
+    }
+}
+
+/// # Safety
+/// The CPU must have AVX-512F; `x`, `hi` and `lo` are 32 long.
+#[target_feature(enable = "avx512f")]
+unsafe fn split_block(x: &[f32], hi: &mut [i8], lo: &mut [i8]) -> Block {
+    assert!(x.len() == SUB && hi.len() == SUB && lo.len() == SUB);
+    // SAFETY: 32 values and bytes, checked above; AVX-512F enabled.
+    unsafe {
+        let halves = [
+            _mm512_loadu_ps(x.as_ptr()),
+            _mm512_loadu_ps(x.as_ptr().add(16)),
+        ];
+        let magnitudes = halves.map(|v| _mm512_abs_ps(v));
+        let infinity = _mm512_set1_ps(f32::INFINITY);
+        let unfinite = magnitudes
+            .map(|m| _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(m, infinity))
+            .iter()
+            .any(|&mask| mask != 0);
+        if unfinite {
+            return Block {
+                scale: f32::NAN,
+                sums: [0; 3],
+                totals: [f32::NAN; 3],
+            };
+        }
+        let max = _mm512_reduce_max_ps(_mm512_max_ps(magnitudes[0], magnitudes[1]));
+        if max == 0.0 {
+            return Block::default();
+        }
+        // The smallest power of two that keeps `hi` within ±127 (at least the smallest
+        // normal, so that its reciprocal is finite): every scaling below is exact.
+        let scale = f32::from_bits(((max / RANGE).to_bits() + 0x007f_ffff) & 0xff80_0000)
+            .max(f32::MIN_POSITIVE);
+        let inverse = _mm512_set1_ps(1.0 / scale);
+        let step = _mm512_set1_ps(256.0);
+        let clamp = |v, low: f32, high: f32| {
+            _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(low)), _mm512_set1_ps(high))
+        };
+        // Ties to even, as f32 rounds.
+        let nearest =
+            |v| _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(v);
+        let mut sums = [0; 3];
+        for (half, &x) in halves.iter().enumerate() {
+            // Within ±RANGE.
+            let y = _mm512_mul_ps(x, inverse);
+            let h = clamp(nearest(_mm512_div_ps(y, step)), -127.0, 127.0);
+            // The rest is within half a coarse step, ±128; +128 (a tie) rounds to 127.
+            let l = clamp(nearest(_mm512_fnmadd_ps(h, step, y)), -128.0, 127.0);
+            let (h, l) = (_mm512_cvtps_epi32(h), _mm512_cvtps_epi32(l));
+            let at = half * TILE;
+            _mm_storeu_si128(hi[at..].as_mut_ptr().cast(), _mm512_cvtepi32_epi8(h));
+            _mm_storeu_si128(lo[at..].as_mut_ptr().cast(), _mm512_cvtepi32_epi8(l));
+            sums[half] = _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_slli_epi32::<8>(h), l));
+        }
+        sums[2] = sums[0] + sums[1];
+        let totals = sums.map(|sum| scale * sum as f32);
+        Block {
+            scale,
+            sums,
+            totals,
+        }
+    }
+}
+
+/// A tile times activation rows `rows`, into `out`.
+pub(super) type TileTimes = fn(TileRef, &Rows, Range<usize>, &Sink);
+
+pub(super) fn tile_times<F: Format>(w: TileRef, x: &Rows, rows: Range<usize>, out: &Sink) {
+    let mut i = rows.start;
+    sweep::<F, 8>(w, x, &mut i, rows.end, out);
+    sweep::<F, 4>(w, x, &mut i, rows.end, out);
+    sweep::<F, 1>(w, x, &mut i, rows.end, out);
+}
+
+/// Activation rows `*i..end` in groups of `G`, while a whole group remains.
+fn sweep<F: Format, const G: usize>(w: TileRef, x: &Rows, i: &mut usize, end: usize, out: &Sink) {
+    while *i + G <= end {
+        // SAFETY: `available` was checked before these rows were split for the product.
+        out.store(*i, &unsafe { tile::<F, G>(w, x, *i) });
+        *i += G;
+    }
+}
+
+/// Byte `4 lane + k` of a permuted quad takes byte `16 k + lane`: column `k` of the lane.
+const LANE_MAJOR: [u8; 64] = {
+    let mut order = [0; 64];
+    let mut i = 0;
+    while i < 64 {
+        order[i] = ((i % 4) * TILE + i / 4) as u8;
+        i += 1;
+    }
+    order
+};
+
+/// The tile's 16 output rows times activation rows `first..first + C`. Per sub-block its
+/// 32 columns expand into 8 registers of 4 columns a lane; per row and span, the products
+/// with `hi` sum in integers, shift by 8, take those with `lo`, lose the offset and scale
+/// into the row's f32 sum. Each row runs the same operations whatever `C` is.
+///
+/// # Safety
+/// The CPU must have AVX-512F, BW, VNNI and VBMI.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx512vbmi")]
+unsafe fn tile<F: Format, const C: usize>(w: TileRef, x: &Rows, first: usize) -> [[f32; TILE]; C] {
+    let cols = x.cols;
+    let planes = plane_bytes(F::BITS);
+    let (low, high) = (low_bits(F::BITS), F::BITS - low_bits(F::BITS));
+    let (rows, per_byte) = (plane_rows(low), (8 / low) as usize);
+    let sizes = Sizes::of::<F>(cols);
+    let multipliers = sizes.multipliers / (cols / SUB);
+    // 8-bit quants are signed: offset by 128 they are unsigned, as VNNI multiplies them.
+    let offset = if F::BITS == 8 { 128 } else { F::OFFSET };
+    let subs = cols / SUB;
+    // SAFETY (whole body): every pointer is into a slice whose length was checked by the
+    // surrounding indexing: 64 bytes of a sub-block's planes, 4 bytes of a row's block.
+    unsafe {
+        let order = _mm512_loadu_si512(LANE_MAJOR.as_ptr().cast());
+        let mut acc = [Avx512::zero(); C];
+        for (sb, q) in w.quants.chunks_exact(planes).enumerate() {
+            let (scale, min) = sub_block_scales::<Avx512, F>(w, sb, sizes, multipliers);
+            let mut weights = [_mm512_setzero_si512(); SUB / 4];
+            for k in 0..rows / 4 {
+                let low_quad = quad(order, &q[k * 4 * TILE..]);
+                for h in 0..per_byte {
+                    let col = 4 * k + h * rows;
+                    let mut v = if F::BITS == 8 {
+                        _mm512_xor_si512(low_quad, bytes(0x80))
+                    } else {
+                        let v = _mm512_srl_epi16(low_quad, shift(low * h as u32));
+                        _mm512_and_si512(v, bytes(mask(low)))
+                    };
+                    if high > 0 {
+                        let high_rows = plane_rows(high);
+                        let at = (rows + col % high_rows) * TILE;
+                        let bits = _mm512_srl_epi16(
+                            quad(order, &q[at..]),
+                            shift(high * (col / high_rows) as u32),
+                        );
+                        let bits = _mm512_and_si512(bits, bytes(mask(high)));
+                        v = _mm512_or_si512(v, _mm512_sll_epi16(bits, shift(low)));
+                    }
+                    weights[col / 4] = v;
+                }
+            }
+            // Each row's bytes of this sub-block, cut once (the loops below index them by
+            // constants).
+            let at = |d: usize| (first + d) * cols + sb * SUB;
+            let his: [&[i8; SUB]; C] = std::array::from_fn(|d| sub_block(&x.hi, at(d)));
+            let los: [&[i8; SUB]; C] = std::array::from_fn(|d| sub_block(&x.lo, at(d)));
+            let per_span = weights.len() / F::SPANS;
+            for span in 0..F::SPANS {
+                // Per row, the sums with `hi` and with `lo` are two independent chains.
+                let mut sums = [[_mm512_setzero_si512(); 2]; C];
+                let span_weights = &weights[span * per_span..][..per_span];
+                for (g, &w) in (span * per_span..).zip(span_weights) {
+                    for ((sum, hi), lo) in sums.iter_mut().zip(his).zip(los) {
+                        sum[0] = _mm512_dpbusd_epi32(sum[0], w, four(hi, g));
+                        sum[1] = _mm512_dpbusd_epi32(sum[1], w, four(lo, g));
+                    }
+                }
+                let part = if F::SPANS == 1 { 2 } else { span };
+                for (d, (sum, acc)) in sums.iter().zip(&mut acc).enumerate() {
+                    let block = x.blocks[(first + d) * subs + sb];
+                    let mut sum = _mm512_add_epi32(_mm512_slli_epi32::<8>(sum[0]), sum[1]);
+                    if offset != 0 {
+                        sum = _mm512_sub_epi32(sum, _mm512_set1_epi32(offset * block.sums[part]));
+                    }
+                    let scaled = Avx512::mul(scale[span], Avx512::splat(block.scale));
+                    *acc = Avx512::fma(_mm512_cvtepi32_ps(sum), scaled, *acc);
+                    if F::MIN {
+                        *acc = Avx512::fma(min[span], Avx512::splat(block.totals[part]), *acc);
+                    }
+                }
+            }
+        }
+        let mut out = [[0f32; TILE]; C];
+        for (out, acc) in out.iter_mut().zip(acc) {
+            Avx512::store(acc, out.as_mut_ptr());
+        }
+        out
+    }
+}
+
+/// 64 bytes of planes from `p`, lane-major (see [`LANE_MAJOR`]).
+///
+/// # Safety
+/// The caller enables AVX-512F and VBMI.
+#[inline(always)]
+unsafe fn quad(order: __m512i, p: &[u8]) -> __m512i {
+    // SAFETY: 64 readable bytes (the slice is cut to them); the caller enables the features.
+    unsafe { _mm512_permutexvar_epi8(order, _mm512_loadu_si512(p[..64].as_ptr().cast())) }
+}
+
+/// The 32 bytes at `at..`.
+#[inline(always)]
+fn sub_block(v: &[i8], at: usize) -> &[i8; SUB] {
+    v[at..at + SUB].try_into().expect("a whole sub-block")
+}
+
+/// Columns `4 g..4 g + 4` of a sub-block's bytes, in every 32-bit lane.
+///
+/// # Safety
+/// The caller enables AVX-512F; `g < 8`.
+#[inline(always)]
+unsafe fn four(v: &[i8; SUB], g: usize) -> __m512i {
+    debug_assert!(g < SUB / 4);
+    // SAFETY: bytes `4 g..4 g + 4` of 32, for `g < 8`; the caller enables AVX-512F.
+    unsafe { _mm512_set1_epi32(v.as_ptr().add(4 * g).cast::<i32>().read_unaligned()) }
+}
+
+/// A shift count for the `_mm512_s*l_epi16` shifts.
+///
+/// # Safety
+/// The caller enables SSE2.
+#[inline(always)]
+unsafe fn shift(n: u32) -> __m128i {
+    // SAFETY: the caller enables SSE2 (every x86_64 has it).
+    unsafe { _mm_cvtsi32_si128(n as i32) }
+}
+
+/// `m` in every byte.
+///
+/// # Safety
+/// The caller enables AVX-512F.
+#[inline(always)]
+unsafe fn bytes(m: i32) -> __m512i {
+    // SAFETY: the caller enables AVX-512F.
+    unsafe { _mm512_set1_epi8(m as i8) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_splits_within_its_scale_and_sums_what_it_splits() {
+        let x: Vec<f32> = (0..SUB).map(|i| (i as f32 - 13.3).powi(3) / 7.0).collect();
+        let rows = Rows::split(&x, SUB);
+        let block = rows.blocks[0];
+        let max = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+        assert!(block.scale >= max / RANGE && block.scale < 2.0 * max / RANGE);
+        assert_eq!(block.scale.to_bits() & 0x007f_ffff, 0, "a power of two");
+        for (i, &v) in x.iter().enumerate() {
+            assert!((rows.value(i) - v).abs() <= block.scale / 2.0, "{i}: {v}");
+        }
+        let sum = |r: Range<usize>| {
+            r.map(|i| 256 * i32::from(rows.hi[i]) + i32::from(rows.lo[i]))
+                .sum::<i32>()
+        };
+        assert_eq!(block.sums, [sum(0..16), sum(16..32), sum(0..32)]);
+    }
+
+    #[test]
+    fn zeros_tiny_and_unfinite_blocks() {
+        let zeros = Rows::split(&[0.0; SUB], SUB);
+        assert_eq!(zeros.blocks[0], Block::default());
+        let tiny: Vec<f32> = (0..SUB).map(|i| f32::from_bits(i as u32 * 3)).collect();
+        let rows = Rows::split(&tiny, SUB);
+        assert!(rows.blocks[0].scale.is_normal());
+        for (i, &v) in tiny.iter().enumerate() {
+            assert!((rows.value(i) - v).abs() <= rows.blocks[0].scale);
+        }
+        for bad in [f32::NAN, f32::INFINITY] {
+            let mut x = [1.0; SUB];
+            x[5] = bad;
+            assert!(Rows::split(&x, SUB).blocks[0].scale.is_nan());
+        }
+        let huge = Rows::split(&[1e38; SUB], SUB);
+        assert!((huge.value(0) - 1e38).abs() <= huge.blocks[0].scale / 2.0);
+    }
+}
