@@ -149,16 +149,29 @@ pub(super) type TileTimes = fn(TileRef, &Rows, Range<usize>, &Sink);
 
 pub(super) fn tile_times<F: Format>(w: TileRef, x: &Rows, rows: Range<usize>, out: &Sink) {
     let mut i = rows.start;
-    sweep::<F, 8>(w, x, &mut i, rows.end, out);
-    sweep::<F, 4>(w, x, &mut i, rows.end, out);
-    sweep::<F, 1>(w, x, &mut i, rows.end, out);
+    // A row keeps two sums per span live: two spans take half as many rows at once.
+    if F::SPANS == 1 {
+        sweep::<F, 8, 1>(w, x, &mut i, rows.end, out);
+        sweep::<F, 4, 1>(w, x, &mut i, rows.end, out);
+        sweep::<F, 1, 1>(w, x, &mut i, rows.end, out);
+    } else {
+        sweep::<F, 4, 2>(w, x, &mut i, rows.end, out);
+        sweep::<F, 1, 2>(w, x, &mut i, rows.end, out);
+    }
 }
 
-/// Activation rows `*i..end` in groups of `G`, while a whole group remains.
-fn sweep<F: Format, const G: usize>(w: TileRef, x: &Rows, i: &mut usize, end: usize, out: &Sink) {
+/// Activation rows `*i..end` in groups of `G`, while a whole group remains; `S` is the
+/// format's spans.
+fn sweep<F: Format, const G: usize, const S: usize>(
+    w: TileRef,
+    x: &Rows,
+    i: &mut usize,
+    end: usize,
+    out: &Sink,
+) {
     while *i + G <= end {
         // SAFETY: `available` was checked before these rows were split for the product.
-        out.store(*i, &unsafe { tile::<F, G>(w, x, *i) });
+        out.store(*i, &unsafe { tile::<F, G, S>(w, x, *i) });
         *i += G;
     }
 }
@@ -182,7 +195,11 @@ const LANE_MAJOR: [u8; 64] = {
 /// # Safety
 /// The CPU must have AVX-512F, BW, VNNI and VBMI.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx512vbmi")]
-unsafe fn tile<F: Format, const C: usize>(w: TileRef, x: &Rows, first: usize) -> [[f32; TILE]; C] {
+unsafe fn tile<F: Format, const C: usize, const S: usize>(
+    w: TileRef,
+    x: &Rows,
+    first: usize,
+) -> [[f32; TILE]; C] {
     let cols = x.cols;
     let planes = plane_bytes(F::BITS);
     let (low, high) = (low_bits(F::BITS), F::BITS - low_bits(F::BITS));
@@ -199,6 +216,14 @@ unsafe fn tile<F: Format, const C: usize>(w: TileRef, x: &Rows, first: usize) ->
         let mut acc = [Avx512::zero(); C];
         for (sb, q) in w.quants.chunks_exact(planes).enumerate() {
             let (scale, min) = sub_block_scales::<Avx512, F>(w, sb, sizes, multipliers);
+            // The high plane's quads (one or two), permuted once for all their columns.
+            let high_rows = plane_rows(high.max(1));
+            let mut high_quads = [_mm512_setzero_si512(); 2];
+            if high > 0 {
+                for (k, high_quad) in high_quads.iter_mut().enumerate().take(high_rows / 4) {
+                    *high_quad = quad(order, &q[(rows + 4 * k) * TILE..]);
+                }
+            }
             let mut weights = [_mm512_setzero_si512(); SUB / 4];
             for k in 0..rows / 4 {
                 let low_quad = quad(order, &q[k * 4 * TILE..]);
@@ -211,12 +236,9 @@ unsafe fn tile<F: Format, const C: usize>(w: TileRef, x: &Rows, first: usize) ->
                         _mm512_and_si512(v, bytes(mask(low)))
                     };
                     if high > 0 {
-                        let high_rows = plane_rows(high);
-                        let at = (rows + col % high_rows) * TILE;
-                        let bits = _mm512_srl_epi16(
-                            quad(order, &q[at..]),
-                            shift(high * (col / high_rows) as u32),
-                        );
+                        let high_quad = high_quads[col % high_rows / 4];
+                        let bits =
+                            _mm512_srl_epi16(high_quad, shift(high * (col / high_rows) as u32));
                         let bits = _mm512_and_si512(bits, bytes(mask(high)));
                         v = _mm512_or_si512(v, _mm512_sll_epi16(bits, shift(low)));
                     }
@@ -228,28 +250,33 @@ unsafe fn tile<F: Format, const C: usize>(w: TileRef, x: &Rows, first: usize) ->
             let at = |d: usize| (first + d) * cols + sb * SUB;
             let his: [&[i8; SUB]; C] = std::array::from_fn(|d| sub_block(&x.hi, at(d)));
             let los: [&[i8; SUB]; C] = std::array::from_fn(|d| sub_block(&x.lo, at(d)));
-            let per_span = weights.len() / F::SPANS;
-            for span in 0..F::SPANS {
-                // Per row, the sums with `hi` and with `lo` are two independent chains.
-                let mut sums = [[_mm512_setzero_si512(); 2]; C];
-                let span_weights = &weights[span * per_span..][..per_span];
-                for (g, &w) in (span * per_span..).zip(span_weights) {
-                    for ((sum, hi), lo) in sums.iter_mut().zip(his).zip(los) {
-                        sum[0] = _mm512_dpbusd_epi32(sum[0], w, four(hi, g));
-                        sum[1] = _mm512_dpbusd_epi32(sum[1], w, four(lo, g));
-                    }
+            // Per row and span, the sums with `hi` and with `lo`: independent chains.
+            let mut sums = [[[_mm512_setzero_si512(); 2]; S]; C];
+            let per_span = weights.len() / S;
+            for (g, &w) in weights.iter().enumerate() {
+                let span = g / per_span;
+                for ((sum, hi), lo) in sums.iter_mut().zip(his).zip(los) {
+                    sum[span][0] = _mm512_dpbusd_epi32(sum[span][0], w, four(hi, g));
+                    sum[span][1] = _mm512_dpbusd_epi32(sum[span][1], w, four(lo, g));
                 }
-                let part = if F::SPANS == 1 { 2 } else { span };
-                for (d, (sum, acc)) in sums.iter().zip(&mut acc).enumerate() {
-                    let block = x.blocks[(first + d) * subs + sb];
+            }
+            for (d, (sums, acc)) in sums.iter().zip(&mut acc).enumerate() {
+                let block = x.blocks[(first + d) * subs + sb];
+                // Σ over spans of scale × the span's integer sum, in units of the block's `s`.
+                let mut scaled = Avx512::zero();
+                for (span, sum) in sums.iter().enumerate() {
+                    let part = if S == 1 { 2 } else { span };
                     let mut sum = _mm512_add_epi32(_mm512_slli_epi32::<8>(sum[0]), sum[1]);
                     if offset != 0 {
                         sum = _mm512_sub_epi32(sum, _mm512_set1_epi32(offset * block.sums[part]));
                     }
-                    let scaled = Avx512::mul(scale[span], Avx512::splat(block.scale));
-                    *acc = Avx512::fma(_mm512_cvtepi32_ps(sum), scaled, *acc);
-                    if F::MIN {
-                        *acc = Avx512::fma(min[span], Avx512::splat(block.totals[part]), *acc);
+                    scaled = Avx512::fma(_mm512_cvtepi32_ps(sum), scale[span], scaled);
+                }
+                *acc = Avx512::fma(scaled, Avx512::splat(block.scale), *acc);
+                if F::MIN {
+                    for (span, &min) in min.iter().enumerate().take(S) {
+                        let part = if S == 1 { 2 } else { span };
+                        *acc = Avx512::fma(min, Avx512::splat(block.totals[part]), *acc);
                     }
                 }
             }
