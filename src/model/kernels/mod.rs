@@ -128,6 +128,7 @@ impl Activations {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Arithmetic {
     F32(Isa),
+    /// Made only where `vnni::available()`: its kernels rely on it.
     #[cfg(target_arch = "x86_64")]
     Vnni,
 }
@@ -340,8 +341,8 @@ impl QuantMatrix {
         self.matmul_with(self.arithmetic, x)
     }
 
-    fn matmul_with(&self, path: Arithmetic, x: &[f32]) -> Vec<f32> {
-        match path {
+    fn matmul_with(&self, arithmetic: Arithmetic, x: &[f32]) -> Vec<f32> {
+        match arithmetic {
             Arithmetic::F32(isa) => self.tiles_times(x.len() / self.cols, |w, rows, sink| {
                 (self.tile_times)(isa, w, x, rows, sink)
             }),

@@ -1,12 +1,14 @@
-//! Products with activations rounded to 16 bits, on AVX-512 VNNI.
+//! Products with activations rounded to 16 bits, on AVX-512 VNNI (`--activations 16bit`).
 //!
 //! Each 32-value block of an activation row becomes two signed bytes per value and a
 //! power-of-two scale `s`, `x ≈ s (256 hi + lo)`: 15 bits below the block's largest value, an
 //! error of at most `s`, under 1/16000 of that value. One VNNI instruction multiplies 64 such
-//! bytes with 64 of a tile's quants where f32 does 16 multiply-adds, so batched decode and
-//! prefill, which are bound by arithmetic, run about twice as fast. One row, bound by reading
-//! the weights, runs the same arithmetic, so a row's result still does not depend on its
-//! batch.
+//! bytes with 64 of a tile's quants where f32 does 16 multiply-adds, and a quant needs no
+//! conversion to f32 first. That conversion is most of an f32 decode step of one row, whose
+//! products here run about five times as fast when their weights are in cache; with eight rows
+//! or more the two pieces' multiply-adds and the per-block scaling leave a smaller gain. A
+//! row's arithmetic is the same whatever rows are beside it, so its result does not depend on
+//! its batch.
 //!
 //! The quants stay in the tile layout: four byte rows of a plane (a column of 16 lanes each)
 //! are permuted so that each lane's four columns are adjacent, the order VNNI sums them in.
@@ -129,7 +131,7 @@ unsafe fn split_block(x: &[f32], hi: &mut [i8], lo: &mut [i8]) -> Block {
             // The rest is within half a coarse step, ±128; +128 (a tie) rounds to 127.
             let l = clamp(nearest(_mm512_fnmadd_ps(h, step, y)), -128.0, 127.0);
             let (h, l) = (_mm512_cvtps_epi32(h), _mm512_cvtps_epi32(l));
-            let at = half * TILE;
+            let at = half * SUB / 2;
             _mm_storeu_si128(hi[at..].as_mut_ptr().cast(), _mm512_cvtepi32_epi8(h));
             _mm_storeu_si128(lo[at..].as_mut_ptr().cast(), _mm512_cvtepi32_epi8(l));
             sums[half] = _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_slli_epi32::<8>(h), l));
@@ -189,8 +191,9 @@ const LANE_MAJOR: [u8; 64] = {
 
 /// The tile's 16 output rows times activation rows `first..first + C`. Per sub-block its
 /// 32 columns expand into 8 registers of 4 columns a lane; per row and span, the products
-/// with `hi` sum in integers, shift by 8, take those with `lo`, lose the offset and scale
-/// into the row's f32 sum. Each row runs the same operations whatever `C` is.
+/// with `hi` and with `lo` sum in integers, `256 hi_sum + lo_sum` loses the offset, and the
+/// spans' sums, scaled, join the row's f32 sum. Each row runs the same operations whatever
+/// `C` is.
 ///
 /// # Safety
 /// The CPU must have AVX-512F, BW, VNNI and VBMI.
