@@ -634,6 +634,10 @@ fn a_branch_from_an_alternative_and_three_steps_end_up_in_the_results_file() {
         "the branch shares the token before its pick"
     );
     assert_ne!(parent[1], branch[1], "and takes another there");
-    tmux.keys(&["Escape", "q"]);
+    // Escape and q sent back to back can reach the terminal as one Alt+q: the overlay is seen
+    // closed before q is sent.
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("the export overlay to close", |s| !s.contains("┌ export"));
+    tmux.keys(&["q"]);
     assert_eq!(exit_status(&tmux), "0");
 }
