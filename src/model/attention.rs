@@ -10,6 +10,7 @@
 
 use super::kernels::Isa;
 use super::parallel::{Disjoint, for_each_range};
+use super::prefetch::{self, Keep};
 use crate::fast_exp::exp;
 use candle_core::{CpuStorage, CustomOp3, Layout, Shape};
 
@@ -54,10 +55,20 @@ impl<'a> View<'a> {
         })
     }
 
+    fn at(&self, a: usize, b: usize, c: usize) -> usize {
+        self.offset + a * self.strides[0] + b * self.strides[1] + c * self.strides[2]
+    }
+
     /// The head vector at `[a, b, c, ..]`.
     fn vector(&self, a: usize, b: usize, c: usize, len: usize) -> &'a [f32] {
-        let at = self.offset + a * self.strides[0] + b * self.strides[1] + c * self.strides[2];
+        let at = self.at(a, b, c);
         &self.values[at..at + len]
+    }
+
+    /// Asks the memory for the head vector at `[a, b, c, ..]`, which may lie past the end.
+    fn prefetch(&self, a: usize, b: usize, c: usize, len: usize) {
+        let start = self.values.as_ptr().wrapping_add(self.at(a, b, c));
+        prefetch::elements(start, len, Keep::Cached);
     }
 }
 
@@ -199,6 +210,13 @@ fn attend<const AVX2: bool>(task: &Task, queries: std::ops::Range<usize>) -> Vec
         // Keys four at a time: four independent chains of multiply-adds keep the unit busy.
         let mut j = 0;
         while j + KEYS <= seen {
+            // The keys a few steps on, and the values of these keys (the weighted sum reads
+            // them next): the cache streams from memory with more lines in flight than the
+            // hardware's prefetchers keep.
+            for d in j..j + KEYS {
+                task.k.prefetch(task.row, task.kv_head, d + KEYS_AHEAD, dim);
+                task.v.prefetch(task.row, task.kv_head, d, dim);
+            }
             let keys: [&[f32]; KEYS] =
                 std::array::from_fn(|d| task.k.vector(task.row, task.kv_head, j + d, dim));
             for (weights, query) in weights.iter_mut().zip(&query) {
@@ -273,6 +291,8 @@ fn weighted_sum<const D: usize>(task: &Task, weights: &[f32], out: &mut [f32]) {
 
 /// Keys whose scores are computed side by side.
 const KEYS: usize = 4;
+/// How far ahead of the dot products keys are prefetched.
+const KEYS_AHEAD: usize = 2 * KEYS;
 
 /// `query · key` for each key, each in one fixed order whatever keys are beside it: lane `l`
 /// sums the products at `l, l + 8, ...` of the full chunks with fused multiply-adds, the lanes

@@ -25,6 +25,7 @@ mod kv_cache;
 mod llama;
 pub mod memory;
 pub(crate) mod parallel;
+mod prefetch;
 mod rope;
 pub mod source;
 pub mod synthetic;

@@ -15,6 +15,7 @@ mod lanes;
 mod vnni;
 
 use super::parallel::{Disjoint, for_each_range};
+use super::prefetch::{self, Keep};
 use candle_core::quantized::GgmlDType;
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape};
 pub(crate) use format::f16_to_f32;
@@ -590,6 +591,42 @@ fn row_of<F: Format>(w: TileRef, lane: usize, out: &mut [f32]) {
     }
 }
 
+/// How many tiles ahead of the one multiplying [`prefetch_ahead`] asks for.
+const PREFETCH_TILES: usize = 2;
+
+/// Asks the memory for sub-block `sb` of the tile [`PREFETCH_TILES`] after `w`, while `w`
+/// computes. With several activation rows (batched decode) a product is bound by its
+/// multiply-adds, and left to the hardware's prefetchers it also waits on the weights it
+/// streams: asked for ahead, they arrive during the arithmetic instead. The hint is
+/// non-temporal: a step reads each weight once, and weights kept out of the outer caches leave
+/// them to the KV cache and the activations, which are read again.
+///
+/// Each of a matrix's arrays holds its tiles one after another at a fixed size, so the tile
+/// ahead is the same distance past every slice of `w`; past the matrix's end the addresses
+/// are never loaded (a prefetch does not fault), hence the wrapping arithmetic.
+#[inline(always)]
+fn prefetch_ahead<F: Format>(w: TileRef, sb: usize, sizes: Sizes, multipliers: usize) {
+    prefetch_tile_ahead(w.quants, sb * plane_bytes(F::BITS), plane_bytes(F::BITS));
+    let subs_per_group = if F::SUPER { F::BLOCK / SUB } else { 1 };
+    if sb.is_multiple_of(subs_per_group) {
+        let group = sb / subs_per_group * sizes.group;
+        prefetch_tile_ahead(w.halves, group, sizes.group);
+    }
+    if F::SUPER {
+        prefetch_tile_ahead(w.multipliers, sb * multipliers, multipliers);
+    }
+}
+
+/// Elements `at..at + len` of the tile [`PREFETCH_TILES`] after `slice`, one tile's part of
+/// an array.
+#[inline(always)]
+fn prefetch_tile_ahead<T>(slice: &[T], at: usize, len: usize) {
+    let start = slice
+        .as_ptr()
+        .wrapping_add(PREFETCH_TILES * slice.len() + at);
+    prefetch::elements(start, len, Keep::Once);
+}
+
 /// Moves bits `from..` of every lane to bits `to..`.
 #[inline(always)]
 unsafe fn shift<L: Lanes>(v: L::I, from: u32, to: u32) -> L::I {
@@ -665,6 +702,7 @@ unsafe fn tile_body<L: Lanes, F: Format, const C: usize>(
     unsafe {
         let mut acc = [L::zero(); C];
         for (sb, q) in w.quants.chunks_exact(planes).enumerate() {
+            prefetch_ahead::<F>(w, sb, sizes, multipliers);
             let (scale, min) = sub_block_scales::<L, F>(w, sb, sizes, multipliers);
             let xs: [&[f32]; C] = std::array::from_fn(|i| &x[i][sb * SUB..][..SUB]);
             for c in 0..rows {

@@ -18,7 +18,8 @@
 use super::format::{Format, SUB};
 use super::lanes::{Avx512, Lanes};
 use super::{
-    Sink, Sizes, TILE, TileRef, low_bits, mask, plane_bytes, plane_rows, sub_block_scales,
+    Sink, Sizes, TILE, TileRef, low_bits, mask, plane_bytes, plane_rows, prefetch_ahead,
+    sub_block_scales,
 };
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -218,6 +219,7 @@ unsafe fn tile<F: Format, const C: usize, const S: usize>(
         let order = _mm512_loadu_si512(LANE_MAJOR.as_ptr().cast());
         let mut acc = [Avx512::zero(); C];
         for (sb, q) in w.quants.chunks_exact(planes).enumerate() {
+            prefetch_ahead::<F>(w, sb, sizes, multipliers);
             let (scale, min) = sub_block_scales::<Avx512, F>(w, sb, sizes, multipliers);
             // The high plane's quads (one or two), permuted once for all their columns.
             let high_rows = plane_rows(high.max(1));
