@@ -370,6 +370,14 @@ impl QuantMatrix {
         let out = Disjoint::new(&mut y);
         // Each task takes a run of tiles: their output rows are its own.
         for_each_range(self.rows.div_ceil(TILE), ranges_per_thread(m), |tiles| {
+            // The tiles ahead that the kernel asks for as it goes, the first of a run asked
+            // for here.
+            for t in tiles.clone().take(PREFETCH_TILES) {
+                let w = self.tile(t);
+                prefetch::elements(w.quants.as_ptr(), w.quants.len(), Keep::Once);
+                prefetch::elements(w.halves.as_ptr(), w.halves.len(), Keep::Once);
+                prefetch::elements(w.multipliers.as_ptr(), w.multipliers.len(), Keep::Once);
+            }
             for chunk in (0..m).step_by(CHUNK_ROWS) {
                 let chunk = chunk..(chunk + CHUNK_ROWS).min(m);
                 for t in tiles.clone() {
