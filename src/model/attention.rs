@@ -197,6 +197,7 @@ fn attend<const AVX2: bool>(task: &Task, queries: std::ops::Range<usize>) -> Vec
     let heads = task.heads.len();
     let mut out = vec![0f32; queries.len() * heads * dim];
     let mut weights = vec![Vec::new(); heads];
+    let first = queries.start;
     for (i, out) in queries.zip(out.chunks_exact_mut(heads * dim)) {
         let query: Vec<&[f32]> = task
             .heads
@@ -212,10 +213,13 @@ fn attend<const AVX2: bool>(task: &Task, queries: std::ops::Range<usize>) -> Vec
         while j + KEYS <= seen {
             // The keys a few steps on, and the values of these keys (the weighted sum reads
             // them next): the cache streams from memory with more lines in flight than the
-            // hardware's prefetchers keep.
-            for d in j..j + KEYS {
-                task.k.prefetch(task.row, task.kv_head, d + KEYS_AHEAD, dim);
-                task.v.prefetch(task.row, task.kv_head, d, dim);
+            // hardware's prefetchers keep. The task's later queries (prefill) find them in
+            // cache.
+            if i == first {
+                for d in j..j + KEYS {
+                    task.k.prefetch(task.row, task.kv_head, d + KEYS_AHEAD, dim);
+                    task.v.prefetch(task.row, task.kv_head, d, dim);
+                }
             }
             let keys: [&[f32]; KEYS] =
                 std::array::from_fn(|d| task.k.vector(task.row, task.kv_head, j + d, dim));

@@ -151,12 +151,13 @@ impl Arithmetic {
 }
 
 /// One tile's weights in column order: its sub-blocks' quant planes, f16 scales (and
-/// mins), and K-quant multipliers.
+/// mins), and K-quant multipliers; and how the tiles ahead are prefetched.
 #[derive(Clone, Copy)]
 struct TileRef<'a> {
     quants: &'a [u8],
     halves: &'a [u16],
     multipliers: &'a [u8],
+    ahead: Keep,
 }
 
 /// A tile times activation rows `rows` of `x` (`cols` wide), into `out`.
@@ -322,19 +323,20 @@ impl QuantMatrix {
             + size_of_val(self.multipliers.as_slice())
     }
 
-    fn tile(&self, t: usize) -> TileRef<'_> {
+    fn tile(&self, t: usize, ahead: Keep) -> TileRef<'_> {
         let sizes = self.sizes;
         TileRef {
             quants: &self.quants[t * sizes.quants..][..sizes.quants],
             halves: &self.halves[t * sizes.halves..][..sizes.halves],
             multipliers: &self.multipliers[t * sizes.multipliers..][..sizes.multipliers],
+            ahead,
         }
     }
 
     /// Row `r`, dequantized into `out` (`cols` long) to the values the kernel expands: an
     /// embedding lookup in a tied matrix, which then needs no copy of its own.
     pub(crate) fn row(&self, r: usize, out: &mut [f32]) {
-        (self.row_of)(self.tile(r / TILE), r % TILE, out);
+        (self.row_of)(self.tile(r / TILE, Keep::Once), r % TILE, out);
     }
 
     /// `x W^T` for `x` = `[m, cols]` f32 values (row-major): `[m, rows]`.
@@ -368,15 +370,23 @@ impl QuantMatrix {
             return y;
         }
         let out = Disjoint::new(&mut y);
+        // A batched decode step's activations stay in L1 beside a tile while its few sweeps
+        // reread it; a prefill's push it out between sweeps, and weights prefetched past the
+        // outer caches would then come from memory again.
+        let ahead = if m <= FEW_ROWS {
+            Keep::Once
+        } else {
+            Keep::Cached
+        };
         // Each task takes a run of tiles: their output rows are its own.
         for_each_range(self.rows.div_ceil(TILE), ranges_per_thread(m), |tiles| {
             // The tiles ahead that the kernel asks for as it goes, the first of a run asked
             // for here.
             for t in tiles.clone().take(PREFETCH_TILES) {
-                let w = self.tile(t);
-                prefetch::elements(w.quants.as_ptr(), w.quants.len(), Keep::Once);
-                prefetch::elements(w.halves.as_ptr(), w.halves.len(), Keep::Once);
-                prefetch::elements(w.multipliers.as_ptr(), w.multipliers.len(), Keep::Once);
+                let w = self.tile(t, ahead);
+                prefetch::elements(w.quants.as_ptr(), w.quants.len(), ahead);
+                prefetch::elements(w.halves.as_ptr(), w.halves.len(), ahead);
+                prefetch::elements(w.multipliers.as_ptr(), w.multipliers.len(), ahead);
             }
             for chunk in (0..m).step_by(CHUNK_ROWS) {
                 let chunk = chunk..(chunk + CHUNK_ROWS).min(m);
@@ -387,7 +397,7 @@ impl QuantMatrix {
                         width: TILE.min(self.rows - t * TILE),
                         stride: self.rows,
                     };
-                    tile_times(self.tile(t), chunk.clone(), &sink);
+                    tile_times(self.tile(t, ahead), chunk.clone(), &sink);
                 }
             }
         });
@@ -601,38 +611,42 @@ fn row_of<F: Format>(w: TileRef, lane: usize, out: &mut [f32]) {
 
 /// How many tiles ahead of the one multiplying [`prefetch_ahead`] asks for.
 const PREFETCH_TILES: usize = 2;
+/// Activation rows up to which a product's weights are prefetched non-temporally: a batched
+/// decode step's.
+const FEW_ROWS: usize = 8;
 
 /// Asks the memory for sub-block `sb` of the tile [`PREFETCH_TILES`] after `w`, while `w`
 /// computes. With several activation rows (batched decode) a product is bound by its
 /// multiply-adds, and left to the hardware's prefetchers it also waits on the weights it
-/// streams: asked for ahead, they arrive during the arithmetic instead. The hint is
-/// non-temporal: a step reads each weight once, and weights kept out of the outer caches leave
-/// them to the KV cache and the activations, which are read again.
+/// streams: asked for ahead, they arrive during the arithmetic instead. In a decode step the
+/// hint is non-temporal (`w.ahead`): the step reads each weight once, and weights kept out of
+/// the outer caches leave them to the KV cache and the activations, which are read again.
 ///
 /// Each of a matrix's arrays holds its tiles one after another at a fixed size, so the tile
 /// ahead is the same distance past every slice of `w`; past the matrix's end the addresses
 /// are never loaded (a prefetch does not fault), hence the wrapping arithmetic.
 #[inline(always)]
 fn prefetch_ahead<F: Format>(w: TileRef, sb: usize, sizes: Sizes, multipliers: usize) {
-    prefetch_tile_ahead(w.quants, sb * plane_bytes(F::BITS), plane_bytes(F::BITS));
+    let planes = plane_bytes(F::BITS);
+    prefetch_tile_ahead(w.quants, sb * planes, planes, w.ahead);
     let subs_per_group = if F::SUPER { F::BLOCK / SUB } else { 1 };
     if sb.is_multiple_of(subs_per_group) {
         let group = sb / subs_per_group * sizes.group;
-        prefetch_tile_ahead(w.halves, group, sizes.group);
+        prefetch_tile_ahead(w.halves, group, sizes.group, w.ahead);
     }
     if F::SUPER {
-        prefetch_tile_ahead(w.multipliers, sb * multipliers, multipliers);
+        prefetch_tile_ahead(w.multipliers, sb * multipliers, multipliers, w.ahead);
     }
 }
 
 /// Elements `at..at + len` of the tile [`PREFETCH_TILES`] after `slice`, one tile's part of
 /// an array.
 #[inline(always)]
-fn prefetch_tile_ahead<T>(slice: &[T], at: usize, len: usize) {
+fn prefetch_tile_ahead<T>(slice: &[T], at: usize, len: usize, keep: Keep) {
     let start = slice
         .as_ptr()
         .wrapping_add(PREFETCH_TILES * slice.len() + at);
-    prefetch::elements(start, len, Keep::Once);
+    prefetch::elements(start, len, keep);
 }
 
 /// Moves bits `from..` of every lane to bits `to..`.
