@@ -160,6 +160,19 @@ struct TileRef<'a> {
     ahead: Keep,
 }
 
+impl TileRef<'_> {
+    /// Asks the memory for the whole tile, with the tile's hint.
+    fn prefetch(self) {
+        prefetch::elements(self.quants.as_ptr(), self.quants.len(), self.ahead);
+        prefetch::elements(self.halves.as_ptr(), self.halves.len(), self.ahead);
+        prefetch::elements(
+            self.multipliers.as_ptr(),
+            self.multipliers.len(),
+            self.ahead,
+        );
+    }
+}
+
 /// A tile times activation rows `rows` of `x` (`cols` wide), into `out`.
 type TileTimes = fn(Isa, TileRef, &[f32], std::ops::Range<usize>, &Sink);
 
@@ -380,13 +393,10 @@ impl QuantMatrix {
         };
         // Each task takes a run of tiles: their output rows are its own.
         for_each_range(self.rows.div_ceil(TILE), ranges_per_thread(m), |tiles| {
-            // The tiles ahead that the kernel asks for as it goes, the first of a run asked
-            // for here.
+            // The kernel asks for the tiles ahead as it goes; a run's first tiles, which no
+            // tile before them in this run asked for, are asked for here.
             for t in tiles.clone().take(PREFETCH_TILES) {
-                let w = self.tile(t, ahead);
-                prefetch::elements(w.quants.as_ptr(), w.quants.len(), ahead);
-                prefetch::elements(w.halves.as_ptr(), w.halves.len(), ahead);
-                prefetch::elements(w.multipliers.as_ptr(), w.multipliers.len(), ahead);
+                self.tile(t, ahead).prefetch();
             }
             for chunk in (0..m).step_by(CHUNK_ROWS) {
                 let chunk = chunk..(chunk + CHUNK_ROWS).min(m);
