@@ -14,7 +14,6 @@ pub(super) trait Lanes {
     unsafe fn shr(a: Self::I, n: u32) -> Self::I;
     unsafe fn shl(a: Self::I, n: u32) -> Self::I;
     unsafe fn or(a: Self::I, b: Self::I) -> Self::I;
-    unsafe fn sub(a: Self::I, n: i32) -> Self::I;
     unsafe fn float(a: Self::I) -> Self::F;
     /// 16 f16 values, widened exactly.
     unsafe fn load_f16(p: *const u16) -> Self::F;
@@ -51,9 +50,6 @@ impl Lanes for Portable {
     }
     unsafe fn or(a: Self::I, b: Self::I) -> Self::I {
         std::array::from_fn(|i| a[i] | b[i])
-    }
-    unsafe fn sub(a: Self::I, n: i32) -> Self::I {
-        a.map(|v| v - n)
     }
     unsafe fn float(a: Self::I) -> Self::F {
         a.map(|v| v as f32)
@@ -137,11 +133,6 @@ mod x86 {
         unsafe fn or(a: Self::I, b: Self::I) -> Self::I {
             // SAFETY: AVX2 enabled by the caller.
             unsafe { [_mm256_or_si256(a[0], b[0]), _mm256_or_si256(a[1], b[1])] }
-        }
-        #[inline(always)]
-        unsafe fn sub(a: Self::I, n: i32) -> Self::I {
-            // SAFETY: AVX2 enabled by the caller.
-            unsafe { a.map(|v| _mm256_sub_epi32(v, _mm256_set1_epi32(n))) }
         }
         #[inline(always)]
         unsafe fn float(a: Self::I) -> Self::F {
@@ -228,11 +219,6 @@ mod x86 {
         unsafe fn or(a: Self::I, b: Self::I) -> Self::I {
             // SAFETY: AVX-512F enabled by the caller.
             unsafe { _mm512_or_si512(a, b) }
-        }
-        #[inline(always)]
-        unsafe fn sub(a: Self::I, n: i32) -> Self::I {
-            // SAFETY: AVX-512F enabled by the caller.
-            unsafe { _mm512_sub_epi32(a, _mm512_set1_epi32(n)) }
         }
         #[inline(always)]
         unsafe fn float(a: Self::I) -> Self::F {

@@ -711,6 +711,21 @@ unsafe fn sub_block_scales<L: Lanes, F: Format>(
     }
 }
 
+/// `$call` for every `$c` in `0..rows` (at most 32), written out: each call then sees its
+/// byte row as a constant, and so do the shifts and offsets of a high plane's bits.
+macro_rules! written_out {
+    ($c:ident < $rows:expr => $call:expr) => {
+        written_out!(@ $c, $rows, $call,
+            0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31)
+    };
+    (@ $c:ident, $rows:expr, $call:expr, $($k:literal)*) => {
+        $(if $k < $rows {
+            let $c: usize = $k;
+            $call;
+        })*
+    };
+}
+
 /// The tile's 16 output rows times `C` activation rows. For each column the 16 weights
 /// are expanded once, `scale * (q - OFFSET) + min`, and multiply-added into every
 /// activation row's accumulator; each row's sums run in the same order whatever `C` is,
@@ -723,56 +738,38 @@ unsafe fn tile_body<L: Lanes, F: Format, const C: usize>(
     w: TileRef,
     x: [&[f32]; C],
 ) -> [[f32; TILE]; C] {
-    let planes = plane_bytes(F::BITS);
-    let (low, high) = (low_bits(F::BITS), F::BITS - low_bits(F::BITS));
-    let (rows, per_byte) = (plane_rows(low), (8 / low) as usize);
+    let rows = plane_rows(low_bits(F::BITS));
     let sizes = Sizes::of::<F>(x[0].len());
     let multipliers = sizes.multipliers / (x[0].len() / SUB);
-    // SAFETY (whole body): every pointer below is into a slice whose length was checked
-    // by the surrounding indexing: 16 bytes of a sub-block's planes, 16 f16 of its group,
-    // 16 multipliers.
+    // SAFETY (whole body): the caller enabled `L`.
     unsafe {
         let mut acc = [L::zero(); C];
-        for (sb, q) in w.quants.chunks_exact(planes).enumerate() {
+        for (sb, q) in w.quants.chunks_exact(plane_bytes(F::BITS)).enumerate() {
             prefetch_ahead::<F>(w, sb, sizes, multipliers);
             let (scale, min) = sub_block_scales::<L, F>(w, sb, sizes, multipliers);
+            // `scale * (q - OFFSET)` as one multiply-add, `fma(q, scale, -OFFSET * scale)`:
+            // the offset is a power of two, so `OFFSET * scale` is exact and the sum rounds
+            // once, to the same weight. (Formats with an offset have no min.)
+            const { assert!(F::OFFSET == 0 || !F::MIN) };
+            let min = if F::OFFSET == 0 {
+                min
+            } else {
+                let offset = L::splat(-F::OFFSET as f32);
+                [L::mul(offset, scale[0]), L::mul(offset, scale[1])]
+            };
             let xs: [&[f32]; C] = std::array::from_fn(|i| &x[i][sb * SUB..][..SUB]);
-            for c in 0..rows {
-                let byte_row = q[c * TILE..][..TILE].as_ptr();
-                let v = if F::BITS == 8 {
-                    L::load_i8(byte_row)
-                } else {
-                    L::load_u8(byte_row)
-                };
-                for h in 0..per_byte {
-                    let col = c + h * rows;
-                    let shifted = if h == 0 { v } else { L::shr(v, low * h as u32) };
-                    // The top bits of a zero-extended byte need no mask.
-                    let mut qi = if h + 1 == per_byte {
-                        shifted
-                    } else {
-                        L::and(shifted, mask(low))
-                    };
-                    if high > 0 {
-                        let high_rows = plane_rows(high);
-                        let at = (rows + col % high_rows) * TILE;
-                        let bits = L::load_u8(q[at..][..TILE].as_ptr());
-                        let from = high * (col / high_rows) as u32;
-                        qi = L::or(qi, L::and(shift::<L>(bits, from, low), mask(high) << low));
-                    }
-                    if F::OFFSET != 0 {
-                        qi = L::sub(qi, F::OFFSET);
-                    }
-                    let span = col * F::SPANS / SUB;
-                    let weights = if F::MIN {
-                        L::fma(L::float(qi), scale[span], min[span])
-                    } else {
-                        L::mul(L::float(qi), scale[span])
-                    };
-                    for (acc, xs) in acc.iter_mut().zip(&xs) {
-                        *acc = L::fma(weights, L::splat(xs[col]), *acc);
-                    }
+            let sub_block = SubBlock { q, scale, min };
+            // A high plane's row and shift differ from column to column: written out, they
+            // are constants. With one activation row each multiply-add waits on the one
+            // before, and the loop leaves the CPU room to expand the next weights meanwhile
+            // (written out, the compiler hoists them and spills); with more, the arithmetic
+            // is the bound, and constant shifts take the fewest instructions.
+            if C == 1 || F::BITS == low_bits(F::BITS) {
+                for c in 0..rows {
+                    byte_row::<L, F, C>(&sub_block, c, &xs, &mut acc);
                 }
+            } else {
+                written_out!(c < rows => byte_row::<L, F, C>(&sub_block, c, &xs, &mut acc));
             }
         }
         let mut out = [[0f32; TILE]; C];
@@ -780,6 +777,67 @@ unsafe fn tile_body<L: Lanes, F: Format, const C: usize>(
             L::store(acc, out.as_mut_ptr());
         }
         out
+    }
+}
+
+/// One sub-block of a tile, ready to expand: its planes and each span's scale and
+/// `min - OFFSET * scale`.
+struct SubBlock<'a, L: Lanes> {
+    q: &'a [u8],
+    scale: [L::F; 2],
+    min: [L::F; 2],
+}
+
+/// The columns of byte row `c` of a sub-block's low plane (one, two or four), each expanded
+/// into 16 weights and multiply-added into every activation row's accumulator.
+///
+/// # Safety
+/// `L`'s instruction set must be enabled.
+#[inline(always)]
+unsafe fn byte_row<L: Lanes, F: Format, const C: usize>(
+    sub: &SubBlock<L>,
+    c: usize,
+    xs: &[&[f32]; C],
+    acc: &mut [L::F; C],
+) {
+    let (low, high) = (low_bits(F::BITS), F::BITS - low_bits(F::BITS));
+    let (rows, per_byte) = (plane_rows(low), (8 / low) as usize);
+    let q = sub.q;
+    // SAFETY (whole body): every pointer below is into a slice whose length was checked by
+    // the indexing, 16 bytes of the sub-block's planes; the caller enabled `L`.
+    unsafe {
+        let byte_row = q[c * TILE..][..TILE].as_ptr();
+        let v = if F::BITS == 8 {
+            L::load_i8(byte_row)
+        } else {
+            L::load_u8(byte_row)
+        };
+        for h in 0..per_byte {
+            let col = c + h * rows;
+            let shifted = if h == 0 { v } else { L::shr(v, low * h as u32) };
+            // The top bits of a zero-extended byte need no mask.
+            let mut qi = if h + 1 == per_byte {
+                shifted
+            } else {
+                L::and(shifted, mask(low))
+            };
+            if high > 0 {
+                let high_rows = plane_rows(high);
+                let at = (rows + col % high_rows) * TILE;
+                let bits = L::load_u8(q[at..][..TILE].as_ptr());
+                let from = high * (col / high_rows) as u32;
+                qi = L::or(qi, L::and(shift::<L>(bits, from, low), mask(high) << low));
+            }
+            let span = col * F::SPANS / SUB;
+            let weights = if F::MIN || F::OFFSET != 0 {
+                L::fma(L::float(qi), sub.scale[span], sub.min[span])
+            } else {
+                L::mul(L::float(qi), sub.scale[span])
+            };
+            for (acc, xs) in acc.iter_mut().zip(xs) {
+                *acc = L::fma(weights, L::splat(xs[col]), *acc);
+            }
+        }
     }
 }
 
