@@ -722,6 +722,10 @@ macro_rules! written_out {
         $(if $k < $rows {
             let $c: usize = $k;
             $call;
+            // An empty instruction (the caller is in an unsafe block): its implied memory
+            // clobber keeps the compiler from hoisting the next byte rows' loads above it, to
+            // expand their weights early and spill them.
+            std::arch::asm!("", options(nostack, preserves_flags));
         })*
     };
 }
