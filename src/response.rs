@@ -1,6 +1,6 @@
 //! `SampleResponse`: what one run returns, in the JSON shape of design.md §1, or in twinkle's.
 
-use crate::model::chat_template::Message;
+use crate::model::text::chat_template::Message;
 use crate::params::SamplingParams;
 use serde::{Deserialize, Serialize};
 use std::borrow::Borrow;

@@ -4,7 +4,7 @@
 use super::sample::params_from_flags;
 use clap::Args;
 use samplab::export::{ExportContext, ExportFormat, export};
-use samplab::model::embedded;
+use samplab::model::source::embedded;
 use samplab::presets::MODEL_PRESET;
 use std::process::ExitCode;
 

@@ -4,7 +4,7 @@
 use clap::Args;
 use samplab::config;
 use samplab::model::device::DeviceChoice;
-use samplab::model::embedded;
+use samplab::model::source::embedded;
 use samplab::params::SamplingParams;
 use samplab::presets::{self, MODEL_PRESET, Preset, PresetSource};
 use samplab::tui::{Ending, Playground, Theme, ThemeCatalog};

@@ -3,8 +3,8 @@
 //! and pipes stay clean.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use samplab::model::hub::progress::{bytes, duration};
 use samplab::model::source::LoadProgress;
+use samplab::model::source::hub::progress::{bytes, duration};
 use samplab::terminal_text::escape_controls;
 use std::io::IsTerminal;
 

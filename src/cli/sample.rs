@@ -8,10 +8,10 @@ use samplab::engine::load::load_any;
 use samplab::engine::{
     Conversation, Engine, Event, Prompt, Request, RunId, ScoreRequest, random_seed,
 };
-use samplab::model::chat_template::Message;
 use samplab::model::device::DeviceChoice;
-use samplab::model::embedded;
+use samplab::model::source::embedded;
 use samplab::model::source::{HubSettings, LoadProgress};
+use samplab::model::text::chat_template::Message;
 use samplab::params::{Field, SamplingParams};
 use samplab::presets::{self, MODEL_PRESET};
 use samplab::response::{

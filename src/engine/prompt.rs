@@ -1,7 +1,7 @@
 //! What a run is asked about: raw text, or a conversation that each model renders through its
 //! own chat template, so that compared models see the same conversation each in its own format.
 
-use crate::model::chat_template::Message;
+use crate::model::text::chat_template::Message;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Prompt {

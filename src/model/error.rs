@@ -2,11 +2,6 @@
 
 use std::path::PathBuf;
 
-/// Architectures the forward pass implements, as named in GGUF `general.architecture`.
-pub const SUPPORTED_GGUF: &str = "llama, qwen2, qwen3";
-/// Architectures the forward pass implements, as named in config.json `model_type`.
-pub const SUPPORTED_HF: &str = "llama, mistral, qwen2, qwen3";
-
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     #[error("model not found: {}", .0.display())]
@@ -30,10 +25,7 @@ pub enum ModelError {
     #[error("{} is corrupt: {reason}", path.display())]
     Corrupt { path: PathBuf, reason: String },
     #[error("unsupported architecture `{name}`; supported: {supported}")]
-    UnsupportedArchitecture {
-        name: String,
-        supported: &'static str,
-    },
+    UnsupportedArchitecture { name: String, supported: String },
     #[error("{} has no safetensors weights (expected model.safetensors or model-*.safetensors)", .0.display())]
     NoWeights(PathBuf),
     #[error("invalid model config in {}: {reason}", path.display())]

@@ -2,11 +2,11 @@
 //! read, against the memory the machine has free, so that loading a second model is refused
 //! with a reason instead of ending in the OOM killer.
 
-use super::config::{ModelConfig, io_error};
+use super::arch::weights::Weights;
+use super::arch::{Model, OpenGguf};
 use super::device::gpu_memory;
 use super::error::ModelError;
-use super::llama::{Model, OpenGguf};
-use super::weights::Weights;
+use super::formats::config::{ModelConfig, io_error};
 use candle_core::Device;
 use candle_core::quantized::GgmlDType;
 use std::fmt;

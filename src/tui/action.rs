@@ -3,7 +3,7 @@
 
 use crate::engine::{Event, Request, RunId, ScoreRequest, TraceRequest};
 use crate::export::ExportFormat;
-use crate::model::discover::Candidate;
+use crate::model::source::discover::Candidate;
 use crate::params::SamplingParams;
 use crate::preset_store::{PresetStore, UserPreset};
 use crate::presets::Preset;

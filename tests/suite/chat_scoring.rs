@@ -6,7 +6,7 @@ use crate::common;
 
 use common::fake_model::FakeModel;
 use samplab::engine::{LoadedModel, Prompt, ReplayStore, Request, ScoreRequest};
-use samplab::model::chat_template::{ChatTemplate, Message};
+use samplab::model::text::chat_template::{ChatTemplate, Message};
 use samplab::params::SamplingParams;
 use samplab::response::SampleResponse;
 

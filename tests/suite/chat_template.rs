@@ -6,7 +6,7 @@ use crate::common;
 use samplab::engine::{
     Backend, Conversation, LoadedModel, ParkedRow, Prefill, Prompt, ReplayStore, RowSource,
 };
-use samplab::model::chat_template::{ChatTemplate, CivilTime, Clock, Message};
+use samplab::model::text::chat_template::{ChatTemplate, CivilTime, Clock, Message};
 use serde_json::Value as Json;
 use std::path::Path;
 

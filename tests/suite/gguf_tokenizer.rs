@@ -8,7 +8,9 @@ use std::fs::File;
 use std::io::Cursor;
 
 use candle_core::quantized::gguf_file::{self, Content, Value, VersionedMagic};
-use samplab::model::gguf_tokenizer::{GgufTokenizer, GgufTokenizerError, tokenizer_from_gguf};
+use samplab::model::text::gguf_tokenizer::{
+    GgufTokenizer, GgufTokenizerError, tokenizer_from_gguf,
+};
 
 fn stories() -> Option<GgufTokenizer> {
     let path = common::test_model()?;

@@ -8,10 +8,12 @@ use crate::common::fake_hub::{Behaviour, COMMIT, FakeHub, sha256_hex};
 use samplab::engine::load::load_model;
 use samplab::engine::{Engine, Event};
 use samplab::model::device::DeviceChoice;
-use samplab::model::discover::discover;
-use samplab::model::hub::{self, HubError, HubSettings, Lookup, RepoCache, Timeouts, Transfer};
 use samplab::model::source::LoadProgress;
-use samplab::model::synthetic::{SyntheticSpec, write_synthetic_gguf};
+use samplab::model::source::discover::discover;
+use samplab::model::source::hub::{
+    self, HubError, HubSettings, Lookup, RepoCache, Timeouts, Transfer,
+};
+use samplab::model::source::synthetic::{SyntheticSpec, write_synthetic_gguf};
 use std::path::Path;
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! a plain-loop reference: full causal attention recomputed for every position, no cache.
 
 use candle_core::{DType, Device, Tensor};
-use samplab::model::synthetic::Noise;
+use samplab::model::source::synthetic::Noise;
 use samplab::model::{Architecture, Model, Session};
 use std::collections::HashMap;
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! The model picker's candidates, from a folder and a fake Hugging Face cache.
 
-use samplab::model::discover::{Candidate, discover};
+use samplab::model::source::discover::{Candidate, discover};
 use std::fs;
 
 #[test]

@@ -4,7 +4,7 @@
 use candle_core::Device;
 use candle_core::quantized::{GgmlDType, gguf_file};
 use samplab::model::Model;
-use samplab::model::synthetic::{SyntheticSpec, write_synthetic_gguf};
+use samplab::model::source::synthetic::{SyntheticSpec, write_synthetic_gguf};
 use std::path::Path;
 
 /// Rows of 256 so that the k-quants (Q4_K, Q6_K) apply to every matrix, not only q8_0.

@@ -11,7 +11,7 @@ use crate::common::fake_openai::{FakeOpenAi, Reply};
 use samplab::engine::remote::http::Settings;
 use samplab::engine::remote::{RemoteSpec, connect};
 use samplab::engine::{Event, Prompt, Request, Runner};
-use samplab::model::chat_template::Message;
+use samplab::model::text::chat_template::Message;
 use samplab::params::SamplingParams;
 use samplab::response::{SampleResponse, StopMatched, StopReason};
 use serde_json::{Value, json};

@@ -526,7 +526,7 @@ fn another_model_replays_nothing_of_the_first() {
         return;
     };
     let hub = samplab::model::source::HubSettings::from_env();
-    let name = samplab::model::embedded::NAME;
+    let name = samplab::model::source::embedded::NAME;
     let mut tiny =
         samplab::engine::load::load_model(name, &hub, DeviceChoice::Cpu, &mut |_| {}).unwrap();
     let params = SamplingParams::from_yaml("seed: 4\nmax_tokens: 12\nnum_samples: 2").unwrap();

@@ -114,8 +114,8 @@ fn chat_asked_for_a_model_without_a_template_is_an_error_in_the_log() {
     assert!(s.status.error.unwrap().contains("no chat template"));
 }
 
-fn msg(role: &str, content: &str) -> samplab::model::chat_template::Message {
-    samplab::model::chat_template::Message::new(role, content)
+fn msg(role: &str, content: &str) -> samplab::model::text::chat_template::Message {
+    samplab::model::text::chat_template::Message::new(role, content)
 }
 
 fn prompted(run_id: u64) -> Event {

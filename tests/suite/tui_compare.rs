@@ -6,7 +6,7 @@ use crate::common;
 
 use common::tui::{done, find, finished, render, row, started, state_sized, token};
 use samplab::engine::Event;
-use samplab::model::discover::Candidate;
+use samplab::model::source::discover::Candidate;
 use samplab::params::SamplingParams;
 use samplab::presets::Preset;
 use samplab::response::{CrossScore, StopReason};
@@ -388,7 +388,7 @@ fn removing_a_model_drops_its_columns_and_scores_and_keeps_the_last_one() {
 #[test]
 fn del_in_the_picker_cancels_the_download_of_the_last_model() {
     let mut s = state_sized(200, 50);
-    let transfer = samplab::model::hub::Transfer {
+    let transfer = samplab::model::source::hub::Transfer {
         file: "tiny.gguf".into(),
         done: 1_000_000_000,
         total: 4_000_000_000,

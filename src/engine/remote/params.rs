@@ -307,7 +307,7 @@ mod tests {
         let chat = body(
             ServerKind::OpenAi,
             "m",
-            &Prompt::chat(vec![crate::model::chat_template::Message::new(
+            &Prompt::chat(vec![crate::model::text::chat_template::Message::new(
                 "user", "Hi",
             )]),
             &params("logprobs: 20"),

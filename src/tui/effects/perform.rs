@@ -3,8 +3,8 @@
 
 use super::{clipboard, results_file};
 use crate::engine::RunId;
-use crate::model::discover::discover;
 use crate::model::source::HubSettings;
+use crate::model::source::discover::discover;
 use crate::params::SamplingParams;
 use crate::preset_store::{PresetStore, SaveError};
 use crate::tui::action::Outcome;

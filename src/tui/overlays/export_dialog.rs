@@ -4,7 +4,7 @@
 
 use super::popup;
 use crate::export::{ExportContext, ExportFormat, export};
-use crate::model::embedded;
+use crate::model::source::embedded;
 use crate::params::SamplingParams;
 use crate::response::ResponseShape;
 use crate::tui::action::{Action, DialogAction};

@@ -4,9 +4,9 @@
 //! `Outcome::ModelsFound`.
 
 use super::popup;
-use crate::model::discover::Candidate;
-use crate::model::embedded;
-use crate::model::hub::progress::bytes;
+use crate::model::source::discover::Candidate;
+use crate::model::source::embedded;
+use crate::model::source::hub::progress::bytes;
 use crate::tui::input::keymap::{KeyMap, Mode};
 use crate::tui::theme::Theme;
 use crate::tui::widgets::status::{ModelSlot, ModelStatus};

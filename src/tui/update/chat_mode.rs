@@ -5,7 +5,7 @@
 
 use super::params_changed;
 use crate::engine::{Conversation, Prompt};
-use crate::model::chat_template::Message;
+use crate::model::text::chat_template::Message;
 use crate::tui::action::{Effect, Focus};
 use crate::tui::comparison::ModelId;
 use crate::tui::state::State;

@@ -2,7 +2,7 @@
 //! `d` deletes it, `r` cycles its role; every change re-runs.
 
 use super::params_changed;
-use crate::model::chat_template::Message;
+use crate::model::text::chat_template::Message;
 use crate::tui::action::Effect;
 use crate::tui::overlays::conversation::ConversationDialog;
 use crate::tui::state::{Overlay, State};

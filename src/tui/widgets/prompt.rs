@@ -5,7 +5,7 @@
 
 use super::text::TextBuffer;
 use crate::engine::PromptToken;
-use crate::model::chat_template::Message;
+use crate::model::text::chat_template::Message;
 use crate::response::TopLogprob;
 use crate::tui::theme::Theme;
 use ratatui::Frame;

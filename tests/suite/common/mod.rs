@@ -44,19 +44,46 @@ pub fn real_model() -> Option<PathBuf> {
     )
 }
 
+/// The real Gemma 3 270M Q4_K_M: `$SAMPLAB_GEMMA_MODEL`, or where `scripts/fetch-gemma.sh`
+/// puts it (`~/.cache/samplab/gemma3-270m/`); skipped when absent unless
+/// `SAMPLAB_REQUIRE_TEST_MODEL=1`, as [`test_model`].
+pub fn gemma_model() -> Option<PathBuf> {
+    let default = std::env::var_os("HOME").map(|home| {
+        PathBuf::from(home).join(".cache/samplab/gemma3-270m/gemma-3-270m-q4_k_m.gguf")
+    });
+    model_at(
+        "Gemma 3",
+        "SAMPLAB_GEMMA_MODEL",
+        default,
+        "gemma-3-270m-q4_k_m.gguf (scripts/fetch-gemma.sh fetches it)",
+    )
+}
+
 /// A model file at `$var`, else at `file` under `../shared/models/`; what `SAMPLAB_REQUIRE_TEST_MODEL`
 /// makes of a missing one is described at [`test_model`].
 fn shared_model(what: &str, var: &str, file: &str) -> Option<PathBuf> {
-    let path = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/models")
-            .join(file)
-    });
+    let shared = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/models")
+        .join(file);
+    model_at(
+        what,
+        var,
+        Some(shared),
+        file.rsplit('/').next().unwrap_or(file),
+    )
+}
+
+/// `$var`, else `default`: the file, or `None` (said) to skip, or a panic where
+/// `SAMPLAB_REQUIRE_TEST_MODEL=1`.
+fn model_at(what: &str, var: &str, default: Option<PathBuf>, name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os(var)
+        .map(PathBuf::from)
+        .or(default)
+        .unwrap_or_default();
     if path.is_file() {
         return Some(path);
     }
     if std::env::var("SAMPLAB_REQUIRE_TEST_MODEL").is_ok_and(|v| v == "1") {
-        let name = file.rsplit('/').next().unwrap_or(file);
         panic!(
             "{what} model not found at {}; set {var} to {name}",
             path.display()

@@ -1,13 +1,14 @@
 //! Two small steps of the CPU forward pass done in one pass each: a projection's heads moved to
 //! the attention layout and rotated, with candle's arithmetic to the bit (candle: a copy to
-//! transpose, then the rotation), and the feed-forward's `silu(gate) * up` (candle: two ops,
+//! transpose, then the rotation), and the feed-forward's `act(gate) * up` (candle: two ops,
 //! and a libm call per value). Fewer passes and allocations per layer where a decode step is
 //! short.
 
-use super::config::RopeLayout;
-use super::kernels::{Isa, contiguous_f32};
 use super::parallel::{Disjoint, for_each_range};
+use super::{Isa, contiguous_f32};
 use crate::fast_exp::exp;
+use crate::model::arch::registry::Activation;
+use crate::model::formats::config::RopeLayout;
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Shape, Tensor};
 
 /// `[rows, len, heads, dim]` to `[rows, heads, len, dim]`, rotated by cos and sin
@@ -68,13 +69,18 @@ impl CustomOp3 for RopeHeads {
     }
 }
 
-/// `silu(gate) * up`, elementwise.
+/// `act(gate) * up`, elementwise.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct SiluTimes;
+pub(crate) struct GatedTimes {
+    activation: Activation,
+}
 
-impl CustomOp2 for SiluTimes {
+impl CustomOp2 for GatedTimes {
     fn name(&self) -> &'static str {
-        "silu-times"
+        match self.activation {
+            Activation::Silu => "silu-times",
+            Activation::GeluTanh => "gelu-times",
+        }
     }
 
     fn cpu_fwd(
@@ -86,7 +92,8 @@ impl CustomOp2 for SiluTimes {
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         if gate_layout.shape() != up_layout.shape() {
             candle_core::bail!(
-                "silu-times: gate {:?} and up {:?} differ",
+                "{}: gate {:?} and up {:?} differ",
+                self.name(),
                 gate_layout.dims(),
                 up_layout.dims()
             );
@@ -97,18 +104,22 @@ impl CustomOp2 for SiluTimes {
         let mut out = vec![0f32; gate.len()];
         let shared = Disjoint::new(&mut out);
         // A prompt's worth (hundreds of thousands of values a layer) is split among the threads.
-        for_each_range(gate.len().div_ceil(SILU_BLOCK), 1, |blocks| {
-            let span = blocks.start * SILU_BLOCK..(blocks.end * SILU_BLOCK).min(gate.len());
+        for_each_range(gate.len().div_ceil(GATED_BLOCK), 1, |blocks| {
+            let span = blocks.start * GATED_BLOCK..(blocks.end * GATED_BLOCK).min(gate.len());
             // SAFETY: these blocks belong to this task alone.
             let out = unsafe { shared.part(span.clone()) };
-            silu_times_with(isa, &gate[span.clone()], &up[span], out);
+            let (gate, up) = (&gate[span.clone()], &up[span]);
+            match self.activation {
+                Activation::Silu => silu_times_with(isa, gate, up, out),
+                Activation::GeluTanh => gelu_times_with(isa, gate, up, out),
+            }
         });
         Ok((CpuStorage::F32(out), gate_layout.shape().clone()))
     }
 }
 
-/// Values of `silu(gate) * up` a task takes at once.
-const SILU_BLOCK: usize = 4096;
+/// Values of `act(gate) * up` a task takes at once.
+const GATED_BLOCK: usize = 4096;
 
 /// `out = silu(gate) * up` = `gate / (1 + e^-gate) * up`, with our e^x (within 2 ulps of
 /// libm's), which vectorises where libm's per-element call does not.
@@ -134,6 +145,33 @@ fn silu_times_into(gate: &[f32], up: &[f32], out: &mut [f32]) {
     }
 }
 
+/// `out = gelu_tanh(gate) * up`. `0.5 x (1 + tanh(y))` is `x / (1 + e^(-2y))`, with
+/// `y = sqrt(2 / pi) (x + 0.044715 x^3)`: silu's form, and our e^x again.
+fn gelu_times_with(isa: Isa, gate: &[f32], up: &[f32], out: &mut [f32]) {
+    match isa {
+        Isa::Portable => gelu_times_into(gate, up, out),
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::detect` reports AVX2 (with FMA) or AVX-512F, which implies them.
+        Isa::Avx2 | Isa::Avx512 => unsafe { gelu_times_avx2(gate, up, out) },
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn gelu_times_avx2(gate: &[f32], up: &[f32], out: &mut [f32]) {
+    gelu_times_into(gate, up, out);
+}
+
+#[inline(always)]
+fn gelu_times_into(gate: &[f32], up: &[f32], out: &mut [f32]) {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+        let y = SQRT_2_OVER_PI * g * 0.044715f32.mul_add(g * g, 1.0);
+        // Far below zero e^(-2y) overflows to infinity and the quotient is -0, as gelu is.
+        *o = g / (1.0 + exp(-2.0 * y)) * u;
+    }
+}
+
 /// `[rows, len, heads, dim]` heads in the attention layout, rotated: one pass on the CPU,
 /// candle's transpose and rotation elsewhere.
 pub(crate) fn rope_heads(
@@ -154,14 +192,21 @@ pub(crate) fn rope_heads(
     }
 }
 
-/// `silu(gate) * up`: one pass on the CPU, candle's two ops elsewhere.
-pub(crate) fn silu_times(gate: &Tensor, up: &Tensor) -> candle_core::Result<Tensor> {
+/// `act(gate) * up`: one pass on the CPU, candle's two ops elsewhere.
+pub(crate) fn gated(
+    activation: Activation,
+    gate: &Tensor,
+    up: &Tensor,
+) -> candle_core::Result<Tensor> {
     if gate.device().is_cpu() && gate.dtype() == candle_core::DType::F32 {
         return gate
             .contiguous()?
-            .apply_op2_no_bwd(&up.contiguous()?, &SiluTimes);
+            .apply_op2_no_bwd(&up.contiguous()?, &GatedTimes { activation });
     }
-    gate.silu()? * up
+    match activation {
+        Activation::Silu => gate.silu()? * up,
+        Activation::GeluTanh => gate.gelu()? * up,
+    }
 }
 
 #[cfg(test)]
@@ -200,10 +245,14 @@ mod tests {
         }
     }
 
+    fn silu_times(gate: &Tensor, up: &Tensor) -> candle_core::Result<Tensor> {
+        gated(Activation::Silu, gate, up)
+    }
+
     #[test]
     fn silu_times_is_candles_silu_then_product_within_a_few_ulps() {
         // Sizes below, at and across a task's block, so that the split is covered too.
-        for len in [37, SILU_BLOCK, 3 * SILU_BLOCK + 5] {
+        for len in [37, GATED_BLOCK, 3 * GATED_BLOCK + 5] {
             let (gate, up) = (noise(&[len], 3), noise(&[len], 4));
             let candle = (gate.silu().unwrap() * &up).unwrap();
             let ours = silu_times(&gate, &up).unwrap().to_vec1::<f32>().unwrap();
@@ -225,6 +274,38 @@ mod tests {
         assert!(
             ours[0].abs() < 1e-30 && ours[1] == 100.0 && ours[2] == 0.0,
             "{ours:?}"
+        );
+    }
+
+    /// Against GELU's tanh form computed in f64, from far below zero to far above.
+    #[test]
+    fn gelu_times_is_the_tanh_gelu_then_product() {
+        let gate: Vec<f32> = (-4000..=4000).map(|i| i as f32 / 200.0).collect();
+        let up: Vec<f32> = (0..gate.len())
+            .map(|i| 1.0 + (i % 7) as f32 / 8.0)
+            .collect();
+        let ours = gated(
+            Activation::GeluTanh,
+            &Tensor::new(gate.as_slice(), &Device::Cpu).unwrap(),
+            &Tensor::new(up.as_slice(), &Device::Cpu).unwrap(),
+        )
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap();
+        for ((&g, &u), &o) in gate.iter().zip(&up).zip(&ours) {
+            let x = f64::from(g);
+            let y = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
+            let want = 0.5 * x * (1.0 + y.tanh()) * f64::from(u);
+            let err = (f64::from(o) - want).abs();
+            assert!(
+                err <= 1e-6 * want.abs().max(1e-3),
+                "gelu({g}) * {u}: {o} vs {want}"
+            );
+        }
+        assert!(
+            ours[0].abs() < 1e-30,
+            "gelu(-20) is about 0, not NaN: {}",
+            ours[0]
         );
     }
 

@@ -4,7 +4,7 @@
 //! The file is self-contained: llama metadata, every tensor, and a minimal GPT-2-style
 //! tokenizer (the 256 byte tokens, one merge, `<|endoftext|>`, filler control tokens).
 
-use super::error::ModelError;
+use crate::model::error::ModelError;
 use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
 use candle_core::{Device, Tensor};
 use std::path::Path;
@@ -351,7 +351,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tiny.gguf");
         write_synthetic_gguf(&path, &TINY, GgmlDType::Q4_0, 7).unwrap();
-        let model = super::super::Model::load(&path, &Device::Cpu).unwrap();
+        let model = crate::model::Model::load(&path, &Device::Cpu).unwrap();
         assert_eq!(model.config().vocab_size, 300);
         assert!(model.config().tie_word_embeddings);
         let logits = model.session().prefill(&[1, 2, 3], false).unwrap();
@@ -367,8 +367,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tiny.gguf");
         write_synthetic_gguf(&path, &TINY, GgmlDType::Q8_0, 11).unwrap();
-        let ours = super::super::Model::load(&path, &Device::Cpu).unwrap();
-        let candles = super::super::Model::load_with_candle_kernels(&path, &Device::Cpu).unwrap();
+        let ours = crate::model::Model::load(&path, &Device::Cpu).unwrap();
+        let candles = crate::model::Model::load_with_candle_kernels(&path, &Device::Cpu).unwrap();
         let prompt: Vec<u32> = (0..40).map(|i| (i * 37 % 300) as u32).collect();
         let a = ours.session().prefill(&prompt, true).unwrap();
         let b = candles.session().prefill(&prompt, true).unwrap();

@@ -8,7 +8,7 @@
 //! in place (no per-head copies) and writes `[rows, len, heads * head_dim]`, the layout the
 //! output projection takes.
 
-use super::kernels::Isa;
+use super::Isa;
 use super::parallel::{Disjoint, for_each_range};
 use super::prefetch::{self, Keep};
 use crate::fast_exp::exp;
@@ -23,10 +23,12 @@ const MIN_GROUPED_TASKS: usize = 8;
 
 /// `softmax(q k^T * scale + causal mask) v` for q `[rows, heads, len, head_dim]` and k, v
 /// `[rows, kv_heads, total, head_dim]` (query `i` sits at position `total - len + i`); query
-/// heads share kv heads in consecutive groups.
+/// heads share kv heads in consecutive groups. With a window, a query sees only the last
+/// `window` positions up to its own.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CausalAttention {
     pub scale: f32,
+    pub window: Option<usize>,
 }
 
 /// A 4-d tensor's f32 values with the strides to index them.
@@ -142,6 +144,7 @@ impl CustomOp3 for CausalAttention {
                     dim,
                     start,
                     scale: self.scale,
+                    window: self.window,
                 };
                 let part = attend_with(isa, &task, queries);
                 let per_query = part.chunks_exact(per_task * dim);
@@ -168,6 +171,7 @@ struct Task<'a> {
     /// The position of query 0.
     start: usize,
     scale: f32,
+    window: Option<usize>,
 }
 
 /// [`attend`] compiled for the running CPU: with AVX2 and FMA the fused multiply-adds are
@@ -205,11 +209,13 @@ fn attend<const AVX2: bool>(task: &Task, queries: std::ops::Range<usize>) -> Vec
             .map(|h| task.q.vector(task.row, h, i, dim))
             .collect();
         let seen = task.start + i + 1;
+        // The first position this query sees: its window's start.
+        let oldest = task.window.map_or(0, |w| seen.saturating_sub(w));
         weights.iter_mut().for_each(Vec::clear);
         // Plain loops, not closures: a closure would not inherit the caller's target features,
         // and its multiply-adds would become library calls.
         // Keys four at a time: four independent chains of multiply-adds keep the unit busy.
-        let mut j = 0;
+        let mut j = oldest;
         while j + KEYS <= seen {
             // The keys a few steps on, and the values of these keys (the weighted sum reads
             // them next): the cache streams from memory with more lines in flight than the
@@ -235,16 +241,17 @@ fn attend<const AVX2: bool>(task: &Task, queries: std::ops::Range<usize>) -> Vec
             }
         }
         for (weights, out) in weights.iter_mut().zip(out.chunks_exact_mut(dim)) {
-            mix_values(task, weights, out);
+            mix_values(task, oldest, weights, out);
         }
     }
     out
 }
 
-/// `out = softmax(weights * scale) · values`: the weights become their exponentials, summed in
-/// order, and the values' weighted sum is divided by that sum.
+/// `out = softmax(weights * scale) · values` (weight `j` for the value at `oldest + j`): the
+/// weights become their exponentials, summed in order, and the values' weighted sum is divided
+/// by that sum.
 #[inline(always)]
-fn mix_values(task: &Task, weights: &mut [f32], out: &mut [f32]) {
+fn mix_values(task: &Task, oldest: usize, weights: &mut [f32], out: &mut [f32]) {
     let dim = task.dim;
     let mut max = f32::NEG_INFINITY;
     for w in weights.iter_mut() {
@@ -260,10 +267,10 @@ fn mix_values(task: &Task, weights: &mut [f32], out: &mut [f32]) {
         sum += w;
     }
     match dim {
-        64 => weighted_sum::<64>(task, weights, out),
-        128 => weighted_sum::<128>(task, weights, out),
+        64 => weighted_sum::<64>(task, oldest, weights, out),
+        128 => weighted_sum::<128>(task, oldest, weights, out),
         _ => {
-            for (j, &w) in weights.iter().enumerate() {
+            for (j, &w) in (oldest..).zip(weights.iter()) {
                 let value = task.v.vector(task.row, task.kv_head, j, dim);
                 for (o, &x) in out.iter_mut().zip(value) {
                     *o = w.mul_add(x, *o);
@@ -281,10 +288,10 @@ fn mix_values(task: &Task, weights: &mut [f32], out: &mut [f32]) {
 /// any head size does; with the size known the accumulators stay in registers instead of
 /// waiting on memory every step.
 #[inline(always)]
-fn weighted_sum<const D: usize>(task: &Task, weights: &[f32], out: &mut [f32]) {
+fn weighted_sum<const D: usize>(task: &Task, oldest: usize, weights: &[f32], out: &mut [f32]) {
     let mut acc = [0f32; D];
     acc.copy_from_slice(out);
-    for (j, &w) in weights.iter().enumerate() {
+    for (j, &w) in (oldest..).zip(weights.iter()) {
         let value = task.v.vector(task.row, task.kv_head, j, D);
         for d in 0..D {
             acc[d] = w.mul_add(value[d], acc[d]);
@@ -412,13 +419,16 @@ mod tests {
 
     #[test]
     fn matches_the_f64_softmax_of_the_visible_positions() {
-        // Head sizes with their own accumulators (64, 128) and without (12).
+        // Head sizes with their own accumulators (64, 128) and without (12); no window, one
+        // that cuts (with keys four at a time and one by one) and one wider than the cache.
         for dim in [12, 64, 128] {
-            check_against_f64(dim);
+            for window in [None, Some(1), Some(2), Some(5), Some(64)] {
+                check_against_f64(dim, window);
+            }
         }
     }
 
-    fn check_against_f64(dim: usize) {
+    fn check_against_f64(dim: usize, window: Option<usize>) {
         let (rows, heads, kv_heads, len, total) = (2, 4, 2, 3, 7);
         let q = noise((rows, heads, len, dim), 1);
         // k and v as a narrowed view of a larger cache, as the KV cache hands them over.
@@ -430,7 +440,7 @@ mod tests {
             .unwrap();
         let scale = 0.3f32;
         let out = q
-            .apply_op3_no_bwd(&k, &v, &CausalAttention { scale })
+            .apply_op3_no_bwd(&k, &v, &CausalAttention { scale, window })
             .unwrap();
         assert_eq!(out.dims(), [rows, len, heads * dim]);
         let out = out.to_vec3::<f32>().unwrap();
@@ -439,17 +449,18 @@ mod tests {
             for h in 0..heads {
                 for i in 0..len {
                     let seen = total - len + i + 1;
+                    let oldest = window.map_or(0, |w| seen.saturating_sub(w));
                     let want = reference(
                         &q4[r][h][i],
-                        &k4[r][h / 2][..seen],
-                        &v4[r][h / 2][..seen],
+                        &k4[r][h / 2][oldest..seen],
+                        &v4[r][h / 2][oldest..seen],
                         f64::from(scale),
                     );
                     let got = &out[r][i][h * dim..(h + 1) * dim];
                     for (g, w) in got.iter().zip(&want) {
                         assert!(
                             (f64::from(*g) - w).abs() < 1e-5,
-                            "[{r}][{h}][{i}] {g} vs {w}"
+                            "[{r}][{h}][{i}] window {window:?}: {g} vs {w}"
                         );
                     }
                 }
@@ -464,7 +475,10 @@ mod tests {
         let q = noise((2, heads, total, dim), 4);
         let k = noise((2, kv_heads, total, dim), 5);
         let v = noise((2, kv_heads, total, dim), 6);
-        let op = CausalAttention { scale: 0.25 };
+        let op = CausalAttention {
+            scale: 0.25,
+            window: Some(7),
+        };
         let all = q.apply_op3_no_bwd(&k, &v, &op).unwrap();
         let bits = |t: &Tensor| {
             t.flatten_all()

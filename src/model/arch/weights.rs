@@ -1,11 +1,12 @@
 //! Loading a model's tensors from GGUF (kept quantized) or safetensors (f32, f16 and bf16
 //! kept as stored) into one in-memory form, so that the forward pass has a single code path.
 
-use super::config::{ModelConfig, io_error};
-use super::dense_kernel::DenseMatrix;
-use super::error::{ModelError, without_backtrace};
-use super::gguf_checks;
-use super::kernels::{Arithmetic, QuantMatrix};
+use super::registry::{Family, Part};
+use crate::model::error::{ModelError, without_backtrace};
+use crate::model::formats::config::{ModelConfig, io_error};
+use crate::model::formats::gguf_checks;
+use crate::model::kernels::dense::DenseMatrix;
+use crate::model::kernels::{Arithmetic, QuantMatrix};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Tensor};
 use std::collections::HashMap;
@@ -156,10 +157,13 @@ pub(crate) struct Layer {
     pub k: Linear,
     pub v: Linear,
     pub o: Linear,
-    /// Qwen3's per-head norms, applied to q and k before RoPE.
+    /// Per-head norms, applied to q and k before RoPE (Qwen3, Gemma 3).
     pub q_norm: Option<Tensor>,
     pub k_norm: Option<Tensor>,
+    /// Norms of the attention's and the feed-forward's outputs (Gemma 3).
+    pub post_attn_norm: Option<Tensor>,
     pub ffn_norm: Tensor,
+    pub post_ffn_norm: Option<Tensor>,
     pub gate: Linear,
     pub up: Linear,
     pub down: Linear,
@@ -223,72 +227,15 @@ impl Weights {
     }
 }
 
-#[derive(Clone, Copy)]
-enum Part {
-    Embed,
-    Norm,
-    Output,
-    RopeFreqs,
-    AttnNorm,
-    Q,
-    K,
-    V,
-    O,
-    QNorm,
-    KNorm,
-    FfnNorm,
-    Gate,
-    Up,
-    Down,
-}
-
-impl Part {
-    fn gguf(self) -> &'static str {
-        match self {
-            Part::Embed => "token_embd",
-            Part::Norm => "output_norm",
-            Part::Output => "output",
-            Part::RopeFreqs => "rope_freqs",
-            Part::AttnNorm => "attn_norm",
-            Part::Q => "attn_q",
-            Part::K => "attn_k",
-            Part::V => "attn_v",
-            Part::O => "attn_output",
-            Part::QNorm => "attn_q_norm",
-            Part::KNorm => "attn_k_norm",
-            Part::FfnNorm => "ffn_norm",
-            Part::Gate => "ffn_gate",
-            Part::Up => "ffn_up",
-            Part::Down => "ffn_down",
-        }
-    }
-
-    fn hf(self) -> &'static str {
-        match self {
-            Part::Embed => "model.embed_tokens",
-            Part::Norm => "model.norm",
-            Part::Output => "lm_head",
-            Part::RopeFreqs => "rope_freqs",
-            Part::AttnNorm => "input_layernorm",
-            Part::Q => "self_attn.q_proj",
-            Part::K => "self_attn.k_proj",
-            Part::V => "self_attn.v_proj",
-            Part::O => "self_attn.o_proj",
-            Part::QNorm => "self_attn.q_norm",
-            Part::KNorm => "self_attn.k_norm",
-            Part::FfnNorm => "post_attention_layernorm",
-            Part::Gate => "mlp.gate_proj",
-            Part::Up => "mlp.up_proj",
-            Part::Down => "mlp.down_proj",
-        }
-    }
-}
-
 /// Where tensors come from: by name, shape-checked, `None` when absent.
 trait Source {
     fn name(&self, layer: Option<usize>, part: Part, suffix: &str) -> String;
     fn matrix(&mut self, name: &str, shape: (usize, usize)) -> Result<Option<QMatMul>, ModelError>;
     fn vector(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError>;
+    /// An RMSNorm's weight as the forward pass multiplies by it.
+    fn norm(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
+        self.vector(name, len)
+    }
     fn path(&self) -> &Path;
 }
 
@@ -391,6 +338,7 @@ impl Weights {
         let mut source = HfSource {
             tensors,
             path: dir.to_owned(),
+            family: config.architecture.family(),
         };
         Self::load(&mut source, config, Some(Arithmetic::exact()))
     }
@@ -433,16 +381,25 @@ impl Weights {
                 linear(Part::Up, (ffn, h))?,
                 linear(Part::Down, (h, ffn))?,
             );
+            let family = config.architecture.family();
             let mut norm = |part: Part, len: usize| {
                 let name = source.name(Some(i), part, "weight");
-                require(source, &name, |s, n| s.vector(n, len))
+                require(source, &name, |s, n| s.norm(n, len))
             };
             let attn_norm = norm(Part::AttnNorm, h)?;
             let ffn_norm = norm(Part::FfnNorm, h)?;
-            let (q_norm, k_norm) = if config.architecture.has_qk_norm() {
+            let (q_norm, k_norm) = if family.qk_norm {
                 (
                     Some(norm(Part::QNorm, config.head_dim)?),
                     Some(norm(Part::KNorm, config.head_dim)?),
+                )
+            } else {
+                (None, None)
+            };
+            let (post_attn_norm, post_ffn_norm) = if family.post_norms {
+                (
+                    Some(norm(Part::PostAttnNorm, h)?),
+                    Some(norm(Part::PostFfnNorm, h)?),
                 )
             } else {
                 (None, None)
@@ -455,14 +412,16 @@ impl Weights {
                 o,
                 q_norm,
                 k_norm,
+                post_attn_norm,
                 ffn_norm,
+                post_ffn_norm,
                 gate,
                 up,
                 down,
             });
         }
         let norm_name = source.name(None, Part::Norm, "weight");
-        let norm = require(source, &norm_name, |s, n| s.vector(n, h))?;
+        let norm = require(source, &norm_name, |s, n| s.norm(n, h))?;
         let rope_freqs_name = source.name(None, Part::RopeFreqs, "weight");
         let rope_freqs = source
             .vector(&rope_freqs_name, config.head_dim / 2)?
@@ -590,6 +549,7 @@ fn as_stored(tensor: QTensor) -> candle_core::Result<QMatMul> {
 struct HfSource {
     tensors: HashMap<String, Tensor>,
     path: PathBuf,
+    family: &'static Family,
 }
 
 impl HfSource {
@@ -616,8 +576,8 @@ fn stored_type(dtype: DType) -> GgmlDType {
 impl Source for HfSource {
     fn name(&self, layer: Option<usize>, part: Part, suffix: &str) -> String {
         match layer {
-            Some(i) => format!("model.layers.{i}.{}.{suffix}", part.hf()),
-            None => format!("{}.{suffix}", part.hf()),
+            Some(i) => format!("model.layers.{i}.{}.{suffix}", part.hf(self.family)),
+            None => format!("{}.{suffix}", part.hf(self.family)),
         }
     }
 
@@ -639,6 +599,15 @@ impl Source for HfSource {
             .take(name, &[len])?
             .map(|t| t.to_dtype(DType::F32))
             .transpose()?)
+    }
+
+    /// Gemma's checkpoints store `w - 1`; convert adds the one for GGUF, we add it here.
+    fn norm(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
+        let weight = self.vector(name, len)?;
+        match weight {
+            Some(w) if self.family.hf_norm_plus_one => Ok(Some((w + 1.0)?)),
+            other => Ok(other),
+        }
     }
 
     fn path(&self) -> &Path {

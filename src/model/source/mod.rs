@@ -4,11 +4,16 @@
 //! Hub ids resolve into the standard HF cache (`$HF_HOME/hub`), so models downloaded by Python
 //! tools are reused and ours are reused by them. Offline, only the cache is consulted.
 
-use super::embedded;
-use super::hub::{self, HubError, Transfer};
+pub mod cache;
+pub mod discover;
+pub mod embedded;
+pub mod hub;
+pub mod synthetic;
+
+use hub::{HubError, Transfer};
 use std::path::{Path, PathBuf};
 
-pub use super::hub::HubSettings;
+pub use hub::HubSettings;
 
 /// A model on local disk, ready to load.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Rotary position embeddings: per-pair frequencies from the config, cos/sin computed only
 //! for the positions a forward step needs (a table for a 128k context would cost 64 MB).
 
-use super::config::{ModelConfig, RopeScaling};
+use crate::model::formats::config::{ModelConfig, RopeScaling};
 use candle_core::{Device, Result, Tensor};
 
 #[derive(Debug, Clone)]
@@ -10,13 +10,29 @@ pub(crate) struct Rope {
 }
 
 impl Rope {
-    pub(crate) fn new(config: &ModelConfig) -> Self {
-        let half = config.head_dim / 2;
-        let base = f64::from(config.rope_theta);
+    /// The model's global RoPE: its base, stretched as the model says.
+    pub(crate) fn global(config: &ModelConfig) -> Self {
+        Self::new(
+            config.head_dim,
+            config.rope_theta,
+            config.rope_scaling.as_ref(),
+        )
+    }
+
+    /// The RoPE of windowed layers where the model gives them their own base (unscaled).
+    pub(crate) fn local(config: &ModelConfig) -> Option<Self> {
+        config
+            .rope_theta_local
+            .map(|theta| Self::new(config.head_dim, theta, None))
+    }
+
+    fn new(head_dim: usize, theta: f32, scaling: Option<&RopeScaling>) -> Self {
+        let half = head_dim / 2;
+        let base = f64::from(theta);
         let mut inv_freq: Vec<f64> = (0..half)
-            .map(|i| base.powf(-2.0 * i as f64 / config.head_dim as f64))
+            .map(|i| base.powf(-2.0 * i as f64 / head_dim as f64))
             .collect();
-        match &config.rope_scaling {
+        match scaling {
             None => {}
             Some(RopeScaling::Linear { factor }) => {
                 inv_freq.iter_mut().for_each(|f| *f /= f64::from(*factor));

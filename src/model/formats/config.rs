@@ -1,63 +1,13 @@
 //! The shape and hyper-parameters of a model, read from GGUF metadata or a Hugging Face
 //! `config.json` (+ `generation_config.json`), so that the forward pass never looks at files.
 
-use super::error::{ModelError, SUPPORTED_GGUF, SUPPORTED_HF};
+pub use crate::model::arch::registry::Architecture;
+use crate::model::arch::registry::{supported_gguf, supported_hf};
+use crate::model::error::ModelError;
 use crate::params::{ParamError, SamplingParams};
 use candle_core::quantized::gguf_file;
 use serde::Deserialize;
 use std::path::Path;
-
-/// The model families we run; each differs from plain Llama math in one place.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Architecture {
-    Llama,
-    /// Plain Llama math; a sliding window only limits the usable context.
-    Mistral,
-    /// Biases on the q/k/v projections.
-    Qwen2,
-    /// A per-head RMSNorm on q and k before RoPE.
-    Qwen3,
-}
-
-impl Architecture {
-    pub fn name(self) -> &'static str {
-        match self {
-            Architecture::Llama => "llama",
-            Architecture::Mistral => "mistral",
-            Architecture::Qwen2 => "qwen2",
-            Architecture::Qwen3 => "qwen3",
-        }
-    }
-
-    fn from_gguf(name: &str) -> Result<Self, ModelError> {
-        match name {
-            "llama" => Ok(Architecture::Llama),
-            "qwen2" => Ok(Architecture::Qwen2),
-            "qwen3" => Ok(Architecture::Qwen3),
-            _ => Err(ModelError::UnsupportedArchitecture {
-                name: name.to_owned(),
-                supported: SUPPORTED_GGUF,
-            }),
-        }
-    }
-
-    fn from_hf(model_type: &str) -> Result<Self, ModelError> {
-        match model_type {
-            "llama" => Ok(Architecture::Llama),
-            "mistral" => Ok(Architecture::Mistral),
-            "qwen2" => Ok(Architecture::Qwen2),
-            "qwen3" => Ok(Architecture::Qwen3),
-            _ => Err(ModelError::UnsupportedArchitecture {
-                name: model_type.to_owned(),
-                supported: SUPPORTED_HF,
-            }),
-        }
-    }
-
-    pub(crate) fn has_qk_norm(self) -> bool {
-        self == Architecture::Qwen3
-    }
-}
 
 /// How the two halves of each rotated pair are laid out inside a head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +80,15 @@ impl GenerationDefaults {
     }
 }
 
+/// What one layer's attention sees and how it rotates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LayerAttention {
+    /// Each query sees at most this many positions, its own included; `None`: all before it.
+    pub window: Option<usize>,
+    /// Rotated with the local RoPE base (`rope_theta_local`, unscaled) instead of the global.
+    pub local_rope: bool,
+}
+
 /// Everything the forward pass needs to know about a model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelConfig {
@@ -147,6 +106,14 @@ pub struct ModelConfig {
     pub rope_theta: f32,
     pub rope_layout: RopeLayout,
     pub rope_scaling: Option<RopeScaling>,
+    /// The RoPE base of windowed layers where the model gives them their own (Gemma 3's local
+    /// layers, which no scaling stretches).
+    pub rope_theta_local: Option<f32>,
+    /// Each layer's attention, in order.
+    pub layers: Vec<LayerAttention>,
+    /// Scores are multiplied by this before the softmax: `1 / sqrt(head_dim)` unless the
+    /// model says otherwise.
+    pub attention_scale: f32,
     /// The output projection reuses the token embeddings (no `output.weight` / `lm_head`).
     pub tie_word_embeddings: bool,
     /// From config.json / generation_config.json; `None` for GGUF, whose special tokens the
@@ -163,7 +130,13 @@ impl ModelConfig {
     pub(crate) fn from_gguf(content: &gguf_file::Content, path: &Path) -> Result<Self, ModelError> {
         let md = Metadata { content, path };
         let arch_name = md.string("general.architecture")?;
-        let architecture = Architecture::from_gguf(&arch_name)?;
+        let architecture = Architecture::from_gguf(&arch_name).ok_or_else(|| {
+            ModelError::UnsupportedArchitecture {
+                name: arch_name.clone(),
+                supported: supported_gguf(),
+            }
+        })?;
+        let family = architecture.family();
         let key = |k: &str| format!("{arch_name}.{k}");
         let hidden_size = md.usize(&key("embedding_length"))?;
         let num_heads = md.usize(&key("attention.head_count"))?;
@@ -205,11 +178,31 @@ impl ModelConfig {
                 ));
             }
         };
+        let num_layers = md.usize(&key("block_count"))?;
+        let windowed = match family.swa_period {
+            Some(period) => {
+                let window_key = key("attention.sliding_window");
+                let window = md.usize(&window_key)?;
+                if window == 0 {
+                    return Err(config_error(
+                        path,
+                        format!(
+                            "`{window_key}` is 0; {arch_name} needs a window of at least one position (512 and 1024 are usual)"
+                        ),
+                    ));
+                }
+                Some((window, period))
+            }
+            None => None,
+        };
+        let layers = layer_plan(num_layers, windowed, |i| {
+            windowed.is_some_and(|(_, p)| (i + 1) % p != 0)
+        });
         let config = Self {
             architecture,
             hidden_size,
             intermediate_size: md.usize(&key("feed_forward_length"))?,
-            num_layers: md.usize(&key("block_count"))?,
+            num_layers,
             num_heads,
             num_kv_heads,
             head_dim,
@@ -217,11 +210,20 @@ impl ModelConfig {
             context_length: md.usize(&key("context_length"))?,
             rms_norm_eps: md.f32(&key("attention.layer_norm_rms_epsilon"))? as f64,
             rope_theta: md.opt_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0),
-            rope_layout: match architecture {
-                Architecture::Llama | Architecture::Mistral => RopeLayout::Interleaved,
-                Architecture::Qwen2 | Architecture::Qwen3 => RopeLayout::HalfSplit,
-            },
+            rope_layout: family.gguf_rope,
             rope_scaling,
+            rope_theta_local: match windowed {
+                Some(_) => Some(md.opt_f32(&key("rope.freq_base_swa"))?.unwrap_or(10_000.0)),
+                None => None,
+            },
+            attention_scale: gguf_attention_scale(
+                architecture,
+                num_layers,
+                hidden_size,
+                num_heads,
+                head_dim,
+            ),
+            layers,
             tie_word_embeddings: !content.tensor_infos.contains_key("output.weight"),
             bos_token_id: None,
             eos_token_ids: Vec::new(),
@@ -259,7 +261,13 @@ impl ModelConfig {
         generation: HfGenerationConfig,
         path: &Path,
     ) -> Result<Self, ModelError> {
-        let architecture = Architecture::from_hf(&hf.model_type)?;
+        let architecture = Architecture::from_hf(&hf.model_type).ok_or_else(|| {
+            ModelError::UnsupportedArchitecture {
+                name: hf.model_type.clone(),
+                supported: supported_hf(),
+            }
+        })?;
+        let family = architecture.family();
         let head_dim = match hf.head_dim {
             Some(d) => d,
             None => div_exact(hf.hidden_size, hf.num_attention_heads, path)?,
@@ -267,10 +275,48 @@ impl ModelConfig {
         let sliding_window = hf
             .sliding_window
             .filter(|_| hf.use_sliding_window != Some(false));
-        let context_length = match sliding_window {
-            Some(w) => w.min(hf.max_position_embeddings),
-            None => hf.max_position_embeddings,
+        let (context_length, windowed, sliding) = match family.swa_period {
+            // The window is a layer's: the context stays the trained one.
+            Some(period) => {
+                let window = sliding_window.ok_or_else(|| {
+                    config_error(
+                        path,
+                        format!("`sliding_window` is missing; {} needs it", hf.model_type),
+                    )
+                })?;
+                if window == 0 {
+                    return Err(config_error(
+                        path,
+                        format!(
+                            "`sliding_window` is 0; {} needs a window of at least one position",
+                            hf.model_type
+                        ),
+                    ));
+                }
+                let sliding = hf_sliding_layers(&hf, period, path)?;
+                (hf.max_position_embeddings, Some((window, period)), sliding)
+            }
+            // Mistral's window only limits how far a sequence may go.
+            None => (
+                sliding_window.map_or(hf.max_position_embeddings, |w| {
+                    w.min(hf.max_position_embeddings)
+                }),
+                None,
+                Vec::new(),
+            ),
         };
+        if let Some(activation) = &hf.hidden_activation
+            && family.activation == crate::model::arch::registry::Activation::GeluTanh
+            && !matches!(activation.as_str(), "gelu_pytorch_tanh" | "gelu_new")
+        {
+            return Err(config_error(
+                path,
+                format!(
+                    "hidden_activation `{activation}` is not supported for {} (gelu_pytorch_tanh is)",
+                    hf.model_type
+                ),
+            ));
+        }
         let mut eos_token_ids = generation
             .eos_token_id
             .map(Ids::into_vec)
@@ -285,6 +331,12 @@ impl ModelConfig {
             hidden_size: hf.hidden_size,
             intermediate_size: hf.intermediate_size,
             num_layers: hf.num_hidden_layers,
+            layers: layer_plan(hf.num_hidden_layers, windowed, |i| {
+                sliding.get(i).copied().unwrap_or(false)
+            }),
+            rope_theta_local: windowed.map(|_| hf.rope_local_base_freq.unwrap_or(10_000.0)),
+            attention_scale: 1.0
+                / hf.query_pre_attn_scalar.unwrap_or(head_dim as f64).sqrt() as f32,
             num_heads: hf.num_attention_heads,
             num_kv_heads: hf.num_key_value_heads.unwrap_or(hf.num_attention_heads),
             head_dim,
@@ -417,6 +469,24 @@ impl ModelConfig {
                 ),
             ));
         }
+        if let Some(theta) = self.rope_theta_local
+            && !(theta.is_finite() && theta > 1.0)
+        {
+            return Err(config_error(
+                path,
+                format!("local rope theta {theta} is not a finite number above 1 (10000 is usual)"),
+            ));
+        }
+        if !(self.attention_scale.is_finite() && self.attention_scale > 0.0) {
+            return Err(config_error(
+                path,
+                format!(
+                    "attention scale {} is not a finite number above 0 (query_pre_attn_scalar \
+                     must be above 0; the head size is usual)",
+                    self.attention_scale
+                ),
+            ));
+        }
         if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps >= 0.0) {
             return Err(config_error(
                 path,
@@ -442,6 +512,83 @@ impl ModelConfig {
     }
 }
 
+/// Each layer's attention: windowed ones (`is_windowed(i)`) see `window` positions and
+/// rotate with the local base.
+fn layer_plan(
+    layers: usize,
+    windowed: Option<(usize, usize)>,
+    is_windowed: impl Fn(usize) -> bool,
+) -> Vec<LayerAttention> {
+    (0..layers.min(1 << 16))
+        .map(|i| match windowed {
+            Some((window, _)) if is_windowed(i) => LayerAttention {
+                window: Some(window),
+                local_rope: true,
+            },
+            _ => LayerAttention {
+                window: None,
+                local_rope: false,
+            },
+        })
+        .collect()
+}
+
+/// Which layers a config.json windows: its `layer_types` list, else every layer but each
+/// `sliding_window_pattern`-th (the family's period when it is silent).
+fn hf_sliding_layers(hf: &HfConfig, period: usize, path: &Path) -> Result<Vec<bool>, ModelError> {
+    if let Some(types) = &hf.layer_types {
+        if types.len() != hf.num_hidden_layers {
+            return Err(config_error(
+                path,
+                format!(
+                    "`layer_types` lists {} layers for {} hidden layers; write one per layer",
+                    types.len(),
+                    hf.num_hidden_layers
+                ),
+            ));
+        }
+        return types
+            .iter()
+            .map(|t| match t.as_str() {
+                "sliding_attention" => Ok(true),
+                "full_attention" => Ok(false),
+                other => Err(config_error(
+                    path,
+                    format!("`layer_types` has `{other}`; sliding_attention or full_attention are"),
+                )),
+            })
+            .collect();
+    }
+    let period = hf.sliding_window_pattern.unwrap_or(period);
+    if period == 0 {
+        return Err(config_error(
+            path,
+            "`sliding_window_pattern` is 0; 6 (five local layers, then a global one) is usual"
+                .to_owned(),
+        ));
+    }
+    Ok((0..hf.num_hidden_layers.min(1 << 16))
+        .map(|i| (i + 1) % period != 0)
+        .collect())
+}
+
+/// The score scale llama.cpp gives a GGUF model: Gemma 3 27B (62 layers) scales by
+/// `hidden / heads` (its `query_pre_attn_scalar`), every other model by the head size.
+fn gguf_attention_scale(
+    architecture: Architecture,
+    layers: usize,
+    hidden: usize,
+    heads: usize,
+    head_dim: usize,
+) -> f32 {
+    let scalar = if architecture == Architecture::Gemma3 && layers == 62 && heads > 0 {
+        hidden / heads
+    } else {
+        head_dim
+    };
+    1.0 / (scalar as f32).sqrt()
+}
+
 #[derive(Deserialize)]
 struct HfConfig {
     model_type: String,
@@ -458,6 +605,13 @@ struct HfConfig {
     rope_scaling: Option<serde_json::Value>,
     sliding_window: Option<usize>,
     use_sliding_window: Option<bool>,
+    /// Gemma 3: every n-th layer is global (older configs).
+    sliding_window_pattern: Option<usize>,
+    /// Gemma 3: `sliding_attention` or `full_attention` per layer (newer configs).
+    layer_types: Option<Vec<String>>,
+    rope_local_base_freq: Option<f32>,
+    query_pre_attn_scalar: Option<f64>,
+    hidden_activation: Option<String>,
     bos_token_id: Option<u32>,
     eos_token_id: Option<Ids>,
     #[serde(default)]

@@ -11,8 +11,8 @@
 //! kernel widens each weight exactly as it loads it, so their product is, bit for bit, the
 //! f32 product of the widened matrix.
 
-use super::kernels::{Isa, f16_to_f32, ranges_per_thread, rows_through};
 use super::parallel::{Disjoint, for_each_range};
+use super::{Isa, f16_to_f32, ranges_per_thread, rows_through};
 use candle_core::quantized::GgmlDType;
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape};
 

@@ -1,20 +1,24 @@
 //! The llama-family forward pass and the per-run state that decodes a batch of samples.
 
-use super::attention::CausalAttention;
-use super::config::{ModelConfig, RopeScaling};
-use super::error::ModelError;
-use super::fused::{rope_heads, silu_times};
-use super::kernels::{Activations, Arithmetic};
-use super::kv_cache::KvCache;
-use super::parallel::inline_rayon;
-use super::rope::Rope;
-use super::weights::{Layer, Weights};
+pub(crate) mod registry;
+mod rope;
+pub(crate) mod weights;
+
+use crate::model::error::ModelError;
+use crate::model::formats::config::{ModelConfig, RopeScaling};
+use crate::model::kernels::attention::CausalAttention;
+use crate::model::kernels::fused::{gated, rope_heads};
+use crate::model::kernels::{Activations, Arithmetic};
+use crate::model::parallel::inline_rayon;
+use crate::model::state::kv_cache::KvCache;
 use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device, Tensor};
+use rope::Rope;
 use std::fs::File;
 use std::io::BufReader;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
+use weights::{Layer, Weights};
 
 /// Longest slice of a prompt run through one forward; bounds the `[heads, chunk, context]`
 /// attention scores of a long prompt.
@@ -26,6 +30,8 @@ pub struct Model {
     config: ModelConfig,
     weights: Weights,
     rope: Rope,
+    /// Windowed layers' own RoPE (Gemma 3's local layers).
+    rope_local: Option<Rope>,
     device: Device,
     /// On the CPU with every matrix in our products: candle's small ops run inline.
     inline_small_ops: bool,
@@ -141,7 +147,8 @@ impl Model {
 
     fn new(config: ModelConfig, weights: Weights, device: &Device) -> Self {
         Self {
-            rope: Rope::new(&config),
+            rope: Rope::global(&config),
+            rope_local: Rope::local(&config),
             inline_small_ops: device.is_cpu() && weights.all_ours(),
             config,
             weights,
@@ -204,21 +211,53 @@ impl Model {
     ) -> candle_core::Result<Tensor> {
         let (_, len) = ids.dims2()?;
         let start = cache.len();
-        let (cos, sin) = self.rope.cos_sin(start, len, &self.device)?;
-        // Our CPU attention masks by position itself.
-        let mask = (len > 1 && !self.device.is_cpu())
-            .then(|| causal_mask(start, len, &self.device))
-            .transpose()?;
+        let global = self.rope.cos_sin(start, len, &self.device)?;
+        let local = match &self.rope_local {
+            Some(rope) => Some(rope.cos_sin(start, len, &self.device)?),
+            None => None,
+        };
+        let family = self.config.architecture.family();
+        // Our CPU attention masks by position itself; elsewhere one mask per window.
+        let mut masks: Vec<(Option<usize>, Tensor)> = Vec::new();
+        if !self.device.is_cpu() {
+            for plan in &self.config.layers {
+                if (len > 1 || plan.window.is_some())
+                    && !masks.iter().any(|(w, _)| *w == plan.window)
+                {
+                    masks.push((
+                        plan.window,
+                        causal_mask(start, len, plan.window, &self.device)?,
+                    ));
+                }
+            }
+        }
         let mut x = self.weights.embed(ids)?;
+        if family.scaled_embeddings {
+            x = (x * (self.config.hidden_size as f32).sqrt() as f64)?;
+        }
         for (i, layer) in self.weights.layers.iter().enumerate() {
+            let plan = self.config.layers[i];
+            let (cos, sin) = match (&local, plan.local_rope) {
+                (Some(local), true) => local,
+                _ => &global,
+            };
+            let mask = masks
+                .iter()
+                .find(|(w, _)| *w == plan.window)
+                .map(|(_, m)| m);
             let normed = candle_nn::ops::rms_norm(&x, &layer.attn_norm, self.eps())?;
-            let attn = self.attention(layer, i, &normed, cache, &cos, &sin, mask.as_ref())?;
+            let mut attn = self.attention(layer, i, plan.window, &normed, cache, cos, sin, mask)?;
+            if let Some(norm) = &layer.post_attn_norm {
+                attn = candle_nn::ops::rms_norm(&attn, norm, self.eps())?;
+            }
             x = (x + attn)?;
             let normed = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, self.eps())?;
             let gate = layer.gate.forward(&normed)?;
-            let ffn = layer
-                .down
-                .forward(&silu_times(&gate, &layer.up.forward(&normed)?)?)?;
+            let up = layer.up.forward(&normed)?;
+            let mut ffn = layer.down.forward(&gated(family.activation, &gate, &up)?)?;
+            if let Some(norm) = &layer.post_ffn_norm {
+                ffn = candle_nn::ops::rms_norm(&ffn, norm, self.eps())?;
+            }
             x = (x + ffn)?;
         }
         cache.advance(len);
@@ -239,6 +278,7 @@ impl Model {
         &self,
         layer: &Layer,
         index: usize,
+        window: Option<usize>,
         x: &Tensor,
         cache: &mut KvCache,
         cos: &Tensor,
@@ -262,10 +302,11 @@ impl Model {
         let k = rope_heads(&k, cos, sin, c.rope_layout)?;
         let v = v.transpose(1, 2)?.contiguous()?;
         let (k, v) = cache.append(index, &k, &v)?;
-        let scale = 1.0 / (c.head_dim as f64).sqrt();
+        let scale = f64::from(c.attention_scale);
         if q.device().is_cpu() && q.dtype() == DType::F32 {
             let op = CausalAttention {
                 scale: scale as f32,
+                window,
             };
             return layer.o.forward(&q.apply_op3_no_bwd(&k, &v, &op)?);
         }
@@ -292,13 +333,20 @@ impl Model {
     }
 }
 
-/// `[len, start + len]`: 0 where query `i` (at position `start + i`) may attend, -inf after it.
-fn causal_mask(start: usize, len: usize, device: &Device) -> candle_core::Result<Tensor> {
+/// `[len, start + len]`: 0 where query `i` (at position `start + i`) may attend, -inf after
+/// it and, with a window, `window` positions or more before it.
+fn causal_mask(
+    start: usize,
+    len: usize,
+    window: Option<usize>,
+    device: &Device,
+) -> candle_core::Result<Tensor> {
     let total = start + len;
     let mask: Vec<f32> = (0..len)
         .flat_map(|i| {
             (0..total).map(move |j| {
-                if j > start + i {
+                let behind = (start + i).saturating_sub(j);
+                if j > start + i || window.is_some_and(|w| behind >= w) {
                     f32::NEG_INFINITY
                 } else {
                     0.0

@@ -1,0 +1,258 @@
+//! The families we run, one row each: the names files give them and how their blocks are
+//! assembled. Adding a family that reuses the blocks is one row here (and, where its files
+//! say something new, the reading of that in `formats::config`).
+
+use crate::model::formats::config::RopeLayout;
+
+/// The model families we run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Architecture {
+    Llama,
+    /// Plain Llama math; a sliding window only limits the usable context.
+    Mistral,
+    /// Biases on the q/k/v projections.
+    Qwen2,
+    /// A per-head RMSNorm on q and k before RoPE.
+    Qwen3,
+    /// Gemma 3: scaled embeddings, norms after attention and feed-forward too, GeGLU, QK-norm,
+    /// a sliding window on five layers of six with their own RoPE base.
+    Gemma3,
+}
+
+/// The feed-forward's gate activation: `act(gate) * up`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Activation {
+    /// SwiGLU.
+    Silu,
+    /// GeGLU with GELU's tanh approximation (`gelu_pytorch_tanh`).
+    GeluTanh,
+}
+
+/// How one family's blocks are assembled from the shared pieces.
+#[derive(Debug)]
+pub(crate) struct Family {
+    pub architecture: Architecture,
+    pub name: &'static str,
+    /// `general.architecture` values in GGUF.
+    pub gguf: &'static [&'static str],
+    /// `model_type` values in config.json.
+    pub hf: &'static [&'static str],
+    /// RoPE's pair layout in GGUF files (convert permutes llama's q and k for adjacent
+    /// pairs); config.json models all rotate halves.
+    pub gguf_rope: RopeLayout,
+    pub qk_norm: bool,
+    /// RMSNorm after attention and after the feed-forward, before each residual add.
+    pub post_norms: bool,
+    pub activation: Activation,
+    /// Token embeddings multiplied by `sqrt(hidden_size)`.
+    pub scaled_embeddings: bool,
+    /// safetensors RMSNorm weights are stored as `w - 1` and applied as `1 + w`; GGUF files
+    /// store `1 + w` (convert adds the one).
+    pub hf_norm_plus_one: bool,
+    /// Layers are windowed except every n-th (Gemma 3's 5 local : 1 global), where GGUF
+    /// metadata does not list them.
+    pub swa_period: Option<usize>,
+    /// Per-layer names of config.json tensors that differ from llama's.
+    pub hf_names: &'static [(Part, &'static str)],
+}
+
+/// The tensors of a block and of the model around the blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Part {
+    Embed,
+    Norm,
+    Output,
+    RopeFreqs,
+    AttnNorm,
+    Q,
+    K,
+    V,
+    O,
+    QNorm,
+    KNorm,
+    PostAttnNorm,
+    FfnNorm,
+    PostFfnNorm,
+    Gate,
+    Up,
+    Down,
+}
+
+const LLAMA_LIKE: Family = Family {
+    architecture: Architecture::Llama,
+    name: "llama",
+    gguf: &["llama"],
+    hf: &["llama"],
+    gguf_rope: RopeLayout::Interleaved,
+    qk_norm: false,
+    post_norms: false,
+    activation: Activation::Silu,
+    scaled_embeddings: false,
+    hf_norm_plus_one: false,
+    swa_period: None,
+    hf_names: &[],
+};
+
+/// Every family, in the order the "supported" lists name them.
+pub(crate) const FAMILIES: &[Family] = &[
+    LLAMA_LIKE,
+    Family {
+        architecture: Architecture::Mistral,
+        name: "mistral",
+        gguf: &[],
+        hf: &["mistral"],
+        ..LLAMA_LIKE
+    },
+    Family {
+        architecture: Architecture::Qwen2,
+        name: "qwen2",
+        gguf: &["qwen2"],
+        hf: &["qwen2"],
+        gguf_rope: RopeLayout::HalfSplit,
+        ..LLAMA_LIKE
+    },
+    Family {
+        architecture: Architecture::Qwen3,
+        name: "qwen3",
+        gguf: &["qwen3"],
+        hf: &["qwen3"],
+        gguf_rope: RopeLayout::HalfSplit,
+        qk_norm: true,
+        ..LLAMA_LIKE
+    },
+    Family {
+        architecture: Architecture::Gemma3,
+        name: "gemma3",
+        gguf: &["gemma3"],
+        hf: &["gemma3_text"],
+        gguf_rope: RopeLayout::HalfSplit,
+        qk_norm: true,
+        post_norms: true,
+        activation: Activation::GeluTanh,
+        scaled_embeddings: true,
+        hf_norm_plus_one: true,
+        swa_period: Some(6),
+        hf_names: &[
+            (Part::PostAttnNorm, "post_attention_layernorm"),
+            (Part::FfnNorm, "pre_feedforward_layernorm"),
+            (Part::PostFfnNorm, "post_feedforward_layernorm"),
+        ],
+    },
+];
+
+impl Architecture {
+    pub fn name(self) -> &'static str {
+        self.family().name
+    }
+
+    pub(crate) fn family(self) -> &'static Family {
+        FAMILIES
+            .iter()
+            .find(|f| f.architecture == self)
+            .expect("every architecture has a row")
+    }
+
+    pub(crate) fn from_gguf(name: &str) -> Option<Self> {
+        FAMILIES
+            .iter()
+            .find(|f| f.gguf.contains(&name))
+            .map(|f| f.architecture)
+    }
+
+    pub(crate) fn from_hf(model_type: &str) -> Option<Self> {
+        FAMILIES
+            .iter()
+            .find(|f| f.hf.contains(&model_type))
+            .map(|f| f.architecture)
+    }
+}
+
+/// The names of every family's GGUF architectures, for the error that refuses another.
+pub(crate) fn supported_gguf() -> String {
+    FAMILIES
+        .iter()
+        .flat_map(|f| f.gguf.iter().copied())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The config.json `model_type`s we run.
+pub(crate) fn supported_hf() -> String {
+    FAMILIES
+        .iter()
+        .flat_map(|f| f.hf.iter().copied())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl Part {
+    /// The tensor's name in GGUF files (llama.cpp's names, shared by every family).
+    pub(crate) fn gguf(self) -> &'static str {
+        match self {
+            Part::Embed => "token_embd",
+            Part::Norm => "output_norm",
+            Part::Output => "output",
+            Part::RopeFreqs => "rope_freqs",
+            Part::AttnNorm => "attn_norm",
+            Part::Q => "attn_q",
+            Part::K => "attn_k",
+            Part::V => "attn_v",
+            Part::O => "attn_output",
+            Part::QNorm => "attn_q_norm",
+            Part::KNorm => "attn_k_norm",
+            Part::PostAttnNorm => "post_attention_norm",
+            Part::FfnNorm => "ffn_norm",
+            Part::PostFfnNorm => "post_ffw_norm",
+            Part::Gate => "ffn_gate",
+            Part::Up => "ffn_up",
+            Part::Down => "ffn_down",
+        }
+    }
+
+    /// The tensor's name in a llama-style config.json checkpoint; a family's `hf_names`
+    /// override it.
+    pub(crate) fn hf(self, family: &Family) -> &'static str {
+        if let Some((_, name)) = family.hf_names.iter().find(|(p, _)| *p == self) {
+            return name;
+        }
+        match self {
+            Part::Embed => "model.embed_tokens",
+            Part::Norm => "model.norm",
+            Part::Output => "lm_head",
+            Part::RopeFreqs => "rope_freqs",
+            Part::AttnNorm => "input_layernorm",
+            Part::Q => "self_attn.q_proj",
+            Part::K => "self_attn.k_proj",
+            Part::V => "self_attn.v_proj",
+            Part::O => "self_attn.o_proj",
+            Part::QNorm => "self_attn.q_norm",
+            Part::KNorm => "self_attn.k_norm",
+            Part::PostAttnNorm => "post_attention_norm",
+            Part::FfnNorm => "post_attention_layernorm",
+            Part::PostFfnNorm => "post_feedforward_layernorm",
+            Part::Gate => "mlp.gate_proj",
+            Part::Up => "mlp.up_proj",
+            Part::Down => "mlp.down_proj",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_architecture_has_one_row_and_every_name_finds_its_row() {
+        for family in FAMILIES {
+            assert_eq!(family.architecture.family().name, family.name);
+            for name in family.gguf {
+                assert_eq!(Architecture::from_gguf(name), Some(family.architecture));
+            }
+            for name in family.hf {
+                assert_eq!(Architecture::from_hf(name), Some(family.architecture));
+            }
+        }
+        assert_eq!(supported_gguf(), "llama, qwen2, qwen3, gemma3");
+        assert_eq!(Architecture::from_gguf("gpt2"), None);
+    }
+}

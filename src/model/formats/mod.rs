@@ -1,0 +1,5 @@
+//! Reading model files: GGUF headers (checked beyond what candle checks), the hyper-parameters
+//! of GGUF metadata and config.json, and the tensors of GGUF and safetensors files.
+
+pub mod config;
+pub(crate) mod gguf_checks;

@@ -1,0 +1,3 @@
+//! What a sequence keeps between forward steps.
+
+pub(crate) mod kv_cache;

@@ -1,0 +1,5 @@
+//! From text to token ids and back: GGUF vocabularies as llama.cpp tokenizes them, and chat
+//! templates as transformers renders them.
+
+pub mod chat_template;
+pub mod gguf_tokenizer;
