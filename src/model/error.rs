@@ -30,12 +30,17 @@ pub enum ModelError {
     NoWeights(PathBuf),
     #[error("invalid model config in {}: {reason}", path.display())]
     Config { path: PathBuf, reason: String },
-    #[error("tensor `{name}` is missing from {}", path.display())]
-    MissingTensor { path: PathBuf, name: String },
-    #[error("tensor `{name}` in {} has shape {actual:?}, expected {expected:?}", path.display())]
+    #[error("tensor `{name}` is missing from {}: a {family} model has one", path.display())]
+    MissingTensor {
+        path: PathBuf,
+        name: String,
+        family: &'static str,
+    },
+    #[error("tensor `{name}` in {} has shape {actual:?}; a {family} model's is {expected:?}", path.display())]
     TensorShape {
         path: PathBuf,
         name: String,
+        family: &'static str,
         expected: Vec<usize>,
         actual: Vec<usize>,
     },

@@ -19,6 +19,7 @@ mod hub;
 mod model_architectures;
 mod model_discover;
 mod model_errors;
+mod model_families;
 mod model_gemma;
 mod model_memory;
 mod model_qtypes;

@@ -237,6 +237,8 @@ trait Source {
         self.vector(name, len)
     }
     fn path(&self) -> &Path;
+    /// The family whose tensors these are, for errors.
+    fn family(&self) -> &'static Family;
 }
 
 impl Weights {
@@ -295,6 +297,7 @@ impl Weights {
             reader,
             path: path.to_owned(),
             device: device.clone(),
+            family: config.architecture.family(),
         };
         Self::load(&mut source, config, ours)
     }
@@ -453,11 +456,13 @@ fn require<S: Source, T>(
     get(source, name)?.ok_or_else(|| ModelError::MissingTensor {
         path: source.path().to_owned(),
         name: name.to_owned(),
+        family: source.family().name,
     })
 }
 
 fn check_shape(
     path: &Path,
+    family: &Family,
     name: &str,
     expected: &[usize],
     actual: &[usize],
@@ -468,6 +473,7 @@ fn check_shape(
         Err(ModelError::TensorShape {
             path: path.to_owned(),
             name: name.to_owned(),
+            family: family.name,
             expected: expected.to_vec(),
             actual: actual.to_vec(),
         })
@@ -490,6 +496,7 @@ struct GgufSource<'a> {
     reader: BufReader<File>,
     path: PathBuf,
     device: Device,
+    family: &'static Family,
 }
 
 impl GgufSource<'_> {
@@ -501,7 +508,7 @@ impl GgufSource<'_> {
             .content
             .tensor(&mut self.reader, name, &self.device)
             .map_err(|e| corrupt(&self.path, e))?;
-        check_shape(&self.path, name, shape, tensor.shape().dims())?;
+        check_shape(&self.path, self.family, name, shape, tensor.shape().dims())?;
         Ok(Some(tensor))
     }
 }
@@ -532,6 +539,10 @@ impl Source for GgufSource<'_> {
     fn path(&self) -> &Path {
         &self.path
     }
+
+    fn family(&self) -> &'static Family {
+        self.family
+    }
 }
 
 /// On the CPU a GGUF matrix stays as stored (quantized, f32, f16 or bf16) for our products
@@ -558,7 +569,7 @@ impl HfSource {
         let Some(tensor) = self.tensors.remove(name) else {
             return Ok(None);
         };
-        check_shape(&self.path, name, shape, tensor.dims())?;
+        check_shape(&self.path, self.family, name, shape, tensor.dims())?;
         Ok(Some(tensor))
     }
 }
@@ -612,5 +623,9 @@ impl Source for HfSource {
 
     fn path(&self) -> &Path {
         &self.path
+    }
+
+    fn family(&self) -> &'static Family {
+        self.family
     }
 }

@@ -164,6 +164,7 @@ impl ModelConfig {
                 .ok_or_else(|| ModelError::MissingTensor {
                     path: path.to_owned(),
                     name: "token_embd.weight".to_owned(),
+                    family: family.name,
                 })?,
         };
         let rope_scaling = match md.opt_string(&key("rope.scaling.type"))?.as_deref() {

@@ -1,0 +1,213 @@
+"""Small random-weight models of each family we run, and llama.cpp's logits on them.
+
+    python scripts/make_arch_fixtures.py [tests/fixtures/archs]
+
+For each family: `<family>/model.gguf` (F32), `<family>/model.q8_0.gguf` (its matrices in
+Q8_0), the same F32 weights as a config.json + model.safetensors directory (`<family>/hf/`,
+written the way the family's own checkpoints store them), and `<family>/reference.json`: the
+logits llama.cpp (f32 KV cache, flash attention off) gives for every position of a few prompts,
+on both GGUF files. The tests read these and need no peer. Needs gguf (0.19), numpy and
+llama-cpp-python (0.3.36).
+"""
+
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+from gguf import GGMLQuantizationType, GGUFWriter
+from gguf.quants import quantize
+
+# A vocabulary llama.cpp accepts: four specials, the 256 byte tokens, a few words.
+SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>"]
+WORDS = ["▁the", "▁a", "▁cat", "▁dog", "▁sat", "▁on", "▁mat", "▁and", "▁ran"]
+TOKENS = SPECIALS + [f"<0x{b:02X}>" for b in range(256)] + WORDS
+TYPES = [3, 3, 3, 2] + [6] * 256 + [1] * len(WORDS)
+
+PROMPTS = [
+    [2, 260, 262, 264, 261, 263, 265, 10, 40, 77, 260, 262, 266, 268, 264],
+    [2, 100, 101, 102],
+]
+
+
+def gemma3():
+    """Seven layers: the sixth is global, the rest see a window of 4 positions."""
+    hidden, heads, kv_heads, head_dim, ffn, layers = 32, 2, 1, 16, 64, 7
+    rng = np.random.default_rng(3)
+    vocab = len(TOKENS)
+
+    def matrix(rows, cols, scale=0.2):
+        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+
+    def norm(size):
+        # As GGUF stores Gemma's norms: 1 + w.
+        return (1.0 + rng.standard_normal(size) * 0.1).astype(np.float32)
+
+    tensors = {"token_embd.weight": matrix(vocab, hidden, 0.5), "output_norm.weight": norm(hidden)}
+    for i in range(layers):
+        b = f"blk.{i}."
+        tensors.update({
+            b + "attn_norm.weight": norm(hidden),
+            b + "attn_q.weight": matrix(heads * head_dim, hidden),
+            b + "attn_k.weight": matrix(kv_heads * head_dim, hidden),
+            b + "attn_v.weight": matrix(kv_heads * head_dim, hidden),
+            b + "attn_output.weight": matrix(hidden, heads * head_dim),
+            b + "attn_q_norm.weight": norm(head_dim),
+            b + "attn_k_norm.weight": norm(head_dim),
+            b + "post_attention_norm.weight": norm(hidden),
+            b + "ffn_norm.weight": norm(hidden),
+            b + "ffn_gate.weight": matrix(ffn, hidden),
+            b + "ffn_up.weight": matrix(ffn, hidden),
+            b + "ffn_down.weight": matrix(hidden, ffn),
+            b + "post_ffw_norm.weight": norm(hidden),
+        })
+    metadata = {
+        "context_length": 64,
+        "embedding_length": hidden,
+        "block_count": layers,
+        "feed_forward_length": ffn,
+        "attention.head_count": heads,
+        "attention.head_count_kv": kv_heads,
+        "attention.key_length": head_dim,
+        "attention.value_length": head_dim,
+        "attention.layer_norm_rms_epsilon": 1e-6,
+        "attention.sliding_window": 4,
+        "rope.freq_base": 1_000_000.0,
+    }
+    config = {
+        "model_type": "gemma3_text",
+        "architectures": ["Gemma3ForCausalLM"],
+        "hidden_size": hidden,
+        "intermediate_size": ffn,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": head_dim,
+        "vocab_size": vocab,
+        "max_position_embeddings": 64,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 1_000_000.0,
+        "rope_local_base_freq": 10_000.0,
+        "sliding_window": 4,
+        "layer_types": ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(layers)],
+        "query_pre_attn_scalar": head_dim,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "tie_word_embeddings": True,
+        "bos_token_id": 2,
+        "eos_token_id": 1,
+    }
+    hf_names = {
+        "attn_norm": "input_layernorm",
+        "attn_q": "self_attn.q_proj",
+        "attn_k": "self_attn.k_proj",
+        "attn_v": "self_attn.v_proj",
+        "attn_output": "self_attn.o_proj",
+        "attn_q_norm": "self_attn.q_norm",
+        "attn_k_norm": "self_attn.k_norm",
+        "post_attention_norm": "post_attention_layernorm",
+        "ffn_norm": "pre_feedforward_layernorm",
+        "ffn_gate": "mlp.gate_proj",
+        "ffn_up": "mlp.up_proj",
+        "ffn_down": "mlp.down_proj",
+        "post_ffw_norm": "post_feedforward_layernorm",
+    }
+
+    def hf(name, value):
+        if name == "token_embd.weight":
+            return "model.embed_tokens.weight", value
+        if name == "output_norm.weight":
+            return "model.norm.weight", value - 1.0
+        _, layer, part, _ = name.split(".")
+        value = value - 1.0 if part.endswith("norm") else value
+        return f"model.layers.{layer}.{hf_names[part]}.weight", value
+
+    return "gemma3", tensors, metadata, config, hf
+
+
+def write_gguf(path, arch, tensors, metadata, qtype=None):
+    writer = GGUFWriter(path, arch)
+    for key, value in metadata.items():
+        full = f"{arch}.{key}"
+        if isinstance(value, float):
+            writer.add_float32(full, value)
+        else:
+            writer.add_uint32(full, value)
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(TOKENS)
+    writer.add_token_scores([0.0] * len(TOKENS))
+    writer.add_token_types(TYPES)
+    writer.add_bos_token_id(2)
+    writer.add_eos_token_id(1)
+    writer.add_unk_token_id(3)
+    writer.add_pad_token_id(0)
+    writer.add_add_bos_token(True)
+    writer.add_add_space_prefix(False)
+    for name, value in tensors.items():
+        if qtype is not None and value.ndim == 2 and value.shape[1] % 32 == 0:
+            writer.add_tensor(name, quantize(value, qtype), raw_dtype=qtype)
+        else:
+            writer.add_tensor(name, value)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def write_safetensors(path, tensors):
+    """The safetensors format by hand: a little-endian u64 header size, the JSON header, data."""
+    header, offset, blobs = {}, 0, []
+    for name, value in sorted(tensors.items()):
+        data = np.ascontiguousarray(value, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(value.shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        blobs.append(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for blob in blobs:
+            f.write(blob)
+
+
+def llama_logits(path):
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=path, n_ctx=64, n_threads=2, logits_all=True, type_k=0, type_v=0,
+                flash_attn=False, verbose=False)
+    out = []
+    for prompt in PROMPTS:
+        llm.reset()
+        llm.eval(prompt)
+        out.append([[round(float(x), 6) for x in row] for row in np.array(llm.scores[: len(prompt)])])
+    return out
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/archs"
+    import llama_cpp
+
+    for make in [gemma3]:
+        family, tensors, metadata, config, hf = make()
+        folder = os.path.join(root, family)
+        os.makedirs(os.path.join(folder, "hf"), exist_ok=True)
+        write_gguf(os.path.join(folder, "model.gguf"), family, tensors, metadata)
+        write_gguf(os.path.join(folder, "model.q8_0.gguf"), family, tensors, metadata, GGMLQuantizationType.Q8_0)
+        with open(os.path.join(folder, "hf", "config.json"), "w") as f:
+            json.dump(config, f, indent=1)
+        write_safetensors(os.path.join(folder, "hf", "model.safetensors"), dict(hf(n, v) for n, v in tensors.items()))
+        reference = {
+            "source": f"llama.cpp (llama-cpp-python {llama_cpp.__version__}, CPU, 2 threads, f32 KV cache, "
+                      "no flash attention): logits at every position of each prompt",
+            "prompts": PROMPTS,
+            "f32": llama_logits(os.path.join(folder, "model.gguf")),
+            "q8_0": llama_logits(os.path.join(folder, "model.q8_0.gguf")),
+        }
+        with open(os.path.join(folder, "reference.json"), "w") as f:
+            json.dump(reference, f)
+            f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
