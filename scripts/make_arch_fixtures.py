@@ -1,6 +1,6 @@
 """Small random-weight models of each family we run, and llama.cpp's logits on them.
 
-    python scripts/make_arch_fixtures.py [tests/fixtures/archs]
+    python scripts/make_arch_fixtures.py [tests/fixtures/archs [FAMILY...]]
 
 For each family: `<family>/model.gguf` (F32), `<family>/model.q8_0.gguf` (its matrices in
 Q8_0), the same F32 weights as a config.json + model.safetensors directory (`<family>/hf/`,
@@ -31,98 +31,131 @@ PROMPTS = [
 ]
 
 
-def gemma3():
-    """Seven layers: the sixth is global, the rest see a window of 4 positions."""
-    hidden, heads, kv_heads, head_dim, ffn, layers = 32, 2, 1, 16, 64, 7
-    rng = np.random.default_rng(3)
+HF_NAMES = {
+    "attn_norm": "input_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+    "ffn_norm": "post_attention_layernorm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+SHAPE = dict(hidden=32, heads=2, kv_heads=1, head_dim=16, ffn=64)
+
+
+def family(arch, model_type, layers, seed, parts, hf_names=None, norm_offset=0.0,
+           permute_qk=False, qk_norm_size="head", untied=False, metadata=None, config=None):
+    """Random weights for `parts` of each layer, GGUF metadata, a config.json and the mapping
+    of each GGUF tensor to the family's safetensors name and stored value.
+
+    norm_offset: what the family's checkpoints leave out of a norm (Gemma stores w - 1).
+    permute_qk: GGUF q/k rows are permuted for adjacent-pair RoPE (convert does it to llama).
+    untied: an output matrix of its own (llama.cpp requires one for some families).
+    """
+    hidden, heads, kv_heads, head_dim, ffn = (SHAPE[k] for k in ("hidden", "heads", "kv_heads", "head_dim", "ffn"))
+    rng = np.random.default_rng(seed)
     vocab = len(TOKENS)
+    names = dict(HF_NAMES, **(hf_names or {}))
 
     def matrix(rows, cols, scale=0.2):
         return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
 
     def norm(size):
-        # As GGUF stores Gemma's norms: 1 + w.
         return (1.0 + rng.standard_normal(size) * 0.1).astype(np.float32)
 
+    q_norm = head_dim if qk_norm_size == "head" else heads * head_dim
+    k_norm = head_dim if qk_norm_size == "head" else kv_heads * head_dim
+    shapes = {
+        "attn_norm": (hidden,), "attn_q": (heads * head_dim, hidden), "attn_k": (kv_heads * head_dim, hidden),
+        "attn_v": (kv_heads * head_dim, hidden), "attn_output": (hidden, heads * head_dim),
+        "attn_q_norm": (q_norm,), "attn_k_norm": (k_norm,), "post_attention_norm": (hidden,),
+        "ffn_norm": (hidden,), "ffn_gate": (ffn, hidden), "ffn_up": (ffn, hidden), "ffn_down": (hidden, ffn),
+        "post_ffw_norm": (hidden,),
+    }
     tensors = {"token_embd.weight": matrix(vocab, hidden, 0.5), "output_norm.weight": norm(hidden)}
+    if untied:
+        tensors["output.weight"] = matrix(vocab, hidden, 0.5)
     for i in range(layers):
-        b = f"blk.{i}."
-        tensors.update({
-            b + "attn_norm.weight": norm(hidden),
-            b + "attn_q.weight": matrix(heads * head_dim, hidden),
-            b + "attn_k.weight": matrix(kv_heads * head_dim, hidden),
-            b + "attn_v.weight": matrix(kv_heads * head_dim, hidden),
-            b + "attn_output.weight": matrix(hidden, heads * head_dim),
-            b + "attn_q_norm.weight": norm(head_dim),
-            b + "attn_k_norm.weight": norm(head_dim),
-            b + "post_attention_norm.weight": norm(hidden),
-            b + "ffn_norm.weight": norm(hidden),
-            b + "ffn_gate.weight": matrix(ffn, hidden),
-            b + "ffn_up.weight": matrix(ffn, hidden),
-            b + "ffn_down.weight": matrix(hidden, ffn),
-            b + "post_ffw_norm.weight": norm(hidden),
-        })
-    metadata = {
-        "context_length": 64,
-        "embedding_length": hidden,
-        "block_count": layers,
-        "feed_forward_length": ffn,
-        "attention.head_count": heads,
-        "attention.head_count_kv": kv_heads,
-        "attention.key_length": head_dim,
-        "attention.value_length": head_dim,
-        "attention.layer_norm_rms_epsilon": 1e-6,
-        "attention.sliding_window": 4,
-        "rope.freq_base": 1_000_000.0,
+        for part in parts:
+            shape = shapes[part]
+            tensors[f"blk.{i}.{part}.weight"] = norm(shape[0]) if len(shape) == 1 else matrix(*shape)
+    gguf_metadata = {
+        "context_length": 64, "embedding_length": hidden, "block_count": layers, "feed_forward_length": ffn,
+        "attention.head_count": heads, "attention.head_count_kv": kv_heads, "attention.key_length": head_dim,
+        "attention.value_length": head_dim, "attention.layer_norm_rms_epsilon": 1e-6,
+        "rope.freq_base": 10_000.0, **(metadata or {}),
     }
-    config = {
-        "model_type": "gemma3_text",
-        "architectures": ["Gemma3ForCausalLM"],
-        "hidden_size": hidden,
-        "intermediate_size": ffn,
-        "num_hidden_layers": layers,
-        "num_attention_heads": heads,
-        "num_key_value_heads": kv_heads,
-        "head_dim": head_dim,
-        "vocab_size": vocab,
-        "max_position_embeddings": 64,
-        "rms_norm_eps": 1e-6,
-        "rope_theta": 1_000_000.0,
-        "rope_local_base_freq": 10_000.0,
-        "sliding_window": 4,
-        "layer_types": ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(layers)],
-        "query_pre_attn_scalar": head_dim,
-        "hidden_activation": "gelu_pytorch_tanh",
-        "tie_word_embeddings": True,
-        "bos_token_id": 2,
-        "eos_token_id": 1,
+    hf_config = {
+        "model_type": model_type, "hidden_size": hidden, "intermediate_size": ffn, "num_hidden_layers": layers,
+        "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": head_dim, "vocab_size": vocab,
+        "max_position_embeddings": 64, "rms_norm_eps": 1e-6, "rope_theta": gguf_metadata["rope.freq_base"],
+        "tie_word_embeddings": not untied, "bos_token_id": 2, "eos_token_id": 1, **(config or {}),
     }
-    hf_names = {
-        "attn_norm": "input_layernorm",
-        "attn_q": "self_attn.q_proj",
-        "attn_k": "self_attn.k_proj",
-        "attn_v": "self_attn.v_proj",
-        "attn_output": "self_attn.o_proj",
-        "attn_q_norm": "self_attn.q_norm",
-        "attn_k_norm": "self_attn.k_norm",
-        "post_attention_norm": "post_attention_layernorm",
-        "ffn_norm": "pre_feedforward_layernorm",
-        "ffn_gate": "mlp.gate_proj",
-        "ffn_up": "mlp.up_proj",
-        "ffn_down": "mlp.down_proj",
-        "post_ffw_norm": "post_feedforward_layernorm",
-    }
+
+    def unpermute(w, n_head):
+        rows, cols = w.shape
+        return w.reshape(n_head, head_dim // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)
 
     def hf(name, value):
         if name == "token_embd.weight":
             return "model.embed_tokens.weight", value
+        if name == "output.weight":
+            return "lm_head.weight", value
         if name == "output_norm.weight":
-            return "model.norm.weight", value - 1.0
+            return "model.norm.weight", value - norm_offset
         _, layer, part, _ = name.split(".")
-        value = value - 1.0 if part.endswith("norm") else value
-        return f"model.layers.{layer}.{hf_names[part]}.weight", value
+        if part.endswith("norm"):
+            value = value - norm_offset
+        if permute_qk and part in ("attn_q", "attn_k"):
+            value = unpermute(value, heads if part == "attn_q" else kv_heads)
+        return f"model.layers.{layer}.{names[part]}.weight", value
 
-    return "gemma3", tensors, metadata, config, hf
+    return arch, tensors, gguf_metadata, hf_config, hf
+
+
+LLAMA_PARTS = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"]
+
+
+def gemma3():
+    """Seven layers: the sixth is global, the rest see a window of 4 positions."""
+    layers = 7
+    return family(
+        "gemma3", "gemma3_text", layers, 3,
+        LLAMA_PARTS + ["attn_q_norm", "attn_k_norm", "post_attention_norm", "post_ffw_norm"],
+        hf_names={"post_attention_norm": "post_attention_layernorm", "ffn_norm": "pre_feedforward_layernorm",
+                  "post_ffw_norm": "post_feedforward_layernorm"},
+        norm_offset=1.0,
+        metadata={"attention.sliding_window": 4, "rope.freq_base": 1_000_000.0},
+        config={
+            "rope_local_base_freq": 10_000.0, "sliding_window": 4,
+            "layer_types": ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(layers)],
+            "query_pre_attn_scalar": SHAPE["head_dim"], "hidden_activation": "gelu_pytorch_tanh",
+        },
+    )
+
+
+def smollm3():
+    """Five layers: the fourth is not rotated."""
+    layers = 5
+    return family(
+        "smollm3", "smollm3", layers, 4, LLAMA_PARTS, permute_qk=True,
+        config={"no_rope_layers": [0 if (i + 1) % 4 == 0 else 1 for i in range(layers)]},
+    )
+
+
+def olmo2():
+    """No norms before attention or the feed-forward; q and k normed over all heads."""
+    return family(
+        "olmo2", "olmo2", 3, 5,
+        ["attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm", "attn_k_norm", "post_attention_norm",
+         "ffn_gate", "ffn_up", "ffn_down", "post_ffw_norm"],
+        hf_names={"post_attention_norm": "post_attention_layernorm", "post_ffw_norm": "post_feedforward_layernorm"},
+        qk_norm_size="whole", untied=True,
+    )
 
 
 def write_gguf(path, arch, tensors, metadata, qtype=None):
@@ -188,7 +221,10 @@ def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/archs"
     import llama_cpp
 
-    for make in [gemma3]:
+    wanted = sys.argv[2:]
+    for make in [gemma3, smollm3, olmo2]:
+        if wanted and make.__name__ not in wanted:
+            continue
         family, tensors, metadata, config, hf = make()
         folder = os.path.join(root, family)
         os.makedirs(os.path.join(folder, "hf"), exist_ok=True)

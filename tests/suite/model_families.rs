@@ -18,14 +18,26 @@ struct Fixture {
 }
 
 /// Gemma 3's tolerance is llama.cpp's rounding: its CPU GELU rounds the input to f16 and reads
-/// an f16 table. Measured on this fixture: worst 4.4e-3, mean 6.2e-4; with our GELU rounded
-/// the same way (a scratch experiment, not kept) worst 7.5e-5, mean 3.4e-6, so everything
-/// else agrees to 1e-4.
-const FIXTURES: &[Fixture] = &[Fixture {
-    family: "gemma3",
-    architecture: Architecture::Gemma3,
-    tolerance: (5e-3, 1e-3),
-}];
+/// an f16 table. Measured on this fixture: worst 3.7e-3, mean 5.8e-4; with our GELU rounded
+/// the same way (a scratch experiment, not kept) the worst was under 1e-4, so everything else
+/// agrees as the llama-family models do.
+const FIXTURES: &[Fixture] = &[
+    Fixture {
+        family: "gemma3",
+        architecture: Architecture::Gemma3,
+        tolerance: (5e-3, 1e-3),
+    },
+    Fixture {
+        family: "smollm3",
+        architecture: Architecture::SmolLm3,
+        tolerance: (1e-4, 1e-5),
+    },
+    Fixture {
+        family: "olmo2",
+        architecture: Architecture::Olmo2,
+        tolerance: (1e-4, 1e-5),
+    },
+];
 
 fn folder(family: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -13,6 +13,7 @@ use crate::model::parallel::inline_rayon;
 use crate::model::state::kv_cache::KvCache;
 use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device, Tensor};
+use registry::QkNorm;
 use rope::Rope;
 use std::fs::File;
 use std::io::BufReader;
@@ -245,13 +246,14 @@ impl Model {
                 .iter()
                 .find(|(w, _)| *w == plan.window)
                 .map(|(_, m)| m);
-            let normed = candle_nn::ops::rms_norm(&x, &layer.attn_norm, self.eps())?;
-            let mut attn = self.attention(layer, i, plan.window, &normed, cache, cos, sin, mask)?;
+            let normed = self.norm(&x, layer.attn_norm.as_ref())?;
+            let rope = plan.rope.then_some((cos, sin));
+            let mut attn = self.attention(layer, i, plan.window, &normed, cache, rope, mask)?;
             if let Some(norm) = &layer.post_attn_norm {
                 attn = candle_nn::ops::rms_norm(&attn, norm, self.eps())?;
             }
             x = (x + attn)?;
-            let normed = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, self.eps())?;
+            let normed = self.norm(&x, layer.ffn_norm.as_ref())?;
             let gate = layer.gate.forward(&normed)?;
             let up = layer.up.forward(&normed)?;
             let mut ffn = layer.down.forward(&gated(family.activation, &gate, &up)?)?;
@@ -273,6 +275,14 @@ impl Model {
         self.config.rms_norm_eps as f32
     }
 
+    /// `x` RMS-normed by `weight`, or `x` itself where the family has no such norm.
+    fn norm(&self, x: &Tensor, weight: Option<&Tensor>) -> candle_core::Result<Tensor> {
+        match weight {
+            Some(w) => candle_nn::ops::rms_norm(x, w, self.eps()),
+            None => Ok(x.clone()),
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn attention(
         &self,
@@ -281,16 +291,21 @@ impl Model {
         window: Option<usize>,
         x: &Tensor,
         cache: &mut KvCache,
-        cos: &Tensor,
-        sin: &Tensor,
+        rope: Option<(&Tensor, &Tensor)>,
         mask: Option<&Tensor>,
     ) -> candle_core::Result<Tensor> {
         let c = &self.config;
         let (rows, len, _) = x.dims3()?;
-        // `[rows, len, n, head_dim]`, each head normed where the model says (Qwen3).
+        let whole = c.architecture.family().qk_norm == QkNorm::Whole;
+        // `[rows, len, n, head_dim]`, normed where the model says: each head (Qwen3, Gemma 3)
+        // or the whole projection (OLMo 2).
         let split = |t: Tensor, n: usize, norm: Option<&Tensor>| -> candle_core::Result<Tensor> {
+            let t = match norm.filter(|_| whole) {
+                Some(w) => candle_nn::ops::rms_norm(&t, w, self.eps())?,
+                None => t,
+            };
             let t = t.reshape((rows, len, n, c.head_dim))?;
-            match norm {
+            match norm.filter(|_| !whole) {
                 Some(w) => candle_nn::ops::rms_norm(&t, w, self.eps()),
                 None => Ok(t),
             }
@@ -298,8 +313,18 @@ impl Model {
         let q = split(layer.q.forward(x)?, c.num_heads, layer.q_norm.as_ref())?;
         let k = split(layer.k.forward(x)?, c.num_kv_heads, layer.k_norm.as_ref())?;
         let v = split(layer.v.forward(x)?, c.num_kv_heads, None)?;
-        let q = rope_heads(&q, cos, sin, c.rope_layout)?;
-        let k = rope_heads(&k, cos, sin, c.rope_layout)?;
+        // Heads in attention's layout `[rows, heads, len, head_dim]`, rotated where the layer
+        // rotates.
+        let (q, k) = match rope {
+            Some((cos, sin)) => (
+                rope_heads(&q, cos, sin, c.rope_layout)?,
+                rope_heads(&k, cos, sin, c.rope_layout)?,
+            ),
+            None => (
+                q.transpose(1, 2)?.contiguous()?,
+                k.transpose(1, 2)?.contiguous()?,
+            ),
+        };
         let v = v.transpose(1, 2)?.contiguous()?;
         let (k, v) = cache.append(index, &k, &v)?;
         let scale = f64::from(c.attention_scale);

@@ -17,6 +17,21 @@ pub enum Architecture {
     /// Gemma 3: scaled embeddings, norms after attention and feed-forward too, GeGLU, QK-norm,
     /// a sliding window on five layers of six with their own RoPE base.
     Gemma3,
+    /// SmolLM3: Llama with no RoPE on every fourth layer.
+    SmolLm3,
+    /// OLMo 2: norms after attention and the feed-forward only, and q/k normed over the whole
+    /// projection.
+    Olmo2,
+}
+
+/// Where q and k are RMS-normed before RoPE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QkNorm {
+    None,
+    /// Each head on its own (Qwen3, Gemma 3).
+    PerHead,
+    /// The whole projection, all heads together (OLMo 2).
+    Whole,
 }
 
 /// The feed-forward's gate activation: `act(gate) * up`.
@@ -40,7 +55,9 @@ pub(crate) struct Family {
     /// RoPE's pair layout in GGUF files (convert permutes llama's q and k for adjacent
     /// pairs); config.json models all rotate halves.
     pub gguf_rope: RopeLayout,
-    pub qk_norm: bool,
+    pub qk_norm: QkNorm,
+    /// RMSNorm before attention and before the feed-forward (every family but OLMo 2).
+    pub pre_norms: bool,
     /// RMSNorm after attention and after the feed-forward, before each residual add.
     pub post_norms: bool,
     pub activation: Activation,
@@ -52,6 +69,8 @@ pub(crate) struct Family {
     /// Layers are windowed except every n-th (Gemma 3's 5 local : 1 global), where GGUF
     /// metadata does not list them.
     pub swa_period: Option<usize>,
+    /// Every n-th layer rotates nothing (SmolLM3's 4), where GGUF metadata does not list them.
+    pub no_rope_period: Option<usize>,
     /// Per-layer names of config.json tensors that differ from llama's.
     pub hf_names: &'static [(Part, &'static str)],
 }
@@ -84,12 +103,14 @@ const LLAMA_LIKE: Family = Family {
     gguf: &["llama"],
     hf: &["llama"],
     gguf_rope: RopeLayout::Interleaved,
-    qk_norm: false,
+    qk_norm: QkNorm::None,
+    pre_norms: true,
     post_norms: false,
     activation: Activation::Silu,
     scaled_embeddings: false,
     hf_norm_plus_one: false,
     swa_period: None,
+    no_rope_period: None,
     hf_names: &[],
 };
 
@@ -117,7 +138,7 @@ pub(crate) const FAMILIES: &[Family] = &[
         gguf: &["qwen3"],
         hf: &["qwen3"],
         gguf_rope: RopeLayout::HalfSplit,
-        qk_norm: true,
+        qk_norm: QkNorm::PerHead,
         ..LLAMA_LIKE
     },
     Family {
@@ -126,7 +147,7 @@ pub(crate) const FAMILIES: &[Family] = &[
         gguf: &["gemma3"],
         hf: &["gemma3_text"],
         gguf_rope: RopeLayout::HalfSplit,
-        qk_norm: true,
+        qk_norm: QkNorm::PerHead,
         post_norms: true,
         activation: Activation::GeluTanh,
         scaled_embeddings: true,
@@ -137,6 +158,30 @@ pub(crate) const FAMILIES: &[Family] = &[
             (Part::FfnNorm, "pre_feedforward_layernorm"),
             (Part::PostFfnNorm, "post_feedforward_layernorm"),
         ],
+        ..LLAMA_LIKE
+    },
+    Family {
+        architecture: Architecture::SmolLm3,
+        name: "smollm3",
+        gguf: &["smollm3"],
+        hf: &["smollm3"],
+        no_rope_period: Some(4),
+        ..LLAMA_LIKE
+    },
+    Family {
+        architecture: Architecture::Olmo2,
+        name: "olmo2",
+        gguf: &["olmo2"],
+        hf: &["olmo2"],
+        gguf_rope: RopeLayout::HalfSplit,
+        qk_norm: QkNorm::Whole,
+        pre_norms: false,
+        post_norms: true,
+        hf_names: &[
+            (Part::PostAttnNorm, "post_attention_layernorm"),
+            (Part::PostFfnNorm, "post_feedforward_layernorm"),
+        ],
+        ..LLAMA_LIKE
     },
 ];
 
@@ -252,7 +297,10 @@ mod tests {
                 assert_eq!(Architecture::from_hf(name), Some(family.architecture));
             }
         }
-        assert_eq!(supported_gguf(), "llama, qwen2, qwen3, gemma3");
+        assert_eq!(
+            supported_gguf(),
+            "llama, qwen2, qwen3, gemma3, smollm3, olmo2"
+        );
         assert_eq!(Architecture::from_gguf("gpt2"), None);
     }
 }

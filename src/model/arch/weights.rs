@@ -1,7 +1,7 @@
 //! Loading a model's tensors from GGUF (kept quantized) or safetensors (f32, f16 and bf16
 //! kept as stored) into one in-memory form, so that the forward pass has a single code path.
 
-use super::registry::{Family, Part};
+use super::registry::{Family, Part, QkNorm};
 use crate::model::error::{ModelError, without_backtrace};
 use crate::model::formats::config::{ModelConfig, io_error};
 use crate::model::formats::gguf_checks;
@@ -152,7 +152,8 @@ fn ggml_name(dtype: GgmlDType) -> String {
 
 #[derive(Debug)]
 pub(crate) struct Layer {
-    pub attn_norm: Tensor,
+    /// Norms of the block's input and of the attention's residual sum (all but OLMo 2).
+    pub attn_norm: Option<Tensor>,
     pub q: Linear,
     pub k: Linear,
     pub v: Linear,
@@ -162,7 +163,7 @@ pub(crate) struct Layer {
     pub k_norm: Option<Tensor>,
     /// Norms of the attention's and the feed-forward's outputs (Gemma 3).
     pub post_attn_norm: Option<Tensor>,
-    pub ffn_norm: Tensor,
+    pub ffn_norm: Option<Tensor>,
     pub post_ffn_norm: Option<Tensor>,
     pub gate: Linear,
     pub up: Linear,
@@ -389,15 +390,24 @@ impl Weights {
                 let name = source.name(Some(i), part, "weight");
                 require(source, &name, |s, n| s.norm(n, len))
             };
-            let attn_norm = norm(Part::AttnNorm, h)?;
-            let ffn_norm = norm(Part::FfnNorm, h)?;
-            let (q_norm, k_norm) = if family.qk_norm {
+            let (attn_norm, ffn_norm) = if family.pre_norms {
                 (
-                    Some(norm(Part::QNorm, config.head_dim)?),
-                    Some(norm(Part::KNorm, config.head_dim)?),
+                    Some(norm(Part::AttnNorm, h)?),
+                    Some(norm(Part::FfnNorm, h)?),
                 )
             } else {
                 (None, None)
+            };
+            let (q_norm, k_norm) = match family.qk_norm {
+                QkNorm::None => (None, None),
+                QkNorm::PerHead => (
+                    Some(norm(Part::QNorm, config.head_dim)?),
+                    Some(norm(Part::KNorm, config.head_dim)?),
+                ),
+                QkNorm::Whole => (
+                    Some(norm(Part::QNorm, q_dim)?),
+                    Some(norm(Part::KNorm, kv)?),
+                ),
             };
             let (post_attn_norm, post_ffn_norm) = if family.post_norms {
                 (

@@ -87,6 +87,8 @@ pub struct LayerAttention {
     pub window: Option<usize>,
     /// Rotated with the local RoPE base (`rope_theta_local`, unscaled) instead of the global.
     pub local_rope: bool,
+    /// Rotated at all (SmolLM3 leaves every fourth layer unrotated).
+    pub rope: bool,
 }
 
 /// Everything the forward pass needs to know about a model.
@@ -196,9 +198,12 @@ impl ModelConfig {
             }
             None => None,
         };
-        let layers = layer_plan(num_layers, windowed, |i| {
-            windowed.is_some_and(|(_, p)| (i + 1) % p != 0)
-        });
+        let layers = layer_plan(
+            num_layers,
+            windowed,
+            |i| windowed.is_some_and(|(_, p)| (i + 1) % p != 0),
+            |i| family.no_rope_period.is_none_or(|p| (i + 1) % p != 0),
+        );
         let config = Self {
             architecture,
             hidden_size,
@@ -306,6 +311,7 @@ impl ModelConfig {
                 Vec::new(),
             ),
         };
+        let rotated = hf_rotated_layers(&hf, family.no_rope_period, path)?;
         if let Some(activation) = &hf.hidden_activation
             && family.activation == crate::model::arch::registry::Activation::GeluTanh
             && !matches!(activation.as_str(), "gelu_pytorch_tanh" | "gelu_new")
@@ -332,9 +338,12 @@ impl ModelConfig {
             hidden_size: hf.hidden_size,
             intermediate_size: hf.intermediate_size,
             num_layers: hf.num_hidden_layers,
-            layers: layer_plan(hf.num_hidden_layers, windowed, |i| {
-                sliding.get(i).copied().unwrap_or(false)
-            }),
+            layers: layer_plan(
+                hf.num_hidden_layers,
+                windowed,
+                |i| sliding.get(i).copied().unwrap_or(false),
+                |i| rotated.get(i).copied().unwrap_or(true),
+            ),
             rope_theta_local: windowed.map(|_| hf.rope_local_base_freq.unwrap_or(10_000.0)),
             attention_scale: 1.0
                 / hf.query_pre_attn_scalar.unwrap_or(head_dim as f64).sqrt() as f32,
@@ -519,19 +528,47 @@ fn layer_plan(
     layers: usize,
     windowed: Option<(usize, usize)>,
     is_windowed: impl Fn(usize) -> bool,
+    is_rotated: impl Fn(usize) -> bool,
 ) -> Vec<LayerAttention> {
     (0..layers.min(1 << 16))
-        .map(|i| match windowed {
-            Some((window, _)) if is_windowed(i) => LayerAttention {
-                window: Some(window),
-                local_rope: true,
-            },
-            _ => LayerAttention {
-                window: None,
-                local_rope: false,
-            },
+        .map(|i| {
+            let window = windowed.filter(|_| is_windowed(i)).map(|(w, _)| w);
+            LayerAttention {
+                window,
+                local_rope: window.is_some(),
+                rope: is_rotated(i),
+            }
         })
         .collect()
+}
+
+/// Which layers a config.json rotates: SmolLM3's `no_rope_layers` (1: rotated, 0: not), else
+/// all but every `no_rope_layer_interval`-th (the family's period when it is silent).
+fn hf_rotated_layers(
+    hf: &HfConfig,
+    period: Option<usize>,
+    path: &Path,
+) -> Result<Vec<bool>, ModelError> {
+    let Some(period) = period else {
+        return Ok(Vec::new());
+    };
+    if let Some(flags) = &hf.no_rope_layers {
+        if flags.len() != hf.num_hidden_layers {
+            return Err(config_error(
+                path,
+                format!(
+                    "`no_rope_layers` lists {} layers for {} hidden layers; write one 0 or 1 per layer",
+                    flags.len(),
+                    hf.num_hidden_layers
+                ),
+            ));
+        }
+        return Ok(flags.iter().map(|&f| f != 0).collect());
+    }
+    let period = hf.no_rope_layer_interval.unwrap_or(period).max(1);
+    Ok((0..hf.num_hidden_layers.min(1 << 16))
+        .map(|i| (i + 1) % period != 0)
+        .collect())
 }
 
 /// Which layers a config.json windows: its `layer_types` list, else every layer but each
@@ -611,6 +648,9 @@ struct HfConfig {
     /// Gemma 3: `sliding_attention` or `full_attention` per layer (newer configs).
     layer_types: Option<Vec<String>>,
     rope_local_base_freq: Option<f32>,
+    /// SmolLM3: 1 where a layer is rotated, 0 where not.
+    no_rope_layers: Option<Vec<u8>>,
+    no_rope_layer_interval: Option<usize>,
     query_pre_attn_scalar: Option<f64>,
     hidden_activation: Option<String>,
     bos_token_id: Option<u32>,
