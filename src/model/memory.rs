@@ -2,11 +2,11 @@
 //! read, against the memory the machine has free, so that loading a second model is refused
 //! with a reason instead of ending in the OOM killer.
 
-use super::arch::weights::Weights;
 use super::arch::{Model, OpenGguf};
 use super::device::gpu_memory;
 use super::error::ModelError;
 use super::formats::config::{ModelConfig, io_error};
+use super::formats::tensors;
 use candle_core::Device;
 use candle_core::quantized::GgmlDType;
 use std::fmt;
@@ -125,7 +125,7 @@ pub enum MemoryError {
 pub fn estimate(path: &Path, device: &Device) -> Result<MemoryEstimate, ModelError> {
     if path.is_dir() {
         let mut bytes = 0u64;
-        for file in Weights::safetensors_files(path)? {
+        for file in tensors::safetensors_files(path)? {
             bytes += safetensors_bytes(&file, device)?;
         }
         Ok(for_config(&ModelConfig::from_hf_dir(path)?, bytes))

@@ -6,6 +6,7 @@ pub(crate) mod weights;
 
 use crate::model::error::ModelError;
 use crate::model::formats::config::{ModelConfig, RopeScaling};
+use crate::model::formats::tensors;
 use crate::model::kernels::attention::CausalAttention;
 use crate::model::kernels::fused::{gated, rope_heads};
 use crate::model::kernels::{Activations, Arithmetic};
@@ -137,7 +138,7 @@ impl Model {
     /// Reads a `.gguf` file's header and config, leaving the tensors on disk: the config can be
     /// checked (does it fit in memory?) before [`OpenGguf::load`] reads the weights.
     pub fn open_gguf(path: &Path) -> Result<OpenGguf, ModelError> {
-        let (content, reader, config) = Weights::open_gguf(path)?;
+        let (content, reader, config) = tensors::open_gguf(path)?;
         Ok(OpenGguf {
             path: path.to_owned(),
             content,

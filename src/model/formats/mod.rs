@@ -3,3 +3,4 @@
 
 pub mod config;
 pub(crate) mod gguf_checks;
+pub(crate) mod tensors;

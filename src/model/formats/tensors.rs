@@ -1,0 +1,310 @@
+//! The tensors of GGUF and safetensors files, by name and checked against the shapes a
+//! family expects, in the form the forward pass keeps them: GGUF matrices as stored (quantized
+//! or not), safetensors ones in their own float type.
+
+use crate::model::arch::registry::{Family, Part};
+use crate::model::error::{ModelError, without_backtrace};
+use crate::model::formats::config::{ModelConfig, io_error};
+use crate::model::formats::gguf_checks;
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
+use candle_core::{DType, Device, Tensor};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Where tensors come from: by name, shape-checked, `None` when absent.
+pub(crate) trait Source {
+    fn name(&self, layer: Option<usize>, part: Part, suffix: &str) -> String;
+    fn matrix(&mut self, name: &str, shape: (usize, usize)) -> Result<Option<QMatMul>, ModelError>;
+    fn vector(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError>;
+    /// An RMSNorm's weight as the forward pass multiplies by it.
+    fn norm(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
+        self.vector(name, len)
+    }
+    fn path(&self) -> &Path;
+    /// The family whose tensors these are, for errors.
+    fn family(&self) -> &'static Family;
+}
+
+/// Reads a GGUF file's header and config; the tensors stay on disk until `load_gguf`.
+pub(crate) fn open_gguf(
+    path: &Path,
+) -> Result<(gguf_file::Content, BufReader<File>, ModelConfig), ModelError> {
+    let file = crate::regular_file::open(path).map_err(|e| io_error(path, e))?;
+    let file_size = file.metadata().map_err(|e| io_error(path, e))?.len();
+    let mut reader = BufReader::new(file);
+    let mut magic = [0u8; 4];
+    std::io::Read::read_exact(&mut reader, &mut magic)
+        .map_err(|_| ModelError::NotGguf(path.to_owned()))?;
+    if &magic != b"GGUF" {
+        return Err(ModelError::NotGguf(path.to_owned()));
+    }
+    std::io::Seek::rewind(&mut reader).map_err(|e| io_error(path, e))?;
+    let header = gguf_checks::scan(&mut reader, file_size).map_err(|r| corrupt_as(path, r))?;
+    std::io::Seek::rewind(&mut reader).map_err(|e| io_error(path, e))?;
+    let content = gguf_file::Content::read(&mut reader).map_err(|e| corrupt(path, e))?;
+    let needed = gguf_checks::check_tensors(&content, header).map_err(|r| corrupt_as(path, r))?;
+    if needed > file_size {
+        return Err(ModelError::Truncated {
+            path: path.to_owned(),
+            needed,
+            actual: file_size,
+        });
+    }
+    let mut config = ModelConfig::from_gguf(&content, path)?;
+    // llama.cpp accepts bytes after the last tensor, as a type changed to a smaller one
+    // leaves them; past the alignment padding they are worth a word.
+    let trailing = file_size - needed;
+    if trailing >= header.alignment {
+        config.warnings.push(format!(
+            "{}: {trailing} bytes after the last tensor, which no tensor reads: a tensor's \
+             type or shape may not be what it was written with",
+            path.display()
+        ));
+    }
+    Ok((content, reader, config))
+}
+
+/// The `*.safetensors` files of a Hugging Face model directory, in name order.
+pub(crate) fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>, ModelError> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| io_error(dir, e))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "safetensors"))
+        .collect();
+    if files.is_empty() {
+        return Err(ModelError::NoWeights(dir.to_owned()));
+    }
+    files.sort();
+    Ok(files)
+}
+
+pub(crate) fn require<S: Source, T>(
+    source: &mut S,
+    name: &str,
+    get: impl FnOnce(&mut S, &str) -> Result<Option<T>, ModelError>,
+) -> Result<T, ModelError> {
+    get(source, name)?.ok_or_else(|| ModelError::MissingTensor {
+        path: source.path().to_owned(),
+        name: name.to_owned(),
+        family: source.family().name,
+    })
+}
+
+fn check_shape(
+    path: &Path,
+    family: &Family,
+    name: &str,
+    expected: &[usize],
+    actual: &[usize],
+) -> Result<(), ModelError> {
+    if expected == actual {
+        Ok(())
+    } else {
+        Err(ModelError::TensorShape {
+            path: path.to_owned(),
+            name: name.to_owned(),
+            family: family.name,
+            expected: expected.to_vec(),
+            actual: actual.to_vec(),
+        })
+    }
+}
+
+fn corrupt(path: &Path, e: candle_core::Error) -> ModelError {
+    corrupt_as(path, without_backtrace(e).to_string())
+}
+
+fn corrupt_as(path: &Path, reason: String) -> ModelError {
+    ModelError::Corrupt {
+        path: path.to_owned(),
+        reason,
+    }
+}
+
+pub(crate) struct GgufSource<'a> {
+    content: &'a gguf_file::Content,
+    reader: BufReader<File>,
+    path: PathBuf,
+    device: Device,
+    family: &'static Family,
+}
+
+impl<'a> GgufSource<'a> {
+    pub(crate) fn new(
+        content: &'a gguf_file::Content,
+        reader: BufReader<File>,
+        path: &Path,
+        device: &Device,
+        family: &'static Family,
+    ) -> Self {
+        Self {
+            content,
+            reader,
+            path: path.to_owned(),
+            device: device.clone(),
+            family,
+        }
+    }
+
+    fn qtensor(&mut self, name: &str, shape: &[usize]) -> Result<Option<QTensor>, ModelError> {
+        if !self.content.tensor_infos.contains_key(name) {
+            return Ok(None);
+        }
+        let tensor = self
+            .content
+            .tensor(&mut self.reader, name, &self.device)
+            .map_err(|e| corrupt(&self.path, e))?;
+        check_shape(&self.path, self.family, name, shape, tensor.shape().dims())?;
+        Ok(Some(tensor))
+    }
+}
+
+impl Source for GgufSource<'_> {
+    fn name(&self, layer: Option<usize>, part: Part, suffix: &str) -> String {
+        match layer {
+            Some(i) => format!("blk.{i}.{}.{suffix}", part.gguf()),
+            None => format!("{}.{suffix}", part.gguf()),
+        }
+    }
+
+    fn matrix(&mut self, name: &str, shape: (usize, usize)) -> Result<Option<QMatMul>, ModelError> {
+        self.qtensor(name, &[shape.0, shape.1])?
+            .map(|t| as_stored(t).map_err(|e| corrupt(&self.path, e)))
+            .transpose()
+    }
+
+    fn vector(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
+        self.qtensor(name, &[len])?
+            .map(|t| {
+                t.dequantize(&self.device)
+                    .map_err(|e| corrupt(&self.path, e))
+            })
+            .transpose()
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn family(&self) -> &'static Family {
+        self.family
+    }
+}
+
+/// On the CPU a GGUF matrix stays as stored (quantized, f32, f16 or bf16) for our products
+/// ([`Linear::new`]) and the embedding lookup; elsewhere candle widens float matrices to f32
+/// for its own product.
+fn as_stored(tensor: QTensor) -> candle_core::Result<QMatMul> {
+    let tensor = Arc::new(tensor);
+    if tensor.device().is_cpu() {
+        Ok(QMatMul::QTensor(tensor))
+    } else {
+        QMatMul::from_arc(tensor)
+    }
+}
+
+pub(crate) struct HfSource {
+    tensors: HashMap<String, Tensor>,
+    path: PathBuf,
+    family: &'static Family,
+}
+
+impl HfSource {
+    /// Every `*.safetensors` file of a Hugging Face model directory, read; a tensor in two
+    /// files is refused.
+    pub(crate) fn read(
+        dir: &Path,
+        device: &Device,
+        family: &'static Family,
+    ) -> Result<Self, ModelError> {
+        let mut tensors = HashMap::new();
+        let mut first_file = HashMap::new();
+        for file in &safetensors_files(dir)? {
+            crate::regular_file::check(file).map_err(|e| io_error(file, e))?;
+            let loaded =
+                candle_core::safetensors::load(file, device).map_err(|e| corrupt(file, e))?;
+            for (name, tensor) in loaded {
+                if let Some(first) = first_file.insert(name.clone(), file) {
+                    return Err(corrupt_as(
+                        file,
+                        format!("tensor `{name}` is also in {}", first.display()),
+                    ));
+                }
+                tensors.insert(name, tensor);
+            }
+        }
+        Ok(Self {
+            tensors,
+            path: dir.to_owned(),
+            family,
+        })
+    }
+
+    /// Takes a tensor out of the loaded files, so that each is freed once converted.
+    fn take(&mut self, name: &str, shape: &[usize]) -> Result<Option<Tensor>, ModelError> {
+        let Some(tensor) = self.tensors.remove(name) else {
+            return Ok(None);
+        };
+        check_shape(&self.path, self.family, name, shape, tensor.dims())?;
+        Ok(Some(tensor))
+    }
+}
+
+/// The GGML type a safetensors matrix is kept in on the CPU: f16 and bf16 as they are,
+/// anything else as f32.
+fn stored_type(dtype: DType) -> GgmlDType {
+    match dtype {
+        DType::F16 => GgmlDType::F16,
+        DType::BF16 => GgmlDType::BF16,
+        _ => GgmlDType::F32,
+    }
+}
+
+impl Source for HfSource {
+    fn name(&self, layer: Option<usize>, part: Part, suffix: &str) -> String {
+        match layer {
+            Some(i) => format!("model.layers.{i}.{}.{suffix}", part.hf(self.family)),
+            None => format!("{}.{suffix}", part.hf(self.family)),
+        }
+    }
+
+    fn matrix(&mut self, name: &str, shape: (usize, usize)) -> Result<Option<QMatMul>, ModelError> {
+        let Some(tensor) = self.take(name, &[shape.0, shape.1])? else {
+            return Ok(None);
+        };
+        if !tensor.device().is_cpu() {
+            return Ok(Some(QMatMul::Tensor(tensor.to_dtype(DType::F32)?)));
+        }
+        // The conversion passes through f32 one tensor at a time; the values are exact in
+        // their own type, so they come back unchanged.
+        let stored = QTensor::quantize(&tensor, stored_type(tensor.dtype()))?;
+        Ok(Some(QMatMul::QTensor(Arc::new(stored))))
+    }
+
+    fn vector(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
+        Ok(self
+            .take(name, &[len])?
+            .map(|t| t.to_dtype(DType::F32))
+            .transpose()?)
+    }
+
+    /// Gemma's checkpoints store `w - 1`; convert adds the one for GGUF, we add it here.
+    fn norm(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
+        let weight = self.vector(name, len)?;
+        match weight {
+            Some(w) if self.family.hf_norm_plus_one => Ok(Some((w + 1.0)?)),
+            other => Ok(other),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn family(&self) -> &'static Family {
+        self.family
+    }
+}
