@@ -32,6 +32,7 @@ PROMPTS = [
 
 
 HF_NAMES = {
+    "ffn_gate_inp": "mlp.gate",
     "attn_norm": "input_layernorm",
     "attn_q": "self_attn.q_proj",
     "attn_k": "self_attn.k_proj",
@@ -48,13 +49,14 @@ SHAPE = dict(hidden=32, heads=2, kv_heads=1, head_dim=16, ffn=64)
 
 
 def family(arch, model_type, layers, seed, parts, hf_names=None, norm_offset=0.0,
-           permute_qk=False, qk_norm_size="head", untied=False, metadata=None, config=None):
+           permute_qk=False, qk_norm_size="head", untied=False, experts=None, metadata=None, config=None):
     """Random weights for `parts` of each layer, GGUF metadata, a config.json and the mapping
     of each GGUF tensor to the family's safetensors name and stored value.
 
     norm_offset: what the family's checkpoints leave out of a norm (Gemma stores w - 1).
     permute_qk: GGUF q/k rows are permuted for adjacent-pair RoPE (convert does it to llama).
     untied: an output matrix of its own (llama.cpp requires one for some families).
+    experts: (count, used, size): a mixture of experts in place of each feed-forward.
     """
     hidden, heads, kv_heads, head_dim, ffn = (SHAPE[k] for k in ("hidden", "heads", "kv_heads", "head_dim", "ffn"))
     rng = np.random.default_rng(seed)
@@ -79,28 +81,45 @@ def family(arch, model_type, layers, seed, parts, hf_names=None, norm_offset=0.0
     tensors = {"token_embd.weight": matrix(vocab, hidden, 0.5), "output_norm.weight": norm(hidden)}
     if untied:
         tensors["output.weight"] = matrix(vocab, hidden, 0.5)
+    if experts:
+        count, _, size = experts
+        parts = [p for p in parts if p not in ("ffn_gate", "ffn_up", "ffn_down")] + ["ffn_gate_inp"]
+        shapes["ffn_gate_inp"] = (count, hidden)
     for i in range(layers):
         for part in parts:
             shape = shapes[part]
             tensors[f"blk.{i}.{part}.weight"] = norm(shape[0]) if len(shape) == 1 else matrix(*shape)
+        if experts:
+            tensors[f"blk.{i}.ffn_gate_exps.weight"] = np.stack([matrix(size, hidden) for _ in range(count)])
+            tensors[f"blk.{i}.ffn_up_exps.weight"] = np.stack([matrix(size, hidden) for _ in range(count)])
+            tensors[f"blk.{i}.ffn_down_exps.weight"] = np.stack([matrix(hidden, size) for _ in range(count)])
     gguf_metadata = {
         "context_length": 64, "embedding_length": hidden, "block_count": layers, "feed_forward_length": ffn,
         "attention.head_count": heads, "attention.head_count_kv": kv_heads, "attention.key_length": head_dim,
         "attention.value_length": head_dim, "attention.layer_norm_rms_epsilon": 1e-6,
         "rope.freq_base": 10_000.0, **(metadata or {}),
     }
+    if experts:
+        gguf_metadata.update({"expert_count": experts[0], "expert_used_count": experts[1]})
     hf_config = {
         "model_type": model_type, "hidden_size": hidden, "intermediate_size": ffn, "num_hidden_layers": layers,
         "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": head_dim, "vocab_size": vocab,
         "max_position_embeddings": 64, "rms_norm_eps": 1e-6, "rope_theta": gguf_metadata["rope.freq_base"],
         "tie_word_embeddings": not untied, "bos_token_id": 2, "eos_token_id": 1, **(config or {}),
     }
+    if experts:
+        hf_config.update({"num_experts": experts[0], "num_experts_per_tok": experts[1],
+                          "moe_intermediate_size": experts[2], "norm_topk_prob": True})
 
     def unpermute(w, n_head):
         rows, cols = w.shape
         return w.reshape(n_head, head_dim // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)
 
     def hf(name, value):
+        if name.endswith("_exps.weight"):
+            _, layer, part, _ = name.split(".")
+            proj = {"ffn_gate_exps": "gate_proj", "ffn_up_exps": "up_proj", "ffn_down_exps": "down_proj"}[part]
+            return [(f"model.layers.{layer}.mlp.experts.{e}.{proj}.weight", v) for e, v in enumerate(value)]
         if name == "token_embd.weight":
             return "model.embed_tokens.weight", value
         if name == "output.weight":
@@ -112,9 +131,13 @@ def family(arch, model_type, layers, seed, parts, hf_names=None, norm_offset=0.0
             value = value - norm_offset
         if permute_qk and part in ("attn_q", "attn_k"):
             value = unpermute(value, heads if part == "attn_q" else kv_heads)
-        return f"model.layers.{layer}.{names[part]}.weight", value
+        return [(f"model.layers.{layer}.{names[part]}.weight", value)]
 
-    return arch, tensors, gguf_metadata, hf_config, hf
+    def hf_all(name, value):
+        out = hf(name, value)
+        return out if isinstance(out, list) else [out]
+
+    return arch, tensors, gguf_metadata, hf_config, hf_all
 
 
 LLAMA_PARTS = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"]
@@ -147,6 +170,20 @@ def smollm3():
     )
 
 
+def qwen3moe():
+    """Qwen3's attention, four experts of which each token takes two."""
+    return family(
+        "qwen3moe", "qwen3_moe", 3, 6, LLAMA_PARTS + ["attn_q_norm", "attn_k_norm"], experts=(4, 2, 32),
+        metadata={"expert_feed_forward_length": 32},
+    )
+
+
+def mixtral():
+    """Llama with eight experts of which each token takes two (GGUF only: Mixtral's own
+    checkpoints name their experts otherwise)."""
+    return family("llama", None, 2, 7, LLAMA_PARTS, permute_qk=True, experts=(8, 2, 64))
+
+
 def olmo2():
     """No norms before attention or the feed-forward; q and k normed over all heads."""
     return family(
@@ -177,7 +214,7 @@ def write_gguf(path, arch, tensors, metadata, qtype=None):
     writer.add_add_bos_token(True)
     writer.add_add_space_prefix(False)
     for name, value in tensors.items():
-        if qtype is not None and value.ndim == 2 and value.shape[1] % 32 == 0:
+        if qtype is not None and value.ndim >= 2 and value.shape[-1] % 32 == 0:
             writer.add_tensor(name, quantize(value, qtype), raw_dtype=qtype)
         else:
             writer.add_tensor(name, value)
@@ -222,17 +259,21 @@ def main():
     import llama_cpp
 
     wanted = sys.argv[2:]
-    for make in [gemma3, smollm3, olmo2]:
+    for make in [gemma3, smollm3, olmo2, qwen3moe, mixtral]:
         if wanted and make.__name__ not in wanted:
             continue
         family, tensors, metadata, config, hf = make()
-        folder = os.path.join(root, family)
+        folder = os.path.join(root, make.__name__)
         os.makedirs(os.path.join(folder, "hf"), exist_ok=True)
         write_gguf(os.path.join(folder, "model.gguf"), family, tensors, metadata)
         write_gguf(os.path.join(folder, "model.q8_0.gguf"), family, tensors, metadata, GGMLQuantizationType.Q8_0)
-        with open(os.path.join(folder, "hf", "config.json"), "w") as f:
-            json.dump(config, f, indent=1)
-        write_safetensors(os.path.join(folder, "hf", "model.safetensors"), dict(hf(n, v) for n, v in tensors.items()))
+        if config["model_type"]:
+            with open(os.path.join(folder, "hf", "config.json"), "w") as f:
+                json.dump(config, f, indent=1)
+            stored = dict(pair for n, v in tensors.items() for pair in hf(n, v))
+            write_safetensors(os.path.join(folder, "hf", "model.safetensors"), stored)
+        else:
+            os.rmdir(os.path.join(folder, "hf"))
         reference = {
             "source": f"llama.cpp (llama-cpp-python {llama_cpp.__version__}, CPU, 2 threads, f32 KV cache, "
                       "no flash attention): logits at every position of each prompt",

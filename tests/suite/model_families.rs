@@ -15,6 +15,8 @@ struct Fixture {
     /// How far our log-softmax may be from llama.cpp's on the F32 file: the largest and the
     /// mean distance over every logit.
     tolerance: (f64, f64),
+    /// A config.json + safetensors twin lies in `hf/`.
+    hf: bool,
 }
 
 /// Gemma 3's tolerance is llama.cpp's rounding: its CPU GELU rounds the input to f16 and reads
@@ -26,16 +28,32 @@ const FIXTURES: &[Fixture] = &[
         family: "gemma3",
         architecture: Architecture::Gemma3,
         tolerance: (5e-3, 1e-3),
+        hf: true,
     },
     Fixture {
         family: "smollm3",
         architecture: Architecture::SmolLm3,
         tolerance: (1e-4, 1e-5),
+        hf: true,
     },
     Fixture {
         family: "olmo2",
         architecture: Architecture::Olmo2,
         tolerance: (1e-4, 1e-5),
+        hf: true,
+    },
+    Fixture {
+        family: "qwen3moe",
+        architecture: Architecture::Qwen3Moe,
+        tolerance: (1e-4, 1e-5),
+        hf: true,
+    },
+    // Mixtral: llama with experts.
+    Fixture {
+        family: "mixtral",
+        architecture: Architecture::Llama,
+        tolerance: (1e-4, 1e-5),
+        hf: false,
     },
 ];
 
@@ -111,7 +129,7 @@ fn f32_files_give_llama_cpps_logits() {
 
 #[test]
 fn a_config_json_directory_gives_the_same_logits_as_the_gguf_file() {
-    for fixture in FIXTURES {
+    for fixture in FIXTURES.iter().filter(|f| f.hf) {
         let reference = reference(fixture.family);
         let prompts = prompts(&reference);
         let gguf = Model::load(&folder(fixture.family).join("model.gguf"), &Device::Cpu).unwrap();
@@ -145,10 +163,15 @@ fn quantized_files_are_no_further_from_the_f32_model_than_llama_cpps() {
     }
 }
 
-/// The Gemma 3 fixture rewritten: `metadata` changes its keys (`None` removes one) and
-/// `drop` leaves a tensor out.
-fn altered_gemma(dir: &Path, metadata: &[(&str, Option<gguf_file::Value>)], drop: &str) -> PathBuf {
-    let source = folder("gemma3").join("model.gguf");
+/// A family's fixture rewritten: `metadata` changes its keys (`None` removes one) and `drop`
+/// leaves a tensor out.
+fn altered(
+    family: &str,
+    dir: &Path,
+    metadata: &[(&str, Option<gguf_file::Value>)],
+    drop: &str,
+) -> PathBuf {
+    let source = folder(family).join("model.gguf");
     let mut file = std::fs::File::open(&source).unwrap();
     let content = gguf_file::Content::read(&mut file).unwrap();
     let mut values = content.metadata.clone();
@@ -192,14 +215,19 @@ fn load_error(path: &Path) -> String {
 fn a_gemma_file_without_a_window_or_with_a_missing_norm_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let key = "gemma3.attention.sliding_window";
-    let zero = altered_gemma(dir.path(), &[(key, Some(gguf_file::Value::U32(0)))], "");
+    let zero = altered(
+        "gemma3",
+        dir.path(),
+        &[(key, Some(gguf_file::Value::U32(0)))],
+        "",
+    );
     let err = load_error(&zero);
     assert!(err.contains(key) && err.contains("is 0"), "{err}");
-    let missing = altered_gemma(dir.path(), &[(key, None)], "");
+    let missing = altered("gemma3", dir.path(), &[(key, None)], "");
     let err = load_error(&missing);
     assert!(err.contains(key) && err.contains("missing"), "{err}");
     let norm = "blk.3.post_ffw_norm.weight";
-    let err = load_error(&altered_gemma(dir.path(), &[], norm));
+    let err = load_error(&altered("gemma3", dir.path(), &[], norm));
     assert!(err.contains(norm) && err.contains("gemma3 model"), "{err}");
 }
 
@@ -255,5 +283,61 @@ fn a_gemma_config_json_with_bad_layer_types_or_scales_says_so() {
         .unwrap();
         let err = load_error(dir.path());
         assert!(err.contains(said), "{key} = {value}: {err}");
+    }
+}
+
+#[test]
+fn expert_counts_that_no_model_has_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (count, used) = ("qwen3moe.expert_count", "qwen3moe.expert_used_count");
+    let u32 = |n| Some(gguf_file::Value::U32(n));
+    for (key, value, said) in [
+        (count, u32(0), "`qwen3moe.expert_count` is 0"),
+        (
+            used,
+            u32(5),
+            "`qwen3moe.expert_used_count` is 5; each token takes 1 to",
+        ),
+        (used, u32(0), "`qwen3moe.expert_used_count` is 0"),
+        (count, None, "`qwen3moe.expert_count` is missing"),
+    ] {
+        let err = load_error(&altered("qwen3moe", dir.path(), &[(key, value)], ""));
+        assert!(err.contains(said), "{key}: {err}");
+    }
+    let experts = "blk.1.ffn_down_exps.weight";
+    let err = load_error(&altered("qwen3moe", dir.path(), &[], experts));
+    assert!(
+        err.contains(experts) && err.contains("qwen3moe model"),
+        "{err}"
+    );
+}
+
+/// Rows decoded side by side take their experts each as a row decoded alone does: the same
+/// bits, whichever experts the other rows chose.
+#[test]
+fn batched_rows_of_a_mixture_of_experts_equal_single_rows() {
+    for family in ["qwen3moe", "mixtral"] {
+        let model = Model::load(&folder(family).join("model.q8_0.gguf"), &Device::Cpu).unwrap();
+        let prompt = [2u32, 260, 262, 264, 261];
+        let next = [263u32, 10, 40, 266];
+        let bits = |l: &[f32]| l.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let single: Vec<Vec<u32>> = next
+            .iter()
+            .map(|&t| {
+                let mut session = model.session();
+                session.prefill(&prompt, false).unwrap();
+                bits(&session.decode_step(&[t]).unwrap()[0])
+            })
+            .collect();
+        let mut session = model.session();
+        session.prefill(&prompt, false).unwrap();
+        session.fork(next.len()).unwrap();
+        let batch: Vec<Vec<u32>> = session
+            .decode_step(&next)
+            .unwrap()
+            .iter()
+            .map(|l| bits(l))
+            .collect();
+        assert_eq!(batch, single, "{family}");
     }
 }

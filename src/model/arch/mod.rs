@@ -1,5 +1,6 @@
 //! The llama-family forward pass and the per-run state that decodes a batch of samples.
 
+mod moe;
 pub(crate) mod registry;
 mod rope;
 pub(crate) mod weights;
@@ -20,7 +21,7 @@ use std::fs::File;
 use std::io::BufReader;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
-use weights::{Layer, Weights};
+use weights::{Ffn, Layer, Weights};
 
 /// Longest slice of a prompt run through one forward; bounds the `[heads, chunk, context]`
 /// attention scores of a long prompt.
@@ -255,9 +256,13 @@ impl Model {
             }
             x = (x + attn)?;
             let normed = self.norm(&x, layer.ffn_norm.as_ref())?;
-            let gate = layer.gate.forward(&normed)?;
-            let up = layer.up.forward(&normed)?;
-            let mut ffn = layer.down.forward(&gated(family.activation, &gate, &up)?)?;
+            let mut ffn = match &layer.ffn {
+                Ffn::Dense { gate, up, down } => {
+                    let (gate, up) = (gate.forward(&normed)?, up.forward(&normed)?);
+                    down.forward(&gated(family.activation, &gate, &up)?)?
+                }
+                Ffn::Experts(moe) => moe.forward(&normed, family.activation)?,
+            };
             if let Some(norm) = &layer.post_ffn_norm {
                 ffn = candle_nn::ops::rms_norm(&ffn, norm, self.eps())?;
             }

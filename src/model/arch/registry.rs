@@ -22,6 +22,8 @@ pub enum Architecture {
     /// OLMo 2: norms after attention and the feed-forward only, and q/k normed over the whole
     /// projection.
     Olmo2,
+    /// Qwen3's attention with a mixture of experts in place of the feed-forward.
+    Qwen3Moe,
 }
 
 /// Where q and k are RMS-normed before RoPE.
@@ -95,6 +97,11 @@ pub(crate) enum Part {
     Gate,
     Up,
     Down,
+    /// The router of a mixture of experts: one logit per expert.
+    Router,
+    GateExperts,
+    UpExperts,
+    DownExperts,
 }
 
 const LLAMA_LIKE: Family = Family {
@@ -166,6 +173,15 @@ pub(crate) const FAMILIES: &[Family] = &[
         gguf: &["smollm3"],
         hf: &["smollm3"],
         no_rope_period: Some(4),
+        ..LLAMA_LIKE
+    },
+    Family {
+        architecture: Architecture::Qwen3Moe,
+        name: "qwen3moe",
+        gguf: &["qwen3moe"],
+        hf: &["qwen3_moe"],
+        gguf_rope: RopeLayout::HalfSplit,
+        qk_norm: QkNorm::PerHead,
         ..LLAMA_LIKE
     },
     Family {
@@ -251,6 +267,10 @@ impl Part {
             Part::Gate => "ffn_gate",
             Part::Up => "ffn_up",
             Part::Down => "ffn_down",
+            Part::Router => "ffn_gate_inp",
+            Part::GateExperts => "ffn_gate_exps",
+            Part::UpExperts => "ffn_up_exps",
+            Part::DownExperts => "ffn_down_exps",
         }
     }
 
@@ -278,6 +298,11 @@ impl Part {
             Part::Gate => "mlp.gate_proj",
             Part::Up => "mlp.up_proj",
             Part::Down => "mlp.down_proj",
+            Part::Router => "mlp.gate",
+            // One tensor per expert `e`: `mlp.experts.{e}.gate_proj`.
+            Part::GateExperts => "gate_proj",
+            Part::UpExperts => "up_proj",
+            Part::DownExperts => "down_proj",
         }
     }
 }
@@ -299,7 +324,7 @@ mod tests {
         }
         assert_eq!(
             supported_gguf(),
-            "llama, qwen2, qwen3, gemma3, smollm3, olmo2"
+            "llama, qwen2, qwen3, gemma3, smollm3, qwen3moe, olmo2"
         );
         assert_eq!(Architecture::from_gguf("gpt2"), None);
     }

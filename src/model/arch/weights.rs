@@ -164,9 +164,54 @@ pub(crate) struct Layer {
     pub post_attn_norm: Option<Tensor>,
     pub ffn_norm: Option<Tensor>,
     pub post_ffn_norm: Option<Tensor>,
-    pub gate: Linear,
-    pub up: Linear,
-    pub down: Linear,
+    pub ffn: Ffn,
+}
+
+/// A layer's feed-forward: one, or a mixture of experts.
+#[derive(Debug)]
+pub(crate) enum Ffn {
+    Dense {
+        gate: Linear,
+        up: Linear,
+        down: Linear,
+    },
+    Experts(Moe),
+}
+
+/// A mixture of experts: the router's logits choose `used` experts for each token.
+#[derive(Debug)]
+pub(crate) struct Moe {
+    pub router: Linear,
+    pub gate: Vec<Linear>,
+    pub up: Vec<Linear>,
+    pub down: Vec<Linear>,
+    pub used: usize,
+}
+
+impl Ffn {
+    fn experts(&self) -> impl Iterator<Item = &Linear> {
+        let experts = match self {
+            Ffn::Dense { .. } => None,
+            Ffn::Experts(moe) => Some(moe.gate.iter().chain(&moe.up).chain(&moe.down)),
+        };
+        experts.into_iter().flatten()
+    }
+
+    /// The matrices every token reads: a dense feed-forward's three, or the router.
+    fn shared(&self) -> Vec<&Linear> {
+        match self {
+            Ffn::Dense { gate, up, down } => vec![gate, up, down],
+            Ffn::Experts(moe) => vec![&moe.router],
+        }
+    }
+
+    /// The share of the experts' bytes one token reads: `used` of them.
+    fn expert_share(&self) -> f64 {
+        match self {
+            Ffn::Dense { .. } => 0.0,
+            Ffn::Experts(moe) => moe.used as f64 / moe.gate.len() as f64,
+        }
+    }
 }
 
 /// Where token embeddings are looked up.
@@ -200,10 +245,17 @@ impl Weights {
         }
     }
 
-    /// Bytes of matrices read by one decode step: every layer and the output projection
-    /// (the embedding is only looked up row by row).
+    /// Bytes of matrices one token reads in a decode step: every layer's (of a mixture of
+    /// experts, the share its chosen experts take) and the output projection (the embedding
+    /// is only looked up row by row).
     pub(crate) fn bytes_per_step(&self) -> u64 {
-        self.matrices().map(Linear::bytes).sum()
+        let shared: u64 = self.shared_matrices().map(Linear::bytes).sum();
+        let experts: f64 = self
+            .layers
+            .iter()
+            .map(|l| l.ffn.experts().map(Linear::bytes).sum::<u64>() as f64 * l.ffn.expert_share())
+            .sum();
+        shared + experts as u64
     }
 
     /// Whether every matrix runs through our products (none through candle's).
@@ -212,9 +264,15 @@ impl Weights {
     }
 
     fn matrices(&self) -> impl Iterator<Item = &Linear> {
+        self.shared_matrices()
+            .chain(self.layers.iter().flat_map(|l| l.ffn.experts()))
+    }
+
+    /// Every matrix but the experts'.
+    fn shared_matrices(&self) -> impl Iterator<Item = &Linear> {
         self.layers
             .iter()
-            .flat_map(|l| [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down])
+            .flat_map(|l| [&l.q, &l.k, &l.v, &l.o].into_iter().chain(l.ffn.shared()))
             .chain([&self.output])
     }
 
@@ -259,7 +317,7 @@ impl Weights {
     ) -> Result<Self, ModelError> {
         let (h, kv) = (config.hidden_size, config.num_kv_heads * config.head_dim);
         let q_dim = config.num_heads * config.head_dim;
-        let ffn = config.intermediate_size;
+        let ffn_size = config.intermediate_size;
         let embed_name = source.name(None, Part::Embed, "weight");
         let embed = require(source, &embed_name, |s, n| {
             s.matrix(n, (config.vocab_size, h))
@@ -285,11 +343,37 @@ impl Weights {
                 linear(Part::V, (kv, h))?,
                 linear(Part::O, (h, q_dim))?,
             );
-            let (gate, up, down) = (
-                linear(Part::Gate, (ffn, h))?,
-                linear(Part::Up, (ffn, h))?,
-                linear(Part::Down, (h, ffn))?,
-            );
+            let ffn = match config.experts {
+                None => Ffn::Dense {
+                    gate: linear(Part::Gate, (ffn_size, h))?,
+                    up: linear(Part::Up, (ffn_size, h))?,
+                    down: linear(Part::Down, (h, ffn_size))?,
+                },
+                Some(experts) => {
+                    let router = linear(Part::Router, (experts.count, h))?;
+                    let size = experts.intermediate_size;
+                    let mut matrices = |part: Part, shape: (usize, usize)| {
+                        let found = source.experts(i, part, experts.count, shape)?;
+                        let name = source.name(Some(i), part, "weight");
+                        let found = found.ok_or_else(|| ModelError::MissingTensor {
+                            path: source.path().to_owned(),
+                            name,
+                            family: source.family().name,
+                        })?;
+                        found
+                            .into_iter()
+                            .map(|m| Linear::new(m, None, ours).map_err(ModelError::from))
+                            .collect::<Result<Vec<_>, _>>()
+                    };
+                    Ffn::Experts(Moe {
+                        router,
+                        gate: matrices(Part::GateExperts, (size, h))?,
+                        up: matrices(Part::UpExperts, (size, h))?,
+                        down: matrices(Part::DownExperts, (h, size))?,
+                        used: experts.used,
+                    })
+                }
+            };
             let family = config.architecture.family();
             let mut norm = |part: Part, len: usize| {
                 let name = source.name(Some(i), part, "weight");
@@ -333,9 +417,7 @@ impl Weights {
                 post_attn_norm,
                 ffn_norm,
                 post_ffn_norm,
-                gate,
-                up,
-                down,
+                ffn,
             });
         }
         let norm_name = source.name(None, Part::Norm, "weight");

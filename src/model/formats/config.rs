@@ -91,6 +91,58 @@ pub struct LayerAttention {
     pub rope: bool,
 }
 
+/// How many experts a layer has, how many each token takes, and each expert's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Experts {
+    pub count: usize,
+    pub used: usize,
+    /// Each expert's feed-forward size.
+    pub intermediate_size: usize,
+}
+
+impl Experts {
+    /// `count`, `used` and the size as a file gave them: refused where a token would take no
+    /// expert or more than there are.
+    fn checked(
+        count: usize,
+        used: usize,
+        intermediate_size: usize,
+        keys: [&str; 3],
+        path: &Path,
+    ) -> Result<Self, ModelError> {
+        let [count_key, used_key, size_key] = keys;
+        if count == 0 || count > 1 << 16 {
+            return Err(config_error(
+                path,
+                format!(
+                    "`{count_key}` is {count}; a mixture of experts has 1 to 65536 (8, 64 and 128 are usual)"
+                ),
+            ));
+        }
+        if used == 0 || used > count {
+            return Err(config_error(
+                path,
+                format!(
+                    "`{used_key}` is {used}; each token takes 1 to `{count_key}` ({count}) experts"
+                ),
+            ));
+        }
+        if intermediate_size == 0 || intermediate_size > 1 << 22 {
+            return Err(config_error(
+                path,
+                format!(
+                    "`{size_key}` is {intermediate_size}; an expert's feed-forward size is 1 to 4194304"
+                ),
+            ));
+        }
+        Ok(Self {
+            count,
+            used,
+            intermediate_size,
+        })
+    }
+}
+
 /// Everything the forward pass needs to know about a model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelConfig {
@@ -113,6 +165,8 @@ pub struct ModelConfig {
     pub rope_theta_local: Option<f32>,
     /// Each layer's attention, in order.
     pub layers: Vec<LayerAttention>,
+    /// A mixture of experts in every layer's feed-forward (Qwen3 MoE, Mixtral).
+    pub experts: Option<Experts>,
     /// Scores are multiplied by this before the softmax: `1 / sqrt(head_dim)` unless the
     /// model says otherwise.
     pub attention_scale: f32,
@@ -182,6 +236,32 @@ impl ModelConfig {
             }
         };
         let num_layers = md.usize(&key("block_count"))?;
+        let intermediate_size = md.usize(&key("feed_forward_length"))?;
+        let experts = match md.opt_usize(&key("expert_count"))? {
+            None if architecture == Architecture::Qwen3Moe => {
+                return Err(config_error(
+                    path,
+                    format!("metadata `{}` is missing", key("expert_count")),
+                ));
+            }
+            None => None,
+            Some(count) => {
+                let keys = [
+                    key("expert_count"),
+                    key("expert_used_count"),
+                    key("expert_feed_forward_length"),
+                ];
+                let size = md.opt_usize(&keys[2])?.unwrap_or(intermediate_size);
+                let used = md.usize(&keys[1])?;
+                Some(Experts::checked(
+                    count,
+                    used,
+                    size,
+                    [&keys[0], &keys[1], &keys[2]],
+                    path,
+                )?)
+            }
+        };
         let windowed = match family.swa_period {
             Some(period) => {
                 let window_key = key("attention.sliding_window");
@@ -207,8 +287,9 @@ impl ModelConfig {
         let config = Self {
             architecture,
             hidden_size,
-            intermediate_size: md.usize(&key("feed_forward_length"))?,
+            intermediate_size,
             num_layers,
+            experts,
             num_heads,
             num_kv_heads,
             head_dim,
@@ -312,6 +393,32 @@ impl ModelConfig {
             ),
         };
         let rotated = hf_rotated_layers(&hf, family.no_rope_period, path)?;
+        let experts = match (
+            hf.num_experts.or(hf.num_local_experts),
+            hf.num_experts_per_tok,
+        ) {
+            (None, _) if architecture == Architecture::Qwen3Moe => {
+                return Err(config_error(path, "`num_experts` is missing".to_owned()));
+            }
+            (None, _) => None,
+            (Some(count), used) => Some(Experts::checked(
+                count,
+                used.unwrap_or(0),
+                hf.moe_intermediate_size.unwrap_or(hf.intermediate_size),
+                [
+                    "num_experts",
+                    "num_experts_per_tok",
+                    "moe_intermediate_size",
+                ],
+                path,
+            )?),
+        };
+        if hf.norm_topk_prob == Some(false) {
+            return Err(config_error(
+                path,
+                "`norm_topk_prob` is false; samplab renormalises the chosen experts' weights, as llama.cpp does".to_owned(),
+            ));
+        }
         if let Some(activation) = &hf.hidden_activation
             && family.activation == crate::model::arch::registry::Activation::GeluTanh
             && !matches!(activation.as_str(), "gelu_pytorch_tanh" | "gelu_new")
@@ -338,6 +445,7 @@ impl ModelConfig {
             hidden_size: hf.hidden_size,
             intermediate_size: hf.intermediate_size,
             num_layers: hf.num_hidden_layers,
+            experts,
             layers: layer_plan(
                 hf.num_hidden_layers,
                 windowed,
@@ -648,6 +756,12 @@ struct HfConfig {
     /// Gemma 3: `sliding_attention` or `full_attention` per layer (newer configs).
     layer_types: Option<Vec<String>>,
     rope_local_base_freq: Option<f32>,
+    /// Mixtures of experts: Qwen's names, and Mixtral's `num_local_experts`.
+    num_experts: Option<usize>,
+    num_local_experts: Option<usize>,
+    num_experts_per_tok: Option<usize>,
+    moe_intermediate_size: Option<usize>,
+    norm_topk_prob: Option<bool>,
     /// SmolLM3: 1 where a layer is rotated, 0 where not.
     no_rope_layers: Option<Vec<u8>>,
     no_rope_layer_interval: Option<usize>,

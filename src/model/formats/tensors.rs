@@ -6,6 +6,7 @@ use crate::model::arch::registry::{Family, Part};
 use crate::model::error::{ModelError, without_backtrace};
 use crate::model::formats::config::{ModelConfig, io_error};
 use crate::model::formats::gguf_checks;
+use candle_core::quantized::ggml_file::qtensor_from_ggml;
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Tensor};
 use std::collections::HashMap;
@@ -23,6 +24,15 @@ pub(crate) trait Source {
     fn norm(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
         self.vector(name, len)
     }
+    /// Layer `layer`'s `count` expert matrices of one kind (`part`), each `shape`; `None` when
+    /// the file has none.
+    fn experts(
+        &mut self,
+        layer: usize,
+        part: Part,
+        count: usize,
+        shape: (usize, usize),
+    ) -> Result<Option<Vec<QMatMul>>, ModelError>;
     fn path(&self) -> &Path;
     /// The family whose tensors these are, for errors.
     fn family(&self) -> &'static Family;
@@ -176,6 +186,31 @@ impl Source for GgufSource<'_> {
             .transpose()
     }
 
+    /// GGUF stacks a layer's experts in one `[count, rows, cols]` tensor, each expert's
+    /// blocks contiguous: it is cut into one matrix per expert.
+    fn experts(
+        &mut self,
+        layer: usize,
+        part: Part,
+        count: usize,
+        (rows, cols): (usize, usize),
+    ) -> Result<Option<Vec<QMatMul>>, ModelError> {
+        let name = self.name(Some(layer), part, "weight");
+        let Some(stacked) = self.qtensor(&name, &[count, rows, cols])? else {
+            return Ok(None);
+        };
+        let data = stacked.data().map_err(|e| corrupt(&self.path, e))?;
+        let per_expert = data.len() / count;
+        data.chunks_exact(per_expert)
+            .map(|bytes| {
+                qtensor_from_ggml(stacked.dtype(), bytes, vec![rows, cols], &self.device)
+                    .and_then(as_stored)
+                    .map_err(|e| corrupt(&self.path, e))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
     fn vector(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
         self.qtensor(name, &[len])?
             .map(|t| {
@@ -289,6 +324,39 @@ impl Source for HfSource {
             .take(name, &[len])?
             .map(|t| t.to_dtype(DType::F32))
             .transpose()?)
+    }
+
+    /// One tensor per expert, `model.layers.{layer}.mlp.experts.{e}.gate_proj.weight`: all of
+    /// them, or none.
+    fn experts(
+        &mut self,
+        layer: usize,
+        part: Part,
+        count: usize,
+        shape: (usize, usize),
+    ) -> Result<Option<Vec<QMatMul>>, ModelError> {
+        let name = |e: usize| {
+            format!(
+                "model.layers.{layer}.mlp.experts.{e}.{}.weight",
+                part.hf(self.family)
+            )
+        };
+        let mut matrices = Vec::new();
+        for e in 0..count {
+            let expert = name(e);
+            match self.matrix(&expert, shape)? {
+                Some(m) => matrices.push(m),
+                None if e == 0 => return Ok(None),
+                None => {
+                    return Err(ModelError::MissingTensor {
+                        path: self.path.clone(),
+                        name: expert,
+                        family: self.family.name,
+                    });
+                }
+            }
+        }
+        Ok(Some(matrices))
     }
 
     /// Gemma's checkpoints store `w - 1`; convert adds the one for GGUF, we add it here.
