@@ -13,6 +13,8 @@ const PROMPT: &str = "Once upon a time";
 /// A random-weight llama with a GPT-2-style byte vocabulary, unlike stories260K's.
 const TINY: SyntheticSpec = SyntheticSpec {
     name: "tiny",
+    architecture: "llama",
+    experts: None,
     hidden_size: 64,
     num_layers: 2,
     num_heads: 4,

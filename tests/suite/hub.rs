@@ -23,6 +23,8 @@ const HF_REPO: &str = "test/tiny";
 
 const TINY: SyntheticSpec = SyntheticSpec {
     name: "tiny",
+    architecture: "llama",
+    experts: None,
     hidden_size: 64,
     num_layers: 2,
     num_heads: 4,

@@ -10,6 +10,8 @@ use std::path::Path;
 /// Rows of 256 so that the k-quants (Q4_K, Q6_K) apply to every matrix, not only q8_0.
 const SPEC: SyntheticSpec = SyntheticSpec {
     name: "qtype-test",
+    architecture: "llama",
+    experts: None,
     hidden_size: 256,
     num_layers: 2,
     num_heads: 4,

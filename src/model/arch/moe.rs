@@ -10,10 +10,15 @@
 use super::registry::Activation;
 use super::weights::Moe;
 use crate::model::kernels::fused::gated;
+use crate::model::kernels::parallel::{Disjoint, for_each_range};
 use candle_core::{DType, Result, Tensor};
+use std::sync::Mutex;
 
 impl Moe {
-    /// `x` `[.., hidden]` through the experts each token is routed to.
+    /// `x` `[.., hidden]` through the experts each token is routed to. On the CPU the chosen
+    /// experts are shared among the threads, each expert's three products whole on one thread:
+    /// a decode step's experts are small, and one parallel section for all of them costs far
+    /// less than three for each.
     pub(crate) fn forward(&self, x: &Tensor, activation: Activation) -> Result<Tensor> {
         let dims = x.dims().to_vec();
         let hidden = *dims.last().expect("a feed-forward input has a hidden axis");
@@ -24,34 +29,60 @@ impl Moe {
             .to_dtype(DType::F32)?
             .to_vec2::<f32>()?;
         let routes: Vec<Vec<(usize, f32)>> = logits.iter().map(|l| route(l, self.used)).collect();
-        // (token, rank) of every token each expert serves.
+        // (token, rank) of every token each chosen expert serves.
         let mut served: Vec<Vec<(usize, usize)>> = vec![Vec::new(); self.gate.len()];
         for (token, chosen) in routes.iter().enumerate() {
             for (rank, &(expert, _)) in chosen.iter().enumerate() {
                 served[expert].push((token, rank));
             }
         }
-        // Each (token, rank)'s weighted expert output, summed per token in rank order below.
-        let mut slots = vec![0f32; routes.len() * self.used * hidden];
-        for (expert, tokens) in served.iter().enumerate() {
-            if tokens.is_empty() {
-                continue;
+        let active: Vec<usize> = (0..served.len())
+            .filter(|&e| !served[e].is_empty())
+            .collect();
+        let values = flat.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+        // One expert's output rows for the tokens it serves, in their order.
+        let run = |expert: usize| -> Result<Vec<f32>> {
+            let tokens = &served[expert];
+            let mut rows = Vec::with_capacity(tokens.len() * hidden);
+            for &(token, _) in tokens {
+                rows.extend_from_slice(&values[token * hidden..][..hidden]);
             }
-            let ids: Vec<u32> = tokens.iter().map(|&(t, _)| t as u32).collect();
-            let rows = flat.index_select(&Tensor::new(ids, x.device())?, 0)?;
+            let rows = Tensor::from_vec(rows, (tokens.len(), hidden), x.device())?;
             let (gate, up) = (
                 self.gate[expert].forward(&rows)?,
                 self.up[expert].forward(&rows)?,
             );
             let out = self.down[expert].forward(&gated(activation, &gate, &up)?)?;
-            let out = out.to_dtype(DType::F32)?.to_vec2::<f32>()?;
-            for (&(token, rank), values) in tokens.iter().zip(&out) {
-                let weight = routes[token][rank].1;
-                let slot = &mut slots[(token * self.used + rank) * hidden..][..hidden];
-                for (s, v) in slot.iter_mut().zip(values) {
-                    *s = v * weight;
+            out.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()
+        };
+        // Each (token, rank)'s weighted expert output, summed per token in rank order below.
+        let mut slots = vec![0f32; routes.len() * self.used * hidden];
+        let failure = Mutex::new(None);
+        {
+            let shared = Disjoint::new(&mut slots);
+            let write = |expert: usize| match run(expert) {
+                Ok(out) => {
+                    for (&(token, rank), values) in
+                        served[expert].iter().zip(out.chunks_exact(hidden))
+                    {
+                        let weight = routes[token][rank].1;
+                        let weighted: Vec<f32> = values.iter().map(|v| v * weight).collect();
+                        // SAFETY: slot (token, rank) names one expert, this one alone.
+                        unsafe { shared.write((token * self.used + rank) * hidden, &weighted) };
+                    }
                 }
+                Err(e) => *failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e),
+            };
+            if x.device().is_cpu() {
+                for_each_range(active.len(), 4, |range| {
+                    active[range].iter().for_each(|&e| write(e))
+                });
+            } else {
+                active.iter().for_each(|&e| write(e));
             }
+        }
+        if let Some(e) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            return Err(e);
         }
         let mut sums = vec![0f32; routes.len() * hidden];
         for (sum, ranks) in sums

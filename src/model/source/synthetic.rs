@@ -9,10 +9,14 @@ use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
 use candle_core::{Device, Tensor};
 use std::path::Path;
 
-/// The shape of a llama-architecture model.
+/// The shape of a llama-architecture model, or of a Qwen3 mixture of experts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyntheticSpec {
     pub name: &'static str,
+    /// `llama`, or `qwen3moe` (Qwen3's per-head q/k norms, experts in every layer).
+    pub architecture: &'static str,
+    /// (count, used per token, each one's feed-forward size) for `qwen3moe`.
+    pub experts: Option<(usize, usize, usize)>,
     pub hidden_size: usize,
     pub num_layers: usize,
     pub num_heads: usize,
@@ -27,6 +31,8 @@ pub struct SyntheticSpec {
 /// SmolLM2-135M's shapes, with an untied output matrix (the worst case for bandwidth).
 pub const SMOLLM2_135M: SyntheticSpec = SyntheticSpec {
     name: "smollm2-135m",
+    architecture: "llama",
+    experts: None,
     hidden_size: 576,
     num_layers: 30,
     num_heads: 9,
@@ -42,6 +48,8 @@ pub const SMOLLM2_135M: SyntheticSpec = SyntheticSpec {
 /// GPU's bandwidth shows.
 pub const SMOLLM2_1_7B: SyntheticSpec = SyntheticSpec {
     name: "smollm2-1.7b",
+    architecture: "llama",
+    experts: None,
     hidden_size: 2048,
     num_layers: 24,
     num_heads: 32,
@@ -53,8 +61,25 @@ pub const SMOLLM2_1_7B: SyntheticSpec = SyntheticSpec {
     tie_word_embeddings: false,
 };
 
+/// A Qwen3 mixture of experts of 1.7B parameters, 0.3B of them active: 64 experts of which
+/// each token takes 8, in 16 layers of Qwen3's attention (16 heads sharing 4 kv heads).
+pub const QWEN3MOE_A0_3B: SyntheticSpec = SyntheticSpec {
+    name: "qwen3moe-a0.3b",
+    architecture: "qwen3moe",
+    experts: Some((64, 8, 512)),
+    hidden_size: 1024,
+    num_layers: 16,
+    num_heads: 16,
+    num_kv_heads: 4,
+    intermediate_size: 3072,
+    vocab_size: 151_936,
+    context_length: 32768,
+    rope_theta: 1_000_000.0,
+    tie_word_embeddings: false,
+};
+
 /// The specs `--synthetic` accepts, by name.
-pub const SYNTHETIC_SPECS: &[&SyntheticSpec] = &[&SMOLLM2_135M, &SMOLLM2_1_7B];
+pub const SYNTHETIC_SPECS: &[&SyntheticSpec] = &[&SMOLLM2_135M, &SMOLLM2_1_7B, &QWEN3MOE_A0_3B];
 
 pub fn synthetic_spec(name: &str) -> Result<&'static SyntheticSpec, ModelError> {
     SYNTHETIC_SPECS
@@ -161,43 +186,63 @@ pub fn write_synthetic_gguf(
     let (h, kv) = (spec.hidden_size, spec.num_kv_heads * head_dim);
     let mut noise = Noise(seed | 1);
     let mut tensors: Vec<(String, QTensor)> = Vec::new();
-    let mut matrix = |name: String, rows: usize, cols: usize| -> Result<(), ModelError> {
+    // A matrix, or a stack of experts' matrices (`[count, rows, cols]`).
+    let mut matrix = |name: String, dims: &[usize]| -> Result<(), ModelError> {
+        let cols = *dims.last().expect("a matrix has columns");
         let scale = 1.0 / (cols as f32).sqrt();
-        let values: Vec<f32> = (0..rows * cols).map(|_| scale * noise.uniform()).collect();
-        let tensor = Tensor::from_vec(values, (rows, cols), &Device::Cpu)?;
-        let dtype = qtype.for_matrix(&name, cols);
+        let len: usize = dims.iter().product();
+        let values: Vec<f32> = (0..len).map(|_| scale * noise.uniform()).collect();
+        let tensor = Tensor::from_vec(values, dims, &Device::Cpu)?;
+        // The router stays f32, as llama.cpp's quantizer leaves it.
+        let dtype = if name.ends_with("ffn_gate_inp.weight") {
+            GgmlDType::F32
+        } else {
+            qtype.for_matrix(&name, cols)
+        };
         tensors.push((name, QTensor::quantize(&tensor, dtype)?));
         Ok(())
     };
-    matrix("token_embd.weight".to_owned(), spec.vocab_size, h)?;
+    matrix("token_embd.weight".to_owned(), &[spec.vocab_size, h])?;
     if !spec.tie_word_embeddings {
-        matrix("output.weight".to_owned(), spec.vocab_size, h)?;
+        matrix("output.weight".to_owned(), &[spec.vocab_size, h])?;
     }
     for i in 0..spec.num_layers {
-        matrix(format!("blk.{i}.attn_q.weight"), h, h)?;
-        matrix(format!("blk.{i}.attn_k.weight"), kv, h)?;
-        matrix(format!("blk.{i}.attn_v.weight"), kv, h)?;
-        matrix(format!("blk.{i}.attn_output.weight"), h, h)?;
-        matrix(
-            format!("blk.{i}.ffn_gate.weight"),
-            spec.intermediate_size,
-            h,
-        )?;
-        matrix(format!("blk.{i}.ffn_up.weight"), spec.intermediate_size, h)?;
-        matrix(
-            format!("blk.{i}.ffn_down.weight"),
-            h,
-            spec.intermediate_size,
-        )?;
+        matrix(format!("blk.{i}.attn_q.weight"), &[h, h])?;
+        matrix(format!("blk.{i}.attn_k.weight"), &[kv, h])?;
+        matrix(format!("blk.{i}.attn_v.weight"), &[kv, h])?;
+        matrix(format!("blk.{i}.attn_output.weight"), &[h, h])?;
+        let ffn = spec.intermediate_size;
+        match spec.experts {
+            None => {
+                matrix(format!("blk.{i}.ffn_gate.weight"), &[ffn, h])?;
+                matrix(format!("blk.{i}.ffn_up.weight"), &[ffn, h])?;
+                matrix(format!("blk.{i}.ffn_down.weight"), &[h, ffn])?;
+            }
+            Some((count, _, size)) => {
+                matrix(format!("blk.{i}.ffn_gate_inp.weight"), &[count, h])?;
+                matrix(format!("blk.{i}.ffn_gate_exps.weight"), &[count, size, h])?;
+                matrix(format!("blk.{i}.ffn_up_exps.weight"), &[count, size, h])?;
+                matrix(format!("blk.{i}.ffn_down_exps.weight"), &[count, h, size])?;
+            }
+        }
     }
     let ones = QTensor::quantize(
         &Tensor::ones(h, candle_core::DType::F32, &Device::Cpu)?,
         GgmlDType::F32,
     )?;
+    let head_ones = QTensor::quantize(
+        &Tensor::ones(head_dim, candle_core::DType::F32, &Device::Cpu)?,
+        GgmlDType::F32,
+    )?;
     let mut norms = vec!["output_norm.weight".to_owned()];
+    let mut head_norms = Vec::new();
     for i in 0..spec.num_layers {
         norms.push(format!("blk.{i}.attn_norm.weight"));
         norms.push(format!("blk.{i}.ffn_norm.weight"));
+        if spec.architecture == "qwen3moe" {
+            head_norms.push(format!("blk.{i}.attn_q_norm.weight"));
+            head_norms.push(format!("blk.{i}.attn_k_norm.weight"));
+        }
     }
 
     let metadata = metadata(spec, head_dim);
@@ -205,6 +250,7 @@ pub fn write_synthetic_gguf(
         metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let mut all: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
     all.extend(norms.iter().map(|n| (n.as_str(), &ones)));
+    all.extend(head_norms.iter().map(|n| (n.as_str(), &head_ones)));
     let file = std::fs::File::create(path).map_err(|source| ModelError::Io {
         path: path.to_owned(),
         source,
@@ -225,19 +271,37 @@ fn metadata(spec: &SyntheticSpec, head_dim: usize) -> Vec<(String, gguf_file::Va
     let token_types: Vec<gguf_file::Value> = (0..tokens.len())
         .map(|i| gguf_file::Value::I32(if i < 257 { 1 } else { 3 }))
         .collect();
-    let entries = [
-        ("general.architecture", Str("llama".to_owned())),
-        ("general.name", Str(format!("synthetic {}", spec.name))),
-        ("llama.context_length", u32(spec.context_length)),
-        ("llama.embedding_length", u32(spec.hidden_size)),
-        ("llama.block_count", u32(spec.num_layers)),
-        ("llama.feed_forward_length", u32(spec.intermediate_size)),
-        ("llama.attention.head_count", u32(spec.num_heads)),
-        ("llama.attention.head_count_kv", u32(spec.num_kv_heads)),
-        ("llama.attention.layer_norm_rms_epsilon", F32(1e-5)),
-        ("llama.rope.freq_base", F32(spec.rope_theta)),
-        ("llama.rope.dimension_count", u32(head_dim)),
-        ("llama.vocab_size", u32(spec.vocab_size)),
+    let arch = spec.architecture;
+    let mut entries = vec![
+        ("general.architecture".to_owned(), Str(arch.to_owned())),
+        (
+            "general.name".to_owned(),
+            Str(format!("synthetic {}", spec.name)),
+        ),
+    ];
+    let per_arch = [
+        ("context_length", u32(spec.context_length)),
+        ("embedding_length", u32(spec.hidden_size)),
+        ("block_count", u32(spec.num_layers)),
+        ("feed_forward_length", u32(spec.intermediate_size)),
+        ("attention.head_count", u32(spec.num_heads)),
+        ("attention.head_count_kv", u32(spec.num_kv_heads)),
+        ("attention.layer_norm_rms_epsilon", F32(1e-5)),
+        ("rope.freq_base", F32(spec.rope_theta)),
+        ("rope.dimension_count", u32(head_dim)),
+        ("vocab_size", u32(spec.vocab_size)),
+    ];
+    entries.extend(
+        per_arch
+            .into_iter()
+            .map(|(k, v)| (format!("{arch}.{k}"), v)),
+    );
+    if let Some((count, used, size)) = spec.experts {
+        entries.push((format!("{arch}.expert_count"), u32(count)));
+        entries.push((format!("{arch}.expert_used_count"), u32(used)));
+        entries.push((format!("{arch}.expert_feed_forward_length"), u32(size)));
+    }
+    let tokenizer = [
         ("tokenizer.ggml.model", Str("gpt2".to_owned())),
         ("tokenizer.ggml.pre", Str("default".to_owned())),
         (
@@ -252,10 +316,8 @@ fn metadata(spec: &SyntheticSpec, head_dim: usize) -> Vec<(String, gguf_file::Va
         ("tokenizer.ggml.bos_token_id", u32(eos)),
         ("tokenizer.ggml.eos_token_id", u32(eos)),
     ];
+    entries.extend(tokenizer.into_iter().map(|(k, v)| (k.to_owned(), v)));
     entries
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect()
 }
 
 const END_OF_TEXT: &str = "<|endoftext|>";
@@ -335,6 +397,8 @@ mod tests {
 
     const TINY: SyntheticSpec = SyntheticSpec {
         name: "tiny",
+        architecture: "llama",
+        experts: None,
         hidden_size: 64,
         num_layers: 2,
         num_heads: 4,
@@ -357,6 +421,40 @@ mod tests {
         let logits = model.session().prefill(&[1, 2, 3], false).unwrap();
         assert_eq!(logits[0].len(), 300);
         assert!(logits[0].iter().all(|l| l.is_finite()));
+    }
+
+    /// A mixture of experts writes as llama.cpp lays one out (stacked expert tensors, an f32
+    /// router, per-head norms) and loads as Qwen3 MoE; its bytes per token count the chosen
+    /// experts only.
+    #[test]
+    fn a_small_synthetic_mixture_of_experts_loads_and_runs() {
+        let moe = SyntheticSpec {
+            name: "tiny-moe",
+            architecture: "qwen3moe",
+            experts: Some((8, 2, 64)),
+            ..TINY
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let (dense_path, moe_path) = (dir.path().join("dense.gguf"), dir.path().join("moe.gguf"));
+        write_synthetic_gguf(&dense_path, &TINY, GgmlDType::Q8_0, 7).unwrap();
+        write_synthetic_gguf(&moe_path, &moe, GgmlDType::Q8_0, 7).unwrap();
+        let model = crate::model::Model::load(&moe_path, &Device::Cpu).unwrap();
+        let experts = model.config().experts.expect("experts");
+        assert_eq!(
+            (experts.count, experts.used, experts.intermediate_size),
+            (8, 2, 64)
+        );
+        let logits = model.session().prefill(&[1, 2, 3], false).unwrap();
+        assert!(logits[0].iter().all(|l| l.is_finite()));
+        // Two of eight 64-wide experts read per token, against one 96-wide feed-forward.
+        let dense = crate::model::Model::load(&dense_path, &Device::Cpu).unwrap();
+        let per_layer = |m: &crate::model::Model| m.weight_bytes_per_step() as f64;
+        assert!(
+            per_layer(&model) > per_layer(&dense),
+            "the router and 2 x 64 > 96"
+        );
+        let all_experts = 2.0 * 3.0 * 8.0 * 64.0 * 64.0 * 34.0 / 32.0;
+        assert!(per_layer(&model) < per_layer(&dense) + all_experts / 2.0);
     }
 
     /// Our q8_0 kernel quantizes activations to 8 bits where candle's does too, but their
