@@ -184,6 +184,25 @@ def mixtral():
     return family("llama", None, 2, 7, LLAMA_PARTS, permute_qk=True, experts=(8, 2, 64))
 
 
+GRANITE_SCALARS = {"embedding_scale": 12.0, "residual_scale": 0.22, "attention.scale": 0.0078125, "logit_scale": 8.0}
+
+
+def granite():
+    """Llama with its four scalars."""
+    return family(
+        "granite", "granite", 2, 8, LLAMA_PARTS, permute_qk=True, metadata=GRANITE_SCALARS,
+        config={"embedding_multiplier": 12.0, "residual_multiplier": 0.22, "attention_multiplier": 0.0078125,
+                "logits_scaling": 8.0},
+    )
+
+
+def granitemoe():
+    """Granite's scalars and four experts of which each token takes two (GGUF only: its own
+    checkpoints fuse each expert's gate and up)."""
+    return family("granitemoe", None, 2, 9, LLAMA_PARTS, permute_qk=True, experts=(4, 2, 64),
+                  metadata=GRANITE_SCALARS)
+
+
 def olmo2():
     """No norms before attention or the feed-forward; q and k normed over all heads."""
     return family(
@@ -259,7 +278,7 @@ def main():
     import llama_cpp
 
     wanted = sys.argv[2:]
-    for make in [gemma3, smollm3, olmo2, qwen3moe, mixtral]:
+    for make in [gemma3, smollm3, olmo2, qwen3moe, mixtral, granite, granitemoe]:
         if wanted and make.__name__ not in wanted:
             continue
         family, tensors, metadata, config, hf = make()

@@ -48,6 +48,18 @@ const FIXTURES: &[Fixture] = &[
         tolerance: (1e-4, 1e-5),
         hf: true,
     },
+    Fixture {
+        family: "granite",
+        architecture: Architecture::Granite,
+        tolerance: (1e-4, 1e-5),
+        hf: true,
+    },
+    Fixture {
+        family: "granitemoe",
+        architecture: Architecture::GraniteMoe,
+        tolerance: (1e-4, 1e-5),
+        hf: false,
+    },
     // Mixtral: llama with experts.
     Fixture {
         family: "mixtral",

@@ -235,9 +235,13 @@ impl Model {
             }
         }
         let mut x = self.weights.embed(ids)?;
-        if family.scaled_embeddings {
-            x = (x * (self.config.hidden_size as f32).sqrt() as f64)?;
+        if let Some(scale) = self.config.embedding_scale {
+            x = (x * f64::from(scale))?;
         }
+        let residual = |branch: Tensor| match self.config.residual_scale {
+            Some(scale) => branch * f64::from(scale),
+            None => Ok(branch),
+        };
         for (i, layer) in self.weights.layers.iter().enumerate() {
             let plan = self.config.layers[i];
             let (cos, sin) = match (&local, plan.local_rope) {
@@ -254,7 +258,7 @@ impl Model {
             if let Some(norm) = &layer.post_attn_norm {
                 attn = candle_nn::ops::rms_norm(&attn, norm, self.eps())?;
             }
-            x = (x + attn)?;
+            x = (x + residual(attn)?)?;
             let normed = self.norm(&x, layer.ffn_norm.as_ref())?;
             let mut ffn = match &layer.ffn {
                 Ffn::Dense { gate, up, down } => {
@@ -266,14 +270,17 @@ impl Model {
             if let Some(norm) = &layer.post_ffn_norm {
                 ffn = candle_nn::ops::rms_norm(&ffn, norm, self.eps())?;
             }
-            x = (x + ffn)?;
+            x = (x + residual(ffn)?)?;
         }
         cache.advance(len);
         if last_only {
             x = x.narrow(1, len - 1, 1)?;
         }
         let x = candle_nn::ops::rms_norm(&x, &self.weights.norm, self.eps())?;
-        let logits = self.weights.output.forward(&x)?;
+        let mut logits = self.weights.output.forward(&x)?;
+        if let Some(divisor) = self.config.logit_divisor {
+            logits = (logits / f64::from(divisor))?;
+        }
         logits.flatten_to(1)
     }
 

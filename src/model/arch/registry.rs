@@ -24,6 +24,11 @@ pub enum Architecture {
     Olmo2,
     /// Qwen3's attention with a mixture of experts in place of the feed-forward.
     Qwen3Moe,
+    /// Granite: Llama with four scalars (embeddings, residual branches, attention scores and
+    /// logits are each scaled).
+    Granite,
+    /// Granite with a mixture of experts.
+    GraniteMoe,
 }
 
 /// Where q and k are RMS-normed before RoPE.
@@ -65,6 +70,8 @@ pub(crate) struct Family {
     pub activation: Activation,
     /// Token embeddings multiplied by `sqrt(hidden_size)`.
     pub scaled_embeddings: bool,
+    /// Every layer's feed-forward is a mixture of experts: files must say how many.
+    pub moe: bool,
     /// safetensors RMSNorm weights are stored as `w - 1` and applied as `1 + w`; GGUF files
     /// store `1 + w` (convert adds the one).
     pub hf_norm_plus_one: bool,
@@ -115,6 +122,7 @@ const LLAMA_LIKE: Family = Family {
     post_norms: false,
     activation: Activation::Silu,
     scaled_embeddings: false,
+    moe: false,
     hf_norm_plus_one: false,
     swa_period: None,
     no_rope_period: None,
@@ -182,6 +190,23 @@ pub(crate) const FAMILIES: &[Family] = &[
         hf: &["qwen3_moe"],
         gguf_rope: RopeLayout::HalfSplit,
         qk_norm: QkNorm::PerHead,
+        moe: true,
+        ..LLAMA_LIKE
+    },
+    Family {
+        architecture: Architecture::Granite,
+        name: "granite",
+        gguf: &["granite"],
+        hf: &["granite"],
+        ..LLAMA_LIKE
+    },
+    // config.json checkpoints of Granite MoE fuse each expert's gate and up: GGUF only.
+    Family {
+        architecture: Architecture::GraniteMoe,
+        name: "granitemoe",
+        gguf: &["granitemoe"],
+        hf: &[],
+        moe: true,
         ..LLAMA_LIKE
     },
     Family {
@@ -324,7 +349,7 @@ mod tests {
         }
         assert_eq!(
             supported_gguf(),
-            "llama, qwen2, qwen3, gemma3, smollm3, qwen3moe, olmo2"
+            "llama, qwen2, qwen3, gemma3, smollm3, qwen3moe, granite, granitemoe, olmo2"
         );
         assert_eq!(Architecture::from_gguf("gpt2"), None);
     }

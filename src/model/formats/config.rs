@@ -170,6 +170,13 @@ pub struct ModelConfig {
     /// Scores are multiplied by this before the softmax: `1 / sqrt(head_dim)` unless the
     /// model says otherwise.
     pub attention_scale: f32,
+    /// Token embeddings are multiplied by this (Gemma's `sqrt(hidden)`, Granite's multiplier).
+    pub embedding_scale: Option<f32>,
+    /// Attention's and the feed-forward's outputs are multiplied by this before each residual
+    /// add (Granite).
+    pub residual_scale: Option<f32>,
+    /// Logits are divided by this (Granite's `logits_scaling`).
+    pub logit_divisor: Option<f32>,
     /// The output projection reuses the token embeddings (no `output.weight` / `lm_head`).
     pub tie_word_embeddings: bool,
     /// From config.json / generation_config.json; `None` for GGUF, whose special tokens the
@@ -238,7 +245,7 @@ impl ModelConfig {
         let num_layers = md.usize(&key("block_count"))?;
         let intermediate_size = md.usize(&key("feed_forward_length"))?;
         let experts = match md.opt_usize(&key("expert_count"))? {
-            None if architecture == Architecture::Qwen3Moe => {
+            None if family.moe => {
                 return Err(config_error(
                     path,
                     format!("metadata `{}` is missing", key("expert_count")),
@@ -303,13 +310,18 @@ impl ModelConfig {
                 Some(_) => Some(md.opt_f32(&key("rope.freq_base_swa"))?.unwrap_or(10_000.0)),
                 None => None,
             },
-            attention_scale: gguf_attention_scale(
-                architecture,
-                num_layers,
-                hidden_size,
-                num_heads,
-                head_dim,
-            ),
+            attention_scale: match md.opt_f32(&key("attention.scale"))? {
+                Some(scale) => scale,
+                None => {
+                    gguf_attention_scale(architecture, num_layers, hidden_size, num_heads, head_dim)
+                }
+            },
+            embedding_scale: match family.scaled_embeddings {
+                true => Some((hidden_size as f32).sqrt()),
+                false => md.opt_f32(&key("embedding_scale"))?,
+            },
+            residual_scale: md.opt_f32(&key("residual_scale"))?,
+            logit_divisor: md.opt_f32(&key("logit_scale"))?,
             layers,
             tie_word_embeddings: !content.tensor_infos.contains_key("output.weight"),
             bos_token_id: None,
@@ -397,7 +409,7 @@ impl ModelConfig {
             hf.num_experts.or(hf.num_local_experts),
             hf.num_experts_per_tok,
         ) {
-            (None, _) if architecture == Architecture::Qwen3Moe => {
+            (None, _) if family.moe => {
                 return Err(config_error(path, "`num_experts` is missing".to_owned()));
             }
             (None, _) => None,
@@ -453,8 +465,16 @@ impl ModelConfig {
                 |i| rotated.get(i).copied().unwrap_or(true),
             ),
             rope_theta_local: windowed.map(|_| hf.rope_local_base_freq.unwrap_or(10_000.0)),
-            attention_scale: 1.0
-                / hf.query_pre_attn_scalar.unwrap_or(head_dim as f64).sqrt() as f32,
+            attention_scale: match hf.attention_multiplier {
+                Some(scale) => scale,
+                None => 1.0 / hf.query_pre_attn_scalar.unwrap_or(head_dim as f64).sqrt() as f32,
+            },
+            embedding_scale: match family.scaled_embeddings {
+                true => Some((hf.hidden_size as f32).sqrt()),
+                false => hf.embedding_multiplier,
+            },
+            residual_scale: hf.residual_multiplier,
+            logit_divisor: hf.logits_scaling,
             num_heads: hf.num_attention_heads,
             num_kv_heads: hf.num_key_value_heads.unwrap_or(hf.num_attention_heads),
             head_dim,
@@ -593,6 +613,20 @@ impl ModelConfig {
             return Err(config_error(
                 path,
                 format!("local rope theta {theta} is not a finite number above 1 (10000 is usual)"),
+            ));
+        }
+        let scalars = [
+            ("embedding scale", self.embedding_scale),
+            ("residual scale", self.residual_scale),
+            ("logit scale", self.logit_divisor),
+        ];
+        if let Some((what, Some(x))) = scalars
+            .into_iter()
+            .find(|(_, x)| x.is_some_and(|x| !(x.is_finite() && x > 0.0)))
+        {
+            return Err(config_error(
+                path,
+                format!("{what} {x} is not a finite number above 0"),
             ));
         }
         if !(self.attention_scale.is_finite() && self.attention_scale > 0.0) {
@@ -756,6 +790,11 @@ struct HfConfig {
     /// Gemma 3: `sliding_attention` or `full_attention` per layer (newer configs).
     layer_types: Option<Vec<String>>,
     rope_local_base_freq: Option<f32>,
+    /// Granite's four scalars.
+    embedding_multiplier: Option<f32>,
+    residual_multiplier: Option<f32>,
+    attention_multiplier: Option<f32>,
+    logits_scaling: Option<f32>,
     /// Mixtures of experts: Qwen's names, and Mixtral's `num_local_experts`.
     num_experts: Option<usize>,
     num_local_experts: Option<usize>,
