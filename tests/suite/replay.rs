@@ -494,6 +494,42 @@ fn stories260k_prompt_cache_reuses_the_shared_prefix() {
     }
 }
 
+/// On Gemma 3, with a prompt past its 512-token window: a re-run after a change, and a prompt
+/// edited at its end, equal fresh runs to the bit; the edit prefills only the edited positions.
+#[test]
+fn gemma3_re_runs_and_prompt_edits_past_the_window_equal_fresh_runs() {
+    let Some(mut model) = common::loaded_gemma() else {
+        return;
+    };
+    let sentence = "Tom had a small red boat. Every morning he rowed it across the lake to see \
+                    his friend Mia, who lived in a blue house by the water. ";
+    let prompt = sentence.repeat(20);
+    assert!(
+        model.encode(&prompt).unwrap().len() > 600,
+        "past the window"
+    );
+    let base = SamplingParams::from_yaml(
+        "temperature: 0.9\ntop_p: 0.95\nseed: 4\nmax_tokens: 12\nnum_samples: 2\nlogprobs: 2",
+    )
+    .unwrap();
+    stories_run(&mut model, &prompt, &base, None);
+    let mut changed = base.clone();
+    changed.set_assignment("top_k=20").unwrap();
+    let rerun = stories_run(&mut model, &prompt, &changed, None);
+    assert!(rerun.timings.tokens_replayed > 0, "nothing replayed");
+    assert_eq!(rerun.timings.prefill_tokens, 0, "the prompt is cached");
+    let fresh = stories_fresh(&mut model, &prompt, &changed);
+    assert_same_run(&rerun, &fresh, "top_k=20");
+
+    let edited = format!("{prompt}And then");
+    let rerun = stories_run(&mut model, &edited, &base, None);
+    let total = rerun.prompt_token_ids.len();
+    let shared = common_prefix(&rerun.prompt_token_ids, &model.encode(&prompt).unwrap());
+    assert_eq!(rerun.timings.prefill_tokens, total - shared.min(total - 1));
+    let fresh = stories_fresh(&mut model, &edited, &base);
+    assert_same_run(&rerun, &fresh, "an edited prompt");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(6))]
 

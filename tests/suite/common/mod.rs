@@ -33,6 +33,20 @@ pub fn loaded_test_model_on(device: DeviceChoice) -> Option<samplab::engine::Loa
     )
 }
 
+/// The real Gemma 3 270M loaded as the engine loads it, or `None` to skip (see [`gemma_model`]).
+pub fn loaded_gemma() -> Option<samplab::engine::LoadedModel> {
+    let path = gemma_model()?;
+    let hub = samplab::model::source::HubSettings {
+        offline: true,
+        ..samplab::model::source::HubSettings::new(std::env::temp_dir())
+    };
+    let spec = path.to_str().expect("a UTF-8 path");
+    Some(
+        samplab::engine::load::load_model(spec, &hub, DeviceChoice::Cpu, &mut |_| {})
+            .expect("Gemma 3 loads"),
+    )
+}
+
 /// The real SmolLM2-135M-Instruct Q4_1 file: `$SAMPLAB_REAL_MODEL`, or
 /// `../shared/models/smollm2-135m-instruct/` beside the repository; skipped when absent
 /// unless `SAMPLAB_REQUIRE_TEST_MODEL=1`, as [`test_model`].
