@@ -108,11 +108,7 @@ impl CustomOp2 for GatedTimes {
             let span = blocks.start * GATED_BLOCK..(blocks.end * GATED_BLOCK).min(gate.len());
             // SAFETY: these blocks belong to this task alone.
             let out = unsafe { shared.part(span.clone()) };
-            let (gate, up) = (&gate[span.clone()], &up[span]);
-            match self.activation {
-                Activation::Silu => silu_times_with(isa, gate, up, out),
-                Activation::GeluTanh => gelu_times_with(isa, gate, up, out),
-            }
+            gated_with(isa, self.activation, &gate[span.clone()], &up[span], out);
         });
         Ok((CpuStorage::F32(out), gate_layout.shape().clone()))
     }
@@ -121,54 +117,41 @@ impl CustomOp2 for GatedTimes {
 /// Values of `act(gate) * up` a task takes at once.
 const GATED_BLOCK: usize = 4096;
 
-/// `out = silu(gate) * up` = `gate / (1 + e^-gate) * up`, with our e^x (within 2 ulps of
-/// libm's), which vectorises where libm's per-element call does not.
-fn silu_times_with(isa: Isa, gate: &[f32], up: &[f32], out: &mut [f32]) {
+/// `out = act(gate) * up` with our e^x (within 2 ulps of libm's), which vectorises where
+/// libm's per-element call does not.
+fn gated_with(isa: Isa, activation: Activation, gate: &[f32], up: &[f32], out: &mut [f32]) {
     match isa {
-        Isa::Portable => silu_times_into(gate, up, out),
+        Isa::Portable => gated_into(activation, gate, up, out),
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::detect` reports AVX2 (with FMA) or AVX-512F, which implies them.
-        Isa::Avx2 | Isa::Avx512 => unsafe { silu_times_avx2(gate, up, out) },
+        Isa::Avx2 | Isa::Avx512 => unsafe { gated_avx2(activation, gate, up, out) },
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn silu_times_avx2(gate: &[f32], up: &[f32], out: &mut [f32]) {
-    silu_times_into(gate, up, out);
+fn gated_avx2(activation: Activation, gate: &[f32], up: &[f32], out: &mut [f32]) {
+    gated_into(activation, gate, up, out);
 }
 
+/// silu(x) is `x / (1 + e^-x)`; gelu_tanh(x) is `0.5 x (1 + tanh(y))` = `x / (1 + e^(-2y))`
+/// with `y = sqrt(2 / pi) (x + 0.044715 x^3)`: the same form. Far below zero the exponential
+/// saturates at e^88 and the quotient is a tiny negative number, as both functions are there.
 #[inline(always)]
-fn silu_times_into(gate: &[f32], up: &[f32], out: &mut [f32]) {
-    for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
-        *o = g / (1.0 + exp(-g)) * u;
-    }
-}
-
-/// `out = gelu_tanh(gate) * up`. `0.5 x (1 + tanh(y))` is `x / (1 + e^(-2y))`, with
-/// `y = sqrt(2 / pi) (x + 0.044715 x^3)`: silu's form, and our e^x again.
-fn gelu_times_with(isa: Isa, gate: &[f32], up: &[f32], out: &mut [f32]) {
-    match isa {
-        Isa::Portable => gelu_times_into(gate, up, out),
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Isa::detect` reports AVX2 (with FMA) or AVX-512F, which implies them.
-        Isa::Avx2 | Isa::Avx512 => unsafe { gelu_times_avx2(gate, up, out) },
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn gelu_times_avx2(gate: &[f32], up: &[f32], out: &mut [f32]) {
-    gelu_times_into(gate, up, out);
-}
-
-#[inline(always)]
-fn gelu_times_into(gate: &[f32], up: &[f32], out: &mut [f32]) {
+fn gated_into(activation: Activation, gate: &[f32], up: &[f32], out: &mut [f32]) {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-    for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
-        let y = SQRT_2_OVER_PI * g * 0.044715f32.mul_add(g * g, 1.0);
-        // Far below zero e^(-2y) overflows to infinity and the quotient is -0, as gelu is.
-        *o = g / (1.0 + exp(-2.0 * y)) * u;
+    match activation {
+        Activation::Silu => {
+            for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+                *o = g / (1.0 + exp(-g)) * u;
+            }
+        }
+        Activation::GeluTanh => {
+            for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+                let y = SQRT_2_OVER_PI * g * 0.044715f32.mul_add(g * g, 1.0);
+                *o = g / (1.0 + exp(-2.0 * y)) * u;
+            }
+        }
     }
 }
 
