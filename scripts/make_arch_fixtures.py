@@ -11,6 +11,7 @@ llama-cpp-python (0.3.36).
 """
 
 import json
+import math
 import os
 import struct
 import sys
@@ -49,7 +50,8 @@ SHAPE = dict(hidden=32, heads=2, kv_heads=1, head_dim=16, ffn=64)
 
 
 def family(arch, model_type, layers, seed, parts, hf_names=None, norm_offset=0.0,
-           permute_qk=False, qk_norm_size="head", untied=False, experts=None, metadata=None, config=None):
+           permute_qk=False, qk_norm_size="head", untied=False, experts=None, metadata=None, config=None,
+           shapes=None, globals_=None):
     """Random weights for `parts` of each layer, GGUF metadata, a config.json and the mapping
     of each GGUF tensor to the family's safetensors name and stored value.
 
@@ -57,6 +59,9 @@ def family(arch, model_type, layers, seed, parts, hf_names=None, norm_offset=0.0
     permute_qk: GGUF q/k rows are permuted for adjacent-pair RoPE (convert does it to llama).
     untied: an output matrix of its own (llama.cpp requires one for some families).
     experts: (count, used, size): a mixture of experts in place of each feed-forward.
+    shapes: a part's shape where the family's differs (fused matrices).
+    globals_: GGUF-only tensors outside the layers (name: values), which config.json lists
+    in its own words instead.
     """
     hidden, heads, kv_heads, head_dim, ffn = (SHAPE[k] for k in ("hidden", "heads", "kv_heads", "head_dim", "ffn"))
     rng = np.random.default_rng(seed)
@@ -76,11 +81,14 @@ def family(arch, model_type, layers, seed, parts, hf_names=None, norm_offset=0.0
         "attn_v": (kv_heads * head_dim, hidden), "attn_output": (hidden, heads * head_dim),
         "attn_q_norm": (q_norm,), "attn_k_norm": (k_norm,), "post_attention_norm": (hidden,),
         "ffn_norm": (hidden,), "ffn_gate": (ffn, hidden), "ffn_up": (ffn, hidden), "ffn_down": (hidden, ffn),
-        "post_ffw_norm": (hidden,),
+        "post_ffw_norm": (hidden,), "attn_qkv": ((heads + 2 * kv_heads) * head_dim, hidden),
+        **(shapes or {}),
     }
     tensors = {"token_embd.weight": matrix(vocab, hidden, 0.5), "output_norm.weight": norm(hidden)}
     if untied:
         tensors["output.weight"] = matrix(vocab, hidden, 0.5)
+    for name, value in (globals_ or {}).items():
+        tensors[name] = np.asarray(value, dtype=np.float32)
     if experts:
         count, _, size = experts
         parts = [p for p in parts if p not in ("ffn_gate", "ffn_up", "ffn_down")] + ["ffn_gate_inp"]
@@ -126,6 +134,8 @@ def family(arch, model_type, layers, seed, parts, hf_names=None, norm_offset=0.0
             return "lm_head.weight", value
         if name == "output_norm.weight":
             return "model.norm.weight", value - norm_offset
+        if name in (globals_ or {}):
+            return []
         _, layer, part, _ = name.split(".")
         if part.endswith("norm"):
             value = value - norm_offset
@@ -203,10 +213,10 @@ def granitemoe():
                   metadata=GRANITE_SCALARS)
 
 
-def olmo2():
+def olmo2(layers=3, seed=5):
     """No norms before attention or the feed-forward; q and k normed over all heads."""
     return family(
-        "olmo2", "olmo2", 3, 5,
+        "olmo2", "olmo2", layers, seed,
         ["attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm", "attn_k_norm", "post_attention_norm",
          "ffn_gate", "ffn_up", "ffn_down", "post_ffw_norm"],
         hf_names={"post_attention_norm": "post_attention_layernorm", "post_ffw_norm": "post_feedforward_layernorm"},
@@ -214,11 +224,61 @@ def olmo2():
     )
 
 
+def olmo3():
+    """OLMo 2 with a window of 4 positions on three layers of four (the fourth is global)."""
+    layers = 5
+    arch, tensors, metadata, config, hf = olmo2(layers=layers, seed=10)
+    metadata["attention.sliding_window"] = 4
+    config.update({
+        "model_type": "olmo3", "sliding_window": 4,
+        "layer_types": ["full_attention" if (i + 1) % 4 == 0 else "sliding_attention" for i in range(layers)],
+    })
+    return arch, tensors, metadata, config, hf
+
+
+LONG, SHORT = [1.0, 1.5, 3.0, 8.0], [1.0, 1.1, 1.3, 2.0]
+
+
+def phi3():
+    """q, k and v in one matrix, gate and up in another, RoPE over half of each head with
+    LongRoPE factors: a context of 64 beyond the original 32 takes the long ones."""
+    stretch = 64 / 32
+    attn_factor = math.sqrt(1 + math.log(stretch) / math.log(32))
+    ffn = SHAPE["ffn"]
+    return family(
+        "phi3", "phi3", 3, 11,
+        ["attn_norm", "attn_qkv", "attn_output", "ffn_norm", "ffn_up", "ffn_down"],
+        hf_names={"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"},
+        shapes={"ffn_up": (2 * ffn, SHAPE["hidden"])},
+        globals_={"rope_factors_long.weight": LONG, "rope_factors_short.weight": SHORT},
+        metadata={"rope.dimension_count": SHAPE["head_dim"] // 2, "rope.scaling.original_context_length": 32,
+                  "rope.scaling.attn_factor": attn_factor},
+        config={"partial_rotary_factor": 0.5, "original_max_position_embeddings": 32,
+                "rope_scaling": {"type": "longrope", "long_factor": LONG, "short_factor": SHORT}},
+    )
+
+
+def mistral3():
+    """Llama with YaRN (8x over an original context of 8, ramped over the first pairs) and
+    queries scaled up from position 8 on."""
+    yarn = {"factor": 8.0, "original_max_position_embeddings": 8, "beta_fast": 4.0, "beta_slow": 0.25}
+    return family(
+        "mistral3", "ministral3", 3, 12, LLAMA_PARTS, permute_qk=True,
+        metadata={"rope.scaling.type": "yarn", "rope.scaling.factor": 8.0,
+                  "rope.scaling.original_context_length": 8, "rope.scaling.yarn_beta_fast": 4.0,
+                  "rope.scaling.yarn_beta_slow": 0.25, "attention.temperature_scale": 0.1},
+        config={"rope_parameters": {"rope_type": "yarn", "rope_theta": 10_000.0, "llama_4_scaling_beta": 0.1,
+                                    **yarn}},
+    )
+
+
 def write_gguf(path, arch, tensors, metadata, qtype=None):
     writer = GGUFWriter(path, arch)
     for key, value in metadata.items():
         full = f"{arch}.{key}"
-        if isinstance(value, float):
+        if isinstance(value, str):
+            writer.add_string(full, value)
+        elif isinstance(value, float):
             writer.add_float32(full, value)
         else:
             writer.add_uint32(full, value)
@@ -263,8 +323,11 @@ def write_safetensors(path, tensors):
 def llama_logits(path):
     from llama_cpp import Llama
 
+    # llama-cpp-python's YaRN defaults (betas 32 and 1) override the file's; -1 leaves the
+    # file's values in force, as llama.cpp's own tools do.
     llm = Llama(model_path=path, n_ctx=64, n_threads=2, logits_all=True, type_k=0, type_v=0,
-                flash_attn=False, verbose=False)
+                flash_attn=False, verbose=False, yarn_beta_fast=-1.0, yarn_beta_slow=-1.0,
+                yarn_attn_factor=-1.0)
     out = []
     for prompt in PROMPTS:
         llm.reset()
@@ -278,7 +341,7 @@ def main():
     import llama_cpp
 
     wanted = sys.argv[2:]
-    for make in [gemma3, smollm3, olmo2, qwen3moe, mixtral, granite, granitemoe]:
+    for make in [gemma3, smollm3, olmo2, olmo3, phi3, mistral3, qwen3moe, mixtral, granite, granitemoe]:
         if wanted and make.__name__ not in wanted:
             continue
         family, tensors, metadata, config, hf = make()

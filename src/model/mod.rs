@@ -22,7 +22,8 @@ pub use arch::registry::Architecture;
 pub use arch::{Model, OpenGguf, Session};
 pub use error::ModelError;
 pub use formats::config::{
-    Experts, GenerationDefaults, LayerAttention, ModelConfig, RopeLayout, RopeScaling,
+    AttnTemperature, Experts, GenerationDefaults, LayerAttention, ModelConfig, RopeLayout,
+    RopeScaling,
 };
 pub(crate) use kernels::parallel;
 pub use kernels::{Activations, ActivationsError};

@@ -82,18 +82,23 @@ fn two_models_give_their_single_results_and_cross_scores_match_a_scoring_pass() 
     }
 
     // stories260K's samples under tiny: another vocabulary, so the text is tokenized again.
-    // The separate pass scores prompt + sample as a prompt, from where it leaves the prompt's
-    // own tokens.
-    let prompt_ids = &sample(&[&tiny], PROMPT, &["max_tokens=1"])[0].prompt_token_ids;
-    for trajectory in &both[0].trajectories {
-        let scores = trajectory.cross_scores.as_ref().expect("scored by tiny");
+    scored_as_a_scoring_pass(&both[0], &tiny, "tiny", PROMPT);
+}
+
+/// Each of `response`'s samples carries one cross-score, by `scorer` (another vocabulary),
+/// equal to a separate pass that scores prompt + sample as a prompt, from where it leaves the
+/// prompt's own tokens.
+fn scored_as_a_scoring_pass(response: &SampleResponse, scorer: &Path, name: &str, prompt: &str) {
+    let prompt_ids = &sample(&[scorer], prompt, &["max_tokens=1"])[0].prompt_token_ids;
+    for trajectory in &response.trajectories {
+        let scores = trajectory.cross_scores.as_ref().expect("scored");
         let [score] = &scores[..] else {
             panic!("one other model: {scores:?}")
         };
-        assert_eq!(score.model, "tiny");
+        assert_eq!(score.model, name);
         assert!(score.retokenized);
-        let text = format!("{PROMPT}{}", trajectory.text);
-        let pass = &sample(&[&tiny], &text, &["max_tokens=1", "prompt_logprobs=0"])[0];
+        let text = format!("{prompt}{}", trajectory.text);
+        let pass = &sample(&[scorer], &text, &["max_tokens=1", "prompt_logprobs=0"])[0];
         let start = pass
             .prompt_token_ids
             .iter()
@@ -114,6 +119,20 @@ fn two_models_give_their_single_results_and_cross_scores_match_a_scoring_pass() 
         );
         assert!((score.perplexity - (-mean).exp()).abs() < 1e-3 * score.perplexity);
     }
+}
+
+/// Gemma 3 (262,144 tokens) beside SmolLM2 (49,152): each scores the other's samples.
+#[test]
+fn gemma3_and_smollm2_score_each_others_samples() {
+    let (Some(smollm), Some(gemma)) = (common::real_model(), common::gemma_model()) else {
+        return;
+    };
+    let sets = ["num_samples=2", "max_tokens=8", "seed=3"];
+    let prompt = "The capital of France is";
+    let both = sample(&[&smollm, &gemma], prompt, &sets);
+    let names: Vec<&str> = both.iter().map(|r| r.model.as_str()).collect();
+    scored_as_a_scoring_pass(&both[0], &gemma, names[1], prompt);
+    scored_as_a_scoring_pass(&both[1], &smollm, names[0], prompt);
 }
 
 #[test]

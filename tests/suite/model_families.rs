@@ -42,6 +42,27 @@ const FIXTURES: &[Fixture] = &[
         tolerance: (1e-4, 1e-5),
         hf: true,
     },
+    // OLMo 3: OLMo 2 with a window on three layers of four.
+    Fixture {
+        family: "olmo3",
+        architecture: Architecture::Olmo2,
+        tolerance: (1e-4, 1e-5),
+        hf: true,
+    },
+    // Phi-3: fused matrices, half of each head rotated, LongRoPE's long factors.
+    Fixture {
+        family: "phi3",
+        architecture: Architecture::Phi3,
+        tolerance: (1e-4, 1e-5),
+        hf: true,
+    },
+    // Ministral 3: YaRN and queries scaled with their position.
+    Fixture {
+        family: "mistral3",
+        architecture: Architecture::Mistral3,
+        tolerance: (1e-4, 1e-5),
+        hf: true,
+    },
     Fixture {
         family: "qwen3moe",
         architecture: Architecture::Qwen3Moe,
@@ -352,4 +373,60 @@ fn batched_rows_of_a_mixture_of_experts_equal_single_rows() {
             .collect();
         assert_eq!(batch, single, "{family}");
     }
+}
+
+#[test]
+fn phi3_takes_longrope_factors_by_the_context_and_refuses_rotations_no_model_has() {
+    use samplab::model::RopeScaling;
+    let dir = tempfile::tempdir().unwrap();
+    let factors = |model: &Model| match &model.config().rope_scaling {
+        Some(RopeScaling::FreqFactors(f)) => f.clone(),
+        other => panic!("{other:?}"),
+    };
+    let long = Model::load(&folder("phi3").join("model.gguf"), &Device::Cpu).unwrap();
+    assert_eq!(factors(&long), [1.0, 1.5, 3.0, 8.0]);
+    // A context no longer than the original one takes the short factors.
+    let original = "phi3.rope.scaling.original_context_length";
+    let u32 = |n| Some(gguf_file::Value::U32(n));
+    let short = altered("phi3", dir.path(), &[(original, u32(64))], "");
+    let short = Model::load(&short, &Device::Cpu).unwrap();
+    assert_eq!(factors(&short), [1.0, 1.1, 1.3, 2.0]);
+    let rot = "phi3.rope.dimension_count";
+    for (metadata, drop, said) in [
+        (
+            vec![(rot, u32(7))],
+            "",
+            "rotates 7 dimensions of a 16-dimension head",
+        ),
+        (vec![(rot, u32(32))], "", "rotates 32 dimensions"),
+        (vec![(rot, u32(12))], "", "rope_factors_long.weight"),
+        (vec![], "blk.1.ffn_up.weight", "blk.1.ffn_up.weight"),
+    ] {
+        let err = load_error(&altered("phi3", dir.path(), &metadata, drop));
+        assert!(err.contains(said), "{said}: {err}");
+    }
+    let err = load_error(&altered(
+        "phi3",
+        dir.path(),
+        &[],
+        "blk.2.attn_output.weight",
+    ));
+    assert!(err.contains("phi3 model"), "{err}");
+}
+
+#[test]
+fn olmo3_windows_three_layers_of_four_and_olmo2_none() {
+    let windows = |family: &str| {
+        let model = Model::load(&folder(family).join("model.gguf"), &Device::Cpu).unwrap();
+        let hf = Model::load(&folder(family).join("hf"), &Device::Cpu).unwrap();
+        assert_eq!(hf.config().layers, model.config().layers);
+        model
+            .config()
+            .layers
+            .iter()
+            .map(|l| l.window)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(windows("olmo3"), [Some(4), Some(4), Some(4), None, Some(4)]);
+    assert_eq!(windows("olmo2"), [None, None, None]);
 }

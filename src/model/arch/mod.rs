@@ -220,6 +220,14 @@ impl Model {
             None => None,
         };
         let family = self.config.architecture.family();
+        // Each position's query scale, `[1, 1, len, 1]` (Ministral 3).
+        let q_scale = match self.config.attn_temperature {
+            Some(t) => {
+                let scales: Vec<f32> = (start..start + len).map(|p| t.scale(p)).collect();
+                Some(Tensor::from_vec(scales, (1, 1, len, 1), &self.device)?)
+            }
+            None => None,
+        };
         // Our CPU attention masks by position itself; elsewhere one mask per window.
         let mut masks: Vec<(Option<usize>, Tensor)> = Vec::new();
         if !self.device.is_cpu() {
@@ -254,7 +262,16 @@ impl Model {
                 .map(|(_, m)| m);
             let normed = self.norm(&x, layer.attn_norm.as_ref())?;
             let rope = plan.rope.then_some((cos, sin));
-            let mut attn = self.attention(layer, i, plan.window, &normed, cache, rope, mask)?;
+            let mut attn = self.attention(
+                layer,
+                i,
+                plan.window,
+                &normed,
+                cache,
+                rope,
+                q_scale.as_ref(),
+                mask,
+            )?;
             if let Some(norm) = &layer.post_attn_norm {
                 attn = candle_nn::ops::rms_norm(&attn, norm, self.eps())?;
             }
@@ -305,6 +322,7 @@ impl Model {
         x: &Tensor,
         cache: &mut KvCache,
         rope: Option<(&Tensor, &Tensor)>,
+        q_scale: Option<&Tensor>,
         mask: Option<&Tensor>,
     ) -> candle_core::Result<Tensor> {
         let c = &self.config;
@@ -337,6 +355,10 @@ impl Model {
                 q.transpose(1, 2)?.contiguous()?,
                 k.transpose(1, 2)?.contiguous()?,
             ),
+        };
+        let q = match q_scale {
+            Some(scale) => q.broadcast_mul(scale)?,
+            None => q,
         };
         let v = v.transpose(1, 2)?.contiguous()?;
         let (k, v) = cache.append(index, &k, &v)?;

@@ -29,6 +29,12 @@ pub enum Architecture {
     Granite,
     /// Granite with a mixture of experts.
     GraniteMoe,
+    /// Ministral 3: Llama with YaRN and queries scaled up with their position (Llama 4's
+    /// attention temperature).
+    Mistral3,
+    /// Phi-3 and Phi-4: q, k and v in one matrix, gate and up in another, RoPE over part of
+    /// each head with LongRoPE's factors.
+    Phi3,
 }
 
 /// Where q and k are RMS-normed before RoPE.
@@ -75,13 +81,28 @@ pub(crate) struct Family {
     /// safetensors RMSNorm weights are stored as `w - 1` and applied as `1 + w`; GGUF files
     /// store `1 + w` (convert adds the one).
     pub hf_norm_plus_one: bool,
-    /// Layers are windowed except every n-th (Gemma 3's 5 local : 1 global), where GGUF
-    /// metadata does not list them.
-    pub swa_period: Option<usize>,
+    /// Which layers see a sliding window, and how those rotate.
+    pub window: Window,
     /// Every n-th layer rotates nothing (SmolLM3's 4), where GGUF metadata does not list them.
     pub no_rope_period: Option<usize>,
+    /// The feed-forward's gate and up are one matrix, gate's rows first (Phi-3's `ffn_up`,
+    /// `gate_up_proj`).
+    pub fused_gate_up: bool,
     /// Per-layer names of config.json tensors that differ from llama's.
     pub hf_names: &'static [(Part, &'static str)],
+}
+
+/// Sliding-window layers: each but every `period`-th one, where the files do not list them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Window {
+    /// None; a config.json `sliding_window` only bounds the context (Mistral).
+    None,
+    /// The files must give the window; its layers rotate with their own base, unscaled
+    /// (Gemma 3: `rope.freq_base_swa`, `rope_local_base_freq`, 10000 when silent).
+    Required { period: usize },
+    /// Windowed only where the files give a window (OLMo 3, not OLMo 2); its layers rotate
+    /// with the global base, unscaled, as llama.cpp rotates them.
+    Optional { period: usize },
 }
 
 /// The tensors of a block and of the model around the blocks.
@@ -91,7 +112,12 @@ pub(crate) enum Part {
     Norm,
     Output,
     RopeFreqs,
+    /// LongRoPE's two sets of per-frequency divisors (Phi-3).
+    RopeFactorsLong,
+    RopeFactorsShort,
     AttnNorm,
+    /// q, k and v stacked in one matrix (Phi-3); split into the three at load.
+    Qkv,
     Q,
     K,
     V,
@@ -124,8 +150,9 @@ const LLAMA_LIKE: Family = Family {
     scaled_embeddings: false,
     moe: false,
     hf_norm_plus_one: false,
-    swa_period: None,
+    window: Window::None,
     no_rope_period: None,
+    fused_gate_up: false,
     hf_names: &[],
 };
 
@@ -167,7 +194,7 @@ pub(crate) const FAMILIES: &[Family] = &[
         activation: Activation::GeluTanh,
         scaled_embeddings: true,
         hf_norm_plus_one: true,
-        swa_period: Some(6),
+        window: Window::Required { period: 6 },
         hf_names: &[
             (Part::PostAttnNorm, "post_attention_layernorm"),
             (Part::FfnNorm, "pre_feedforward_layernorm"),
@@ -209,19 +236,40 @@ pub(crate) const FAMILIES: &[Family] = &[
         moe: true,
         ..LLAMA_LIKE
     },
+    // OLMo 3 is OLMo 2 with a window on three layers of four.
     Family {
         architecture: Architecture::Olmo2,
         name: "olmo2",
         gguf: &["olmo2"],
-        hf: &["olmo2"],
+        hf: &["olmo2", "olmo3"],
         gguf_rope: RopeLayout::HalfSplit,
         qk_norm: QkNorm::Whole,
         pre_norms: false,
         post_norms: true,
+        window: Window::Optional { period: 4 },
         hf_names: &[
             (Part::PostAttnNorm, "post_attention_layernorm"),
             (Part::PostFfnNorm, "post_feedforward_layernorm"),
         ],
+        ..LLAMA_LIKE
+    },
+    // transformers names Ministral 3's text model `ministral3` (`mistral3` is its vision
+    // wrapper).
+    Family {
+        architecture: Architecture::Mistral3,
+        name: "mistral3",
+        gguf: &["mistral3"],
+        hf: &["ministral3"],
+        ..LLAMA_LIKE
+    },
+    Family {
+        architecture: Architecture::Phi3,
+        name: "phi3",
+        gguf: &["phi3"],
+        hf: &["phi3"],
+        gguf_rope: RopeLayout::HalfSplit,
+        fused_gate_up: true,
+        hf_names: &[(Part::Up, "mlp.gate_up_proj")],
         ..LLAMA_LIKE
     },
 ];
@@ -279,7 +327,10 @@ impl Part {
             Part::Norm => "output_norm",
             Part::Output => "output",
             Part::RopeFreqs => "rope_freqs",
+            Part::RopeFactorsLong => "rope_factors_long",
+            Part::RopeFactorsShort => "rope_factors_short",
             Part::AttnNorm => "attn_norm",
+            Part::Qkv => "attn_qkv",
             Part::Q => "attn_q",
             Part::K => "attn_k",
             Part::V => "attn_v",
@@ -310,7 +361,11 @@ impl Part {
             Part::Norm => "model.norm",
             Part::Output => "lm_head",
             Part::RopeFreqs => "rope_freqs",
+            // config.json lists LongRoPE's factors instead.
+            Part::RopeFactorsLong => "rope_factors_long",
+            Part::RopeFactorsShort => "rope_factors_short",
             Part::AttnNorm => "input_layernorm",
+            Part::Qkv => "self_attn.qkv_proj",
             Part::Q => "self_attn.q_proj",
             Part::K => "self_attn.k_proj",
             Part::V => "self_attn.v_proj",
@@ -349,7 +404,7 @@ mod tests {
         }
         assert_eq!(
             supported_gguf(),
-            "llama, qwen2, qwen3, gemma3, smollm3, qwen3moe, granite, granitemoe, olmo2"
+            "llama, qwen2, qwen3, gemma3, smollm3, qwen3moe, granite, granitemoe, olmo2, mistral3, phi3"
         );
         assert_eq!(Architecture::from_gguf("gpt2"), None);
     }

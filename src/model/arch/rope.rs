@@ -7,30 +7,34 @@ use candle_core::{Device, Result, Tensor};
 #[derive(Debug, Clone)]
 pub(crate) struct Rope {
     inv_freq: Vec<f32>,
+    /// cos and sin are multiplied by this (LongRoPE's attention factor).
+    scale: f32,
 }
 
 impl Rope {
     /// The model's global RoPE: its base, stretched as the model says.
     pub(crate) fn global(config: &ModelConfig) -> Self {
         Self::new(
-            config.head_dim,
+            config.rope_dims,
             config.rope_theta,
             config.rope_scaling.as_ref(),
+            config.rope_attn_factor,
         )
     }
 
-    /// The RoPE of windowed layers where the model gives them their own base (unscaled).
+    /// The RoPE of windowed layers where the model gives them their own (unscaled).
     pub(crate) fn local(config: &ModelConfig) -> Option<Self> {
         config
             .rope_theta_local
-            .map(|theta| Self::new(config.head_dim, theta, None))
+            .map(|theta| Self::new(config.rope_dims, theta, None, 1.0))
     }
 
-    fn new(head_dim: usize, theta: f32, scaling: Option<&RopeScaling>) -> Self {
-        let half = head_dim / 2;
+    /// `dims`: how many of a head's dimensions rotate.
+    fn new(dims: usize, theta: f32, scaling: Option<&RopeScaling>, scale: f32) -> Self {
+        let half = dims / 2;
         let base = f64::from(theta);
         let mut inv_freq: Vec<f64> = (0..half)
-            .map(|i| base.powf(-2.0 * i as f64 / head_dim as f64))
+            .map(|i| base.powf(-2.0 * i as f64 / dims as f64))
             .collect();
         match scaling {
             None => {}
@@ -40,6 +44,27 @@ impl Rope {
             Some(RopeScaling::FreqFactors(factors)) => {
                 for (f, d) in inv_freq.iter_mut().zip(factors) {
                     *f /= f64::from(*d);
+                }
+            }
+            Some(RopeScaling::Yarn {
+                factor,
+                original_context,
+                beta_fast,
+                beta_slow,
+            }) => {
+                // The pair whose wavelength fits `turns` times into the original context.
+                let pair = |turns: f32| {
+                    let turns = f64::from(turns);
+                    dims as f64
+                        * (*original_context as f64 / (turns * 2.0 * std::f64::consts::PI)).ln()
+                        / (2.0 * base.ln())
+                };
+                let low = pair(*beta_fast).floor().max(0.0);
+                let high = pair(*beta_slow).ceil().min(dims as f64 - 1.0);
+                for (i, f) in inv_freq.iter_mut().enumerate() {
+                    // 1 below `low` (kept), 0 above `high` (stretched by `factor`).
+                    let kept = 1.0 - ((i as f64 - low) / (high - low).max(0.001)).clamp(0.0, 1.0);
+                    *f = *f / f64::from(*factor) * (1.0 - kept) + *f * kept;
                 }
             }
             Some(RopeScaling::Llama3 {
@@ -69,10 +94,11 @@ impl Rope {
         }
         Self {
             inv_freq: inv_freq.into_iter().map(|f| f as f32).collect(),
+            scale,
         }
     }
 
-    /// cos and sin, each `[len, head_dim / 2]`, for positions `start..start + len`.
+    /// cos and sin, each `[len, rotated dims / 2]`, for positions `start..start + len`.
     pub(crate) fn cos_sin(
         &self,
         start: usize,
@@ -85,8 +111,8 @@ impl Rope {
         for pos in start..start + len {
             for &f in &self.inv_freq {
                 let angle = pos as f32 * f;
-                cos.push(angle.cos());
-                sin.push(angle.sin());
+                cos.push(angle.cos() * self.scale);
+                sin.push(angle.sin() * self.scale);
             }
         }
         Ok((

@@ -4,7 +4,7 @@
 use super::registry::{Part, QkNorm};
 use crate::model::error::ModelError;
 use crate::model::formats::config::ModelConfig;
-use crate::model::formats::tensors::{GgufSource, HfSource, Source, require};
+use crate::model::formats::tensors::{GgufSource, HfSource, Source, require, split_rows};
 use crate::model::kernels::dense::DenseMatrix;
 use crate::model::kernels::{Arithmetic, QuantMatrix};
 use candle_core::quantized::{GgmlDType, QMatMul, gguf_file};
@@ -232,7 +232,8 @@ pub(crate) struct Weights {
     pub output: Linear,
     /// The output projection is the embedding matrix (configured so, or none was stored).
     pub tied_output: bool,
-    /// GGUF `rope_freqs.weight` (Llama 3.1 RoPE scaling baked in by convert).
+    /// GGUF `rope_freqs.weight` (Llama 3.1 RoPE scaling baked in by convert), or the
+    /// LongRoPE factors that serve the model's context (Phi-3).
     pub rope_freqs: Option<Vec<f32>>,
 }
 
@@ -310,8 +311,8 @@ impl Weights {
         let mut source = HfSource::read(dir, device, config.architecture.family())?;
         Self::load(&mut source, config, Some(Arithmetic::exact()))
     }
-    fn load(
-        source: &mut impl Source,
+    fn load<S: Source>(
+        source: &mut S,
         config: &ModelConfig,
         ours: Option<Arithmetic>,
     ) -> Result<Self, ModelError> {
@@ -328,29 +329,53 @@ impl Weights {
             _ => (embed.clone(), true),
         };
         // Not reserved up front: a header may claim 2^61 layers; the first missing one ends it.
+        let family = config.architecture.family();
         let mut layers = Vec::new();
         for i in 0..config.num_layers {
-            let mut linear = |part: Part, shape: (usize, usize)| -> Result<Linear, ModelError> {
-                let name = source.name(Some(i), part, "weight");
-                let weight = require(source, &name, |s, n| s.matrix(n, shape))?;
-                let bias_name = source.name(Some(i), part, "bias");
-                let bias = source.vector(&bias_name, shape.0)?;
-                Ok(Linear::new(weight, bias, ours)?)
+            let linear = |source: &mut S, part: Part, shape: (usize, usize)| {
+                load_linear(source, i, part, shape, ours)
+            };
+            let (q, k, v) = match load_stacked(source, i, Part::Qkv, &[q_dim, kv, kv], h, ours)? {
+                Some(mut qkv) => {
+                    let (v, k) = (qkv.pop(), qkv.pop());
+                    (qkv.pop(), k, v)
+                }
+                None => (None, None, None),
+            };
+            let fused_gate_up = if family.fused_gate_up {
+                let pair = load_stacked(source, i, Part::Up, &[ffn_size, ffn_size], h, ours)?;
+                let mut pair = pair.ok_or_else(|| ModelError::MissingTensor {
+                    path: source.path().to_owned(),
+                    name: source.name(Some(i), Part::Up, "weight"),
+                    family: family.name,
+                })?;
+                pair.pop().zip(pair.pop())
+            } else {
+                None
             };
             let (q, k, v, o) = (
-                linear(Part::Q, (q_dim, h))?,
-                linear(Part::K, (kv, h))?,
-                linear(Part::V, (kv, h))?,
-                linear(Part::O, (h, q_dim))?,
+                q.map_or_else(|| linear(source, Part::Q, (q_dim, h)), Ok)?,
+                k.map_or_else(|| linear(source, Part::K, (kv, h)), Ok)?,
+                v.map_or_else(|| linear(source, Part::V, (kv, h)), Ok)?,
+                linear(source, Part::O, (h, q_dim))?,
             );
             let ffn = match config.experts {
-                None => Ffn::Dense {
-                    gate: linear(Part::Gate, (ffn_size, h))?,
-                    up: linear(Part::Up, (ffn_size, h))?,
-                    down: linear(Part::Down, (h, ffn_size))?,
-                },
+                None => {
+                    let (up, gate) = match fused_gate_up {
+                        Some(pair) => pair,
+                        None => (
+                            linear(source, Part::Up, (ffn_size, h))?,
+                            linear(source, Part::Gate, (ffn_size, h))?,
+                        ),
+                    };
+                    Ffn::Dense {
+                        gate,
+                        up,
+                        down: linear(source, Part::Down, (h, ffn_size))?,
+                    }
+                }
                 Some(experts) => {
-                    let router = linear(Part::Router, (experts.count, h))?;
+                    let router = linear(source, Part::Router, (experts.count, h))?;
                     let size = experts.intermediate_size;
                     let mut matrices = |part: Part, shape: (usize, usize)| {
                         let found = source.experts(i, part, experts.count, shape)?;
@@ -374,7 +399,6 @@ impl Weights {
                     })
                 }
             };
-            let family = config.architecture.family();
             let mut norm = |part: Part, len: usize| {
                 let name = source.name(Some(i), part, "weight");
                 require(source, &name, |s, n| s.norm(n, len))
@@ -422,11 +446,27 @@ impl Weights {
         }
         let norm_name = source.name(None, Part::Norm, "weight");
         let norm = require(source, &norm_name, |s, n| s.norm(n, h))?;
-        let rope_freqs_name = source.name(None, Part::RopeFreqs, "weight");
-        let rope_freqs = source
-            .vector(&rope_freqs_name, config.head_dim / 2)?
-            .map(|t| t.to_vec1::<f32>())
-            .transpose()?;
+        // Divisors of RoPE's frequencies: Llama 3.1's, or LongRoPE's long ones for a context
+        // beyond the original one and its short ones for any other, as llama.cpp chooses.
+        let long = config
+            .rope_original_context
+            .is_some_and(|original| config.context_length > original);
+        let factors = [
+            Part::RopeFreqs,
+            if long {
+                Part::RopeFactorsLong
+            } else {
+                Part::RopeFactorsShort
+            },
+        ];
+        let mut rope_freqs = None;
+        for part in factors {
+            let name = source.name(None, part, "weight");
+            if let Some(t) = source.vector(&name, config.rope_dims / 2)? {
+                rope_freqs = Some(t.to_vec1::<f32>()?);
+                break;
+            }
+        }
         let output = Linear::new(output, None, ours)?;
         // A tied matrix in our layout serves the lookups too, and candle's copy is dropped.
         let embed = if tied_output && output.holds_rows() {
@@ -443,4 +483,46 @@ impl Weights {
             rope_freqs,
         })
     }
+}
+
+/// Layer `layer`'s matrix `part` of `shape`, with its bias if the file has one.
+fn load_linear(
+    source: &mut impl Source,
+    layer: usize,
+    part: Part,
+    shape: (usize, usize),
+    ours: Option<Arithmetic>,
+) -> Result<Linear, ModelError> {
+    let name = source.name(Some(layer), part, "weight");
+    let weight = require(source, &name, |s, n| s.matrix(n, shape))?;
+    let bias_name = source.name(Some(layer), part, "bias");
+    let bias = source.vector(&bias_name, shape.0)?;
+    Ok(Linear::new(weight, bias, ours)?)
+}
+
+/// Layer `layer`'s matrix `part` that stacks matrices of `rows` rows each (and its bias, if
+/// any), cut into them; `None` where the file keeps them apart.
+fn load_stacked(
+    source: &mut impl Source,
+    layer: usize,
+    part: Part,
+    rows: &[usize],
+    cols: usize,
+    ours: Option<Arithmetic>,
+) -> Result<Option<Vec<Linear>>, ModelError> {
+    let total = rows.iter().sum();
+    let name = source.name(Some(layer), part, "weight");
+    let Some(weight) = source.matrix(&name, (total, cols))? else {
+        return Ok(None);
+    };
+    let bias_name = source.name(Some(layer), part, "bias");
+    let bias = source.vector(&bias_name, total)?;
+    let mut start = 0;
+    let mut parts = Vec::new();
+    for (weight, &n) in split_rows(weight, rows)?.into_iter().zip(rows) {
+        let bias = bias.as_ref().map(|b| b.narrow(0, start, n)).transpose()?;
+        start += n;
+        parts.push(Linear::new(weight, bias, ours)?);
+    }
+    Ok(Some(parts))
 }

@@ -2,7 +2,7 @@
 //! `config.json` (+ `generation_config.json`), so that the forward pass never looks at files.
 
 pub use crate::model::arch::registry::Architecture;
-use crate::model::arch::registry::{supported_gguf, supported_hf};
+use crate::model::arch::registry::{Window, supported_gguf, supported_hf};
 use crate::model::error::ModelError;
 use crate::params::{ParamError, SamplingParams};
 use candle_core::quantized::gguf_file;
@@ -33,6 +33,38 @@ pub enum RopeScaling {
     },
     /// Per-frequency divisors precomputed by convert (GGUF `rope_freqs.weight`).
     FreqFactors(Vec<f32>),
+    /// YaRN: low frequencies stretched by `factor`, high ones kept, a ramp between (over the
+    /// pairs whose wavelengths fit `beta_slow` to `beta_fast` times in the original context);
+    /// its magnitude correction is in [`ModelConfig::rope_attn_factor`].
+    Yarn {
+        factor: f32,
+        original_context: usize,
+        beta_fast: f32,
+        beta_slow: f32,
+    },
+}
+
+/// Queries scaled by `1 + beta ln(1 + floor(pos / floor))` (Llama 4's and Ministral 3's
+/// attention temperature), so that far positions keep sharp attention.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttnTemperature {
+    pub beta: f32,
+    pub floor: usize,
+}
+
+impl AttnTemperature {
+    pub(crate) fn scale(&self, pos: usize) -> f32 {
+        ((pos / self.floor) as f32 + 1.0).ln() * self.beta + 1.0
+    }
+}
+
+/// YaRN's magnitude correction `0.1 m ln(s) + 1` (1 for no stretch).
+fn yarn_mscale(stretch: f64, m: f64) -> f64 {
+    if stretch <= 1.0 {
+        1.0
+    } else {
+        0.1 * m * stretch.ln() + 1.0
+    }
 }
 
 /// The sampling settings a model ships with (generation_config.json, or GGUF
@@ -160,6 +192,16 @@ pub struct ModelConfig {
     pub rope_theta: f32,
     pub rope_layout: RopeLayout,
     pub rope_scaling: Option<RopeScaling>,
+    /// How many of a head's dimensions RoPE rotates (the first ones; Phi-4 mini rotates
+    /// three quarters); the head size unless the model says less.
+    pub rope_dims: usize,
+    /// cos and sin are multiplied by this (LongRoPE's attention factor; 1 elsewhere).
+    pub rope_attn_factor: f32,
+    /// Queries grow with their position (Ministral 3).
+    pub attn_temperature: Option<AttnTemperature>,
+    /// The context RoPE was trained at before it was stretched (LongRoPE takes its long
+    /// factors for a context beyond it).
+    pub rope_original_context: Option<usize>,
     /// The RoPE base of windowed layers where the model gives them their own (Gemma 3's local
     /// layers, which no scaling stretches).
     pub rope_theta_local: Option<f32>,
@@ -210,14 +252,9 @@ impl ModelConfig {
             Some(d) => d,
             None => div_exact(hidden_size, num_heads, path)?,
         };
-        if let Some(rot) = md.opt_usize(&key("rope.dimension_count"))?
-            && rot != head_dim
-        {
-            return Err(config_error(
-                path,
-                format!("partial RoPE ({rot} of {head_dim} dimensions) is not supported"),
-            ));
-        }
+        let rope_dims = md
+            .opt_usize(&key("rope.dimension_count"))?
+            .unwrap_or(head_dim);
         let vocab_size = match md.opt_usize(&key("vocab_size"))? {
             Some(v) => v,
             None => content
@@ -235,10 +272,27 @@ impl ModelConfig {
             Some("linear") => Some(RopeScaling::Linear {
                 factor: md.f32(&key("rope.scaling.factor"))?,
             }),
+            // LongRoPE's factors are tensors of the file (Phi-3), read with the weights.
+            Some("longrope") => None,
+            Some("yarn") => Some(RopeScaling::Yarn {
+                factor: md.f32(&key("rope.scaling.factor"))?,
+                original_context: match md
+                    .opt_usize(&key("rope.scaling.original_context_length"))?
+                {
+                    Some(n) => n,
+                    None => md.usize(&key("context_length"))?,
+                },
+                beta_fast: md
+                    .opt_f32(&key("rope.scaling.yarn_beta_fast"))?
+                    .unwrap_or(32.0),
+                beta_slow: md
+                    .opt_f32(&key("rope.scaling.yarn_beta_slow"))?
+                    .unwrap_or(1.0),
+            }),
             Some(other) => {
                 return Err(config_error(
                     path,
-                    format!("RoPE scaling `{other}` is not supported (linear, llama3 are)"),
+                    format!("RoPE scaling `{other}` is not supported (linear, longrope, yarn are)"),
                 ));
             }
         };
@@ -269,28 +323,27 @@ impl ModelConfig {
                 )?)
             }
         };
-        let windowed = match family.swa_period {
-            Some(period) => {
-                let window_key = key("attention.sliding_window");
-                let window = md.usize(&window_key)?;
-                if window == 0 {
-                    return Err(config_error(
-                        path,
-                        format!(
-                            "`{window_key}` is 0; {arch_name} needs a window of at least one position (512 and 1024 are usual)"
-                        ),
-                    ));
-                }
-                Some((window, period))
-            }
-            None => None,
+        let window_key = key("attention.sliding_window");
+        let windowed = match family.window {
+            Window::None => None,
+            Window::Required { period } => Some((md.usize(&window_key)?, period)),
+            Window::Optional { period } => md.opt_usize(&window_key)?.map(|w| (w, period)),
         };
+        if windowed.is_some_and(|(w, _)| w == 0) {
+            return Err(config_error(
+                path,
+                format!(
+                    "`{window_key}` is 0; {arch_name} needs a window of at least one position (512 and 1024 are usual)"
+                ),
+            ));
+        }
         let layers = layer_plan(
             num_layers,
             windowed,
             |i| windowed.is_some_and(|(_, p)| (i + 1) % p != 0),
             |i| family.no_rope_period.is_none_or(|p| (i + 1) % p != 0),
         );
+        let rope_theta = md.opt_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0);
         let config = Self {
             architecture,
             hidden_size,
@@ -303,12 +356,41 @@ impl ModelConfig {
             vocab_size,
             context_length: md.usize(&key("context_length"))?,
             rms_norm_eps: md.f32(&key("attention.layer_norm_rms_epsilon"))? as f64,
-            rope_theta: md.opt_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0),
+            rope_theta,
             rope_layout: family.gguf_rope,
+            rope_dims,
+            // llama.cpp's YaRN correction: `m` is the file's log multiplier where it has one.
+            rope_attn_factor: md.opt_f32(&key("rope.scaling.attn_factor"))?.unwrap_or(1.0)
+                * match &rope_scaling {
+                    Some(RopeScaling::Yarn { factor, .. }) => {
+                        let stretch = f64::from(*factor);
+                        match md.opt_f32(&key("rope.scaling.yarn_log_multiplier"))? {
+                            Some(m) if m != 0.0 => {
+                                yarn_mscale(stretch, 1.0) / yarn_mscale(stretch, f64::from(m))
+                            }
+                            _ => yarn_mscale(stretch, 1.0),
+                        }
+                    }
+                    _ => 1.0,
+                } as f32,
             rope_scaling,
-            rope_theta_local: match windowed {
-                Some(_) => Some(md.opt_f32(&key("rope.freq_base_swa"))?.unwrap_or(10_000.0)),
-                None => None,
+            attn_temperature: match md.opt_f32(&key("attention.temperature_scale"))? {
+                Some(beta) if beta != 0.0 => Some(AttnTemperature {
+                    beta,
+                    floor: match md.opt_usize(&key("rope.scaling.original_context_length"))? {
+                        Some(n) => n,
+                        None => md.usize(&key("context_length"))?,
+                    },
+                }),
+                _ => None,
+            },
+            rope_original_context: md.opt_usize(&key("rope.scaling.original_context_length"))?,
+            rope_theta_local: match (windowed, family.window) {
+                (None, _) | (_, Window::None) => None,
+                (Some(_), Window::Required { .. }) => {
+                    Some(md.opt_f32(&key("rope.freq_base_swa"))?.unwrap_or(10_000.0))
+                }
+                (Some(_), Window::Optional { .. }) => Some(rope_theta),
             },
             attention_scale: match md.opt_f32(&key("attention.scale"))? {
                 Some(scale) => scale,
@@ -374,7 +456,12 @@ impl ModelConfig {
         let sliding_window = hf
             .sliding_window
             .filter(|_| hf.use_sliding_window != Some(false));
-        let (context_length, windowed, sliding) = match family.swa_period {
+        let period = match family.window {
+            Window::None => None,
+            Window::Required { period } => Some(period),
+            Window::Optional { period } => sliding_window.map(|_| period),
+        };
+        let (context_length, windowed, sliding) = match period {
             // The window is a layer's: the context stays the trained one.
             Some(period) => {
                 let window = sliding_window.ok_or_else(|| {
@@ -443,6 +530,52 @@ impl ModelConfig {
                 ),
             ));
         }
+        // transformers 5 writes `rope_parameters` (the base inside) where 4 wrote `rope_scaling`.
+        let rope_scaling_value = hf.rope_scaling.as_ref().or(hf.rope_parameters.as_ref());
+        let rope_theta = hf
+            .rope_theta
+            .or_else(|| {
+                let theta = hf.rope_parameters.as_ref()?.get("rope_theta")?.as_f64()?;
+                Some(theta as f32)
+            })
+            .unwrap_or(10_000.0);
+        let rope_dims = match hf.partial_rotary_factor {
+            Some(f) if !(f > 0.0 && f <= 1.0) => {
+                return Err(config_error(
+                    path,
+                    format!("`partial_rotary_factor` {f} is not in (0, 1]; 1 rotates whole heads"),
+                ));
+            }
+            // As convert rounds it for GGUF.
+            Some(f) => (f * head_dim as f64) as usize,
+            None => head_dim,
+        };
+        let (rope_scaling, rope_attn_factor) = match rope_scaling_value {
+            Some(v) => hf_rope_scaling(v, &hf, context_length, path)?,
+            None => (None, 1.0),
+        };
+        let attn_temperature = match rope_scaling_value
+            .and_then(|v| v.get("llama_4_scaling_beta"))
+            .and_then(|b| b.as_f64())
+        {
+            Some(beta) if beta != 0.0 => {
+                let floor = rope_scaling_value
+                    .and_then(|v| v.get("original_max_position_embeddings"))
+                    .and_then(|n| n.as_u64())
+                    .ok_or_else(|| {
+                        config_error(
+                            path,
+                            "llama_4_scaling_beta needs rope original_max_position_embeddings"
+                                .to_owned(),
+                        )
+                    })?;
+                Some(AttnTemperature {
+                    beta: beta as f32,
+                    floor: floor as usize,
+                })
+            }
+            _ => None,
+        };
         let mut eos_token_ids = generation
             .eos_token_id
             .map(Ids::into_vec)
@@ -464,7 +597,10 @@ impl ModelConfig {
                 |i| sliding.get(i).copied().unwrap_or(false),
                 |i| rotated.get(i).copied().unwrap_or(true),
             ),
-            rope_theta_local: windowed.map(|_| hf.rope_local_base_freq.unwrap_or(10_000.0)),
+            rope_theta_local: match family.window {
+                Window::Optional { .. } => windowed.map(|_| rope_theta),
+                _ => windowed.map(|_| hf.rope_local_base_freq.unwrap_or(10_000.0)),
+            },
             attention_scale: match hf.attention_multiplier {
                 Some(scale) => scale,
                 None => 1.0 / hf.query_pre_attn_scalar.unwrap_or(head_dim as f64).sqrt() as f32,
@@ -481,14 +617,13 @@ impl ModelConfig {
             vocab_size: hf.vocab_size,
             context_length,
             rms_norm_eps: hf.rms_norm_eps,
-            rope_theta: hf.rope_theta.unwrap_or(10_000.0),
+            rope_theta,
             rope_layout: RopeLayout::HalfSplit,
-            rope_scaling: hf
-                .rope_scaling
-                .as_ref()
-                .map(|v| hf_rope_scaling(v, path))
-                .transpose()?
-                .flatten(),
+            rope_scaling,
+            rope_dims,
+            rope_attn_factor,
+            attn_temperature,
+            rope_original_context: hf.original_max_position_embeddings,
             tie_word_embeddings: hf.tie_word_embeddings,
             bos_token_id: generation.bos_token_id.or(hf.bos_token_id),
             eos_token_ids,
@@ -648,8 +783,39 @@ impl ModelConfig {
                 ),
             ));
         }
+        if self.rope_dims == 0 || self.rope_dims > self.head_dim || self.rope_dims % 2 != 0 {
+            return Err(config_error(
+                path,
+                format!(
+                    "RoPE rotates {} dimensions of a {}-dimension head; it must rotate an even \
+                     number from 2 up to the head size",
+                    self.rope_dims, self.head_dim
+                ),
+            ));
+        }
+        if !(self.rope_attn_factor.is_finite() && self.rope_attn_factor > 0.0) {
+            return Err(config_error(
+                path,
+                format!(
+                    "RoPE attention factor {} is not a finite number above 0 (1 is usual)",
+                    self.rope_attn_factor
+                ),
+            ));
+        }
         if let Some(scaling) = &self.rope_scaling {
-            check_rope_scaling(scaling, path)?;
+            check_rope_scaling(scaling, self.rope_dims, path)?;
+        }
+        if let Some(t) = self.attn_temperature
+            && (t.floor == 0 || !t.beta.is_finite())
+        {
+            return Err(config_error(
+                path,
+                format!(
+                    "attention temperature {} over {} positions: it needs a finite scale and \
+                     the original context (above 0) it counts positions in",
+                    t.beta, t.floor
+                ),
+            ));
         }
         if !self.num_heads.is_multiple_of(self.num_kv_heads) {
             return Err(config_error(
@@ -783,6 +949,11 @@ struct HfConfig {
     rms_norm_eps: f64,
     rope_theta: Option<f32>,
     rope_scaling: Option<serde_json::Value>,
+    rope_parameters: Option<serde_json::Value>,
+    /// Phi-4 mini rotates part of each head.
+    partial_rotary_factor: Option<f64>,
+    /// LongRoPE's trained context before the stretch (Phi-3).
+    original_max_position_embeddings: Option<usize>,
     sliding_window: Option<usize>,
     use_sliding_window: Option<bool>,
     /// Gemma 3: every n-th layer is global (older configs).
@@ -842,8 +1013,31 @@ impl Ids {
     }
 }
 
-/// A stretch factor must be a finite number above 0, and llama3's frequency bounds ordered.
-fn check_rope_scaling(scaling: &RopeScaling, path: &Path) -> Result<(), ModelError> {
+/// A stretch factor must be a finite number above 0, llama3's frequency bounds ordered, and
+/// per-frequency factors one per rotated pair.
+fn check_rope_scaling(
+    scaling: &RopeScaling,
+    rope_dims: usize,
+    path: &Path,
+) -> Result<(), ModelError> {
+    if let RopeScaling::FreqFactors(factors) = scaling {
+        if factors.len() != rope_dims / 2 {
+            return Err(config_error(
+                path,
+                format!(
+                    "RoPE lists {} frequency factors for {rope_dims} rotated dimensions; it needs one per pair ({})",
+                    factors.len(),
+                    rope_dims / 2
+                ),
+            ));
+        }
+        if let Some(f) = factors.iter().find(|f| !(f.is_finite() && **f > 0.0)) {
+            return Err(config_error(
+                path,
+                format!("RoPE frequency factor {f} is not a finite number above 0"),
+            ));
+        }
+    }
     let factors: &[(&str, f32)] = match scaling {
         RopeScaling::Linear { factor } => &[("factor", *factor)],
         RopeScaling::Llama3 {
@@ -857,7 +1051,28 @@ fn check_rope_scaling(scaling: &RopeScaling, path: &Path) -> Result<(), ModelErr
             ("high_freq_factor", *high_freq_factor),
         ],
         RopeScaling::FreqFactors(_) => &[],
+        RopeScaling::Yarn {
+            factor,
+            beta_fast,
+            beta_slow,
+            ..
+        } => &[
+            ("factor", *factor),
+            ("beta_fast", *beta_fast),
+            ("beta_slow", *beta_slow),
+        ],
     };
+    if let RopeScaling::Yarn {
+        original_context: 0,
+        ..
+    } = scaling
+    {
+        return Err(config_error(
+            path,
+            "YaRN's original context is 0; it needs the context the model was trained at"
+                .to_owned(),
+        ));
+    }
     if let Some((name, f)) = factors.iter().find(|(_, f)| !(f.is_finite() && *f > 0.0)) {
         return Err(config_error(
             path,
@@ -883,12 +1098,17 @@ fn check_rope_scaling(scaling: &RopeScaling, path: &Path) -> Result<(), ModelErr
     Ok(())
 }
 
+/// A config.json's RoPE scaling, and the factor cos and sin are multiplied by. LongRoPE's
+/// long factors serve a context beyond the original one, its short factors any other, as
+/// llama.cpp chooses them for its context (samplab's is the whole trained one).
 fn hf_rope_scaling(
     value: &serde_json::Value,
+    hf: &HfConfig,
+    context_length: usize,
     path: &Path,
-) -> Result<Option<RopeScaling>, ModelError> {
+) -> Result<(Option<RopeScaling>, f32), ModelError> {
     if value.is_null() {
-        return Ok(None);
+        return Ok((None, 1.0));
     }
     if !value.is_object() {
         return Err(config_error(
@@ -910,20 +1130,96 @@ fn hf_rope_scaling(
             .and_then(|v| v.as_f64())
             .ok_or_else(|| config_error(path, format!("rope_scaling.{key} is missing")))
     };
+    let factors = |key: &str| -> Result<Vec<f32>, ModelError> {
+        let list = value.get(key).and_then(|v| v.as_array()).ok_or_else(|| {
+            config_error(
+                path,
+                format!("rope_scaling.{key} is missing (a list of numbers)"),
+            )
+        })?;
+        list.iter()
+            .map(|x| x.as_f64().map(|x| x as f32))
+            .collect::<Option<Vec<f32>>>()
+            .ok_or_else(|| config_error(path, format!("rope_scaling.{key} holds a non-number")))
+    };
     match kind {
-        "default" => Ok(None),
-        "linear" => Ok(Some(RopeScaling::Linear {
-            factor: number("factor")? as f32,
-        })),
-        "llama3" => Ok(Some(RopeScaling::Llama3 {
-            factor: number("factor")? as f32,
-            low_freq_factor: number("low_freq_factor")? as f32,
-            high_freq_factor: number("high_freq_factor")? as f32,
-            original_max_position_embeddings: number("original_max_position_embeddings")? as usize,
-        })),
+        "default" => Ok((None, 1.0)),
+        "linear" => Ok((
+            Some(RopeScaling::Linear {
+                factor: number("factor")? as f32,
+            }),
+            1.0,
+        )),
+        "llama3" => Ok((
+            Some(RopeScaling::Llama3 {
+                factor: number("factor")? as f32,
+                low_freq_factor: number("low_freq_factor")? as f32,
+                high_freq_factor: number("high_freq_factor")? as f32,
+                original_max_position_embeddings: number("original_max_position_embeddings")?
+                    as usize,
+            }),
+            1.0,
+        )),
+        "longrope" | "su" => {
+            let original = match hf.original_max_position_embeddings {
+                Some(n) => n,
+                None => number("original_max_position_embeddings")? as usize,
+            };
+            if original == 0 {
+                return Err(config_error(
+                    path,
+                    "original_max_position_embeddings is 0; LongRoPE needs the context it was trained at".to_owned(),
+                ));
+            }
+            let (long, short) = (factors("long_factor")?, factors("short_factor")?);
+            let stretch = hf.max_position_embeddings as f64 / original as f64;
+            let attn_factor = match value.get("attention_factor").and_then(|v| v.as_f64()) {
+                Some(f) => f,
+                None if stretch > 1.0 => (1.0 + stretch.ln() / (original as f64).ln()).sqrt(),
+                None => 1.0,
+            };
+            let chosen = if context_length > original {
+                long
+            } else {
+                short
+            };
+            Ok((Some(RopeScaling::FreqFactors(chosen)), attn_factor as f32))
+        }
+        "yarn" => {
+            let original = number("original_max_position_embeddings")? as usize;
+            let factor = match value.get("factor").and_then(|v| v.as_f64()) {
+                Some(f) => f,
+                None if original > 0 => hf.max_position_embeddings as f64 / original as f64,
+                None => 0.0,
+            };
+            let get = |key: &str| {
+                value
+                    .get(key)
+                    .and_then(|v| v.as_f64())
+                    .filter(|x| *x != 0.0)
+            };
+            let attn_factor = match (
+                get("attention_factor"),
+                get("mscale"),
+                get("mscale_all_dim"),
+            ) {
+                (Some(f), _, _) => f,
+                (None, Some(m), Some(all)) => yarn_mscale(factor, m) / yarn_mscale(factor, all),
+                _ => yarn_mscale(factor, 1.0),
+            };
+            Ok((
+                Some(RopeScaling::Yarn {
+                    factor: factor as f32,
+                    original_context: original,
+                    beta_fast: get("beta_fast").unwrap_or(32.0) as f32,
+                    beta_slow: get("beta_slow").unwrap_or(1.0) as f32,
+                }),
+                attn_factor as f32,
+            ))
+        }
         other => Err(config_error(
             path,
-            format!("RoPE scaling `{other}` is not supported (linear, llama3 are)"),
+            format!("RoPE scaling `{other}` is not supported (linear, llama3, longrope, yarn are)"),
         )),
     }
 }

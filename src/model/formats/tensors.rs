@@ -199,16 +199,9 @@ impl Source for GgufSource<'_> {
         let Some(stacked) = self.qtensor(&name, &[count, rows, cols])? else {
             return Ok(None);
         };
-        let data = stacked.data().map_err(|e| corrupt(&self.path, e))?;
-        let per_expert = data.len() / count;
-        data.chunks_exact(per_expert)
-            .map(|bytes| {
-                qtensor_from_ggml(stacked.dtype(), bytes, vec![rows, cols], &self.device)
-                    .and_then(as_stored)
-                    .map_err(|e| corrupt(&self.path, e))
-            })
-            .collect::<Result<Vec<_>, _>>()
+        cut_rows(&stacked, &vec![rows; count], cols)
             .map(Some)
+            .map_err(|e| corrupt(&self.path, e))
     }
 
     fn vector(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
@@ -226,6 +219,40 @@ impl Source for GgufSource<'_> {
 
     fn family(&self) -> &'static Family {
         self.family
+    }
+}
+
+/// `tensor`'s rows, stored one after another, cut into matrices of `rows[i]` rows each.
+fn cut_rows(tensor: &QTensor, rows: &[usize], cols: usize) -> candle_core::Result<Vec<QMatMul>> {
+    let data = tensor.data()?;
+    let row_bytes = data.len() / rows.iter().sum::<usize>().max(1);
+    let mut start = 0;
+    rows.iter()
+        .map(|&n| {
+            let bytes = &data[start * row_bytes..(start + n) * row_bytes];
+            start += n;
+            qtensor_from_ggml(tensor.dtype(), bytes, vec![n, cols], &tensor.device())
+                .and_then(as_stored)
+        })
+        .collect()
+}
+
+/// A matrix that stacks several along its rows (a fused qkv or gate-up), cut into them.
+pub(crate) fn split_rows(matrix: QMatMul, rows: &[usize]) -> candle_core::Result<Vec<QMatMul>> {
+    let narrow = |t: &Tensor, wrap: fn(Tensor) -> QMatMul| {
+        let mut start = 0;
+        rows.iter()
+            .map(|&n| {
+                let part = t.narrow(0, start, n)?.contiguous()?;
+                start += n;
+                Ok(wrap(part))
+            })
+            .collect()
+    };
+    match &matrix {
+        QMatMul::QTensor(q) => cut_rows(q, rows, q.shape().dims2()?.1),
+        QMatMul::Tensor(t) => narrow(t, QMatMul::Tensor),
+        QMatMul::TensorF16(t) => narrow(t, QMatMul::TensorF16),
     }
 }
 

@@ -12,7 +12,8 @@ use crate::model::formats::config::RopeLayout;
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Shape, Tensor};
 
 /// `[rows, len, heads, dim]` to `[rows, heads, len, dim]`, rotated by cos and sin
-/// (`[len, dim / 2]`) as candle's `rope_i` (interleaved pairs) or `rope` (halves) rotate.
+/// (`[len, rot / 2]`) as candle's `rope_i` (interleaved pairs) or `rope` (halves) rotate the
+/// first `rot` values of each head; the rest pass unchanged (partial RoPE).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RopeHeads {
     pub layout: RopeLayout,
@@ -33,8 +34,8 @@ impl CustomOp3 for RopeHeads {
         sin_layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let (rows, len, heads, dim) = x_layout.shape().dims4()?;
-        let half = dim / 2;
-        if dim % 2 != 0 || cos_layout.dims() != [len, half] || sin_layout.dims() != [len, half] {
+        let half = cos_layout.dims().get(1).copied().unwrap_or(0);
+        if 2 * half > dim || cos_layout.dims() != [len, half] || sin_layout.dims() != [len, half] {
             candle_core::bail!(
                 "rope: heads {:?} do not fit cos {:?}, sin {:?}",
                 x_layout.dims(),
@@ -57,6 +58,7 @@ impl CustomOp3 for RopeHeads {
                 for h in 0..heads {
                     let from = &x[((r * len + t) * heads + h) * dim..][..dim];
                     let to = &mut out[((r * heads + h) * len + t) * dim..][..dim];
+                    to[2 * half..].copy_from_slice(&from[2 * half..]);
                     for i in 0..half {
                         let (a, b) = (step * i, step * i + gap);
                         to[a] = from[a] * cos[i] - from[b] * sin[i];
@@ -169,9 +171,15 @@ pub(crate) fn rope_heads(
             .apply_op3_no_bwd(cos, sin, &RopeHeads { layout });
     }
     let x = x.transpose(1, 2)?.contiguous()?;
-    match layout {
-        RopeLayout::Interleaved => candle_nn::rotary_emb::rope_i(&x, cos, sin),
-        RopeLayout::HalfSplit => candle_nn::rotary_emb::rope(&x, cos, sin),
+    let (dim, rot) = (x.dim(3)?, 2 * cos.dim(1)?);
+    let rotated = x.narrow(3, 0, rot)?.contiguous()?;
+    let rotated = match layout {
+        RopeLayout::Interleaved => candle_nn::rotary_emb::rope_i(&rotated, cos, sin)?,
+        RopeLayout::HalfSplit => candle_nn::rotary_emb::rope(&rotated, cos, sin)?,
+    };
+    match rot < dim {
+        true => Tensor::cat(&[&rotated, &x.narrow(3, rot, dim - rot)?], 3),
+        false => Ok(rotated),
     }
 }
 
@@ -225,6 +233,26 @@ mod tests {
             let ours = rope_heads(&x, &cos, &sin, layout).unwrap();
             assert_eq!(ours.dims(), [rows, heads, len, dim]);
             assert_eq!(bits(&ours), bits(&candle), "{layout:?}");
+        }
+    }
+
+    #[test]
+    fn partial_rope_rotates_the_first_values_of_each_head_and_passes_the_rest() {
+        let (rows, len, heads, dim, rot) = (2, 3, 2, 12, 8);
+        let x = noise(&[rows, len, heads, dim], 5);
+        let (cos, sin) = (noise(&[len, rot / 2], 3), noise(&[len, rot / 2], 4));
+        let moved = x.transpose(1, 2).unwrap().contiguous().unwrap();
+        let head = moved.narrow(3, 0, rot).unwrap().contiguous().unwrap();
+        let tail = moved.narrow(3, rot, dim - rot).unwrap();
+        for layout in [RopeLayout::Interleaved, RopeLayout::HalfSplit] {
+            let rotated = match layout {
+                RopeLayout::Interleaved => candle_nn::rotary_emb::rope_i(&head, &cos, &sin),
+                RopeLayout::HalfSplit => candle_nn::rotary_emb::rope(&head, &cos, &sin),
+            }
+            .unwrap();
+            let expected = Tensor::cat(&[&rotated, &tail], 3).unwrap();
+            let ours = rope_heads(&x, &cos, &sin, layout).unwrap();
+            assert_eq!(bits(&ours), bits(&expected), "{layout:?}");
         }
     }
 
