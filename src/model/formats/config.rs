@@ -783,7 +783,10 @@ impl ModelConfig {
                 ),
             ));
         }
-        if self.rope_dims == 0 || self.rope_dims > self.head_dim || self.rope_dims % 2 != 0 {
+        if self.rope_dims == 0
+            || self.rope_dims > self.head_dim
+            || !self.rope_dims.is_multiple_of(2)
+        {
             return Err(config_error(
                 path,
                 format!(
