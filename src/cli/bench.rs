@@ -6,9 +6,19 @@ use samplab::engine::load::{load_model_with, synthetic_model};
 use samplab::engine::{Backend, LoadedModel, RowSource};
 use samplab::model::device::DeviceChoice;
 use samplab::model::source::HubSettings;
+use samplab::model::source::synthetic::SYNTHETIC_SPECS;
 use serde::Serialize;
 use std::process::ExitCode;
 use std::time::Instant;
+
+/// The shapes `--synthetic` knows, which its help lists.
+fn synthetic_names() -> clap::builder::PossibleValuesParser {
+    SYNTHETIC_SPECS
+        .iter()
+        .map(|s| s.name)
+        .collect::<Vec<_>>()
+        .into()
+}
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -20,8 +30,8 @@ pub struct BenchArgs {
     )]
     model: Option<String>,
     /// Benchmark a random-weight model with a known model's shapes (written once into the cache
-    /// directory): smollm2-135m or smollm2-1.7b.
-    #[arg(long)]
+    /// directory).
+    #[arg(long, value_parser = synthetic_names())]
     synthetic: Option<String>,
     /// Weight type of the synthetic model: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k,
     /// q3_k, q4_k, q5_k, q6_k, or q4_k_m (Q4_K with Q6_K for the output and ffn_down, as

@@ -19,6 +19,7 @@ const TINY: SyntheticSpec = SyntheticSpec {
     num_layers: 2,
     num_heads: 4,
     num_kv_heads: 2,
+    head_dim: None,
     intermediate_size: 128,
     vocab_size: 320,
     context_length: 256,

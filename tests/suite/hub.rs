@@ -29,6 +29,7 @@ const TINY: SyntheticSpec = SyntheticSpec {
     num_layers: 2,
     num_heads: 4,
     num_kv_heads: 2,
+    head_dim: None,
     intermediate_size: 96,
     vocab_size: 300,
     context_length: 128,

@@ -323,9 +323,12 @@ mod tests {
     #[test]
     fn mismatched_shapes_are_refused() {
         let x = noise(&[1, 2, 2, 8], 5);
-        let short = noise(&[2, 3], 6);
-        let err = rope_heads(&x, &short, &short, RopeLayout::Interleaved).unwrap_err();
-        assert!(err.to_string().contains("do not fit"), "{err}");
+        // More pairs than a head has, and cos for another number of positions.
+        for shape in [[2, 5], [3, 4]] {
+            let cos = noise(&shape, 6);
+            let err = rope_heads(&x, &cos, &cos, RopeLayout::Interleaved).unwrap_err();
+            assert!(err.to_string().contains("do not fit"), "{err}");
+        }
         let err = silu_times(&noise(&[4], 1), &noise(&[5], 2)).unwrap_err();
         assert!(err.to_string().contains("differ"), "{err}");
     }

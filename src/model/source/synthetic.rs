@@ -13,7 +13,9 @@ use std::path::Path;
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyntheticSpec {
     pub name: &'static str,
-    /// `llama`, or `qwen3moe` (Qwen3's per-head q/k norms, experts in every layer).
+    /// `llama`, `qwen3moe` (Qwen3's per-head q/k norms, experts in every layer) or `gemma3`
+    /// (per-head q/k norms, norms after attention and the feed-forward, a 512-position window
+    /// on five layers of six).
     pub architecture: &'static str,
     /// (count, used per token, each one's feed-forward size) for `qwen3moe`.
     pub experts: Option<(usize, usize, usize)>,
@@ -21,6 +23,8 @@ pub struct SyntheticSpec {
     pub num_layers: usize,
     pub num_heads: usize,
     pub num_kv_heads: usize,
+    /// Each head's size where it is not `hidden_size / num_heads` (Gemma 3).
+    pub head_dim: Option<usize>,
     pub intermediate_size: usize,
     pub vocab_size: usize,
     pub context_length: usize,
@@ -37,6 +41,7 @@ pub const SMOLLM2_135M: SyntheticSpec = SyntheticSpec {
     num_layers: 30,
     num_heads: 9,
     num_kv_heads: 3,
+    head_dim: None,
     intermediate_size: 1536,
     vocab_size: 49152,
     context_length: 8192,
@@ -54,6 +59,7 @@ pub const SMOLLM2_1_7B: SyntheticSpec = SyntheticSpec {
     num_layers: 24,
     num_heads: 32,
     num_kv_heads: 32,
+    head_dim: None,
     intermediate_size: 8192,
     vocab_size: 49152,
     context_length: 8192,
@@ -71,6 +77,7 @@ pub const QWEN3MOE_A0_3B: SyntheticSpec = SyntheticSpec {
     num_layers: 16,
     num_heads: 16,
     num_kv_heads: 4,
+    head_dim: None,
     intermediate_size: 3072,
     vocab_size: 151_936,
     context_length: 32768,
@@ -78,8 +85,27 @@ pub const QWEN3MOE_A0_3B: SyntheticSpec = SyntheticSpec {
     tie_word_embeddings: false,
 };
 
+/// Gemma 3 270M's shapes: four 256-wide query heads sharing one kv head, a 262,144-token
+/// vocabulary (tied, as Gemma's is).
+pub const GEMMA3_270M: SyntheticSpec = SyntheticSpec {
+    name: "gemma3-270m",
+    architecture: "gemma3",
+    experts: None,
+    hidden_size: 640,
+    num_layers: 18,
+    num_heads: 4,
+    num_kv_heads: 1,
+    head_dim: Some(256),
+    intermediate_size: 2048,
+    vocab_size: 262_144,
+    context_length: 32768,
+    rope_theta: 1_000_000.0,
+    tie_word_embeddings: true,
+};
+
 /// The specs `--synthetic` accepts, by name.
-pub const SYNTHETIC_SPECS: &[&SyntheticSpec] = &[&SMOLLM2_135M, &SMOLLM2_1_7B, &QWEN3MOE_A0_3B];
+pub const SYNTHETIC_SPECS: &[&SyntheticSpec] =
+    &[&SMOLLM2_135M, &SMOLLM2_1_7B, &QWEN3MOE_A0_3B, &GEMMA3_270M];
 
 pub fn synthetic_spec(name: &str) -> Result<&'static SyntheticSpec, ModelError> {
     SYNTHETIC_SPECS
@@ -182,8 +208,12 @@ pub fn write_synthetic_gguf(
     seed: u64,
 ) -> Result<(), ModelError> {
     let qtype = qtype.into();
-    let head_dim = spec.hidden_size / spec.num_heads;
-    let (h, kv) = (spec.hidden_size, spec.num_kv_heads * head_dim);
+    let head_dim = spec.head_dim.unwrap_or(spec.hidden_size / spec.num_heads);
+    let (h, q, kv) = (
+        spec.hidden_size,
+        spec.num_heads * head_dim,
+        spec.num_kv_heads * head_dim,
+    );
     let mut noise = Noise(seed | 1);
     let mut tensors: Vec<(String, QTensor)> = Vec::new();
     // A matrix, or a stack of experts' matrices (`[count, rows, cols]`).
@@ -207,10 +237,10 @@ pub fn write_synthetic_gguf(
         matrix("output.weight".to_owned(), &[spec.vocab_size, h])?;
     }
     for i in 0..spec.num_layers {
-        matrix(format!("blk.{i}.attn_q.weight"), &[h, h])?;
+        matrix(format!("blk.{i}.attn_q.weight"), &[q, h])?;
         matrix(format!("blk.{i}.attn_k.weight"), &[kv, h])?;
         matrix(format!("blk.{i}.attn_v.weight"), &[kv, h])?;
-        matrix(format!("blk.{i}.attn_output.weight"), &[h, h])?;
+        matrix(format!("blk.{i}.attn_output.weight"), &[h, q])?;
         let ffn = spec.intermediate_size;
         match spec.experts {
             None => {
@@ -239,9 +269,13 @@ pub fn write_synthetic_gguf(
     for i in 0..spec.num_layers {
         norms.push(format!("blk.{i}.attn_norm.weight"));
         norms.push(format!("blk.{i}.ffn_norm.weight"));
-        if spec.architecture == "qwen3moe" {
+        if matches!(spec.architecture, "qwen3moe" | "gemma3") {
             head_norms.push(format!("blk.{i}.attn_q_norm.weight"));
             head_norms.push(format!("blk.{i}.attn_k_norm.weight"));
+        }
+        if spec.architecture == "gemma3" {
+            norms.push(format!("blk.{i}.post_attention_norm.weight"));
+            norms.push(format!("blk.{i}.post_ffw_norm.weight"));
         }
     }
 
@@ -296,6 +330,13 @@ fn metadata(spec: &SyntheticSpec, head_dim: usize) -> Vec<(String, gguf_file::Va
             .into_iter()
             .map(|(k, v)| (format!("{arch}.{k}"), v)),
     );
+    if let Some(dim) = spec.head_dim {
+        entries.push((format!("{arch}.attention.key_length"), u32(dim)));
+        entries.push((format!("{arch}.attention.value_length"), u32(dim)));
+    }
+    if arch == "gemma3" {
+        entries.push((format!("{arch}.attention.sliding_window"), u32(512)));
+    }
     if let Some((count, used, size)) = spec.experts {
         entries.push((format!("{arch}.expert_count"), u32(count)));
         entries.push((format!("{arch}.expert_used_count"), u32(used)));
@@ -403,6 +444,7 @@ mod tests {
         num_layers: 2,
         num_heads: 4,
         num_kv_heads: 2,
+        head_dim: None,
         intermediate_size: 96,
         vocab_size: 300,
         context_length: 128,
@@ -455,6 +497,41 @@ mod tests {
         );
         let all_experts = 2.0 * 3.0 * 8.0 * 64.0 * 64.0 * 34.0 / 32.0;
         assert!(per_layer(&model) < per_layer(&dense) + all_experts / 2.0);
+    }
+
+    /// A Gemma 3 shape loads as Gemma 3: heads wider than hidden / heads, a window on five
+    /// layers of six.
+    #[test]
+    fn a_small_synthetic_gemma3_loads_and_runs() {
+        let gemma = SyntheticSpec {
+            name: "tiny-gemma3",
+            architecture: "gemma3",
+            head_dim: Some(32),
+            num_layers: 7,
+            ..TINY
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gemma.gguf");
+        write_synthetic_gguf(&path, &gemma, GgmlDType::Q8_0, 7).unwrap();
+        let model = crate::model::Model::load(&path, &Device::Cpu).unwrap();
+        let config = model.config();
+        assert_eq!(config.architecture, crate::model::Architecture::Gemma3);
+        assert_eq!(config.head_dim, 32);
+        let windows: Vec<Option<usize>> = config.layers.iter().map(|l| l.window).collect();
+        assert_eq!(
+            windows,
+            [
+                Some(512),
+                Some(512),
+                Some(512),
+                Some(512),
+                Some(512),
+                None,
+                Some(512)
+            ]
+        );
+        let logits = model.session().prefill(&[1, 2, 3], false).unwrap();
+        assert!(logits[0].iter().all(|l| l.is_finite()));
     }
 
     /// Our q8_0 kernel quantizes activations to 8 bits where candle's does too, but their
