@@ -60,6 +60,9 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // A reader that stopped early (`samplab sample ... | head`) is no failure: end quietly,
+        // as Unix tools do.
+        Err(e) if closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             // Messages quote files (a GGUF's architecture, a preset's key), which must not
             // reach the terminal as escape sequences.
@@ -67,4 +70,13 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether `e` comes from writing to a pipe whose reader has gone.
+fn closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

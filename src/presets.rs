@@ -130,6 +130,15 @@ pub fn resolve(name_or_path: &str, user: Option<&PresetStore>) -> Result<Preset,
     if let Some(found) = user.and_then(|store| store.find(name_or_path)) {
         return found;
     }
+    // A path that names no file says so, rather than that no preset has that name.
+    let looks_like_a_path = name_or_path.contains(std::path::MAIN_SEPARATOR)
+        || name_or_path.contains('/')
+        || path
+            .extension()
+            .is_some_and(|e| ["yaml", "yml", "json"].contains(&e.to_string_lossy().as_ref()));
+    if looks_like_a_path {
+        return load_file(path);
+    }
     Err(PresetError::NotFound {
         name: name_or_path.to_owned(),
         user: user.map(user_presets_hint).unwrap_or_default(),
@@ -232,6 +241,14 @@ mod tests {
         );
         let message = resolve("nope", Some(&store)).unwrap_err().to_string();
         assert!(message.contains("are greedy, mine"), "{message}");
+        // A path to no file says that, not that no preset has that name.
+        for missing in ["/missing/p.yaml", "mine.yaml", "sub/mine"] {
+            let message = resolve(missing, Some(&store)).unwrap_err().to_string();
+            assert!(
+                message.contains("cannot read preset") && message.contains(missing),
+                "{message}"
+            );
+        }
     }
 
     #[test]

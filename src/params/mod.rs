@@ -134,9 +134,12 @@ impl SamplingParams {
         let value = if raw.trim().is_empty() {
             Value::Null
         } else {
+            // A stop string may be bare text (`The End`); text that opens a YAML list, mapping or
+            // quoted string and does not parse is a mistake, not a stop string.
+            let opens_yaml = raw.trim_start().starts_with(['[', '{', '"', '\'']);
             match crate::yaml_guard::parse(raw) {
                 Ok(value) => value,
-                Err(_) if field == Field::Stop => Value::String(raw.to_owned()),
+                Err(_) if field == Field::Stop && !opens_yaml => Value::String(raw.to_owned()),
                 Err(e) => {
                     return Err(ParamError::WrongType {
                         field: field.name(),
@@ -564,6 +567,26 @@ mod tests {
             .to_string();
         assert!(message.contains("temperature"), "{message}");
         assert_eq!(params.temperature, 1.0);
+    }
+
+    #[test]
+    fn a_stop_value_that_opens_yaml_and_does_not_parse_is_refused() {
+        let mut params = SamplingParams::default();
+        for broken in [r#"["unclosed"#, r#""unclosed"#, "{a: 1"] {
+            let err = params
+                .set_assignment(&format!("stop={broken}"))
+                .unwrap_err();
+            assert!(err.to_string().contains("stop"), "{broken}: {err}");
+            assert_eq!(params.stop, None, "{broken}");
+        }
+        params.set_assignment("stop=The End").unwrap();
+        let text = |s: &str| StopItem::Text(s.to_owned());
+        assert_eq!(params.stop, Some(Stop(vec![text("The End")])));
+        params.set_assignment(r#"stop=["\n\n", 13]"#).unwrap();
+        assert_eq!(
+            params.stop,
+            Some(Stop(vec![text("\n\n"), StopItem::Token(13)]))
+        );
     }
 
     #[test]

@@ -93,6 +93,13 @@ pub enum Ending {
 /// Opens the playground and returns when the user quits; the terminal is restored on quit,
 /// on error and on panic.
 pub fn run(playground: Playground) -> anyhow::Result<Ending> {
+    use std::io::IsTerminal;
+    if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+        anyhow::bail!(
+            "the playground needs a terminal for its input and output; for scripts and pipes \
+             use `samplab sample --prompt ...`"
+        );
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -118,7 +125,8 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
         .enumerate()
         .map(|(id, spec)| spawn(ModelId(id), spec))
         .collect();
-    let mut terminal = ratatui::init();
+    let mut terminal =
+        ratatui::try_init().map_err(|e| anyhow::anyhow!("cannot take over the terminal: {e}"))?;
     let restore_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         // An engine's panic becomes that model's error event; the playground keeps running.

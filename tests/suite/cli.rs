@@ -743,3 +743,37 @@ fn messages_render_a_whole_conversation_through_the_template() {
         "{rendered:?}"
     );
 }
+
+/// `samplab sample ... | head`: a reader that stops early ends the run quietly, as it ends
+/// any Unix tool's.
+#[test]
+fn a_reader_that_stops_early_ends_sample_quietly() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_samplab"))
+        .args(["sample", "--prompt", "Once upon a time", "--jsonl"])
+        .args(["--set", "max_tokens=8"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the samplab binary runs");
+    // The reader is gone before the first line is written.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("pipe"), "{}", stderr(&out));
+}
+
+/// The playground without a terminal (`samplab </dev/null >out`) says what it needs and exits
+/// with an error, instead of panicking.
+#[test]
+fn the_playground_without_a_terminal_says_so() {
+    let out = Command::new(env!("CARGO_BIN_EXE_samplab"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the samplab binary runs");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("needs a terminal") && !said.contains("panicked"),
+        "{said}"
+    );
+}
