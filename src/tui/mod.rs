@@ -34,10 +34,11 @@ pub use state::{Overlay, State};
 pub use theme::Theme;
 pub use theme::catalog::{ThemeCatalog, builtin as builtin_theme};
 pub use theme::file::parse as parse_theme;
+pub use update::run_shape::START_SAMPLES;
 pub use update::update;
 pub use view::draw;
 pub use widgets::layout::{Grid, areas};
-pub use widgets::params::{ParamsState, value_text};
+pub use widgets::params::{ParamsState, START_MAX_TOKENS, value_text};
 pub use widgets::prompt::PromptView;
 pub use widgets::text::TextBuffer;
 
@@ -165,7 +166,7 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
         // names them, so that the two sides' columns can be compared sample by sample.
         let second_set = second_preset.map(|preset| {
             let params =
-                update::run_shape::keep_run_shape(preset.params, &state.comparison.params.params);
+                update::run_shape::load_over(preset.params, &state.comparison.params.params);
             ParamsState::new(Preset { params, ..preset }, entropy())
         });
         state.comparison.compare(&models, second_set);

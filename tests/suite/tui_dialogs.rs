@@ -16,8 +16,8 @@ use samplab::presets::{Preset, PresetSource};
 use samplab::response::{ResponseShape, SampleResponse, StopReason};
 use samplab::tui::{
     Action, App, DialogAction, Effect, EntryKind, ExportDialog, Focus, KeyMap, Mode, ModelId, Note,
-    Outcome, Overlay, ParamsState, PresetPicker, SavePrompt, State, Theme, ThemeCatalog, areas,
-    builtin_theme, osc52, results_file, update,
+    Outcome, Overlay, ParamsState, PresetPicker, START_MAX_TOKENS, START_SAMPLES, SavePrompt,
+    State, Theme, ThemeCatalog, areas, builtin_theme, osc52, results_file, update,
 };
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -125,7 +125,7 @@ fn p_opens_the_picker_on_the_built_ins_and_asks_the_loop_for_user_presets() {
 }
 
 #[test]
-fn enter_loads_the_chosen_preset_keeps_seed_and_length_and_reruns() {
+fn enter_loads_the_chosen_preset_keeps_the_seed_and_reruns() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = running(dir.path());
     let seed = s.comparison.params.params.seed;
@@ -157,7 +157,11 @@ fn enter_loads_the_chosen_preset_keeps_seed_and_length_and_reruns() {
         s.comparison.params.params.seed, seed,
         "the seed stays unless rolled"
     );
-    assert_eq!(s.comparison.params.params.max_tokens, Some(300));
+    assert_eq!(
+        s.comparison.params.params.max_tokens,
+        Some(START_MAX_TOKENS),
+        "creative leaves the length open: the playground's starting one, not the 300 before"
+    );
     assert!(!s.comparison.params.modified());
     assert_eq!(s.comparison.params.source, PresetSource::BuiltIn);
 
@@ -1126,11 +1130,16 @@ fn every_overlay_survives_tiny_terminals() {
 }
 
 #[test]
-fn a_loaded_preset_changes_only_the_run_shape_it_names() {
+fn a_loaded_preset_sets_the_run_shape_it_names_and_starting_values_for_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = running(dir.path());
-    s.comparison.params.params.num_samples = 4;
+    s.comparison.params.params.num_samples = 7;
     s.comparison.params.params.logprobs = Some(3);
+    s.comparison
+        .params
+        .params
+        .set_assignment("stop=[\"zzz\"]")
+        .unwrap();
     update(&mut s, dialog(DialogAction::OpenPresets));
     update(
         &mut s,
@@ -1147,9 +1156,10 @@ fn a_loaded_preset_changes_only_the_run_shape_it_names() {
             s.comparison.params.params.num_samples,
             s.comparison.params.params.logprobs
         ),
-        (4, Some(3)),
-        "greedy names neither"
+        (START_SAMPLES, None),
+        "greedy names neither: the playground's starting values, nothing carried over"
     );
+    assert_eq!(s.comparison.params.params.stop, None);
     assert!(!s.comparison.params.modified());
     update(&mut s, dialog(DialogAction::OpenPresets));
     update(

@@ -5,7 +5,7 @@
 use super::conversation;
 use super::model_picker;
 use super::params_changed;
-use super::run_shape::keep_run_shape;
+use super::run_shape::load_over;
 use crate::engine::RunId;
 use crate::params::SamplingParams;
 use crate::preset_store::check_name;
@@ -126,11 +126,13 @@ pub fn outcome(state: &mut State, outcome: Outcome) -> Vec<Effect> {
             }
         }
         Outcome::PresetSaved(Ok(preset)) => {
-            // The saved params are the current ones (in canonical spelling): no re-run needed.
+            // The saved params are the current ones (in canonical spelling, without a seed the
+            // session drew): no re-run needed.
             if let PresetSource::File(path) = &preset.source {
                 state.status.notify(format!("saved {}", path.display()));
             }
-            let params = keep_run_shape(preset.params, &state.comparison.params.params);
+            let mut params = preset.params;
+            params.seed = params.seed.or(state.comparison.params.params.seed);
             state
                 .comparison
                 .params
@@ -220,7 +222,7 @@ fn load_preset(state: &mut State) -> Vec<Effect> {
         return Vec::new();
     };
     let params = match entry.params {
-        Ok(params) => keep_run_shape(params, &state.comparison.params.params),
+        Ok(params) => load_over(params, &state.comparison.params.params),
         Err(_) => {
             picker.message = Some(format!(
                 "nothing loaded: fix `{}` and open the picker again",

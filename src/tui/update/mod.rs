@@ -22,7 +22,7 @@ use crate::tui::widgets::layout::Grid;
 use crate::tui::widgets::prompt::{PromptView, SeenPrompt};
 use crate::tui::widgets::status::ModelStatus;
 use crate::tui::widgets::text::TextBuffer;
-use run_shape::keep_run_shape;
+use run_shape::load_over;
 
 pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
     if !matches!(
@@ -518,7 +518,7 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
                 if state.comparison.params.preset_name == MODEL_PRESET {
                     match defaults {
                         Some(defaults) => {
-                            let params = keep_run_shape(defaults, &state.comparison.params.params);
+                            let params = load_over(defaults, &state.comparison.params.params);
                             state
                                 .comparison
                                 .params
