@@ -43,9 +43,10 @@ pub struct SampleArgs {
     /// one gets the raw prompt, with a warning.
     #[arg(long)]
     chat: bool,
-    /// With --chat: special-token text in the prompt (`<|im_end|>`) stays plain text instead of
-    /// becoming the control token.
-    #[arg(long, requires = "chat")]
+    /// Special-token text in the prompt (`<|im_end|>`) stays plain text instead of becoming the
+    /// control token: in a raw prompt (which vLLM, transformers and llama-server parse) and,
+    /// with --chat, in the user's message.
+    #[arg(long)]
     literal_specials: bool,
     /// A conversation for the chat template instead of one message: a YAML (or JSON) list of
     /// `{role, content}`, e.g. a system message and earlier turns. Implies --chat. With several
@@ -336,14 +337,14 @@ fn prompt_for(
         return Ok(Prompt::chat(conversation.to_vec()));
     }
     if !args.chat {
-        return Ok(Prompt::raw(&args.prompt));
+        return Ok(Prompt::raw_with(&args.prompt, args.literal_specials));
     }
     if !worker.chat_template {
         eprintln!(
             "samplab: warning: {} has no chat template: it gets the prompt as raw text",
             worker.spec
         );
-        return Ok(Prompt::raw(&args.prompt));
+        return Ok(Prompt::raw_with(&args.prompt, args.literal_specials));
     }
     Ok(Prompt::Chat(Conversation {
         messages: vec![Message::new("user", &args.prompt)],

@@ -274,6 +274,11 @@ fn load_on(
             )
         }
     };
+    // Raw prompts read special-token text as the control token, as vLLM, transformers and
+    // llama-server do (a GGUF tokenizer is built literal, as llama.cpp's library default);
+    // `Prompt::Literal` keeps it text.
+    let mut tokenizer = tokenizer;
+    tokenizer.set_encode_special_tokens(false);
     let eos_ids = if eos_ids.is_empty() {
         model.config().eos_token_ids.clone()
     } else {

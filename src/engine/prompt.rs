@@ -5,8 +5,13 @@ use crate::model::text::chat_template::Message;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Prompt {
-    /// Text the model continues as it is (BOS added as the model wants).
+    /// Text the model continues as it is (BOS added as the model wants); special-token text
+    /// (`<|im_start|>`) becomes the control token, as vLLM, transformers and llama-server read
+    /// a raw prompt.
     Raw(String),
+    /// Raw text whose special-token text stays plain text (llama.cpp's `parse_special =
+    /// false`).
+    Literal(String),
     /// A conversation, rendered by the chat template of whichever model runs or scores it.
     Chat(Conversation),
 }
@@ -25,6 +30,14 @@ impl Prompt {
         Prompt::Raw(text.to_owned())
     }
 
+    /// Raw text, its special-token text kept as text where `literal`.
+    pub fn raw_with(text: &str, literal: bool) -> Self {
+        match literal {
+            true => Prompt::Literal(text.to_owned()),
+            false => Prompt::raw(text),
+        }
+    }
+
     /// A conversation with special-token text becoming control tokens, as in transformers.
     pub fn chat(messages: Vec<Message>) -> Self {
         Prompt::Chat(Conversation {
@@ -36,7 +49,7 @@ impl Prompt {
     /// What the user typed: the raw text, or the conversation's last user message.
     pub fn text(&self) -> &str {
         match self {
-            Prompt::Raw(text) => text,
+            Prompt::Raw(text) | Prompt::Literal(text) => text,
             Prompt::Chat(conversation) => conversation.last_user().unwrap_or(""),
         }
     }
@@ -48,7 +61,7 @@ impl Prompt {
     /// The conversation's messages; none for raw text.
     pub fn messages(&self) -> &[Message] {
         match self {
-            Prompt::Raw(_) => &[],
+            Prompt::Raw(_) | Prompt::Literal(_) => &[],
             Prompt::Chat(conversation) => &conversation.messages,
         }
     }

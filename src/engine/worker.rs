@@ -46,6 +46,7 @@ pub struct LoadedModel {
 }
 
 impl LoadedModel {
+    /// A raw prompt's ids, BOS added as the model wants, special-token text parsed.
     pub fn encode(&self, prompt: &str) -> anyhow::Result<Vec<u32>> {
         let encoding = self
             .tokenizer
@@ -54,11 +55,21 @@ impl LoadedModel {
         Ok(encoding.get_ids().to_vec())
     }
 
+    /// A raw prompt's ids with its special-token text kept as text.
+    fn encode_literal_raw(&mut self, prompt: &str) -> anyhow::Result<Vec<u32>> {
+        let literal = self.tokenizer.get_encode_special_tokens();
+        self.tokenizer.set_encode_special_tokens(true);
+        let ids = self.encode(prompt);
+        self.tokenizer.set_encode_special_tokens(literal);
+        ids
+    }
+
     /// The token ids of a prompt as this model sees it, and, for a conversation, the text its
     /// chat template rendered.
     pub fn encode_prompt(&mut self, prompt: &Prompt) -> anyhow::Result<(Vec<u32>, Option<String>)> {
         match prompt {
             Prompt::Raw(text) => Ok((self.encode(text)?, None)),
+            Prompt::Literal(text) => Ok((self.encode_literal_raw(text)?, None)),
             Prompt::Chat(conversation) => {
                 let text = self.render_conversation(&conversation.messages)?;
                 let ids = match conversation.last_user() {
@@ -113,13 +124,12 @@ impl LoadedModel {
         Ok(ids)
     }
 
-    /// Text that is already a whole prompt: chat-rendered (specials parsed, nothing added) or
-    /// raw (BOS added as the model wants).
-    fn encode_text(&mut self, text: &str, rendered: bool) -> anyhow::Result<Vec<u32>> {
-        if rendered {
-            self.encode_rendered(text)
-        } else {
-            self.encode(text)
+    /// Text that is already a whole prompt, encoded as `how` says.
+    fn encode_text(&mut self, text: &str, how: Encoding) -> anyhow::Result<Vec<u32>> {
+        match how {
+            Encoding::Rendered => self.encode_rendered(text),
+            Encoding::Raw => self.encode(text),
+            Encoding::Literal => self.encode_literal_raw(text),
         }
     }
 
@@ -192,10 +202,10 @@ impl LoadedModel {
                 },
                 Before::Text {
                     text,
-                    rendered,
+                    how,
                     ids: prefix,
                 } => {
-                    let ids = self.encode_text(&format!("{text}{}", sample.text), *rendered)?;
+                    let ids = self.encode_text(&format!("{text}{}", sample.text), *how)?;
                     Scoring {
                         start: common_prefix(prefix, &ids),
                         ids,
@@ -226,21 +236,24 @@ impl LoadedModel {
         };
         let before = match own {
             // Our own token ids: the sampling model's prompt ids are ours too.
-            Some(Prompt::Raw(_)) | None if same_vocab => {
+            Some(Prompt::Raw(_) | Prompt::Literal(_)) | None if same_vocab => {
                 Before::Ids(request.prompt_token_ids.clone())
             }
             Some(prompt) if same_vocab => Before::Ids(self.encode_prompt(prompt)?.0),
-            Some(Prompt::Raw(text)) => Before::Text {
-                ids: self.encode(text)?,
+            Some(prompt @ (Prompt::Raw(text) | Prompt::Literal(text))) => Before::Text {
+                ids: self.encode_prompt(prompt)?.0,
                 text: text.clone(),
-                rendered: false,
+                how: match prompt {
+                    Prompt::Literal(_) => Encoding::Literal,
+                    _ => Encoding::Raw,
+                },
             },
             Some(prompt) => {
                 let (ids, text) = self.encode_prompt(prompt)?;
                 Before::Text {
                     ids,
                     text: text.unwrap_or_default(),
-                    rendered: true,
+                    how: Encoding::Rendered,
                 }
             }
             None => {
@@ -253,7 +266,7 @@ impl LoadedModel {
                 Before::Text {
                     ids: self.encode_rendered(&text)?,
                     text,
-                    rendered: true,
+                    how: Encoding::Rendered,
                 }
             }
         };
@@ -390,13 +403,24 @@ impl Runner for LoadedModel {
 enum Before {
     /// Token ids in this model's vocabulary; the sample's own ids follow.
     Ids(Vec<u32>),
-    /// Text (a chat rendering: `rendered`) with its ids; the sample's text follows, and the
-    /// whole is tokenized again.
+    /// Text with its ids; the sample's text follows, and the whole is tokenized again, `how`
+    /// the text was.
     Text {
         text: String,
-        rendered: bool,
+        how: Encoding,
         ids: Vec<u32>,
     },
+}
+
+/// How a whole prompt's text becomes ids.
+#[derive(Debug, Clone, Copy)]
+enum Encoding {
+    /// A chat rendering: special-token text parsed, nothing added.
+    Rendered,
+    /// Raw text: BOS added as the model wants, special-token text parsed.
+    Raw,
+    /// Raw text with its special-token text kept as text.
+    Literal,
 }
 
 struct ScoreContext {

@@ -585,3 +585,50 @@ fn chat_template_and_end_of_turn_tokens_are_read() {
         "end-of-turn texts are control tokens, as in llama.cpp"
     );
 }
+
+/// A raw prompt's special-token text becomes the control token, as llama.cpp tokenizes it with
+/// `parse_special = true` (llama-server's and vLLM's raw prompts); `Prompt::Literal` keeps it
+/// text, as `parse_special = false` does. On the real SmolLM2 and Gemma 3, against
+/// tests/fixtures/special_tokens.json (scripts/special_token_reference.py).
+#[test]
+fn raw_prompts_parse_special_tokens_as_llama_cpp_does_and_literal_ones_keep_them_text() {
+    use samplab::engine::Prompt;
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/special_tokens.json"
+    ))
+    .unwrap();
+    let reference: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for (family, model) in [
+        ("smollm2", common::loaded_real_model()),
+        ("gemma3", common::loaded_gemma()),
+    ] {
+        let Some(mut model) = model else { continue };
+        let cases = reference[family].as_object().unwrap();
+        assert!(!cases.is_empty());
+        for (text, ids) in cases {
+            let parsed = model.encode_prompt(&Prompt::raw(text)).unwrap().0;
+            assert_eq!(parsed, common::ids(&ids["parsed"]), "{family} {text:?}");
+            let literal = model
+                .encode_prompt(&Prompt::Literal(text.clone()))
+                .unwrap()
+                .0;
+            assert_eq!(
+                literal,
+                common::ids(&ids["literal"]),
+                "{family} literal {text:?}"
+            );
+            // The prompt view marks the control tokens of the parsed prompt only.
+            let specials = |ids: &[u32]| {
+                model
+                    .prompt_tokens(ids)
+                    .iter()
+                    .filter(|t| t.special)
+                    .count()
+            };
+            if parsed != literal {
+                assert!(specials(&parsed) > specials(&literal), "{family} {text:?}");
+            }
+        }
+    }
+}

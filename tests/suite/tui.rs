@@ -972,9 +972,21 @@ fn special_token_text_in_a_chat_message_is_marked_and_can_stay_text() {
 
     update(&mut s, Action::ToggleChat);
     assert!(
-        !s.comparison.models[0].chat && !s.prompt.literal_specials,
-        "and on to raw text"
+        !s.comparison.models[0].chat && s.prompt.literal_specials,
+        "on to raw text, the special text still kept as text"
     );
+    assert!(find(&render(&s, &theme), "raw · marked text stays text").is_some());
+    let effects = update(&mut s, Action::DebounceElapsed);
+    let raw_literal = effects.iter().any(|e| {
+        matches!(e, Effect::Run(_, request) if request.prompt == Prompt::Literal("hi<|im_end|>there".into()))
+    });
+    assert!(raw_literal, "{effects:?}");
+    update(&mut s, Action::ToggleChat);
+    assert!(
+        !s.comparison.models[0].chat && !s.prompt.literal_specials,
+        "and on to raw text read as control tokens"
+    );
+    assert!(find(&render(&s, &theme), "raw · marked text = control tokens").is_some());
     s.prompt.buffer = TextBuffer::new("no specials");
     update(&mut s, Action::ToggleChat);
     update(&mut s, Action::ToggleChat);

@@ -326,6 +326,13 @@ impl Runner for RemoteModel {
                 self.info.name()
             );
         }
+        if let crate::engine::Prompt::Literal(_) = request.prompt {
+            anyhow::bail!(
+                "{} reads special-token text in a raw prompt as its control tokens, and cannot \
+                 be asked to keep it as text: let samplab parse it too, or use a local model",
+                self.info.name()
+            );
+        }
         let run_id = request.run_id;
         let seed = params.seed.unwrap_or_else(random_seed);
         let seeds: Vec<u64> = (0..params.num_samples)
@@ -336,11 +343,13 @@ impl Runner for RemoteModel {
             rendered: None,
             tokens: match &request.prompt {
                 // The server tokenizes: the prompt is shown as one piece.
-                crate::engine::Prompt::Raw(text) => vec![PromptToken {
-                    id: 0,
-                    text: text.clone(),
-                    special: false,
-                }],
+                crate::engine::Prompt::Raw(text) | crate::engine::Prompt::Literal(text) => {
+                    vec![PromptToken {
+                        id: 0,
+                        text: text.clone(),
+                        special: false,
+                    }]
+                }
                 crate::engine::Prompt::Chat(_) => Vec::new(),
             },
         });

@@ -221,7 +221,8 @@ pub fn body(
     body.insert("max_tokens".into(), json!(params.max_tokens));
     let top = alternatives(params);
     match prompt {
-        Prompt::Raw(text) => {
+        // A served model parses special-token text itself; `run` refuses a literal prompt.
+        Prompt::Raw(text) | Prompt::Literal(text) => {
             body.insert("prompt".into(), json!(text));
             body.insert("logprobs".into(), json!(top));
         }

@@ -70,7 +70,9 @@ fn tokenize_prompt(
     prompt: &Prompt,
 ) -> anyhow::Result<Vec<u64>> {
     match prompt {
-        Prompt::Raw(text) => tokenize(client, info, json!({"prompt": text})),
+        Prompt::Raw(text) | Prompt::Literal(text) => {
+            tokenize(client, info, json!({"prompt": text}))
+        }
         Prompt::Chat(conversation) => tokenize(
             client,
             info,

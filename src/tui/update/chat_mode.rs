@@ -12,8 +12,8 @@ use crate::tui::state::State;
 use crate::tui::widgets::prompt::ChatModes;
 use crate::tui::widgets::status::ModelSlot;
 
-/// `m`: raw → chat → (when the message holds special-token text) chat with that text kept as
-/// text → raw, for the models it applies to.
+/// `m`: raw → chat → raw, for the models it applies to; when the prompt holds special-token
+/// text: raw → chat → chat with that text kept as text → raw with it kept as text → raw.
 pub fn toggle(state: &mut State) -> Vec<Effect> {
     let targets = targets(state);
     let targets_chat = |state: &State| targets.iter().any(|&id| slot_chat(state, id));
@@ -24,7 +24,8 @@ pub fn toggle(state: &mut State) -> Vec<Effect> {
         .iter()
         .any(|s| state.prompt.text().contains(s));
     match (chat, state.prompt.literal_specials) {
-        (false, _) => {
+        (false, true) => state.prompt.literal_specials = false,
+        (false, false) => {
             let mut refused = Vec::new();
             for &id in &targets {
                 let Some(slot) = state.comparison.slot_mut(id) else {
@@ -47,13 +48,13 @@ pub fn toggle(state: &mut State) -> Vec<Effect> {
             }
         }
         (true, false) if typed => state.prompt.literal_specials = true,
-        (true, _) => {
+        (true, literal) => {
             for &id in &targets {
                 if let Some(slot) = state.comparison.slot_mut(id) {
                     slot.chat = false;
                 }
             }
-            state.prompt.literal_specials = false;
+            state.prompt.literal_specials = literal && typed;
         }
     }
     params_changed(state, true)
@@ -77,7 +78,7 @@ pub fn loaded(state: &mut State, model: ModelId) {
 pub fn prompt_for(state: &State, model: ModelId) -> Prompt {
     let text = state.prompt.text();
     if !slot_chat(state, model) {
-        return Prompt::raw(text);
+        return Prompt::raw_with(text, state.prompt.literal_specials);
     }
     let mut messages = state.prompt.history.clone();
     messages.push(Message::new("user", text));

@@ -252,14 +252,17 @@ fn token_detail(tokens: &[PromptToken], scores: Option<PromptScores>, i: usize) 
 }
 
 fn typed_title(state: &PromptState, shown: &Shown) -> String {
-    // Special-token text in a chat message becomes the control token (as in transformers)
-    // unless the user says otherwise: mark it either way, and say which.
+    // Special-token text becomes the control token (as transformers, vLLM and llama-server
+    // read it) unless the user says otherwise: mark it either way, and say which.
     let modes = shown.modes;
-    let typed = modes.chat && shown.specials.iter().any(|s| state.text().contains(s));
+    let typed = shown.specials.iter().any(|s| state.text().contains(s));
     let title = match (modes.chat, modes.available, typed, state.literal_specials) {
         (true, _, true, false) => " prompt · chat · marked text = control tokens (m: as text)",
         (true, _, true, true) => " prompt · chat · marked text stays text (m: raw)",
         (true, ..) => " prompt · chat template",
+        (false, true, true, false) => " prompt · raw · marked text = control tokens (m: chat)",
+        (false, false, true, false) => " prompt · raw · marked text = control tokens",
+        (false, _, true, true) => " prompt · raw · marked text stays text (m: as tokens)",
         (false, true, ..) => " prompt · raw (m: chat)",
         (false, false, ..) => " prompt",
     };
@@ -274,11 +277,7 @@ fn typed_title(state: &PromptState, shown: &Shown) -> String {
 }
 
 fn render_typed(frame: &mut Frame, inner: Rect, state: &PromptState, shown: &Shown, theme: &Theme) {
-    let marked = if shown.modes.chat {
-        shown.specials
-    } else {
-        &[]
-    };
+    let marked = shown.specials;
     let mark = if state.literal_specials {
         theme.dim
     } else {

@@ -21,30 +21,28 @@ pub fn loaded_test_model() -> Option<samplab::engine::LoadedModel> {
 
 /// [`loaded_test_model`] on `device`.
 pub fn loaded_test_model_on(device: DeviceChoice) -> Option<samplab::engine::LoadedModel> {
-    let path = test_model()?;
-    let hub = samplab::model::source::HubSettings {
-        offline: true,
-        ..samplab::model::source::HubSettings::new(std::env::temp_dir())
-    };
-    let spec = path.to_str().expect("a UTF-8 path");
-    Some(
-        samplab::engine::load::load_model(spec, &hub, device, &mut |_| {})
-            .expect("stories260K loads"),
-    )
+    Some(load_at(&test_model()?, device))
 }
 
 /// The real Gemma 3 270M loaded as the engine loads it, or `None` to skip (see [`gemma_model`]).
 pub fn loaded_gemma() -> Option<samplab::engine::LoadedModel> {
-    let path = gemma_model()?;
+    Some(load_at(&gemma_model()?, DeviceChoice::Cpu))
+}
+
+/// The real SmolLM2 Q4_1 loaded as the engine loads it, or `None` to skip (see [`real_model`]).
+pub fn loaded_real_model() -> Option<samplab::engine::LoadedModel> {
+    Some(load_at(&real_model()?, DeviceChoice::Cpu))
+}
+
+/// The model file at `path` loaded as the engine loads it, offline.
+fn load_at(path: &std::path::Path, device: DeviceChoice) -> samplab::engine::LoadedModel {
     let hub = samplab::model::source::HubSettings {
         offline: true,
         ..samplab::model::source::HubSettings::new(std::env::temp_dir())
     };
     let spec = path.to_str().expect("a UTF-8 path");
-    Some(
-        samplab::engine::load::load_model(spec, &hub, DeviceChoice::Cpu, &mut |_| {})
-            .expect("Gemma 3 loads"),
-    )
+    samplab::engine::load::load_model(spec, &hub, device, &mut |_| {})
+        .unwrap_or_else(|e| panic!("{spec} loads: {e:#}"))
 }
 
 /// The real SmolLM2-135M-Instruct Q4_1 file: `$SAMPLAB_REAL_MODEL`, or
