@@ -111,6 +111,34 @@ pub enum Stage {
     Temperature,
 }
 
+/// A `samplers` order: a list of stage names, or llama.cpp's own `--samplers` text with the
+/// names joined by `;` (`top_k;temperature`), which samplab's llama.cpp export writes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Stages(pub Vec<Stage>);
+
+impl std::ops::Deref for Stages {
+    type Target = [Stage];
+    fn deref(&self) -> &[Stage] {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Stages {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        use serde_yaml_ng::{Value, from_value};
+        let names = match Value::deserialize(deserializer)? {
+            Value::String(text) => text
+                .split(';')
+                .map(|name| Value::String(name.trim().to_owned()))
+                .collect(),
+            other => other,
+        };
+        from_value(names).map(Stages).map_err(D::Error::custom)
+    }
+}
+
 impl Stage {
     /// llama.cpp's default order (`common_params_sampling::samplers`).
     pub const LLAMA_CPP_DEFAULT: [Stage; 9] = [
@@ -160,6 +188,16 @@ mod tests {
             serde_yaml_ng::from_str::<Stage>("temp").unwrap(),
             Stage::Temperature
         );
+    }
+
+    #[test]
+    fn a_samplers_order_is_a_list_or_llama_cpps_own_text() {
+        let text: Stages = serde_yaml_ng::from_str("\"top_k; typ_p;temp\"").unwrap();
+        let list: Stages = serde_yaml_ng::from_str("[top_k, typical_p, temperature]").unwrap();
+        assert_eq!(text, list);
+        assert_eq!(&*text, [Stage::TopK, Stage::TypicalP, Stage::Temperature]);
+        let err = serde_yaml_ng::from_str::<Stages>("\"top_k;nucleus\"").unwrap_err();
+        assert!(err.to_string().contains("nucleus"), "{err}");
     }
 
     #[test]

@@ -12,7 +12,7 @@ mod logit_bias;
 mod stop;
 mod table;
 
-pub use engine::{Engine, Engines, Stage};
+pub use engine::{Engine, Engines, Stage, Stages};
 pub use field::{Bounds, FieldSpec, Knob};
 pub use logit_bias::{BIAS_LIMIT, LogitBias};
 pub use stop::{Stop, StopItem};
@@ -251,6 +251,10 @@ impl SamplingParams {
             (
                 Field::AllowedTokenIds,
                 self.allowed_token_ids.iter().flatten().copied().max(),
+            ),
+            (
+                Field::Stop,
+                self.stop.iter().flat_map(Stop::token_ids).max(),
             ),
         ];
         for (field, largest) in named {

@@ -2,7 +2,7 @@
 //! its [`Field`] variant and its [`FieldSpec`]. Adding a parameter is adding a row here (and its
 //! stage to the samplers); everything else reads the table.
 
-use super::engine::{Engine, Engines, Stage};
+use super::engine::{Engine, Engines, Stages};
 use super::field::{Bounds, FieldSpec, Knob};
 use super::logit_bias::LogitBias;
 use super::stop::Stop;
@@ -205,7 +205,7 @@ params_table! {
     Engine engine: Engine = Engine::Vllm,
         spec("engine", Engines::ALL, Knob::Choice(&["vllm", "transformers", "llama.cpp"]));
     /// llama.cpp's chain order by stage name, as its --samplers; null is its default order.
-    Samplers samplers: Option<Vec<Stage>> = None, FieldSpec {
+    Samplers samplers: Option<Stages> = None, FieldSpec {
         off: Some("null"),
         ..spec("samplers", Engines::LLAMA_CPP, Knob::Text)
     };

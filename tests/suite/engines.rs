@@ -2,7 +2,7 @@
 //! stage and in every order; hand-worked cases where the engines disagree; coupling; bad input.
 
 use proptest::prelude::*;
-use samplab::params::{Engine, LogitBias, SamplingParams, Stage};
+use samplab::params::{Engine, LogitBias, SamplingParams, Stage, Stages};
 use samplab::sampling::{KeptToken, SampleState, Sampler};
 
 fn distribution(params: &SamplingParams, logits: &[f32], history: &[u32]) -> Vec<KeptToken> {
@@ -88,8 +88,9 @@ fn llama_cpp_reference(logits: &[f32], history: &[u32], p: &SamplingParams) -> V
     let min_keep = p.min_keep as usize;
     let order = p
         .samplers
-        .clone()
-        .unwrap_or(Stage::LLAMA_CPP_DEFAULT.to_vec());
+        .as_deref()
+        .unwrap_or(&Stage::LLAMA_CPP_DEFAULT)
+        .to_vec();
     for stage in order {
         match stage {
             Stage::Penalties => {
@@ -395,7 +396,7 @@ fn llama_params() -> impl Strategy<Value = SamplingParams> {
                     dry_multiplier: dry,
                     dry_allowed_length: 2,
                     min_keep: keep,
-                    samplers: custom.then_some(order),
+                    samplers: custom.then_some(Stages(order)),
                     ..Default::default()
                 }
             },
@@ -711,6 +712,11 @@ fn token_ids_outside_the_vocabulary_are_refused() {
     let params = SamplingParams::from_yaml("allowed_token_ids: [3, 5000]").unwrap();
     assert!(params.check_token_ids(1024).is_err());
     assert!(params.check_token_ids(8000).is_ok());
+    // A stop token id too, as `#99999` typed in the playground.
+    let params = SamplingParams::from_yaml("stop: [\"end\", 99999]").unwrap();
+    let message = params.check_token_ids(1024).unwrap_err().to_string();
+    assert!(message.contains("`stop` names token 99999"), "{message}");
+    assert!(params.check_token_ids(100_000).is_ok());
 }
 
 /// The default profile is today's sampler: a vLLM run equals one with every new knob at its
@@ -856,4 +862,20 @@ fn the_trace_names_the_stage_that_removed_a_token() {
     assert!((model[0].unwrap().1 - 0.5).abs() < 1e-6);
     let last = trace.last().unwrap();
     assert!((last.tokens[0].unwrap().1 - 0.5 / 0.8).abs() < 1e-6);
+}
+
+/// `--set samplers=...` takes llama.cpp's own `--samplers` text, as samplab's llama.cpp export
+/// writes it, and gives the same chain as the list.
+#[test]
+fn samplers_take_llama_cpps_own_text() {
+    let mut text = SamplingParams::from_yaml("engine: llama.cpp").unwrap();
+    text.set_assignment("samplers=penalties;temperature;min_p;top_k;top_p")
+        .unwrap();
+    let list = SamplingParams::from_yaml(
+        "engine: llama.cpp\nsamplers: [penalties, temperature, min_p, top_k, top_p]",
+    )
+    .unwrap();
+    assert_eq!(text, list);
+    let err = text.set_assignment("samplers=top_k;nucleus").unwrap_err();
+    assert!(err.to_string().contains("nucleus"), "{err}");
 }
