@@ -7,7 +7,7 @@
 use super::backend::Backend;
 use super::contain::contain;
 use super::events::{Branch, Event, PromptToken, Request, RunId};
-use super::generate::{RunContext, generate};
+use super::generate::{RunContext, generate, token_text};
 use super::prompt::Prompt;
 use super::replay::ReplayStore;
 use super::runner::Runner;
@@ -139,7 +139,8 @@ impl LoadedModel {
         ids.iter()
             .map(|&id| PromptToken {
                 id,
-                text: self.tokenizer.decode(&[id], false).unwrap_or_default(),
+                // As top_logprobs show it: a SentencePiece token keeps its leading space.
+                text: token_text(&self.tokenizer, id),
                 special: decoder.get(&id).is_some_and(|token| token.special),
             })
             .collect()

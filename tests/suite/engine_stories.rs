@@ -249,3 +249,18 @@ fn token_events_carry_alternatives_while_the_response_keeps_what_was_asked() {
         }
     }
 }
+
+/// The prompt's tokens show their text as top_logprobs show it: a SentencePiece token keeps
+/// its leading space (`<s> Once upon a time`: SentencePiece's "▁Once" is " Once"), where a
+/// lone decode dropped it (`<s>Onceuponatime`).
+#[test]
+fn prompt_tokens_keep_their_leading_spaces() {
+    let Some(model) = common::loaded_test_model() else {
+        return;
+    };
+    let ids = model.encode("Once upon a time").unwrap();
+    let tokens = model.prompt_tokens(&ids);
+    let text: String = tokens.iter().map(|t| t.text.as_str()).collect();
+    assert_eq!(text, "<s> Once upon a time");
+    assert!(tokens[0].special && !tokens[1].special);
+}
