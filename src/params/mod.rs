@@ -309,11 +309,43 @@ fn field_named(key: &str) -> Result<Field, ParamError> {
         .find(|f| f.name() == key)
         .ok_or_else(|| ParamError::UnknownKey {
             key: key.to_owned(),
-            hint: closest_field(key)
-                .map(|f| format!(" (did you mean `{f}`?)"))
-                .unwrap_or_default(),
+            hint: match OTHER_TOOLS_NAMES.iter().find(|(name, ..)| *name == key) {
+                Some((_, tool, Some(ours))) => format!(" ({tool}'s `{key}` is samplab's `{ours}`)"),
+                Some((_, tool, None)) => {
+                    format!(" (`{key}` is {tool}'s; samplab has no such sampler)")
+                }
+                None => closest_field(key)
+                    .map(|f| format!(" (did you mean `{f}`?)"))
+                    .unwrap_or_default(),
+            },
         })
 }
+
+/// Names that text-generation-webui, SillyTavern, llama.cpp and transformers give parameters,
+/// which people paste: (name, whose, samplab's name or none). Refused all the same, so that a
+/// preset says one thing in one vocabulary, but the error names the key to write.
+const OTHER_TOOLS_NAMES: &[(&str, &str, Option<&str>)] = &[
+    (
+        "temp",
+        "text-generation-webui and llama.cpp",
+        Some("temperature"),
+    ),
+    ("rep_pen", "SillyTavern", Some("repetition_penalty")),
+    ("repeat_penalty", "llama.cpp", Some("repetition_penalty")),
+    ("rep_pen_range", "SillyTavern", Some("repeat_last_n")),
+    ("max_new_tokens", "transformers", Some("max_tokens")),
+    ("min_new_tokens", "transformers", Some("min_tokens")),
+    ("n", "OpenAI", Some("num_samples")),
+    ("typical", "llama.cpp", Some("typical_p")),
+    (
+        "do_sample",
+        "transformers",
+        Some("temperature (0 for greedy)"),
+    ),
+    ("top_a", "text-generation-webui and SillyTavern", None),
+    ("tfs", "text-generation-webui and SillyTavern", None),
+    ("tfs_z", "llama.cpp", None),
+];
 
 /// Every parameter's name, for messages.
 fn field_names() -> String {
@@ -487,6 +519,16 @@ mod tests {
         let message = err("tempature: 0.5");
         assert!(message.contains("`tempature`"), "{message}");
         assert!(message.contains("did you mean `temperature`"), "{message}");
+        for (key, said) in [
+            ("temp", "`temp` is samplab's `temperature`"),
+            ("rep_pen", "`rep_pen` is samplab's `repetition_penalty`"),
+            ("top_a", "samplab has no such sampler"),
+        ] {
+            let message = SamplingParams::from_yaml(&format!("{key}: 1"))
+                .unwrap_err()
+                .to_string();
+            assert!(message.contains(said), "{message}");
+        }
     }
 
     #[test]

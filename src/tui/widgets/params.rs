@@ -200,9 +200,16 @@ impl ParamsState {
 
     /// The value that turns the selected field off, where one does.
     pub fn turn_off(&mut self) -> bool {
-        match off_value(&self.field().spec()) {
+        let field = self.field();
+        match off_value(&field.spec()) {
             Some(off) => self.apply_value(off),
-            None => false,
+            None => {
+                self.refusal = Some(format!(
+                    "{} has no off value: type one (Enter) or reset it to the preset's (Backspace)",
+                    field.name()
+                ));
+                false
+            }
         }
     }
 
@@ -747,6 +754,19 @@ mod tests {
         s.select_field(Field::Engine);
         assert!(s.nudge(1, false));
         assert_eq!(s.params.engine, crate::params::Engine::Vllm);
+    }
+
+    #[test]
+    fn turning_off_a_parameter_with_no_off_value_says_so() {
+        let mut s = state("temperature");
+        assert!(!s.turn_off());
+        let refusal = s.refusal.clone().expect("x says why nothing changed");
+        assert!(
+            refusal.contains("temperature has no off value"),
+            "{refusal}"
+        );
+        s.select_field(Field::TopK);
+        assert!(s.turn_off() || s.params.top_k == -1);
     }
 
     #[test]
