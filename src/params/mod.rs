@@ -75,8 +75,8 @@ pub enum ParamError {
 impl SamplingParams {
     /// Parses YAML or JSON (JSON is YAML), with every field checked.
     pub fn from_yaml(text: &str) -> Result<Self, ParamError> {
-        let value =
-            crate::yaml_guard::parse(text).map_err(|e| ParamError::Syntax(e.to_string()))?;
+        let value = crate::yaml_guard::parse(text)
+            .map_err(|e| ParamError::Syntax(too_large(e.to_string())))?;
         let mut params = Self::default();
         match value {
             Value::Null => {}
@@ -143,7 +143,7 @@ impl SamplingParams {
                 Err(e) => {
                     return Err(ParamError::WrongType {
                         field: field.name(),
-                        message: e.to_string(),
+                        message: in_words(&e.to_string()),
                     });
                 }
             }
@@ -396,8 +396,35 @@ pub(crate) fn typed<T: serde::de::DeserializeOwned>(
     let shown = describe(&value);
     serde_yaml_ng::from_value(value).map_err(|e| ParamError::WrongType {
         field,
-        message: format!("got {shown}: {e}"),
+        message: format!("got {shown}; {}", in_words(&e.to_string())),
     })
+}
+
+/// The YAML parser's word for a number beyond 128 bits, said plainly.
+fn too_large(message: String) -> String {
+    match message.split_once(" as u128, expected any YAML value") {
+        Some((head, tail)) => format!("{head}: too large for any parameter{tail}"),
+        None => message,
+    }
+}
+
+/// serde's "invalid type: .., expected u32" said without Rust's type names.
+fn in_words(message: &str) -> String {
+    if message.contains(" as u128") || message.contains(" as i128") {
+        return "the number is too large for any parameter".to_owned();
+    }
+    let Some((_, expected)) = message.rsplit_once("expected ") else {
+        return message.to_owned();
+    };
+    let words = match expected.trim() {
+        "f32" | "f64" => "a number",
+        "i32" | "i64" => "a whole number",
+        "u32" | "u64" | "usize" => "a whole number, 0 or more",
+        "u8" => "a whole number from 0 to 255",
+        "bool" | "a boolean" => "true or false",
+        other => other,
+    };
+    format!("expected {words}")
 }
 
 /// A short rendering of a YAML value for error messages.
@@ -519,6 +546,21 @@ mod tests {
         let message = err("tempature: 0.5");
         assert!(message.contains("`tempature`"), "{message}");
         assert!(message.contains("did you mean `temperature`"), "{message}");
+        // Types are said in words, not Rust's names.
+        for (yaml, said) in [
+            (
+                "temperature: abc",
+                "got the string \"abc\"; expected a number",
+            ),
+            ("seed: -1", "expected a whole number, 0 or more"),
+            ("max_tokens: 99999999999999999999", "too large"),
+        ] {
+            let message = err(yaml);
+            assert!(
+                message.contains(said) && !message.contains("u64"),
+                "{message}"
+            );
+        }
         for (key, said) in [
             ("temp", "`temp` is samplab's `temperature`"),
             ("rep_pen", "`rep_pen` is samplab's `repetition_penalty`"),
