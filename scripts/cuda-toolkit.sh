@@ -39,7 +39,9 @@ done
 
 # The stub is found first at link time (cudarc searches $CUDA_ROOT/lib/stubs); its soname makes
 # the binary load the driver's libcuda.so.1 at run time, so it serves where a driver exists too.
-samplab_driver_rs="$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/cudarc-0.19.*/src/driver/sys/mod.rs 2>/dev/null | tail -1)"
+# On a fresh machine nothing has unpacked cudarc yet: ls finds nothing, which under the caller's
+# `set -e -o pipefail` must not end the script before `cargo fetch` below unpacks it.
+samplab_driver_rs="$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/cudarc-0.19.*/src/driver/sys/mod.rs 2>/dev/null | tail -1 || true)"
 if [ -z "$samplab_driver_rs" ]; then
   cargo fetch -q
   samplab_driver_rs="$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/cudarc-0.19.*/src/driver/sys/mod.rs | tail -1)"
