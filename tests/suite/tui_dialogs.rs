@@ -1231,6 +1231,11 @@ fn t_stops_on_a_broken_user_theme_to_say_why_and_keeps_the_colours() {
     );
     update(&mut s, Action::CycleTheme);
     assert_eq!(s.themes.current().name, "dark");
+    assert_eq!(
+        s.status.error, None,
+        "the broken theme's error goes with it"
+    );
+    assert_eq!(s.status.notice.as_deref(), Some("theme dark"));
 }
 
 #[test]

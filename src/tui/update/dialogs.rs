@@ -97,14 +97,27 @@ pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
     }
 }
 
+/// What a broken theme's error ends its first part with, so that the next theme takes it away.
+const THEME_FIX: &str = "fix the file and restart to use it";
+
 /// `t`: the next theme, named in the status bar until the next key; a broken theme file is a
-/// stop of its own that says why and keeps the colours.
+/// stop of its own that says why and keeps the colours, until `t` moves on.
 pub fn cycle_theme(state: &mut State) -> Vec<Effect> {
     match state.themes.cycle() {
-        Cycled::Theme(name) => state.status.notify(format!("theme {name}")),
+        Cycled::Theme(name) => {
+            if state
+                .status
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains(THEME_FIX))
+            {
+                state.status.error = None;
+            }
+            state.status.notify(format!("theme {name}"));
+        }
         Cycled::Broken(error) => {
             let error = format!(
-                "{error}; fix the file and restart to use it (still on {})",
+                "{error}; {THEME_FIX} (still on {})",
                 state.themes.current().name
             );
             state.status.report_error(error);
