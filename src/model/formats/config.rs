@@ -267,6 +267,10 @@ impl ModelConfig {
                     family: family.name,
                 })?,
         };
+        let context_length = md.usize(&key("context_length"))?;
+        let rope_original_context = md.opt_usize(&key("rope.scaling.original_context_length"))?;
+        // llama.cpp's `n_ctx_orig_yarn`: the original context, else the trained one.
+        let original_or_trained = rope_original_context.unwrap_or(context_length);
         let rope_scaling = match md.opt_string(&key("rope.scaling.type"))?.as_deref() {
             None | Some("none") => None,
             Some("linear") => Some(RopeScaling::Linear {
@@ -276,12 +280,7 @@ impl ModelConfig {
             Some("longrope") => None,
             Some("yarn") => Some(RopeScaling::Yarn {
                 factor: md.f32(&key("rope.scaling.factor"))?,
-                original_context: match md
-                    .opt_usize(&key("rope.scaling.original_context_length"))?
-                {
-                    Some(n) => n,
-                    None => md.usize(&key("context_length"))?,
-                },
+                original_context: original_or_trained,
                 beta_fast: md
                     .opt_f32(&key("rope.scaling.yarn_beta_fast"))?
                     .unwrap_or(32.0),
@@ -354,7 +353,7 @@ impl ModelConfig {
             num_kv_heads,
             head_dim,
             vocab_size,
-            context_length: md.usize(&key("context_length"))?,
+            context_length,
             rms_norm_eps: md.f32(&key("attention.layer_norm_rms_epsilon"))? as f64,
             rope_theta,
             rope_layout: family.gguf_rope,
@@ -377,14 +376,11 @@ impl ModelConfig {
             attn_temperature: match md.opt_f32(&key("attention.temperature_scale"))? {
                 Some(beta) if beta != 0.0 => Some(AttnTemperature {
                     beta,
-                    floor: match md.opt_usize(&key("rope.scaling.original_context_length"))? {
-                        Some(n) => n,
-                        None => md.usize(&key("context_length"))?,
-                    },
+                    floor: original_or_trained,
                 }),
                 _ => None,
             },
-            rope_original_context: md.opt_usize(&key("rope.scaling.original_context_length"))?,
+            rope_original_context,
             rope_theta_local: match (windowed, family.window) {
                 (None, _) | (_, Window::None) => None,
                 (Some(_), Window::Required { .. }) => {
