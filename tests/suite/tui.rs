@@ -643,7 +643,8 @@ fn editor_errors_loading_and_help_are_drawn() {
     );
     select(&mut s, "top_p");
     update(&mut s, Action::EditParam);
-    type_text(&mut s, "9");
+    // The value opens selected: typing replaces it.
+    type_text(&mut s, "19");
     update(&mut s, Action::CommitEdit);
     let buffer = render(&s, &Theme::dark());
     assert!(

@@ -611,10 +611,8 @@ fn the_star_goes_when_the_params_are_back_at_the_preset() {
     assert!(!s.comparison.params.modified());
     select(&mut s, "top_k");
     update(&mut s, Action::EditParam);
+    // The value (-1) opens selected: typing replaces it.
     type_text(&mut s, "0");
-    update(&mut s, Action::CursorHome);
-    update(&mut s, Action::DeleteForward);
-    update(&mut s, Action::DeleteForward);
     update(&mut s, Action::CommitEdit);
     assert_eq!(s.comparison.params.params.top_k, 0);
     assert!(

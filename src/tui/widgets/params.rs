@@ -270,8 +270,9 @@ impl ParamsState {
         if matches!(self.field().spec().knob, Knob::Toggle | Knob::Choice(_)) {
             return self.nudge(1, false);
         }
+        // Selected, so that typing replaces the value rather than appending to it.
         self.editor = Some(FieldEditor {
-            buffer: TextBuffer::new(edit_text(&self.params, self.field())),
+            buffer: TextBuffer::selected(edit_text(&self.params, self.field())),
             error: None,
         });
         false
@@ -548,7 +549,13 @@ pub fn render(
             (Some(editor), true) => {
                 let (_, col) = editor.buffer.cursor_line_col();
                 cursor = Some((LABEL_WIDTH + 1 + col, i - first));
-                spans.push(Span::styled(editor.buffer.text.clone(), theme.editor));
+                let style = match editor.buffer.selected {
+                    true => theme
+                        .editor
+                        .add_modifier(ratatui::style::Modifier::REVERSED),
+                    false => theme.editor,
+                };
+                spans.push(Span::styled(editor.buffer.text.clone(), style));
             }
             _ if !applies => spans.push(Span::styled(
                 format!("n/a in {}", state.params.engine.title()),

@@ -10,6 +10,9 @@ use unicode_width::UnicodeWidthStr;
 pub struct TextBuffer {
     pub text: String,
     pub cursor: usize,
+    /// The whole text is selected: typing replaces it and a delete clears it, as in a
+    /// field that has just been opened; a cursor move keeps it and deselects.
+    pub selected: bool,
 }
 
 impl TextBuffer {
@@ -17,10 +20,32 @@ impl TextBuffer {
     pub fn new(text: impl Into<String>) -> Self {
         let text = text.into();
         let cursor = text.len();
-        Self { text, cursor }
+        Self {
+            text,
+            cursor,
+            selected: false,
+        }
+    }
+
+    /// A buffer whose whole text is selected, the cursor at its end.
+    pub fn selected(text: impl Into<String>) -> Self {
+        Self {
+            selected: true,
+            ..Self::new(text)
+        }
+    }
+
+    /// Drops a selected text; whether there was one.
+    fn take_selection(&mut self) -> bool {
+        let had = self.selected && !self.text.is_empty();
+        if self.selected {
+            *self = Self::default();
+        }
+        had
     }
 
     pub fn insert(&mut self, s: &str) {
+        self.take_selection();
         self.text.insert_str(self.cursor, s);
         self.cursor += s.len();
     }
@@ -38,6 +63,9 @@ impl TextBuffer {
     }
 
     pub fn delete_back(&mut self) -> bool {
+        if self.take_selection() {
+            return true;
+        }
         let Some(start) = self.previous() else {
             return false;
         };
@@ -47,6 +75,9 @@ impl TextBuffer {
     }
 
     pub fn delete_forward(&mut self) -> bool {
+        if self.take_selection() {
+            return true;
+        }
         let Some(end) = self.next() else {
             return false;
         };
@@ -55,12 +86,14 @@ impl TextBuffer {
     }
 
     pub fn left(&mut self) {
+        self.selected = false;
         if let Some(start) = self.previous() {
             self.cursor = start;
         }
     }
 
     pub fn right(&mut self) {
+        self.selected = false;
         if let Some(end) = self.next() {
             self.cursor = end;
         }
@@ -77,10 +110,12 @@ impl TextBuffer {
     }
 
     pub fn home(&mut self) {
+        self.selected = false;
         self.cursor = self.line_start();
     }
 
     pub fn end(&mut self) {
+        self.selected = false;
         self.cursor = self.line_end();
     }
 
@@ -95,6 +130,7 @@ impl TextBuffer {
     /// Moves to the same column (in clusters) on the line above (`up`) or below, clamped to
     /// that line's end.
     pub fn vertical(&mut self, up: bool) {
+        self.selected = false;
         let start = self.line_start();
         let col = self.text[start..self.cursor].graphemes(true).count();
         let target = if up {
@@ -122,6 +158,22 @@ impl TextBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_selected_text_is_replaced_by_typing_cleared_by_a_delete_and_kept_by_a_move() {
+        let mut typed = TextBuffer::selected("0.70");
+        typed.insert("1");
+        assert_eq!((typed.text.as_str(), typed.cursor), ("1", 1));
+        typed.insert("2");
+        assert_eq!(typed.text, "12", "only the first key replaces");
+        let mut deleted = TextBuffer::selected("0.70");
+        assert!(deleted.delete_back());
+        assert_eq!(deleted.text, "");
+        let mut moved = TextBuffer::selected("0.70");
+        moved.left();
+        moved.insert("5");
+        assert_eq!(moved.text, "0.750", "a move deselects; typing then inserts");
+    }
 
     #[test]
     fn moves_and_deletes_step_over_whole_grapheme_clusters() {
