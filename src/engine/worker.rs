@@ -57,11 +57,19 @@ impl LoadedModel {
 
     /// A raw prompt's ids with its special-token text kept as text.
     fn encode_literal_raw(&mut self, prompt: &str) -> anyhow::Result<Vec<u32>> {
-        let literal = self.tokenizer.get_encode_special_tokens();
-        self.tokenizer.set_encode_special_tokens(true);
-        let ids = self.encode(prompt);
+        self.ids_of(prompt, true, true)
+            .map_err(|e| anyhow::anyhow!("cannot tokenize the prompt: {e}"))
+    }
+
+    /// `text`'s ids with BOS added where `add_bos` (as the model wants it) and special-token
+    /// text kept as text where `literal`, else read as the control token; the tokenizer's own
+    /// setting is restored after.
+    fn ids_of(&mut self, text: &str, add_bos: bool, literal: bool) -> tokenizers::Result<Vec<u32>> {
+        let own = self.tokenizer.get_encode_special_tokens();
         self.tokenizer.set_encode_special_tokens(literal);
-        ids
+        let encoding = self.tokenizer.encode(text, add_bos);
+        self.tokenizer.set_encode_special_tokens(own);
+        Ok(encoding?.get_ids().to_vec())
     }
 
     /// The token ids of a prompt as this model sees it, and, for a conversation, the text its
@@ -97,13 +105,8 @@ impl LoadedModel {
     /// As in transformers' `apply_chat_template`, rendered text already holds BOS and the role
     /// markers, so nothing is added and special-token texts become their ids.
     fn encode_rendered(&mut self, text: &str) -> anyhow::Result<Vec<u32>> {
-        let literal = self.tokenizer.get_encode_special_tokens();
-        self.tokenizer.set_encode_special_tokens(false);
-        let encoding = self.tokenizer.encode(text, false);
-        self.tokenizer.set_encode_special_tokens(literal);
-        let encoding =
-            encoding.map_err(|e| anyhow::anyhow!("cannot tokenize the chat prompt: {e}"))?;
-        Ok(encoding.get_ids().to_vec())
+        self.ids_of(text, false, false)
+            .map_err(|e| anyhow::anyhow!("cannot tokenize the chat prompt: {e}"))
     }
 
     /// A rendered chat prompt whose user `message` stays plain text: the template's own markers
@@ -114,12 +117,10 @@ impl LoadedModel {
         };
         let end = start + message.len();
         let mut ids = self.encode_rendered(&text[..start])?;
-        let literal = self.tokenizer.get_encode_special_tokens();
-        self.tokenizer.set_encode_special_tokens(true);
-        let inner = self.tokenizer.encode(message, false);
-        self.tokenizer.set_encode_special_tokens(literal);
-        let inner = inner.map_err(|e| anyhow::anyhow!("cannot tokenize the chat prompt: {e}"))?;
-        ids.extend_from_slice(inner.get_ids());
+        let inner = self
+            .ids_of(message, false, true)
+            .map_err(|e| anyhow::anyhow!("cannot tokenize the chat prompt: {e}"))?;
+        ids.extend(inner);
         ids.extend(self.encode_rendered(&text[end..])?);
         Ok(ids)
     }

@@ -343,11 +343,9 @@ impl Weights {
                 None => (None, None, None),
             };
             let fused_gate_up = if family.fused_gate_up {
-                let pair = load_stacked(source, i, Part::Up, &[ffn_size, ffn_size], h, ours)?;
-                let mut pair = pair.ok_or_else(|| ModelError::MissingTensor {
-                    path: source.path().to_owned(),
-                    name: source.name(Some(i), Part::Up, "weight"),
-                    family: family.name,
+                let name = source.name(Some(i), Part::Up, "weight");
+                let mut pair = require(source, &name, |s, _| {
+                    load_stacked(s, i, Part::Up, &[ffn_size, ffn_size], h, ours)
                 })?;
                 pair.pop().zip(pair.pop())
             } else {
