@@ -156,7 +156,7 @@ fn measure(model: &mut LoadedModel, args: &BenchArgs) -> anyhow::Result<Report> 
     for &samples in &args.samples {
         backend.reset();
         backend.prefill(&prompt[..1], 1)?;
-        backend.join((0..samples).map(|_| RowSource::Prompt).collect(), 1)?;
+        backend.join((0..samples).map(|_| RowSource::prompt()).collect(), 1)?;
         let tokens: Vec<u32> = (0..samples as u32).map(|i| (i * 31 + 7) % vocab).collect();
         backend.decode(&tokens)?;
         let start = Instant::now();

@@ -23,9 +23,9 @@ pub trait Backend {
     /// The most positions (prompt + generated) the model can attend over.
     fn context_length(&self) -> usize;
 
-    /// Bytes one position of one row takes in the KV cache, so that a run can be refused
-    /// before it grows past the free memory; 0 where the backend keeps none.
-    fn kv_bytes_per_position(&self) -> u64 {
+    /// Bytes one row's sequence state takes at `positions` positions, so that a run can be
+    /// refused before it grows past the free memory; 0 where the backend keeps none.
+    fn state_bytes(&self, _positions: usize) -> u64 {
         0
     }
 
@@ -41,8 +41,8 @@ pub trait Backend {
     fn prefill(&mut self, prompt: &[u32], logits_from: usize) -> anyhow::Result<Prefill>;
 
     /// Appends rows to the batch, each holding `len` positions: a copy of the prompt cache's
-    /// first `len` (after a `prefill` of that prompt), or a parked row cut to `len`. The rows
-    /// already in the batch must hold `len` positions too.
+    /// (after a `prefill` of that prompt) with the row's own tokens run on top, or a parked row
+    /// cut to `len`. The rows already in the batch must hold `len` positions too.
     fn join(&mut self, rows: Vec<RowSource>, len: usize) -> anyhow::Result<()>;
 
     /// Feeds one token to each row of the batch; returns one logits row per row, in order.
@@ -74,8 +74,20 @@ pub struct Prefill {
 
 /// Where a row joining the batch gets its cached positions.
 pub enum RowSource {
-    Prompt,
+    /// The prompt cache's positions, then these tokens of the row's own run through the model:
+    /// none for a sample's first step, or a sample's tokens where its parked row is gone or
+    /// cannot be cut back far enough.
+    Prompt {
+        then: Vec<u32>,
+    },
     Parked(ParkedRow),
+}
+
+impl RowSource {
+    /// The prompt cache's positions alone.
+    pub fn prompt() -> Self {
+        Self::Prompt { then: Vec::new() }
+    }
 }
 
 /// One row's cached keys and values, out of the batch. Only the backend that made it reads it.
@@ -83,6 +95,7 @@ pub struct ParkedRow {
     row: Box<dyn Any + Send>,
     positions: usize,
     bytes: usize,
+    earliest_cut: usize,
 }
 
 impl ParkedRow {
@@ -92,7 +105,22 @@ impl ParkedRow {
             row: Box::new(row),
             positions,
             bytes,
+            earliest_cut: 0,
         }
+    }
+
+    /// The row can be cut back to `len` positions and no fewer (a windowed layer has dropped
+    /// what a shorter row would need).
+    pub fn cuttable_from(self, len: usize) -> Self {
+        Self {
+            earliest_cut: len,
+            ..self
+        }
+    }
+
+    /// Whether the row can be cut to `len` positions and go on from there.
+    pub fn can_cut_to(&self, len: usize) -> bool {
+        (self.earliest_cut..=self.positions).contains(&len)
     }
 
     pub fn positions(&self) -> usize {

@@ -467,10 +467,13 @@ impl<'c> Run<'_, 'c> {
         let mut rows = Vec::with_capacity(joining.len());
         for &(_, i) in joining {
             let slot = &slots[i];
-            let tokens = slot.trajectory.token_ids.len();
-            rows.push(self.store.resume(slot.key, tokens, prompt_ids.len())?);
+            let tokens = &slot.trajectory.token_ids;
+            rows.push(self.store.resume(slot.key, tokens, prompt_ids.len()));
         }
-        if rows.iter().any(|row| matches!(row, RowSource::Prompt)) {
+        if rows
+            .iter()
+            .any(|row| matches!(row, RowSource::Prompt { .. }))
+        {
             // The prompt cache may hold another sequence since (a model scoring others).
             self.backend.prefill(prompt_ids, prompt_ids.len())?;
         }

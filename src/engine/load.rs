@@ -45,6 +45,21 @@ impl LlamaBackend {
             model,
         }
     }
+
+    /// A row of `len` positions: the prompt cache's first `len - then.len()`, then `then` run
+    /// through the model.
+    fn prompt_then(&self, then: &[u32], len: usize) -> anyhow::Result<Session<Arc<Model>>> {
+        let Some(prompt_len) = len.checked_sub(then.len()).filter(|&at| at > 0) else {
+            anyhow::bail!(
+                "a row of {len} positions cannot hold {} of its own",
+                then.len()
+            );
+        };
+        let mut row = Session::batch(Arc::clone(&self.model));
+        row.extend(&[&self.prompt], prompt_len)?;
+        row.prefill(then, false)?;
+        Ok(row)
+    }
 }
 
 impl Backend for LlamaBackend {
@@ -64,8 +79,8 @@ impl Backend for LlamaBackend {
         self.model.context_length()
     }
 
-    fn kv_bytes_per_position(&self) -> u64 {
-        memory::kv_bytes_per_position(self.model.config())
+    fn state_bytes(&self, positions: usize) -> u64 {
+        memory::kv_bytes(self.model.config(), positions)
     }
 
     fn free_memory(&self) -> Result<Option<memory::Free>, memory::MemoryError> {
@@ -73,8 +88,12 @@ impl Backend for LlamaBackend {
     }
 
     fn prefill(&mut self, prompt: &[u32], logits_from: usize) -> anyhow::Result<Prefill> {
-        let reused = common_prefix(&self.prompt_ids, prompt).min(logits_from);
-        self.prompt.truncate(reused);
+        let mut reused = common_prefix(&self.prompt_ids, prompt).min(logits_from);
+        if reused < self.prompt.position() && reused < self.prompt.earliest_cut() {
+            // A windowed layer dropped positions the shorter prompt needs: start over.
+            reused = 0;
+        }
+        self.prompt.truncate(reused)?;
         self.prompt_ids.truncate(reused);
         let rest = &prompt[reused..];
         if rest.is_empty() {
@@ -102,23 +121,24 @@ impl Backend for LlamaBackend {
     }
 
     fn join(&mut self, rows: Vec<RowSource>, len: usize) -> anyhow::Result<()> {
-        let parked: Vec<Option<Session<Arc<Model>>>> = rows
-            .into_iter()
-            .map(|row| match row {
-                RowSource::Prompt => Ok(None),
-                RowSource::Parked(row) => row
-                    .into_inner()
-                    .map(Some)
-                    .ok_or_else(|| anyhow::anyhow!("a parked row of another backend")),
-            })
-            .collect::<anyhow::Result<_>>()?;
-        if parked.iter().any(Option::is_none) && self.prompt.position() < len {
+        let mut own: Vec<Option<Session<Arc<Model>>>> = Vec::with_capacity(rows.len());
+        for row in rows {
+            own.push(match row {
+                RowSource::Prompt { then } if then.is_empty() => None,
+                RowSource::Prompt { then } => Some(self.prompt_then(&then, len)?),
+                RowSource::Parked(row) => Some(
+                    row.into_inner()
+                        .ok_or_else(|| anyhow::anyhow!("a parked row of another backend"))?,
+                ),
+            });
+        }
+        if own.iter().any(Option::is_none) && self.prompt.position() < len {
             anyhow::bail!(
                 "the prompt cache holds {} positions, not the {len} a row joins at",
                 self.prompt.position()
             );
         }
-        let sources: Vec<&Session<Arc<Model>>> = parked
+        let sources: Vec<&Session<Arc<Model>>> = own
             .iter()
             .map(|row| row.as_ref().unwrap_or(&self.prompt))
             .collect();
@@ -136,7 +156,8 @@ impl Backend for LlamaBackend {
             .into_iter()
             .map(|row| {
                 let (positions, bytes) = (row.position(), row.cache_bytes());
-                ParkedRow::new(row, positions, bytes)
+                let earliest = row.earliest_cut();
+                ParkedRow::new(row, positions, bytes).cuttable_from(earliest)
             })
             .collect())
     }
@@ -145,10 +166,15 @@ impl Backend for LlamaBackend {
         let Some(parent) = row.inner::<Session<Arc<Model>>>() else {
             return Ok(None);
         };
+        if !row.can_cut_to(len) {
+            return Ok(None);
+        }
         let mut copy = Session::batch(Arc::clone(&self.model));
         copy.extend(&[parent], len)?;
-        let bytes = copy.cache_bytes();
-        Ok(Some(ParkedRow::new(copy, len, bytes)))
+        let (bytes, earliest) = (copy.cache_bytes(), copy.earliest_cut());
+        Ok(Some(
+            ParkedRow::new(copy, len, bytes).cuttable_from(earliest),
+        ))
     }
 
     fn reset(&mut self) {

@@ -198,26 +198,24 @@ impl ReplayStore {
         }
     }
 
-    /// Where the sample keyed `key`, with `tokens` tokens so far, continues: it feeds its last
-    /// token at `prompt_len + tokens - 1`, from its own kept keys and values or (after its first
-    /// token) from the prompt's. Its later tokens are then its own, not the kept ones.
-    pub(super) fn resume(
-        &mut self,
-        key: u64,
-        tokens: usize,
-        prompt_len: usize,
-    ) -> anyhow::Result<RowSource> {
-        let position = prompt_len + tokens - 1;
+    /// Where the sample keyed `key`, with `tokens` so far, continues: it feeds its last token
+    /// at `prompt_len + tokens.len() - 1`, from its own kept keys and values cut there, or
+    /// from the prompt's with its earlier tokens run again (where none are kept, or they
+    /// cannot be cut back that far). Its later tokens are then its own, not the kept ones.
+    pub(super) fn resume(&mut self, key: u64, tokens: &[u32], prompt_len: usize) -> RowSource {
+        let position = prompt_len + tokens.len() - 1;
         let record = self.records.entry(key).or_default();
-        record.tokens.truncate(tokens);
-        let kv = record.kv.take().filter(|_| record.kv_valid >= position);
+        record.tokens.truncate(tokens.len());
+        let kv = record
+            .kv
+            .take()
+            .filter(|row| record.kv_valid >= position && row.can_cut_to(position));
         record.kv_valid = 0;
         match kv {
-            Some(row) => Ok(RowSource::Parked(row)),
-            None if tokens == 1 => Ok(RowSource::Prompt),
-            None => anyhow::bail!(
-                "the replay store lost the keys and values of a sample (record {key:x}): run again"
-            ),
+            Some(row) => RowSource::Parked(row),
+            None => RowSource::Prompt {
+                then: tokens[..tokens.len() - 1].to_vec(),
+            },
         }
     }
 
@@ -291,17 +289,18 @@ impl ReplayStore {
         let Some(kv) = donor.kv.as_ref() else {
             return Ok(());
         };
-        let Some(kv) = fork(kv, prompt_len + steps)? else {
-            return Ok(());
-        };
+        // Where the donor's keys and values cannot be copied, the branch runs its shared steps
+        // again from the prompt's when it first decodes.
+        let kv = fork(kv, prompt_len + steps)?;
+        let kv_valid = kv.as_ref().map_or(0, ParkedRow::positions);
         self.used += bytes;
         self.records.insert(
             key,
             Record {
                 tokens: path[..steps].to_vec(),
                 logits,
-                kv: Some(kv),
-                kv_valid: prompt_len + steps,
+                kv,
+                kv_valid,
             },
         );
         Ok(())

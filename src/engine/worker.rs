@@ -332,7 +332,7 @@ impl LoadedModel {
         let rows = u32::try_from(branches.len()).unwrap_or(u32::MAX);
         memory::check_run(
             &self.name,
-            self.backend.kv_bytes_per_position(),
+            self.backend.state_bytes(positions),
             params.num_samples.saturating_add(rows),
             positions,
             self.backend.free_memory()?,

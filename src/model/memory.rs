@@ -7,6 +7,7 @@ use super::device::gpu_memory;
 use super::error::ModelError;
 use super::formats::config::{ModelConfig, io_error};
 use super::formats::tensors;
+use super::state::positions_held;
 use candle_core::Device;
 use candle_core::quantized::GgmlDType;
 use std::fmt;
@@ -154,17 +155,29 @@ fn for_config(config: &ModelConfig, weights: u64) -> MemoryEstimate {
     let positions = config.context_length.min(KV_POSITIONS);
     MemoryEstimate {
         weights,
-        kv_cache: kv_bytes_per_position(config).saturating_mul(positions as u64),
+        kv_cache: kv_bytes(config, positions),
         positions,
     }
 }
 
-/// f32 keys and values of every layer for one position of one sequence; a header's absurd
-/// figures saturate (and so are refused) instead of wrapping to a small number.
-pub fn kv_bytes_per_position(config: &ModelConfig) -> u64 {
-    [config.num_layers, config.num_kv_heads, config.head_dim]
+/// f32 keys and values of every layer for one sequence of `positions`, from the layer plan: a
+/// windowed layer holds its window's worth at most. A header's absurd figures saturate (and
+/// so are refused) instead of wrapping to a small number.
+pub fn kv_bytes(config: &ModelConfig, positions: usize) -> u64 {
+    let per_layer_position = [config.num_kv_heads, config.head_dim]
         .iter()
-        .fold(2 * 4u64, |bytes, &n| bytes.saturating_mul(n as u64))
+        .fold(2 * 4u64, |bytes, &n| bytes.saturating_mul(n as u64));
+    let windows: Vec<usize> = config
+        .layers
+        .iter()
+        .filter_map(|plan| plan.window)
+        .collect();
+    let full = config.num_layers.saturating_sub(windows.len()) as u64;
+    let held = windows
+        .iter()
+        .map(|&w| positions_held(Some(w), positions) as u64)
+        .fold(full.saturating_mul(positions as u64), u64::saturating_add);
+    per_layer_position.saturating_mul(held)
 }
 
 /// Bytes a safetensors file's tensors take once loaded, from its JSON header: on the CPU f16
@@ -287,18 +300,16 @@ pub fn check_fits(
     }
 }
 
-/// Refuses a run whose KV cache (`samples` rows of `positions`, `bytes_per_position` each)
-/// would exceed `available`.
+/// Refuses a run whose KV cache (`samples` rows of up to `positions`, `row_bytes` each) would
+/// exceed `available`.
 pub fn check_run(
     model: &str,
-    bytes_per_position: u64,
+    row_bytes: u64,
     samples: u32,
     positions: usize,
     available: Option<Free>,
 ) -> Result<(), MemoryError> {
-    let needed = bytes_per_position
-        .saturating_mul(u64::from(samples))
-        .saturating_mul(positions as u64);
+    let needed = row_bytes.saturating_mul(u64::from(samples));
     match available {
         Some(available) if needed > available.bytes => Err(MemoryError::RunDoesNotFit {
             model: model.to_owned(),
@@ -368,10 +379,10 @@ mod tests {
     #[test]
     fn a_run_whose_kv_cache_outgrows_the_free_memory_is_refused_with_both_figures() {
         // An 8B Llama: 32 layers x 8 kv heads x 128 dims, f32 keys and values.
-        let per_position = 2 * 4 * 32 * 8 * 128;
-        assert!(check_run("8b", per_position, 1, 4096, Some(Free::host(16 << 30))).is_ok());
-        assert!(check_run("8b", per_position, 64, 4096, None).is_ok());
-        let err = check_run("8b", per_position, 64, 4096, Some(Free::host(16 << 30)))
+        let per_row = 2 * 4 * 32 * 8 * 128 * 4096;
+        assert!(check_run("8b", per_row, 1, 4096, Some(Free::host(16 << 30))).is_ok());
+        assert!(check_run("8b", per_row, 64, 4096, None).is_ok());
+        let err = check_run("8b", per_row, 64, 4096, Some(Free::host(16 << 30)))
             .unwrap_err()
             .to_string();
         assert!(err.contains("64 samples of up to 4096 positions"), "{err}");
@@ -454,7 +465,7 @@ mod tests {
             err.contains("--device cpu") && !err.contains(BUDGET_VAR),
             "{err}"
         );
-        let err = check_run("big", 1 << 20, 8, 1024, Some(on_gpu(1 << 30)))
+        let err = check_run("big", 1 << 30, 8, 1024, Some(on_gpu(1 << 30)))
             .unwrap_err()
             .to_string();
         assert!(

@@ -187,13 +187,13 @@ fn a_prompt_past_the_window_gives_the_same_bits_however_it_is_fed() {
     let split = parts.prefill(&prompt[530..], false).unwrap().remove(0);
     assert_eq!(bits(&split), bits(&once), "split at 530");
 
-    parts.truncate(100);
+    parts.truncate(100).unwrap();
     let refilled = parts.prefill(&prompt[100..], false).unwrap().remove(0);
     assert_eq!(bits(&refilled), bits(&once), "cut back to 100 and refilled");
 
     let next = argmax(&once);
     let single = whole.decode_step(&[next]).unwrap().remove(0);
-    whole.truncate(prompt.len());
+    whole.truncate(prompt.len()).unwrap();
     whole.fork(3).unwrap();
     let batch = whole.decode_step(&[next, 7, next]).unwrap();
     assert_eq!(bits(&batch[0]), bits(&single));

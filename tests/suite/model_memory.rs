@@ -5,6 +5,8 @@ use candle_core::Device;
 use samplab::model::device::DeviceChoice;
 use samplab::model::memory::{self, MemoryEstimate, Place};
 
+use samplab::model::Model;
+use std::path::Path;
 use std::process::Command;
 
 fn sample_with_budget(model: &str, budget: &str) -> std::process::Output {
@@ -130,4 +132,40 @@ fn gpu_free_memory_comes_from_the_driver_and_refuses_what_does_not_fit() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("of cuda:0's"), "{err}");
+}
+
+/// Gemma 3's fixture with a context of 4096: six of its seven layers see a window of 4, so a
+/// long sequence's keys and values are mostly the one global layer's, and the estimate that
+/// refuses runs counts them so (a bound on what the run holds, well under every layer's).
+#[test]
+fn windowed_layers_hold_and_are_counted_as_their_window_not_the_context() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/archs/gemma3/hf");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        fixture.join("model.safetensors"),
+        dir.path().join("model.safetensors"),
+    )
+    .unwrap();
+    let config = std::fs::read_to_string(fixture.join("config.json"))
+        .unwrap()
+        .replace(
+            "\"max_position_embeddings\": 64",
+            "\"max_position_embeddings\": 4096",
+        );
+    std::fs::write(dir.path().join("config.json"), config).unwrap();
+    let model = Model::load(dir.path(), &Device::Cpu).unwrap();
+    let positions = 1500;
+    let ids: Vec<u32> = (0..positions as u32).map(|i| 4 + (i * 37) % 265).collect();
+    let mut session = model.session();
+    session.prefill(&ids[..positions - 40], false).unwrap();
+    for &id in &ids[positions - 40..] {
+        session.decode_step(&[id]).unwrap();
+    }
+    let c = model.config();
+    let every_layer = (2 * 4 * c.num_layers * c.num_kv_heads * c.head_dim * positions) as u64;
+    let held = session.cache_bytes() as u64;
+    let estimate = memory::kv_bytes(c, positions);
+    assert!(held <= estimate, "holds {held}, estimated {estimate}");
+    assert!(estimate < every_layer / 2, "{estimate} of {every_layer}");
+    assert!(held < every_layer / 5, "holds {held} of {every_layer}");
 }

@@ -514,7 +514,7 @@ fn gemma3_re_runs_and_prompt_edits_past_the_window_equal_fresh_runs() {
     .unwrap();
     stories_run(&mut model, &prompt, &base, None);
     let mut changed = base.clone();
-    changed.set_assignment("top_k=20").unwrap();
+    changed.set_assignment("presence_penalty=0.3").unwrap();
     let rerun = stories_run(&mut model, &prompt, &changed, None);
     assert!(rerun.timings.tokens_replayed > 0, "nothing replayed");
     assert_eq!(rerun.timings.prefill_tokens, 0, "the prompt is cached");
@@ -528,6 +528,45 @@ fn gemma3_re_runs_and_prompt_edits_past_the_window_equal_fresh_runs() {
     assert_eq!(rerun.timings.prefill_tokens, total - shared.min(total - 1));
     let fresh = stories_fresh(&mut model, &edited, &base);
     assert_same_run(&rerun, &fresh, "an edited prompt");
+}
+
+/// On Gemma 3, with a prompt long enough that the prompt cache's windowed layers drop their
+/// oldest positions: an edit near the start runs the whole prompt again (those layers can no
+/// longer be cut back there), an edit near the end only the edited positions; both equal
+/// fresh runs.
+#[test]
+fn gemma3_prompt_edits_before_what_the_window_kept_run_the_prompt_again() {
+    let Some(mut model) = common::loaded_gemma() else {
+        return;
+    };
+    let sentence = "Tom had a small red boat. Every morning he rowed it across the lake to see \
+                    his friend Mia, who lived in a blue house by the water. ";
+    let prompt = sentence.repeat(37);
+    let total = model.encode(&prompt).unwrap().len();
+    assert!(
+        total > 1030,
+        "{total} tokens: past two slices and the room to rewind"
+    );
+    let params =
+        SamplingParams::from_yaml("temperature: 0.9\nseed: 4\nmax_tokens: 3\nnum_samples: 1")
+            .unwrap();
+    stories_run(&mut model, &prompt, &params, None);
+    let early = format!("Anna{}", &prompt[3..]);
+    let rerun = stories_run(&mut model, &early, &params, None);
+    assert_eq!(
+        rerun.timings.prefill_tokens as usize,
+        rerun.prompt_token_ids.len(),
+        "the whole prompt runs again"
+    );
+    let late = format!("{early}And then");
+    let rerun = stories_run(&mut model, &late, &params, None);
+    assert!(
+        rerun.timings.prefill_tokens < 10,
+        "{}",
+        rerun.timings.prefill_tokens
+    );
+    let fresh = stories_fresh(&mut model, &late, &params);
+    assert_same_run(&rerun, &fresh, "an edit at the end of a long prompt");
 }
 
 proptest! {
@@ -926,4 +965,84 @@ fn stories260k_branches_from_kept_steps_equal_fresh_branches() {
     model.backend.reset();
     let fresh = stories_branches(&mut model, prompt, &params, &branches, None);
     assert_same_run(&run, &fresh, "a branch from kept steps");
+}
+
+/// Runs prompt ids on a loaded model, with branches.
+fn ids_run(
+    model: &mut LoadedModel,
+    prompt: &[u32],
+    params: &SamplingParams,
+    branches: &[Branch],
+) -> SampleResponse {
+    let seed = params.seed.expect("a seeded run");
+    model
+        .run_ids(
+            1,
+            prompt.to_vec(),
+            params,
+            branches,
+            seed,
+            &mut || false,
+            &mut |_| {},
+        )
+        .unwrap()
+}
+
+/// The same, on a model with nothing kept.
+fn ids_fresh(
+    model: &mut LoadedModel,
+    prompt: &[u32],
+    params: &SamplingParams,
+    branches: &[Branch],
+) -> SampleResponse {
+    model.replay.clear();
+    model.backend.reset();
+    ids_run(model, prompt, params, branches)
+}
+
+/// Gemma 3's random-weight fixture, whose windowed layers see 4 positions: a sample's row there
+/// keeps only the last few of them, so a re-run that changes a token far back, and a branch
+/// from the middle of a sample, cannot cut the kept row that far; they run the sample's tokens
+/// again from the prompt's, and still equal fresh runs to the bit.
+#[test]
+fn windowed_rows_run_again_what_their_window_dropped_and_equal_fresh_runs() {
+    let mut model = common::loaded_fixture("gemma3");
+    let prompt: Vec<u32> = (0..16u32).map(|i| 4 + (i * 37) % 265).collect();
+    let base = SamplingParams::from_yaml(
+        "temperature: 1.2\nseed: 3\nmax_tokens: 36\nnum_samples: 3\nlogprobs: 1\nstop: []\n\
+         ignore_eos: true",
+    )
+    .unwrap();
+    let first = ids_run(&mut model, &prompt, &base, &[]);
+    let mut changed = base.clone();
+    changed.set_assignment("presence_penalty=0.3").unwrap();
+    let rerun = ids_run(&mut model, &prompt, &changed, &[]);
+    // The point of the test: some sample parts from its kept row well before the row's end,
+    // past what a window of 4 (and as much room to rewind) keeps.
+    let far = first
+        .trajectories
+        .iter()
+        .zip(&rerun.trajectories)
+        .any(|(a, b)| {
+            let parted = common_prefix(&a.token_ids, &b.token_ids);
+            parted > 0 && a.token_ids.len() - parted > 12
+        });
+    assert!(
+        far,
+        "no sample parts far enough back to need its tokens run again"
+    );
+    assert!(rerun.timings.tokens_replayed > 0, "nothing replayed");
+    let fresh = ids_fresh(&mut model, &prompt, &changed, &[]);
+    assert_same_run(&rerun, &fresh, "a re-run parting far back");
+
+    ids_run(&mut model, &prompt, &base, &[]);
+    let parent = &first.trajectories[1];
+    let k = parent.token_ids.len() / 3;
+    let mut path = parent.token_ids[..k].to_vec();
+    path.push(if parent.token_ids[k] == 260 { 261 } else { 260 });
+    let branches = [branch(1, 1, &path, None)];
+    let run = ids_run(&mut model, &prompt, &base, &branches);
+    assert_eq!(run.trajectories[..3], first.trajectories[..3]);
+    let fresh = ids_fresh(&mut model, &prompt, &base, &branches);
+    assert_same_run(&run, &fresh, "a branch from a third of the way");
 }

@@ -12,7 +12,7 @@ use crate::model::kernels::attention::CausalAttention;
 use crate::model::kernels::fused::{gated, rope_heads};
 use crate::model::kernels::{Activations, Arithmetic};
 use crate::model::parallel::inline_rayon;
-use crate::model::state::kv_cache::KvCache;
+use crate::model::state::{LONGEST_APPEND, SequenceState};
 use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device, Tensor};
 use registry::QkNorm;
@@ -22,10 +22,6 @@ use std::io::BufReader;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use weights::{Ffn, Layer, Weights};
-
-/// Longest slice of a prompt run through one forward; bounds the `[heads, chunk, context]`
-/// attention scores of a long prompt.
-const PREFILL_CHUNK: usize = 512;
 
 /// A loaded model: immutable weights; runs happen in [`Session`]s.
 #[derive(Debug)]
@@ -194,7 +190,7 @@ impl Model {
     /// which costs more than a small product itself.
     fn forward(
         &self,
-        cache: &mut KvCache,
+        cache: &mut SequenceState,
         ids: &Tensor,
         last_only: bool,
     ) -> candle_core::Result<Tensor> {
@@ -208,7 +204,7 @@ impl Model {
 
     fn forward_in_pool(
         &self,
-        cache: &mut KvCache,
+        cache: &mut SequenceState,
         ids: &Tensor,
         last_only: bool,
     ) -> candle_core::Result<Tensor> {
@@ -228,20 +224,9 @@ impl Model {
             }
             None => None,
         };
-        // Our CPU attention masks by position itself; elsewhere one mask per window.
-        let mut masks: Vec<(Option<usize>, Tensor)> = Vec::new();
-        if !self.device.is_cpu() {
-            for plan in &self.config.layers {
-                if (len > 1 || plan.window.is_some())
-                    && !masks.iter().any(|(w, _)| *w == plan.window)
-                {
-                    masks.push((
-                        plan.window,
-                        causal_mask(start, len, plan.window, &self.device)?,
-                    ));
-                }
-            }
-        }
+        // Our CPU attention masks by position itself; elsewhere one mask per window and length
+        // of the keys held, made when a layer first needs it.
+        let mut masks = Masks::default();
         let mut x = self.weights.embed(ids)?;
         if let Some(scale) = self.config.embedding_scale {
             x = (x * f64::from(scale))?;
@@ -256,10 +241,6 @@ impl Model {
                 (Some(local), true) => local,
                 _ => &global,
             };
-            let mask = masks
-                .iter()
-                .find(|(w, _)| *w == plan.window)
-                .map(|(_, m)| m);
             let normed = self.norm(&x, layer.attn_norm.as_ref())?;
             let rope = plan.rope.then_some((cos, sin));
             let mut attn = self.attention(
@@ -270,7 +251,7 @@ impl Model {
                 cache,
                 rope,
                 q_scale.as_ref(),
-                mask,
+                &mut masks,
             )?;
             if let Some(norm) = &layer.post_attn_norm {
                 attn = candle_nn::ops::rms_norm(&attn, norm, self.eps())?;
@@ -320,10 +301,10 @@ impl Model {
         index: usize,
         window: Option<usize>,
         x: &Tensor,
-        cache: &mut KvCache,
+        cache: &mut SequenceState,
         rope: Option<(&Tensor, &Tensor)>,
         q_scale: Option<&Tensor>,
-        mask: Option<&Tensor>,
+        masks: &mut Masks,
     ) -> candle_core::Result<Tensor> {
         let c = &self.config;
         let (rows, len, _) = x.dims3()?;
@@ -361,7 +342,8 @@ impl Model {
             None => q,
         };
         let v = v.transpose(1, 2)?.contiguous()?;
-        let (k, v) = cache.append(index, &k, &v)?;
+        let start = cache.len();
+        let (k, v) = cache.kv(index)?.append(start, &k, &v)?;
         let scale = f64::from(c.attention_scale);
         if q.device().is_cpu() && q.dtype() == DType::F32 {
             let op = CausalAttention {
@@ -377,7 +359,7 @@ impl Model {
         let group = c.heads_per_kv();
         let q = q.reshape((rows, c.num_kv_heads, group * len, c.head_dim))?;
         let mut scores = (q.matmul(&k.t()?)? * scale)?;
-        if let Some(mask) = mask {
+        if let Some(mask) = masks.get(window, total - len, len, q.device())? {
             scores = scores
                 .reshape((rows, c.num_kv_heads, group, len, total))?
                 .broadcast_add(mask)?
@@ -393,7 +375,36 @@ impl Model {
     }
 }
 
-/// `[len, start + len]`: 0 where query `i` (at position `start + i`) may attend, -inf after
+/// The causal masks of one forward, by window and keys held.
+#[derive(Default)]
+struct Masks(Vec<((Option<usize>, usize), Tensor)>);
+
+impl Masks {
+    /// The mask of `len` queries after `start` held keys; none where nothing is hidden (a
+    /// decode step without a window).
+    fn get(
+        &mut self,
+        window: Option<usize>,
+        start: usize,
+        len: usize,
+        device: &Device,
+    ) -> candle_core::Result<Option<&Tensor>> {
+        if len == 1 && window.is_none() {
+            return Ok(None);
+        }
+        let key = (window, start + len);
+        let at = match self.0.iter().position(|(k, _)| *k == key) {
+            Some(at) => at,
+            None => {
+                self.0.push((key, causal_mask(start, len, window, device)?));
+                self.0.len() - 1
+            }
+        };
+        Ok(Some(&self.0[at].1))
+    }
+}
+
+/// `[len, start + len]`: 0 where query `i` (at key index `start + i`) may attend, -inf after
 /// it and, with a window, `window` positions or more before it.
 fn causal_mask(
     start: usize,
@@ -422,19 +433,19 @@ fn causal_mask(
 #[derive(Debug)]
 pub struct Session<M: Deref<Target = Model>> {
     model: M,
-    cache: KvCache,
+    cache: SequenceState,
 }
 
 impl<M: Deref<Target = Model>> Session<M> {
     /// An empty cache of one row.
     pub fn new(model: M) -> Self {
-        let cache = KvCache::new(model.config.num_layers, model.config.context_length);
+        let cache = SequenceState::new(&model.config);
         Self { model, cache }
     }
 
     /// A batch of no rows, which [`Session::extend`] fills.
     pub fn batch(model: M) -> Self {
-        let cache = KvCache::empty_batch(model.config.num_layers, model.config.context_length);
+        let cache = SequenceState::empty_batch(&model.config);
         Self { model, cache }
     }
 
@@ -443,9 +454,10 @@ impl<M: Deref<Target = Model>> Session<M> {
     }
 
     /// Appends one row per source (each a one-row session of the same model), cut to its first
-    /// `len` positions. The batch must be empty or hold `len` positions itself.
+    /// `len` positions (at least its [`Session::earliest_cut`]). The batch must be empty or
+    /// hold `len` positions itself.
     pub fn extend(&mut self, sources: &[&Session<M>], len: usize) -> Result<(), ModelError> {
-        let caches: Vec<&KvCache> = sources.iter().map(|s| &s.cache).collect();
+        let caches: Vec<&SequenceState> = sources.iter().map(|s| &s.cache).collect();
         self.cache
             .extend(&caches, len)
             .map_err(|e| ModelError::Usage(e.to_string()))
@@ -491,7 +503,7 @@ impl<M: Deref<Target = Model>> Session<M> {
         }
         self.check_room(ids.len())?;
         self.check_ids(ids)?;
-        let chunks: Vec<&[u32]> = ids.chunks(PREFILL_CHUNK).collect();
+        let chunks: Vec<&[u32]> = ids.chunks(LONGEST_APPEND).collect();
         let mut logits = Vec::new();
         for (i, chunk) in chunks.iter().enumerate() {
             let is_last = i + 1 == chunks.len();
@@ -536,9 +548,17 @@ impl<M: Deref<Target = Model>> Session<M> {
     }
 
     /// Forgets every position from `len` on, so that a prompt sharing only the first `len`
-    /// tokens can continue from there.
-    pub fn truncate(&mut self, len: usize) {
-        self.cache.truncate(len);
+    /// tokens can continue from there. `len` must be 0 or at least [`Session::earliest_cut`].
+    pub fn truncate(&mut self, len: usize) -> Result<(), ModelError> {
+        self.cache
+            .truncate(len)
+            .map_err(|e| ModelError::Usage(e.to_string()))
+    }
+
+    /// The shortest length the session can be cut back to without recomputing: 0 unless a
+    /// windowed layer has dropped positions that a shorter sequence would need.
+    pub fn earliest_cut(&self) -> usize {
+        self.cache.earliest_cut()
     }
 
     /// Bytes of keys and values the cached positions hold.

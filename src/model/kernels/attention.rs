@@ -372,11 +372,12 @@ fn lane_sums<const N: usize, const AVX2: bool>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use candle_core::{Device, Tensor};
 
-    fn noise(shape: (usize, usize, usize, usize), seed: u64) -> Tensor {
+    /// Reproducible values in [-1, 1) of the given shape.
+    pub(crate) fn noise(shape: (usize, usize, usize, usize), seed: u64) -> Tensor {
         let len = shape.0 * shape.1 * shape.2 * shape.3;
         let mut state = seed | 1;
         let values: Vec<f32> = (0..len)

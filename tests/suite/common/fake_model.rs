@@ -78,7 +78,7 @@ impl Backend for FakeModel {
         );
         for row in rows {
             let history = match row {
-                RowSource::Prompt => self.prompt.clone(),
+                RowSource::Prompt { then } => [self.prompt.as_slice(), &then].concat(),
                 RowSource::Parked(row) => row.into_inner::<Vec<u32>>().expect("a fake row"),
             };
             assert!(

@@ -34,6 +34,16 @@ pub fn loaded_real_model() -> Option<samplab::engine::LoadedModel> {
     Some(load_at(&real_model()?, DeviceChoice::Cpu))
 }
 
+/// A random-weight family fixture (`tests/fixtures/archs/FAMILY/model.gguf`) loaded as the
+/// engine loads it.
+pub fn loaded_fixture(family: &str) -> samplab::engine::LoadedModel {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/archs")
+        .join(family)
+        .join("model.gguf");
+    load_at(&path, DeviceChoice::Cpu)
+}
+
 /// The model file at `path` loaded as the engine loads it, offline.
 fn load_at(path: &std::path::Path, device: DeviceChoice) -> samplab::engine::LoadedModel {
     let hub = samplab::model::source::HubSettings {
