@@ -1,4 +1,5 @@
-//! `SampleResponse`: what one run returns, in the JSON shape of design.md §1, or in twinkle's.
+//! `SampleResponse`: what one run returns, in samplab's own JSON shape (every field below), or
+//! in twinkle's.
 
 use crate::model::text::chat_template::Message;
 use crate::params::SamplingParams;

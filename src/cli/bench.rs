@@ -1,5 +1,6 @@
 //! `samplab bench`: prefill and batched decode speed of a model, and the bandwidth it implies.
 
+use super::bench_rerun::{self, RerunArgs, RunShape};
 use super::progress::LoadBar;
 use clap::Args;
 use samplab::engine::load::{load_model_with, synthetic_model};
@@ -46,26 +47,18 @@ pub struct BenchArgs {
     precision: super::ActivationsArg,
     /// Batch sizes to decode, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,4,8")]
-    pub(crate) samples: Vec<usize>,
+    samples: Vec<usize>,
     /// Tokens decoded per sample at each batch size.
     #[arg(long, default_value_t = 128)]
-    pub(crate) tokens: usize,
+    tokens: usize,
     /// Prompt tokens for the prefill measurement.
     #[arg(long, default_value_t = 512)]
-    pub(crate) prompt_tokens: usize,
+    prompt_tokens: usize,
     /// Print one JSON object instead of a table.
     #[arg(long)]
-    pub(crate) json: bool,
-    /// With `--rerun`: the base parameters' preset (a built-in name or a file).
-    #[arg(long, requires = "reruns")]
-    pub(crate) preset: Option<String>,
-    /// With `--rerun`: a base parameter as key=value, value in YAML.
-    #[arg(long = "set", value_name = "KEY=VALUE", requires = "reruns")]
-    pub(crate) sets: Vec<String>,
-    /// Measure a re-run after this change of the base parameters instead of raw speed:
-    /// key=value of any parameter, or prompt_edit=N to replace the prompt's last N tokens.
-    #[arg(long = "rerun", value_name = "KEY=VALUE")]
-    pub(crate) reruns: Vec<String>,
+    json: bool,
+    #[command(flatten)]
+    rerun: RerunArgs,
 }
 
 #[derive(Serialize)]
@@ -122,8 +115,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         }
         (None, None) => unreachable!("clap requires --model or --synthetic"),
     };
-    if !args.reruns.is_empty() {
-        return super::bench_rerun::run(&mut model, &args);
+    if !args.rerun.reruns.is_empty() {
+        let shape = RunShape {
+            samples: args.samples[0],
+            tokens: args.tokens,
+            prompt_tokens: args.prompt_tokens,
+            json: args.json,
+        };
+        return bench_rerun::run(&mut model, &args.rerun, shape);
     }
     let report = measure(&mut model, &args)?;
     if args.json {

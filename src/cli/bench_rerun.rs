@@ -1,8 +1,8 @@
 //! `samplab bench --rerun`: what a re-run after a change costs next to a full run, and whether
 //! it equals a fresh run of the changed parameters.
 
-use super::bench::BenchArgs;
 use super::sample::{apply_sets, params_from_flags};
+use clap::Args;
 use samplab::engine::LoadedModel;
 use samplab::params::SamplingParams;
 use samplab::response::SampleResponse;
@@ -31,6 +31,29 @@ const PROSE: &str = "The old lighthouse keeper climbed the spiral stairs every e
     look. Years later, when the light was automated and the keeper had moved to a small house in \
     the village, the logbooks were sent to a museum in the city. ";
 
+/// `bench`'s flags for measuring re-runs.
+#[derive(Args)]
+pub struct RerunArgs {
+    /// With `--rerun`: the base parameters' preset (a built-in name or a file).
+    #[arg(long, requires = "reruns")]
+    preset: Option<String>,
+    /// With `--rerun`: a base parameter as key=value, value in YAML.
+    #[arg(long = "set", value_name = "KEY=VALUE", requires = "reruns")]
+    sets: Vec<String>,
+    /// Measure a re-run after this change of the base parameters instead of raw speed:
+    /// key=value of any parameter, or prompt_edit=N to replace the prompt's last N tokens.
+    #[arg(long = "rerun", value_name = "KEY=VALUE")]
+    pub(super) reruns: Vec<String>,
+}
+
+/// The run `bench`'s other flags describe: the base run a re-run is measured against.
+pub struct RunShape {
+    pub samples: usize,
+    pub tokens: usize,
+    pub prompt_tokens: usize,
+    pub json: bool,
+}
+
 /// The change a `--rerun` names besides the parameters: the prompt's last tokens replaced.
 const PROMPT_EDIT: &str = "prompt_edit";
 
@@ -58,14 +81,14 @@ struct Rerun {
     identical_to_fresh_run: bool,
 }
 
-pub fn run(model: &mut LoadedModel, args: &BenchArgs) -> anyhow::Result<ExitCode> {
+pub fn run(model: &mut LoadedModel, args: &RerunArgs, shape: RunShape) -> anyhow::Result<ExitCode> {
     let mut base = params_from_flags(args.preset.as_deref(), &[])?;
-    base.num_samples = args.samples[0] as u32;
-    base.max_tokens = Some(args.tokens as u32);
+    base.num_samples = shape.samples as u32;
+    base.max_tokens = Some(shape.tokens as u32);
     let mut base = apply_sets(base, &args.sets)?;
     base.seed.get_or_insert(1);
     base.validate()?;
-    let prompt = prompt_ids(model, args.prompt_tokens)?;
+    let prompt = prompt_ids(model, shape.prompt_tokens)?;
 
     // The first run also pays for warming caches and threads; the second is what a user waits.
     fresh_run(model, &prompt, &base)?;
@@ -98,7 +121,7 @@ pub fn run(model: &mut LoadedModel, args: &BenchArgs) -> anyhow::Result<ExitCode
         replay_bytes_per_step: model.backend.vocab_size() * size_of::<f32>(),
         reruns,
     };
-    if args.json {
+    if shape.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_table(&report);

@@ -1,4 +1,4 @@
-//! The per-step sampling pipeline of design.md §2, from logits to a token and from tokens to
+//! The per-step sampling pipeline (docs/sampling.md), from logits to a token and from tokens to
 //! text and a stop decision.
 //!
 //! A [`Sampler`] is built once per run from the params; each sample owns a [`SampleState`]

@@ -7,7 +7,8 @@
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{Rng, SeedableRng};
 
-/// The seed of sample `index` in a run seeded with `seed` (design.md §1: sample i uses seed + i).
+/// The seed of sample `index` in a run seeded with `seed`: sample i uses seed + i, so a run of
+/// more samples keeps the ones before and any sample can be rerun alone.
 pub fn sample_seed(seed: u64, index: u32) -> u64 {
     seed.wrapping_add(u64::from(index))
 }

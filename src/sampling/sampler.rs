@@ -1,4 +1,4 @@
-//! The per-step pipeline of design.md §2: repetition penalty, temperature, min_p, top_k, top_p,
+//! vLLM's per-step pipeline (docs/sampling.md): repetition penalty, temperature, min_p, top_k, top_p,
 //! then one inverse-CDF draw over the kept tokens in descending-probability order.
 //!
 //! Every token is ordered by its processed logit (temperature is monotone, so this is the

@@ -1,7 +1,7 @@
 //! Ordering tokens without sorting the vocabulary.
 //!
 //! A token's order key packs its logit and id into one `u64` whose ascending order is "logit
-//! descending, then id ascending" — the draw order of design.md §2. Candidates then sort and
+//! descending, then id ascending" — the order the draw walks (docs/sampling.md). Candidates then sort and
 //! select as plain integers, and ties always break towards the lower id.
 
 use super::softmax::{LANES, any, sanitize};

@@ -1,4 +1,4 @@
-//! When a sample ends and which of its text is final (design.md §2, "Stops").
+//! When a sample ends and which of its text is final.
 //!
 //! Checked for each generated token, in order: EOS, a stop token id, a stop string, length.
 //! Stop strings are matched on generated text across token boundaries. Text that could be the

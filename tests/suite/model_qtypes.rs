@@ -54,8 +54,9 @@ fn every_weight_type_loads_quantized_and_tracks_f32() {
     let (reference, f32_bytes) = logits(&write("f32", GgmlDType::F32));
     // Bytes per weight of each type relative to f32, and the worst cosine similarity to f32
     // logits it may have (4-bit weights carry about 1/16 relative error per weight, 8-bit about
-    // 1/256). Our kernels keep the file's bytes, f16 included, except Q4_K's packed 6-bit
-    // scales, which become a byte each (148 bytes per 256 values, where GGUF stores 144).
+    // 1/256). Our kernels keep the file's bytes, f16 included, except the K formats' packed
+    // scales, which become a byte each: per 256 values Q2_K takes 100 bytes where GGUF stores
+    // 84, Q3_K 114 (110), Q4_K 148 (144), Q5_K 180 (176).
     let cases = [
         ("f16", GgmlDType::F16, 0.5, 0.9999),
         ("bf16", GgmlDType::BF16, 0.5, 0.999),
@@ -63,6 +64,12 @@ fn every_weight_type_loads_quantized_and_tracks_f32() {
         ("q6_k", GgmlDType::Q6K, 210.0 / 256.0 / 4.0, 0.995),
         ("q4_k", GgmlDType::Q4K, 148.0 / 256.0 / 4.0, 0.98),
         ("q4_0", GgmlDType::Q4_0, 18.0 / 32.0 / 4.0, 0.98),
+        ("q4_1", GgmlDType::Q4_1, 20.0 / 32.0 / 4.0, 0.98),
+        ("q5_0", GgmlDType::Q5_0, 22.0 / 32.0 / 4.0, 0.99),
+        ("q5_1", GgmlDType::Q5_1, 24.0 / 32.0 / 4.0, 0.99),
+        ("q5_k", GgmlDType::Q5K, 180.0 / 256.0 / 4.0, 0.99),
+        ("q3_k", GgmlDType::Q3K, 114.0 / 256.0 / 4.0, 0.9),
+        ("q2_k", GgmlDType::Q2K, 100.0 / 256.0 / 4.0, 0.8),
     ];
     for (name, dtype, ratio, min_cosine) in cases {
         let path = write(name, dtype);

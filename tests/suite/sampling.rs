@@ -1,4 +1,4 @@
-//! The sampling pipeline against design.md §2: hand-worked references, a naive f64 reference
+//! The sampling pipeline against docs/sampling.md: hand-worked references, a naive f64 reference
 //! implementation, properties, and a statistical check of the draws.
 
 use proptest::prelude::*;
@@ -31,7 +31,8 @@ fn assert_close(got: f32, want: f64, tolerance: f64) {
     );
 }
 
-/// design.md §2 written the slow, obvious way in f64: full sort, no shortcuts.
+/// vLLM's pipeline (docs/sampling.md) written the slow, obvious way in f64: full sort, no
+/// shortcuts.
 /// Returns the kept tokens in draw order with their renormalised probabilities.
 fn reference(logits: &[f32], prompt: &[u32], params: &SamplingParams) -> Vec<(u32, f64)> {
     let mut values: Vec<f64> = logits

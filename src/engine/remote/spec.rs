@@ -69,11 +69,6 @@ impl RemoteSpec {
     }
 }
 
-/// Whether `spec` names a served model rather than a file or a Hub id.
-pub fn is_remote(spec: &str) -> bool {
-    RemoteSpec::parse(spec).is_some()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
