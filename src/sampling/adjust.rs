@@ -11,12 +11,29 @@ use std::collections::HashMap;
 pub(super) trait Logits {
     /// Replaces the logit of `id` by `f(logit)` when `id` is (still) a candidate.
     fn adjust(&mut self, id: u32, f: impl FnOnce(f32) -> f32);
+
+    /// Removes every token not in `allowed`.
+    fn keep_only(&mut self, allowed: &[u32]);
 }
 
 impl Logits for [f32] {
     fn adjust(&mut self, id: u32, f: impl FnOnce(f32) -> f32) {
         if let Some(logit) = self.get_mut(id as usize) {
             *logit = f(*logit);
+        }
+    }
+
+    fn keep_only(&mut self, allowed: &[u32]) {
+        let mut keep = vec![false; self.len()];
+        for &id in allowed {
+            if let Some(k) = keep.get_mut(id as usize) {
+                *k = true;
+            }
+        }
+        for (logit, keep) in self.iter_mut().zip(keep) {
+            if !keep {
+                *logit = f32::NEG_INFINITY;
+            }
         }
     }
 }

@@ -6,7 +6,6 @@
 //! so the kept set is described by its last key and never has to be listed in full: with top_k
 //! or top_p only the kept tokens are sorted, and with neither only the prefix the draw reaches.
 
-use super::adjust;
 use super::chain::{self, Pool, StageTrace, StepInput};
 use super::error::SamplingError;
 use super::history::SampleState;
@@ -236,9 +235,7 @@ impl Sampler {
         self.pool.reset(logits);
         let input = StepInput {
             state,
-            eos_ids: &self.tokens.eos_ids,
-            bad_words: &self.tokens.bad_words,
-            breakers: &self.tokens.breakers,
+            tokens: &self.tokens,
             scratch: &mut self.counts,
         };
         chain::run(&mut self.pool, &self.params, input, u, forced)
@@ -253,9 +250,7 @@ impl Sampler {
         self.pool.reset(logits);
         let input = StepInput {
             state: &mut state,
-            eos_ids: &self.tokens.eos_ids,
-            bad_words: &self.tokens.bad_words,
-            breakers: &self.tokens.breakers,
+            tokens: &self.tokens,
             scratch: &mut self.counts,
         };
         chain::trace(&mut self.pool, &self.params, input, ids)
@@ -308,31 +303,14 @@ impl Sampler {
             .collect())
     }
 
-    /// vLLM's logit processors in its order: allowed token ids, bad words, min_tokens, logit
-    /// bias, then the repetition, frequency and presence penalties.
+    /// vLLM's logit processors, the steps of its chain before the first filter: allowed token
+    /// ids, bad words, min_tokens, logit bias, then the repetition, frequency and presence
+    /// penalties. The filters after them are [`Sampler::cut`]'s.
     fn process(&mut self, state: &SampleState) {
-        let params = &self.params;
         let work = self.work.as_mut_slice();
-        if let Some(allowed) = &params.allowed_token_ids {
-            let mut keep = vec![false; work.len()];
-            for &id in allowed {
-                if let Some(k) = keep.get_mut(id as usize) {
-                    *k = true;
-                }
-            }
-            for (logit, keep) in work.iter_mut().zip(keep) {
-                if !keep {
-                    *logit = f32::NEG_INFINITY;
-                }
-            }
+        for step in chain::VLLM_PROCESSORS {
+            step.adjust(work, &self.params, state, &self.tokens, &mut self.counts);
         }
-        adjust::bad_words(work, &self.tokens.bad_words, state);
-        if (state.output().len() as u64) < u64::from(params.min_tokens) {
-            let stops = params.stop.iter().flat_map(|s| s.token_ids());
-            adjust::ban(work, self.tokens.eos_ids.iter().copied().chain(stops));
-        }
-        adjust::logit_bias(work, params);
-        adjust::penalties(work, params, state, &mut self.counts);
     }
 
     /// Steps 1-5: decides which tokens are kept, listing them when a filter bounds them.

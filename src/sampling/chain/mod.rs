@@ -1,6 +1,7 @@
 //! Each engine's chain as a list of [`Step`]s, run on a candidate [`Pool`]: llama.cpp and
-//! transformers sample through it, and every engine's per-stage trace comes from it (vLLM
-//! samples through its own faster path, which the tests hold equal to this one).
+//! transformers sample through it, and every engine's per-stage trace comes from it. vLLM
+//! samples through a faster path that runs the same list's logit processors on plain logits
+//! and its filters as one cut (the tests hold it equal to this one).
 //!
 //! The list starts as the whole vocabulary held densely (index = id); the first stage that cuts
 //! it lists the survivors. top_k and min_p cut a dense pool without listing it, so that the common
@@ -11,16 +12,15 @@ mod stages;
 
 pub(super) use pool::Pool;
 
-use super::adjust;
+use super::adjust::{self, Logits};
 use super::history::SampleState;
+use super::token_lists::TokenLists;
 use crate::params::{Engine, SamplingParams, Stage};
 
 /// What a chain step needs besides the params and the logits.
 pub(super) struct StepInput<'a> {
     pub state: &'a mut SampleState,
-    pub eos_ids: &'a [u32],
-    pub bad_words: &'a [Vec<u32>],
-    pub breakers: &'a [u32],
+    pub tokens: &'a TokenLists,
     pub scratch: &'a mut Vec<(u32, u32)>,
 }
 
@@ -78,33 +78,52 @@ impl Step {
         }
     }
 
+    /// Runs a logit processor (a stage that moves logits, reading the sample only) on a pool
+    /// or on plain logits; `false`, doing nothing, for a stage that filters, scales or draws.
+    pub(super) fn adjust(
+        self,
+        logits: &mut (impl Logits + ?Sized),
+        params: &SamplingParams,
+        state: &SampleState,
+        tokens: &TokenLists,
+        scratch: &mut Vec<(u32, u32)>,
+    ) -> bool {
+        match self {
+            Step::AllowedIds => {
+                if let Some(allowed) = &params.allowed_token_ids {
+                    logits.keep_only(allowed);
+                }
+            }
+            Step::BadWords => adjust::bad_words(logits, &tokens.bad_words, state),
+            Step::MinTokens => {
+                if (state.output().len() as u64) < u64::from(params.min_tokens) {
+                    let stops = params.stop.iter().flat_map(|s| s.token_ids());
+                    adjust::ban(logits, tokens.eos_ids.iter().copied().chain(stops));
+                }
+            }
+            Step::LogitBias => adjust::logit_bias(logits, params),
+            Step::BanEos => {
+                if params.ignore_eos {
+                    adjust::ban(logits, tokens.eos_ids.iter().copied());
+                }
+            }
+            Step::Penalties => adjust::penalties(logits, params, state, scratch),
+            Step::Dry => adjust::dry(logits, params, state, &tokens.breakers),
+            _ => return false,
+        }
+        true
+    }
+
     fn apply(self, pool: &mut Pool, params: &SamplingParams, input: &mut StepInput) {
+        if self.adjust(pool, params, input.state, input.tokens, input.scratch) {
+            return;
+        }
         let min_keep = match params.engine {
             Engine::LlamaCpp => params.min_keep as usize,
             Engine::Vllm | Engine::Transformers => 0,
         };
         let state = &mut *input.state;
         match self {
-            Step::AllowedIds => {
-                if let Some(allowed) = &params.allowed_token_ids {
-                    pool.keep_only(allowed);
-                }
-            }
-            Step::BadWords => adjust::bad_words(pool, input.bad_words, state),
-            Step::MinTokens => {
-                if (state.output().len() as u64) < u64::from(params.min_tokens) {
-                    let stops = params.stop.iter().flat_map(|s| s.token_ids());
-                    adjust::ban(pool, input.eos_ids.iter().copied().chain(stops));
-                }
-            }
-            Step::LogitBias => adjust::logit_bias(pool, params),
-            Step::BanEos => {
-                if params.ignore_eos {
-                    adjust::ban(pool, input.eos_ids.iter().copied());
-                }
-            }
-            Step::Penalties => adjust::penalties(pool, params, state, input.scratch),
-            Step::Dry => adjust::dry(pool, params, state, input.breakers),
             Step::TopNSigma => stages::top_n_sigma(pool, params.top_n_sigma),
             Step::TopK { ties } => {
                 if let Some(k) = params.top_k_limit() {
@@ -124,21 +143,32 @@ impl Step {
                 let mu = *state.mu.get_or_insert(2.0 * params.mirostat_tau);
                 stages::mirostat(pool, params, mu);
             }
+            Step::AllowedIds
+            | Step::BadWords
+            | Step::MinTokens
+            | Step::LogitBias
+            | Step::BanEos
+            | Step::Penalties
+            | Step::Dry => unreachable!("a logit processor runs through `adjust`"),
         }
     }
 }
+
+/// vLLM's logit processors in its order: the start of its chain, and all of its fast path but
+/// the filters.
+pub(super) const VLLM_PROCESSORS: [Step; 5] = [
+    Step::AllowedIds,
+    Step::BadWords,
+    Step::MinTokens,
+    Step::LogitBias,
+    Step::Penalties,
+];
 
 /// The engine's chain for `params`, in the order it runs.
 pub(super) fn steps(params: &SamplingParams) -> Vec<Step> {
     match params.engine {
         Engine::Vllm => {
-            let mut steps = vec![
-                Step::AllowedIds,
-                Step::BadWords,
-                Step::MinTokens,
-                Step::LogitBias,
-                Step::Penalties,
-            ];
+            let mut steps = VLLM_PROCESSORS.to_vec();
             if params.is_greedy() {
                 steps.push(Step::Greedy);
             } else {

@@ -46,6 +46,14 @@ impl Logits for Pool {
             self.sorted = false;
         }
     }
+
+    fn keep_only(&mut self, allowed: &[u32]) {
+        if self.listed {
+            self.retain(|c| allowed.contains(&c.id));
+        } else {
+            self.dense.as_mut_slice().keep_only(allowed);
+        }
+    }
 }
 
 /// Descending logit, ties to the lower id: the draw order.
@@ -254,26 +262,5 @@ impl Pool {
                     .map(|l| (l, (f64::from((l - max).exp()) / sum) as f32))
             })
             .collect()
-    }
-}
-
-impl Pool {
-    /// Every token outside `allowed` becomes -inf (vLLM's allowed_token_ids).
-    pub(in crate::sampling) fn keep_only(&mut self, allowed: &[u32]) {
-        if self.listed {
-            self.retain(|c| allowed.contains(&c.id));
-            return;
-        }
-        let mut keep = vec![false; self.dense.len()];
-        for &id in allowed {
-            if let Some(k) = keep.get_mut(id as usize) {
-                *k = true;
-            }
-        }
-        for (logit, keep) in self.dense.iter_mut().zip(keep) {
-            if !keep {
-                *logit = f32::NEG_INFINITY;
-            }
-        }
     }
 }
