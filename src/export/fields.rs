@@ -4,50 +4,6 @@
 use super::{py_bool, py_float, py_list, py_str, sh_word};
 use crate::params::{Engine, Field, SamplingParams, Stage};
 
-/// The fields with a home in vLLM's `SamplingParams` (and its OpenAI-compatible server).
-const VLLM: &[Field] = &[
-    Field::PresencePenalty,
-    Field::FrequencyPenalty,
-    Field::MinTokens,
-    Field::IgnoreEos,
-    Field::LogitBias,
-    Field::BadWords,
-    Field::AllowedTokenIds,
-];
-
-/// The fields transformers' `generate()` takes.
-const TRANSFORMERS: &[Field] = &[
-    Field::MinTokens,
-    Field::LogitBias,
-    Field::BadWords,
-    Field::TypicalP,
-];
-
-/// The fields llama.cpp's flags take.
-const LLAMA_CPP: &[Field] = &[
-    Field::Samplers,
-    Field::PresencePenalty,
-    Field::FrequencyPenalty,
-    Field::RepeatLastN,
-    Field::IgnoreEos,
-    Field::LogitBias,
-    Field::TypicalP,
-    Field::TopNSigma,
-    Field::XtcProbability,
-    Field::XtcThreshold,
-    Field::DryMultiplier,
-    Field::DryBase,
-    Field::DryAllowedLength,
-    Field::DryPenaltyLastN,
-    Field::DrySequenceBreakers,
-    Field::Mirostat,
-    Field::MirostatTau,
-    Field::MirostatEta,
-    Field::DynatempRange,
-    Field::DynatempExponent,
-    Field::MinKeep,
-];
-
 /// The fields the classic exports always handled, and `engine`, which the notes cover.
 const CLASSIC: &[Field] = &[
     Field::MaxTokens,
@@ -66,15 +22,10 @@ const CLASSIC: &[Field] = &[
 ];
 
 /// Notes for every field set away from its default that `target` has no place for, and for a
-/// profile other than the target's own. `None` is a target that takes the classic fields only
-/// and samples as vLLM does (twinkle).
+/// profile other than the target's own. An engine's export writes every field the params table
+/// gives that engine (a test moves each one and checks); `None` is a target that takes the
+/// classic fields only and samples as vLLM does (twinkle).
 pub fn unexpressed(params: &SamplingParams, target: Option<Engine>, title: &str) -> Vec<String> {
-    let handled = match target {
-        Some(Engine::Vllm) => VLLM,
-        Some(Engine::Transformers) => TRANSFORMERS,
-        Some(Engine::LlamaCpp) => LLAMA_CPP,
-        None => &[],
-    };
     let defaults = SamplingParams::default();
     let mut notes = Vec::new();
     // vLLM's profile is samplab's default, whose differences each export already explains.
@@ -87,7 +38,8 @@ pub fn unexpressed(params: &SamplingParams, target: Option<Engine>, title: &str)
     }
     for &field in Field::ALL {
         let value = params.get(field);
-        if CLASSIC.contains(&field) || handled.contains(&field) || value == defaults.get(field) {
+        let written = target.is_some_and(|engine| field.spec().engines.has(engine));
+        if CLASSIC.contains(&field) || written || value == defaults.get(field) {
             continue;
         }
         let shown = serde_json::to_string(&value).unwrap_or_default();
@@ -200,6 +152,9 @@ pub fn llama_cpp_flags(params: &SamplingParams) -> Vec<String> {
             "--dynatemp-range {} --dynatemp-exp {}",
             params.dynatemp_range, params.dynatemp_exponent
         ));
+    } else if params.typical_p < 1.0 && !params.is_greedy() {
+        // transformers' typical_p, which the chain below runs last, as transformers does.
+        flags.push(format!("--typical {}", params.typical_p));
     }
     if params.ignore_eos {
         flags.push("--ignore-eos".to_owned());
@@ -232,7 +187,7 @@ pub fn llama_cpp_chain(params: &SamplingParams) -> (String, i32) {
     }
 }
 
-/// vLLM's order (design §2) in llama.cpp's sampler names.
+/// vLLM's order of its filters (docs/sampling.md) in llama.cpp's sampler names.
 const VLLM_ORDER: &str = "penalties;temperature;min_p;top_k;top_p";
 /// transformers' warpers in llama.cpp's sampler names.
 const TRANSFORMERS_ORDER: &str = "penalties;temperature;top_k;top_p;min_p;typ_p";

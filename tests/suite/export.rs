@@ -5,7 +5,7 @@ use samplab::export::{
     ExportContext, ExportFormat, export, openai_body, to_llama_cpp, to_openai, to_transformers,
     to_twinkle, to_vllm,
 };
-use samplab::params::{SamplingParams, Stop, StopItem};
+use samplab::params::{Engine, SamplingParams, Stop, StopItem};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -756,4 +756,84 @@ fn transformers_takes_its_fields_and_notes_the_others() {
         &to_twinkle(&llama, &GGUF),
         "top_n_sigma=1.5 has no twinkle equivalent",
     );
+}
+
+/// One row per parameter: a value away from its default, after the settings that make it
+/// matter (DRY's base once DRY is on).
+const MOVED: &[(&str, &str, &str)] = &[
+    ("max_tokens", "", "77"),
+    ("seed", "", "1234"),
+    ("stop", "", "[\"zz\"]"),
+    ("include_stop_str_in_output", "stop: [\"zz\"]", "true"),
+    ("temperature", "", "0.5"),
+    ("top_k", "", "7"),
+    ("top_p", "", "0.7"),
+    ("min_p", "", "0.2"),
+    ("repetition_penalty", "", "1.3"),
+    ("num_samples", "", "3"),
+    ("logprobs", "", "2"),
+    ("prompt_logprobs", "", "2"),
+    ("engine", "", "llama.cpp"),
+    ("samplers", "", "[top_k, temperature]"),
+    ("presence_penalty", "", "0.4"),
+    ("frequency_penalty", "", "0.3"),
+    ("repeat_last_n", "repetition_penalty: 1.3", "32"),
+    ("min_tokens", "", "5"),
+    ("ignore_eos", "", "true"),
+    ("logit_bias", "", "{13: 2.5}"),
+    ("bad_words", "", "[\"qq\"]"),
+    ("allowed_token_ids", "", "[1, 2, 3]"),
+    ("typical_p", "", "0.8"),
+    ("top_n_sigma", "", "1.5"),
+    ("xtc_probability", "", "0.5"),
+    ("xtc_threshold", "xtc_probability: 0.5", "0.2"),
+    ("dry_multiplier", "", "0.8"),
+    ("dry_base", "dry_multiplier: 0.8", "2.0"),
+    ("dry_allowed_length", "dry_multiplier: 0.8", "3"),
+    ("dry_penalty_last_n", "dry_multiplier: 0.8", "128"),
+    ("dry_sequence_breakers", "dry_multiplier: 0.8", "[\"x\"]"),
+    ("mirostat", "", "2"),
+    ("mirostat_tau", "mirostat: 2", "4.0"),
+    ("mirostat_eta", "mirostat: 2", "0.2"),
+    ("dynatemp_range", "", "0.5"),
+    ("dynatemp_exponent", "dynatemp_range: 0.5", "2.0"),
+    ("min_keep", "", "3"),
+];
+
+/// No parameter is dropped without a word: moved from its default, each one changes every
+/// engine's export, written as the engine's own setting or as a note that it has none.
+#[test]
+fn every_parameter_is_exported_or_noted_by_every_engine() {
+    let names: Vec<&str> = samplab::params::Field::ALL
+        .iter()
+        .map(|f| f.name())
+        .collect();
+    let rows: Vec<&str> = MOVED.iter().map(|(name, ..)| *name).collect();
+    assert_eq!(rows, names, "one row per parameter, in the table's order");
+    let exports: [(&str, samplab::export::Writer); 3] = [
+        ("vLLM", to_vllm),
+        ("transformers", to_transformers),
+        ("llama.cpp", to_llama_cpp),
+    ];
+    for &(name, base, value) in MOVED {
+        // Under an engine that has the parameter: a profile without it refuses it.
+        let field = samplab::params::Field::ALL[rows.iter().position(|&r| r == name).unwrap()];
+        let engine = Engine::ALL
+            .into_iter()
+            .find(|&e| field.spec().engines.has(e))
+            .unwrap();
+        let base = match engine {
+            Engine::Vllm => base.to_owned(),
+            other => format!("engine: {}\n{base}", other.name()),
+        };
+        let before = SamplingParams::from_yaml(&base).unwrap();
+        let moved = SamplingParams::from_yaml(&format!("{base}\n{name}: {value}")).unwrap();
+        for (target, export) in exports {
+            assert_ne!(
+                export(&before, &GGUF),
+                export(&moved, &GGUF),
+                "{name}: {value} leaves the {target} export as it was"
+            );
+        }
+    }
 }
