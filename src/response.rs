@@ -6,7 +6,10 @@ use crate::params::SamplingParams;
 use serde::{Deserialize, Serialize};
 use std::borrow::Borrow;
 
+pub mod stats;
 pub mod twinkle;
+
+pub use stats::RunStats;
 
 /// The JSON layouts a run can be written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -127,6 +130,14 @@ pub struct Trajectory {
     /// Per generated token, the top alternatives by raw logprob; present when `logprobs` was asked.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub top_logprobs: Option<Vec<Vec<TopLogprob>>>,
+    /// Per generated token, the entropy (nats) of the raw distribution at that step; absent
+    /// from a served model, which sends no whole distribution.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub entropy: Option<Vec<f32>>,
+    /// The same of the processed distribution the token was drawn from (0 where one token was
+    /// left).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub kept_entropy: Option<Vec<f32>>,
     /// How likely the other models of a comparison find this sample; absent for one model.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub cross_scores: Option<Vec<CrossScore>>,
@@ -148,6 +159,8 @@ impl Trajectory {
             stop_matched: None,
             logprobs: Vec::new(),
             top_logprobs: logprobs.map(|_| Vec::new()),
+            entropy: None,
+            kept_entropy: None,
             cross_scores: None,
             branch: None,
         }
@@ -249,6 +262,9 @@ pub struct SampleResponse {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub prompt_top_logprobs: Option<Vec<Option<Vec<TopLogprob>>>>,
     pub trajectories: Vec<Trajectory>,
+    /// The run's samples together (see [`RunStats`]).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub stats: Option<RunStats>,
     pub timings: Timings,
 }
 
@@ -275,9 +291,12 @@ mod tests {
                 stop_matched: Some(StopMatched::Token(2)),
                 logprobs: vec![-0.5, -1.0],
                 top_logprobs: Some(vec![vec![TopLogprob(432, ",".into(), -0.5)]]),
+                entropy: Some(vec![1.25, 0.5]),
+                kept_entropy: Some(vec![0.75, 0.0]),
                 cross_scores: None,
                 branch: None,
             }],
+            stats: None,
             timings: Timings::default(),
         };
         let value = serde_json::to_value(&response).unwrap();
@@ -287,6 +306,7 @@ mod tests {
         assert_eq!(t["stop_matched"], json!(2));
         assert_eq!(t["top_logprobs"][0][0], json!([432, ",", -0.5]));
         assert_eq!(t["seed"], json!(42));
+        assert_eq!(t["entropy"], json!([1.25, 0.5]));
         let back: SampleResponse = serde_json::from_value(value).unwrap();
         assert_eq!(back, response);
     }

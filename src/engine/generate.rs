@@ -8,7 +8,9 @@ use super::backend::{Backend, RowSource};
 use super::events::{Alternative, Branch, Event, RunId, TokenEvent};
 use super::replay::{PromptLogits, Record, ReplayStore};
 use crate::params::SamplingParams;
-use crate::response::{SampleResponse, StopMatched, StopReason, Timings, TopLogprob, Trajectory};
+use crate::response::{
+    RunStats, SampleResponse, StopMatched, StopReason, Timings, TopLogprob, Trajectory,
+};
 use crate::sampling::detokenizer::Detokenizer;
 use crate::sampling::stop::StopMatcher;
 use crate::sampling::{
@@ -259,6 +261,8 @@ impl<'c> Run<'_, 'c> {
                     stops,
                     trajectory: Trajectory {
                         branch: branch.map(|b| b.origin),
+                        entropy: Some(Vec::new()),
+                        kept_entropy: Some(Vec::new()),
                         ..Trajectory::empty(index as u32, seeds[index], params.logprobs)
                     },
                     end: None,
@@ -282,6 +286,8 @@ impl<'c> Run<'_, 'c> {
 
         let replayed: u32 = slots.iter().map(|s| s.replayed).sum();
         let decoded: u32 = slots.iter().map(|s| s.decoded).sum();
+        let trajectories: Vec<Trajectory> = slots.into_iter().map(|slot| slot.trajectory).collect();
+        let stats = RunStats::of(&trajectories);
         Ok(SampleResponse {
             model: self.ctx.model_name.to_owned(),
             prompt: None,
@@ -289,7 +295,8 @@ impl<'c> Run<'_, 'c> {
             prompt_token_ids: prompt_ids,
             prompt_logprobs,
             prompt_top_logprobs,
-            trajectories: slots.into_iter().map(|slot| slot.trajectory).collect(),
+            trajectories,
+            stats,
             timings: Timings {
                 prefill_ms,
                 decode_ms,
@@ -670,6 +677,10 @@ fn accept(
     let trajectory = &mut slot.trajectory;
     trajectory.token_ids.push(token.id);
     trajectory.logprobs.push(token.logprob);
+    if let (Some(raw), Some(kept)) = (&mut trajectory.entropy, &mut trajectory.kept_entropy) {
+        raw.push(token.entropy);
+        kept.push(token.kept_entropy);
+    }
     let alternatives: Vec<Alternative> = token
         .top
         .iter()

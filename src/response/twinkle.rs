@@ -136,8 +136,11 @@ mod tests {
                     top_logprobs: None,
                     cross_scores: None,
                     branch: None,
+                    entropy: None,
+                    kept_entropy: None,
                 })
                 .collect(),
+            stats: None,
             timings: Timings::default(),
         }
     }

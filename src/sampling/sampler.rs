@@ -39,6 +39,11 @@ pub struct SampledToken {
     /// to the lower id), then the chosen token if it is not among them, as vLLM returns them;
     /// empty when neither asks for any.
     pub top: Vec<TopToken>,
+    /// Entropy in nats of the raw distribution (the model's own uncertainty at this step).
+    pub entropy: f32,
+    /// Entropy in nats of the processed distribution the token was drawn from: 0 when one
+    /// token is left (greedy).
+    pub kept_entropy: f32,
 }
 
 /// A token the model could have produced at a generated position.
@@ -197,6 +202,7 @@ impl Sampler {
             state.accept(id);
             let cands = &self.pool.cands;
             let prob = |t: u32| cands.iter().find(|c| c.id == t).map_or(0.0, |c| c.p);
+            let kept_entropy = entropy_of(cands.iter().map(|c| f64::from(c.p)));
             return Ok(report(
                 logits,
                 log_norm,
@@ -204,6 +210,7 @@ impl Sampler {
                 self.top_n,
                 &mut self.keys,
                 prob,
+                kept_entropy,
             ));
         }
         let cut = self.cut(logits, state)?;
@@ -212,6 +219,7 @@ impl Sampler {
             None => self.draw(&cut, u)?,
         };
         state.accept(id);
+        let kept_entropy = self.kept_entropy(&cut);
         let work = &self.work;
         let prob = |t: u32| cut.prob(work[t as usize], t);
         Ok(report(
@@ -221,6 +229,7 @@ impl Sampler {
             self.top_n,
             &mut self.keys,
             prob,
+            kept_entropy,
         ))
     }
 
@@ -368,6 +377,19 @@ impl Sampler {
         Ok(cut)
     }
 
+    /// The entropy of what `cut` keeps: over the listed candidates, or (nothing bounding the
+    /// kept set) one more pass over the vocabulary.
+    fn kept_entropy(&self, cut: &Cut) -> f32 {
+        if cut.unlisted.is_some() {
+            return softmax::entropy(&self.work, cut.shift, cut.inv_temperature, cut.floor) as f32;
+        }
+        entropy_of(
+            self.candidates
+                .iter()
+                .map(|c| f64::from(c.weight) / cut.mass),
+        )
+    }
+
     /// Argmax with ties to the lowest id; penalties still apply, temperature and filters don't.
     fn cut_greedy(&mut self, shift: f32) -> Result<Cut, SamplingError> {
         let id = first_index_of(&self.work, shift).ok_or(SamplingError::NoCandidates)?;
@@ -474,6 +496,7 @@ fn report(
     top_n: Option<u32>,
     keys: &mut Vec<u64>,
     prob: impl Fn(u32) -> f32,
+    kept_entropy: f32,
 ) -> SampledToken {
     let raw = |id: u32| sanitize(logits[id as usize]);
     let top = match top_n {
@@ -492,7 +515,15 @@ fn report(
         prob: prob(id),
         rank: rank(logits, raw(id)),
         top,
+        entropy: softmax::entropy(logits, log_norm, 1.0, f32::NEG_INFINITY) as f32,
+        kept_entropy,
     }
+}
+
+/// `-Σ p ln p` over probabilities that sum to one (zeros count nothing).
+fn entropy_of(probs: impl Iterator<Item = f64>) -> f32 {
+    let h: f64 = probs.filter(|&p| p > 0.0).map(|p| -p * p.ln()).sum();
+    h.max(0.0) as f32
 }
 
 /// The lowest id holding `target`, testing `LANES` values at a time.

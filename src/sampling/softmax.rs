@@ -135,6 +135,60 @@ fn sum_exp_portable<const L: usize>(
     sums
 }
 
+/// The entropy in nats of the distribution that weighs each `s = (x - shift) * scale >= floor`
+/// by `exp(s)`: `ln Z - Σ exp(s) s / Z`, one pass like [`sum_exp`]'s; 0 when nothing weighs.
+pub fn entropy(values: &[f32], shift: f32, scale: f32, floor: f32) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has just been checked for AVX2, the only feature the function enables.
+        return unsafe { entropy_avx2(values, shift, scale, floor) };
+    }
+    entropy_portable(values, shift, scale, floor)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn entropy_avx2(values: &[f32], shift: f32, scale: f32, floor: f32) -> f64 {
+    entropy_portable(values, shift, scale, floor)
+}
+
+#[inline(always)]
+fn entropy_portable(values: &[f32], shift: f32, scale: f32, floor: f32) -> f64 {
+    let (mut mass, mut moment) = (0.0f64, 0.0f64);
+    for block in values.chunks(BLOCK) {
+        let mut w_lanes = [0.0f32; LANES];
+        let mut ws_lanes = [0.0f32; LANES];
+        let mut add = |lane: usize, x: f32| {
+            let s = scaled(sanitize(x), shift, scale);
+            let (w, ws) = if s >= floor {
+                let w = exp(s);
+                (w, w * s)
+            } else {
+                (0.0, 0.0)
+            };
+            w_lanes[lane] += w;
+            ws_lanes[lane] += ws;
+        };
+        let chunks = block.chunks_exact(LANES);
+        let rest = chunks.remainder();
+        for chunk in chunks {
+            for (lane, &x) in chunk.iter().enumerate() {
+                add(lane, x);
+            }
+        }
+        for &x in rest {
+            add(0, x);
+        }
+        mass += w_lanes.iter().map(|&w| f64::from(w)).sum::<f64>();
+        moment += ws_lanes.iter().map(|&w| f64::from(w)).sum::<f64>();
+    }
+    if mass > 0.0 {
+        (mass.ln() - moment / mass).max(0.0)
+    } else {
+        0.0
+    }
+}
+
 /// `ln Σ exp(x)` over the sanitised values, the normaliser of log_softmax; -inf when every value
 /// is masked.
 pub fn log_sum_exp(values: &[f32]) -> f32 {
@@ -189,6 +243,28 @@ mod tests {
             let got = f64::from(log_sum_exp(&values));
             assert!((got - exact).abs() < 1e-5, "len {len}: {got} vs {exact}");
         }
+    }
+
+    #[test]
+    fn entropy_matches_f64_on_a_large_vocabulary_and_respects_the_floor() {
+        for len in [1, 17, 32_000, 151_936] {
+            let values = vocabulary(len);
+            let shift = log_sum_exp(&values);
+            let exact: f64 = values
+                .iter()
+                .map(|&x| f64::from(x - shift))
+                .map(|lp| -lp.exp() * lp)
+                .sum();
+            let got = entropy(&values, shift, 1.0, f32::NEG_INFINITY);
+            assert!((got - exact).abs() < 1e-4, "len {len}: {got} vs {exact}");
+        }
+        // Two equal tokens kept of three, at temperature 0.5: ln 2.
+        let got = entropy(&[1.0, 1.0, -3.0, f32::NAN], 1.0, 2.0, -1.0);
+        assert!((got - 2f64.ln()).abs() < 1e-6, "{got}");
+        assert_eq!(
+            entropy(&[f32::NEG_INFINITY; 4], 0.0, 1.0, f32::NEG_INFINITY),
+            0.0
+        );
     }
 
     #[test]

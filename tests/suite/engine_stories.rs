@@ -264,3 +264,107 @@ fn prompt_tokens_keep_their_leading_spaces() {
     assert_eq!(text, "<s> Once upon a time");
     assert!(tokens[0].special && !tokens[1].special);
 }
+
+/// `-Σ p ln p` in f64 of the softmax of `logits / temperature` over the `keep` highest.
+fn entropy_of_logits(logits: &[f32], temperature: f64, keep: usize) -> f64 {
+    let mut scaled: Vec<f64> = logits.iter().map(|&x| f64::from(x) / temperature).collect();
+    scaled.sort_by(|a, b| b.total_cmp(a));
+    scaled.truncate(keep);
+    let max = scaled[0];
+    let z: f64 = scaled.iter().map(|s| (s - max).exp()).sum();
+    scaled
+        .iter()
+        .map(|s| {
+            let lp = s - max - z.ln();
+            -lp.exp() * lp
+        })
+        .sum()
+}
+
+#[test]
+fn entropies_are_those_of_the_models_logits_before_and_after_the_samplers() {
+    let Some(mut model) = common::loaded_test_model() else {
+        return;
+    };
+    let path = common::test_model().unwrap();
+    let (response, _) = run(
+        &mut model,
+        "Once upon a time",
+        "temperature: 0.7\ntop_k: 12\nmax_tokens: 24\nnum_samples: 3\nseed: 5",
+    );
+    let forward = samplab::model::Model::load(&path, &candle_core::Device::Cpu).unwrap();
+    for t in &response.trajectories {
+        let raw = t.entropy.as_ref().expect("a local run reports entropy");
+        let kept = t.kept_entropy.as_ref().unwrap();
+        assert_eq!(raw.len(), t.token_ids.len());
+        assert_eq!(kept.len(), t.token_ids.len());
+        let ids: Vec<u32> = response
+            .prompt_token_ids
+            .iter()
+            .chain(&t.token_ids)
+            .copied()
+            .collect();
+        let rows = forward.session().prefill(&ids, true).unwrap();
+        let first = response.prompt_token_ids.len() - 1;
+        for (step, row) in rows[first..first + t.token_ids.len()].iter().enumerate() {
+            let want_raw = entropy_of_logits(row, 1.0, row.len());
+            let want_kept = entropy_of_logits(row, 0.7, 12);
+            assert!(
+                (f64::from(raw[step]) - want_raw).abs() < 1e-3,
+                "sample {} step {step}: raw entropy {} vs {want_raw}",
+                t.index,
+                raw[step]
+            );
+            assert!(
+                (f64::from(kept[step]) - want_kept).abs() < 1e-3,
+                "sample {} step {step}: kept entropy {} vs {want_kept}",
+                t.index,
+                kept[step]
+            );
+            assert!(want_kept < want_raw, "cooling and top_k narrow it");
+        }
+    }
+}
+
+#[test]
+fn greedy_samples_are_one_identical_group_and_the_stats_count_their_tokens() {
+    let Some(mut model) = common::loaded_test_model() else {
+        return;
+    };
+    let (greedy, _) = run(
+        &mut model,
+        "Once upon a time",
+        "temperature: 0\nmax_tokens: 16\nnum_samples: 3",
+    );
+    let stats = greedy.stats.expect("a run has stats");
+    assert_eq!(stats.identical, vec![vec![0, 1, 2]]);
+    assert_eq!(stats.divergence, vec![None, None, None]);
+    assert_eq!(stats.length.min, 16);
+    assert_eq!(stats.stop_reasons["length"], 3);
+    for t in &greedy.trajectories {
+        assert!(t.kept_entropy.as_ref().unwrap().iter().all(|&h| h == 0.0));
+    }
+
+    let (sampled, _) = run(
+        &mut model,
+        "Once upon a time",
+        "temperature: 1.5\nmax_tokens: 16\nnum_samples: 4\nseed: 9",
+    );
+    let stats = sampled.stats.unwrap();
+    let ts = &sampled.trajectories;
+    let unigrams: BTreeSet<u32> = ts.iter().flat_map(|t| t.token_ids.clone()).collect();
+    let total: usize = ts.iter().map(|t| t.token_ids.len()).sum();
+    assert_eq!(stats.distinct_1, Some(unigrams.len() as f64 / total as f64));
+    for (t, parted) in ts.iter().zip(&stats.divergence).skip(1) {
+        let at = parted.expect("hot samples part from the first");
+        assert_eq!(t.token_ids[..at], ts[0].token_ids[..at]);
+        assert!(t.token_ids.get(at) != ts[0].token_ids.get(at));
+    }
+    let mean: f64 = ts
+        .iter()
+        .flat_map(|t| &t.logprobs)
+        .map(|&lp| f64::from(lp))
+        .sum::<f64>()
+        / total as f64;
+    assert!((stats.mean_logprob.unwrap() - mean).abs() < 1e-9);
+}

@@ -14,7 +14,7 @@ use crate::engine::trace::TraceRequest;
 use crate::engine::worker::random_seed;
 use crate::model::source::LoadProgress;
 use crate::response::{
-    CrossScore, PromptText, SampleResponse, StopMatched, StopReason, Timings, TopLogprob,
+    CrossScore, PromptText, RunStats, SampleResponse, StopMatched, StopReason, Timings, TopLogprob,
     Trajectory,
 };
 use crate::sampling::{StageTrace, sample_seed};
@@ -436,6 +436,8 @@ impl Runner for RemoteModel {
             .iter()
             .map(|s| s.trajectory.token_ids.len() as u32)
             .sum();
+        let trajectories: Vec<Trajectory> = slots.into_iter().map(|s| s.trajectory).collect();
+        let stats = RunStats::of(&trajectories);
         Ok(SampleResponse {
             model: self.info.name(),
             prompt: Some(PromptText {
@@ -448,7 +450,8 @@ impl Runner for RemoteModel {
             prompt_token_ids: Vec::new(),
             prompt_logprobs: None,
             prompt_top_logprobs: None,
-            trajectories: slots.into_iter().map(|s| s.trajectory).collect(),
+            trajectories,
+            stats,
             timings: Timings {
                 prefill_ms: prefill.as_secs_f64() * 1e3,
                 decode_ms,

@@ -99,8 +99,11 @@ pub fn done(run_id: RunId, reasons: &[StopReason]) -> Event {
                     top_logprobs: None,
                     cross_scores: None,
                     branch: None,
+                    entropy: None,
+                    kept_entropy: None,
                 })
                 .collect(),
+            stats: None,
             timings: Timings {
                 prefill_ms: 3.0,
                 decode_ms: 10.0,

@@ -1,0 +1,189 @@
+//! What a run's samples are like together: how diverse, how long, how they ended, which came
+//! out the same and where each parts from the first. Computed from the token ids, logprobs and
+//! stop reasons alone, so a served model's runs have them too.
+
+use super::Trajectory;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// Statistics over a run's own samples (branches are the user's picks, not draws, and are left
+/// out).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunStats {
+    /// Distinct n-grams of token ids over all samples divided by all n-grams, for n = 1, 2, 3;
+    /// null where the samples hold no n-gram that long.
+    pub distinct_1: Option<f64>,
+    pub distinct_2: Option<f64>,
+    pub distinct_3: Option<f64>,
+    pub length: Lengths,
+    /// How many samples ended for each reason.
+    pub stop_reasons: BTreeMap<String, usize>,
+    /// The samples grouped by equal token ids, each group in index order, groups by their first
+    /// sample; a sample like no other is a group of one.
+    pub identical: Vec<Vec<u32>>,
+    /// For each sample, the first position where its tokens part from sample 0's (where one of
+    /// the two ended, if the other goes on); null for sample 0 and for samples equal to it.
+    pub divergence: Vec<Option<usize>>,
+    /// The mean raw logprob of every generated token; null when there is none.
+    pub mean_logprob: Option<f64>,
+}
+
+/// Generated tokens per sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lengths {
+    pub mean: f64,
+    pub min: usize,
+    pub max: usize,
+}
+
+impl RunStats {
+    /// The statistics of `trajectories`' own samples (branches skipped); `None` without one.
+    pub fn of(trajectories: &[Trajectory]) -> Option<Self> {
+        let samples: Vec<&Trajectory> =
+            trajectories.iter().filter(|t| t.branch.is_none()).collect();
+        let first = samples.first()?;
+        let lengths: Vec<usize> = samples.iter().map(|t| t.token_ids.len()).collect();
+        let mut stop_reasons = BTreeMap::new();
+        for t in &samples {
+            *stop_reasons
+                .entry(t.stop_reason.as_str().to_owned())
+                .or_default() += 1;
+        }
+        let logprobs: Vec<f32> = samples
+            .iter()
+            .flat_map(|t| t.logprobs.iter().copied())
+            .collect();
+        Some(Self {
+            distinct_1: distinct(&samples, 1),
+            distinct_2: distinct(&samples, 2),
+            distinct_3: distinct(&samples, 3),
+            length: Lengths {
+                mean: lengths.iter().sum::<usize>() as f64 / lengths.len() as f64,
+                min: lengths.iter().copied().min().unwrap_or(0),
+                max: lengths.iter().copied().max().unwrap_or(0),
+            },
+            stop_reasons,
+            identical: identical(&samples),
+            divergence: samples
+                .iter()
+                .map(|t| parts_at(&first.token_ids, &t.token_ids))
+                .collect(),
+            mean_logprob: (!logprobs.is_empty()).then(|| {
+                logprobs.iter().map(|&lp| f64::from(lp)).sum::<f64>() / logprobs.len() as f64
+            }),
+        })
+    }
+}
+
+/// Distinct `n`-grams over all n-grams of every sample.
+fn distinct(samples: &[&Trajectory], n: usize) -> Option<f64> {
+    let mut seen: HashSet<&[u32]> = HashSet::new();
+    let mut total = 0usize;
+    for t in samples {
+        for gram in t.token_ids.windows(n) {
+            seen.insert(gram);
+            total += 1;
+        }
+    }
+    (total > 0).then(|| seen.len() as f64 / total as f64)
+}
+
+/// Sample indexes grouped by equal token ids, in order of each group's first sample.
+fn identical(samples: &[&Trajectory]) -> Vec<Vec<u32>> {
+    let mut groups: Vec<Vec<u32>> = Vec::new();
+    let mut group_of: HashMap<&[u32], usize> = HashMap::new();
+    for t in samples {
+        match group_of.get(t.token_ids.as_slice()) {
+            Some(&g) => groups[g].push(t.index),
+            None => {
+                group_of.insert(&t.token_ids, groups.len());
+                groups.push(vec![t.index]);
+            }
+        }
+    }
+    groups
+}
+
+/// The first position where `b` parts from `a`; `None` when they are equal.
+fn parts_at(a: &[u32], b: &[u32]) -> Option<usize> {
+    (a != b).then(|| a.iter().zip(b).take_while(|(x, y)| x == y).count())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::response::StopReason;
+
+    fn sample(index: u32, ids: &[u32], logprobs: &[f32], reason: StopReason) -> Trajectory {
+        Trajectory {
+            token_ids: ids.to_vec(),
+            logprobs: logprobs.to_vec(),
+            stop_reason: reason,
+            ..Trajectory::empty(index, 7, None)
+        }
+    }
+
+    #[test]
+    fn a_hand_made_run_gives_the_figures_worked_by_hand() {
+        let runs = [
+            sample(
+                0,
+                &[1, 2, 3, 4],
+                &[-1.0, -1.0, -1.0, -1.0],
+                StopReason::Length,
+            ),
+            sample(
+                1,
+                &[1, 2, 3, 4],
+                &[-1.0, -1.0, -1.0, -1.0],
+                StopReason::Length,
+            ),
+            sample(2, &[1, 2, 9], &[-1.0, -2.0, -3.0], StopReason::Stop),
+            sample(3, &[5], &[-0.5], StopReason::Stop),
+        ];
+        let mut with_branch = runs.to_vec();
+        with_branch.push(Trajectory {
+            branch: Some(super::super::BranchOrigin { parent: 0, at: 1 }),
+            ..sample(4, &[8, 8, 8], &[0.0; 3], StopReason::Abort)
+        });
+        let stats = RunStats::of(&with_branch).unwrap();
+        // Unigrams: 1 2 3 4 / 1 2 3 4 / 1 2 9 / 5 → 12 in all, {1,2,3,4,9,5} distinct.
+        assert_eq!(stats.distinct_1, Some(6.0 / 12.0));
+        // Bigrams: 3 + 3 + 2 + 0 = 8; distinct {12, 23, 34, 29}.
+        assert_eq!(stats.distinct_2, Some(4.0 / 8.0));
+        // Trigrams: 2 + 2 + 1 = 5; distinct {123, 234, 129}.
+        assert_eq!(stats.distinct_3, Some(3.0 / 5.0));
+        assert_eq!(
+            stats.length,
+            Lengths {
+                mean: 3.0,
+                min: 1,
+                max: 4
+            }
+        );
+        assert_eq!(stats.stop_reasons["length"], 2);
+        assert_eq!(stats.stop_reasons["stop"], 2);
+        assert!(
+            !stats.stop_reasons.contains_key("abort"),
+            "the branch is left out"
+        );
+        assert_eq!(stats.identical, vec![vec![0, 1], vec![2], vec![3]]);
+        assert_eq!(stats.divergence, vec![None, None, Some(2), Some(0)]);
+        // (8 × -1 - 6 - 0.5) / 12.
+        assert_eq!(stats.mean_logprob, Some(-14.5 / 12.0));
+    }
+
+    #[test]
+    fn empty_samples_have_no_ngrams_and_no_mean() {
+        let runs = [
+            sample(0, &[], &[], StopReason::Abort),
+            sample(1, &[3], &[-2.0], StopReason::Stop),
+        ];
+        let stats = RunStats::of(&runs).unwrap();
+        assert_eq!(stats.distinct_1, Some(1.0));
+        assert_eq!(stats.distinct_2, None);
+        assert_eq!(stats.divergence, vec![None, Some(0)]);
+        assert_eq!(RunStats::of(&runs[..1]).unwrap().mean_logprob, None);
+        assert!(RunStats::of(&[]).is_none());
+    }
+}
