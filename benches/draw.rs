@@ -40,6 +40,7 @@ fn token(run_id: u64, sample: u32, i: usize) -> Event {
             prob,
             rank: 2,
             top,
+            entropy: Some((i % 7) as f32 * 0.5),
         },
     }
 }

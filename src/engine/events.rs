@@ -58,6 +58,8 @@ pub struct TokenEvent {
     /// `logprobs` asks), then the chosen token if it is not among them, each with its processed
     /// probability.
     pub top: Vec<Alternative>,
+    /// Entropy in nats of the raw distribution at this step; `None` from a served model.
+    pub entropy: Option<f32>,
 }
 
 /// One token of the prompt as the model sees it, for the playground's token view.

@@ -708,6 +708,7 @@ fn accept(
             prob: token.prob,
             rank: token.rank,
             top: alternatives,
+            entropy: Some(token.entropy),
         },
     });
     match step.finished {

@@ -105,7 +105,7 @@ fn identical(samples: &[&Trajectory]) -> Vec<Vec<u32>> {
 }
 
 /// The first position where `b` parts from `a`; `None` when they are equal.
-fn parts_at(a: &[u32], b: &[u32]) -> Option<usize> {
+pub fn parts_at(a: &[u32], b: &[u32]) -> Option<usize> {
     (a != b).then(|| a.iter().zip(b).take_while(|(x, y)| x == y).count())
 }
 

@@ -42,6 +42,8 @@ pub enum Action {
     OpenHelp,
     /// Every error and notice of the session, newest first.
     OpenMessages,
+    /// The statistics of each side's newest run.
+    OpenStats,
     CloseOverlay,
     /// Re-run now, skipping the debounce.
     Rerun,

@@ -27,6 +27,7 @@ pub enum Overlay {
     Export(ExportDialog),
     Models(ModelPicker),
     Messages,
+    Stats,
     Conversation(ConversationDialog),
 }
 
@@ -130,6 +131,7 @@ impl State {
         match &self.overlay {
             Some(Overlay::Help) => return vec![Mode::Help],
             Some(Overlay::Messages) => return vec![Mode::Messages, Mode::Dialog],
+            Some(Overlay::Stats) => return vec![Mode::Stats, Mode::Dialog],
             Some(Overlay::Presets(_)) => return vec![Mode::Presets, Mode::Dialog],
             Some(Overlay::Save(prompt)) if prompt.confirm.is_some() => {
                 return vec![Mode::Confirm, Mode::Dialog];

@@ -3,7 +3,7 @@
 use crate::tui::action::{Action, DialogAction, Focus};
 use crate::tui::input::keymap::{KeyMap, Mode};
 use crate::tui::overlays::{
-    conversation, export_dialog, help, messages, model_picker, preset_picker, save_prompt,
+    conversation, export_dialog, help, messages, model_picker, preset_picker, save_prompt, stats,
 };
 use crate::tui::state::{Overlay, State};
 use crate::tui::theme::Theme;
@@ -117,6 +117,20 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         None => {}
         Some(Overlay::Help) => help::render(frame, area, keymap, theme),
         Some(Overlay::Messages) => messages::render(frame, area, &state.status.log, keymap, theme),
+        Some(Overlay::Stats) => {
+            let titles = state.comparison.side_titles();
+            let runs: Vec<stats::SideRun> = state
+                .comparison
+                .sides
+                .iter()
+                .enumerate()
+                .map(|(i, side)| stats::SideRun {
+                    label: titles.get(i).map(|t| t.label.clone()).unwrap_or_default(),
+                    response: side.response.as_deref(),
+                })
+                .collect();
+            stats::render(frame, area, &runs, keymap, theme);
+        }
         Some(Overlay::Presets(picker)) => preset_picker::render(frame, area, picker, keymap, theme),
         Some(Overlay::Save(prompt)) => {
             let preset_dir = state

@@ -36,5 +36,6 @@ mod tui_compare;
 mod tui_dialogs;
 mod tui_failures;
 mod tui_inspect;
+mod tui_stats;
 mod tui_tmux;
 mod twinkle;

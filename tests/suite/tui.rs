@@ -495,7 +495,8 @@ fn finished_and_done_fill_the_footers() {
     let footers: Vec<String> = s.columns.columns.iter().map(|c| c.footer(80)).collect();
     assert_eq!(footers[0], "■ stop \"\\n\\n\" 1 tok lp -0.69 ppl 2.00");
     assert_eq!(footers[1], "■ stop </s> 1 tok lp 0.00 ppl 1.00");
-    assert_eq!(footers[2], "■ length 0 tok");
+    // Sample 2 ended before the first token where sample 0 went on: it parts at 0.
+    assert_eq!(footers[2], "■ length 0 tok ≠#0@0");
     assert_eq!(s.comparison.models[0].tok_per_s, Some(812.0));
     assert!(!s.comparison.sides[0].active);
     assert!(

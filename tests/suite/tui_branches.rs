@@ -33,6 +33,7 @@ fn token_with(run_id: RunId, sample: u32, id: u32) -> Event {
                 alternative(id + 100, 0.3),
                 alternative(id + 200, 0.2),
             ],
+            entropy: Some(1.0),
         },
     }
 }

@@ -857,6 +857,7 @@ fn token(run_id: RunId, text: &str, prob: f32) -> Event {
             prob,
             rank: 1,
             top: Vec::new(),
+            entropy: None,
         },
     }
 }

@@ -41,6 +41,7 @@ fn inspected(run_id: RunId, sample: u32) -> Event {
                 alternative(7, "\n", 0.25, 0.3),
                 alternative(9, " a", 0.125, 0.0),
             ],
+            entropy: Some(1.2),
         },
     }
 }

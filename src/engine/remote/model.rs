@@ -207,6 +207,7 @@ impl RemoteModel {
                 prob: piece.logprob.exp(),
                 rank: rank as u32,
                 top,
+                entropy: None,
             },
         });
     }

@@ -25,6 +25,7 @@ pub enum Mode {
     Export,
     Models,
     Messages,
+    Stats,
     Conversation,
     /// Moving and deleting in a one-line text field (a value, a name, a model).
     TextField,
@@ -47,6 +48,7 @@ impl Mode {
             Mode::Export => "export",
             Mode::Models => "model picker",
             Mode::Messages => "messages",
+            Mode::Stats => "run statistics",
             Mode::Conversation => "conversation",
             Mode::TextField => "in a text field",
         }
@@ -232,6 +234,8 @@ impl Default for KeyMap {
             (Mode::Navigate, c('t'), A::CycleTheme, "next theme"),
             (Mode::Navigate, c('l'), A::OpenMessages, "messages"),
             (Mode::Messages, c('l'), A::CloseOverlay, "close"),
+            (Mode::Navigate, c('i'), A::OpenStats, "run stats"),
+            (Mode::Stats, c('i'), A::CloseOverlay, "close"),
             (
                 Mode::Navigate,
                 c('v'),

@@ -9,3 +9,4 @@ pub mod model_picker;
 pub mod popup;
 pub mod preset_picker;
 pub mod save_prompt;
+pub mod stats;

@@ -59,6 +59,10 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             state.overlay = Some(Overlay::Messages);
             Vec::new()
         }
+        Action::OpenStats => {
+            state.overlay = Some(Overlay::Stats);
+            Vec::new()
+        }
         Action::CloseOverlay => {
             state.overlay = None;
             Vec::new()

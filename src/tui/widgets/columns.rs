@@ -43,6 +43,9 @@ pub struct Column {
     /// The token where this sample first parts from the samples of the other sides that
     /// share its seed; `None` while they agree (or there are none).
     pub diverge: Option<usize>,
+    /// The token where this sample first parts from its run's sample 0, once the run ended;
+    /// `None` for sample 0, for branches and for samples equal to sample 0.
+    pub parts: Option<usize>,
     /// Once the sample ended: how many of its tokens were replayed from the run before and how
     /// many were decoded anew.
     pub replay: Option<(u32, u32)>,
@@ -69,6 +72,7 @@ impl Column {
             cross: Vec::new(),
             unscored: Vec::new(),
             diverge: None,
+            parts: None,
             replay: None,
             trace: None,
             origin: None,
@@ -147,8 +151,12 @@ impl Column {
     /// When models are compared, the other models' perplexities follow (`⇄tiny 8.10`, with `*`
     /// when the text was tokenized again, `†` when the scoring model has no chat template and
     /// scored after this model's rendering) and where the sample parts from the others (`≠12`).
+    /// Where the sample parts from its run's sample 0 comes first (`≠#0@5`).
     pub fn footer(&self, width: usize) -> String {
         let mut compare = String::new();
+        if let Some(token) = self.parts {
+            compare.push_str(&format!(" ≠#0@{token}"));
+        }
         if let Some(token) = self.diverge {
             compare.push_str(&format!(" ≠{token}"));
         }
@@ -197,6 +205,41 @@ impl Column {
         .unwrap_or(reason)
     }
 
+    /// The raw entropy along the whole sample in `width` cells, each the mean over its share
+    /// of the tokens, on a fixed scale so that columns compare: `─` is certain (0 nats), `█`
+    /// is [`ENTROPY_SCALE`] nats or more. `None` when the tokens carry no entropy (a served
+    /// model) or there are none; the cell holding `cursor` is returned with it.
+    pub fn sparkline(
+        &self,
+        width: usize,
+        cursor: Option<usize>,
+    ) -> Option<(String, Option<usize>)> {
+        let entropies: Vec<f32> = self
+            .tokens
+            .iter()
+            .map(|t| t.entropy)
+            .collect::<Option<_>>()?;
+        if entropies.is_empty() || width == 0 {
+            return None;
+        }
+        let cells = entropies.len().min(width);
+        let cell_of = |token: usize| token * cells / entropies.len();
+        let mut sums = vec![(0.0f32, 0usize); cells];
+        for (token, &h) in entropies.iter().enumerate() {
+            let cell = &mut sums[cell_of(token)];
+            cell.0 += h;
+            cell.1 += 1;
+        }
+        let line = sums
+            .iter()
+            .map(|&(sum, n)| {
+                let level = (sum / n as f32 / ENTROPY_SCALE * 8.0).ceil();
+                SPARK[(level.max(0.0) as usize).min(8)]
+            })
+            .collect();
+        Some((line, cursor.map(cell_of)))
+    }
+
     /// The first row shown in a view of `rows` rows.
     pub fn top(&self, rows: usize) -> usize {
         let bottom = self.text.lines.len().saturating_sub(rows);
@@ -224,6 +267,13 @@ impl Column {
         }
     }
 }
+
+/// The entropy (nats) a full sparkline cell stands for: a choice as open as among e^4 ≈ 55
+/// equally likely tokens.
+pub const ENTROPY_SCALE: f32 = 4.0;
+
+/// Sparkline cells from certain to [`ENTROPY_SCALE`]: the border's own line for 0.
+const SPARK: [char; 9] = ['─', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
 /// Which token the cursor is on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -288,8 +338,25 @@ impl Columns {
     }
 
     /// Marks in every column where it first parts from the columns of other sides that share
-    /// its sample index (and so its seed): compared by text, since tokenizers may differ.
+    /// its sample index (and so its seed): compared by text, since tokenizers may differ; and
+    /// where it parts from its own run's sample 0, by token ids.
     pub fn mark_divergence(&mut self) {
+        let firsts: Vec<(SideId, Vec<u32>)> = self
+            .columns
+            .iter()
+            .filter(|c| c.sample == 0 && c.origin.is_none())
+            .map(|c| (c.side, c.tokens.iter().map(|t| t.id).collect()))
+            .collect();
+        for column in &mut self.columns {
+            let first = firsts.iter().find(|(side, _)| *side == column.side);
+            column.parts = match first {
+                Some((_, first)) if column.sample > 0 && column.origin.is_none() => {
+                    let ids: Vec<u32> = column.tokens.iter().map(|t| t.id).collect();
+                    crate::response::stats::parts_at(first, &ids)
+                }
+                _ => None,
+            };
+        }
         let texts: Vec<(SideId, u32, Vec<char>)> = self
             .columns
             .iter()
@@ -448,6 +515,23 @@ impl Columns {
     }
 }
 
+/// The sparkline as the bottom border draws it, the cursor's cell highlighted.
+fn spark_line(line: String, cursor: Option<usize>, theme: &Theme) -> Line<'static> {
+    let Some(at) = cursor else {
+        return Line::styled(line, theme.dim);
+    };
+    let cells: Vec<char> = line.chars().collect();
+    let text = |range: &[char]| range.iter().collect::<String>();
+    Line::from(vec![
+        Span::styled(text(&cells[..at]), theme.dim),
+        Span::styled(
+            text(&cells[at..=at]),
+            theme.title.add_modifier(Modifier::REVERSED),
+        ),
+        Span::styled(text(&cells[at + 1..]), theme.dim),
+    ])
+}
+
 /// The token whose text holds character `chars` of the column's text.
 fn token_at_char(column: &Column, chars: usize) -> Option<usize> {
     let mut seen = 0;
@@ -546,12 +630,16 @@ pub fn render(
         if below > 0 {
             block = block.title(Line::styled(format!(" ↓{below} "), theme.dim).right_aligned());
         }
+        let cursor = cursor.filter(|&(c, _)| c == i).map(|(_, t)| t);
+        let width = usize::from(rect.width.saturating_sub(2));
+        if let Some((line, at)) = column.sparkline(width, cursor) {
+            block = block.title_bottom(spark_line(line, at, theme));
+        }
         let inner = block.inner(rect);
         frame.render_widget(block, rect);
         if inner.height == 0 {
             continue;
         }
-        let cursor = cursor.filter(|&(c, _)| c == i).map(|(_, t)| t);
         let style = |token: Option<usize>| match token {
             None => theme.base,
             Some(t) if Some(t) == cursor => theme.cursor_style(column.tokens[t].prob),
@@ -559,6 +647,10 @@ pub fn render(
             Some(t) if Some(t) == column.diverge => theme
                 .token_style(column.tokens[t].prob)
                 .add_modifier(Modifier::UNDERLINED | Modifier::BOLD),
+            // Where the sample parts from its run's first sample.
+            Some(t) if Some(t) == column.parts => theme
+                .token_style(column.tokens[t].prob)
+                .add_modifier(Modifier::UNDERLINED),
             Some(t) => theme.token_style(column.tokens[t].prob),
         };
         let mut lines: Vec<Line> = column.text.lines[top..]
@@ -613,6 +705,7 @@ mod tests {
             prob: 0.5,
             rank: 1,
             top: Vec::new(),
+            entropy: None,
         }
     }
 
