@@ -41,6 +41,7 @@ fn token(run_id: u64, sample: u32, i: usize) -> Event {
             rank: 2,
             top,
             entropy: Some((i % 7) as f32 * 0.5),
+            watched: Vec::new(),
         },
     }
 }

@@ -112,6 +112,7 @@ fn bench(c: &mut Criterion) {
                         eos_ids: vec![2],
                         bad_words: vec![vec![17, 18], vec![19]],
                         breakers: vec![13, 29],
+                        watched: Vec::new(),
                     });
                 let mut seed = 0;
                 c.bench_function(&format!("step/{vocab}/{shape}/{name}"), |b| {

@@ -259,6 +259,8 @@ pub fn openai_body(params: &SamplingParams, ctx: &ExportContext) -> String {
         bad_words: Option<&'a Vec<String>>,
         #[serde(skip_serializing_if = "Option::is_none")]
         allowed_token_ids: Option<&'a Vec<u32>>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        logprob_token_ids: Vec<u32>,
     }
     fn is_zero(x: &f32) -> bool {
         *x == 0.0
@@ -290,6 +292,7 @@ pub fn openai_body(params: &SamplingParams, ctx: &ExportContext) -> String {
         ignore_eos: params.ignore_eos,
         bad_words: params.bad_words.as_ref(),
         allowed_token_ids: params.allowed_token_ids.as_ref(),
+        logprob_token_ids: params.watch.iter().flat_map(|w| w.token_ids()).collect(),
     };
     serde_json::to_string_pretty(&body).expect("the completions body always serialises")
 }
@@ -308,6 +311,19 @@ pub fn to_openai(params: &SamplingParams, ctx: &ExportContext) -> String {
         Some(Engine::Vllm),
         "vLLM's server",
     ));
+    if let Some(watch) = &params.watch
+        && watch.strings().next().is_some()
+    {
+        notes.push(format!(
+            "logprob_token_ids takes token ids: the watched strings {} need their first token's id \
+             from the model's tokenizer.",
+            watch
+                .strings()
+                .map(|s| format!("{s:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     if let Some(seed) = params.seed.filter(|&s| s > i64::MAX as u64) {
         notes.push(format!(
             "vLLM's server takes seeds up to {} only; seed {seed} is rejected.",

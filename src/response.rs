@@ -3,6 +3,7 @@
 
 use crate::model::text::chat_template::Message;
 use crate::params::SamplingParams;
+use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use std::borrow::Borrow;
 
@@ -10,6 +11,16 @@ pub mod stats;
 pub mod twinkle;
 
 pub use stats::RunStats;
+
+/// A watched token: the `watch` item as written (`" Yes"`, `#13`) and the token it names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Watched {
+    pub name: String,
+    pub id: u32,
+    /// How many tokens the string makes when it is several: only the first is watched.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub first_of: Option<usize>,
+}
 
 /// The JSON layouts a run can be written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -138,6 +149,10 @@ pub struct Trajectory {
     /// left).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub kept_entropy: Option<Vec<f32>>,
+    /// Per watched token (the response's `watch`), its raw logprob at each generated token;
+    /// absent without `watch`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub watched: Option<IndexMap<String, Vec<f32>>>,
     /// How likely the other models of a comparison find this sample; absent for one model.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub cross_scores: Option<Vec<CrossScore>>,
@@ -161,6 +176,7 @@ impl Trajectory {
             top_logprobs: logprobs.map(|_| Vec::new()),
             entropy: None,
             kept_entropy: None,
+            watched: None,
             cross_scores: None,
             branch: None,
         }
@@ -261,6 +277,13 @@ pub struct SampleResponse {
     pub prompt_logprobs: Option<Vec<Option<f32>>>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub prompt_top_logprobs: Option<Vec<Option<Vec<TopLogprob>>>>,
+    /// The tokens `watch` named, as the model's tokenizer read them; absent without `watch`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub watch: Option<Vec<Watched>>,
+    /// Per watched token, its raw logprob at each prompt position (none at the first), when
+    /// `prompt_logprobs` asks.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub prompt_watched: Option<IndexMap<String, Vec<Option<f32>>>>,
     pub trajectories: Vec<Trajectory>,
     /// The run's samples together (see [`RunStats`]).
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -293,10 +316,13 @@ mod tests {
                 top_logprobs: Some(vec![vec![TopLogprob(432, ",".into(), -0.5)]]),
                 entropy: Some(vec![1.25, 0.5]),
                 kept_entropy: Some(vec![0.75, 0.0]),
+                watched: None,
                 cross_scores: None,
                 branch: None,
             }],
             stats: None,
+            watch: None,
+            prompt_watched: None,
             timings: Timings::default(),
         };
         let value = serde_json::to_value(&response).unwrap();

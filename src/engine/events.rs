@@ -60,6 +60,9 @@ pub struct TokenEvent {
     pub top: Vec<Alternative>,
     /// Entropy in nats of the raw distribution at this step; `None` from a served model.
     pub entropy: Option<f32>,
+    /// The raw logprob of each watched token at this step, in `watch`'s order; empty without
+    /// `watch` and from a served model.
+    pub watched: Vec<f32>,
 }
 
 /// One token of the prompt as the model sees it, for the playground's token view.

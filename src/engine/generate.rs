@@ -172,13 +172,13 @@ impl<'c> Run<'_, 'c> {
         let params = self.params;
         let vocab_size = self.backend.vocab_size();
         params.check_token_ids(vocab_size)?;
+        let watch = super::watch::resolve(self.ctx.tokenizer, params)?;
         let mut sampler = Sampler::new(params)?
             .with_alternatives(EVENT_ALTERNATIVES)
-            .with_tokens(TokenLists::new(
-                self.ctx.tokenizer,
-                self.ctx.eos_ids,
-                params,
-            ));
+            .with_tokens(TokenLists {
+                watched: watch.iter().flatten().map(|w| w.id).collect(),
+                ..TokenLists::new(self.ctx.tokenizer, self.ctx.eos_ids, params)
+            });
         check_branches(
             self.branches,
             params.num_samples,
@@ -234,6 +234,13 @@ impl<'c> Run<'_, 'c> {
             }
             None => (None, None),
         };
+        let prompt_watched = match (&watch, params.prompt_logprobs) {
+            (Some(watch), Some(_)) => {
+                let rows = &prompt_logits.rows[..prompt_ids.len() - 1];
+                Some(super::watch::along_prompt(rows, watch)?)
+            }
+            _ => None,
+        };
         (self.emit)(Event::Started {
             run_id: self.run_id,
             prompt_token_ids: prompt_ids.clone(),
@@ -263,6 +270,7 @@ impl<'c> Run<'_, 'c> {
                         branch: branch.map(|b| b.origin),
                         entropy: Some(Vec::new()),
                         kept_entropy: Some(Vec::new()),
+                        watched: watch.as_deref().map(super::watch::series),
                         ..Trajectory::empty(index as u32, seeds[index], params.logprobs)
                     },
                     end: None,
@@ -295,6 +303,8 @@ impl<'c> Run<'_, 'c> {
             prompt_token_ids: prompt_ids,
             prompt_logprobs,
             prompt_top_logprobs,
+            watch,
+            prompt_watched,
             trajectories,
             stats,
             timings: Timings {
@@ -681,6 +691,14 @@ fn accept(
         raw.push(token.entropy);
         kept.push(token.kept_entropy);
     }
+    for (series, &logprob) in trajectory
+        .watched
+        .iter_mut()
+        .flat_map(|w| w.values_mut())
+        .zip(&token.watched)
+    {
+        series.push(logprob);
+    }
     let alternatives: Vec<Alternative> = token
         .top
         .iter()
@@ -709,6 +727,7 @@ fn accept(
             rank: token.rank,
             top: alternatives,
             entropy: Some(token.entropy),
+            watched: token.watched,
         },
     });
     match step.finished {

@@ -13,6 +13,7 @@ pub mod replay;
 pub mod runner;
 pub mod score;
 pub mod trace;
+pub mod watch;
 pub mod worker;
 
 pub use backend::{Backend, ParkedRow, Prefill, RowSource};

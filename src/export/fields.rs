@@ -2,7 +2,7 @@
 //! carry them, and a note for each one a target cannot take (never dropped silently).
 
 use super::{py_bool, py_float, py_list, py_str, sh_word};
-use crate::params::{Engine, Field, SamplingParams, Stage};
+use crate::params::{Engine, Field, SamplingParams, Stage, TokenText};
 
 /// The fields the classic exports always handled, and `engine`, which the notes cover.
 const CLASSIC: &[Field] = &[
@@ -38,7 +38,7 @@ pub fn unexpressed(params: &SamplingParams, target: Option<Engine>, title: &str)
     }
     for &field in Field::ALL {
         let value = params.get(field);
-        let written = target.is_some_and(|engine| field.spec().engines.has(engine));
+        let written = target.is_some_and(|engine| field.spec().exported_by().has(engine));
         if CLASSIC.contains(&field) || written || value == defaults.get(field) {
             continue;
         }
@@ -79,6 +79,17 @@ pub fn vllm_kwargs(params: &SamplingParams) -> Vec<(&'static str, String)> {
     }
     if let Some(ids) = &params.allowed_token_ids {
         kwargs.push(("allowed_token_ids", py_list(ids)));
+    }
+    if let Some(watch) = params.watch.as_ref().filter(|w| !w.is_empty()) {
+        // A string is watched by its first token, as samplab watches it.
+        let ids = watch.0.iter().map(|item| match item {
+            TokenText::Token(id) => id.to_string(),
+            TokenText::Text(text) => format!(
+                "llm.get_tokenizer().encode({}, add_special_tokens=False)[0]",
+                py_str(text)
+            ),
+        });
+        kwargs.push(("logprob_token_ids", py_list(ids)));
     }
     kwargs
 }

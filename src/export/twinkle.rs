@@ -10,7 +10,7 @@ use super::{
     ExportContext, comments, join_lines, py_bool, py_float, py_kwargs, py_list, py_str,
     sample_count, vllm_notes,
 };
-use crate::params::{SamplingParams, Stop};
+use crate::params::{SamplingParams, TokenTexts};
 
 /// Python building twinkle's `SamplingParams` and the engine parameters it converts to.
 pub fn to_twinkle(params: &SamplingParams, ctx: &ExportContext) -> String {
@@ -134,7 +134,7 @@ fn twinkle_notes(params: &SamplingParams) -> Vec<String> {
     notes
 }
 
-fn stop_notes(params: &SamplingParams, stop: &Stop) -> Vec<String> {
+fn stop_notes(params: &SamplingParams, stop: &TokenTexts) -> Vec<String> {
     let mut notes = Vec::new();
     let has_strings = stop.strings().next().is_some();
     let ids: Vec<String> = stop.token_ids().map(|id| id.to_string()).collect();

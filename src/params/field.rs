@@ -11,6 +11,9 @@ pub struct FieldSpec {
     /// One line for the panel and `samplab presets list`.
     pub help: &'static str,
     pub engines: Engines,
+    /// The engines whose exports write the field, where they are not `engines` (a report
+    /// samplab gives under every profile that only some engines can ask for).
+    pub exported: Option<Engines>,
     pub knob: Knob,
     /// The numbers `validate` accepts; `None` for values checked by type or by hand.
     pub bounds: Option<Bounds>,
@@ -18,6 +21,13 @@ pub struct FieldSpec {
     pub valid: &'static str,
     /// The value (as YAML) that turns the parameter off; `None` where nothing does.
     pub off: Option<&'static str>,
+}
+
+impl FieldSpec {
+    /// The engines whose exports write the field.
+    pub fn exported_by(&self) -> Engines {
+        self.exported.unwrap_or(self.engines)
+    }
 }
 
 /// How the playground moves a parameter.
@@ -51,6 +61,9 @@ pub enum Knob {
     Choice(&'static [&'static str]),
     /// Typed only (lists and mappings).
     Text,
+    /// Typed only: strings and token ids in any mix (`"\n\n", #13, The End`), where bare text
+    /// is one string.
+    TokenList,
 }
 
 /// A numeric range; infinite ends still require finite values.

@@ -9,14 +9,14 @@
 mod engine;
 mod field;
 mod logit_bias;
-mod stop;
 mod table;
+mod token_texts;
 
 pub use engine::{Engine, Engines, Stage, Stages};
 pub use field::{Bounds, FieldSpec, Knob};
 pub use logit_bias::{BIAS_LIMIT, LogitBias};
-pub use stop::{Stop, StopItem};
 pub use table::{Field, SamplingParams};
+pub use token_texts::{TokenText, TokenTexts};
 
 use serde::{Deserialize, Deserializer, de};
 use serde_yaml_ng::Value;
@@ -28,6 +28,9 @@ pub const GREEDY_TEMPERATURE: f32 = 1e-5;
 pub const MAX_SAMPLES: u32 = 64;
 /// The most alternatives reported per token (vLLM's default `max_logprobs` is 20).
 pub const MAX_LOGPROBS: u32 = 20;
+/// The most tokens `watch` follows (validate's message says 16): each costs a lookup per step
+/// and a line per view.
+pub const MAX_WATCHED: usize = 16;
 
 /// What is wrong with a parameter, said so that the user knows what would be right.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -139,7 +142,9 @@ impl SamplingParams {
             let opens_yaml = raw.trim_start().starts_with(['[', '{', '"', '\'']);
             match crate::yaml_guard::parse(raw) {
                 Ok(value) => value,
-                Err(_) if field == Field::Stop && !opens_yaml => Value::String(raw.to_owned()),
+                Err(_) if field.spec().knob == Knob::TokenList && !opens_yaml => {
+                    Value::String(raw.to_owned())
+                }
                 Err(e) => {
                     return Err(ParamError::WrongType {
                         field: field.name(),
@@ -196,6 +201,22 @@ impl SamplingParams {
                 "\"\"",
                 "stop strings must not be empty (an empty string would stop at once)",
             ));
+        }
+        if let Some(watch) = &self.watch {
+            if watch.strings().any(str::is_empty) {
+                return Err(bad(
+                    Field::Watch,
+                    "\"\"",
+                    "watched strings must not be empty (give the text of a token, or its #id)",
+                ));
+            }
+            if watch.0.len() > MAX_WATCHED {
+                return Err(bad(
+                    Field::Watch,
+                    format!("{} tokens", watch.0.len()),
+                    "watch at most 16 tokens",
+                ));
+            }
         }
         if let Some(max) = self.max_tokens
             && self.min_tokens > max
@@ -254,7 +275,11 @@ impl SamplingParams {
             ),
             (
                 Field::Stop,
-                self.stop.iter().flat_map(Stop::token_ids).max(),
+                self.stop.iter().flat_map(TokenTexts::token_ids).max(),
+            ),
+            (
+                Field::Watch,
+                self.watch.iter().flat_map(TokenTexts::token_ids).max(),
             ),
         ];
         for (field, largest) in named {
@@ -286,8 +311,11 @@ impl SamplingParams {
         if params.top_k_limit().is_none() {
             params.top_k = -1;
         }
-        if params.stop.as_ref().is_some_and(Stop::is_empty) {
+        if params.stop.as_ref().is_some_and(TokenTexts::is_empty) {
             params.stop = None;
+        }
+        if params.watch.as_ref().is_some_and(TokenTexts::is_empty) {
+            params.watch = None;
         }
         params
     }
@@ -465,9 +493,9 @@ mod tests {
         let params = SamplingParams {
             max_tokens: Some(64),
             seed: Some(42),
-            stop: Some(Stop(vec![
-                StopItem::Text("\n\n".into()),
-                StopItem::Token(13),
+            stop: Some(TokenTexts(vec![
+                TokenText::Text("\n\n".into()),
+                TokenText::Token(13),
             ])),
             include_stop_str_in_output: true,
             temperature: 0.7,
@@ -531,7 +559,10 @@ mod tests {
     #[test]
     fn stop_accepts_string_list_and_ids() {
         let one = SamplingParams::from_yaml("stop: \"\\n\\n\"").unwrap();
-        assert_eq!(one.stop, Some(Stop(vec![StopItem::Text("\n\n".into())])));
+        assert_eq!(
+            one.stop,
+            Some(TokenTexts(vec![TokenText::Text("\n\n".into())]))
+        );
         let list = SamplingParams::from_yaml("stop: [\"a\", \"bc\"]").unwrap();
         assert_eq!(
             list.stop.unwrap().strings().collect::<Vec<_>>(),
@@ -668,12 +699,12 @@ mod tests {
             assert_eq!(params.stop, None, "{broken}");
         }
         params.set_assignment("stop=The End").unwrap();
-        let text = |s: &str| StopItem::Text(s.to_owned());
-        assert_eq!(params.stop, Some(Stop(vec![text("The End")])));
+        let text = |s: &str| TokenText::Text(s.to_owned());
+        assert_eq!(params.stop, Some(TokenTexts(vec![text("The End")])));
         params.set_assignment(r#"stop=["\n\n", 13]"#).unwrap();
         assert_eq!(
             params.stop,
-            Some(Stop(vec![text("\n\n"), StopItem::Token(13)]))
+            Some(TokenTexts(vec![text("\n\n"), TokenText::Token(13)]))
         );
     }
 

@@ -5,7 +5,7 @@
 use super::engine::{Engine, Engines, Stages};
 use super::field::{Bounds, FieldSpec, Knob};
 use super::logit_bias::LogitBias;
-use super::stop::Stop;
+use super::token_texts::TokenTexts;
 use super::{MAX_LOGPROBS, MAX_SAMPLES, ParamError, typed};
 use serde::Serialize;
 use serde_yaml_ng::Value;
@@ -23,6 +23,7 @@ const fn spec(label: &'static str, engines: Engines, knob: Knob) -> FieldSpec {
         label,
         help: "",
         engines,
+        exported: None,
         knob,
         bounds: None,
         valid: "",
@@ -132,9 +133,9 @@ params_table! {
     /// Sample i uses seed + i; null draws one at random when the run starts.
     Seed seed: Option<u64> = None, spec("seed", Engines::ALL, Knob::Seed);
     /// Stop strings and stop token ids: "\n\n", #13.
-    Stop stop: Option<Stop> = None, FieldSpec {
+    Stop stop: Option<TokenTexts> = None, FieldSpec {
         off: Some("null"),
-        ..spec("stop", Engines::ALL, Knob::Text)
+        ..spec("stop", Engines::ALL, Knob::TokenList)
     };
     /// Keep the matched stop string in the text.
     IncludeStopStrInOutput include_stop_str_in_output: bool = false, FieldSpec {
@@ -193,6 +194,13 @@ params_table! {
         valid: "must be in 0..=20, or null for none",
         off: Some("null"),
         ..spec("logprobs", Engines::ALL, count(5, 0, MAX_LOGPROBS as i64))
+    };
+    /// Tokens whose raw logprob is reported at every step: strings (their first token) and
+    /// ids, as `stop` takes them: " Yes", " No", #13.
+    Watch watch: Option<TokenTexts> = None, FieldSpec {
+        off: Some("null"),
+        exported: Some(Engines::VLLM),
+        ..spec("watch", Engines::ALL, Knob::TokenList)
     };
     /// Alternatives reported per prompt token.
     PromptLogprobs prompt_logprobs: Option<u32> = None, FieldSpec {

@@ -138,9 +138,12 @@ mod tests {
                     branch: None,
                     entropy: None,
                     kept_entropy: None,
+                    watched: None,
                 })
                 .collect(),
             stats: None,
+            watch: None,
+            prompt_watched: None,
             timings: Timings::default(),
         }
     }

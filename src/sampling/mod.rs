@@ -29,4 +29,5 @@ pub use history::SampleState;
 pub use logprobs::{ScoredToken, TokenLogprob, log_normalizer};
 pub use rng::{SampleRng, sample_seed};
 pub use sampler::{KeptToken, SampledToken, Sampler, TopToken};
+pub use softmax::sanitize;
 pub use token_lists::TokenLists;

@@ -44,6 +44,8 @@ pub struct SampledToken {
     /// Entropy in nats of the processed distribution the token was drawn from: 0 when one
     /// token is left (greedy).
     pub kept_entropy: f32,
+    /// The raw logprob of each watched token (`TokenLists::watched`), in its order.
+    pub watched: Vec<f32>,
 }
 
 /// A token the model could have produced at a generated position.
@@ -202,16 +204,18 @@ impl Sampler {
             state.accept(id);
             let cands = &self.pool.cands;
             let prob = |t: u32| cands.iter().find(|c| c.id == t).map_or(0.0, |c| c.p);
-            let kept_entropy = entropy_of(cands.iter().map(|c| f64::from(c.p)));
-            return Ok(report(
-                logits,
-                log_norm,
-                id,
-                self.top_n,
-                &mut self.keys,
-                prob,
-                kept_entropy,
-            ));
+            return Ok(SampledToken {
+                kept_entropy: entropy_of(cands.iter().map(|c| f64::from(c.p))),
+                ..report(
+                    logits,
+                    log_norm,
+                    id,
+                    self.top_n,
+                    &mut self.keys,
+                    prob,
+                    &self.tokens.watched,
+                )
+            });
         }
         let cut = self.cut(logits, state)?;
         let id = match forced {
@@ -222,15 +226,18 @@ impl Sampler {
         let kept_entropy = self.kept_entropy(&cut);
         let work = &self.work;
         let prob = |t: u32| cut.prob(work[t as usize], t);
-        Ok(report(
-            logits,
-            log_norm,
-            id,
-            self.top_n,
-            &mut self.keys,
-            prob,
+        Ok(SampledToken {
             kept_entropy,
-        ))
+            ..report(
+                logits,
+                log_norm,
+                id,
+                self.top_n,
+                &mut self.keys,
+                prob,
+                &self.tokens.watched,
+            )
+        })
     }
 
     /// The llama.cpp or transformers chain on `logits`; the chosen token (`forced`, if given).
@@ -488,7 +495,8 @@ impl Sampler {
 }
 
 /// The report of a drawn token `id`: raw logprob and rank from `logits`, its processed
-/// probability and its `top_n` alternatives' from `prob`, whichever path made the distribution.
+/// probability and its `top_n` alternatives' from `prob`, whichever path made the distribution;
+/// the raw entropy and the watched tokens' logprobs (the kept entropy is the caller's).
 fn report(
     logits: &[f32],
     log_norm: f32,
@@ -496,7 +504,7 @@ fn report(
     top_n: Option<u32>,
     keys: &mut Vec<u64>,
     prob: impl Fn(u32) -> f32,
-    kept_entropy: f32,
+    watched: &[u32],
 ) -> SampledToken {
     let raw = |id: u32| sanitize(logits[id as usize]);
     let top = match top_n {
@@ -516,7 +524,16 @@ fn report(
         rank: rank(logits, raw(id)),
         top,
         entropy: softmax::entropy(logits, log_norm, 1.0, f32::NEG_INFINITY) as f32,
-        kept_entropy,
+        // The caller knows the processed distribution.
+        kept_entropy: 0.0,
+        watched: watched
+            .iter()
+            .map(|&w| {
+                logits
+                    .get(w as usize)
+                    .map_or(f32::NEG_INFINITY, |&x| sanitize(x) - log_norm)
+            })
+            .collect(),
     }
 }
 

@@ -1,5 +1,5 @@
 //! The token ids some processors need beyond the params: bad words as token sequences, DRY's
-//! breaker tokens, and the model's EOS ids.
+//! breaker tokens, the model's EOS ids, and the watched tokens whose logprobs are reported.
 
 use crate::params::{Engine, SamplingParams};
 use tokenizers::Tokenizer;
@@ -12,6 +12,8 @@ pub struct TokenLists {
     pub bad_words: Vec<Vec<u32>>,
     /// Tokens whose text contains one of `dry_sequence_breakers`, sorted.
     pub breakers: Vec<u32>,
+    /// The id of each `watch` item, in its order (the engine resolves them).
+    pub watched: Vec<u32>,
 }
 
 impl TokenLists {
@@ -55,6 +57,7 @@ impl TokenLists {
             eos_ids: eos_ids.to_vec(),
             bad_words,
             breakers,
+            watched: Vec::new(),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! `▁` pieces, byte fallback `<0x00>`..`<0xFF>`, and Llama's decoder chain.
 
 use proptest::prelude::*;
-use samplab::params::{SamplingParams, Stop, StopItem};
+use samplab::params::{SamplingParams, TokenText, TokenTexts};
 use samplab::response::{StopMatched, StopReason};
 use samplab::sampling::detokenizer::Detokenizer;
 use samplab::sampling::stop::StopMatcher;
@@ -149,7 +149,7 @@ fn bytes_that_never_form_a_character_are_given_up_as_replacement_characters() {
 fn detokenizer_and_stop_matcher_drive_a_sample_together() {
     let t = tokenizer();
     let params = SamplingParams {
-        stop: Some(Stop(vec![StopItem::Text("€.".into())])),
+        stop: Some(TokenTexts(vec![TokenText::Text("€.".into())])),
         ..Default::default()
     };
     let mut detok = Detokenizer::new(&t, &[BOS, piece("▁Once")]);

@@ -368,3 +368,109 @@ fn greedy_samples_are_one_identical_group_and_the_stats_count_their_tokens() {
         / total as f64;
     assert!((stats.mean_logprob.unwrap() - mean).abs() < 1e-9);
 }
+
+#[test]
+fn watched_tokens_report_the_raw_logprobs_of_the_models_logits_at_every_step_and_prompt_position() {
+    let Some(mut model) = common::loaded_test_model() else {
+        return;
+    };
+    let path = common::test_model().unwrap();
+    let (response, events) = run(
+        &mut model,
+        "Once upon a time",
+        "temperature: 1\nmax_tokens: 12\nnum_samples: 2\nseed: 3\nprompt_logprobs: 0\n\
+         watch: [\" the\", 13, \" lived happily\"]",
+    );
+    let watch = response
+        .watch
+        .as_ref()
+        .expect("the response names its watched tokens");
+    let names: Vec<&str> = watch.iter().map(|w| w.name.as_str()).collect();
+    assert_eq!(names, [" the", "#13", " lived happily"]);
+    assert_eq!(watch[1].id, 13);
+    assert_eq!(watch[0].first_of, None, "\" the\" is one token");
+    assert!(
+        watch[2].first_of.unwrap() > 1,
+        "a string of several tokens says so"
+    );
+
+    let forward = samplab::model::Model::load(&path, &candle_core::Device::Cpu).unwrap();
+    let logprob = |row: &[f32], id: u32| {
+        let max = row
+            .iter()
+            .fold(f64::NEG_INFINITY, |m, &x| m.max(f64::from(x)));
+        let z: f64 = row.iter().map(|&x| (f64::from(x) - max).exp()).sum();
+        f64::from(row[id as usize]) - max - z.ln()
+    };
+    let prompt = &response.prompt_token_ids;
+    let prompt_rows = forward.session().prefill(prompt, true).unwrap();
+    let along = response
+        .prompt_watched
+        .as_ref()
+        .expect("prompt_logprobs asks for them");
+    for (w, series) in watch.iter().zip(along.values()) {
+        assert_eq!(series.len(), prompt.len());
+        assert_eq!(series[0], None);
+        for (pos, value) in series.iter().enumerate().skip(1) {
+            let want = logprob(&prompt_rows[pos - 1], w.id);
+            assert!(
+                (f64::from(value.unwrap()) - want).abs() < 1e-4,
+                "{} at {pos}",
+                w.name
+            );
+        }
+    }
+    for t in &response.trajectories {
+        let ids: Vec<u32> = prompt.iter().chain(&t.token_ids).copied().collect();
+        let rows = forward.session().prefill(&ids, true).unwrap();
+        let watched = t.watched.as_ref().unwrap();
+        for (w, series) in watch.iter().zip(watched.values()) {
+            assert_eq!(series.len(), t.token_ids.len());
+            for (step, &value) in series.iter().enumerate() {
+                let want = logprob(&rows[prompt.len() - 1 + step], w.id);
+                assert!(
+                    (f64::from(value) - want).abs() < 1e-4,
+                    "{} step {step}",
+                    w.name
+                );
+                if t.token_ids[step] == w.id {
+                    assert_eq!(
+                        value, t.logprobs[step],
+                        "a drawn watched token: its own logprob"
+                    );
+                }
+            }
+        }
+    }
+    let streamed: Vec<usize> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Token { token, .. } => Some(token.watched.len()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !streamed.is_empty() && streamed.iter().all(|&n| n == 3),
+        "each token event carries them"
+    );
+}
+
+#[test]
+fn a_watched_id_beyond_the_vocabulary_is_refused_naming_it() {
+    let Some(mut model) = common::loaded_test_model() else {
+        return;
+    };
+    let request = Request {
+        run_id: 1,
+        prompt: Prompt::raw("Once"),
+        lane: 0,
+        params: SamplingParams::from_yaml("watch: [99999]").unwrap(),
+        branches: Vec::new(),
+    };
+    let error = model.run(&request, &mut || false, &mut |_| {}).unwrap_err();
+    let message = format!("{error:#}");
+    assert!(
+        message.contains("watch") && message.contains("99999"),
+        "{message}"
+    );
+}

@@ -5,7 +5,7 @@ use samplab::export::{
     ExportContext, ExportFormat, export, openai_body, to_llama_cpp, to_openai, to_transformers,
     to_twinkle, to_vllm,
 };
-use samplab::params::{Engine, SamplingParams, Stop, StopItem};
+use samplab::params::{Engine, SamplingParams, TokenText, TokenTexts};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -27,10 +27,10 @@ fn rich() -> SamplingParams {
     SamplingParams {
         max_tokens: Some(64),
         seed: Some(42),
-        stop: Some(Stop(vec![
-            StopItem::Text("\n\n".into()),
-            StopItem::Token(13),
-            StopItem::Text("The End".into()),
+        stop: Some(TokenTexts(vec![
+            TokenText::Text("\n\n".into()),
+            TokenText::Token(13),
+            TokenText::Text("The End".into()),
         ])),
         include_stop_str_in_output: false,
         temperature: 0.7,
@@ -354,10 +354,10 @@ fn dispatcher_and_format_names() {
 #[test]
 fn stop_is_split_into_strings_and_token_ids() {
     let params = SamplingParams {
-        stop: Some(Stop(vec![
-            StopItem::Token(2),
-            StopItem::Text("###".into()),
-            StopItem::Token(7),
+        stop: Some(TokenTexts(vec![
+            TokenText::Token(2),
+            TokenText::Text("###".into()),
+            TokenText::Token(7),
         ])),
         ..SamplingParams::default()
     };
@@ -563,9 +563,9 @@ fn llama_cpp_notes_follow_the_params() {
 
 fn tricky() -> SamplingParams {
     SamplingParams {
-        stop: Some(Stop(vec![
-            StopItem::Text(TRICKY.into()),
-            StopItem::Token(13),
+        stop: Some(TokenTexts(vec![
+            TokenText::Text(TRICKY.into()),
+            TokenText::Token(13),
         ])),
         ..rich()
     }
@@ -772,6 +772,7 @@ const MOVED: &[(&str, &str, &str)] = &[
     ("repetition_penalty", "", "1.3"),
     ("num_samples", "", "3"),
     ("logprobs", "", "2"),
+    ("watch", "", "[13]"),
     ("prompt_logprobs", "", "2"),
     ("engine", "", "llama.cpp"),
     ("samplers", "", "[top_k, temperature]"),

@@ -1,23 +1,23 @@
 //! Stop conditions on hand-made token streams: each token is an id and the text it decoded to.
 
 use proptest::prelude::*;
-use samplab::params::{SamplingParams, Stop, StopItem};
+use samplab::params::{SamplingParams, TokenText, TokenTexts};
 use samplab::response::{StopMatched, StopReason};
 use samplab::sampling::stop::{Finish, StopMatcher};
 
 const EOS: u32 = 2;
 
-fn params(stop: &[StopItem], include: bool, max_tokens: Option<u32>) -> SamplingParams {
+fn params(stop: &[TokenText], include: bool, max_tokens: Option<u32>) -> SamplingParams {
     SamplingParams {
-        stop: Some(Stop(stop.to_vec())),
+        stop: Some(TokenTexts(stop.to_vec())),
         include_stop_str_in_output: include,
         max_tokens,
         ..Default::default()
     }
 }
 
-fn text(s: &str) -> StopItem {
-    StopItem::Text(s.to_owned())
+fn text(s: &str) -> TokenText {
+    TokenText::Text(s.to_owned())
 }
 
 /// What a run shows: every delta in order, and how it ended (if it did).
@@ -160,7 +160,7 @@ fn a_held_prefix_that_is_not_a_stop_is_emitted_in_full_later() {
 #[test]
 fn stop_token_id_drops_its_text_unless_asked() {
     let tokens = [(100, "hi"), (13, "\n"), (101, "more")];
-    let stop = [StopItem::Token(13)];
+    let stop = [TokenText::Token(13)];
     let without = run(&params(&stop, false, None), &tokens);
     assert_eq!(without.text(), "hi");
     assert_eq!(without.finish, stopped_by_token(13));
@@ -171,7 +171,7 @@ fn stop_token_id_drops_its_text_unless_asked() {
 
 #[test]
 fn stop_token_id_flushes_text_held_for_a_stop_string() {
-    let p = params(&[text("\n\n"), StopItem::Token(13)], false, None);
+    let p = params(&[text("\n\n"), TokenText::Token(13)], false, None);
     let run = run(&p, &[(100, "hi\n"), (13, "\n")]);
     assert_eq!(run.deltas, ["hi", "\n"]);
     assert_eq!(run.finish, stopped_by_token(13));
@@ -189,7 +189,7 @@ fn eos_stops_without_its_text_and_flushes_held_text() {
 
 #[test]
 fn eos_is_checked_before_stop_ids_and_strings() {
-    let p = params(&[text("</s>"), StopItem::Token(EOS)], true, None);
+    let p = params(&[text("</s>"), TokenText::Token(EOS)], true, None);
     let run = run(&p, &[(100, "a"), (EOS, "</s>")]);
     assert_eq!(run.text(), "a");
     assert_eq!(run.finish, stopped_by_token(EOS));

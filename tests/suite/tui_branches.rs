@@ -34,6 +34,7 @@ fn token_with(run_id: RunId, sample: u32, id: u32) -> Event {
                 alternative(id + 200, 0.2),
             ],
             entropy: Some(1.0),
+            watched: Vec::new(),
         },
     }
 }

@@ -858,6 +858,7 @@ fn token(run_id: RunId, text: &str, prob: f32) -> Event {
             rank: 1,
             top: Vec::new(),
             entropy: None,
+            watched: Vec::new(),
         },
     }
 }

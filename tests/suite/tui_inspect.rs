@@ -42,6 +42,7 @@ fn inspected(run_id: RunId, sample: u32) -> Event {
                 alternative(9, " a", 0.125, 0.0),
             ],
             entropy: Some(1.2),
+            watched: Vec::new(),
         },
     }
 }

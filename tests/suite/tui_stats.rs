@@ -27,6 +27,7 @@ fn token(sample: u32, id: u32, entropy: f32) -> Action {
                 rank: 1,
                 top: Vec::new(),
                 entropy: Some(entropy),
+                watched: Vec::new(),
             },
         },
     )
@@ -50,6 +51,7 @@ fn finished_run() -> State {
             stop_reason: StopReason::Length,
             entropy: Some(ENTROPY.to_vec()),
             kept_entropy: Some(vec![1.0, 0.5, 0.0]),
+            watched: None,
             ..Trajectory::empty(sample as u32, 42 + sample as u64, None)
         });
     }
@@ -61,6 +63,8 @@ fn finished_run() -> State {
         prompt_logprobs: None,
         prompt_top_logprobs: None,
         stats: RunStats::of(&trajectories),
+        watch: None,
+        prompt_watched: None,
         trajectories,
         timings: Timings::default(),
     };

@@ -3,7 +3,7 @@
 //! `export --format twinkle`, and presets written as twinkle writes its SamplingParams.
 
 use crate::common;
-use samplab::params::{SamplingParams, Stop, StopItem};
+use samplab::params::{SamplingParams, TokenText, TokenTexts};
 use samplab::presets;
 use serde_json::{Value, json};
 use std::io::Write;
@@ -204,10 +204,10 @@ fn exported_code_builds_twinkles_sampling_params_from_its_own_fields() {
     let rich = SamplingParams {
         max_tokens: Some(64),
         seed: Some(42),
-        stop: Some(Stop(vec![
-            StopItem::Text("\n\n".into()),
-            StopItem::Token(13),
-            StopItem::Text("it's \"done\"".into()),
+        stop: Some(TokenTexts(vec![
+            TokenText::Text("\n\n".into()),
+            TokenText::Token(13),
+            TokenText::Text("it's \"done\"".into()),
         ])),
         temperature: 0.7,
         top_k: 40,
@@ -235,7 +235,7 @@ fn exported_code_builds_twinkles_sampling_params_from_its_own_fields() {
         json!({"num_samples": 1, "logprobs": false, "prompt_logprobs": 0}),
     );
     let ids = SamplingParams {
-        stop: Some(Stop(vec![StopItem::Token(13)])),
+        stop: Some(TokenTexts(vec![TokenText::Token(13)])),
         temperature: 0.0,
         num_samples: 3,
         ..SamplingParams::default()
@@ -258,9 +258,9 @@ fn presets_take_twinkles_sampling_params_mapping_unchanged() {
         SamplingParams {
             max_tokens: Some(64),
             seed: Some(7),
-            stop: Some(Stop(vec![
-                StopItem::Text("\n\n".into()),
-                StopItem::Text("The End".into()),
+            stop: Some(TokenTexts(vec![
+                TokenText::Text("\n\n".into()),
+                TokenText::Text("The End".into()),
             ])),
             temperature: 0.7,
             top_k: 40,
@@ -269,11 +269,11 @@ fn presets_take_twinkles_sampling_params_mapping_unchanged() {
             ..SamplingParams::default()
         },
         SamplingParams {
-            stop: Some(Stop(vec![StopItem::Text("\n\n".into())])),
+            stop: Some(TokenTexts(vec![TokenText::Text("\n\n".into())])),
             ..SamplingParams::default()
         },
         SamplingParams {
-            stop: Some(Stop(vec![StopItem::Token(13), StopItem::Token(2)])),
+            stop: Some(TokenTexts(vec![TokenText::Token(13), TokenText::Token(2)])),
             temperature: 0.0,
             ..SamplingParams::default()
         },

@@ -208,6 +208,7 @@ impl RemoteModel {
                 rank: rank as u32,
                 top,
                 entropy: None,
+                watched: Vec::new(),
             },
         });
     }
@@ -451,6 +452,8 @@ impl Runner for RemoteModel {
             prompt_token_ids: Vec::new(),
             prompt_logprobs: None,
             prompt_top_logprobs: None,
+            watch: None,
+            prompt_watched: None,
             trajectories,
             stats,
             timings: Timings {

@@ -7,7 +7,7 @@
 
 use super::server::ServerKind;
 use crate::engine::{Conversation, Prompt};
-use crate::params::{Field, SamplingParams, StopItem};
+use crate::params::{Field, SamplingParams, TokenText};
 use serde_json::{Map, Value, json};
 
 /// The most alternatives per token samplab asks for: OpenAI's top_logprobs cap and vLLM's
@@ -179,8 +179,8 @@ fn stop_ids(params: &SamplingParams) -> Vec<u32> {
     let stop = params.stop.as_ref().map_or(&[][..], |s| s.0.as_slice());
     stop.iter()
         .filter_map(|item| match item {
-            StopItem::Token(id) => Some(*id),
-            StopItem::Text(_) => None,
+            TokenText::Token(id) => Some(*id),
+            TokenText::Text(_) => None,
         })
         .collect()
 }
@@ -245,8 +245,8 @@ pub fn body(
     let texts: Vec<&str> = stop
         .iter()
         .filter_map(|item| match item {
-            StopItem::Text(text) => Some(text.as_str()),
-            StopItem::Token(_) => None,
+            TokenText::Text(text) => Some(text.as_str()),
+            TokenText::Token(_) => None,
         })
         .collect();
     if !texts.is_empty() {

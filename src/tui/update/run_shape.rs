@@ -40,7 +40,9 @@ mod tests {
             max_tokens: Some(40),
             seed: Some(7),
             logprobs: Some(5),
-            stop: Some(crate::params::Stop(vec![crate::params::StopItem::Token(9)])),
+            stop: Some(crate::params::TokenTexts(vec![
+                crate::params::TokenText::Token(9),
+            ])),
             temperature: 0.3,
             ..SamplingParams::default()
         };

@@ -706,6 +706,7 @@ mod tests {
             rank: 1,
             top: Vec::new(),
             entropy: None,
+            watched: Vec::new(),
         }
     }
 

@@ -8,6 +8,6 @@ pub mod layout;
 pub mod params;
 pub mod prompt;
 pub mod status;
-pub mod stop_text;
 pub mod text;
+pub mod token_texts;
 pub mod wrap;

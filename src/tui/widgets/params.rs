@@ -1,9 +1,9 @@
 //! The params panel: one slider row per `SamplingParams` field, with nudging, log-scale steps,
 //! reset, an inline editor for exact values, and its view.
 
-use super::stop_text;
 use super::text::TextBuffer;
-use crate::params::{Field, FieldSpec, Knob, SamplingParams};
+use super::token_texts;
+use crate::params::{Field, FieldSpec, Knob, SamplingParams, TokenTexts};
 use crate::presets::{Preset, PresetSource};
 use crate::tui::theme::Theme;
 use ratatui::Frame;
@@ -187,7 +187,7 @@ impl ParamsState {
                 let n = names.len() as i64;
                 Value::from(names[(at as i64 + i64::from(steps)).rem_euclid(n) as usize])
             }
-            Knob::Text => return false,
+            Knob::Text | Knob::TokenList => return false,
         };
         self.apply_value(next)
     }
@@ -246,7 +246,9 @@ impl ParamsState {
             Knob::Count {
                 limit: (lo, hi), ..
             } => Value::from(lo + (f * (hi - lo) as f64).round() as i64),
-            Knob::Seed | Knob::Toggle | Knob::Choice(_) | Knob::Text => return false,
+            Knob::Seed | Knob::Toggle | Knob::Choice(_) | Knob::Text | Knob::TokenList => {
+                return false;
+            }
         };
         self.apply_value(value)
     }
@@ -285,8 +287,8 @@ impl ParamsState {
             return false;
         };
         let mut p = self.params.clone();
-        let set = if field == Field::Stop {
-            stop_text::parse(&editor.buffer.text).and_then(|value| {
+        let set = if field.spec().knob == Knob::TokenList {
+            token_texts::parse(&editor.buffer.text).and_then(|value| {
                 p.set_field(field, value)
                     .and_then(|()| p.validate())
                     .map_err(|e| e.to_string())
@@ -377,11 +379,9 @@ fn doubling_step(value: Option<u32>, steps: i32, max: u32) -> Option<u32> {
 
 /// The value as the editor starts it: YAML that `set_text` reads back; empty means null.
 fn edit_text(params: &SamplingParams, field: Field) -> String {
-    if field == Field::Stop {
-        return params
-            .stop
-            .as_ref()
-            .map(stop_text::format)
+    if field.spec().knob == Knob::TokenList {
+        return token_list(params, field)
+            .map(|list| token_texts::format(&list))
             .unwrap_or_default();
     }
     match params.get(field) {
@@ -390,6 +390,11 @@ fn edit_text(params: &SamplingParams, field: Field) -> String {
         Value::String(s) => s,
         other => compact(&other),
     }
+}
+
+/// The list a [`Knob::TokenList`] field holds; `None` when it is null.
+fn token_list(params: &SamplingParams, field: Field) -> Option<TokenTexts> {
+    serde_yaml_ng::from_value(params.get(field)).ok()
 }
 
 /// A value on one line, as JSON writes it (YAML reads it back).
@@ -405,8 +410,8 @@ pub fn value_text(params: &SamplingParams, field: Field) -> String {
         (Knob::Seed, Value::Null) => "random".to_owned(),
         (_, Value::Null) if field == Field::Samplers => "default".to_owned(),
         (_, Value::Null) => "off".to_owned(),
-        (Knob::Text, _) if field == Field::Stop => match &params.stop {
-            Some(stop) if !stop.is_empty() => stop_text::format(stop),
+        (Knob::TokenList, _) => match token_list(params, field) {
+            Some(list) if !list.is_empty() => token_texts::format(&list),
             _ => "off".to_owned(),
         },
         (Knob::Toggle, Value::Bool(on)) => if *on { "on" } else { "off" }.to_owned(),

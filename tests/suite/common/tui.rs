@@ -44,6 +44,7 @@ pub fn token(run_id: RunId, sample: u32, text: &str, prob: f32) -> Event {
             rank: 1,
             top: Vec::new(),
             entropy: None,
+            watched: Vec::new(),
         },
     }
 }
@@ -102,9 +103,12 @@ pub fn done(run_id: RunId, reasons: &[StopReason]) -> Event {
                     branch: None,
                     entropy: None,
                     kept_entropy: None,
+                    watched: None,
                 })
                 .collect(),
             stats: None,
+            watch: None,
+            prompt_watched: None,
             timings: Timings {
                 prefill_ms: 3.0,
                 decode_ms: 10.0,

@@ -1,17 +1,17 @@
-//! `stop` as it is shown and typed in the params panel: a comma-separated list whose items are
+//! `stop` and `watch` as they are shown and typed in the params panel: a comma-separated list whose items are
 //! quoted strings with escapes (`"\n\n"`, `"\t"`, `"\""`), token ids (`#13`), or bare words
 //! (`The End`). A YAML list (`["\n\n", 13]`) is read as well.
 
-use crate::params::{Stop, StopItem};
+use crate::params::{TokenText, TokenTexts};
 use serde_yaml_ng::Value;
 
 /// `"\n\n", #13`: what the panel shows and the editor starts with.
-pub fn format(stop: &Stop) -> String {
+pub fn format(stop: &TokenTexts) -> String {
     stop.0
         .iter()
         .map(|item| match item {
-            StopItem::Text(text) => format!("\"{}\"", escape(text)),
-            StopItem::Token(id) => format!("#{id}"),
+            TokenText::Text(text) => format!("\"{}\"", escape(text)),
+            TokenText::Token(id) => format!("#{id}"),
         })
         .collect::<Vec<_>>()
         .join(", ")
@@ -115,7 +115,7 @@ mod tests {
     use super::*;
     use crate::params::SamplingParams;
 
-    fn stop_of(text: &str) -> Result<Option<Stop>, String> {
+    fn stop_of(text: &str) -> Result<Option<TokenTexts>, String> {
         let mut params = SamplingParams::default();
         params
             .set("stop", parse(text)?)
@@ -131,26 +131,26 @@ mod tests {
         assert_eq!(
             stop.0,
             [
-                StopItem::Text("\n\n".into()),
-                StopItem::Token(13),
-                StopItem::Text("The End".into()),
-                StopItem::Text("a\"b\\c".into()),
-                StopItem::Text("x,y".into()),
+                TokenText::Text("\n\n".into()),
+                TokenText::Token(13),
+                TokenText::Text("The End".into()),
+                TokenText::Text("a\"b\\c".into()),
+                TokenText::Text("x,y".into()),
             ]
         );
         assert_eq!(stop_of("").unwrap(), None);
         assert_eq!(
             stop_of(r#"["\t", 2]"#).unwrap().unwrap().0,
-            [StopItem::Text("\t".into()), StopItem::Token(2)]
+            [TokenText::Text("\t".into()), TokenText::Token(2)]
         );
     }
 
     #[test]
     fn format_reads_back_to_the_same_list() {
-        let stop = Stop(vec![
-            StopItem::Text("\n\n".into()),
-            StopItem::Token(13),
-            StopItem::Text("say \"hi\", \\o/".into()),
+        let stop = TokenTexts(vec![
+            TokenText::Text("\n\n".into()),
+            TokenText::Token(13),
+            TokenText::Text("say \"hi\", \\o/".into()),
         ]);
         let text = format(&stop);
         assert_eq!(text, r#""\n\n", #13, "say \"hi\", \\o/""#);

@@ -1,33 +1,43 @@
-//! The `stop` field: stop strings and stop token ids, in any mix, as vLLM takes them.
+//! Lists of strings and token ids in any mix: `stop` as vLLM takes it, and `watch`.
 
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::ser::{SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// One stop condition: a string matched on generated text, or a token id.
+/// A string (matched on text, or tokenized) or a token id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum StopItem {
+pub enum TokenText {
     Text(String),
     Token(u32),
 }
 
-/// The `stop` field: a string, a list of strings, a list of token ids, or a mix of both.
+/// A string, a list of strings, a list of token ids, or a mix of both.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Stop(pub Vec<StopItem>);
+pub struct TokenTexts(pub Vec<TokenText>);
 
-impl Stop {
+impl TokenText {
+    /// How the item is named in results: the string itself, or `#13`.
+    pub fn name(&self) -> String {
+        match self {
+            TokenText::Text(text) => text.clone(),
+            TokenText::Token(id) => format!("#{id}"),
+        }
+    }
+}
+
+impl TokenTexts {
     pub fn strings(&self) -> impl Iterator<Item = &str> {
         self.0.iter().filter_map(|item| match item {
-            StopItem::Text(s) => Some(s.as_str()),
-            StopItem::Token(_) => None,
+            TokenText::Text(s) => Some(s.as_str()),
+            TokenText::Token(_) => None,
         })
     }
 
     pub fn token_ids(&self) -> impl Iterator<Item = u32> + '_ {
         self.0.iter().filter_map(|item| match item {
-            StopItem::Token(id) => Some(*id),
-            StopItem::Text(_) => None,
+            TokenText::Token(id) => Some(*id),
+            TokenText::Text(_) => None,
         })
     }
 
@@ -36,40 +46,40 @@ impl Stop {
     }
 }
 
-impl Serialize for Stop {
+impl Serialize for TokenTexts {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
         for item in &self.0 {
             match item {
-                StopItem::Text(s) => seq.serialize_element(s)?,
-                StopItem::Token(id) => seq.serialize_element(id)?,
+                TokenText::Text(s) => seq.serialize_element(s)?,
+                TokenText::Token(id) => seq.serialize_element(id)?,
             }
         }
         seq.end()
     }
 }
 
-impl<'de> Deserialize<'de> for Stop {
+impl<'de> Deserialize<'de> for TokenTexts {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct StopVisitor;
 
         impl<'de> Visitor<'de> for StopVisitor {
-            type Value = Stop;
+            type Value = TokenTexts;
 
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a string, a list of strings, or a list of token ids")
             }
 
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<Stop, E> {
-                Ok(Stop(vec![StopItem::Text(s.to_owned())]))
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<TokenTexts, E> {
+                Ok(TokenTexts(vec![TokenText::Text(s.to_owned())]))
             }
 
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Stop, A::Error> {
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<TokenTexts, A::Error> {
                 let mut items = Vec::new();
                 while let Some(item) = seq.next_element::<StopElement>()? {
                     items.push(item.0);
                 }
-                Ok(Stop(items))
+                Ok(TokenTexts(items))
             }
         }
 
@@ -77,8 +87,8 @@ impl<'de> Deserialize<'de> for Stop {
     }
 }
 
-/// One element of a `stop` list.
-struct StopElement(StopItem);
+/// One element of a list.
+struct StopElement(TokenText);
 
 impl<'de> Deserialize<'de> for StopElement {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -88,16 +98,16 @@ impl<'de> Deserialize<'de> for StopElement {
             type Value = StopElement;
 
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a stop string or a token id (a whole number >= 0)")
+                f.write_str("a string or a token id (a whole number >= 0)")
             }
 
             fn visit_str<E: de::Error>(self, s: &str) -> Result<StopElement, E> {
-                Ok(StopElement(StopItem::Text(s.to_owned())))
+                Ok(StopElement(TokenText::Text(s.to_owned())))
             }
 
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<StopElement, E> {
                 u32::try_from(v)
-                    .map(|id| StopElement(StopItem::Token(id)))
+                    .map(|id| StopElement(TokenText::Token(id)))
                     .map_err(|_| E::custom(format!("token id {v} is larger than {}", u32::MAX)))
             }
 
