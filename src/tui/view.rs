@@ -35,7 +35,19 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
             .and_then(|side| state.comparison.slot(side.model))
             .and_then(|slot| slot.served.as_ref())
             .map(|(server, _)| server.as_str());
-        inspector::render(frame, a.params, &state.columns, logprobs, served, theme);
+        let watch = state
+            .columns
+            .cursor_side()
+            .and_then(|side| state.comparison.side(side))
+            .and_then(|side| side.run_params.as_ref())
+            .and_then(|params| params.watch.as_ref())
+            .map_or(&[][..], |watch| watch.0.as_slice());
+        let context = inspector::Context {
+            logprobs,
+            served,
+            watch,
+        };
+        inspector::render(frame, a.params, &state.columns, &context, theme);
     } else {
         let compared = state
             .comparison

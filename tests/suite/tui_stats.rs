@@ -1,5 +1,6 @@
 //! The run's statistics in the playground: the entropy sparkline on each column's bottom
-//! edge, the mark where a sample parts from the first, and the statistics overlay (`i`).
+//! edge, the mark where a sample parts from the first, the statistics overlay (`i`), and the
+//! watched tokens in the inspector.
 
 use crate::common::tui::*;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -27,7 +28,8 @@ fn token(sample: u32, id: u32, entropy: f32) -> Action {
                 rank: 1,
                 top: Vec::new(),
                 entropy: Some(entropy),
-                watched: Vec::new(),
+                // Two watched tokens: " Yes" as likely as the entropy is high, #13 never.
+                watched: vec![(entropy / 4.0).ln(), f32::NEG_INFINITY],
             },
         },
     )
@@ -132,4 +134,33 @@ fn i_shows_the_runs_statistics_and_closes_again() {
         assert!(find(&buffer, line).is_some(), "{line:?} is shown");
     }
     assert_eq!(keys.action(&s.modes(), i), Some(Action::CloseOverlay));
+}
+
+#[test]
+fn the_inspector_lists_the_watched_tokens_at_the_cursor_with_their_chart_along_the_sample() {
+    let mut s = finished_run();
+    s.comparison.sides[0].run_params =
+        Some(SamplingParams::from_yaml("watch: [\" Yes\", 13]").unwrap());
+    s.focus = Focus::Columns;
+    update(&mut s, Action::FirstToken);
+    let buffer = render(&s, &Theme::dark());
+    assert!(find(&buffer, "watched").is_some(), "a heading");
+    let (_, y) = find(&buffer, "\" Yes\"").expect("the string is quoted");
+    let line = row(&buffer, y);
+    assert!(
+        line.contains("   0.00 1.000 █▄─"),
+        "at token 0 (4 nats): p 1, then 0.5, 0:\n{line}"
+    );
+    let (_, y) = find(&buffer, "#13").expect("the id is named");
+    assert!(
+        row(&buffer, y).contains("   -inf 0.000 ───"),
+        "{}",
+        row(&buffer, y)
+    );
+
+    s.comparison.sides[0].run_params = Some(SamplingParams::default());
+    assert!(
+        find(&render(&s, &Theme::dark()), "watched").is_none(),
+        "nothing watched, no list"
+    );
 }

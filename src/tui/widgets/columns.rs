@@ -4,6 +4,7 @@
 
 use super::chain_view::TokenTrace;
 use super::layout::Grid;
+use super::spark;
 use super::wrap::Wrapped;
 use crate::engine::TokenEvent;
 use crate::engine::score::common_prefix;
@@ -205,10 +206,10 @@ impl Column {
         .unwrap_or(reason)
     }
 
-    /// The raw entropy along the whole sample in `width` cells, each the mean over its share
-    /// of the tokens, on a fixed scale so that columns compare: `─` is certain (0 nats), `█`
-    /// is [`ENTROPY_SCALE`] nats or more. `None` when the tokens carry no entropy (a served
-    /// model) or there are none; the cell holding `cursor` is returned with it.
+    /// The raw entropy along the whole sample in `width` cells (see [`spark::chart`]) on a
+    /// fixed scale so that columns compare: `─` is certain (0 nats), `█` is
+    /// [`ENTROPY_SCALE`] nats or more; `None` when the tokens carry no entropy (a served
+    /// model) or there are none. The cell holding `cursor` comes with it.
     pub fn sparkline(
         &self,
         width: usize,
@@ -219,25 +220,7 @@ impl Column {
             .iter()
             .map(|t| t.entropy)
             .collect::<Option<_>>()?;
-        if entropies.is_empty() || width == 0 {
-            return None;
-        }
-        let cells = entropies.len().min(width);
-        let cell_of = |token: usize| token * cells / entropies.len();
-        let mut sums = vec![(0.0f32, 0usize); cells];
-        for (token, &h) in entropies.iter().enumerate() {
-            let cell = &mut sums[cell_of(token)];
-            cell.0 += h;
-            cell.1 += 1;
-        }
-        let line = sums
-            .iter()
-            .map(|&(sum, n)| {
-                let level = (sum / n as f32 / ENTROPY_SCALE * 8.0).ceil();
-                SPARK[(level.max(0.0) as usize).min(8)]
-            })
-            .collect();
-        Some((line, cursor.map(cell_of)))
+        spark::chart(&entropies, ENTROPY_SCALE, width, cursor)
     }
 
     /// The first row shown in a view of `rows` rows.
@@ -271,9 +254,6 @@ impl Column {
 /// The entropy (nats) a full sparkline cell stands for: a choice as open as among e^4 ≈ 55
 /// equally likely tokens.
 pub const ENTROPY_SCALE: f32 = 4.0;
-
-/// Sparkline cells from certain to [`ENTROPY_SCALE`]: the border's own line for 0.
-const SPARK: [char; 9] = ['─', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
 /// Which token the cursor is on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -515,23 +495,6 @@ impl Columns {
     }
 }
 
-/// The sparkline as the bottom border draws it, the cursor's cell highlighted.
-fn spark_line(line: String, cursor: Option<usize>, theme: &Theme) -> Line<'static> {
-    let Some(at) = cursor else {
-        return Line::styled(line, theme.dim);
-    };
-    let cells: Vec<char> = line.chars().collect();
-    let text = |range: &[char]| range.iter().collect::<String>();
-    Line::from(vec![
-        Span::styled(text(&cells[..at]), theme.dim),
-        Span::styled(
-            text(&cells[at..=at]),
-            theme.title.add_modifier(Modifier::REVERSED),
-        ),
-        Span::styled(text(&cells[at + 1..]), theme.dim),
-    ])
-}
-
 /// The token whose text holds character `chars` of the column's text.
 fn token_at_char(column: &Column, chars: usize) -> Option<usize> {
     let mut seen = 0;
@@ -633,7 +596,8 @@ pub fn render(
         let cursor = cursor.filter(|&(c, _)| c == i).map(|(_, t)| t);
         let width = usize::from(rect.width.saturating_sub(2));
         if let Some((line, at)) = column.sparkline(width, cursor) {
-            block = block.title_bottom(spark_line(line, at, theme));
+            let lit = theme.title.add_modifier(Modifier::REVERSED);
+            block = block.title_bottom(Line::from(spark::spans(&line, at, theme.dim, lit)));
         }
         let inner = block.inner(rect);
         frame.render_widget(block, rect);

@@ -6,8 +6,10 @@
 //! taking rows from the columns, and it sits beside the text being inspected.
 
 use super::chain_view;
-use super::columns::Columns;
+use super::columns::{Column, Columns};
+use super::spark;
 use crate::engine::{Alternative, TokenEvent};
+use crate::params::TokenText;
 use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -31,17 +33,23 @@ const LABEL_WIDTH: usize = 9;
 /// Eighths of a cell, for bars finer than whole cells.
 const EIGHTHS: [&str; 8] = ["", "▏", "▎", "▍", "▌", "▋", "▊", "▉"];
 
-/// `logprobs`: how many alternatives the run's response keeps per token (the parameter), so
-/// that the list shows which of them a caller of the API would get. `served`: the server of the
-/// cursor column's model, when one runs it, whose numbers are raw only.
-pub fn render(
-    frame: &mut Frame,
-    area: Rect,
-    columns: &Columns,
-    logprobs: Option<u32>,
-    served: Option<&str>,
-    theme: &Theme,
-) {
+/// What the inspector is told beside the columns.
+pub struct Context<'a> {
+    /// How many alternatives the run's response keeps per token (the parameter), so that the
+    /// list shows which of them a caller of the API would get.
+    pub logprobs: Option<u32>,
+    /// The server of the cursor column's model, when one runs it, whose numbers are raw only.
+    pub served: Option<&'a str>,
+    /// The tokens the cursor column's run watched, in the order of each token's `watched`.
+    pub watch: &'a [TokenText],
+}
+
+pub fn render(frame: &mut Frame, area: Rect, columns: &Columns, context: &Context, theme: &Theme) {
+    let &Context {
+        logprobs,
+        served,
+        watch,
+    } = context;
     let cursor = columns.cursor_token();
     let title = match cursor {
         Some((column, token)) => format!(
@@ -77,6 +85,13 @@ pub fn render(
                     .map(|text| Line::styled(text, theme.dim)),
                 );
             }
+            lines.extend(watched_lines(
+                column,
+                token,
+                watch,
+                usize::from(inner.width),
+                theme,
+            ));
             let trace = column.trace.as_ref().filter(|t| t.step == token);
             lines.extend(chain_view::lines(event, trace, theme));
             lines
@@ -160,6 +175,58 @@ fn token_lines<'a>(
             line = line.patch_style(theme.selected);
         }
         lines.push(line);
+    }
+    lines
+}
+
+/// Each watched token at the cursor: its raw logprob and probability, then its probability
+/// along the whole sample (`▁` to `█` up to 1), the cursor's cell lit.
+fn watched_lines<'a>(
+    column: &Column,
+    token: usize,
+    watch: &[TokenText],
+    width: usize,
+    theme: &Theme,
+) -> Vec<Line<'a>> {
+    if watch.is_empty() || column.tokens[token].watched.is_empty() {
+        return Vec::new();
+    }
+    let numbers = 14;
+    let chart_width = width.saturating_sub(TEXT_WIDTH + 1 + numbers + 1);
+    let mut lines = vec![
+        Line::default(),
+        Line::styled(
+            format!(
+                "{:<w$}{:>numbers$}",
+                "watched",
+                "lp     p",
+                w = TEXT_WIDTH + 1
+            ),
+            theme.dim,
+        ),
+    ];
+    for (i, item) in watch.iter().enumerate() {
+        let name = match item {
+            TokenText::Text(text) => quoted(text),
+            TokenText::Token(id) => format!("#{id}"),
+        };
+        let Some(&lp) = column.tokens[token].watched.get(i) else {
+            continue;
+        };
+        let along: Vec<f32> = column
+            .tokens
+            .iter()
+            .map(|t| t.watched.get(i).map_or(0.0, |lp| lp.exp()))
+            .collect();
+        let mut line = vec![
+            Span::styled(fit(&name, TEXT_WIDTH), theme.value),
+            Span::styled(format!(" {lp:>7.2} {:>5.3} ", lp.exp()), theme.value),
+        ];
+        if let Some((chart, at)) = spark::chart(&along, 1.0, chart_width, Some(token)) {
+            let lit = theme.gauge_filled.add_modifier(Modifier::REVERSED);
+            line.extend(spark::spans(&chart, at, theme.gauge_filled, lit));
+        }
+        lines.push(Line::from(line));
     }
     lines
 }

@@ -7,6 +7,7 @@ pub mod inspector;
 pub mod layout;
 pub mod params;
 pub mod prompt;
+pub mod spark;
 pub mod status;
 pub mod text;
 pub mod token_texts;
