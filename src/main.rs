@@ -37,6 +37,9 @@ fn pin_thread_count() {
 enum Command {
     /// Sample a prompt once and print the samples, a SampleResponse (--json) or events (--jsonl).
     Sample(cli::sample::SampleArgs),
+    /// Run one prompt under every cell of a parameter grid with the same seeds, and report
+    /// each cell's statistics (diversity, lengths, stop reasons, mean logprob).
+    Sweep(cli::sweep::SweepArgs),
     /// Measure prefill and batched decode speed.
     Bench(cli::bench::BenchArgs),
     /// Write the parameters of a preset as code for another engine.
@@ -54,6 +57,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         None => cli::play::run(cli.play),
         Some(Command::Sample(args)) => cli::sample::run(args),
+        Some(Command::Sweep(args)) => cli::sweep::run(args),
         Some(Command::Bench(args)) => cli::bench::run(args),
         Some(Command::Export(args)) => cli::export::run(args),
         Some(Command::Presets { command }) => cli::presets::run(command),

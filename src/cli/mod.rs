@@ -7,6 +7,7 @@ pub mod play;
 pub mod presets;
 mod progress;
 pub mod sample;
+pub mod sweep;
 
 /// `--activations`, for every command that loads a model.
 #[derive(clap::Args, Debug, Clone, Copy)]

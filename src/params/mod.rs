@@ -330,7 +330,8 @@ impl<'de> Deserialize<'de> for SamplingParams {
     }
 }
 
-fn field_named(key: &str) -> Result<Field, ParamError> {
+/// The parameter named `key`, or an error that suggests the nearest name.
+pub fn field_named(key: &str) -> Result<Field, ParamError> {
     Field::ALL
         .iter()
         .copied()

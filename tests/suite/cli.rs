@@ -777,3 +777,99 @@ fn the_playground_without_a_terminal_says_so() {
         "{said}"
     );
 }
+
+#[test]
+fn sweep_runs_every_cell_on_the_same_seeds_and_each_cell_equals_a_sample_run() {
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let model = model.to_str().unwrap();
+    let base = [
+        "--model",
+        model,
+        "--prompt",
+        "Once upon a time",
+        "--set",
+        "max_tokens=12",
+        "--set",
+        "num_samples=3",
+        "--set",
+        "seed=11",
+    ];
+    let args: Vec<&str> = ["sweep"]
+        .into_iter()
+        .chain(base)
+        .chain([
+            "--grid",
+            "temperature=0,1.5",
+            "--grid",
+            "top_k=5,40",
+            "--json",
+        ])
+        .collect();
+    let out = samplab(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let sweep: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let cells = sweep["cells"].as_array().unwrap();
+    let grid: Vec<String> = cells.iter().map(|c| c["grid"].to_string()).collect();
+    assert_eq!(
+        grid,
+        [
+            r#"{"temperature":0.0,"top_k":5}"#,
+            r#"{"temperature":0.0,"top_k":40}"#,
+            r#"{"temperature":1.5,"top_k":5}"#,
+            r#"{"temperature":1.5,"top_k":40}"#,
+        ],
+        "every combination, the first grid slowest"
+    );
+    assert_eq!(sweep["seed"], 11);
+    // Greedy samples are one group whatever top_k; hot ones differ.
+    assert_eq!(
+        cells[0]["stats"]["identical"],
+        serde_json::json!([[0, 1, 2]])
+    );
+    assert_eq!(cells[0]["first"], cells[1]["first"]);
+    assert_ne!(
+        cells[3]["stats"]["identical"],
+        serde_json::json!([[0, 1, 2]])
+    );
+    // A cell is the run `sample` makes with its parameters.
+    let args: Vec<&str> = ["sample"]
+        .into_iter()
+        .chain(base)
+        .chain(["--set", "temperature=1.5", "--set", "top_k=40", "--json"])
+        .collect();
+    let one = samplab(&args);
+    assert!(one.status.success(), "{}", stderr(&one));
+    let response: serde_json::Value = serde_json::from_str(&stdout(&one)).unwrap();
+    assert_eq!(response["trajectories"][0]["text"], cells[3]["first"]);
+    assert_eq!(response["stats"], cells[3]["stats"]);
+
+    let csv = samplab(&[
+        "sweep",
+        "--model",
+        model,
+        "--prompt",
+        "Once",
+        "--grid",
+        "min_p=0,0.2",
+        "--csv",
+    ]);
+    let text = stdout(&csv);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "a header and a row per cell:\n{text}");
+    assert!(lines[0].starts_with("min_p,distinct_1,"), "{}", lines[0]);
+    assert!(lines[2].starts_with("0.2,"), "{}", lines[2]);
+
+    let bad = samplab(&[
+        "sweep",
+        "--model",
+        model,
+        "--prompt",
+        "x",
+        "--grid",
+        "top_p=0.5,7",
+    ]);
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("--grid top_p=7"), "{}", stderr(&bad));
+}

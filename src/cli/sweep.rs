@@ -1,0 +1,376 @@
+//! `samplab sweep`: one prompt run under every cell of a parameter grid with the same seeds, so
+//! that cells differ by their parameters and not by fresh noise (coupled sampling: a cell's
+//! samples share their prefix with a neighbour's until the parameters part them, and the
+//! engine replays what it can). Each cell is reported with its parameters and statistics.
+
+use super::progress::LoadBar;
+use super::sample::params_from_flags;
+use clap::Args;
+use indexmap::IndexMap;
+use samplab::engine::load::load_any;
+use samplab::engine::{Conversation, Event, Prompt, Request, random_seed};
+use samplab::model::device::DeviceChoice;
+use samplab::model::source::{HubSettings, embedded};
+use samplab::model::text::chat_template::Message;
+use samplab::params::{SamplingParams, field_named};
+use samplab::response::RunStats;
+use serde::Serialize;
+use std::io::Write;
+use std::process::ExitCode;
+
+/// A cell's values of the grid, by key in the axes' order.
+type Grid = IndexMap<String, serde_json::Value>;
+
+/// More cells than this is a typo more often than a plan, and hours of runs.
+const MAX_CELLS: usize = 1024;
+
+#[derive(Args)]
+pub struct SweepArgs {
+    /// The model, as `sample --model` takes it (one: a sweep compares parameters).
+    #[arg(long, value_name = "MODEL", default_value = embedded::NAME)]
+    model: String,
+    /// Where the model runs, as `sample --device`.
+    #[arg(long, value_name = "DEVICE", default_value = "auto")]
+    device: DeviceChoice,
+    #[command(flatten)]
+    precision: super::ActivationsArg,
+    /// The prompt text.
+    #[arg(long)]
+    prompt: String,
+    /// Send the prompt as one user message through the model's chat template.
+    #[arg(long)]
+    chat: bool,
+    /// A preset every cell starts from; `--set` applies on top, then the cell's values.
+    #[arg(long)]
+    preset: Option<String>,
+    /// A parameter every cell shares, as `sample --set`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
+    /// A parameter and its values, comma-separated (commas inside brackets or quotes stay):
+    /// `--grid temperature=0.5,0.8,1.2 --grid top_p=0.9,1`. Several grids make every
+    /// combination, the first one varying slowest.
+    #[arg(long = "grid", value_name = "KEY=V1,V2,...", required = true)]
+    grids: Vec<String>,
+    /// Print `{"cells": [...]}` as JSON: each cell's grid values, whole parameters, statistics
+    /// and first sample's text.
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print one CSV row per cell.
+    #[arg(long)]
+    csv: bool,
+}
+
+/// One axis of the grid: a parameter and the values it takes, as typed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+struct Axis {
+    key: String,
+    values: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct Cell {
+    /// The grid's values of this cell, by key, as typed.
+    grid: Grid,
+    params: SamplingParams,
+    stats: Option<RunStats>,
+    /// Sample 0's text, to read what the figures describe.
+    first: String,
+}
+
+#[derive(Serialize)]
+struct Sweep {
+    model: String,
+    prompt: String,
+    seed: u64,
+    axes: Vec<Axis>,
+    cells: Vec<Cell>,
+}
+
+pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
+    let mut base = params_from_flags(args.preset.as_deref(), &args.sets)?;
+    let axes = args
+        .grids
+        .iter()
+        .map(|grid| parse_axis(grid))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let cells = cells_of(&base, &axes)?;
+    // Every cell draws from the same seeds, also when none was given.
+    let seed = *base.seed.get_or_insert_with(random_seed);
+
+    let mut bar = LoadBar::new();
+    let (device, activations) = (args.device, args.precision.activations);
+    let mut runner = load_any(
+        &args.model,
+        &HubSettings::from_env(),
+        device,
+        activations,
+        &mut |p| bar.show(&p),
+    )?;
+    bar.clear();
+    let (model, chat_template) = match runner.loaded() {
+        Event::Loaded {
+            model,
+            chat_template,
+            ..
+        } => (model, chat_template),
+        _ => (args.model.clone(), false),
+    };
+    let prompt = if args.chat && chat_template {
+        Prompt::Chat(Conversation {
+            messages: vec![Message::new("user", &args.prompt)],
+            literal_specials: false,
+        })
+    } else {
+        if args.chat {
+            eprintln!(
+                "samplab: warning: {model} has no chat template: it gets the prompt as raw text"
+            );
+        }
+        Prompt::raw(&args.prompt)
+    };
+
+    let mut done = Vec::with_capacity(cells.len());
+    for (i, (grid, params)) in cells.into_iter().enumerate() {
+        let params = SamplingParams {
+            seed: Some(seed),
+            ..params
+        };
+        let request = Request {
+            run_id: i as u64 + 1,
+            prompt: prompt.clone(),
+            lane: 0,
+            params: params.clone(),
+            branches: Vec::new(),
+        };
+        let response = runner
+            .run(&request, &mut || false, &mut |_| {})
+            .map_err(|e| anyhow::anyhow!("cell {}: {e:#}", describe(&grid)))?;
+        let first = response
+            .trajectories
+            .first()
+            .map(|t| t.text.clone())
+            .unwrap_or_default();
+        done.push(Cell {
+            grid,
+            params,
+            stats: response.stats,
+            first,
+        });
+    }
+    let sweep = Sweep {
+        model,
+        prompt: args.prompt,
+        seed,
+        axes,
+        cells: done,
+    };
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &sweep)?;
+        writeln!(out)?;
+    } else {
+        write_table(&mut out, &sweep, args.csv)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `temperature=0.5,0.8`: the key and its values, split at commas outside brackets and quotes.
+fn parse_axis(grid: &str) -> anyhow::Result<Axis> {
+    let (key, values) = grid.split_once('=').ok_or_else(|| {
+        anyhow::anyhow!("--grid {grid}: expected KEY=V1,V2,... (e.g. temperature=0.5,1.0)")
+    })?;
+    let mut parts = Vec::new();
+    let (mut depth, mut quote, mut current) = (0i32, None, String::new());
+    for c in values.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '[' | '{') => depth += 1,
+            (None, ']' | '}') => depth -= 1,
+            (None, ',') if depth == 0 => {
+                parts.push(std::mem::take(&mut current));
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    parts.push(current);
+    let values: Vec<String> = parts.into_iter().map(|v| v.trim().to_owned()).collect();
+    if values.iter().any(String::is_empty) {
+        anyhow::bail!("--grid {grid}: a value is empty; give values between the commas");
+    }
+    Ok(Axis {
+        key: key.trim().to_owned(),
+        values,
+    })
+}
+
+/// Every combination of the axes' values on top of `base`, the first axis varying slowest;
+/// each value is checked as `--set` checks it, and a key may have one axis only.
+fn cells_of(base: &SamplingParams, axes: &[Axis]) -> anyhow::Result<Vec<(Grid, SamplingParams)>> {
+    for (i, axis) in axes.iter().enumerate() {
+        if axes[..i].iter().any(|a| a.key == axis.key) {
+            anyhow::bail!(
+                "--grid {} is given twice: list all its values in one --grid",
+                axis.key
+            );
+        }
+    }
+    let count = axes
+        .iter()
+        .try_fold(1usize, |n, a| n.checked_mul(a.values.len()));
+    if count.is_none_or(|n| n > MAX_CELLS) {
+        anyhow::bail!("the grid has more than {MAX_CELLS} cells: sweep fewer values at once");
+    }
+    let mut cells = vec![(Grid::new(), base.clone())];
+    for axis in axes {
+        let field = field_named(&axis.key).map_err(|e| anyhow::anyhow!("--grid: {e}"))?;
+        let mut next = Vec::new();
+        for (grid, params) in &cells {
+            for value in &axis.values {
+                let mut params = params.clone();
+                params
+                    .set_text(&axis.key, value)
+                    .map_err(|e| anyhow::anyhow!("--grid {}={value}: {e}", axis.key))?;
+                let mut grid = grid.clone();
+                grid.insert(axis.key.clone(), serde_json::to_value(params.get(field))?);
+                next.push((grid, params));
+            }
+        }
+        cells = next;
+    }
+    for (grid, params) in &cells {
+        params
+            .validate()
+            .map_err(|e| anyhow::anyhow!("cell {}: {e}", describe(grid)))?;
+    }
+    Ok(cells)
+}
+
+/// `temperature=0.5 top_p=0.9`.
+fn describe(grid: &Grid) -> String {
+    let pairs: Vec<String> = grid.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    pairs.join(" ")
+}
+
+/// The cells as a table: the grid's keys, then the statistics; CSV (the first sample's text
+/// quoted) or columns padded for reading.
+fn write_table(out: &mut impl Write, sweep: &Sweep, csv: bool) -> std::io::Result<()> {
+    let mut header: Vec<String> = sweep.axes.iter().map(|a| a.key.clone()).collect();
+    header.extend(
+        [
+            "distinct_1",
+            "distinct_2",
+            "distinct_3",
+            "length_mean",
+            "mean_logprob",
+            "identical",
+            "stop_reasons",
+            "first",
+        ]
+        .map(str::to_owned),
+    );
+    let figure = |x: Option<f64>| x.map_or("-".to_owned(), |x| format!("{x:.3}"));
+    let mut rows = vec![header];
+    for cell in &sweep.cells {
+        let mut row: Vec<String> = cell.grid.values().map(|v| v.to_string()).collect();
+        match &cell.stats {
+            Some(s) => {
+                let groups = s.identical.iter().filter(|g| g.len() > 1).count();
+                let reasons: Vec<String> = s
+                    .stop_reasons
+                    .iter()
+                    .map(|(r, n)| format!("{r}:{n}"))
+                    .collect();
+                row.extend([
+                    figure(s.distinct_1),
+                    figure(s.distinct_2),
+                    figure(s.distinct_3),
+                    format!("{:.1}", s.length.mean),
+                    figure(s.mean_logprob),
+                    groups.to_string(),
+                    reasons.join(";"),
+                ]);
+            }
+            None => row.extend(std::iter::repeat_n("-".to_owned(), 7)),
+        }
+        let first = cell.first.replace('\n', "\\n");
+        row.push(if csv {
+            format!("\"{}\"", first.replace('"', "\"\""))
+        } else {
+            first.chars().take(60).collect()
+        });
+        rows.push(row);
+    }
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    for row in &rows {
+        let line = if csv {
+            row.join(",")
+        } else {
+            let cells: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .map(|(cell, &w)| format!("{cell:<w$}"))
+                .collect();
+            cells.join("  ").trim_end().to_owned()
+        };
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_split_at_top_level_commas_only() {
+        let axis = parse_axis(r#"stop=["a,b"],"x,y",#3"#).unwrap();
+        assert_eq!(axis.key, "stop");
+        assert_eq!(axis.values, [r#"["a,b"]"#, r#""x,y""#, "#3"]);
+        assert!(parse_axis("temperature").is_err());
+        assert!(parse_axis("temperature=0.5,,1").is_err());
+    }
+
+    #[test]
+    fn cells_combine_the_axes_first_slowest_and_refuse_bad_values() {
+        let axes = [
+            parse_axis("temperature=0.5,1").unwrap(),
+            parse_axis("top_k=5,10,20").unwrap(),
+        ];
+        let cells = cells_of(&SamplingParams::default(), &axes).unwrap();
+        let shape: Vec<(f32, i32)> = cells
+            .iter()
+            .map(|(_, p)| (p.temperature, p.top_k))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                (0.5, 5),
+                (0.5, 10),
+                (0.5, 20),
+                (1.0, 5),
+                (1.0, 10),
+                (1.0, 20)
+            ]
+        );
+        assert_eq!(describe(&cells[4].0), "temperature=1.0 top_k=10");
+        let bad = cells_of(
+            &SamplingParams::default(),
+            &[parse_axis("top_p=0.5,7").unwrap()],
+        );
+        assert!(format!("{:#}", bad.unwrap_err()).contains("top_p=7"));
+        let twice = [
+            parse_axis("top_k=1").unwrap(),
+            parse_axis("top_k=2").unwrap(),
+        ];
+        assert!(cells_of(&SamplingParams::default(), &twice).is_err());
+        let huge: Vec<Axis> = (0..4)
+            .map(|_| parse_axis("seed=1,2,3,4,5,6,7,8,9,10").unwrap())
+            .collect();
+        assert!(cells_of(&SamplingParams::default(), &huge).is_err());
+    }
+}
