@@ -219,9 +219,12 @@ fn cells_of(base: &SamplingParams, axes: &[Axis]) -> anyhow::Result<Vec<(Grid, S
     }
     let count = axes
         .iter()
-        .try_fold(1usize, |n, a| n.checked_mul(a.values.len()));
-    if count.is_none_or(|n| n > MAX_CELLS) {
-        anyhow::bail!("the grid has more than {MAX_CELLS} cells: sweep fewer values at once");
+        .fold(1usize, |n, a| n.saturating_mul(a.values.len()));
+    if count > MAX_CELLS {
+        anyhow::bail!(
+            "the grid has {count} cells, more than the {MAX_CELLS} a sweep runs: sweep fewer \
+             values at once"
+        );
     }
     let mut cells = vec![(Grid::new(), base.clone())];
     for axis in axes {
@@ -368,9 +371,15 @@ mod tests {
             parse_axis("top_k=2").unwrap(),
         ];
         assert!(cells_of(&SamplingParams::default(), &twice).is_err());
-        let huge: Vec<Axis> = (0..4)
-            .map(|_| parse_axis("seed=1,2,3,4,5,6,7,8,9,10").unwrap())
+        let keys = ["seed", "top_k", "min_p", "top_p"];
+        let huge: Vec<Axis> = keys
+            .iter()
+            .map(|k| parse_axis(&format!("{k}=1,2,3,4,5,6,7,8,9,10")).unwrap())
             .collect();
-        assert!(cells_of(&SamplingParams::default(), &huge).is_err());
+        let refused = format!(
+            "{:#}",
+            cells_of(&SamplingParams::default(), &huge).unwrap_err()
+        );
+        assert!(refused.contains("10000 cells"), "{refused}");
     }
 }

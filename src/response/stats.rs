@@ -186,4 +186,33 @@ mod tests {
         assert_eq!(RunStats::of(&runs[..1]).unwrap().mean_logprob, None);
         assert!(RunStats::of(&[]).is_none());
     }
+
+    proptest::proptest! {
+        /// Groups hold exactly the samples with equal ids, and each parting point is where the
+        /// ids first differ from sample 0's.
+        #[test]
+        fn groups_and_parting_points_agree_with_the_token_ids(
+            runs in proptest::collection::vec(proptest::collection::vec(0u32..3, 0..6), 1..8)
+        ) {
+            let samples: Vec<Trajectory> = runs
+                .iter()
+                .enumerate()
+                .map(|(i, ids)| sample(i as u32, ids, &vec![-1.0; ids.len()], StopReason::Length))
+                .collect();
+            let stats = RunStats::of(&samples).unwrap();
+            let group_of = |i: usize| stats.identical.iter().position(|g| g.contains(&(i as u32)));
+            for i in 0..runs.len() {
+                for j in 0..runs.len() {
+                    proptest::prop_assert_eq!(group_of(i) == group_of(j), runs[i] == runs[j]);
+                }
+                match stats.divergence[i] {
+                    None => proptest::prop_assert_eq!(&runs[i], &runs[0]),
+                    Some(at) => {
+                        proptest::prop_assert_eq!(&runs[i][..at], &runs[0][..at]);
+                        proptest::prop_assert_ne!(runs[i].get(at), runs[0].get(at));
+                    }
+                }
+            }
+        }
+    }
 }
