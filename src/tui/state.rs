@@ -14,7 +14,7 @@ use crate::tui::widgets::columns::Columns;
 use crate::tui::widgets::layout::Grid;
 use crate::tui::widgets::params::ParamsState;
 use crate::tui::widgets::prompt::{PromptScores, PromptState, SeenPrompt};
-use crate::tui::widgets::status::{ModelStatus, StatusState};
+use crate::tui::widgets::status::{ModelSlot, StatusState};
 use ratatui::layout::Rect;
 
 /// Panels drawn over everything; they take input first.
@@ -81,10 +81,11 @@ impl State {
     /// else a run that failed and was not followed by another. The playground then exits
     /// non-zero.
     pub fn failure(&self) -> Option<String> {
-        let model = self.comparison.models.iter().find_map(|m| match &m.status {
-            ModelStatus::Failed(why) => Some(format!("cannot load model {}: {why}", m.spec)),
-            _ => None,
-        });
+        let model = self
+            .comparison
+            .models
+            .iter()
+            .find_map(ModelSlot::load_error);
         let run = || {
             let error = self
                 .comparison

@@ -553,11 +553,10 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
         }
         Event::LoadFailed { message } => {
             if let Some(slot) = state.comparison.slot_mut(model) {
-                let spec = slot.spec.clone();
-                slot.status = ModelStatus::Failed(message.clone());
-                state
-                    .status
-                    .report_error(format!("cannot load model {spec}: {message}"));
+                slot.status = ModelStatus::Failed(message);
+                if let Some(error) = slot.load_error() {
+                    state.status.report_error(error);
+                }
             }
         }
         Event::Prompted {
