@@ -1089,6 +1089,39 @@ fn s_switches_w_to_twinkles_shape_and_the_choice_outlives_the_dialog() {
     );
 }
 
+/// Issue 34: a path in a missing directory was refused naming `.samplab-XXXX.tmp`, a file the
+/// user never typed.
+#[test]
+fn a_results_path_in_a_missing_directory_names_the_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = app(running(dir.path()));
+    app.dispatch(Action::Engine(ModelId(0), done(1, &[StopReason::Length])));
+    app.dispatch(dialog(DialogAction::OpenExport));
+    app.dispatch(dialog(DialogAction::WriteResults));
+    while !prompt(&app.state).buffer.text.is_empty() {
+        app.dispatch(Action::DeleteBack);
+    }
+    let missing = dir.path().join("no/such");
+    for c in missing.join("out.json").display().to_string().chars() {
+        app.dispatch(Action::InsertChar(c));
+    }
+    app.dispatch(dialog(DialogAction::SubmitName));
+    let error = prompt(&app.state)
+        .error
+        .clone()
+        .expect("the prompt says why");
+    assert_eq!(
+        error,
+        format!(
+            "cannot write the results: the directory {} does not exist",
+            missing.display()
+        )
+    );
+    let screen = render(&app.state, &Theme::dark());
+    assert!(find(&screen, "exist").is_some(), "the error is shown");
+    assert!(find(&screen, ".samplab-").is_none());
+}
+
 #[test]
 fn results_files_never_overwrite_one_another() {
     let dir = tempfile::tempdir().unwrap();
