@@ -80,6 +80,30 @@ fn presets_list_shows_the_historical_presets_and_the_saved_ones() {
     assert!(text.contains("`top_k`"), "{text}");
 }
 
+/// Issue 34: `.json` presets were validated but never listed.
+#[test]
+fn presets_list_shows_json_presets_and_notes_one_a_yaml_shadows() {
+    let config = tempfile::tempdir().unwrap();
+    let dir = config.path().join("presets");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("pasted.json"), r#"{"top_p": 0.5}"#).unwrap();
+    std::fs::write(dir.join("mine.yaml"), "top_k: 7\n").unwrap();
+    std::fs::write(dir.join("mine.json"), r#"{"top_k": 9}"#).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_samplab"))
+        .args(["presets", "list"])
+        .env("SAMPLAB_CONFIG_DIR", config.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("pasted:\n  top_p: 0.5"), "{text}");
+    assert!(text.contains("mine:\n  top_k: 7"), "{text}");
+    assert!(
+        text.contains("mine.json (shadowed by mine.yaml, which the name loads):\n  top_k: 9"),
+        "{text}"
+    );
+}
+
 #[test]
 fn export_writes_each_format_and_rejects_a_bad_preset() {
     let preset = concat!(env!("CARGO_MANIFEST_DIR"), "/presets/balanced.yaml");

@@ -84,6 +84,7 @@ fn user(name: &str, params: Result<SamplingParams, String>) -> UserPreset {
         name: name.into(),
         path: PathBuf::from(format!("/presets/{name}.yaml")),
         params,
+        shadowed_by: None,
     }
 }
 
@@ -752,6 +753,33 @@ fn the_picker_shows_presets_with_summaries_and_a_bad_files_error() {
             "{w}x{h}"
         );
     }
+}
+
+/// Issue 34: `.json` presets in the config dir were not offered by `p`.
+#[test]
+fn p_lists_json_presets_and_a_shadowed_one_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pasted.json"), r#"{"min_p": 0.3}"#).unwrap();
+    std::fs::write(dir.path().join("mine.yaml"), "top_k: 7\n").unwrap();
+    std::fs::write(dir.path().join("mine.json"), r#"{"top_k": 9}"#).unwrap();
+    let mut app = app(running(dir.path()));
+    app.state.size = Rect::new(0, 0, 200, 50);
+    app.dispatch(dialog(DialogAction::OpenPresets));
+    let screen = render(&app.state, &Theme::dark());
+    assert!(find(&screen, "min_p: 0.3").is_some(), "the .json is listed");
+    assert!(find(&screen, "top_k: 7").is_some());
+    assert!(
+        find(
+            &screen,
+            "(shadowed by mine.yaml, which the name loads) top_k: 9"
+        )
+        .is_some(),
+        "the shadowed .json says so"
+    );
+    pick(&mut app.state, "pasted");
+    app.dispatch(dialog(DialogAction::LoadPreset));
+    assert_eq!(app.state.comparison.params.preset_name, "pasted");
+    assert_eq!(app.state.comparison.params.params.min_p, 0.3);
 }
 
 #[test]

@@ -49,6 +49,8 @@ pub struct PickerEntry {
     pub kind: EntryKind,
     /// The preset, or why its file cannot be loaded.
     pub params: Result<SamplingParams, String>,
+    /// Said beside it: a user file that another of the same name shadows.
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -68,6 +70,7 @@ impl PresetPicker {
                 name: p.name,
                 kind: EntryKind::BuiltIn,
                 params: Ok(p.params),
+                note: None,
             })
             .collect();
         if let Some(defaults) = &presets.model_defaults {
@@ -75,6 +78,7 @@ impl PresetPicker {
                 name: MODEL_PRESET.to_owned(),
                 kind: EntryKind::Model,
                 params: Ok(defaults.clone()),
+                note: None,
             });
         }
         let message = presets.store.is_none().then(|| {
@@ -94,6 +98,7 @@ impl PresetPicker {
         match listed {
             Ok(listed) => {
                 self.entries.extend(listed.into_iter().map(|p| PickerEntry {
+                    note: p.note(),
                     name: p.name,
                     kind: EntryKind::User(p.path),
                     params: p.params,
@@ -165,10 +170,13 @@ pub fn render(
             } else {
                 theme.base
             };
-            let (text, style) = match &entry.params {
+            let (mut text, style) = match &entry.params {
                 Ok(params) => (summary(params), theme.dim),
                 Err(e) => (format!("✗ {e}"), theme.error),
             };
+            if let Some(note) = &entry.note {
+                text = format!("({note}) {text}");
+            }
             Line::from(vec![
                 Span::styled(
                     format!(" {:<NAME_WIDTH$} ", entry.name),
@@ -190,7 +198,11 @@ pub fn render(
     }
     if let Some(entry) = picker.chosen() {
         if let EntryKind::User(path) = &entry.kind {
-            detail.push(Line::styled(path.display().to_string(), theme.dim));
+            let mut place = path.display().to_string();
+            if let Some(note) = &entry.note {
+                place.push_str(&format!(" ({note})"));
+            }
+            detail.push(Line::styled(place, theme.dim));
         }
         match &entry.params {
             Ok(params) => detail.push(Line::styled(summary(params), theme.value)),
@@ -212,6 +224,7 @@ mod tests {
             name: name.into(),
             path: PathBuf::from(format!("/p/{name}.yaml")),
             params,
+            shadowed_by: None,
         }
     }
 
