@@ -518,6 +518,26 @@ fn the_inspector_shows_the_token_and_its_alternatives_as_bars() {
     }
 }
 
+/// Issue 34: at 80 columns the header over the alternatives was cut to `raw  ke`.
+#[test]
+fn the_inspectors_header_fits_the_panel_at_every_width() {
+    for (w, h) in [(60, 20), (80, 24), (120, 30), (200, 50)] {
+        let s = inspecting(w, h);
+        let buffer = render(&s, &Theme::dark());
+        let panel = areas(s.size).params;
+        let (x, y) = find(&buffer, "raw  kept").unwrap_or_else(|| panic!("{w}x{h}"));
+        assert_eq!(
+            x + 9,
+            panel.x + panel.width - 1,
+            "{w}x{h}: the titles end at the panel's inner edge"
+        );
+        let header = cell_row(&buffer, panel.x + 1, y, panel.width - 2);
+        assert!(header.starts_with("alternatives"), "{w}x{h}: {header:?}");
+    }
+    let s = inspecting(80, 24);
+    assert!(find(&render(&s, &Theme::dark()), "alternatives · [ ] pick").is_some());
+}
+
 /// Issue 14 item 13: `logprobs` shows in the inspector as the line under the alternatives a
 /// response keeps.
 #[test]

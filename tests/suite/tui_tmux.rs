@@ -584,9 +584,7 @@ fn a_branch_from_an_alternative_and_three_steps_end_up_in_the_results_file() {
 
     // The columns: the cursor on #0's second token, its second alternative, Enter.
     tmux.keys(&["Tab", "Home", "Right", "]"]);
-    tmux.wait_for("the highlight", |s| {
-        s.contains("Enter: branch from highlighted")
-    });
+    tmux.wait_for("the highlight", |s| s.contains("Enter: branch from it"));
     tmux.keys(&["Enter"]);
     let screen = tmux.wait_for("the branch", |s| {
         s.contains("┌ #4 ←#0@1 seed") && finished_columns(s) == 5
@@ -596,12 +594,14 @@ fn a_branch_from_an_alternative_and_three_steps_end_up_in_the_results_file() {
     // Step mode from the branch's second token: its third is proposed; three steps take three.
     tmux.keys(&["z"]);
     tmux.wait_for("step mode", |s| {
-        s.contains("┌ #5 ←#4@2 step") && s.contains("Space: take ▶") && s.contains("token 3/3")
+        s.contains("┌ #5 ←#4@2 step")
+            && s.contains("Space: ▶ · Enter: pick")
+            && s.contains("token 3/3")
     });
     for taken in 4..=6 {
         tmux.keys(&["Space"]);
         tmux.wait_for("the next proposal", |s| {
-            s.contains(&format!("token {taken}/{taken}")) && s.contains("Space: take ▶")
+            s.contains(&format!("token {taken}/{taken}")) && s.contains("Space: ▶ · Enter: pick")
         });
     }
 

@@ -142,7 +142,8 @@ impl Column {
     }
 
     /// The footer that fits in `width` cells, dropping statistics from the right:
-    /// `■ stop "\n\n" 37 tok lp -1.23 ppl 3.42`; a running sample shows `…` instead of `■`.
+    /// `■ stop "\n\n" 37 tok lp -1.23 ppl 3.42`; a running sample shows `…` instead of `■`,
+    /// a stepping branch waiting for its next step `‖ paused`.
     /// A re-run's sample says how many tokens it replayed and decoded: `37 tok ↺30+7`.
     /// When models are compared, the other models' perplexities follow (`⇄tiny 8.10`, with `*`
     /// when the text was tokenized again, `†` when the scoring model has no chat template and
@@ -173,6 +174,8 @@ impl Column {
 
     fn own_footer(&self, width: usize) -> String {
         let reason = match &self.finish {
+            // A stepping branch ends each step only to wait for the next key: no stop reason.
+            Some(_) if self.stepping => "‖ paused".to_owned(),
             Some(reason) => format!("■ {reason}"),
             None => "…".to_owned(),
         };
