@@ -469,6 +469,34 @@ fn more_columns_than_fit_scroll_as_rows_with_an_indicator() {
 
 // ---- views ----
 
+/// Issue 34: nine columns at 160x45 were four of 24 cells and a fifth of 28.
+#[test]
+fn a_grid_of_nine_columns_has_even_widths_and_fills_the_area() {
+    let s = long_run(160, 45, 9, 3);
+    let buffer = render(&s, &Theme::dark());
+    let area = areas(s.size).columns;
+    let lefts: Vec<(u16, u16)> = (0..9)
+        .map(|i| find(&buffer, &format!("┌ #{i} seed")).unwrap_or_else(|| panic!("#{i}")))
+        .collect();
+    let first_row: Vec<u16> = lefts
+        .iter()
+        .filter(|(_, y)| *y == lefts[0].1)
+        .map(|(x, _)| *x)
+        .collect();
+    assert_eq!(first_row.len(), 5, "{lefts:?}");
+    let mut edges = first_row.clone();
+    edges.push(area.x + area.width);
+    let widths: Vec<u16> = edges.windows(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!(widths, [25, 25, 25, 25, 24]);
+    // The second row's columns reach the bottom of the area: their bottom border is its last line.
+    let (x, y) = lefts[5];
+    let bottom = (y..area.y + area.height)
+        .rev()
+        .find(|&y| buffer[(x, y)].symbol() == "└")
+        .unwrap();
+    assert_eq!(bottom, area.y + area.height - 1);
+}
+
 fn cell_row(buffer: &Buffer, x: u16, y: u16, n: u16) -> String {
     (x..x + n).map(|x| buffer[(x, y)].symbol()).collect()
 }

@@ -523,10 +523,11 @@ pub fn render(
         return;
     }
     let grid = Grid::new(area, state.columns.len());
-    let rows = grid.text_rows();
     let cursor = state.cursor_token().filter(|_| focused);
     for (i, rect) in grid.rects(state.first_row) {
         let column = &state.columns[i];
+        // A row of columns may be a line taller than `grid.text_rows()`: it shows one more.
+        let rows = usize::from(Grid::text_area(rect).height);
         let top = column.top(rows);
         let own = column.name();
         let name = match titles.get(column.side.0) {
