@@ -20,6 +20,13 @@ pub struct FieldSpec {
     pub off: Option<&'static str>,
 }
 
+impl FieldSpec {
+    /// The value that turns the parameter off, parsed from its row.
+    pub fn off_value(&self) -> Option<serde_yaml_ng::Value> {
+        self.off.and_then(|text| serde_yaml_ng::from_str(text).ok())
+    }
+}
+
 /// How the playground moves a parameter.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Knob {

@@ -620,6 +620,45 @@ fn views_show_sliders_tokens_and_footers() {
     }
 }
 
+/// Issue 34: off read three ways (`top_k off`, `top_p 1.00`, `top_n_sigma -1.00`).
+#[test]
+fn every_parameter_at_its_off_value_reads_off_in_the_panel() {
+    let mut s = state_sized(200, 60);
+    s.comparison.params.params.engine = samplab::params::Engine::LlamaCpp;
+    let buffer = render(&s, &Theme::dark());
+    let panel = areas(s.size).params;
+    let value = |label: &str| {
+        (panel.y..panel.y + panel.height).find_map(|y| {
+            let text: String = (panel.x + 1..panel.x + panel.width - 1)
+                .map(|x| buffer[(x, y)].symbol())
+                .collect();
+            let rest = text.strip_prefix(&format!("{label:<11}"))?;
+            rest.split_whitespace().last().map(str::to_owned)
+        })
+    };
+    for label in [
+        "top_k",
+        "top_p",
+        "min_p",
+        "rep_penalty",
+        "typical_p",
+        "top_n_sigma",
+        "presence",
+        "frequency",
+        "xtc_prob",
+        "dry_mult",
+        "dyn_range",
+        "mirostat",
+        "min_keep",
+        "stop",
+        "logprobs",
+    ] {
+        assert_eq!(value(label).as_deref(), Some("off"), "{label}");
+    }
+    assert_eq!(value("repeat_n").as_deref(), Some("64"), "not off");
+    assert_eq!(value("temperature").as_deref(), Some("1.00"), "has no off");
+}
+
 #[test]
 fn no_color_draws_tokens_without_colour() {
     let buffer = render(&streamed(80, 24), &Theme::plain());

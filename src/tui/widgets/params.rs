@@ -3,7 +3,7 @@
 
 use super::stop_text;
 use super::text::TextBuffer;
-use crate::params::{Field, FieldSpec, Knob, SamplingParams};
+use crate::params::{Field, Knob, SamplingParams};
 use crate::presets::{Preset, PresetSource};
 use crate::tui::theme::Theme;
 use ratatui::Frame;
@@ -126,7 +126,7 @@ impl ParamsState {
         let field = self.field();
         let spec = field.spec();
         let value = self.params.get(field);
-        let off = || off_value(&spec);
+        let off = || spec.off_value();
         let next = match spec.knob {
             Knob::Decimal {
                 fine,
@@ -201,7 +201,7 @@ impl ParamsState {
     /// The value that turns the selected field off, where one does.
     pub fn turn_off(&mut self) -> bool {
         let field = self.field();
-        match off_value(&field.spec()) {
+        match field.spec().off_value() {
             Some(off) => self.apply_value(off),
             None => {
                 self.refusal = Some(format!(
@@ -313,11 +313,6 @@ fn row_of(field: Field) -> usize {
     Field::ALL.iter().position(|&f| f == field).unwrap_or(0)
 }
 
-/// The value that turns a field off, parsed from its row.
-fn off_value(spec: &FieldSpec) -> Option<Value> {
-    spec.off.and_then(|text| serde_yaml_ng::from_str(text).ok())
-}
-
 /// A YAML number as f64.
 fn number(value: &Value) -> Option<f64> {
     value.as_f64()
@@ -397,25 +392,22 @@ fn compact(value: &Value) -> String {
     serde_json::to_string(value).unwrap_or_default()
 }
 
-/// The value as the panel shows it.
+/// The value as the panel shows it: `off` for every parameter at its off value, however the
+/// value is spelled.
 pub fn value_text(params: &SamplingParams, field: Field) -> String {
-    let spec = field.spec();
     let value = params.get(field);
-    match (spec.knob, &value) {
+    match (field.spec().knob, &value) {
         (Knob::Seed, Value::Null) => "random".to_owned(),
         (_, Value::Null) if field == Field::Samplers => "default".to_owned(),
-        (_, Value::Null) => "off".to_owned(),
-        (Knob::Text, _) if field == Field::Stop => match &params.stop {
-            Some(stop) if !stop.is_empty() => stop_text::format(stop),
-            _ => "off".to_owned(),
-        },
+        _ if params.is_off(field) => "off".to_owned(),
+        (Knob::Text, _) if field == Field::Stop => params
+            .stop
+            .as_ref()
+            .map_or_else(String::new, stop_text::format),
         (Knob::Toggle, Value::Bool(on)) => if *on { "on" } else { "off" }.to_owned(),
-        (Knob::Doubling { .. }, Value::Number(n)) => match n.as_i64() {
-            Some(0) => "off".to_owned(),
-            Some(n) if n < 0 && spec.off == Some("-1") => "off".to_owned(),
-            Some(n) if n < 0 => "all".to_owned(),
-            _ => n.to_string(),
-        },
+        (Knob::Doubling { .. }, Value::Number(n)) if n.as_i64().is_some_and(|n| n < 0) => {
+            "all".to_owned()
+        }
         (Knob::Decimal { .. }, Value::Number(n)) => {
             let shortest = n.to_string();
             let decimals = shortest.split_once('.').map_or(0, |(_, d)| d.len());
@@ -833,5 +825,34 @@ mod tests {
         );
         p.repeat_last_n = -1;
         assert_eq!(value_text(&p, Field::RepeatLastN), "all");
+    }
+
+    /// Issue 34: off read `top_k off`, `top_p 1.00` and `top_n_sigma -1.00`.
+    #[test]
+    fn every_parameter_at_its_off_value_reads_off() {
+        for &field in Field::ALL {
+            let Some(off) = field.spec().off_value() else {
+                continue;
+            };
+            let mut p = SamplingParams::default();
+            p.set_field(field, off).unwrap();
+            let shown = value_text(&p, field);
+            let expected = if field == Field::Samplers {
+                "default"
+            } else {
+                "off"
+            };
+            assert_eq!(shown, expected, "{}", field.name());
+        }
+        let mut p = SamplingParams {
+            top_k: 0,
+            ..SamplingParams::default()
+        };
+        assert_eq!(value_text(&p, Field::TopK), "off", "0 is read as off");
+        p.top_p = 0.9;
+        p.min_tokens = 3;
+        assert_eq!(value_text(&p, Field::TopP), "0.90");
+        assert_eq!(value_text(&p, Field::MinTokens), "3");
+        assert_eq!(value_text(&p, Field::Temperature), "1.00", "no off value");
     }
 }
