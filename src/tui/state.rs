@@ -59,11 +59,11 @@ impl State {
         Grid::on_screen(self.size, self.columns.columns.len())
     }
 
-    /// Starts on the params, where most keys go (and `q` quits rather than typing), with a run
-    /// owed as soon as the model is ready.
+    /// Starts in the prompt box, so that the first keys typed are text rather than commands
+    /// (Esc or Tab leave it), with a run owed as soon as the model is ready.
     pub fn new(prompt: &str, params: ParamsState, size: Rect) -> Self {
         Self {
-            focus: Focus::Params,
+            focus: Focus::Prompt,
             overlay: None,
             prompt: PromptState::new(prompt),
             columns: Columns::default(),
@@ -95,6 +95,15 @@ impl State {
             Some(format!("the last run failed: {error}"))
         };
         model.or_else(run)
+    }
+
+    /// Some model's last run got no tokens from the prompt (it is empty and the model adds no
+    /// BOS token): nothing to sample from until a prompt is typed.
+    pub fn awaits_prompt(&self) -> bool {
+        self.comparison
+            .sides
+            .iter()
+            .any(|side| !side.active && side.seen.as_ref().is_some_and(SeenPrompt::is_empty))
     }
 
     /// What the model of the cursor's side (the first side before any column) saw of the

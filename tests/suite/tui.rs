@@ -281,12 +281,6 @@ fn r_rolls_a_new_fixed_seed() {
 #[test]
 fn tab_cycles_focus_and_closes_the_editor() {
     let mut s = state();
-    assert_eq!(
-        s.focus,
-        Focus::Params,
-        "a new playground starts on the params"
-    );
-    update(&mut s, Action::FocusPrev);
     assert_eq!(s.focus, Focus::Prompt);
     update(&mut s, Action::FocusNext);
     assert_eq!(s.focus, Focus::Params);
@@ -298,6 +292,70 @@ fn tab_cycles_focus_and_closes_the_editor() {
     assert_eq!(s.focus, Focus::Prompt);
     update(&mut s, Action::FocusPrev);
     assert_eq!(s.focus, Focus::Columns);
+}
+
+/// Issue 34: the playground opened on the params, so that a first `q` or `s` typed as a
+/// prompt quit or saved.
+#[test]
+fn a_new_playground_starts_in_the_prompt_and_the_first_keys_are_text() {
+    let mut s = state();
+    assert_eq!(s.focus, Focus::Prompt);
+    let keys = KeyMap::default();
+    for c in ['q', 's', 'p'] {
+        let key = KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE);
+        assert_eq!(keys.action(&s.modes(), key), Some(Action::InsertChar(c)));
+    }
+    let esc = KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE);
+    let leave = keys.action(&s.modes(), esc).unwrap();
+    update(&mut s, leave);
+    assert_eq!(s.focus, Focus::Params, "Esc leaves the prompt");
+    let q = KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE);
+    assert_eq!(keys.action(&s.modes(), q), Some(Action::Quit));
+}
+
+/// Issue 34: an empty prompt on a model without BOS opened on an error about the prompt.
+#[test]
+fn an_empty_prompt_the_model_cannot_start_from_asks_for_a_prompt_not_an_error() {
+    let mut s = state();
+    while !s.prompt.text().is_empty() {
+        update(&mut s, Action::DeleteBack);
+    }
+    let screen = render(&s, &Theme::dark());
+    let prompt = areas(s.size).prompt;
+    assert_eq!(
+        find(&screen, "type a prompt"),
+        Some((prompt.x + 1, prompt.y + 1)),
+        "the empty box says what to do"
+    );
+    let effects = update(&mut s, Action::Engine(ModelId(0), loaded()));
+    let [Effect::Run(_, request)] = &effects[..] else {
+        panic!("{effects:?}");
+    };
+    let id = request.run_id;
+    let prompted = Event::Prompted {
+        run_id: id,
+        rendered: None,
+        tokens: Vec::new(),
+    };
+    update(&mut s, Action::Engine(ModelId(0), prompted));
+    let error = Event::Error {
+        run_id: id,
+        message: "the prompt is empty and the model adds no BOS token: type some text".into(),
+    };
+    update(&mut s, Action::Engine(ModelId(0), error));
+    assert_eq!(s.status.error, None);
+    assert_eq!(s.failure(), None, "quitting now is no failure");
+    let screen = render(&s, &Theme::dark());
+    assert!(find(&screen, "type a prompt: the model needs text").is_some());
+    assert!(find(&screen, "error").is_none(), "{}", row(&screen, 23));
+
+    let effects = update(&mut s, Action::InsertChar('A'));
+    assert!(effects.contains(&Effect::ScheduleRun));
+    let screen = render(&s, &Theme::dark());
+    assert!(
+        find(&screen, "│A ").is_some(),
+        "the text replaces the placeholder"
+    );
 }
 
 #[test]
@@ -785,7 +843,7 @@ async fn keys_and_engine_events_drive_the_app_headless() {
     });
     events_tx.send((ModelId(0), loaded())).unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
-    for k in [KeyCode::Right, KeyCode::Right] {
+    for k in [KeyCode::Tab, KeyCode::Right, KeyCode::Right] {
         keys.unbounded_send(key(k)).unwrap();
     }
     keys.unbounded_send(Ok(TermEvent::Paste("ignored outside the prompt".into())))

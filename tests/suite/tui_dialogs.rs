@@ -854,9 +854,9 @@ fn switching_themes_recolours_borders_and_tokens() {
             ),
         );
         update(&mut s, Action::Engine(ModelId(0), token(1, "Hello", 0.0)));
-        let params = areas(Rect::new(0, 0, w, h)).params;
+        let prompt = areas(Rect::new(0, 0, w, h)).prompt;
         let dark = render(&s, &Theme::dark());
-        assert_eq!(dark[(params.x, params.y)].fg, Color::Cyan, "focused border");
+        assert_eq!(dark[(prompt.x, prompt.y)].fg, Color::Cyan, "focused border");
         let (x, y) = find(&dark, "Hello").unwrap();
         assert_eq!(dark[(x, y)].bg, Color::Rgb(150, 30, 45));
 
@@ -864,7 +864,7 @@ fn switching_themes_recolours_borders_and_tokens() {
             update(&mut s, Action::CycleTheme);
         }
         let viridis = render(&s, &s.themes.current().theme);
-        assert_eq!(viridis[(params.x, params.y)].fg, Color::Rgb(94, 201, 98));
+        assert_eq!(viridis[(prompt.x, prompt.y)].fg, Color::Rgb(94, 201, 98));
         assert_eq!(viridis[(x, y)].bg, Color::Rgb(68, 1, 84), "{w}x{h}");
         assert_eq!(viridis[(x, y)].fg, Color::White, "readable on dark purple");
         assert!(

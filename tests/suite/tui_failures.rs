@@ -135,6 +135,8 @@ fn running() -> State {
 #[test]
 fn the_newest_error_takes_the_status_bar_before_hints_and_timings() {
     let mut s = running();
+    // Outside the prompt, where `l` opens the log and `q` quits.
+    s.focus = Focus::Params;
     s.comparison.models[0].prefill_ms = Some(64.0);
     s.comparison.models[0].tok_per_s = Some(114.0);
     let bar = row(&render(&s, &Theme::dark()), 23);

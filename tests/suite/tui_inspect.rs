@@ -72,14 +72,17 @@ fn inspecting(width: u16, height: u16) -> State {
             ),
         ),
     );
-    update(&mut s, Action::FocusNext);
+    // Back from the prompt, where the playground starts.
+    update(&mut s, Action::FocusPrev);
     assert_eq!(s.focus, Focus::Columns);
     s
 }
 
-/// A ready model with `samples` columns of `tokens` tokens each ("w0", " w1", …).
+/// A ready model with `samples` columns of `tokens` tokens each ("w0", " w1", …), the params
+/// focused: the tests Tab from there.
 fn long_run(width: u16, height: u16, samples: u32, tokens: usize) -> State {
     let mut s = state_sized(width, height);
+    s.focus = Focus::Params;
     update(&mut s, Action::Engine(ModelId(0), loaded()));
     update(
         &mut s,

@@ -694,6 +694,15 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
         Event::Error { message, .. } => {
             let side = side.unwrap_or_default();
             state.comparison.sides[side].active = false;
+            if state.comparison.sides[side]
+                .seen
+                .as_ref()
+                .is_some_and(SeenPrompt::is_empty)
+            {
+                // An empty prompt the model cannot start from is the next thing to do, not an
+                // error: the view asks for a prompt (see `State::awaits_prompt`).
+                return Vec::new();
+            }
             state.comparison.sides[side].error = Some(message.clone());
             state.status.report_error(message);
             state.columns.end_unfinished(side, StopReason::Error);

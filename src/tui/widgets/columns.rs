@@ -468,9 +468,11 @@ pub struct SideTitle {
     pub header: String,
 }
 
-/// Why there are no columns yet: waiting for the model, or the model could not load.
+/// Why there are no columns yet: waiting for the model, for a prompt it can start from, or
+/// the model could not load.
 pub enum Empty {
     Waiting,
+    AwaitsPrompt,
     Failed(String),
 }
 
@@ -516,6 +518,10 @@ pub fn render(
             Empty::Waiting => {
                 Line::styled("samples appear here once the model is ready", theme.dim)
             }
+            Empty::AwaitsPrompt => Line::styled(
+                "type a prompt: the model needs text to start from",
+                theme.dim,
+            ),
             Empty::Failed(why) => Line::styled(why, theme.error),
         };
         let text = Paragraph::new(line).wrap(Wrap { trim: false }).block(block);

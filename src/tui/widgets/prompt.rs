@@ -61,6 +61,13 @@ pub struct SeenPrompt {
     pub tokens: Vec<PromptToken>,
 }
 
+impl SeenPrompt {
+    /// Not a token to start from: an empty prompt to a model that adds no BOS token.
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+}
+
 impl PromptState {
     pub fn new(text: &str) -> Self {
         Self {
@@ -276,6 +283,9 @@ fn typed_title(state: &PromptState, shown: &Shown) -> String {
     title + " "
 }
 
+/// Shown dimmed in an empty prompt box, under the cursor.
+const PLACEHOLDER: &str = "type a prompt";
+
 fn render_typed(frame: &mut Frame, inner: Rect, state: &PromptState, shown: &Shown, theme: &Theme) {
     let marked = shown.specials;
     let mark = if state.literal_specials {
@@ -287,12 +297,15 @@ fn render_typed(frame: &mut Frame, inner: Rect, state: &PromptState, shown: &Sho
     let height = usize::from(inner.height);
     // Keep the cursor's row in view.
     let top = (row + 1).saturating_sub(height);
-    let lines: Vec<Line> = rows
-        .into_iter()
-        .skip(top)
-        .take(height)
-        .map(|row| marked_line(row, marked, mark))
-        .collect();
+    let lines: Vec<Line> = if state.text().is_empty() {
+        vec![Line::styled(PLACEHOLDER, theme.dim)]
+    } else {
+        rows.into_iter()
+            .skip(top)
+            .take(height)
+            .map(|row| marked_line(row, marked, mark))
+            .collect()
+    };
     frame.render_widget(Paragraph::new(lines).style(theme.base), inner);
     if shown.focused {
         frame.set_cursor_position(Position::new(
