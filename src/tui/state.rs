@@ -140,7 +140,7 @@ impl State {
         match &self.overlay {
             Some(Overlay::Help) => return vec![Mode::Help],
             Some(Overlay::Messages) => return vec![Mode::Messages, Mode::Dialog],
-            Some(Overlay::Presets(_)) => return vec![Mode::Presets, Mode::Dialog],
+            Some(Overlay::Presets(_)) => return vec![Mode::Presets, Mode::List, Mode::Dialog],
             Some(Overlay::Save(prompt)) if prompt.confirm.is_some() => {
                 return vec![Mode::Confirm, Mode::Dialog];
             }
@@ -149,12 +149,14 @@ impl State {
             }
             Some(Overlay::Export(_)) => return vec![Mode::Export, Mode::Dialog],
             Some(Overlay::Models(_)) => {
-                return vec![Mode::Models, Mode::TextField, Mode::Dialog];
+                return vec![Mode::Models, Mode::List, Mode::TextField, Mode::Dialog];
             }
             Some(Overlay::Conversation(dialog)) if dialog.editor.is_some() => {
                 return vec![Mode::ParamEdit, Mode::TextField, Mode::Dialog];
             }
-            Some(Overlay::Conversation(_)) => return vec![Mode::Conversation, Mode::Dialog],
+            Some(Overlay::Conversation(_)) => {
+                return vec![Mode::Conversation, Mode::List, Mode::Dialog];
+            }
             None => {}
         }
         if self.comparison.params.editor.is_some() {
@@ -162,7 +164,7 @@ impl State {
         }
         match self.focus {
             Focus::Prompt => vec![Mode::Prompt, Mode::Global],
-            Focus::Params => vec![Mode::Params, Mode::Navigate, Mode::Global],
+            Focus::Params => vec![Mode::Params, Mode::List, Mode::Navigate, Mode::Global],
             Focus::Columns => vec![Mode::Columns, Mode::Navigate, Mode::Global],
         }
     }

@@ -15,8 +15,8 @@ use samplab::params::{Field, SamplingParams};
 use samplab::presets::Preset;
 use samplab::response::{StopMatched, StopReason};
 use samplab::tui::{
-    Action, App, Effect, EngineHandle, Focus, KeyMap, ModelId, Overlay, ParamsState, State,
-    TextBuffer, Theme, areas, update, value_text,
+    Action, App, Effect, EngineHandle, Focus, KeyMap, ListMove, ModelId, Overlay, ParamsState,
+    State, TextBuffer, Theme, areas, update, value_text,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -983,19 +983,61 @@ fn a_model_without_a_template_keeps_the_prompt_raw_and_says_why() {
     );
 }
 
+/// Issue 34: long lists had no Home/End/PgUp/PgDn; they come from the key map, which the
+/// help lists.
+#[test]
+fn home_end_and_pages_move_through_the_parameters() {
+    let mut s = state();
+    select(&mut s, "max_tokens");
+    let keys = KeyMap::default();
+    let press = |s: &mut State, code| {
+        let action = keys
+            .action(&s.modes(), KeyEvent::new(code, KeyModifiers::NONE))
+            .unwrap();
+        update(s, action);
+        s.comparison.params.selected
+    };
+    let screen = render(&s, &Theme::dark());
+    let panel = areas(s.size).params;
+    // The rows between the borders, less the help line under them.
+    let page = usize::from(panel.height) - 3;
+    let last = Field::ALL.len() - 1;
+    assert_eq!(press(&mut s, KeyCode::PageDown), page);
+    assert_eq!(press(&mut s, KeyCode::PageDown), (2 * page).min(last));
+    assert_eq!(press(&mut s, KeyCode::PageUp), (2 * page).min(last) - page);
+    assert_eq!(press(&mut s, KeyCode::End), last);
+    assert_eq!(
+        press(&mut s, KeyCode::PageDown),
+        last,
+        "pages stop at the end"
+    );
+    let bottom = render(&s, &Theme::dark());
+    assert!(find(&bottom, "min_keep").is_some(), "the last row in view");
+    assert_eq!(press(&mut s, KeyCode::Home), 0);
+    assert!(find(&screen, "max_tokens").is_some());
+    let help: Vec<(String, &str)> = keys.describe(samplab::tui::Mode::List);
+    assert_eq!(
+        help,
+        [
+            ("↑/↓".to_owned(), "select"),
+            ("PgUp/PgDn/Home/End".to_owned(), "jump")
+        ]
+    );
+}
+
 #[test]
 fn up_and_down_stop_at_the_first_and_last_parameter() {
     let mut s = state();
     let (first, last) = (Field::ALL[0], Field::ALL[Field::ALL.len() - 1]);
     select(&mut s, first.name());
-    update(&mut s, Action::SelectParam(-1));
+    update(&mut s, Action::Select(ListMove::Step(-1)));
     assert_eq!(
         s.comparison.params.field(),
         first,
         "↑ on the first row stays there"
     );
     select(&mut s, last.name());
-    update(&mut s, Action::SelectParam(1));
+    update(&mut s, Action::Select(ListMove::Step(1)));
     assert_eq!(
         s.comparison.params.field(),
         last,

@@ -15,9 +15,9 @@ use samplab::preset_store::{PresetStore, UserPreset};
 use samplab::presets::{Preset, PresetSource};
 use samplab::response::{ResponseShape, SampleResponse, StopReason};
 use samplab::tui::{
-    Action, App, DialogAction, Effect, EntryKind, ExportDialog, Focus, KeyMap, Mode, ModelId, Note,
-    Outcome, Overlay, ParamsState, PresetPicker, START_MAX_TOKENS, START_SAMPLES, SavePrompt,
-    State, Theme, ThemeCatalog, areas, builtin_theme, osc52, results_file, update,
+    Action, App, DialogAction, Effect, EntryKind, ExportDialog, Focus, KeyMap, ListMove, Mode,
+    ModelId, Note, Outcome, Overlay, ParamsState, PresetPicker, START_MAX_TOKENS, START_SAMPLES,
+    SavePrompt, State, Theme, ThemeCatalog, areas, builtin_theme, osc52, results_file, update,
 };
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -90,7 +90,7 @@ fn user(name: &str, params: Result<SamplingParams, String>) -> UserPreset {
 
 fn pick(s: &mut State, name: &str) {
     while picker(s).chosen().unwrap().name != name {
-        update(s, dialog(DialogAction::PickerMove(1)));
+        update(s, Action::Select(ListMove::Step(1)));
     }
 }
 
@@ -115,7 +115,7 @@ fn p_opens_the_picker_on_the_built_ins_and_asks_the_loop_for_user_presets() {
         "default",
         "on the current"
     );
-    assert_eq!(s.modes(), [Mode::Presets, Mode::Dialog]);
+    assert_eq!(s.modes(), [Mode::Presets, Mode::List, Mode::Dialog]);
     update(&mut s, Action::CloseOverlay);
     assert_eq!(s.overlay, None);
 
@@ -753,6 +753,41 @@ fn the_picker_shows_presets_with_summaries_and_a_bad_files_error() {
             "{w}x{h}"
         );
     }
+}
+
+/// Issue 34: Home/End/PgUp/PgDn in the preset picker, whose list scrolls with the selection.
+#[test]
+fn the_preset_picker_pages_and_jumps_to_its_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = with_store(dir.path());
+    update(&mut s, dialog(DialogAction::OpenPresets));
+    let users = (0..30)
+        .map(|i| user(&format!("mine-{i:02}"), Ok(SamplingParams::default())))
+        .collect();
+    update(&mut s, Action::Outcome(Outcome::PresetsListed(Ok(users))));
+    let keys = KeyMap::default();
+    let press = |s: &mut State, code| {
+        let action = keys
+            .action(&s.modes(), KeyEvent::new(code, KeyModifiers::NONE))
+            .unwrap();
+        update(s, action);
+        picker(s).selected
+    };
+    let entries = picker(&s).entries.len();
+    // At 80x24 the popup is the screen's height: 22 lines inside, 4 of them the detail.
+    let page = 18;
+    assert_eq!(press(&mut s, KeyCode::PageDown), page);
+    assert_eq!(press(&mut s, KeyCode::End), entries - 1);
+    let screen = render(&s, &Theme::dark());
+    assert!(find(&screen, "mine-29").is_some(), "the last entry in view");
+    assert_eq!(press(&mut s, KeyCode::PageDown), entries - 1, "pages stop");
+    assert_eq!(press(&mut s, KeyCode::PageUp), entries - 1 - page);
+    assert_eq!(press(&mut s, KeyCode::Home), 0);
+    assert_eq!(
+        press(&mut s, KeyCode::Up),
+        entries - 1,
+        "a step wraps round"
+    );
 }
 
 /// Issue 34: `.json` presets in the config dir were not offered by `p`.

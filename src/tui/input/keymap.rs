@@ -2,7 +2,7 @@
 //! status-bar hints are generated from the same table, so they cannot drift apart.
 
 use crate::export::ExportFormat;
-use crate::tui::action::{Action, BranchAction, DialogAction};
+use crate::tui::action::{Action, BranchAction, DialogAction, ListMove};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 /// A layer of bindings; several are active at once, most specific first.
@@ -28,6 +28,8 @@ pub enum Mode {
     Conversation,
     /// Moving and deleting in a one-line text field (a value, a name, a model).
     TextField,
+    /// Moving the selection of a list: the params, the pickers, the conversation.
+    List,
 }
 
 impl Mode {
@@ -49,6 +51,7 @@ impl Mode {
             Mode::Messages => "messages",
             Mode::Conversation => "conversation",
             Mode::TextField => "in a text field",
+            Mode::List => "in a list",
         }
     }
 
@@ -170,18 +173,6 @@ impl Default for KeyMap {
             ),
             (
                 Mode::Conversation,
-                p(K::Up),
-                dialog(DialogAction::TurnsMove(-1)),
-                "select",
-            ),
-            (
-                Mode::Conversation,
-                p(K::Down),
-                dialog(DialogAction::TurnsMove(1)),
-                "select",
-            ),
-            (
-                Mode::Conversation,
                 p(K::Enter),
                 dialog(DialogAction::EditTurn),
                 "edit",
@@ -238,8 +229,6 @@ impl Default for KeyMap {
                 A::ToggleWhitespace,
                 "show whitespace",
             ),
-            (Mode::Params, p(K::Up), A::SelectParam(-1), "select"),
-            (Mode::Params, p(K::Down), A::SelectParam(1), "select"),
             (Mode::Params, p(K::Left), nudge(-1, false), "nudge"),
             (Mode::Params, p(K::Right), nudge(1, false), "nudge"),
             (Mode::Params, shift(K::Left), nudge(-1, true), "coarse"),
@@ -249,6 +238,32 @@ impl Default for KeyMap {
             (Mode::Params, p(K::Delete), A::TurnOffParam, "off"),
             (Mode::Params, c('x'), A::TurnOffParam, "off"),
             (Mode::Params, c('r'), A::RollSeed, "roll seed"),
+            (
+                Mode::List,
+                p(K::Up),
+                A::Select(ListMove::Step(-1)),
+                "select",
+            ),
+            (
+                Mode::List,
+                p(K::Down),
+                A::Select(ListMove::Step(1)),
+                "select",
+            ),
+            (
+                Mode::List,
+                p(K::PageUp),
+                A::Select(ListMove::Page(-1)),
+                "jump",
+            ),
+            (
+                Mode::List,
+                p(K::PageDown),
+                A::Select(ListMove::Page(1)),
+                "jump",
+            ),
+            (Mode::List, p(K::Home), A::Select(ListMove::First), "jump"),
+            (Mode::List, p(K::End), A::Select(ListMove::Last), "jump"),
             (Mode::ParamEdit, p(K::Enter), A::CommitEdit, "apply"),
             (Mode::ParamEdit, p(K::Esc), A::CancelEdit, "cancel"),
             (Mode::TextField, p(K::Backspace), A::DeleteBack, "delete"),
@@ -337,18 +352,6 @@ impl Default for KeyMap {
             (Mode::Dialog, p(K::Esc), A::CloseOverlay, "close"),
             (
                 Mode::Models,
-                p(K::Up),
-                dialog(DialogAction::ModelsMove(-1)),
-                "select",
-            ),
-            (
-                Mode::Models,
-                p(K::Down),
-                dialog(DialogAction::ModelsMove(1)),
-                "select",
-            ),
-            (
-                Mode::Models,
                 p(K::Enter),
                 dialog(DialogAction::AddModel),
                 "add",
@@ -360,18 +363,6 @@ impl Default for KeyMap {
                 "remove/cancel",
             ),
             (Mode::Dialog, ctrl('c'), A::Quit, "quit"),
-            (
-                Mode::Presets,
-                p(K::Up),
-                dialog(DialogAction::PickerMove(-1)),
-                "select",
-            ),
-            (
-                Mode::Presets,
-                p(K::Down),
-                dialog(DialogAction::PickerMove(1)),
-                "select",
-            ),
             (
                 Mode::Presets,
                 p(K::Enter),

@@ -25,10 +25,6 @@ pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
             conversation::open(state);
             Vec::new()
         }
-        DialogAction::TurnsMove(delta) => {
-            conversation::move_by(state, delta);
-            Vec::new()
-        }
         DialogAction::EditTurn => {
             conversation::edit(state);
             Vec::new()
@@ -46,12 +42,6 @@ pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
                 .map(Effect::ListPresets)
                 .into_iter()
                 .collect()
-        }
-        DialogAction::PickerMove(delta) => {
-            if let Some(Overlay::Presets(picker)) = &mut state.overlay {
-                picker.move_by(delta);
-            }
-            Vec::new()
         }
         DialogAction::LoadPreset => load_preset(state),
         DialogAction::OpenSave => open_save(state),
@@ -88,10 +78,6 @@ pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
             Vec::new()
         }
         DialogAction::OpenModels => model_picker::open(state),
-        DialogAction::ModelsMove(delta) => {
-            model_picker::move_by(state, delta);
-            Vec::new()
-        }
         DialogAction::AddModel => model_picker::add(state),
         DialogAction::RemoveModel => model_picker::remove(state),
     }

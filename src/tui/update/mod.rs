@@ -9,16 +9,19 @@ pub mod model_picker;
 pub mod run_shape;
 
 use crate::engine::{Event, Request, RunId, ScoreRequest, TraceRequest};
+use crate::params::Field;
 use crate::presets::{MODEL_PRESET, Preset};
 use crate::response::StopReason;
-use crate::tui::action::{Action, Effect, Focus};
+use crate::tui::action::{Action, Effect, Focus, ListMove};
 use crate::tui::branch_tree::keep_for_run;
 use crate::tui::comparison::{ModelId, SideId};
 use crate::tui::input::mouse::{self, Target};
+use crate::tui::overlays::preset_picker;
 use crate::tui::state::{Overlay, State};
 use crate::tui::widgets::chain_view::TokenTrace;
 use crate::tui::widgets::columns::Columns;
-use crate::tui::widgets::layout::Grid;
+use crate::tui::widgets::layout::{Grid, areas};
+use crate::tui::widgets::params::page_rows;
 use crate::tui::widgets::prompt::{PromptView, SeenPrompt};
 use crate::tui::widgets::status::ModelStatus;
 use crate::tui::widgets::text::TextBuffer;
@@ -67,8 +70,8 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             mark_all_pending(state);
             start_pending(state)
         }
-        Action::SelectParam(delta) => {
-            state.comparison.params.select(delta);
+        Action::Select(by) => {
+            select(state, by);
             Vec::new()
         }
         Action::NudgeParam { steps, coarse } => {
@@ -203,6 +206,25 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         Action::Dialog(action) => dialogs::update(state, action),
         Action::Branch(action) => branches::update(state, action),
         Action::Outcome(outcome) => dialogs::outcome(state, outcome),
+    }
+}
+
+/// Moves the selection of the open picker's or dialog's list, else the parameters'.
+fn select(state: &mut State, by: ListMove) {
+    match &mut state.overlay {
+        Some(Overlay::Presets(picker)) => {
+            let page = preset_picker::page_rows(state.size, picker);
+            picker.move_by(by, page);
+        }
+        Some(Overlay::Models(_)) => model_picker::move_by(state, by),
+        Some(Overlay::Conversation(_)) => conversation::move_by(state, by),
+        Some(_) => {}
+        None => {
+            let params = &mut state.comparison.params;
+            let page = page_rows(params, areas(state.size).params);
+            // Stops at the first and last rows: wrapping round put a held ↑ on num_samples.
+            params.select_row(by.apply(params.selected, Field::ALL.len(), page, false));
+        }
     }
 }
 

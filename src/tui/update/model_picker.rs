@@ -1,9 +1,9 @@
 //! The model picker's keys (`a`): adding a found or typed model to the comparison and removing
 //! one, with its runs, columns and scores.
 
-use crate::tui::action::Effect;
+use crate::tui::action::{Effect, ListMove};
 use crate::tui::comparison::ModelId;
-use crate::tui::overlays::model_picker::ModelPicker;
+use crate::tui::overlays::model_picker::{self, ModelPicker};
 use crate::tui::state::{Overlay, State};
 use crate::tui::update;
 use crate::tui::widgets::status::{ModelSlot, ModelStatus};
@@ -14,13 +14,12 @@ pub fn open(state: &mut State) -> Vec<Effect> {
     vec![Effect::DiscoverModels]
 }
 
-pub fn move_by(state: &mut State, delta: i32) {
+/// Steps wrap round the loaded models and the candidates.
+pub fn move_by(state: &mut State, by: ListMove) {
     let rows = state.comparison.models.len() + picker(state).map_or(0, |p| p.candidates.len());
-    if let Some(Overlay::Models(picker)) = &mut state.overlay
-        && rows > 0
-    {
-        picker.selected =
-            (picker.selected as i64 + i64::from(delta)).rem_euclid(rows as i64) as usize;
+    let page = model_picker::page_rows(state.size, rows);
+    if let Some(Overlay::Models(picker)) = &mut state.overlay {
+        picker.selected = by.apply(picker.selected, rows, page, true);
     }
 }
 

@@ -90,10 +90,9 @@ impl ParamsState {
         self.params.normalized() != self.baseline.normalized()
     }
 
-    /// Stops at the first and last rows: wrapping round put a held ↑ on num_samples.
-    pub fn select(&mut self, delta: i32) {
-        let last = Field::ALL.len() as i64 - 1;
-        self.selected = (self.selected as i64 + i64::from(delta)).clamp(0, last) as usize;
+    /// Selects row `row` (clamped to the last).
+    pub fn select_row(&mut self, row: usize) {
+        self.selected = row.min(Field::ALL.len() - 1);
         self.refusal = None;
     }
 
@@ -598,6 +597,11 @@ pub fn render(
     {
         frame.set_cursor_position(Position::new(inner.x + x as u16, inner.y + y as u16));
     }
+}
+
+/// How many parameter rows the panel drawn in `area` shows: what PgUp/PgDn move by.
+pub fn page_rows(state: &ParamsState, area: Rect) -> usize {
+    visible_rows(state, usize::from(Block::bordered().inner(area).height))
 }
 
 /// How many parameter rows fit in `height` lines: the rest shows the selected row's help, or
