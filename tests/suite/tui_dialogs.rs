@@ -561,8 +561,15 @@ fn a_results_path_is_written_as_typed_and_an_existing_file_only_after_a_yes() {
         Some(Note::Done(format!("wrote {}", target.display())))
     );
 
-    // A path that cannot be written says why and stays editable.
+    // Issue 34: the next `w` offers the path given last, also after the dialog was closed.
+    app.dispatch(Action::CloseOverlay);
+    app.dispatch(dialog(DialogAction::OpenExport));
     app.dispatch(dialog(DialogAction::WriteResults));
+    assert_eq!(prompt(&app.state).buffer.text, target.display().to_string());
+    let screen = render(&app.state, &Theme::dark());
+    assert!(find(&screen, &format!("path: {}", target.display())).is_some());
+
+    // A path that cannot be written says why and stays editable.
     while !prompt(&app.state).buffer.text.is_empty() {
         app.dispatch(Action::DeleteBack);
     }
