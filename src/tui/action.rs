@@ -103,6 +103,10 @@ pub enum Action {
     Paste(String),
     DeleteBack,
     DeleteForward,
+    /// Empty the text being edited (the prompt, a value, a name).
+    ClearText,
+    /// Take back the prompt's last edit.
+    Undo,
     CursorLeft,
     CursorRight,
     CursorUp,

@@ -163,7 +163,7 @@ impl State {
             return vec![Mode::ParamEdit, Mode::TextField, Mode::Global];
         }
         match self.focus {
-            Focus::Prompt => vec![Mode::Prompt, Mode::Global],
+            Focus::Prompt => vec![Mode::Prompt, Mode::TextField, Mode::Global],
             Focus::Params => vec![Mode::Params, Mode::List, Mode::Navigate, Mode::Global],
             Focus::Columns => vec![Mode::Columns, Mode::Navigate, Mode::Global],
         }

@@ -383,6 +383,83 @@ fn prompt_edits_and_pastes_rerun() {
     assert_eq!(s.prompt.text(), "Once!a\nb");
 }
 
+/// Issue 34: the prompt box had no undo and no clear (a 3 KB paste took 3,300 Backspaces).
+#[test]
+fn ctrl_z_takes_back_the_prompts_last_edits_and_ctrl_u_clears_it() {
+    let mut s = running();
+    let keys = KeyMap::default();
+    let ctrl = |s: &State, c| {
+        let key = KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL);
+        keys.action(&s.modes(), key).unwrap()
+    };
+    type_text(&mut s, " upon");
+    update(&mut s, Action::Paste(" a time".into()));
+    let clear = ctrl(&s, 'u');
+    assert_eq!(clear, Action::ClearText);
+    let effects = update(&mut s, clear);
+    assert_eq!(s.prompt.text(), "");
+    assert!(effects.contains(&Effect::ScheduleRun), "a change re-runs");
+    let undo = ctrl(&s, 'z');
+    let mut texts = Vec::new();
+    for _ in 0..3 {
+        assert!(update(&mut s, undo.clone()).contains(&Effect::ScheduleRun));
+        texts.push(s.prompt.text().to_owned());
+    }
+    assert_eq!(texts, ["Once upon a time", "Once upon", "Once"]);
+    assert!(update(&mut s, undo).is_empty(), "nothing left to undo");
+
+    // Ctrl+U empties a value being typed too.
+    select(&mut s, "temperature");
+    update(&mut s, Action::EditParam);
+    let clear = ctrl(&s, 'u');
+    update(&mut s, clear);
+    assert_eq!(s.comparison.params.editor.as_ref().unwrap().buffer.text, "");
+}
+
+/// Issue 34: the prompt wrapped mid-word; a long one scrolls to keep the cursor in view.
+#[test]
+fn the_prompt_wraps_between_words_and_scrolls_to_the_cursor() {
+    let mut s = state_sized(80, 24);
+    let words: Vec<String> = (0..60).map(|i| format!("word{i}")).collect();
+    update(&mut s, Action::ClearText);
+    update(&mut s, Action::Paste(words.join(" ")));
+    let inner = areas(s.size)
+        .prompt
+        .inner(ratatui::layout::Margin::new(1, 1));
+    let rows = |s: &State| {
+        let buffer = render(s, &Theme::dark());
+        (inner.y..inner.y + inner.height)
+            .map(|y| {
+                (inner.x..inner.x + inner.width)
+                    .map(|x| buffer[(x, y)].symbol())
+                    .collect::<String>()
+            })
+            .collect::<Vec<String>>()
+    };
+    let shown = rows(&s);
+    for row in &shown {
+        for word in row.split_whitespace() {
+            assert!(
+                words.iter().any(|w| w == word),
+                "{word:?} is cut: {shown:?}"
+            );
+        }
+    }
+    assert!(
+        shown.last().unwrap().contains("word59"),
+        "the cursor's row: {shown:?}"
+    );
+    for _ in 0..30 {
+        update(&mut s, Action::CursorLeft);
+    }
+    update(&mut s, Action::CursorHome);
+    let shown = rows(&s);
+    assert!(
+        shown[0].starts_with("word0 word1 "),
+        "back at the start: {shown:?}"
+    );
+}
+
 #[test]
 fn quit_cancels_the_run_and_quits() {
     let mut s = running();

@@ -26,7 +26,8 @@ pub enum Mode {
     Models,
     Messages,
     Conversation,
-    /// Moving and deleting in a one-line text field (a value, a name, a model).
+    /// Moving, deleting and clearing in text: the prompt box and the one-line fields (a
+    /// value, a name, a model).
     TextField,
     /// Moving the selection of a list: the params, the pickers, the conversation.
     List,
@@ -50,7 +51,7 @@ impl Mode {
             Mode::Models => "model picker",
             Mode::Messages => "messages",
             Mode::Conversation => "conversation",
-            Mode::TextField => "in a text field",
+            Mode::TextField => "editing text",
             Mode::List => "in a list",
         }
     }
@@ -270,18 +271,14 @@ impl Default for KeyMap {
             (Mode::TextField, p(K::Delete), A::DeleteForward, "delete"),
             (Mode::TextField, p(K::Left), A::CursorLeft, "move"),
             (Mode::TextField, p(K::Right), A::CursorRight, "move"),
+            (Mode::TextField, p(K::Up), A::CursorUp, "move"),
+            (Mode::TextField, p(K::Down), A::CursorDown, "move"),
             (Mode::TextField, p(K::Home), A::CursorHome, "move"),
             (Mode::TextField, p(K::End), A::CursorEnd, "move"),
             (Mode::Prompt, p(K::Enter), A::InsertNewline, "new line"),
+            (Mode::Prompt, ctrl('z'), A::Undo, "undo"),
+            (Mode::TextField, ctrl('u'), A::ClearText, "clear"),
             (Mode::Prompt, p(K::Esc), A::FocusNext, "leave prompt"),
-            (Mode::Prompt, p(K::Backspace), A::DeleteBack, "delete"),
-            (Mode::Prompt, p(K::Delete), A::DeleteForward, "delete"),
-            (Mode::Prompt, p(K::Left), A::CursorLeft, "move"),
-            (Mode::Prompt, p(K::Right), A::CursorRight, "move"),
-            (Mode::Prompt, p(K::Up), A::CursorUp, "move"),
-            (Mode::Prompt, p(K::Down), A::CursorDown, "move"),
-            (Mode::Prompt, p(K::Home), A::CursorHome, "move"),
-            (Mode::Prompt, p(K::End), A::CursorEnd, "move"),
             (Mode::Columns, p(K::Left), A::StepToken(-1), "move"),
             (Mode::Columns, p(K::Right), A::StepToken(1), "move"),
             (Mode::Columns, p(K::Up), A::StepTokenRow(-1), "move"),
@@ -520,7 +517,7 @@ mod tests {
         let q = key(KeyCode::Char('q'), KeyModifiers::NONE);
         let nav = [Mode::Params, Mode::Navigate, Mode::Global];
         assert_eq!(map.action(&nav, q), Some(Action::Quit));
-        let text = [Mode::Prompt, Mode::Global];
+        let text = [Mode::Prompt, Mode::TextField, Mode::Global];
         assert_eq!(map.action(&text, q), Some(Action::InsertChar('q')));
         let ctrl_c = key(KeyCode::Char('c'), KeyModifiers::CONTROL);
         assert_eq!(map.action(&text, ctrl_c), Some(Action::Quit));

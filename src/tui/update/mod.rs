@@ -140,6 +140,13 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         }
         Action::DeleteBack => edit_text(state, TextBuffer::delete_back),
         Action::DeleteForward => edit_text(state, TextBuffer::delete_forward),
+        Action::ClearText => edit_text(state, TextBuffer::clear),
+        Action::Undo if state.focus == Focus::Prompt && state.overlay.is_none() => {
+            state.prompt.view = PromptView::Typed;
+            let undone = state.prompt.undo();
+            params_changed(state, undone)
+        }
+        Action::Undo => Vec::new(),
         Action::CursorLeft | Action::CursorRight if inspecting_prompt_tokens(state) => {
             let last = state
                 .seen_prompt()
@@ -377,7 +384,7 @@ fn edit_text(state: &mut State, edit: impl FnOnce(&mut TextBuffer) -> bool) -> V
     } else if state.focus == Focus::Prompt && state.overlay.is_none() {
         // What is typed is shown.
         state.prompt.view = PromptView::Typed;
-        let changed = edit(&mut state.prompt.buffer);
+        let changed = state.prompt.edit(edit);
         params_changed(state, changed)
     } else {
         Vec::new()

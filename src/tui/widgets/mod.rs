@@ -10,4 +10,5 @@ pub mod prompt;
 pub mod status;
 pub mod stop_text;
 pub mod text;
+pub mod undo;
 pub mod wrap;
