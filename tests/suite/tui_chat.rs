@@ -292,6 +292,51 @@ fn the_conversation_dialog_adds_edits_recasts_and_deletes_turns_that_chat_runs_s
     assert!(matches!(&runs(&effects)[..], [(0, r)] if r.prompt == Prompt::raw("Once")));
 }
 
+/// Issue 34: a turn of the conversation could not hold a newline.
+#[test]
+fn ctrl_j_puts_a_newline_in_a_turn_and_nowhere_in_a_value() {
+    let mut s = state_sized(120, 30);
+    update(&mut s, Action::Engine(ModelId(0), loaded("instruct", true)));
+    update(&mut s, dialog(DialogAction::OpenConversation));
+    update(&mut s, dialog(DialogAction::AddTurn));
+    let keymap = KeyMap::default();
+    let newline = |s: &State, code, modifiers| {
+        keymap
+            .action(&s.modes(), KeyEvent::new(code, modifiers))
+            .unwrap()
+    };
+    type_in(&mut s, "Line one");
+    let ctrl_j = newline(&s, KeyCode::Char('j'), KeyModifiers::CONTROL);
+    assert_eq!(ctrl_j, Action::InsertNewline);
+    update(&mut s, ctrl_j.clone());
+    type_in(&mut s, "two");
+    update(&mut s, ctrl_j);
+    update(&mut s, Action::Paste("three\r\nfour".into()));
+    let screen = render(&s, &Theme::plain());
+    assert!(find(&screen, "Line one↵two↵three↵four").is_some());
+    update(&mut s, Action::CommitEdit);
+    assert_eq!(s.prompt.history[0].content, "Line one\ntwo\nthree\nfour");
+    let plain_enter = newline(&s, KeyCode::Enter, KeyModifiers::NONE);
+    assert_eq!(
+        plain_enter,
+        dialog(DialogAction::EditTurn),
+        "Enter still edits"
+    );
+    update(&mut s, Action::CloseOverlay);
+
+    // A value is one line: Ctrl+J leaves it alone.
+    s.focus = Focus::Params;
+    update(&mut s, Action::EditParam);
+    let ctrl_j = newline(&s, KeyCode::Char('j'), KeyModifiers::CONTROL);
+    assert!(update(&mut s, ctrl_j).is_empty());
+    let editor = s.comparison.params.editor.as_ref().unwrap();
+    assert!(
+        !editor.buffer.text.contains('\n'),
+        "{:?}",
+        editor.buffer.text
+    );
+}
+
 #[test]
 fn the_base_model_scores_a_chat_sample_and_the_footer_marks_whose_rendering_it_followed() {
     let mut s = chat_and_base();

@@ -221,6 +221,44 @@ fn two_parameter_sets_run_in_two_lanes_and_b_switches_the_one_edited() {
     assert!(find(&screen, "B:greedy · cpu · #0 seed 7").is_some());
 }
 
+/// Issue 34: `r` in A/B rolled the edited set's seed only, so the sides no longer shared seeds.
+#[test]
+fn r_in_a_b_rolls_both_sets_seeds_and_says_so() {
+    let mut s = state_sized(200, 50);
+    let greedy = SamplingParams::from_yaml("temperature: 0\nseed: 3").unwrap();
+    let params_b = ParamsState::new(Preset::built_in("greedy", greedy), 1);
+    s.comparison.compare(&["stories".into()], Some(params_b));
+    update(&mut s, Action::Engine(ModelId(0), loaded("stories", 11)));
+    s.focus = Focus::Params;
+    let r = samplab::tui::KeyMap::default()
+        .action(
+            &s.modes(),
+            crossterm::event::KeyEvent::new(
+                crossterm::event::KeyCode::Char('r'),
+                crossterm::event::KeyModifiers::NONE,
+            ),
+        )
+        .unwrap();
+    assert_eq!(r, Action::RollSeed);
+    let before = s.comparison.params.params.seed;
+    update(&mut s, r);
+    let seed = s.comparison.params.params.seed;
+    assert_ne!(seed, before);
+    assert_eq!(s.comparison.set_params(SetId::B).params.seed, seed);
+    let notice = format!("rolled seed {} for both sets, A and B", seed.unwrap());
+    assert_eq!(s.status.notice.as_deref(), Some(notice.as_str()));
+    let effects = update(&mut s, Action::DebounceElapsed);
+    let seeds: Vec<Option<u64>> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Run(_, request) => Some(request.params.seed),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(seeds, [seed, seed], "both sides run the new seed");
+    assert!(find(&render(&s, &Theme::plain()), &notice).is_some());
+}
+
 #[test]
 fn a_side_starting_later_rewraps_the_columns_already_shown() {
     let (mut s, a, b) = two_models();

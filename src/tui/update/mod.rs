@@ -88,6 +88,17 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         }
         Action::RollSeed => {
             let changed = state.comparison.params.roll_seed();
+            let seed = state.comparison.params.params.seed;
+            if let (true, Some(other), Some(seed)) =
+                (changed, &mut state.comparison.other_set, seed)
+            {
+                // Both sets sample from the same seeds, so that their columns stay comparable
+                // sample by sample.
+                other.set_seed(Some(seed));
+                state
+                    .status
+                    .notify(format!("rolled seed {seed} for both sets, A and B"));
+            }
             params_changed(state, changed)
         }
         Action::ToggleChat => chat_mode::toggle(state),
@@ -113,30 +124,24 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             b.insert(c.encode_utf8(&mut [0; 4]));
             true
         }),
+        Action::InsertNewline if one_line_field(state) => Vec::new(),
         Action::InsertNewline => edit_text(state, |b| {
             b.insert("\n");
             true
         }),
         Action::Paste(text) => {
-            if state.comparison.params.editor.is_some()
-                || matches!(
-                    state.overlay,
-                    Some(Overlay::Save(_) | Overlay::Models(_) | Overlay::Conversation(_))
-                )
-            {
-                // A value is one line: newlines would only make it invalid.
-                let line = text.replace(['\r', '\n'], " ");
-                edit_text(state, |b| {
-                    b.insert(&line);
-                    true
-                })
-            } else if state.focus == Focus::Prompt && state.overlay.is_none() {
-                state.prompt.view = PromptView::Typed;
-                state.prompt.paste(&text);
-                params_changed(state, true)
+            // Windows and old-Mac line ends become plain newlines, and in a one-line field
+            // spaces: newlines would only make a value invalid.
+            let text = text.replace("\r\n", "\n").replace('\r', "\n");
+            let text = if one_line_field(state) {
+                text.replace('\n', " ")
             } else {
-                Vec::new()
-            }
+                text
+            };
+            edit_text(state, |b| {
+                b.insert(&text);
+                true
+            })
         }
         Action::DeleteBack => edit_text(state, TextBuffer::delete_back),
         Action::DeleteForward => edit_text(state, TextBuffer::delete_forward),
@@ -359,6 +364,16 @@ fn inspecting_prompt_tokens(state: &State) -> bool {
         && state.comparison.params.editor.is_none()
         && state.prompt.view == PromptView::Tokens
         && state.seen_prompt().is_some()
+}
+
+/// The text being edited is one line: a value, a preset name or a path, a model; the prompt
+/// and a conversation's turns take newlines.
+fn one_line_field(state: &State) -> bool {
+    match &state.overlay {
+        Some(Overlay::Save(_) | Overlay::Models(_)) => true,
+        Some(Overlay::Conversation(dialog)) if dialog.editor.is_some() => false,
+        _ => state.comparison.params.editor.is_some(),
+    }
 }
 
 /// `edit` says whether the text changed, and a changed prompt re-runs.

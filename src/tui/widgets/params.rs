@@ -259,8 +259,14 @@ impl ParamsState {
     }
 
     pub fn roll_seed(&mut self) -> bool {
+        let seed = self.next_seed();
+        self.set_seed(Some(seed))
+    }
+
+    /// Takes `seed`; whether it changed.
+    pub fn set_seed(&mut self, seed: Option<u64>) -> bool {
         let mut p = self.params.clone();
-        p.seed = Some(self.next_seed());
+        p.seed = seed;
         self.apply(p)
     }
 

@@ -84,15 +84,6 @@ impl PromptState {
         &self.buffer.text
     }
 
-    /// Pasted text with Windows and old-Mac line ends made plain newlines.
-    pub fn paste(&mut self, text: &str) {
-        let text = text.replace("\r\n", "\n").replace('\r', "\n");
-        self.edit(|b| {
-            b.insert(&text);
-            true
-        });
-    }
-
     /// Applies `change` (which says whether the text changed) so that Ctrl+Z can take it
     /// back; returns whether the text changed.
     pub fn edit(&mut self, change: impl FnOnce(&mut TextBuffer) -> bool) -> bool {
@@ -557,12 +548,5 @@ mod tests {
         );
         assert!(token_detail(&tokens, Some(scores), 0).contains("the first token"));
         assert!(token_detail(&tokens, None, 2).contains("set prompt_logprobs"));
-    }
-
-    #[test]
-    fn paste_normalises_line_ends() {
-        let mut p = PromptState::new("x");
-        p.paste("a\r\nb\rc");
-        assert_eq!(p.text(), "xa\nb\nc");
     }
 }
