@@ -26,7 +26,9 @@ pub fn write(
     // creates (0666 less the umask), as `std::fs::write` would make it.
     #[cfg(unix)]
     builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-    let mut temp = builder.tempfile_in(dir)?;
+    let mut temp = builder
+        .tempfile_in(dir)
+        .map_err(|e| in_directory(dir, e.kind()))?;
     contents(temp.as_file_mut())?;
     temp.as_file().sync_all()?;
     if overwrite {
@@ -35,6 +37,16 @@ pub fn write(
         temp.persist_noclobber(path).map_err(|e| e.error)?;
     }
     sync_dir(dir)
+}
+
+/// Why no file could be made in `dir`, naming the directory: the temporary file's error names
+/// a hidden name the user never typed.
+fn in_directory(dir: &Path, kind: io::ErrorKind) -> io::Error {
+    let why = match kind {
+        io::ErrorKind::NotFound => format!("the directory {} does not exist", dir.display()),
+        other => format!("cannot create a file in {}: {other}", dir.display()),
+    };
+    io::Error::new(kind, why)
 }
 
 /// Prefix and suffix of the temporary files [`write`] makes.
@@ -171,5 +183,12 @@ mod tests {
         let path = dir.path().join("no/such/dir/a.yaml");
         let err = write(&path, true, |f| f.write_all(b"x")).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        let message = err.to_string();
+        let dir = dir.path().join("no/such/dir");
+        assert_eq!(
+            message,
+            format!("the directory {} does not exist", dir.display()),
+            "the directory is named, not the hidden temporary file"
+        );
     }
 }

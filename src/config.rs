@@ -29,9 +29,10 @@ pub fn themes_dir(config: &Path) -> PathBuf {
     config.join("themes")
 }
 
-/// The `*.yaml` files a user keeps in `dir` (presets, themes) with their names, sorted by
-/// name; hidden files (editors' temporaries) are skipped, and a missing directory has none.
-pub fn yaml_files(dir: &Path) -> io::Result<Vec<(String, PathBuf)>> {
+/// The files a user keeps in `dir` (presets, themes) whose extension is one of `extensions`,
+/// with their names (the file stem), sorted by name and then in the order of `extensions`;
+/// hidden files (editors' temporaries) are skipped, and a missing directory has none.
+pub fn user_files(dir: &Path, extensions: &[&str]) -> io::Result<Vec<(String, PathBuf)>> {
     let entries = match std::fs::read_dir(dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         entries => entries?,
@@ -42,11 +43,19 @@ pub fn yaml_files(dir: &Path) -> io::Result<Vec<(String, PathBuf)>> {
         let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
             continue;
         };
-        if path.extension().is_some_and(|e| e == "yaml") && !name.starts_with('.') && path.is_file()
+        let rank = path
+            .extension()
+            .and_then(|e| extensions.iter().position(|&x| e == x));
+        if let Some(rank) = rank
+            && !name.starts_with('.')
+            && path.is_file()
         {
-            found.push((name.to_owned(), path));
+            found.push((name.to_owned(), rank, path));
         }
     }
     found.sort();
-    Ok(found)
+    Ok(found
+        .into_iter()
+        .map(|(name, _, path)| (name, path))
+        .collect())
 }

@@ -1,5 +1,7 @@
 //! User presets: one `<name>.yaml` per preset in a directory the user owns
-//! (`<config dir>/presets`), holding only the non-default keys and written atomically.
+//! (`<config dir>/presets`), holding only the non-default keys and written atomically. A
+//! `<name>.json` the user put there is a preset too; where both exist the `.yaml` is the one a
+//! name finds.
 
 use crate::atomic_file;
 use crate::config;
@@ -8,7 +10,9 @@ use crate::presets::{self, MODEL_PRESET, Preset, PresetError};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-const EXTENSION: &str = "yaml";
+/// The extensions of preset files, the one a name finds first when both exist first; saving
+/// writes the first.
+const EXTENSIONS: [&str; 2] = ["yaml", "json"];
 /// Well below the 255 bytes most file systems allow for a file name.
 const MAX_NAME_CHARS: usize = 64;
 
@@ -26,6 +30,17 @@ pub struct UserPreset {
     pub name: String,
     pub path: PathBuf,
     pub params: Result<SamplingParams, String>,
+    /// The file of the same name that the name finds instead (a `.yaml` beside this `.json`).
+    pub shadowed_by: Option<PathBuf>,
+}
+
+impl UserPreset {
+    /// What a listing says beside a shadowed file, so that its values are not taken for the
+    /// ones the name loads.
+    pub fn note(&self) -> Option<String> {
+        let by = self.shadowed_by.as_ref()?.file_name()?.to_string_lossy();
+        Some(format!("shadowed by {by}, which the name loads"))
+    }
 }
 
 /// Why a name cannot be saved under; each says what would be right.
@@ -92,20 +107,37 @@ impl PresetStore {
         Self { dir: dir.into() }
     }
 
+    /// Where preset `name` is saved.
     pub fn path(&self, name: &str) -> PathBuf {
-        self.dir.join(format!("{name}.{EXTENSION}"))
+        self.path_with(name, EXTENSIONS[0])
     }
 
-    /// Whether `path` is one of this store's files (and so can be saved over by name).
+    fn path_with(&self, name: &str, extension: &str) -> PathBuf {
+        self.dir.join(format!("{name}.{extension}"))
+    }
+
+    /// Whether `path` is one of this store's files that saving by name writes (and so can be
+    /// saved over by name).
     pub fn holds(&self, path: &Path) -> bool {
         path.parent() == Some(self.dir.as_path())
-            && path.extension().is_some_and(|e| e == EXTENSION)
+            && path.extension().is_some_and(|e| e == EXTENSIONS[0])
     }
 
-    /// Every `*.yaml` in the directory, sorted by name; a missing directory has none.
+    /// The preset files with their names, sorted by name, a `.yaml` before a `.json` of the
+    /// same name; a missing directory has none.
+    pub fn files(&self) -> io::Result<Vec<(String, PathBuf)>> {
+        config::user_files(&self.dir, &EXTENSIONS)
+    }
+
+    /// Every preset file, read and checked, sorted as [`Self::files`]; a `.json` that a `.yaml`
+    /// of the same name shadows is listed too, saying so.
     pub fn list(&self) -> io::Result<Vec<UserPreset>> {
-        let mut found = Vec::new();
-        for (name, path) in config::yaml_files(&self.dir)? {
+        let mut found: Vec<UserPreset> = Vec::new();
+        for (name, path) in self.files()? {
+            let shadowed_by = found
+                .last()
+                .filter(|before| before.name == name)
+                .map(|before| before.path.clone());
             let params = match reserved(&name) {
                 Err(e) => Err(format!("{e}: rename the file to use it")),
                 Ok(()) => presets::load_file(&path)
@@ -115,15 +147,23 @@ impl PresetStore {
                         other => other.to_string(),
                     }),
             };
-            found.push(UserPreset { name, path, params });
+            found.push(UserPreset {
+                name,
+                path,
+                params,
+                shadowed_by,
+            });
         }
         Ok(found)
     }
 
-    /// The user preset called `name`, if its file exists.
+    /// The user preset called `name`, if its file exists: the `.yaml`, else the `.json`.
     pub fn find(&self, name: &str) -> Option<Result<Preset, PresetError>> {
-        let path = self.path(name);
-        path.is_file().then(|| presets::load_file(&path))
+        EXTENSIONS
+            .iter()
+            .map(|extension| self.path_with(name, extension))
+            .find(|path| path.is_file())
+            .map(|path| presets::load_file(&path))
     }
 
     /// Writes `params` (only their non-default keys) as preset `name`. Without `overwrite` an
@@ -222,6 +262,30 @@ mod tests {
 
         let missing = PresetStore::new(dir.path().join("none"));
         assert_eq!(missing.list().unwrap(), []);
+    }
+
+    #[test]
+    fn json_presets_are_listed_and_found_after_a_yaml_of_the_same_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = PresetStore::new(dir.path());
+        std::fs::write(dir.path().join("pasted.json"), r#"{"top_p": 0.5}"#).unwrap();
+        std::fs::write(dir.path().join("mine.json"), r#"{"top_k": 9}"#).unwrap();
+        std::fs::write(dir.path().join("mine.yaml"), "top_k: 7\n").unwrap();
+        let listed = store.list().unwrap();
+        let files: Vec<String> = listed
+            .iter()
+            .map(|p| p.path.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(files, ["mine.yaml", "mine.json", "pasted.json"]);
+        assert_eq!(listed[0].note(), None);
+        assert_eq!(
+            listed[1].note().as_deref(),
+            Some("shadowed by mine.yaml, which the name loads")
+        );
+        assert_eq!(listed[1].params.as_ref().unwrap().top_k, 9);
+        assert_eq!(listed[2].note(), None);
+        assert_eq!(store.find("mine").unwrap().unwrap().params.top_k, 7);
+        assert_eq!(store.find("pasted").unwrap().unwrap().params.top_p, 0.5);
     }
 
     #[test]

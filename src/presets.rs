@@ -148,13 +148,13 @@ pub fn resolve(name_or_path: &str, user: Option<&PresetStore>) -> Result<Preset,
 /// `; user presets in DIR are a, b` for a not-found message.
 fn user_presets_hint(store: &PresetStore) -> String {
     // Names only: a broken or huge file must not slow down or break a message about another.
-    let names = match crate::config::yaml_files(&store.dir) {
+    let names = match store.files() {
         Ok(files) if files.is_empty() => "none yet".to_owned(),
-        Ok(files) => files
-            .into_iter()
-            .map(|(name, _)| name)
-            .collect::<Vec<_>>()
-            .join(", "),
+        Ok(files) => {
+            let mut names: Vec<String> = files.into_iter().map(|(name, _)| name).collect();
+            names.dedup();
+            names.join(", ")
+        }
         Err(e) => format!("unreadable ({e})"),
     };
     format!("; user presets in {} are {names}", store.dir.display())

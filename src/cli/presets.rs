@@ -15,7 +15,7 @@ pub enum PresetsCommand {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// List the built-in presets and the saved ones with their values.
+    /// List the built-in presets and the user's (.yaml and .json) with their values.
     List,
 }
 
@@ -36,9 +36,14 @@ pub fn run(command: PresetsCommand) -> anyhow::Result<ExitCode> {
                 println!("\nsaved in {}:", store.dir.display());
             }
             for preset in saved {
+                // A shadowed file is named by its file, which is all that tells it apart.
+                let label = match (preset.note(), preset.path.file_name()) {
+                    (Some(note), Some(file)) => format!("{} ({note})", file.to_string_lossy()),
+                    _ => preset.name.clone(),
+                };
                 match &preset.params {
-                    Ok(params) => print_preset(&preset.name, params),
-                    Err(e) => println!("{}: error: {}", preset.name, escape_controls(e)),
+                    Ok(params) => print_preset(&label, params),
+                    Err(e) => println!("{label}: error: {}", escape_controls(e)),
                 }
             }
             Ok(ExitCode::SUCCESS)

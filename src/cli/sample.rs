@@ -18,7 +18,8 @@ use samplab::response::{
     CrossScore, ResponseShape, SampleResponse, Trajectory, mean_and_perplexity, stop_label,
 };
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::mpsc::Receiver;
 
@@ -37,8 +38,16 @@ pub struct SampleArgs {
     #[command(flatten)]
     precision: super::ActivationsArg,
     /// The prompt text (with --messages: the last user message, for plain output only).
-    #[arg(long, required_unless_present = "messages", default_value = "")]
+    #[arg(
+        long,
+        required_unless_present_any = ["messages", "prompt_file"],
+        default_value = ""
+    )]
     prompt: String,
+    /// Read the prompt from a file instead (`-`: standard input), UTF-8 text as it is but for
+    /// one newline at its end, which editors add (as llama.cpp's -f drops it).
+    #[arg(long, value_name = "PATH", conflicts_with = "prompt")]
+    prompt_file: Option<PathBuf>,
     /// Send the prompt as one user message through the model's chat template; a model without
     /// one gets the raw prompt, with a warning.
     #[arg(long)]
@@ -53,7 +62,7 @@ pub struct SampleArgs {
     /// models each renders it with its own template, and scores the others' samples after
     /// that rendering.
     #[arg(long, value_name = "FILE")]
-    messages: Option<std::path::PathBuf>,
+    messages: Option<PathBuf>,
     /// A built-in preset name, a preset file, or `model` for the model's own generation
     /// defaults; `--set` values apply on top.
     #[arg(long)]
@@ -109,6 +118,9 @@ pub fn run(mut args: SampleArgs) -> anyhow::Result<ExitCode> {
         args.preset.as_deref().filter(|_| !model_defaults),
         &args.sets,
     )?;
+    if let Some(path) = &args.prompt_file {
+        args.prompt = read_prompt_file(path)?;
+    }
     let conversation = match &args.messages {
         Some(path) => read_conversation(path)?,
         None => Vec::new(),
@@ -412,7 +424,41 @@ fn wait_for_scores(scorer: &Finished) -> anyhow::Result<Result<Vec<CrossScore>, 
 /// can be told apart. `model` is the name the engine reports once loaded (as `loaded` and the
 /// responses name it), the `--model` value before; `loaded` names it itself.
 /// A `--messages` file: a list of `{role, content}` messages, at least one.
-fn read_conversation(path: &std::path::Path) -> anyhow::Result<Vec<Message>> {
+/// `--prompt-file`'s text; errors name the file and say what is wrong with it.
+fn read_prompt_file(path: &Path) -> anyhow::Result<String> {
+    let (bytes, shown) = if path == Path::new("-") {
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut bytes)
+            .map_err(|e| anyhow::anyhow!("cannot read the prompt from standard input: {e}"))?;
+        (bytes, "standard input".to_owned())
+    } else {
+        let shown = format!("the prompt file {}", path.display());
+        let bytes = samplab::regular_file::check(path)
+            .and_then(|()| std::fs::read(path))
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => anyhow::anyhow!("{shown} does not exist"),
+                _ => anyhow::anyhow!("cannot read {shown}: {e}"),
+            })?;
+        (bytes, shown)
+    };
+    let mut text = String::from_utf8(bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "{shown} is not UTF-8 text (byte {} is not valid UTF-8): convert it, e.g. with \
+             `iconv -t UTF-8`",
+            e.utf8_error().valid_up_to()
+        )
+    })?;
+    if text.ends_with('\n') {
+        text.pop();
+        if text.ends_with('\r') {
+            text.pop();
+        }
+    }
+    Ok(text)
+}
+
+fn read_conversation(path: &Path) -> anyhow::Result<Vec<Message>> {
     let shown = path.display();
     let text = samplab::regular_file::read_to_string(path)
         .map_err(|e| anyhow::anyhow!("cannot read the messages file {shown}: {e}"))?;

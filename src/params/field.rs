@@ -28,6 +28,11 @@ impl FieldSpec {
     pub fn exported_by(&self) -> Engines {
         self.exported.unwrap_or(self.engines)
     }
+
+    /// The value that turns the parameter off, parsed from its row.
+    pub fn off_value(&self) -> Option<serde_yaml_ng::Value> {
+        self.off.and_then(|text| serde_yaml_ng::from_str(text).ok())
+    }
 }
 
 /// How the playground moves a parameter.

@@ -319,6 +319,18 @@ impl SamplingParams {
         }
         params
     }
+
+    /// Whether `field` is at the value its row names as off (in canonical spelling, so that
+    /// `top_k: 0` is off as -1 is); a field without an off value never is.
+    pub fn is_off(&self, field: Field) -> bool {
+        let Some(off) = field.spec().off_value() else {
+            return false;
+        };
+        match (self.normalized().get(field), off) {
+            (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
+            (value, off) => value == off,
+        }
+    }
 }
 
 impl<'de> Deserialize<'de> for SamplingParams {

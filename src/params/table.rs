@@ -235,6 +235,7 @@ params_table! {
     RepeatLastN repeat_last_n: i32 = 64, FieldSpec {
         bounds: Some(Bounds::at_least(-1.0)),
         valid: "must be -1 (the whole context), 0 (penalties off) or >= 1",
+        off: Some("0"),
         ..spec("repeat_n", Engines::LLAMA_CPP, Knob::Doubling { max: DOUBLING_MAX, vocab: false })
     };
     /// EOS and stop token ids cannot be drawn before this many tokens.
@@ -312,6 +313,7 @@ params_table! {
     DryPenaltyLastN dry_penalty_last_n: i32 = -1, FieldSpec {
         bounds: Some(Bounds::at_least(-1.0)),
         valid: "must be -1 (the whole context), 0 (off) or >= 1",
+        off: Some("0"),
         ..spec("dry_last_n", Engines::LLAMA_CPP, Knob::Doubling { max: DOUBLING_MAX, vocab: false })
     };
     /// DRY: strings that end a repeated sequence.

@@ -33,6 +33,36 @@ impl Focus {
     }
 }
 
+/// A move of a list's selection (parameters, presets, models, turns): ↑/↓ step, PgUp/PgDn
+/// page, Home/End go to the ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListMove {
+    Step(i32),
+    Page(i32),
+    First,
+    Last,
+}
+
+impl ListMove {
+    /// Where selection `at` goes in a list of `len` rows, `page` of them shown. Steps wrap
+    /// round the ends when `wrap`; pages and Home/End stop there.
+    pub fn apply(self, at: usize, len: usize, page: usize, wrap: bool) -> usize {
+        let Some(last) = len.checked_sub(1) else {
+            return 0;
+        };
+        let by = |delta: i64| (at as i64).saturating_add(delta).clamp(0, last as i64) as usize;
+        match self {
+            ListMove::First => 0,
+            ListMove::Last => last,
+            ListMove::Step(delta) if wrap => {
+                (at as i64 + i64::from(delta)).rem_euclid(len as i64) as usize
+            }
+            ListMove::Step(delta) => by(i64::from(delta)),
+            ListMove::Page(pages) => by(i64::from(pages) * page.max(1) as i64),
+        }
+    }
+}
+
 /// User intent or outside news; the only input `update` knows.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
@@ -47,7 +77,9 @@ pub enum Action {
     CloseOverlay,
     /// Re-run now, skipping the debounce.
     Rerun,
-    SelectParam(i32),
+    /// Move the selection of the list that has the keys: the open picker's or dialog's, else
+    /// the parameters'.
+    Select(ListMove),
     /// Move the selected parameter by `steps`; `coarse` takes the field's big step.
     NudgeParam {
         steps: i32,
@@ -73,6 +105,10 @@ pub enum Action {
     Paste(String),
     DeleteBack,
     DeleteForward,
+    /// Empty the text being edited (the prompt, a value, a name).
+    ClearText,
+    /// Take back the prompt's last edit.
+    Undo,
     CursorLeft,
     CursorRight,
     CursorUp,
@@ -149,8 +185,6 @@ pub enum BranchAction {
 #[derive(Debug, Clone, PartialEq)]
 pub enum DialogAction {
     OpenPresets,
-    /// Move the picker's selection.
-    PickerMove(i32),
     /// Load the preset under the picker's selection.
     LoadPreset,
     /// Ask for a name to save the params under.
@@ -173,14 +207,12 @@ pub enum DialogAction {
     CycleResultsShape,
     /// The model picker: the models compared, and others to add.
     OpenModels,
-    ModelsMove(i32),
     /// Add the typed or selected model.
     AddModel,
     /// Remove the selected loaded model.
     RemoveModel,
     /// The conversation: a system message and earlier turns before the prompt.
     OpenConversation,
-    TurnsMove(i32),
     /// Edit the selected turn's text.
     EditTurn,
     /// A new turn after the selected one.
@@ -252,4 +284,30 @@ pub enum Effect {
         shape: ResponseShape,
         prompt: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_moves_step_page_and_jump_within_the_list() {
+        use ListMove::*;
+        assert_eq!(Step(1).apply(4, 5, 3, false), 4, "stops at the end");
+        assert_eq!(Step(1).apply(4, 5, 3, true), 0, "or wraps round");
+        assert_eq!(Step(-1).apply(0, 5, 3, true), 4);
+        assert_eq!(Page(1).apply(0, 10, 4, true), 4, "pages never wrap");
+        assert_eq!(Page(1).apply(8, 10, 4, true), 9);
+        assert_eq!(Page(-1).apply(2, 10, 4, false), 0);
+        assert_eq!(
+            Page(1).apply(0, 10, 0, false),
+            1,
+            "a page is a row at least"
+        );
+        assert_eq!(
+            (First.apply(7, 10, 4, true), Last.apply(0, 10, 4, true)),
+            (0, 9)
+        );
+        assert_eq!(Last.apply(0, 0, 4, true), 0, "an empty list");
+    }
 }

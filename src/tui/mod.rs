@@ -21,7 +21,7 @@ mod update;
 mod view;
 mod widgets;
 
-pub use action::{Action, BranchAction, DialogAction, Effect, Focus, Outcome};
+pub use action::{Action, BranchAction, DialogAction, Effect, Focus, ListMove, Outcome};
 pub use app::{App, EngineHandle};
 pub use comparison::{Comparison, ModelId, SetId, Side, SideId};
 pub use effects::clipboard::osc52;

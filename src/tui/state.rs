@@ -14,7 +14,7 @@ use crate::tui::widgets::columns::Columns;
 use crate::tui::widgets::layout::Grid;
 use crate::tui::widgets::params::ParamsState;
 use crate::tui::widgets::prompt::{PromptScores, PromptState, SeenPrompt};
-use crate::tui::widgets::status::{ModelStatus, StatusState};
+use crate::tui::widgets::status::{ModelSlot, StatusState};
 use ratatui::layout::Rect;
 
 /// Panels drawn over everything; they take input first.
@@ -60,11 +60,11 @@ impl State {
         Grid::on_screen(self.size, self.columns.columns.len())
     }
 
-    /// Starts on the params, where most keys go (and `q` quits rather than typing), with a run
-    /// owed as soon as the model is ready.
+    /// Starts in the prompt box, so that the first keys typed are text rather than commands
+    /// (Esc or Tab leave it), with a run owed as soon as the model is ready.
     pub fn new(prompt: &str, params: ParamsState, size: Rect) -> Self {
         Self {
-            focus: Focus::Params,
+            focus: Focus::Prompt,
             overlay: None,
             prompt: PromptState::new(prompt),
             columns: Columns::default(),
@@ -82,10 +82,11 @@ impl State {
     /// else a run that failed and was not followed by another. The playground then exits
     /// non-zero.
     pub fn failure(&self) -> Option<String> {
-        let model = self.comparison.models.iter().find_map(|m| match &m.status {
-            ModelStatus::Failed(why) => Some(format!("cannot load model {}: {why}", m.spec)),
-            _ => None,
-        });
+        let model = self
+            .comparison
+            .models
+            .iter()
+            .find_map(ModelSlot::load_error);
         let run = || {
             let error = self
                 .comparison
@@ -95,6 +96,15 @@ impl State {
             Some(format!("the last run failed: {error}"))
         };
         model.or_else(run)
+    }
+
+    /// Some model's last run got no tokens from the prompt (it is empty and the model adds no
+    /// BOS token): nothing to sample from until a prompt is typed.
+    pub fn awaits_prompt(&self) -> bool {
+        self.comparison
+            .sides
+            .iter()
+            .any(|side| !side.active && side.seen.as_ref().is_some_and(SeenPrompt::is_empty))
     }
 
     /// What the model of the cursor's side (the first side before any column) saw of the
@@ -132,7 +142,7 @@ impl State {
             Some(Overlay::Help) => return vec![Mode::Help],
             Some(Overlay::Messages) => return vec![Mode::Messages, Mode::Dialog],
             Some(Overlay::Stats) => return vec![Mode::Stats, Mode::Dialog],
-            Some(Overlay::Presets(_)) => return vec![Mode::Presets, Mode::Dialog],
+            Some(Overlay::Presets(_)) => return vec![Mode::Presets, Mode::List, Mode::Dialog],
             Some(Overlay::Save(prompt)) if prompt.confirm.is_some() => {
                 return vec![Mode::Confirm, Mode::Dialog];
             }
@@ -141,20 +151,22 @@ impl State {
             }
             Some(Overlay::Export(_)) => return vec![Mode::Export, Mode::Dialog],
             Some(Overlay::Models(_)) => {
-                return vec![Mode::Models, Mode::TextField, Mode::Dialog];
+                return vec![Mode::Models, Mode::List, Mode::TextField, Mode::Dialog];
             }
             Some(Overlay::Conversation(dialog)) if dialog.editor.is_some() => {
                 return vec![Mode::ParamEdit, Mode::TextField, Mode::Dialog];
             }
-            Some(Overlay::Conversation(_)) => return vec![Mode::Conversation, Mode::Dialog],
+            Some(Overlay::Conversation(_)) => {
+                return vec![Mode::Conversation, Mode::List, Mode::Dialog];
+            }
             None => {}
         }
         if self.comparison.params.editor.is_some() {
             return vec![Mode::ParamEdit, Mode::TextField, Mode::Global];
         }
         match self.focus {
-            Focus::Prompt => vec![Mode::Prompt, Mode::Global],
-            Focus::Params => vec![Mode::Params, Mode::Navigate, Mode::Global],
+            Focus::Prompt => vec![Mode::Prompt, Mode::TextField, Mode::Global],
+            Focus::Params => vec![Mode::Params, Mode::List, Mode::Navigate, Mode::Global],
             Focus::Columns => vec![Mode::Columns, Mode::Navigate, Mode::Global],
         }
     }

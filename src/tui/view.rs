@@ -89,6 +89,7 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
                 key(Action::Quit)
             ))
         }
+        None if state.awaits_prompt() => columns::Empty::AwaitsPrompt,
         None => columns::Empty::Waiting,
     };
     let sides = columns::Sides {

@@ -80,6 +80,30 @@ fn presets_list_shows_the_historical_presets_and_the_saved_ones() {
     assert!(text.contains("`top_k`"), "{text}");
 }
 
+/// Issue 34: `.json` presets were validated but never listed.
+#[test]
+fn presets_list_shows_json_presets_and_notes_one_a_yaml_shadows() {
+    let config = tempfile::tempdir().unwrap();
+    let dir = config.path().join("presets");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("pasted.json"), r#"{"top_p": 0.5}"#).unwrap();
+    std::fs::write(dir.join("mine.yaml"), "top_k: 7\n").unwrap();
+    std::fs::write(dir.join("mine.json"), r#"{"top_k": 9}"#).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_samplab"))
+        .args(["presets", "list"])
+        .env("SAMPLAB_CONFIG_DIR", config.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("pasted:\n  top_p: 0.5"), "{text}");
+    assert!(text.contains("mine:\n  top_k: 7"), "{text}");
+    assert!(
+        text.contains("mine.json (shadowed by mine.yaml, which the name loads):\n  top_k: 9"),
+        "{text}"
+    );
+}
+
 #[test]
 fn export_writes_each_format_and_rejects_a_bad_preset() {
     let preset = concat!(env!("CARGO_MANIFEST_DIR"), "/presets/balanced.yaml");
@@ -413,6 +437,67 @@ fn the_playground_checks_its_preset_before_taking_the_terminal() {
 
 /// Issue 14 item 7: `--chat` on a model without a template is not ignored silently: the model
 /// gets the raw prompt and stderr says so; a conversation it cannot render is an error.
+/// Issue 34: a long prompt had to fit on the command line.
+#[test]
+fn sample_reads_the_prompt_from_a_file_or_standard_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prompt.txt");
+    std::fs::write(&file, "Once upon a time\n").unwrap();
+    let args = ["sample", "--set", "max_tokens=3", "--json", "--prompt-file"];
+    let prompt_of = |out: &Output| {
+        assert!(out.status.success(), "{}", stderr(out));
+        let response: samplab::response::SampleResponse =
+            serde_json::from_slice(&out.stdout).unwrap();
+        response.prompt.unwrap().text
+    };
+    let out = samplab(&[&args[..], &[file.to_str().unwrap()]].concat());
+    assert_eq!(prompt_of(&out), "Once upon a time", "the last newline goes");
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_samplab"))
+        .args([&args[..], &["-"]].concat())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all("Two lines,\nfrom a pipe".as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(prompt_of(&out), "Two lines,\nfrom a pipe");
+
+    let missing = dir.path().join("none.txt");
+    let out = samplab(&["sample", "--prompt-file", missing.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert_eq!(
+        stderr(&out).trim(),
+        format!(
+            "samplab: the prompt file {} does not exist",
+            missing.display()
+        )
+    );
+    let latin1 = dir.path().join("latin1.txt");
+    std::fs::write(&latin1, b"caf\xe9").unwrap();
+    let out = samplab(&["sample", "--prompt-file", latin1.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let message = stderr(&out);
+    assert!(
+        message.contains("latin1.txt is not UTF-8 text (byte 3 is not valid UTF-8)"),
+        "{message}"
+    );
+    let out = samplab(&["sample", "--prompt", "x", "--prompt-file", "-"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("cannot be used with"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn sample_chat_on_a_model_without_a_template_warns_and_sends_the_raw_prompt() {
     let Some(model) = common::test_model() else {

@@ -15,8 +15,8 @@ use samplab::params::{Field, SamplingParams};
 use samplab::presets::Preset;
 use samplab::response::{StopMatched, StopReason};
 use samplab::tui::{
-    Action, App, Effect, EngineHandle, Focus, KeyMap, ModelId, Overlay, ParamsState, State,
-    TextBuffer, Theme, areas, update, value_text,
+    Action, App, Effect, EngineHandle, Focus, KeyMap, ListMove, ModelId, Overlay, ParamsState,
+    State, TextBuffer, Theme, areas, update, value_text,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -281,12 +281,6 @@ fn r_rolls_a_new_fixed_seed() {
 #[test]
 fn tab_cycles_focus_and_closes_the_editor() {
     let mut s = state();
-    assert_eq!(
-        s.focus,
-        Focus::Params,
-        "a new playground starts on the params"
-    );
-    update(&mut s, Action::FocusPrev);
     assert_eq!(s.focus, Focus::Prompt);
     update(&mut s, Action::FocusNext);
     assert_eq!(s.focus, Focus::Params);
@@ -298,6 +292,70 @@ fn tab_cycles_focus_and_closes_the_editor() {
     assert_eq!(s.focus, Focus::Prompt);
     update(&mut s, Action::FocusPrev);
     assert_eq!(s.focus, Focus::Columns);
+}
+
+/// Issue 34: the playground opened on the params, so that a first `q` or `s` typed as a
+/// prompt quit or saved.
+#[test]
+fn a_new_playground_starts_in_the_prompt_and_the_first_keys_are_text() {
+    let mut s = state();
+    assert_eq!(s.focus, Focus::Prompt);
+    let keys = KeyMap::default();
+    for c in ['q', 's', 'p'] {
+        let key = KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE);
+        assert_eq!(keys.action(&s.modes(), key), Some(Action::InsertChar(c)));
+    }
+    let esc = KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE);
+    let leave = keys.action(&s.modes(), esc).unwrap();
+    update(&mut s, leave);
+    assert_eq!(s.focus, Focus::Params, "Esc leaves the prompt");
+    let q = KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE);
+    assert_eq!(keys.action(&s.modes(), q), Some(Action::Quit));
+}
+
+/// Issue 34: an empty prompt on a model without BOS opened on an error about the prompt.
+#[test]
+fn an_empty_prompt_the_model_cannot_start_from_asks_for_a_prompt_not_an_error() {
+    let mut s = state();
+    while !s.prompt.text().is_empty() {
+        update(&mut s, Action::DeleteBack);
+    }
+    let screen = render(&s, &Theme::dark());
+    let prompt = areas(s.size).prompt;
+    assert_eq!(
+        find(&screen, "type a prompt"),
+        Some((prompt.x + 1, prompt.y + 1)),
+        "the empty box says what to do"
+    );
+    let effects = update(&mut s, Action::Engine(ModelId(0), loaded()));
+    let [Effect::Run(_, request)] = &effects[..] else {
+        panic!("{effects:?}");
+    };
+    let id = request.run_id;
+    let prompted = Event::Prompted {
+        run_id: id,
+        rendered: None,
+        tokens: Vec::new(),
+    };
+    update(&mut s, Action::Engine(ModelId(0), prompted));
+    let error = Event::Error {
+        run_id: id,
+        message: "the prompt is empty and the model adds no BOS token: type some text".into(),
+    };
+    update(&mut s, Action::Engine(ModelId(0), error));
+    assert_eq!(s.status.error, None);
+    assert_eq!(s.failure(), None, "quitting now is no failure");
+    let screen = render(&s, &Theme::dark());
+    assert!(find(&screen, "type a prompt: the model needs text").is_some());
+    assert!(find(&screen, "error").is_none(), "{}", row(&screen, 23));
+
+    let effects = update(&mut s, Action::InsertChar('A'));
+    assert!(effects.contains(&Effect::ScheduleRun));
+    let screen = render(&s, &Theme::dark());
+    assert!(
+        find(&screen, "│A ").is_some(),
+        "the text replaces the placeholder"
+    );
 }
 
 #[test]
@@ -323,6 +381,83 @@ fn prompt_edits_and_pastes_rerun() {
     s.focus = Focus::Columns;
     assert!(update(&mut s, Action::InsertChar('x')).is_empty());
     assert_eq!(s.prompt.text(), "Once!a\nb");
+}
+
+/// Issue 34: the prompt box had no undo and no clear (a 3 KB paste took 3,300 Backspaces).
+#[test]
+fn ctrl_z_takes_back_the_prompts_last_edits_and_ctrl_u_clears_it() {
+    let mut s = running();
+    let keys = KeyMap::default();
+    let ctrl = |s: &State, c| {
+        let key = KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL);
+        keys.action(&s.modes(), key).unwrap()
+    };
+    type_text(&mut s, " upon");
+    update(&mut s, Action::Paste(" a time".into()));
+    let clear = ctrl(&s, 'u');
+    assert_eq!(clear, Action::ClearText);
+    let effects = update(&mut s, clear);
+    assert_eq!(s.prompt.text(), "");
+    assert!(effects.contains(&Effect::ScheduleRun), "a change re-runs");
+    let undo = ctrl(&s, 'z');
+    let mut texts = Vec::new();
+    for _ in 0..3 {
+        assert!(update(&mut s, undo.clone()).contains(&Effect::ScheduleRun));
+        texts.push(s.prompt.text().to_owned());
+    }
+    assert_eq!(texts, ["Once upon a time", "Once upon", "Once"]);
+    assert!(update(&mut s, undo).is_empty(), "nothing left to undo");
+
+    // Ctrl+U empties a value being typed too.
+    select(&mut s, "temperature");
+    update(&mut s, Action::EditParam);
+    let clear = ctrl(&s, 'u');
+    update(&mut s, clear);
+    assert_eq!(s.comparison.params.editor.as_ref().unwrap().buffer.text, "");
+}
+
+/// Issue 34: the prompt wrapped mid-word; a long one scrolls to keep the cursor in view.
+#[test]
+fn the_prompt_wraps_between_words_and_scrolls_to_the_cursor() {
+    let mut s = state_sized(80, 24);
+    let words: Vec<String> = (0..60).map(|i| format!("word{i}")).collect();
+    update(&mut s, Action::ClearText);
+    update(&mut s, Action::Paste(words.join(" ")));
+    let inner = areas(s.size)
+        .prompt
+        .inner(ratatui::layout::Margin::new(1, 1));
+    let rows = |s: &State| {
+        let buffer = render(s, &Theme::dark());
+        (inner.y..inner.y + inner.height)
+            .map(|y| {
+                (inner.x..inner.x + inner.width)
+                    .map(|x| buffer[(x, y)].symbol())
+                    .collect::<String>()
+            })
+            .collect::<Vec<String>>()
+    };
+    let shown = rows(&s);
+    for row in &shown {
+        for word in row.split_whitespace() {
+            assert!(
+                words.iter().any(|w| w == word),
+                "{word:?} is cut: {shown:?}"
+            );
+        }
+    }
+    assert!(
+        shown.last().unwrap().contains("word59"),
+        "the cursor's row: {shown:?}"
+    );
+    for _ in 0..30 {
+        update(&mut s, Action::CursorLeft);
+    }
+    update(&mut s, Action::CursorHome);
+    let shown = rows(&s);
+    assert!(
+        shown[0].starts_with("word0 word1 "),
+        "back at the start: {shown:?}"
+    );
 }
 
 #[test]
@@ -621,6 +756,45 @@ fn views_show_sliders_tokens_and_footers() {
     }
 }
 
+/// Issue 34: off read three ways (`top_k off`, `top_p 1.00`, `top_n_sigma -1.00`).
+#[test]
+fn every_parameter_at_its_off_value_reads_off_in_the_panel() {
+    let mut s = state_sized(200, 60);
+    s.comparison.params.params.engine = samplab::params::Engine::LlamaCpp;
+    let buffer = render(&s, &Theme::dark());
+    let panel = areas(s.size).params;
+    let value = |label: &str| {
+        (panel.y..panel.y + panel.height).find_map(|y| {
+            let text: String = (panel.x + 1..panel.x + panel.width - 1)
+                .map(|x| buffer[(x, y)].symbol())
+                .collect();
+            let rest = text.strip_prefix(&format!("{label:<11}"))?;
+            rest.split_whitespace().last().map(str::to_owned)
+        })
+    };
+    for label in [
+        "top_k",
+        "top_p",
+        "min_p",
+        "rep_penalty",
+        "typical_p",
+        "top_n_sigma",
+        "presence",
+        "frequency",
+        "xtc_prob",
+        "dry_mult",
+        "dyn_range",
+        "mirostat",
+        "min_keep",
+        "stop",
+        "logprobs",
+    ] {
+        assert_eq!(value(label).as_deref(), Some("off"), "{label}");
+    }
+    assert_eq!(value("repeat_n").as_deref(), Some("64"), "not off");
+    assert_eq!(value("temperature").as_deref(), Some("1.00"), "has no off");
+}
+
 #[test]
 fn no_color_draws_tokens_without_colour() {
     let buffer = render(&streamed(80, 24), &Theme::plain());
@@ -747,7 +921,7 @@ async fn keys_and_engine_events_drive_the_app_headless() {
     });
     events_tx.send((ModelId(0), loaded())).unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
-    for k in [KeyCode::Right, KeyCode::Right] {
+    for k in [KeyCode::Tab, KeyCode::Right, KeyCode::Right] {
         keys.unbounded_send(key(k)).unwrap();
     }
     keys.unbounded_send(Ok(TermEvent::Paste("ignored outside the prompt".into())))
@@ -887,19 +1061,61 @@ fn a_model_without_a_template_keeps_the_prompt_raw_and_says_why() {
     );
 }
 
+/// Issue 34: long lists had no Home/End/PgUp/PgDn; they come from the key map, which the
+/// help lists.
+#[test]
+fn home_end_and_pages_move_through_the_parameters() {
+    let mut s = state();
+    select(&mut s, "max_tokens");
+    let keys = KeyMap::default();
+    let press = |s: &mut State, code| {
+        let action = keys
+            .action(&s.modes(), KeyEvent::new(code, KeyModifiers::NONE))
+            .unwrap();
+        update(s, action);
+        s.comparison.params.selected
+    };
+    let screen = render(&s, &Theme::dark());
+    let panel = areas(s.size).params;
+    // The rows between the borders, less the help line under them.
+    let page = usize::from(panel.height) - 3;
+    let last = Field::ALL.len() - 1;
+    assert_eq!(press(&mut s, KeyCode::PageDown), page);
+    assert_eq!(press(&mut s, KeyCode::PageDown), (2 * page).min(last));
+    assert_eq!(press(&mut s, KeyCode::PageUp), (2 * page).min(last) - page);
+    assert_eq!(press(&mut s, KeyCode::End), last);
+    assert_eq!(
+        press(&mut s, KeyCode::PageDown),
+        last,
+        "pages stop at the end"
+    );
+    let bottom = render(&s, &Theme::dark());
+    assert!(find(&bottom, "min_keep").is_some(), "the last row in view");
+    assert_eq!(press(&mut s, KeyCode::Home), 0);
+    assert!(find(&screen, "max_tokens").is_some());
+    let help: Vec<(String, &str)> = keys.describe(samplab::tui::Mode::List);
+    assert_eq!(
+        help,
+        [
+            ("↑/↓".to_owned(), "select"),
+            ("PgUp/PgDn/Home/End".to_owned(), "jump")
+        ]
+    );
+}
+
 #[test]
 fn up_and_down_stop_at_the_first_and_last_parameter() {
     let mut s = state();
     let (first, last) = (Field::ALL[0], Field::ALL[Field::ALL.len() - 1]);
     select(&mut s, first.name());
-    update(&mut s, Action::SelectParam(-1));
+    update(&mut s, Action::Select(ListMove::Step(-1)));
     assert_eq!(
         s.comparison.params.field(),
         first,
         "↑ on the first row stays there"
     );
     select(&mut s, last.name());
-    update(&mut s, Action::SelectParam(1));
+    update(&mut s, Action::Select(ListMove::Step(1)));
     assert_eq!(
         s.comparison.params.field(),
         last,

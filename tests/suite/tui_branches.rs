@@ -247,9 +247,13 @@ fn step_mode_proposes_one_token_at_a_time_to_take_or_replace() {
     assert_eq!(s.columns.columns[column].name(), format!("#{n} ←#1@1 step"));
     let buffer = render(&s, &Theme::dark());
     assert!(
-        find(&buffer, "Space: take ▶").is_some(),
+        find(&buffer, "Space: ▶ · Enter: pick").is_some(),
         "the inspector says how"
     );
+    // Issue 34: it said `■ length 2 tok`, as if the sample had ended.
+    let footer = s.columns.columns[column].footer(40);
+    assert!(footer.starts_with("‖ paused 2 tok"), "{footer}");
+    assert!(find(&buffer, "‖ paused").is_some());
 
     // Space takes the proposal (51), and the next is proposed.
     let request = run_of(&act(&mut s, BranchAction::Step));
@@ -276,6 +280,11 @@ fn step_mode_proposes_one_token_at_a_time_to_take_or_replace() {
         [branch(1, 1, 1, &[11, 51, 152, 53], None)]
     );
     play(&mut s, &request, 3);
+    let column = s.columns.index_of(SideId(0), n).unwrap();
+    assert!(
+        s.columns.columns[column].footer(40).starts_with("■ length"),
+        "sampled on, it ends as any sample does"
+    );
     assert!(act(&mut s, BranchAction::Step).is_empty());
     assert!(s.status.notice.as_deref().unwrap().contains("not stepping"));
 }

@@ -8,7 +8,8 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use samplab::engine::{Event, Prompt, PromptToken, Request};
 use samplab::response::{CrossScore, StopReason, TopLogprob};
 use samplab::tui::{
-    Action, DialogAction, Effect, Focus, KeyMap, ModelId, PromptView, SideId, State, Theme, update,
+    Action, DialogAction, Effect, Focus, KeyMap, ListMove, ModelId, PromptView, SideId, State,
+    Theme, update,
 };
 
 fn loaded(name: &str, chat_template: bool) -> Event {
@@ -254,7 +255,7 @@ fn the_conversation_dialog_adds_edits_recasts_and_deletes_turns_that_chat_runs_s
     );
 
     // Enter edits the selected turn; Esc keeps its text.
-    update(&mut s, dialog(DialogAction::TurnsMove(-1)));
+    update(&mut s, Action::Select(ListMove::Step(-1)));
     update(&mut s, dialog(DialogAction::EditTurn));
     type_in(&mut s, " there");
     update(&mut s, Action::CancelEdit);
@@ -276,7 +277,7 @@ fn the_conversation_dialog_adds_edits_recasts_and_deletes_turns_that_chat_runs_s
         .map(|m| m.content.as_str())
         .collect();
     assert_eq!(contents, ["Be brief", "Hello"]);
-    update(&mut s, dialog(DialogAction::TurnsMove(5)));
+    update(&mut s, Action::Select(ListMove::Step(5)));
     update(&mut s, dialog(DialogAction::DeleteTurn));
     update(&mut s, dialog(DialogAction::DeleteTurn));
     update(&mut s, dialog(DialogAction::DeleteTurn));
@@ -289,6 +290,51 @@ fn the_conversation_dialog_adds_edits_recasts_and_deletes_turns_that_chat_runs_s
     update(&mut s, Action::ToggleChat);
     let effects = update(&mut s, Action::DebounceElapsed);
     assert!(matches!(&runs(&effects)[..], [(0, r)] if r.prompt == Prompt::raw("Once")));
+}
+
+/// Issue 34: a turn of the conversation could not hold a newline.
+#[test]
+fn ctrl_j_puts_a_newline_in_a_turn_and_nowhere_in_a_value() {
+    let mut s = state_sized(120, 30);
+    update(&mut s, Action::Engine(ModelId(0), loaded("instruct", true)));
+    update(&mut s, dialog(DialogAction::OpenConversation));
+    update(&mut s, dialog(DialogAction::AddTurn));
+    let keymap = KeyMap::default();
+    let newline = |s: &State, code, modifiers| {
+        keymap
+            .action(&s.modes(), KeyEvent::new(code, modifiers))
+            .unwrap()
+    };
+    type_in(&mut s, "Line one");
+    let ctrl_j = newline(&s, KeyCode::Char('j'), KeyModifiers::CONTROL);
+    assert_eq!(ctrl_j, Action::InsertNewline);
+    update(&mut s, ctrl_j.clone());
+    type_in(&mut s, "two");
+    update(&mut s, ctrl_j);
+    update(&mut s, Action::Paste("three\r\nfour".into()));
+    let screen = render(&s, &Theme::plain());
+    assert!(find(&screen, "Line one↵two↵three↵four").is_some());
+    update(&mut s, Action::CommitEdit);
+    assert_eq!(s.prompt.history[0].content, "Line one\ntwo\nthree\nfour");
+    let plain_enter = newline(&s, KeyCode::Enter, KeyModifiers::NONE);
+    assert_eq!(
+        plain_enter,
+        dialog(DialogAction::EditTurn),
+        "Enter still edits"
+    );
+    update(&mut s, Action::CloseOverlay);
+
+    // A value is one line: Ctrl+J leaves it alone.
+    s.focus = Focus::Params;
+    update(&mut s, Action::EditParam);
+    let ctrl_j = newline(&s, KeyCode::Char('j'), KeyModifiers::CONTROL);
+    assert!(update(&mut s, ctrl_j).is_empty());
+    let editor = s.comparison.params.editor.as_ref().unwrap();
+    assert!(
+        !editor.buffer.text.contains('\n'),
+        "{:?}",
+        editor.buffer.text
+    );
 }
 
 #[test]
@@ -374,13 +420,29 @@ fn a_long_conversation_scrolls_to_the_selected_turn() {
     s.prompt.history = (0..40).map(|i| msg("user", &format!("turn {i}"))).collect();
     update(&mut s, dialog(DialogAction::OpenConversation));
     assert!(find(&render(&s, &Theme::plain()), "turn 0").is_some());
-    update(&mut s, dialog(DialogAction::TurnsMove(35)));
+    update(&mut s, Action::Select(ListMove::Step(35)));
     let screen = render(&s, &Theme::plain());
     assert!(find(&screen, "turn 35").is_some());
     assert!(
         find(&screen, "turn 0 ").is_none(),
         "scrolled past the first turns"
     );
+    // Issue 34: Home/End and pages, through the key map.
+    let keys = KeyMap::default();
+    let press = |s: &mut State, code| {
+        let action = keys
+            .action(&s.modes(), KeyEvent::new(code, KeyModifiers::NONE))
+            .unwrap();
+        update(s, action);
+    };
+    press(&mut s, KeyCode::End);
+    assert!(find(&render(&s, &Theme::plain()), "turn 39").is_some());
+    press(&mut s, KeyCode::Home);
+    assert!(find(&render(&s, &Theme::plain()), "turn 0 ").is_some());
+    // 24 lines: 22 inside the popup, the note and the prompt take two.
+    press(&mut s, KeyCode::PageDown);
+    let screen = render(&s, &Theme::plain());
+    assert!(find(&screen, "turn 20").is_some() && find(&screen, "turn 21").is_none());
 }
 
 /// Issue 14 item 13: with prompt_logprobs, the token view colours the prompt by how likely

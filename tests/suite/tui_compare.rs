@@ -11,8 +11,8 @@ use samplab::params::SamplingParams;
 use samplab::presets::Preset;
 use samplab::response::{CrossScore, StopReason};
 use samplab::tui::{
-    Action, DialogAction, Effect, Focus, ModelId, Outcome, Overlay, ParamsState, SetId, State,
-    Theme, update,
+    Action, DialogAction, Effect, Focus, ListMove, ModelId, Outcome, Overlay, ParamsState, SetId,
+    State, Theme, update,
 };
 
 fn loaded(name: &str, vocab: u64) -> Event {
@@ -221,6 +221,44 @@ fn two_parameter_sets_run_in_two_lanes_and_b_switches_the_one_edited() {
     assert!(find(&screen, "B:greedy · cpu · #0 seed 7").is_some());
 }
 
+/// Issue 34: `r` in A/B rolled the edited set's seed only, so the sides no longer shared seeds.
+#[test]
+fn r_in_a_b_rolls_both_sets_seeds_and_says_so() {
+    let mut s = state_sized(200, 50);
+    let greedy = SamplingParams::from_yaml("temperature: 0\nseed: 3").unwrap();
+    let params_b = ParamsState::new(Preset::built_in("greedy", greedy), 1);
+    s.comparison.compare(&["stories".into()], Some(params_b));
+    update(&mut s, Action::Engine(ModelId(0), loaded("stories", 11)));
+    s.focus = Focus::Params;
+    let r = samplab::tui::KeyMap::default()
+        .action(
+            &s.modes(),
+            crossterm::event::KeyEvent::new(
+                crossterm::event::KeyCode::Char('r'),
+                crossterm::event::KeyModifiers::NONE,
+            ),
+        )
+        .unwrap();
+    assert_eq!(r, Action::RollSeed);
+    let before = s.comparison.params.params.seed;
+    update(&mut s, r);
+    let seed = s.comparison.params.params.seed;
+    assert_ne!(seed, before);
+    assert_eq!(s.comparison.set_params(SetId::B).params.seed, seed);
+    let notice = format!("rolled seed {} for both sets, A and B", seed.unwrap());
+    assert_eq!(s.status.notice.as_deref(), Some(notice.as_str()));
+    let effects = update(&mut s, Action::DebounceElapsed);
+    let seeds: Vec<Option<u64>> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Run(_, request) => Some(request.params.seed),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(seeds, [seed, seed], "both sides run the new seed");
+    assert!(find(&render(&s, &Theme::plain()), &notice).is_some());
+}
+
 #[test]
 fn a_side_starting_later_rewraps_the_columns_already_shown() {
     let (mut s, a, b) = two_models();
@@ -302,7 +340,7 @@ fn the_model_picker_adds_a_typed_or_found_model_which_runs_once_loaded() {
     assert!(find(&screen, "small.gguf (local)").is_some());
 
     // Down past the loaded model and the built-in one, to the file found on disk.
-    update(&mut s, Action::Dialog(DialogAction::ModelsMove(2)));
+    update(&mut s, Action::Select(ListMove::Step(2)));
     let effects = update(&mut s, Action::Dialog(DialogAction::AddModel));
     assert_eq!(
         effects,
@@ -465,6 +503,46 @@ fn w_writes_every_sides_finished_run() {
         .map(|r| r.trajectories[0].stop_reason)
         .collect();
     assert_eq!(reasons, [StopReason::Length, StopReason::Stop]);
+}
+
+/// Issue 34: a long list of found models did not scroll, and had no PgUp/PgDn.
+#[test]
+fn the_model_picker_pages_through_many_models_and_keeps_the_selection_in_view() {
+    let mut s = state_sized(100, 24);
+    update(&mut s, Action::Dialog(DialogAction::OpenModels));
+    let found = (0..40)
+        .map(|i| Candidate {
+            spec: format!("/models/m{i:02}.gguf"),
+            label: format!("m{i:02}.gguf (local)"),
+            size: None,
+        })
+        .collect();
+    update(&mut s, Action::Outcome(Outcome::ModelsFound(found)));
+    let keys = samplab::tui::KeyMap::default();
+    let press = |s: &mut State, code| {
+        let event = crossterm::event::KeyEvent::new(code, crossterm::event::KeyModifiers::NONE);
+        let action = keys.action(&s.modes(), event).unwrap();
+        update(s, action);
+        match &s.overlay {
+            Some(Overlay::Models(picker)) => picker.selected,
+            other => panic!("{other:?}"),
+        }
+    };
+    use crossterm::event::KeyCode;
+    // 24 lines: 22 inside, less the input line and the error line.
+    assert_eq!(press(&mut s, KeyCode::PageDown), 20);
+    assert_eq!(press(&mut s, KeyCode::PageDown), 40);
+    let screen = render(&s, &Theme::plain());
+    assert!(
+        find(&screen, "m38.gguf (local)").is_some(),
+        "the selection in view"
+    );
+    assert!(find(&screen, "add: ").is_some(), "the input line stays");
+    assert_eq!(press(&mut s, KeyCode::PageDown), 41, "the last one");
+    assert_eq!(press(&mut s, KeyCode::Down), 0, "a step wraps round");
+    let screen = render(&s, &Theme::plain());
+    assert!(find(&screen, "samplab-tiny").is_some());
+    assert!(find(&screen, "m38.gguf").is_none());
 }
 
 #[test]

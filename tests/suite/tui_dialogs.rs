@@ -15,9 +15,9 @@ use samplab::preset_store::{PresetStore, UserPreset};
 use samplab::presets::{Preset, PresetSource};
 use samplab::response::{ResponseShape, SampleResponse, StopReason};
 use samplab::tui::{
-    Action, App, DialogAction, Effect, EntryKind, ExportDialog, Focus, KeyMap, Mode, ModelId, Note,
-    Outcome, Overlay, ParamsState, PresetPicker, START_MAX_TOKENS, START_SAMPLES, SavePrompt,
-    State, Theme, ThemeCatalog, areas, builtin_theme, osc52, results_file, update,
+    Action, App, DialogAction, Effect, EntryKind, ExportDialog, Focus, KeyMap, ListMove, Mode,
+    ModelId, Note, Outcome, Overlay, ParamsState, PresetPicker, START_MAX_TOKENS, START_SAMPLES,
+    SavePrompt, State, Theme, ThemeCatalog, areas, builtin_theme, osc52, results_file, update,
 };
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -84,12 +84,13 @@ fn user(name: &str, params: Result<SamplingParams, String>) -> UserPreset {
         name: name.into(),
         path: PathBuf::from(format!("/presets/{name}.yaml")),
         params,
+        shadowed_by: None,
     }
 }
 
 fn pick(s: &mut State, name: &str) {
     while picker(s).chosen().unwrap().name != name {
-        update(s, dialog(DialogAction::PickerMove(1)));
+        update(s, Action::Select(ListMove::Step(1)));
     }
 }
 
@@ -114,7 +115,7 @@ fn p_opens_the_picker_on_the_built_ins_and_asks_the_loop_for_user_presets() {
         "default",
         "on the current"
     );
-    assert_eq!(s.modes(), [Mode::Presets, Mode::Dialog]);
+    assert_eq!(s.modes(), [Mode::Presets, Mode::List, Mode::Dialog]);
     update(&mut s, Action::CloseOverlay);
     assert_eq!(s.overlay, None);
 
@@ -560,8 +561,15 @@ fn a_results_path_is_written_as_typed_and_an_existing_file_only_after_a_yes() {
         Some(Note::Done(format!("wrote {}", target.display())))
     );
 
-    // A path that cannot be written says why and stays editable.
+    // Issue 34: the next `w` offers the path given last, also after the dialog was closed.
+    app.dispatch(Action::CloseOverlay);
+    app.dispatch(dialog(DialogAction::OpenExport));
     app.dispatch(dialog(DialogAction::WriteResults));
+    assert_eq!(prompt(&app.state).buffer.text, target.display().to_string());
+    let screen = render(&app.state, &Theme::dark());
+    assert!(find(&screen, &format!("path: {}", target.display())).is_some());
+
+    // A path that cannot be written says why and stays editable.
     while !prompt(&app.state).buffer.text.is_empty() {
         app.dispatch(Action::DeleteBack);
     }
@@ -754,6 +762,68 @@ fn the_picker_shows_presets_with_summaries_and_a_bad_files_error() {
     }
 }
 
+/// Issue 34: Home/End/PgUp/PgDn in the preset picker, whose list scrolls with the selection.
+#[test]
+fn the_preset_picker_pages_and_jumps_to_its_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = with_store(dir.path());
+    update(&mut s, dialog(DialogAction::OpenPresets));
+    let users = (0..30)
+        .map(|i| user(&format!("mine-{i:02}"), Ok(SamplingParams::default())))
+        .collect();
+    update(&mut s, Action::Outcome(Outcome::PresetsListed(Ok(users))));
+    let keys = KeyMap::default();
+    let press = |s: &mut State, code| {
+        let action = keys
+            .action(&s.modes(), KeyEvent::new(code, KeyModifiers::NONE))
+            .unwrap();
+        update(s, action);
+        picker(s).selected
+    };
+    let entries = picker(&s).entries.len();
+    // At 80x24 the popup is the screen's height: 22 lines inside, 4 of them the detail.
+    let page = 18;
+    assert_eq!(press(&mut s, KeyCode::PageDown), page);
+    assert_eq!(press(&mut s, KeyCode::End), entries - 1);
+    let screen = render(&s, &Theme::dark());
+    assert!(find(&screen, "mine-29").is_some(), "the last entry in view");
+    assert_eq!(press(&mut s, KeyCode::PageDown), entries - 1, "pages stop");
+    assert_eq!(press(&mut s, KeyCode::PageUp), entries - 1 - page);
+    assert_eq!(press(&mut s, KeyCode::Home), 0);
+    assert_eq!(
+        press(&mut s, KeyCode::Up),
+        entries - 1,
+        "a step wraps round"
+    );
+}
+
+/// Issue 34: `.json` presets in the config dir were not offered by `p`.
+#[test]
+fn p_lists_json_presets_and_a_shadowed_one_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pasted.json"), r#"{"min_p": 0.3}"#).unwrap();
+    std::fs::write(dir.path().join("mine.yaml"), "top_k: 7\n").unwrap();
+    std::fs::write(dir.path().join("mine.json"), r#"{"top_k": 9}"#).unwrap();
+    let mut app = app(running(dir.path()));
+    app.state.size = Rect::new(0, 0, 200, 50);
+    app.dispatch(dialog(DialogAction::OpenPresets));
+    let screen = render(&app.state, &Theme::dark());
+    assert!(find(&screen, "min_p: 0.3").is_some(), "the .json is listed");
+    assert!(find(&screen, "top_k: 7").is_some());
+    assert!(
+        find(
+            &screen,
+            "(shadowed by mine.yaml, which the name loads) top_k: 9"
+        )
+        .is_some(),
+        "the shadowed .json says so"
+    );
+    pick(&mut app.state, "pasted");
+    app.dispatch(dialog(DialogAction::LoadPreset));
+    assert_eq!(app.state.comparison.params.preset_name, "pasted");
+    assert_eq!(app.state.comparison.params.params.min_p, 0.3);
+}
+
 #[test]
 fn the_export_dialog_shows_the_vllm_snippet_and_its_notes() {
     for (w, h) in [(80, 24), (200, 50)] {
@@ -826,9 +896,9 @@ fn switching_themes_recolours_borders_and_tokens() {
             ),
         );
         update(&mut s, Action::Engine(ModelId(0), token(1, "Hello", 0.0)));
-        let params = areas(Rect::new(0, 0, w, h)).params;
+        let prompt = areas(Rect::new(0, 0, w, h)).prompt;
         let dark = render(&s, &Theme::dark());
-        assert_eq!(dark[(params.x, params.y)].fg, Color::Cyan, "focused border");
+        assert_eq!(dark[(prompt.x, prompt.y)].fg, Color::Cyan, "focused border");
         let (x, y) = find(&dark, "Hello").unwrap();
         assert_eq!(dark[(x, y)].bg, Color::Rgb(150, 30, 45));
 
@@ -836,7 +906,7 @@ fn switching_themes_recolours_borders_and_tokens() {
             update(&mut s, Action::CycleTheme);
         }
         let viridis = render(&s, &s.themes.current().theme);
-        assert_eq!(viridis[(params.x, params.y)].fg, Color::Rgb(94, 201, 98));
+        assert_eq!(viridis[(prompt.x, prompt.y)].fg, Color::Rgb(94, 201, 98));
         assert_eq!(viridis[(x, y)].bg, Color::Rgb(68, 1, 84), "{w}x{h}");
         assert_eq!(viridis[(x, y)].fg, Color::White, "readable on dark purple");
         assert!(
@@ -1089,6 +1159,39 @@ fn s_switches_w_to_twinkles_shape_and_the_choice_outlives_the_dialog() {
         None,
         "the note spoke of the other shape"
     );
+}
+
+/// Issue 34: a path in a missing directory was refused naming `.samplab-XXXX.tmp`, a file the
+/// user never typed.
+#[test]
+fn a_results_path_in_a_missing_directory_names_the_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = app(running(dir.path()));
+    app.dispatch(Action::Engine(ModelId(0), done(1, &[StopReason::Length])));
+    app.dispatch(dialog(DialogAction::OpenExport));
+    app.dispatch(dialog(DialogAction::WriteResults));
+    while !prompt(&app.state).buffer.text.is_empty() {
+        app.dispatch(Action::DeleteBack);
+    }
+    let missing = dir.path().join("no/such");
+    for c in missing.join("out.json").display().to_string().chars() {
+        app.dispatch(Action::InsertChar(c));
+    }
+    app.dispatch(dialog(DialogAction::SubmitName));
+    let error = prompt(&app.state)
+        .error
+        .clone()
+        .expect("the prompt says why");
+    assert_eq!(
+        error,
+        format!(
+            "cannot write the results: the directory {} does not exist",
+            missing.display()
+        )
+    );
+    let screen = render(&app.state, &Theme::dark());
+    assert!(find(&screen, "exist").is_some(), "the error is shown");
+    assert!(find(&screen, ".samplab-").is_none());
 }
 
 #[test]

@@ -6,7 +6,10 @@ use crate::common;
 use common::tui::{NoEngine, find, render, row, started, state_sized};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use samplab::engine::Event;
-use samplab::tui::{Action, App, Ending, Focus, KeyMap, ModelId, Overlay, State, Theme, update};
+use samplab::tui::{
+    Action, App, DialogAction, Effect, Ending, Focus, KeyMap, ModelId, Overlay, State, Theme,
+    update,
+};
 
 fn load_failed(message: &str) -> Action {
     Action::Engine(
@@ -46,6 +49,57 @@ fn a_model_that_cannot_load_is_said_in_the_sample_area_and_ends_as_a_failure() {
     );
 }
 
+/// Issue 34: a model added after one failed kept the failed one's "model failed" beside it,
+/// and quitting still reported the old failure.
+#[test]
+fn a_model_added_after_a_failed_load_replaces_the_failed_one() {
+    let mut s = state_sized(120, 30);
+    s.comparison.compare(&["missing.gguf".to_owned()], None);
+    update(
+        &mut s,
+        load_failed("model path missing.gguf does not exist"),
+    );
+    let bar = row(&render(&s, &Theme::dark()), 29);
+    assert!(bar.contains("cannot load model missing.gguf"), "{bar}");
+
+    update(&mut s, Action::Dialog(DialogAction::OpenModels));
+    for c in "samplab-tiny".chars() {
+        update(&mut s, Action::InsertChar(c));
+    }
+    let effects = update(&mut s, Action::Dialog(DialogAction::AddModel));
+    assert_eq!(
+        effects,
+        [
+            Effect::RemoveEngine(ModelId(0)),
+            Effect::AddEngine {
+                id: ModelId(1),
+                spec: "samplab-tiny".into()
+            }
+        ]
+    );
+    let specs: Vec<&str> = s
+        .comparison
+        .models
+        .iter()
+        .map(|m| m.spec.as_str())
+        .collect();
+    assert_eq!(specs, ["samplab-tiny"]);
+    assert_eq!(s.comparison.sides.len(), 1);
+    assert_eq!(s.failure(), None, "quitting now is no failure");
+    let screen = render(&s, &Theme::dark());
+    let bar = row(&screen, 29);
+    assert!(
+        !bar.contains("missing.gguf") && bar.contains("loading"),
+        "the new model's load replaces the failure:\n{bar}"
+    );
+    assert!(find(&screen, "cannot load model").is_none());
+    let effects = update(&mut s, Action::Engine(ModelId(1), common::tui::loaded()));
+    assert!(
+        matches!(&effects[..], [Effect::Run(ModelId(1), _)]),
+        "{effects:?}"
+    );
+}
+
 fn run_error(run_id: u64, message: &str) -> Action {
     Action::Engine(
         ModelId(0),
@@ -81,6 +135,8 @@ fn running() -> State {
 #[test]
 fn the_newest_error_takes_the_status_bar_before_hints_and_timings() {
     let mut s = running();
+    // Outside the prompt, where `l` opens the log and `q` quits.
+    s.focus = Focus::Params;
     s.comparison.models[0].prefill_ms = Some(64.0);
     s.comparison.models[0].tok_per_s = Some(114.0);
     let bar = row(&render(&s, &Theme::dark()), 23);

@@ -74,14 +74,17 @@ fn inspecting(width: u16, height: u16) -> State {
             ),
         ),
     );
-    update(&mut s, Action::FocusNext);
+    // Back from the prompt, where the playground starts.
+    update(&mut s, Action::FocusPrev);
     assert_eq!(s.focus, Focus::Columns);
     s
 }
 
-/// A ready model with `samples` columns of `tokens` tokens each ("w0", " w1", …).
+/// A ready model with `samples` columns of `tokens` tokens each ("w0", " w1", …), the params
+/// focused: the tests Tab from there.
 fn long_run(width: u16, height: u16, samples: u32, tokens: usize) -> State {
     let mut s = state_sized(width, height);
+    s.focus = Focus::Params;
     update(&mut s, Action::Engine(ModelId(0), loaded()));
     update(
         &mut s,
@@ -471,6 +474,34 @@ fn more_columns_than_fit_scroll_as_rows_with_an_indicator() {
 
 // ---- views ----
 
+/// Issue 34: nine columns at 160x45 were four of 24 cells and a fifth of 28.
+#[test]
+fn a_grid_of_nine_columns_has_even_widths_and_fills_the_area() {
+    let s = long_run(160, 45, 9, 3);
+    let buffer = render(&s, &Theme::dark());
+    let area = areas(s.size).columns;
+    let lefts: Vec<(u16, u16)> = (0..9)
+        .map(|i| find(&buffer, &format!("┌ #{i} seed")).unwrap_or_else(|| panic!("#{i}")))
+        .collect();
+    let first_row: Vec<u16> = lefts
+        .iter()
+        .filter(|(_, y)| *y == lefts[0].1)
+        .map(|(x, _)| *x)
+        .collect();
+    assert_eq!(first_row.len(), 5, "{lefts:?}");
+    let mut edges = first_row.clone();
+    edges.push(area.x + area.width);
+    let widths: Vec<u16> = edges.windows(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!(widths, [25, 25, 25, 25, 24]);
+    // The second row's columns reach the bottom of the area: their bottom border is its last line.
+    let (x, y) = lefts[5];
+    let bottom = (y..area.y + area.height)
+        .rev()
+        .find(|&y| buffer[(x, y)].symbol() == "└")
+        .unwrap();
+    assert_eq!(bottom, area.y + area.height - 1);
+}
+
 fn cell_row(buffer: &Buffer, x: u16, y: u16, n: u16) -> String {
     (x..x + n).map(|x| buffer[(x, y)].symbol()).collect()
 }
@@ -518,6 +549,26 @@ fn the_inspector_shows_the_token_and_its_alternatives_as_bars() {
         assert_eq!(buffer[(x + 15, y)].fg, dim);
         assert!(row(&buffer, y).contains(" 0.12 0.00"));
     }
+}
+
+/// Issue 34: at 80 columns the header over the alternatives was cut to `raw  ke`.
+#[test]
+fn the_inspectors_header_fits_the_panel_at_every_width() {
+    for (w, h) in [(60, 20), (80, 24), (120, 30), (200, 50)] {
+        let s = inspecting(w, h);
+        let buffer = render(&s, &Theme::dark());
+        let panel = areas(s.size).params;
+        let (x, y) = find(&buffer, "raw  kept").unwrap_or_else(|| panic!("{w}x{h}"));
+        assert_eq!(
+            x + 9,
+            panel.x + panel.width - 1,
+            "{w}x{h}: the titles end at the panel's inner edge"
+        );
+        let header = cell_row(&buffer, panel.x + 1, y, panel.width - 2);
+        assert!(header.starts_with("alternatives"), "{w}x{h}: {header:?}");
+    }
+    let s = inspecting(80, 24);
+    assert!(find(&render(&s, &Theme::dark()), "alternatives · [ ] pick").is_some());
 }
 
 /// Issue 14 item 13: `logprobs` shows in the inspector as the line under the alternatives a

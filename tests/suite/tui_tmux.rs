@@ -225,8 +225,8 @@ fn the_playground_reruns_on_a_change_and_quits_cleanly() {
         );
     }
 
-    // The playground opens on the params pane with temperature selected.
-    tmux.keys(&["Enter"]);
+    // The playground opens in the prompt box; Tab goes to the params, temperature selected.
+    tmux.keys(&["Tab", "Enter"]);
     tmux.keys(&["BSpace"; 8]);
     tmux.type_text("1.5");
     tmux.keys(&["Enter"]);
@@ -350,6 +350,7 @@ fn two_models_run_side_by_side_and_score_each_other() {
         ),
     );
     // One sample per model (from the four it opens with), so the footers have room for scores.
+    tmux.keys(&["Tab"]);
     tmux.keys(&["Down"; 5]);
     tmux.keys(&["Left"; 3]);
     let screen = tmux.wait_for("both models' samples scored by the other", |s| {
@@ -402,7 +403,7 @@ fn a_model_that_cannot_load_says_why_and_quitting_exits_non_zero() {
         s.contains("│cannot load model missing.gguf")
     });
     assert!(screen.contains("a picks another model"), "{screen}");
-    tmux.keys(&["q"]);
+    tmux.keys(&["Tab", "q"]);
     assert_eq!(exit_status(&tmux), "1");
     let after = tmux.screen();
     assert!(
@@ -467,8 +468,8 @@ fn a_large_unbracketed_paste_is_taken_whole() {
     let Some(tmux) = Tmux::start(home.path()) else {
         return;
     };
+    // The prompt box has the focus from the start.
     start_playground(&tmux, &format!("--model {}", model.display()));
-    tmux.keys(&["BTab"]);
     // 3,000 characters typed at once, as a terminal without bracketed paste sends a paste:
     // numbered words, so the screen tells how far it got.
     let text: String = (0..600).map(|i| format!("{:04} ", i * 5)).collect();
@@ -477,7 +478,8 @@ fn a_large_unbracketed_paste_is_taken_whole() {
         s.contains("2990 2995")
     });
     assert!(screen.contains("2985"), "{screen}");
-    tmux.keys(&["q"]);
+    tmux.keys(&["C-c"]);
+    assert_eq!(exit_status(&tmux), "0");
 }
 
 #[test]
@@ -495,7 +497,7 @@ fn the_playground_opens_with_four_samples_and_saves_no_seed_it_drew() {
     assert_eq!(param_value(&screen, "samples").as_deref(), Some("4"));
 
     // The seed drawn for the session is not the user's: a saved preset leaves it out.
-    tmux.keys(&["s"]);
+    tmux.keys(&["Tab", "s"]);
     tmux.wait_for("the save prompt", |s| s.contains("save preset"));
     tmux.type_text("mine");
     tmux.keys(&["Enter"]);
@@ -513,7 +515,7 @@ fn the_export_dialog_names_the_built_in_model_by_its_files() {
         return;
     };
     start_playground(&tmux, "");
-    tmux.keys(&["e"]);
+    tmux.keys(&["Tab", "e"]);
     let screen = tmux.wait_for("the export dialog", |s| s.contains("LLM(model="));
     let cache = home.path().join(".cache/samplab/models/samplab-tiny-");
     assert!(
@@ -552,7 +554,7 @@ fn a_panicking_run_shows_its_error_and_the_playground_still_quits_cleanly() {
         "1",
         "the panic hook left the terminal alone"
     );
-    tmux.keys(&["q"]);
+    tmux.keys(&["Tab", "q"]);
     tmux.wait_for("the shell prompt after quitting", |s| {
         s.trim_end().ends_with(PROMPT_MARK)
     });
@@ -582,11 +584,10 @@ fn a_branch_from_an_alternative_and_three_steps_end_up_in_the_results_file() {
     start_playground(&tmux, &format!("--model {}", model.display()));
     tmux.wait_for("four finished columns", |s| finished_columns(s) == 4);
 
-    // The columns: the cursor on #0's second token, its second alternative, Enter.
-    tmux.keys(&["Tab", "Home", "Right", "]"]);
-    tmux.wait_for("the highlight", |s| {
-        s.contains("Enter: branch from highlighted")
-    });
+    // The columns (back from the prompt): the cursor on #0's second token, its second
+    // alternative, Enter.
+    tmux.keys(&["BTab", "Home", "Right", "]"]);
+    tmux.wait_for("the highlight", |s| s.contains("Enter: branch from it"));
     tmux.keys(&["Enter"]);
     let screen = tmux.wait_for("the branch", |s| {
         s.contains("┌ #4 ←#0@1 seed") && finished_columns(s) == 5
@@ -596,12 +597,14 @@ fn a_branch_from_an_alternative_and_three_steps_end_up_in_the_results_file() {
     // Step mode from the branch's second token: its third is proposed; three steps take three.
     tmux.keys(&["z"]);
     tmux.wait_for("step mode", |s| {
-        s.contains("┌ #5 ←#4@2 step") && s.contains("Space: take ▶") && s.contains("token 3/3")
+        s.contains("┌ #5 ←#4@2 step")
+            && s.contains("Space: ▶ · Enter: pick")
+            && s.contains("token 3/3")
     });
     for taken in 4..=6 {
         tmux.keys(&["Space"]);
         tmux.wait_for("the next proposal", |s| {
-            s.contains(&format!("token {taken}/{taken}")) && s.contains("Space: take ▶")
+            s.contains(&format!("token {taken}/{taken}")) && s.contains("Space: ▶ · Enter: pick")
         });
     }
 

@@ -2,7 +2,7 @@
 //! status-bar hints are generated from the same table, so they cannot drift apart.
 
 use crate::export::ExportFormat;
-use crate::tui::action::{Action, BranchAction, DialogAction};
+use crate::tui::action::{Action, BranchAction, DialogAction, ListMove};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 /// A layer of bindings; several are active at once, most specific first.
@@ -27,8 +27,11 @@ pub enum Mode {
     Messages,
     Stats,
     Conversation,
-    /// Moving and deleting in a one-line text field (a value, a name, a model).
+    /// Moving, deleting and clearing in text: the prompt box and the one-line fields (a
+    /// value, a name, a model).
     TextField,
+    /// Moving the selection of a list: the params, the pickers, the conversation.
+    List,
 }
 
 impl Mode {
@@ -38,7 +41,7 @@ impl Mode {
             Mode::Navigate => "outside text",
             Mode::Prompt => "prompt",
             Mode::Params => "params",
-            Mode::ParamEdit => "typing a value",
+            Mode::ParamEdit => "typing a value or a turn",
             Mode::Columns => "samples",
             Mode::Help => "help",
             Mode::Dialog => "any dialog",
@@ -50,7 +53,8 @@ impl Mode {
             Mode::Messages => "messages",
             Mode::Stats => "run statistics",
             Mode::Conversation => "conversation",
-            Mode::TextField => "in a text field",
+            Mode::TextField => "editing text",
+            Mode::List => "in a list",
         }
     }
 
@@ -172,18 +176,6 @@ impl Default for KeyMap {
             ),
             (
                 Mode::Conversation,
-                p(K::Up),
-                dialog(DialogAction::TurnsMove(-1)),
-                "select",
-            ),
-            (
-                Mode::Conversation,
-                p(K::Down),
-                dialog(DialogAction::TurnsMove(1)),
-                "select",
-            ),
-            (
-                Mode::Conversation,
                 p(K::Enter),
                 dialog(DialogAction::EditTurn),
                 "edit",
@@ -242,8 +234,6 @@ impl Default for KeyMap {
                 A::ToggleWhitespace,
                 "show whitespace",
             ),
-            (Mode::Params, p(K::Up), A::SelectParam(-1), "select"),
-            (Mode::Params, p(K::Down), A::SelectParam(1), "select"),
             (Mode::Params, p(K::Left), nudge(-1, false), "nudge"),
             (Mode::Params, p(K::Right), nudge(1, false), "nudge"),
             (Mode::Params, shift(K::Left), nudge(-1, true), "coarse"),
@@ -253,24 +243,47 @@ impl Default for KeyMap {
             (Mode::Params, p(K::Delete), A::TurnOffParam, "off"),
             (Mode::Params, c('x'), A::TurnOffParam, "off"),
             (Mode::Params, c('r'), A::RollSeed, "roll seed"),
+            (
+                Mode::List,
+                p(K::Up),
+                A::Select(ListMove::Step(-1)),
+                "select",
+            ),
+            (
+                Mode::List,
+                p(K::Down),
+                A::Select(ListMove::Step(1)),
+                "select",
+            ),
+            (
+                Mode::List,
+                p(K::PageUp),
+                A::Select(ListMove::Page(-1)),
+                "jump",
+            ),
+            (
+                Mode::List,
+                p(K::PageDown),
+                A::Select(ListMove::Page(1)),
+                "jump",
+            ),
+            (Mode::List, p(K::Home), A::Select(ListMove::First), "jump"),
+            (Mode::List, p(K::End), A::Select(ListMove::Last), "jump"),
             (Mode::ParamEdit, p(K::Enter), A::CommitEdit, "apply"),
             (Mode::ParamEdit, p(K::Esc), A::CancelEdit, "cancel"),
+            (Mode::ParamEdit, ctrl('j'), A::InsertNewline, "new line"),
             (Mode::TextField, p(K::Backspace), A::DeleteBack, "delete"),
             (Mode::TextField, p(K::Delete), A::DeleteForward, "delete"),
             (Mode::TextField, p(K::Left), A::CursorLeft, "move"),
             (Mode::TextField, p(K::Right), A::CursorRight, "move"),
+            (Mode::TextField, p(K::Up), A::CursorUp, "move"),
+            (Mode::TextField, p(K::Down), A::CursorDown, "move"),
             (Mode::TextField, p(K::Home), A::CursorHome, "move"),
             (Mode::TextField, p(K::End), A::CursorEnd, "move"),
             (Mode::Prompt, p(K::Enter), A::InsertNewline, "new line"),
-            (Mode::Prompt, p(K::Esc), A::FocusNext, "leave prompt"),
-            (Mode::Prompt, p(K::Backspace), A::DeleteBack, "delete"),
-            (Mode::Prompt, p(K::Delete), A::DeleteForward, "delete"),
-            (Mode::Prompt, p(K::Left), A::CursorLeft, "move"),
-            (Mode::Prompt, p(K::Right), A::CursorRight, "move"),
-            (Mode::Prompt, p(K::Up), A::CursorUp, "move"),
-            (Mode::Prompt, p(K::Down), A::CursorDown, "move"),
-            (Mode::Prompt, p(K::Home), A::CursorHome, "move"),
-            (Mode::Prompt, p(K::End), A::CursorEnd, "move"),
+            (Mode::Prompt, ctrl('z'), A::Undo, "undo"),
+            (Mode::TextField, ctrl('u'), A::ClearText, "clear"),
+            (Mode::Prompt, p(K::Esc), A::FocusNext, "leave"),
             (Mode::Columns, p(K::Left), A::StepToken(-1), "move"),
             (Mode::Columns, p(K::Right), A::StepToken(1), "move"),
             (Mode::Columns, p(K::Up), A::StepTokenRow(-1), "move"),
@@ -341,18 +354,6 @@ impl Default for KeyMap {
             (Mode::Dialog, p(K::Esc), A::CloseOverlay, "close"),
             (
                 Mode::Models,
-                p(K::Up),
-                dialog(DialogAction::ModelsMove(-1)),
-                "select",
-            ),
-            (
-                Mode::Models,
-                p(K::Down),
-                dialog(DialogAction::ModelsMove(1)),
-                "select",
-            ),
-            (
-                Mode::Models,
                 p(K::Enter),
                 dialog(DialogAction::AddModel),
                 "add",
@@ -364,18 +365,6 @@ impl Default for KeyMap {
                 "remove/cancel",
             ),
             (Mode::Dialog, ctrl('c'), A::Quit, "quit"),
-            (
-                Mode::Presets,
-                p(K::Up),
-                dialog(DialogAction::PickerMove(-1)),
-                "select",
-            ),
-            (
-                Mode::Presets,
-                p(K::Down),
-                dialog(DialogAction::PickerMove(1)),
-                "select",
-            ),
             (
                 Mode::Presets,
                 p(K::Enter),
@@ -533,7 +522,7 @@ mod tests {
         let q = key(KeyCode::Char('q'), KeyModifiers::NONE);
         let nav = [Mode::Params, Mode::Navigate, Mode::Global];
         assert_eq!(map.action(&nav, q), Some(Action::Quit));
-        let text = [Mode::Prompt, Mode::Global];
+        let text = [Mode::Prompt, Mode::TextField, Mode::Global];
         assert_eq!(map.action(&text, q), Some(Action::InsertChar('q')));
         let ctrl_c = key(KeyCode::Char('c'), KeyModifiers::CONTROL);
         assert_eq!(map.action(&text, ctrl_c), Some(Action::Quit));

@@ -84,7 +84,7 @@ pub fn target(state: &State, x: u16, y: u16) -> Option<Target> {
     };
     let text = Grid::text_area(rect);
     let text = text.contains(at).then(|| {
-        let top = state.columns.columns[column].top(grid.text_rows());
+        let top = state.columns.columns[column].top(usize::from(text.height));
         (top + usize::from(y - text.y), usize::from(x - text.x))
     });
     Some(Target::Column { column, text })

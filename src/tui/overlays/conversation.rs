@@ -23,6 +23,26 @@ pub struct ConversationDialog {
 /// Width of the role column.
 const ROLE_WIDTH: usize = 10;
 
+/// Where the dialog goes on `screen` for `turns` earlier turns: room for each, the note above
+/// them and the prompt under them.
+fn popup_area(screen: Rect, turns: usize) -> Rect {
+    popup::centred(
+        screen,
+        96,
+        u16::try_from(turns).unwrap_or(u16::MAX).saturating_add(6),
+    )
+}
+
+/// How many turns the dialog shows on `screen`: what PgUp/PgDn move by.
+pub fn page_rows(screen: Rect, turns: usize) -> usize {
+    // Less the note above the turns and the prompt under them.
+    usize::from(
+        popup::inside(popup_area(screen, turns))
+            .height
+            .saturating_sub(2),
+    )
+}
+
 /// The turns of `prompt.history`, then the prompt itself as the last user message.
 pub fn render(
     frame: &mut Frame,
@@ -37,11 +57,16 @@ pub fn render(
     let modes: &[Mode] = if dialog.editor.is_some() {
         &[Mode::ParamEdit, Mode::TextField]
     } else {
-        &[Mode::Conversation, Mode::Dialog]
+        &[Mode::Conversation, Mode::List, Mode::Dialog]
     };
     let hints = popup::hints(keymap, modes);
-    let popup_area = popup::centred(area, 96, history.len() as u16 + 6);
-    let inner = popup::open(frame, popup_area, "conversation", &hints, theme);
+    let inner = popup::open(
+        frame,
+        popup_area(area, history.len()),
+        "conversation",
+        &hints,
+        theme,
+    );
     let width = usize::from(inner.width).saturating_sub(ROLE_WIDTH);
     let mut lines = Vec::new();
     let note = if chat {

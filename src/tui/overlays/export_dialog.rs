@@ -21,6 +21,8 @@ use std::path::PathBuf;
 pub struct ExportSettings {
     /// Where `w` writes results files.
     pub results_dir: PathBuf,
+    /// The path last given to `w` this session, offered again instead of `results_dir`.
+    pub last_path: Option<String>,
     /// The JSON shape `w` writes results in.
     pub shape: ResponseShape,
     /// The built-in model's files (its directory in the cache), which exports name instead of
@@ -32,6 +34,7 @@ impl Default for ExportSettings {
     fn default() -> Self {
         Self {
             results_dir: PathBuf::from("."),
+            last_path: None,
             shape: ResponseShape::default(),
             builtin_model: None,
         }

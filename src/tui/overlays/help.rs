@@ -12,13 +12,14 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 /// The order sections appear in; modes without bindings are left out.
-const ORDER: [Mode; 16] = [
+const ORDER: [Mode; 17] = [
     Mode::Global,
     Mode::Navigate,
     Mode::Prompt,
     Mode::Params,
     Mode::ParamEdit,
     Mode::TextField,
+    Mode::List,
     Mode::Columns,
     Mode::Help,
     Mode::Dialog,

@@ -12,7 +12,7 @@ use crate::tui::theme::Theme;
 use crate::tui::widgets::status::{ModelSlot, ModelStatus};
 use crate::tui::widgets::text::TextBuffer;
 use ratatui::Frame;
-use ratatui::layout::{Position, Rect};
+use ratatui::layout::{Constraint, Layout, Position, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
@@ -48,6 +48,32 @@ impl ModelPicker {
 
 const LABEL: &str = "add: ";
 
+/// Where the picker goes on `screen` for `rows` models and candidates, `width` wide: room for
+/// each row, the input line, the separator and an error line.
+fn popup_area(screen: Rect, width: u16, rows: usize) -> Rect {
+    popup::centred(
+        screen,
+        width,
+        u16::try_from(rows).unwrap_or(u16::MAX).saturating_add(6),
+    )
+}
+
+/// The popup's inside split into the input line, the list and the error line under it.
+fn split(inner: Rect) -> [Rect; 3] {
+    Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Fill(1),
+        Constraint::Length(1),
+    ])
+    .areas(inner)
+}
+
+/// How many rows of the list the picker shows on `screen`: what PgUp/PgDn move by.
+pub fn page_rows(screen: Rect, rows: usize) -> usize {
+    let [_, list, _] = split(popup::inside(popup_area(screen, screen.width, rows)));
+    usize::from(list.height)
+}
+
 pub fn render(
     frame: &mut Frame,
     area: Rect,
@@ -56,9 +82,9 @@ pub fn render(
     keymap: &KeyMap,
     theme: &Theme,
 ) {
-    let hints = popup::hints(keymap, &[Mode::Models, Mode::Dialog]);
+    let hints = popup::hints(keymap, &[Mode::Models, Mode::List, Mode::Dialog]);
     let rows = models.len() + picker.candidates.len();
-    let mut lines = vec![Line::from(vec![
+    let input = Line::from(vec![
         Span::styled(LABEL, theme.dim),
         Span::styled(picker.input.text.clone(), theme.editor),
         Span::styled(
@@ -69,7 +95,7 @@ pub fn render(
             },
             theme.dim,
         ),
-    ])];
+    ]);
     let row_style = |i: usize| {
         if i == picker.selected {
             theme.selected
@@ -77,6 +103,7 @@ pub fn render(
             theme.base
         }
     };
+    let mut lines = Vec::new();
     for (i, model) in models.iter().enumerate() {
         let name = model.name().unwrap_or(&model.spec);
         let (status, style) = match &model.status {
@@ -112,19 +139,42 @@ pub fn render(
             row_style(loaded + i),
         ));
     }
-    if let Some(error) = &picker.error {
-        lines.push(Line::styled(error.clone(), theme.error));
-    }
+    let error = picker
+        .error
+        .as_ref()
+        .map(|error| Line::styled(error.clone(), theme.error));
     // Wide enough for a download's figures where the screen allows.
-    let widest = lines.iter().map(Line::width).max().unwrap_or(0);
+    let widest = lines
+        .iter()
+        .chain([&input])
+        .chain(&error)
+        .map(Line::width)
+        .max()
+        .unwrap_or(0);
     let width = u16::try_from(widest + 2).unwrap_or(u16::MAX).max(96);
-    let popup_area = popup::centred(area, width, rows as u16 + 6);
-    let inner = popup::open(frame, popup_area, "models", &hints, theme);
+    let inner = popup::open(
+        frame,
+        popup_area(area, width, rows),
+        "models",
+        &hints,
+        theme,
+    );
+    let [input_area, list_area, error_area] = split(inner);
     lines.insert(
         separator,
         Line::styled("─".repeat(usize::from(inner.width)), theme.dim),
     );
-    frame.render_widget(Paragraph::new(lines), inner);
+    // The selected row stays in view (the separator is a line above the candidates).
+    let selected_line = picker.selected + usize::from(picker.selected >= loaded);
+    let top = (selected_line + 1).saturating_sub(usize::from(list_area.height));
+    frame.render_widget(Paragraph::new(input), input_area);
+    frame.render_widget(
+        Paragraph::new(lines).scroll((u16::try_from(top).unwrap_or(u16::MAX), 0)),
+        list_area,
+    );
+    if let Some(error) = error {
+        frame.render_widget(Paragraph::new(error), error_area);
+    }
     let (_, col) = picker.input.cursor_line_col();
     let x = (LABEL.len() + col) as u16;
     if x < inner.width && inner.height > 0 {

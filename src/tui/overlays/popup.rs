@@ -20,6 +20,11 @@ pub fn centred(area: Rect, width: u16, height: u16) -> Rect {
     }
 }
 
+/// The inside of a box drawn in `area`, as [`open`] returns it.
+pub fn inside(area: Rect) -> Rect {
+    Block::bordered().inner(area)
+}
+
 /// Clears `area`, draws the bordered box and returns its inside. `hints` go on the bottom edge.
 pub fn open(frame: &mut Frame, area: Rect, title: &str, hints: &str, theme: &Theme) -> Rect {
     frame.render_widget(Clear, area);
@@ -30,9 +35,8 @@ pub fn open(frame: &mut Frame, area: Rect, title: &str, hints: &str, theme: &The
     if !hints.is_empty() {
         block = block.title_bottom(Line::styled(format!(" {hints} "), theme.dim));
     }
-    let inner = block.inner(area);
     frame.render_widget(block, area);
-    inner
+    inside(area)
 }
 
 /// `↑/↓ select  Enter load  Esc close`: the bindings of `modes`, as the help lists them.

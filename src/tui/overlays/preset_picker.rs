@@ -6,6 +6,7 @@ use super::popup;
 use crate::params::SamplingParams;
 use crate::preset_store::{PresetStore, UserPreset};
 use crate::presets::{self, MODEL_PRESET};
+use crate::tui::action::ListMove;
 use crate::tui::input::keymap::{KeyMap, Mode};
 use crate::tui::theme::Theme;
 use ratatui::Frame;
@@ -49,6 +50,8 @@ pub struct PickerEntry {
     pub kind: EntryKind,
     /// The preset, or why its file cannot be loaded.
     pub params: Result<SamplingParams, String>,
+    /// Said beside it: a user file that another of the same name shadows.
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -68,6 +71,7 @@ impl PresetPicker {
                 name: p.name,
                 kind: EntryKind::BuiltIn,
                 params: Ok(p.params),
+                note: None,
             })
             .collect();
         if let Some(defaults) = &presets.model_defaults {
@@ -75,6 +79,7 @@ impl PresetPicker {
                 name: MODEL_PRESET.to_owned(),
                 kind: EntryKind::Model,
                 params: Ok(defaults.clone()),
+                note: None,
             });
         }
         let message = presets.store.is_none().then(|| {
@@ -94,6 +99,7 @@ impl PresetPicker {
         match listed {
             Ok(listed) => {
                 self.entries.extend(listed.into_iter().map(|p| PickerEntry {
+                    note: p.note(),
                     name: p.name,
                     kind: EntryKind::User(p.path),
                     params: p.params,
@@ -110,11 +116,9 @@ impl PresetPicker {
         }
     }
 
-    pub fn move_by(&mut self, delta: i32) {
-        let n = self.entries.len() as i64;
-        if n > 0 {
-            self.selected = (self.selected as i64 + i64::from(delta)).rem_euclid(n) as usize;
-        }
+    /// Steps wrap round; `page` is how many entries a page moves.
+    pub fn move_by(&mut self, by: ListMove, page: usize) {
+        self.selected = by.apply(self.selected, self.entries.len(), page, true);
     }
 
     pub fn chosen(&self) -> Option<&PickerEntry> {
@@ -136,6 +140,24 @@ const KIND_WIDTH: usize = 9;
 /// Lines under the list for the selected entry's full text.
 const DETAIL_LINES: u16 = 4;
 
+/// Where the picker goes on `screen`: tall enough for every entry and the detail lines.
+fn popup_area(screen: Rect, picker: &PresetPicker) -> Rect {
+    let wanted = picker.entries.len() as u16 + DETAIL_LINES + 3;
+    popup::centred(screen, 100, wanted)
+}
+
+/// The popup's inside split into the list and the selected entry's detail under it.
+fn split(inner: Rect) -> [Rect; 2] {
+    let detail_height = DETAIL_LINES.min(inner.height / 2);
+    Layout::vertical([Constraint::Fill(1), Constraint::Length(detail_height)]).areas(inner)
+}
+
+/// How many entries the picker shows on `screen`: what PgUp/PgDn move by.
+pub fn page_rows(screen: Rect, picker: &PresetPicker) -> usize {
+    let [list, _] = split(popup::inside(popup_area(screen, picker)));
+    usize::from(list.height)
+}
+
 pub fn render(
     frame: &mut Frame,
     area: Rect,
@@ -143,13 +165,9 @@ pub fn render(
     keymap: &KeyMap,
     theme: &Theme,
 ) {
-    let wanted = picker.entries.len() as u16 + DETAIL_LINES + 3;
-    let popup_area = popup::centred(area, 100, wanted);
-    let hints = popup::hints(keymap, &[Mode::Presets, Mode::Dialog]);
-    let inner = popup::open(frame, popup_area, "presets", &hints, theme);
-    let detail_height = DETAIL_LINES.min(inner.height / 2);
-    let [list_area, detail_area] =
-        Layout::vertical([Constraint::Fill(1), Constraint::Length(detail_height)]).areas(inner);
+    let hints = popup::hints(keymap, &[Mode::Presets, Mode::List, Mode::Dialog]);
+    let inner = popup::open(frame, popup_area(area, picker), "presets", &hints, theme);
+    let [list_area, detail_area] = split(inner);
 
     let visible = usize::from(list_area.height);
     let top = (picker.selected + 1).saturating_sub(visible);
@@ -165,10 +183,13 @@ pub fn render(
             } else {
                 theme.base
             };
-            let (text, style) = match &entry.params {
+            let (mut text, style) = match &entry.params {
                 Ok(params) => (summary(params), theme.dim),
                 Err(e) => (format!("✗ {e}"), theme.error),
             };
+            if let Some(note) = &entry.note {
+                text = format!("({note}) {text}");
+            }
             Line::from(vec![
                 Span::styled(
                     format!(" {:<NAME_WIDTH$} ", entry.name),
@@ -190,7 +211,11 @@ pub fn render(
     }
     if let Some(entry) = picker.chosen() {
         if let EntryKind::User(path) = &entry.kind {
-            detail.push(Line::styled(path.display().to_string(), theme.dim));
+            let mut place = path.display().to_string();
+            if let Some(note) = &entry.note {
+                place.push_str(&format!(" ({note})"));
+            }
+            detail.push(Line::styled(place, theme.dim));
         }
         match &entry.params {
             Ok(params) => detail.push(Line::styled(summary(params), theme.value)),
@@ -212,6 +237,7 @@ mod tests {
             name: name.into(),
             path: PathBuf::from(format!("/p/{name}.yaml")),
             params,
+            shadowed_by: None,
         }
     }
 
@@ -241,9 +267,9 @@ mod tests {
             "mine",
         );
         assert_eq!(picker.chosen().unwrap().name, "mine");
-        picker.move_by(1);
+        picker.move_by(ListMove::Step(1), 5);
         assert_eq!(picker.selected, 0, "wraps around");
-        picker.move_by(-2);
+        picker.move_by(ListMove::Step(-2), 5);
         assert_eq!(picker.chosen().unwrap().name, "bad");
         picker.add_user(Err("permission denied".into()), "mine");
         assert!(

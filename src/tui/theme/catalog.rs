@@ -62,7 +62,7 @@ pub fn load_file(path: &Path) -> Result<NamedTheme, ThemeError> {
 
 /// Every `*.yaml` in `dir`, sorted by name, and the errors of those that could not be read.
 pub fn user_themes(dir: &Path) -> (Vec<NamedTheme>, Vec<ThemeError>) {
-    let files = match config::yaml_files(dir) {
+    let files = match config::user_files(dir, &["yaml"]) {
         Ok(files) => files,
         Err(e) => {
             let error = ThemeError {

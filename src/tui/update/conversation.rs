@@ -3,8 +3,8 @@
 
 use super::params_changed;
 use crate::model::text::chat_template::Message;
-use crate::tui::action::Effect;
-use crate::tui::overlays::conversation::ConversationDialog;
+use crate::tui::action::{Effect, ListMove};
+use crate::tui::overlays::conversation::{self, ConversationDialog};
 use crate::tui::state::{Overlay, State};
 use crate::tui::widgets::text::TextBuffer;
 
@@ -16,13 +16,11 @@ pub fn open(state: &mut State) {
 }
 
 /// Moves the selection, stopping at the first and last turn.
-pub fn move_by(state: &mut State, delta: i32) {
-    let last = state.prompt.history.len().saturating_sub(1);
+pub fn move_by(state: &mut State, by: ListMove) {
+    let turns = state.prompt.history.len();
+    let page = conversation::page_rows(state.size, turns);
     if let Some(dialog) = dialog_mut(state) {
-        dialog.selected = dialog
-            .selected
-            .saturating_add_signed(delta as isize)
-            .min(last);
+        dialog.selected = by.apply(dialog.selected, turns, page, false);
     }
 }
 

@@ -25,10 +25,6 @@ pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
             conversation::open(state);
             Vec::new()
         }
-        DialogAction::TurnsMove(delta) => {
-            conversation::move_by(state, delta);
-            Vec::new()
-        }
         DialogAction::EditTurn => {
             conversation::edit(state);
             Vec::new()
@@ -46,12 +42,6 @@ pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
                 .map(Effect::ListPresets)
                 .into_iter()
                 .collect()
-        }
-        DialogAction::PickerMove(delta) => {
-            if let Some(Overlay::Presets(picker)) = &mut state.overlay {
-                picker.move_by(delta);
-            }
-            Vec::new()
         }
         DialogAction::LoadPreset => load_preset(state),
         DialogAction::OpenSave => open_save(state),
@@ -88,10 +78,6 @@ pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
             Vec::new()
         }
         DialogAction::OpenModels => model_picker::open(state),
-        DialogAction::ModelsMove(delta) => {
-            model_picker::move_by(state, delta);
-            Vec::new()
-        }
         DialogAction::AddModel => model_picker::add(state),
         DialogAction::RemoveModel => model_picker::remove(state),
     }
@@ -285,8 +271,9 @@ fn submit_name(state: &mut State) -> Vec<Effect> {
             prompt.error = Some("type a file path, or a directory for a new file there".into());
             return Vec::new();
         }
-        let path = PathBuf::from(prompt.name());
-        return write_results(state, path, false);
+        let path = prompt.name().to_owned();
+        state.export.last_path = Some(path.clone());
+        return write_results(state, PathBuf::from(path), false);
     }
     let (Some(Overlay::Save(prompt)), Some(store)) = (&mut state.overlay, &state.presets.store)
     else {
@@ -338,8 +325,9 @@ fn to_save(state: &State) -> SamplingParams {
     params
 }
 
-/// `w`: asks where to write the last finished run, offering the results directory (where
-/// a new file is named after the run); without a finished run, says so instead.
+/// `w`: asks where to write the last finished run, offering the path given last, else the
+/// results directory (where a new file is named after the run); without a finished run, says
+/// so instead.
 fn ask_results_path(state: &mut State) -> Vec<Effect> {
     if finished_run(state).is_none() {
         with_export(state, |d| {
@@ -348,10 +336,13 @@ fn ask_results_path(state: &mut State) -> Vec<Effect> {
         return Vec::new();
     }
     if let Some(Overlay::Export(dialog)) = state.overlay.take() {
-        let mut offered = state.export.results_dir.display().to_string();
-        if !offered.ends_with(std::path::MAIN_SEPARATOR) {
-            offered.push(std::path::MAIN_SEPARATOR);
-        }
+        let offered = state.export.last_path.clone().unwrap_or_else(|| {
+            let mut dir = state.export.results_dir.display().to_string();
+            if !dir.ends_with(std::path::MAIN_SEPARATOR) {
+                dir.push(std::path::MAIN_SEPARATOR);
+            }
+            dir
+        });
         state.overlay = Some(Overlay::Save(SavePrompt::results(&offered, dialog)));
     }
     Vec::new()

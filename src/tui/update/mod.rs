@@ -9,16 +9,19 @@ pub mod model_picker;
 pub mod run_shape;
 
 use crate::engine::{Event, Request, RunId, ScoreRequest, TraceRequest};
+use crate::params::Field;
 use crate::presets::{MODEL_PRESET, Preset};
 use crate::response::StopReason;
-use crate::tui::action::{Action, Effect, Focus};
+use crate::tui::action::{Action, Effect, Focus, ListMove};
 use crate::tui::branch_tree::keep_for_run;
 use crate::tui::comparison::{ModelId, SideId};
 use crate::tui::input::mouse::{self, Target};
+use crate::tui::overlays::preset_picker;
 use crate::tui::state::{Overlay, State};
 use crate::tui::widgets::chain_view::TokenTrace;
 use crate::tui::widgets::columns::Columns;
-use crate::tui::widgets::layout::Grid;
+use crate::tui::widgets::layout::{Grid, areas};
+use crate::tui::widgets::params::page_rows;
 use crate::tui::widgets::prompt::{PromptView, SeenPrompt};
 use crate::tui::widgets::status::ModelStatus;
 use crate::tui::widgets::text::TextBuffer;
@@ -71,8 +74,8 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             mark_all_pending(state);
             start_pending(state)
         }
-        Action::SelectParam(delta) => {
-            state.comparison.params.select(delta);
+        Action::Select(by) => {
+            select(state, by);
             Vec::new()
         }
         Action::NudgeParam { steps, coarse } => {
@@ -89,6 +92,17 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         }
         Action::RollSeed => {
             let changed = state.comparison.params.roll_seed();
+            let seed = state.comparison.params.params.seed;
+            if let (true, Some(other), Some(seed)) =
+                (changed, &mut state.comparison.other_set, seed)
+            {
+                // Both sets sample from the same seeds, so that their columns stay comparable
+                // sample by sample.
+                other.set_seed(Some(seed));
+                state
+                    .status
+                    .notify(format!("rolled seed {seed} for both sets, A and B"));
+            }
             params_changed(state, changed)
         }
         Action::ToggleChat => chat_mode::toggle(state),
@@ -114,33 +128,34 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             b.insert(c.encode_utf8(&mut [0; 4]));
             true
         }),
+        Action::InsertNewline if one_line_field(state) => Vec::new(),
         Action::InsertNewline => edit_text(state, |b| {
             b.insert("\n");
             true
         }),
         Action::Paste(text) => {
-            if state.comparison.params.editor.is_some()
-                || matches!(
-                    state.overlay,
-                    Some(Overlay::Save(_) | Overlay::Models(_) | Overlay::Conversation(_))
-                )
-            {
-                // A value is one line: newlines would only make it invalid.
-                let line = text.replace(['\r', '\n'], " ");
-                edit_text(state, |b| {
-                    b.insert(&line);
-                    true
-                })
-            } else if state.focus == Focus::Prompt && state.overlay.is_none() {
-                state.prompt.view = PromptView::Typed;
-                state.prompt.paste(&text);
-                params_changed(state, true)
+            // Windows and old-Mac line ends become plain newlines, and in a one-line field
+            // spaces: newlines would only make a value invalid.
+            let text = text.replace("\r\n", "\n").replace('\r', "\n");
+            let text = if one_line_field(state) {
+                text.replace('\n', " ")
             } else {
-                Vec::new()
-            }
+                text
+            };
+            edit_text(state, |b| {
+                b.insert(&text);
+                true
+            })
         }
         Action::DeleteBack => edit_text(state, TextBuffer::delete_back),
         Action::DeleteForward => edit_text(state, TextBuffer::delete_forward),
+        Action::ClearText => edit_text(state, TextBuffer::clear),
+        Action::Undo if state.focus == Focus::Prompt && state.overlay.is_none() => {
+            state.prompt.view = PromptView::Typed;
+            let undone = state.prompt.undo();
+            params_changed(state, undone)
+        }
+        Action::Undo => Vec::new(),
         Action::CursorLeft | Action::CursorRight if inspecting_prompt_tokens(state) => {
             let last = state
                 .seen_prompt()
@@ -207,6 +222,25 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         Action::Dialog(action) => dialogs::update(state, action),
         Action::Branch(action) => branches::update(state, action),
         Action::Outcome(outcome) => dialogs::outcome(state, outcome),
+    }
+}
+
+/// Moves the selection of the open picker's or dialog's list, else the parameters'.
+fn select(state: &mut State, by: ListMove) {
+    match &mut state.overlay {
+        Some(Overlay::Presets(picker)) => {
+            let page = preset_picker::page_rows(state.size, picker);
+            picker.move_by(by, page);
+        }
+        Some(Overlay::Models(_)) => model_picker::move_by(state, by),
+        Some(Overlay::Conversation(_)) => conversation::move_by(state, by),
+        Some(_) => {}
+        None => {
+            let params = &mut state.comparison.params;
+            let page = page_rows(params, areas(state.size).params);
+            // Stops at the first and last rows: wrapping round put a held ↑ on num_samples.
+            params.select_row(by.apply(params.selected, Field::ALL.len(), page, false));
+        }
     }
 }
 
@@ -336,6 +370,16 @@ fn inspecting_prompt_tokens(state: &State) -> bool {
         && state.seen_prompt().is_some()
 }
 
+/// The text being edited is one line: a value, a preset name or a path, a model; the prompt
+/// and a conversation's turns take newlines.
+fn one_line_field(state: &State) -> bool {
+    match &state.overlay {
+        Some(Overlay::Save(_) | Overlay::Models(_)) => true,
+        Some(Overlay::Conversation(dialog)) if dialog.editor.is_some() => false,
+        _ => state.comparison.params.editor.is_some(),
+    }
+}
+
 /// `edit` says whether the text changed, and a changed prompt re-runs.
 fn edit_text(state: &mut State, edit: impl FnOnce(&mut TextBuffer) -> bool) -> Vec<Effect> {
     if let Some(Overlay::Models(picker)) = &mut state.overlay {
@@ -359,7 +403,7 @@ fn edit_text(state: &mut State, edit: impl FnOnce(&mut TextBuffer) -> bool) -> V
     } else if state.focus == Focus::Prompt && state.overlay.is_none() {
         // What is typed is shown.
         state.prompt.view = PromptView::Typed;
-        let changed = edit(&mut state.prompt.buffer);
+        let changed = state.prompt.edit(edit);
         params_changed(state, changed)
     } else {
         Vec::new()
@@ -557,11 +601,10 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
         }
         Event::LoadFailed { message } => {
             if let Some(slot) = state.comparison.slot_mut(model) {
-                let spec = slot.spec.clone();
-                slot.status = ModelStatus::Failed(message.clone());
-                state
-                    .status
-                    .report_error(format!("cannot load model {spec}: {message}"));
+                slot.status = ModelStatus::Failed(message);
+                if let Some(error) = slot.load_error() {
+                    state.status.report_error(error);
+                }
             }
         }
         Event::Prompted {
@@ -699,6 +742,15 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
         Event::Error { message, .. } => {
             let side = side.unwrap_or_default();
             state.comparison.sides[side].active = false;
+            if state.comparison.sides[side]
+                .seen
+                .as_ref()
+                .is_some_and(SeenPrompt::is_empty)
+            {
+                // An empty prompt the model cannot start from is the next thing to do, not an
+                // error: the view asks for a prompt (see `State::awaits_prompt`).
+                return Vec::new();
+            }
             state.comparison.sides[side].error = Some(message.clone());
             state.status.report_error(message);
             state.columns.end_unfinished(side, StopReason::Error);

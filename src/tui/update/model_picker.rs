@@ -1,11 +1,12 @@
 //! The model picker's keys (`a`): adding a found or typed model to the comparison and removing
 //! one, with its runs, columns and scores.
 
-use crate::tui::action::Effect;
-use crate::tui::overlays::model_picker::ModelPicker;
+use crate::tui::action::{Effect, ListMove};
+use crate::tui::comparison::ModelId;
+use crate::tui::overlays::model_picker::{self, ModelPicker};
 use crate::tui::state::{Overlay, State};
 use crate::tui::update;
-use crate::tui::widgets::status::ModelStatus;
+use crate::tui::widgets::status::{ModelSlot, ModelStatus};
 
 /// `a`: opens the picker and asks the loop what is on disk.
 pub fn open(state: &mut State) -> Vec<Effect> {
@@ -13,18 +14,18 @@ pub fn open(state: &mut State) -> Vec<Effect> {
     vec![Effect::DiscoverModels]
 }
 
-pub fn move_by(state: &mut State, delta: i32) {
+/// Steps wrap round the loaded models and the candidates.
+pub fn move_by(state: &mut State, by: ListMove) {
     let rows = state.comparison.models.len() + picker(state).map_or(0, |p| p.candidates.len());
-    if let Some(Overlay::Models(picker)) = &mut state.overlay
-        && rows > 0
-    {
-        picker.selected =
-            (picker.selected as i64 + i64::from(delta)).rem_euclid(rows as i64) as usize;
+    let page = model_picker::page_rows(state.size, rows);
+    if let Some(Overlay::Models(picker)) = &mut state.overlay {
+        picker.selected = by.apply(picker.selected, rows, page, true);
     }
 }
 
-/// Enter: the typed spec, else the selected candidate, joins the comparison; it loads on its
-/// own engine and runs the current parameters and seeds once ready.
+/// Enter: the typed spec, else the selected candidate, joins the comparison, replacing the
+/// models that failed to load; it loads on its own engine and runs the current parameters and
+/// seeds once ready.
 pub fn add(state: &mut State) -> Vec<Effect> {
     let loaded = state.comparison.models.len();
     let Some(Overlay::Models(picker)) = &mut state.overlay else {
@@ -46,8 +47,24 @@ pub fn add(state: &mut State) -> Vec<Effect> {
         return Vec::new();
     };
     state.overlay = None;
+    // The new model takes the place of those that failed to load: their failure is no longer
+    // what the status bar, the sample area and the exit status should report.
+    let failed: Vec<(ModelId, String)> = state
+        .comparison
+        .models
+        .iter()
+        .filter_map(|m| Some((m.id, m.load_error()?)))
+        .collect();
+    let mut effects = Vec::new();
+    for (id, error) in failed {
+        if state.status.error.as_ref() == Some(&error) {
+            state.status.error = None;
+        }
+        effects.extend(drop_model(state, id));
+    }
     let id = state.comparison.add_model(&spec);
-    vec![Effect::AddEngine { id, spec }]
+    effects.push(Effect::AddEngine { id, spec });
+    effects
 }
 
 /// Del on a loaded model: its runs stop, its columns and its scores go, its engine closes (a
@@ -79,7 +96,24 @@ pub fn remove(state: &mut State) -> Vec<Effect> {
             "the last model stays: add another before removing this one",
         );
     }
-    let (id, name) = (slot.id, slot.name().map(str::to_owned));
+    let id = slot.id;
+    let effects = drop_model(state, id);
+    let loaded = state.comparison.models.len();
+    if let Some(Overlay::Models(picker)) = &mut state.overlay {
+        picker.selected = selected.min(loaded - 1);
+        picker.error = None;
+    }
+    effects
+}
+
+/// Takes model `id` out of the comparison: its runs stop, its columns and its scores go, its
+/// engine closes.
+fn drop_model(state: &mut State, id: ModelId) -> Vec<Effect> {
+    let name = state
+        .comparison
+        .slot(id)
+        .and_then(ModelSlot::name)
+        .map(str::to_owned);
     let mut effects = Vec::new();
     for index in state.comparison.side_ids().rev() {
         if state.comparison.sides[index].model != id {
@@ -96,11 +130,6 @@ pub fn remove(state: &mut State) -> Vec<Effect> {
     }
     state.comparison.models.retain(|m| m.id != id);
     state.columns.mark_divergence();
-    let loaded = state.comparison.models.len();
-    if let Some(Overlay::Models(picker)) = &mut state.overlay {
-        picker.selected = selected.min(loaded - 1);
-        picker.error = None;
-    }
     effects.push(Effect::RemoveEngine(id));
     effects
 }

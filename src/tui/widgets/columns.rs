@@ -147,7 +147,8 @@ impl Column {
     }
 
     /// The footer that fits in `width` cells, dropping statistics from the right:
-    /// `■ stop "\n\n" 37 tok lp -1.23 ppl 3.42`; a running sample shows `…` instead of `■`.
+    /// `■ stop "\n\n" 37 tok lp -1.23 ppl 3.42`; a running sample shows `…` instead of `■`,
+    /// a stepping branch waiting for its next step `‖ paused`.
     /// A re-run's sample says how many tokens it replayed and decoded: `37 tok ↺30+7`.
     /// When models are compared, the other models' perplexities follow (`⇄tiny 8.10`, with `*`
     /// when the text was tokenized again, `†` when the scoring model has no chat template and
@@ -182,6 +183,8 @@ impl Column {
 
     fn own_footer(&self, width: usize) -> String {
         let reason = match &self.finish {
+            // A stepping branch ends each step only to wait for the next key: no stop reason.
+            Some(_) if self.stepping => "‖ paused".to_owned(),
             Some(reason) => format!("■ {reason}"),
             None => "…".to_owned(),
         };
@@ -512,9 +515,11 @@ pub struct SideTitle {
     pub header: String,
 }
 
-/// Why there are no columns yet: waiting for the model, or the model could not load.
+/// Why there are no columns yet: waiting for the model, for a prompt it can start from, or
+/// the model could not load.
 pub enum Empty {
     Waiting,
+    AwaitsPrompt,
     Failed(String),
 }
 
@@ -560,6 +565,10 @@ pub fn render(
             Empty::Waiting => {
                 Line::styled("samples appear here once the model is ready", theme.dim)
             }
+            Empty::AwaitsPrompt => Line::styled(
+                "type a prompt: the model needs text to start from",
+                theme.dim,
+            ),
             Empty::Failed(why) => Line::styled(why, theme.error),
         };
         let text = Paragraph::new(line).wrap(Wrap { trim: false }).block(block);
@@ -567,10 +576,11 @@ pub fn render(
         return;
     }
     let grid = Grid::new(area, state.columns.len());
-    let rows = grid.text_rows();
     let cursor = state.cursor_token().filter(|_| focused);
     for (i, rect) in grid.rects(state.first_row) {
         let column = &state.columns[i];
+        // A row of columns may be a line taller than `grid.text_rows()`: it shows one more.
+        let rows = usize::from(Grid::text_area(rect).height);
         let top = column.top(rows);
         let own = column.name();
         let name = match titles.get(column.side.0) {

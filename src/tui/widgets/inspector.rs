@@ -26,9 +26,42 @@ const MARK_WIDTH: usize = 2;
 const RANK_WIDTH: usize = 3;
 /// Lines above the alternatives: the token's rows, a blank and the list's header.
 const HEAD_LINES: usize = 8;
-/// ` 0.29 0.41`: raw and processed probability after the bar.
-const NUMBERS_WIDTH: usize = 10;
+/// ` 0.29`: one probability after the bar, raw or processed.
+const NUMBER_WIDTH: usize = 5;
+/// Cells before the bar: the mark, the rank, the text and a space.
+const LEAD_WIDTH: usize = MARK_WIDTH + RANK_WIDTH + TEXT_WIDTH + 1;
 const LABEL_WIDTH: usize = 9;
+
+/// How an alternative's line shares the panel's width: the numbers come first (the processed
+/// probability goes when the raw one alone fits), and the bar takes what is left.
+struct Widths {
+    bar: usize,
+    kept: bool,
+}
+
+impl Widths {
+    fn new(width: usize) -> Self {
+        let kept = width >= LEAD_WIDTH + 2 * NUMBER_WIDTH;
+        let bar = width.saturating_sub(LEAD_WIDTH + NUMBER_WIDTH * (1 + usize::from(kept)));
+        Self { bar, kept }
+    }
+
+    /// The list's header: the first of `headings` that fits before the numbers' titles, which
+    /// stay over their columns (`raw  kept`).
+    fn header(&self, headings: &[&str]) -> String {
+        let (titles, numbers) = if self.kept {
+            ("raw  kept", 2 * NUMBER_WIDTH)
+        } else {
+            ("raw", NUMBER_WIDTH)
+        };
+        let room = LEAD_WIDTH + self.bar;
+        let heading = headings
+            .iter()
+            .find(|h| h.chars().count() <= room)
+            .unwrap_or(&"");
+        format!("{heading:<room$}{titles:>numbers$}")
+    }
+}
 
 /// Eighths of a cell, for bars finer than whole cells.
 const EIGHTHS: [&str; 8] = ["", "▏", "▎", "▍", "▌", "▋", "▊", "▉"];
@@ -148,29 +181,23 @@ fn token_lines<'a>(
         row("rank", token.rank.to_string()),
         Line::default(),
     ];
-    let bar_width = width.saturating_sub(MARK_WIDTH + RANK_WIDTH + TEXT_WIDTH + 1 + NUMBERS_WIDTH);
-    let heading = if shown.proposal {
-        "Space: take ▶ · Enter: highlighted"
+    let widths = Widths::new(width);
+    // The first fits the panel's usual width; the others narrower ones.
+    let headings: &[&str] = if shown.proposal {
+        &["Space: ▶ · Enter: pick", "Space: take ▶"]
     } else if shown.pick.is_some() {
-        "Enter: branch from highlighted"
+        &["Enter: branch from it", "Enter: branch"]
     } else {
-        "alternatives · [ ] to pick"
+        &["alternatives · [ ] pick", "alternatives"]
     };
-    lines.push(Line::styled(
-        format!(
-            "{heading:<w$}{:>NUMBERS_WIDTH$}",
-            "raw  kept",
-            w = MARK_WIDTH + RANK_WIDTH + TEXT_WIDTH + 1 + bar_width
-        ),
-        theme.dim,
-    ));
+    lines.push(Line::styled(widths.header(headings), theme.dim));
     debug_assert_eq!(lines.len(), HEAD_LINES);
     let rows: Vec<usize> = alternative_rows(token.top.len(), logprobs).collect();
     for (i, a) in token.top.iter().enumerate() {
         if lines.len() < rows[i] {
             lines.push(Line::styled(kept_rule(logprobs, width), theme.dim));
         }
-        let mut line = alternative_line(a, i + 1, a.id == token.id, bar_width, theme);
+        let mut line = alternative_line(a, i + 1, a.id == token.id, &widths, theme);
         if shown.pick == Some(i) {
             line = line.patch_style(theme.selected);
         }
@@ -248,7 +275,7 @@ fn alternative_line<'a>(
     a: &Alternative,
     rank: usize,
     chosen: bool,
-    bar_width: usize,
+    widths: &Widths,
     theme: &Theme,
 ) -> Line<'a> {
     let raw = a.logprob.exp();
@@ -269,8 +296,15 @@ fn alternative_line<'a>(
         Span::styled(format!("{rank:>2} "), theme.dim),
         Span::styled(fit(&quoted(&a.text), TEXT_WIDTH), emphasis(text)),
         Span::raw(" "),
-        Span::styled(bar_text(raw, bar_width), bar),
-        Span::styled(format!(" {raw:.2} {:.2}", a.prob), emphasis(numbers)),
+        Span::styled(bar_text(raw, widths.bar), bar),
+        Span::styled(
+            if widths.kept {
+                format!(" {raw:.2} {:.2}", a.prob)
+            } else {
+                format!(" {raw:.2}")
+            },
+            emphasis(numbers),
+        ),
     ])
 }
 
@@ -323,6 +357,21 @@ mod tests {
         assert_eq!(bar_text(0.0, 3), "   ");
         assert_eq!(bar_text(0.3, 5), "█▌   ");
         assert_eq!(bar_text(f32::NAN, 2).chars().count(), 2);
+    }
+
+    #[test]
+    fn the_header_keeps_its_numbers_titles_over_their_columns_at_every_width() {
+        let headings = ["alternatives · [ ] pick", "alternatives"];
+        let header = |width| Widths::new(width).header(&headings);
+        assert_eq!(header(34), format!("{:<24} raw  kept", headings[0]));
+        assert_eq!(header(28), format!("{:<18} raw  kept", headings[1]));
+        assert_eq!(header(22), format!("{:<17}  raw", headings[1]));
+        for width in 0..80 {
+            let widths = Widths::new(width);
+            let line = LEAD_WIDTH + widths.bar + NUMBER_WIDTH * (1 + usize::from(widths.kept));
+            assert_eq!(header(width).chars().count(), line, "{width}");
+            assert!(line <= width.max(LEAD_WIDTH + NUMBER_WIDTH), "{width}");
+        }
     }
 
     #[test]

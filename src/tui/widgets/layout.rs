@@ -135,35 +135,32 @@ impl Grid {
     }
 
     /// The columns on screen with their rectangles, when the window starts at `first_row`.
+    /// They fill the area: the cells that do not divide evenly go one each to the first
+    /// columns of a row and the first rows, so that widths (and heights) differ by one at most.
     pub fn rects(&self, first_row: usize) -> impl Iterator<Item = (usize, Rect)> + '_ {
         let first_row = self.clamp_first_row(first_row);
-        let width = self.area.width / self.per_row as u16;
         let start = first_row * self.per_row;
         let end = ((first_row + self.shown) * self.per_row).min(self.n);
         (start..end).map(move |i| {
             let (row, col) = (i / self.per_row - first_row, i % self.per_row);
-            let last_in_row = col + 1 == self.per_row;
+            let (x, width) = share(self.area.width, self.per_row, col);
+            let (y, height) = share(self.area.height, self.shown, row);
             let rect = Rect {
-                x: self.area.x + col as u16 * width,
-                y: self.area.y + row as u16 * self.row_height,
-                // The last column of a row takes the rounding leftovers.
-                width: if last_in_row {
-                    self.area.width - col as u16 * width
-                } else {
-                    width
-                },
-                height: self.row_height,
+                x: self.area.x + x,
+                y: self.area.y + y,
+                width,
+                height,
             };
             (i, rect)
         })
     }
 
-    /// The text width inside each column (the last of a row may have a few cells more).
+    /// The text width inside the narrowest column (others may have a cell more).
     pub fn text_width(&self) -> usize {
         usize::from((self.area.width / self.per_row as u16).saturating_sub(2))
     }
 
-    /// Rows of text inside each column: the height less the borders and the footer.
+    /// Rows of text inside the lowest column: the height less the borders and the footer.
     pub fn text_rows(&self) -> usize {
         usize::from(self.row_height.saturating_sub(3))
     }
@@ -177,6 +174,15 @@ impl Grid {
             ..inner
         }
     }
+}
+
+/// Part `i` of `total` cells cut into `parts`: its offset and length. The remainder goes one
+/// cell each to the first parts.
+fn share(total: u16, parts: usize, i: usize) -> (u16, u16) {
+    let parts = parts.max(1) as u16;
+    let i = i as u16;
+    let (base, extra) = (total / parts, total % parts);
+    (i * base + i.min(extra), base + u16::from(i < extra))
 }
 
 #[cfg(test)]
@@ -202,12 +208,48 @@ mod tests {
         let grid = Grid::new(Rect::new(0, 0, 80, 20), 5);
         let shown = rects(&grid, 0);
         assert_eq!(shown.len(), 5);
-        assert_eq!(shown[0].width, 26);
-        assert_eq!(shown[2].width, 28);
+        let widths: Vec<u16> = shown.iter().map(|r| r.width).collect();
+        assert_eq!(widths, [27, 27, 26, 27, 27]);
         assert_eq!(shown[3].y, 10);
         assert_eq!((grid.text_width(), grid.text_rows()), (24, 7));
         assert_eq!(grid.indicator, None);
         assert_eq!(rects(&Grid::new(Rect::new(0, 0, 10, 5), 3), 0)[0].width, 10);
+    }
+
+    /// Issue 34: nine columns were 26 cells wide, the last 32.
+    #[test]
+    fn columns_share_the_leftover_cells_and_fill_the_area() {
+        for (w, h, n) in [
+            (240, 40, 9),
+            (124, 40, 7),
+            (80, 23, 5),
+            (50, 16, 8),
+            (199, 51, 6),
+        ] {
+            let area = Rect::new(3, 2, w, h);
+            let grid = Grid::new(area, n);
+            let shown = rects(&grid, 0);
+            let widths: Vec<u16> = shown.iter().map(|r| r.width).collect();
+            let (lo, hi) = (widths.iter().min().unwrap(), widths.iter().max().unwrap());
+            assert!(hi - lo <= 1, "{w}x{h}, {n}: {widths:?}");
+            let heights: Vec<u16> = shown.iter().map(|r| r.height).collect();
+            let (lo, hi) = (heights.iter().min().unwrap(), heights.iter().max().unwrap());
+            assert!(hi - lo <= 1, "{w}x{h}, {n}: {heights:?}");
+            let body = grid.indicator.map_or(h, |_| h - 1);
+            for row in shown.chunks_exact(grid.per_row) {
+                assert_eq!(row.iter().map(|r| r.width).sum::<u16>(), w, "{row:?}");
+                assert_eq!(row[0].x, area.x);
+                for pair in row.windows(2) {
+                    assert_eq!(pair[0].x + pair[0].width, pair[1].x, "no gaps");
+                }
+            }
+            let last = shown.last().unwrap();
+            assert_eq!(last.y + last.height, area.y + body, "{w}x{h}, {n}");
+            assert_eq!(
+                grid.text_width(),
+                usize::from(*widths.iter().min().unwrap() - 2)
+            );
+        }
     }
 
     #[test]
@@ -215,15 +257,14 @@ mod tests {
         // Five columns fit across 124 cells.
         let per_row = |n| {
             let grid = Grid::new(Rect::new(0, 0, 124, 40), n);
-            let widths: Vec<usize> = (0..grid.rows)
-                .map(|row| {
-                    rects(&grid, 0)
-                        .iter()
-                        .filter(|r| r.y == row as u16 * grid.row_height)
-                        .count()
-                })
+            let shown = rects(&grid, 0);
+            let mut tops: Vec<u16> = shown.iter().map(|r| r.y).collect();
+            tops.dedup();
+            let counts: Vec<usize> = tops
+                .iter()
+                .map(|&y| shown.iter().filter(|r| r.y == y).count())
                 .collect();
-            widths
+            counts
         };
         assert_eq!(per_row(5), [5]);
         assert_eq!(per_row(6), [3, 3]);

@@ -11,4 +11,5 @@ pub mod spark;
 pub mod status;
 pub mod text;
 pub mod token_texts;
+pub mod undo;
 pub mod wrap;

@@ -3,7 +3,7 @@
 
 use super::text::TextBuffer;
 use super::token_texts;
-use crate::params::{Field, FieldSpec, Knob, SamplingParams, TokenTexts};
+use crate::params::{Field, Knob, SamplingParams, TokenTexts};
 use crate::presets::{Preset, PresetSource};
 use crate::tui::theme::Theme;
 use ratatui::Frame;
@@ -90,10 +90,9 @@ impl ParamsState {
         self.params.normalized() != self.baseline.normalized()
     }
 
-    /// Stops at the first and last rows: wrapping round put a held ↑ on num_samples.
-    pub fn select(&mut self, delta: i32) {
-        let last = Field::ALL.len() as i64 - 1;
-        self.selected = (self.selected as i64 + i64::from(delta)).clamp(0, last) as usize;
+    /// Selects row `row` (clamped to the last).
+    pub fn select_row(&mut self, row: usize) {
+        self.selected = row.min(Field::ALL.len() - 1);
         self.refusal = None;
     }
 
@@ -126,7 +125,7 @@ impl ParamsState {
         let field = self.field();
         let spec = field.spec();
         let value = self.params.get(field);
-        let off = || off_value(&spec);
+        let off = || spec.off_value();
         let next = match spec.knob {
             Knob::Decimal {
                 fine,
@@ -201,7 +200,7 @@ impl ParamsState {
     /// The value that turns the selected field off, where one does.
     pub fn turn_off(&mut self) -> bool {
         let field = self.field();
-        match off_value(&field.spec()) {
+        match field.spec().off_value() {
             Some(off) => self.apply_value(off),
             None => {
                 self.refusal = Some(format!(
@@ -262,8 +261,14 @@ impl ParamsState {
     }
 
     pub fn roll_seed(&mut self) -> bool {
+        let seed = self.next_seed();
+        self.set_seed(Some(seed))
+    }
+
+    /// Takes `seed`; whether it changed.
+    pub fn set_seed(&mut self, seed: Option<u64>) -> bool {
         let mut p = self.params.clone();
-        p.seed = Some(self.next_seed());
+        p.seed = seed;
         self.apply(p)
     }
 
@@ -313,11 +318,6 @@ impl ParamsState {
 /// The row of `field` in the panel.
 fn row_of(field: Field) -> usize {
     Field::ALL.iter().position(|&f| f == field).unwrap_or(0)
-}
-
-/// The value that turns a field off, parsed from its row.
-fn off_value(spec: &FieldSpec) -> Option<Value> {
-    spec.off.and_then(|text| serde_yaml_ng::from_str(text).ok())
 }
 
 /// A YAML number as f64.
@@ -402,25 +402,21 @@ fn compact(value: &Value) -> String {
     serde_json::to_string(value).unwrap_or_default()
 }
 
-/// The value as the panel shows it.
+/// The value as the panel shows it: `off` for every parameter at its off value, however the
+/// value is spelled.
 pub fn value_text(params: &SamplingParams, field: Field) -> String {
-    let spec = field.spec();
     let value = params.get(field);
-    match (spec.knob, &value) {
+    match (field.spec().knob, &value) {
         (Knob::Seed, Value::Null) => "random".to_owned(),
         (_, Value::Null) if field == Field::Samplers => "default".to_owned(),
-        (_, Value::Null) => "off".to_owned(),
-        (Knob::TokenList, _) => match token_list(params, field) {
-            Some(list) if !list.is_empty() => token_texts::format(&list),
-            _ => "off".to_owned(),
-        },
+        _ if params.is_off(field) => "off".to_owned(),
+        (Knob::TokenList, _) => {
+            token_list(params, field).map_or_else(String::new, |list| token_texts::format(&list))
+        }
         (Knob::Toggle, Value::Bool(on)) => if *on { "on" } else { "off" }.to_owned(),
-        (Knob::Doubling { .. }, Value::Number(n)) => match n.as_i64() {
-            Some(0) => "off".to_owned(),
-            Some(n) if n < 0 && spec.off == Some("-1") => "off".to_owned(),
-            Some(n) if n < 0 => "all".to_owned(),
-            _ => n.to_string(),
-        },
+        (Knob::Doubling { .. }, Value::Number(n)) if n.as_i64().is_some_and(|n| n < 0) => {
+            "all".to_owned()
+        }
         (Knob::Decimal { .. }, Value::Number(n)) => {
             let shortest = n.to_string();
             let decimals = shortest.split_once('.').map_or(0, |(_, d)| d.len());
@@ -611,6 +607,11 @@ pub fn render(
     {
         frame.set_cursor_position(Position::new(inner.x + x as u16, inner.y + y as u16));
     }
+}
+
+/// How many parameter rows the panel drawn in `area` shows: what PgUp/PgDn move by.
+pub fn page_rows(state: &ParamsState, area: Rect) -> usize {
+    visible_rows(state, usize::from(Block::bordered().inner(area).height))
 }
 
 /// How many parameter rows fit in `height` lines: the rest shows the selected row's help, or
@@ -838,5 +839,34 @@ mod tests {
         );
         p.repeat_last_n = -1;
         assert_eq!(value_text(&p, Field::RepeatLastN), "all");
+    }
+
+    /// Issue 34: off read `top_k off`, `top_p 1.00` and `top_n_sigma -1.00`.
+    #[test]
+    fn every_parameter_at_its_off_value_reads_off() {
+        for &field in Field::ALL {
+            let Some(off) = field.spec().off_value() else {
+                continue;
+            };
+            let mut p = SamplingParams::default();
+            p.set_field(field, off).unwrap();
+            let shown = value_text(&p, field);
+            let expected = if field == Field::Samplers {
+                "default"
+            } else {
+                "off"
+            };
+            assert_eq!(shown, expected, "{}", field.name());
+        }
+        let mut p = SamplingParams {
+            top_k: 0,
+            ..SamplingParams::default()
+        };
+        assert_eq!(value_text(&p, Field::TopK), "off", "0 is read as off");
+        p.top_p = 0.9;
+        p.min_tokens = 3;
+        assert_eq!(value_text(&p, Field::TopP), "0.90");
+        assert_eq!(value_text(&p, Field::MinTokens), "3");
+        assert_eq!(value_text(&p, Field::Temperature), "1.00", "no off value");
     }
 }

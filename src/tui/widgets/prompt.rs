@@ -4,6 +4,7 @@
 //! their probability when the run asked for prompt_logprobs, one of them inspected.
 
 use super::text::TextBuffer;
+use super::undo::Undo;
 use crate::engine::PromptToken;
 use crate::model::text::chat_template::Message;
 use crate::response::TopLogprob;
@@ -27,6 +28,8 @@ pub struct PromptState {
     pub view: PromptView,
     /// The token inspected in the token view (clamped to the last when past it).
     pub token_cursor: usize,
+    /// The text before the last edits, for Ctrl+Z.
+    pub undo: Undo,
 }
 
 /// What the prompt box shows: `o` cycles them.
@@ -61,6 +64,13 @@ pub struct SeenPrompt {
     pub tokens: Vec<PromptToken>,
 }
 
+impl SeenPrompt {
+    /// Not a token to start from: an empty prompt to a model that adds no BOS token.
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+}
+
 impl PromptState {
     pub fn new(text: &str) -> Self {
         Self {
@@ -74,49 +84,89 @@ impl PromptState {
         &self.buffer.text
     }
 
-    /// Pasted text with Windows and old-Mac line ends made plain newlines.
-    pub fn paste(&mut self, text: &str) {
-        self.buffer
-            .insert(&text.replace("\r\n", "\n").replace('\r', "\n"));
+    /// Applies `change` (which says whether the text changed) so that Ctrl+Z can take it
+    /// back; returns whether the text changed.
+    pub fn edit(&mut self, change: impl FnOnce(&mut TextBuffer) -> bool) -> bool {
+        let before = self.buffer.clone();
+        if change(&mut self.buffer) {
+            self.undo.record(before, &self.buffer);
+            true
+        } else {
+            if self.buffer.cursor != before.cursor {
+                self.undo.moved();
+            }
+            false
+        }
+    }
+
+    /// Ctrl+Z: the text as it was before the last edit; whether there was one.
+    pub fn undo(&mut self) -> bool {
+        match self.undo.undo() {
+            Some(before) => {
+                self.buffer = before;
+                true
+            }
+            None => false,
+        }
     }
 }
 
-/// Splits each line into rows of at most `width` cells, never inside a grapheme cluster; also
-/// returns the cursor's (row, cell).
+/// Splits each line into rows of at most `width` cells, between words where it can (a word
+/// longer than a row is cut between grapheme clusters); also returns the cursor's (row, cell).
 fn wrap(buffer: &TextBuffer, width: usize) -> (Vec<String>, (usize, usize)) {
     let width = width.max(1);
-    let mut rows = Vec::new();
+    let mut rows: Vec<String> = Vec::new();
     let mut cursor = (0, 0);
+    // Where the line starts in the text.
     let mut at = 0;
     for line in buffer.text.split('\n') {
-        let mut row = String::new();
-        let mut cells = 0;
-        for cluster in line.graphemes(true) {
-            let w = cluster.width();
-            if cells > 0 && cells + w > width {
-                rows.push(std::mem::take(&mut row));
-                cells = 0;
-            }
-            if at == buffer.cursor {
+        let clusters: Vec<(usize, &str)> = line.grapheme_indices(true).collect();
+        for range in word_rows(&clusters, width) {
+            let row = &clusters[range];
+            if let Some(i) = row.iter().position(|&(b, _)| at + b == buffer.cursor) {
+                let cells = row[..i].iter().map(|(_, g)| g.width()).sum();
                 cursor = (rows.len(), cells);
             }
-            row.push_str(cluster);
-            cells += w;
-            at += cluster.len();
+            rows.push(row.iter().map(|&(_, g)| g).collect());
         }
-        if at == buffer.cursor {
+        if at + line.len() == buffer.cursor {
+            let cells = rows.last().map_or(0, |row| row.width());
             if cells >= width {
                 // A cursor after a full row sits at the start of the row below it.
-                rows.push(std::mem::take(&mut row));
-                cells = 0;
+                rows.push(String::new());
+                cursor = (rows.len() - 1, 0);
+            } else {
+                cursor = (rows.len() - 1, cells);
             }
-            cursor = (rows.len(), cells);
         }
-        rows.push(row);
         // The newline.
-        at += 1;
+        at += line.len() + 1;
     }
     (rows, cursor)
+}
+
+/// The clusters of one line cut into rows of at most `width` cells: after the last space that
+/// leaves the row within its width, else before the cluster that does not fit.
+fn word_rows(clusters: &[(usize, &str)], width: usize) -> Vec<std::ops::Range<usize>> {
+    let mut rows = Vec::new();
+    let (mut start, mut cells) = (0, 0);
+    // Where the row can end: after its last whitespace.
+    let mut after_space = None;
+    for (i, &(_, cluster)) in clusters.iter().enumerate() {
+        let w = cluster.width();
+        while cells > 0 && cells + w > width {
+            let end = after_space.filter(|&end| end > start).unwrap_or(i);
+            rows.push(start..end);
+            cells = clusters[end..i].iter().map(|(_, g)| g.width()).sum();
+            (start, after_space) = (end, None);
+        }
+        cells += w;
+        if cluster.chars().all(char::is_whitespace) {
+            after_space = Some(i + 1);
+        }
+    }
+    rows.push(start..clusters.len());
+    rows
 }
 
 /// The prompt's tokens as the model scored them (a run with prompt_logprobs): each one's
@@ -276,6 +326,9 @@ fn typed_title(state: &PromptState, shown: &Shown) -> String {
     title + " "
 }
 
+/// Shown dimmed in an empty prompt box, under the cursor.
+const PLACEHOLDER: &str = "type a prompt";
+
 fn render_typed(frame: &mut Frame, inner: Rect, state: &PromptState, shown: &Shown, theme: &Theme) {
     let marked = shown.specials;
     let mark = if state.literal_specials {
@@ -287,12 +340,15 @@ fn render_typed(frame: &mut Frame, inner: Rect, state: &PromptState, shown: &Sho
     let height = usize::from(inner.height);
     // Keep the cursor's row in view.
     let top = (row + 1).saturating_sub(height);
-    let lines: Vec<Line> = rows
-        .into_iter()
-        .skip(top)
-        .take(height)
-        .map(|row| marked_line(row, marked, mark))
-        .collect();
+    let lines: Vec<Line> = if state.text().is_empty() {
+        vec![Line::styled(PLACEHOLDER, theme.dim)]
+    } else {
+        rows.into_iter()
+            .skip(top)
+            .take(height)
+            .map(|row| marked_line(row, marked, mark))
+            .collect()
+    };
     frame.render_widget(Paragraph::new(lines).style(theme.base), inner);
     if shown.focused {
         frame.set_cursor_position(Position::new(
@@ -389,6 +445,24 @@ mod tests {
         assert_eq!(cursor, (1, 0));
     }
 
+    /// Issue 34: the prompt wrapped mid-word.
+    #[test]
+    fn rows_break_between_words_and_only_a_word_too_long_for_a_row_is_cut() {
+        let (rows, _) = wrap(&TextBuffer::new("Once upon a time there"), 10);
+        assert_eq!(rows, ["Once upon ", "a time ", "there"]);
+        let (rows, _) = wrap(&TextBuffer::new("a extraordinarily long"), 8);
+        assert_eq!(rows, ["a ", "extraord", "inarily ", "long"]);
+        let mut buffer = TextBuffer::new("Once upon a time");
+        buffer.cursor = "Once upon a t".len();
+        assert_eq!(
+            wrap(&buffer, 10).1,
+            (1, 3),
+            "in `time`, moved to the second row"
+        );
+        buffer.cursor = "Once ".len();
+        assert_eq!(wrap(&buffer, 10).1, (0, 5));
+    }
+
     #[test]
     fn wide_clusters_take_their_cells_and_the_cursor_counts_cells() {
         let (rows, cursor) = wrap(&TextBuffer::new("日本x"), 3);
@@ -474,12 +548,5 @@ mod tests {
         );
         assert!(token_detail(&tokens, Some(scores), 0).contains("the first token"));
         assert!(token_detail(&tokens, None, 2).contains("set prompt_logprobs"));
-    }
-
-    #[test]
-    fn paste_normalises_line_ends() {
-        let mut p = PromptState::new("x");
-        p.paste("a\r\nb\rc");
-        assert_eq!(p.text(), "xa\nb\nc");
     }
 }

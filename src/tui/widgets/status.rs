@@ -82,6 +82,14 @@ impl ModelSlot {
             _ => None,
         }
     }
+
+    /// Why the model could not load, as the status bar and the exit report say it.
+    pub fn load_error(&self) -> Option<String> {
+        match &self.status {
+            ModelStatus::Failed(why) => Some(format!("cannot load model {}: {why}", self.spec)),
+            _ => None,
+        }
+    }
 }
 
 /// An error or a notice as the message log keeps it.

@@ -85,6 +85,13 @@ impl TextBuffer {
         true
     }
 
+    /// Empties the text (Ctrl+U); whether there was any.
+    pub fn clear(&mut self) -> bool {
+        let had = !self.text.is_empty();
+        *self = Self::default();
+        had
+    }
+
     pub fn left(&mut self) {
         self.selected = false;
         if let Some(start) = self.previous() {
