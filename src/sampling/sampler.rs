@@ -199,33 +199,30 @@ impl Sampler {
         forced: Option<u32>,
     ) -> Result<SampledToken, SamplingError> {
         let u = state.rng.uniform();
-        if self.params.engine != Engine::Vllm {
+        // The chosen token, the entropy of what was kept, and each token's kept probability,
+        // from whichever path made the distribution.
+        type Prob<'a> = Box<dyn Fn(u32) -> f32 + 'a>;
+        let (id, kept_entropy, prob): (u32, f32, Prob) = if self.params.engine != Engine::Vllm {
             let id = self.run_chain(logits, state, u, forced)?;
-            state.accept(id);
             let cands = &self.pool.cands;
-            let prob = |t: u32| cands.iter().find(|c| c.id == t).map_or(0.0, |c| c.p);
-            return Ok(SampledToken {
-                kept_entropy: entropy_of(cands.iter().map(|c| f64::from(c.p))),
-                ..report(
-                    logits,
-                    log_norm,
-                    id,
-                    self.top_n,
-                    &mut self.keys,
-                    prob,
-                    &self.tokens.watched,
-                )
-            });
-        }
-        let cut = self.cut(logits, state)?;
-        let id = match forced {
-            Some(id) => id,
-            None => self.draw(&cut, u)?,
+            let kept = entropy_of(cands.iter().map(|c| f64::from(c.p)));
+            let prob = move |t: u32| cands.iter().find(|c| c.id == t).map_or(0.0, |c| c.p);
+            (id, kept, Box::new(prob))
+        } else {
+            let cut = self.cut(logits, state)?;
+            let id = match forced {
+                Some(id) => id,
+                None => self.draw(&cut, u)?,
+            };
+            let kept = self.kept_entropy(&cut);
+            let work = &self.work;
+            (
+                id,
+                kept,
+                Box::new(move |t: u32| cut.prob(work[t as usize], t)),
+            )
         };
         state.accept(id);
-        let kept_entropy = self.kept_entropy(&cut);
-        let work = &self.work;
-        let prob = |t: u32| cut.prob(work[t as usize], t);
         Ok(SampledToken {
             kept_entropy,
             ..report(

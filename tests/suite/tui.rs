@@ -4,7 +4,8 @@
 use crate::common;
 
 use common::tui::{
-    done, find, finished, loaded, loaded_with_template, render, row, started, state_sized, token,
+    done, find, finished, loaded, loaded_with_template, press_key, render, row, started,
+    state_sized, token,
 };
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
@@ -1069,10 +1070,7 @@ fn home_end_and_pages_move_through_the_parameters() {
     select(&mut s, "max_tokens");
     let keys = KeyMap::default();
     let press = |s: &mut State, code| {
-        let action = keys
-            .action(&s.modes(), KeyEvent::new(code, KeyModifiers::NONE))
-            .unwrap();
-        update(s, action);
+        press_key(s, code);
         s.comparison.params.selected
     };
     let screen = render(&s, &Theme::dark());

@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::tui::{done, find, render, row, started, state_sized, token};
+use common::tui::{done, find, press_key, render, row, started, state_sized, token};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use samplab::engine::{Event, Prompt, PromptToken, Request};
 use samplab::response::{CrossScore, StopReason, TopLogprob};
@@ -428,13 +428,7 @@ fn a_long_conversation_scrolls_to_the_selected_turn() {
         "scrolled past the first turns"
     );
     // Issue 34: Home/End and pages, through the key map.
-    let keys = KeyMap::default();
-    let press = |s: &mut State, code| {
-        let action = keys
-            .action(&s.modes(), KeyEvent::new(code, KeyModifiers::NONE))
-            .unwrap();
-        update(s, action);
-    };
+    let press = press_key;
     press(&mut s, KeyCode::End);
     assert!(find(&render(&s, &Theme::plain()), "turn 39").is_some());
     press(&mut s, KeyCode::Home);

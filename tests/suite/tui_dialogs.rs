@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::tui::{NoEngine, done, find, loaded, render, row, state_sized};
+use common::tui::{NoEngine, done, find, loaded, press_key, render, row, state_sized};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -772,12 +772,8 @@ fn the_preset_picker_pages_and_jumps_to_its_ends() {
         .map(|i| user(&format!("mine-{i:02}"), Ok(SamplingParams::default())))
         .collect();
     update(&mut s, Action::Outcome(Outcome::PresetsListed(Ok(users))));
-    let keys = KeyMap::default();
     let press = |s: &mut State, code| {
-        let action = keys
-            .action(&s.modes(), KeyEvent::new(code, KeyModifiers::NONE))
-            .unwrap();
-        update(s, action);
+        press_key(s, code);
         picker(s).selected
     };
     let entries = picker(&s).entries.len();

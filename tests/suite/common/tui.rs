@@ -120,6 +120,16 @@ pub fn done(run_id: RunId, reasons: &[StopReason]) -> Event {
     }
 }
 
+/// Presses `code` (no modifiers) through the default key map; a key bound to nothing here
+/// fails the test.
+pub fn press_key(state: &mut State, code: crossterm::event::KeyCode) {
+    let key = crossterm::event::KeyEvent::new(code, crossterm::event::KeyModifiers::NONE);
+    let action = KeyMap::default()
+        .action(&state.modes(), key)
+        .unwrap_or_else(|| panic!("{code:?} is bound in {:?}", state.modes()));
+    samplab::tui::update(state, action);
+}
+
 pub fn render(state: &State, theme: &Theme) -> Buffer {
     let mut terminal =
         Terminal::new(TestBackend::new(state.size.width, state.size.height)).unwrap();
