@@ -73,7 +73,7 @@ fn streamed(samples: u32) -> State {
         defaults: None,
         chat_template: false,
         vocab: 0,
-        vocab_size: 512,
+        vocab_size: Some(512),
         special_tokens: Vec::new(),
         warnings: Vec::new(),
     };

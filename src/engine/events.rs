@@ -68,7 +68,8 @@ pub struct TokenEvent {
 /// One token of the prompt as the model sees it, for the playground's token view.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PromptToken {
-    pub id: u32,
+    /// `None` for a served model's raw prompt, which the server tokenizes: shown as one piece.
+    pub id: Option<u32>,
     pub text: String,
     /// A special token (`<|im_start|>`, BOS): a control token, not text.
     pub special: bool,
@@ -115,8 +116,9 @@ pub enum Event {
         /// read as a garbage vocabulary size, and lost bits in parsers that read f64.
         #[serde(rename = "vocab_fingerprint", serialize_with = "hex")]
         vocab: u64,
-        /// Tokens in the vocabulary: where top_k stops mattering.
-        vocab_size: usize,
+        /// Tokens in the vocabulary: where top_k stops mattering; `None` from a served model,
+        /// which does not say.
+        vocab_size: Option<usize>,
         /// The text of each special token (`<|im_end|>`), which the playground marks where the
         /// user typed it into a chat message.
         special_tokens: Vec<String>,
@@ -238,7 +240,7 @@ mod tests {
             defaults: None,
             chat_template: false,
             vocab: 4039322147505346497,
-            vocab_size: 49152,
+            vocab_size: Some(49152),
             special_tokens: Vec::new(),
             warnings: Vec::new(),
         };

@@ -139,7 +139,7 @@ impl LoadedModel {
         let decoder = self.tokenizer.get_added_tokens_decoder();
         ids.iter()
             .map(|&id| PromptToken {
-                id,
+                id: Some(id),
                 // As top_logprobs show it: a SentencePiece token keeps its leading space.
                 text: token_text(&self.tokenizer, id),
                 special: decoder.get(&id).is_some_and(|token| token.special),
@@ -365,7 +365,7 @@ impl Runner for LoadedModel {
             defaults: self.defaults.clone(),
             chat_template: self.chat_template.is_some(),
             vocab: self.vocab_fingerprint(),
-            vocab_size: self.backend.vocab_size(),
+            vocab_size: Some(self.backend.vocab_size()),
             special_tokens: self.special_tokens(),
             warnings: self.warnings.clone(),
         }

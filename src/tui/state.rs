@@ -129,7 +129,7 @@ impl State {
                 .prompt_token_ids
                 .iter()
                 .zip(&seen.tokens)
-                .all(|(&id, token)| id == token.id);
+                .all(|(&id, token)| Some(id) == token.id);
         same.then_some(PromptScores {
             logprobs: response.prompt_logprobs.as_deref()?,
             top: response.prompt_top_logprobs.as_deref(),

@@ -189,7 +189,10 @@ fn the_response_keeps_the_conversation_and_the_prompted_event_marks_special_toke
     };
     assert_eq!(*run_id, 4);
     assert_eq!(rendered.as_deref(), kept.rendered.as_deref());
-    let ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
+    let ids: Vec<u32> = tokens
+        .iter()
+        .map(|t| t.id.expect("a local model names each id"))
+        .collect();
     assert_eq!(ids, response.prompt_token_ids);
     let specials: Vec<&str> = tokens
         .iter()

@@ -19,7 +19,7 @@ fn loaded(name: &str, chat_template: bool) -> Event {
         defaults: None,
         chat_template,
         vocab: 0,
-        vocab_size: 1024,
+        vocab_size: Some(1024),
         special_tokens: vec!["<|im_end|>".into()],
         warnings: Vec::new(),
     }
@@ -121,7 +121,7 @@ fn msg(role: &str, content: &str) -> samplab::model::text::chat_template::Messag
 
 fn prompted(run_id: u64) -> Event {
     let token = |text: &str, special| PromptToken {
-        id: 0,
+        id: Some(0),
         text: text.into(),
         special,
     };
@@ -448,7 +448,7 @@ fn the_token_view_colours_the_prompt_by_its_logprobs_and_inspects_a_token() {
     let effects = update(&mut s, Action::Engine(ModelId(0), loaded("base", false)));
     let run_id = runs(&effects)[0].1.run_id;
     let token = |id, text: &str| PromptToken {
-        id,
+        id: Some(id),
         text: text.into(),
         special: false,
     };

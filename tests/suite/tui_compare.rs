@@ -22,7 +22,7 @@ fn loaded(name: &str, vocab: u64) -> Event {
         defaults: None,
         chat_template: false,
         vocab,
-        vocab_size: 1024,
+        vocab_size: Some(1024),
         special_tokens: Vec::new(),
         warnings: Vec::new(),
     }

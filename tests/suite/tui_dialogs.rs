@@ -236,7 +236,7 @@ fn the_model_preset_is_offered_once_the_model_shipped_defaults() {
                 defaults: Some(SamplingParams::from_yaml("temperature: 0.6").unwrap()),
                 chat_template: false,
                 vocab: 0,
-                vocab_size: 1024,
+                vocab_size: Some(1024),
                 special_tokens: Vec::new(),
                 warnings: Vec::new(),
             },

@@ -123,7 +123,7 @@ fn running() -> State {
                 defaults: None,
                 chat_template: false,
                 vocab: 0,
-                vocab_size: 1024,
+                vocab_size: Some(1024),
                 special_tokens: Vec::new(),
                 warnings: Vec::new(),
             },

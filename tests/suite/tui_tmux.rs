@@ -479,7 +479,15 @@ fn a_large_unbracketed_paste_is_taken_whole() {
     });
     assert!(screen.contains("2985"), "{screen}");
     tmux.keys(&["C-c"]);
-    assert_eq!(exit_status(&tmux), "0");
+    // The paste is longer than stories260K's context: whether its run had failed before
+    // Ctrl+C (exit 1, as after any failed run) depends on the debounce, not on the paste.
+    let status = exit_status(&tmux);
+    assert!(status == "0" || status == "1", "exit status {status}");
+    assert_eq!(
+        tmux.display("#{alternate_on}"),
+        "0",
+        "the terminal is restored"
+    );
 }
 
 #[test]

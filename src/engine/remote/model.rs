@@ -296,7 +296,7 @@ impl Runner for RemoteModel {
             // Its token ids are its own (or samplab's numbering): shared with no other model.
             vocab: BuildHasherDefault::<DefaultHasher>::default()
                 .hash_one((&self.client.spec.base, &self.info.model)),
-            vocab_size: 0,
+            vocab_size: None,
             special_tokens: Vec::new(),
             warnings: vec![format!(
                 "{} gives {}; samplab cannot show the probability after its filters",
@@ -347,7 +347,7 @@ impl Runner for RemoteModel {
                 // The server tokenizes: the prompt is shown as one piece.
                 crate::engine::Prompt::Raw(text) | crate::engine::Prompt::Literal(text) => {
                     vec![PromptToken {
-                        id: 0,
+                        id: None,
                         text: text.clone(),
                         special: false,
                     }]

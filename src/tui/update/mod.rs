@@ -548,8 +548,8 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
                 slot.vocab = vocab;
                 slot.special_tokens = special_tokens;
             }
-            // A served model does not say its vocabulary's size (0): it caps nothing.
-            if vocab_size > 0 {
+            // A served model does not say its vocabulary's size: it caps nothing.
+            if let Some(vocab_size) = vocab_size {
                 let size = u32::try_from(vocab_size).unwrap_or(u32::MAX);
                 state.comparison.params.vocab_size = Some(
                     state

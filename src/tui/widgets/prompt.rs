@@ -277,7 +277,10 @@ fn token_detail(tokens: &[PromptToken], scores: Option<PromptScores>, i: usize) 
     let Some(token) = tokens.get(i) else {
         return String::new();
     };
-    let mut detail = format!("#{i} {:?} (id {})", token.text, token.id);
+    let mut detail = match token.id {
+        Some(id) => format!("#{i} {:?} (id {id})", token.text),
+        None => format!("#{i} {:?} (the server tokenizes it)", token.text),
+    };
     let Some(scores) = scores else {
         return detail + " · set prompt_logprobs to see how likely each token was";
     };
@@ -290,7 +293,7 @@ fn token_detail(tokens: &[PromptToken], scores: Option<PromptScores>, i: usize) 
         .and_then(|top| top.get(i)?.as_ref())
         .map(|top| {
             top.iter()
-                .filter(|alt| alt.0 != token.id)
+                .filter(|alt| Some(alt.0) != token.id)
                 .map(|alt| format!("{:?} {:.3}", alt.1, alt.2.exp()))
                 .collect()
         })
@@ -482,7 +485,7 @@ mod tests {
     #[test]
     fn tokens_break_rows_at_newlines_and_at_the_width() {
         let token = |text: &str, special| PromptToken {
-            id: 0,
+            id: Some(0),
             text: text.to_owned(),
             special,
         };
@@ -517,7 +520,7 @@ mod tests {
     #[test]
     fn scored_tokens_take_their_probabilitys_colour_and_the_detail_names_the_alternatives() {
         let token = |id, text: &str| PromptToken {
-            id,
+            id: Some(id),
             text: text.to_owned(),
             special: false,
         };
@@ -548,5 +551,15 @@ mod tests {
         );
         assert!(token_detail(&tokens, Some(scores), 0).contains("the first token"));
         assert!(token_detail(&tokens, None, 2).contains("set prompt_logprobs"));
+        // A served model's raw prompt is one piece with no id of ours.
+        let served = [PromptToken {
+            id: None,
+            text: "Once upon".into(),
+            special: false,
+        }];
+        assert!(
+            token_detail(&served, None, 0)
+                .starts_with("#0 \"Once upon\" (the server tokenizes it)")
+        );
     }
 }

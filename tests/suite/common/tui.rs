@@ -26,7 +26,7 @@ pub fn loaded_with_template(chat_template: bool) -> Event {
         defaults: None,
         chat_template,
         vocab: 0,
-        vocab_size: 1024,
+        vocab_size: Some(1024),
         special_tokens: Vec::new(),
         warnings: Vec::new(),
     }
