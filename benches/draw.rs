@@ -10,7 +10,7 @@ use samplab::engine::{Alternative, Event, TokenEvent};
 use samplab::params::SamplingParams;
 use samplab::presets::Preset;
 use samplab::tui::{
-    Action, BranchAction, KeyMap, ModelId, ParamsState, State, Theme, draw, update,
+    Action, BranchAction, Focus, KeyMap, ModelId, ParamsState, State, Theme, draw, update,
 };
 use std::hint::black_box;
 
@@ -79,7 +79,8 @@ fn streamed(samples: u32) -> State {
     };
     update(&mut state, Action::Engine(ModelId(0), loaded));
     stream(&mut state, 1, samples);
-    update(&mut state, Action::FocusNext);
+    // The playground starts in the prompt; the cursor and the inspector need the columns.
+    state.focus = Focus::Columns;
     update(&mut state, Action::StepToken(-3));
     state
 }
