@@ -6,7 +6,7 @@ use crate::common::tui::*;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use samplab::engine::{Event, TokenEvent};
 use samplab::params::SamplingParams;
-use samplab::response::{RunStats, SampleResponse, StopReason, Timings, Trajectory};
+use samplab::response::{StopReason, Trajectory};
 use samplab::tui::{Action, Focus, KeyMap, ModelId, Overlay, State, Theme, update};
 
 /// Three samples: #0 and #2 the same (ids 10 11 12), #1 parting at token 1; entropies 4, 2
@@ -57,19 +57,7 @@ fn finished_run() -> State {
             ..Trajectory::empty(sample as u32, 42 + sample as u64, None)
         });
     }
-    let response = SampleResponse {
-        model: "fake".into(),
-        prompt: None,
-        params: SamplingParams::default(),
-        prompt_token_ids: vec![0, 2],
-        prompt_logprobs: None,
-        prompt_top_logprobs: None,
-        stats: RunStats::of(&trajectories),
-        watch: None,
-        prompt_watched: None,
-        trajectories,
-        timings: Timings::default(),
-    };
+    let response = response(trajectories);
     let done = Event::Done {
         run_id: 1,
         response: Box::new(response),

@@ -78,37 +78,17 @@ pub fn finished(
 }
 
 pub fn done(run_id: RunId, reasons: &[StopReason]) -> Event {
+    let trajectories = reasons
+        .iter()
+        .enumerate()
+        .map(|(i, &stop_reason)| Trajectory {
+            stop_reason,
+            ..Trajectory::empty(i as u32, 42 + i as u64, None)
+        })
+        .collect();
     Event::Done {
         run_id,
         response: Box::new(SampleResponse {
-            model: "fake".into(),
-            prompt: None,
-            params: SamplingParams::default(),
-            prompt_token_ids: vec![0, 2],
-            prompt_logprobs: None,
-            prompt_top_logprobs: None,
-            trajectories: reasons
-                .iter()
-                .enumerate()
-                .map(|(i, &stop_reason)| Trajectory {
-                    index: i as u32,
-                    seed: 42 + i as u64,
-                    token_ids: vec![],
-                    text: String::new(),
-                    stop_reason,
-                    stop_matched: None,
-                    logprobs: vec![],
-                    top_logprobs: None,
-                    cross_scores: None,
-                    branch: None,
-                    entropy: None,
-                    kept_entropy: None,
-                    watched: None,
-                })
-                .collect(),
-            stats: None,
-            watch: None,
-            prompt_watched: None,
             timings: Timings {
                 prefill_ms: 3.0,
                 decode_ms: 10.0,
@@ -116,7 +96,25 @@ pub fn done(run_id: RunId, reasons: &[StopReason]) -> Event {
                 tokens_decoded: reasons.len() as u32,
                 ..Timings::default()
             },
+            ..response(trajectories)
         }),
+    }
+}
+
+/// A response of a fake model holding `trajectories`, with their statistics.
+pub fn response(trajectories: Vec<Trajectory>) -> SampleResponse {
+    SampleResponse {
+        model: "fake".into(),
+        prompt: None,
+        params: SamplingParams::default(),
+        prompt_token_ids: vec![0, 2],
+        prompt_logprobs: None,
+        prompt_top_logprobs: None,
+        stats: samplab::response::RunStats::of(&trajectories),
+        watch: None,
+        prompt_watched: None,
+        trajectories,
+        timings: Timings::default(),
     }
 }
 
