@@ -327,6 +327,14 @@ fn transformers_reference(logits: &[f32], history: &[u32], p: &SamplingParams) -
             })
             .count();
         let edge = scores[order[below.min(order.len() - 1)]];
+        // transformers keeps every token scored up to the edge: a score beyond it by less than
+        // f32 rounding is a tie to an f32 engine.
+        if scores
+            .iter()
+            .any(|&q| q > edge && q - edge < 1e-6 * edge.max(1.0))
+        {
+            AMBIGUOUS.with(|a| a.set(true));
+        }
         c = order
             .iter()
             .enumerate()
