@@ -598,7 +598,7 @@ impl Lane {
             } else {
                 match self.record.step_logits(step) {
                     Some(kept) => {
-                        let (logits, norm) = (&kept.logits, kept.log_norm);
+                        let (logits, norm) = (&kept.logits, kept.norm);
                         self.sampler
                             .sample_or_force(logits, norm, &mut slot.state, forced)?
                     }

@@ -12,6 +12,7 @@
 use super::backend::{ParkedRow, RowSource};
 use super::score::common_prefix;
 use crate::model::memory::parse_size;
+use crate::sampling::Normalizer;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -48,15 +49,16 @@ pub(super) struct Record {
     kv_valid: usize,
 }
 
-/// One step's logits with their log_softmax normaliser, which replaying need not compute again.
+/// One step's logits with their log_softmax normaliser and entropy, which replaying need not
+/// compute again.
 pub(super) struct KeptStep {
     pub logits: Vec<f32>,
-    pub log_norm: f32,
+    pub norm: Normalizer,
 }
 
 impl KeptStep {
     fn bytes(&self) -> usize {
-        size_of_val(self.logits.as_slice()) + size_of::<f32>()
+        size_of_val(self.logits.as_slice()) + size_of::<Normalizer>()
     }
 }
 
@@ -186,12 +188,12 @@ impl ReplayStore {
         key: u64,
         step: usize,
         logits: Vec<f32>,
-        log_norm: f32,
+        norm: Normalizer,
     ) {
         let Some(record) = self.records.get_mut(&key) else {
             return;
         };
-        let kept = KeptStep { logits, log_norm };
+        let kept = KeptStep { logits, norm };
         if record.logits.len() + 1 == step && self.used + kept.bytes() <= self.budget {
             self.used += kept.bytes();
             record.logits.push(kept);
@@ -279,7 +281,7 @@ impl ReplayStore {
             .iter()
             .map(|kept| KeptStep {
                 logits: kept.logits.clone(),
-                log_norm: kept.log_norm,
+                norm: kept.norm,
             })
             .collect();
         let bytes: usize = logits.iter().map(KeptStep::bytes).sum();

@@ -69,7 +69,7 @@ pub fn along_prompt(
     let mut out: IndexMap<String, Vec<Option<f32>>> =
         watch.iter().map(|w| (w.name.clone(), vec![None])).collect();
     for row in rows {
-        let log_norm = log_normalizer(row)?;
+        let log_norm = log_normalizer(row)?.log_norm;
         for (w, values) in watch.iter().zip(out.values_mut()) {
             let logit = row
                 .get(w.id as usize)

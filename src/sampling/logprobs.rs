@@ -3,7 +3,7 @@
 
 use super::error::SamplingError;
 use super::select::{collect_top_k, key_id};
-use super::softmax::{log_sum_exp, sanitize};
+use super::softmax::{log_sum_exp_and_entropy, sanitize};
 
 /// A token and its raw logprob.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -38,7 +38,7 @@ pub(super) fn score_token(
                 token,
                 vocab: logits.len(),
             })?;
-    let log_norm = log_normalizer(logits)?;
+    let log_norm = log_normalizer(logits)?.log_norm;
     let top = top_ids(logits, top_n, token, keys)
         .map(|id| TokenLogprob {
             id,
@@ -53,13 +53,24 @@ pub(super) fn score_token(
     })
 }
 
-/// The log_softmax normaliser, or an error when no logit is usable.
-pub fn log_normalizer(logits: &[f32]) -> Result<f32, SamplingError> {
-    let log_norm = log_sum_exp(logits);
+/// A row of logits' log_softmax normaliser and the entropy (nats) of its distribution, which
+/// come from one pass over the vocabulary.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Normalizer {
+    pub log_norm: f32,
+    pub entropy: f32,
+}
+
+/// The row's [`Normalizer`], or an error when no logit is usable.
+pub fn log_normalizer(logits: &[f32]) -> Result<Normalizer, SamplingError> {
+    let (log_norm, entropy) = log_sum_exp_and_entropy(logits);
     if log_norm == f32::NEG_INFINITY {
         Err(SamplingError::NoCandidates)
     } else {
-        Ok(log_norm)
+        Ok(Normalizer {
+            log_norm,
+            entropy: entropy as f32,
+        })
     }
 }
 

@@ -26,7 +26,7 @@ mod token_lists;
 pub use chain::StageTrace;
 pub use error::SamplingError;
 pub use history::SampleState;
-pub use logprobs::{ScoredToken, TokenLogprob, log_normalizer};
+pub use logprobs::{Normalizer, ScoredToken, TokenLogprob, log_normalizer};
 pub use rng::{SampleRng, sample_seed};
 pub use sampler::{KeptToken, SampledToken, Sampler, TopToken};
 pub use softmax::sanitize;

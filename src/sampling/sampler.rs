@@ -9,7 +9,7 @@
 use super::chain::{self, Pool, StageTrace, StepInput};
 use super::error::SamplingError;
 use super::history::SampleState;
-use super::logprobs::{ScoredToken, log_normalizer, rank, score_token, top_ids};
+use super::logprobs::{Normalizer, ScoredToken, log_normalizer, rank, score_token, top_ids};
 use super::select::{collect_top_k, key_id, order_key};
 use super::softmax::{self, LANES, any, sanitize, scaled, sum_exp};
 use super::token_lists::TokenLists;
@@ -181,10 +181,10 @@ impl Sampler {
     pub fn sample_normalized(
         &mut self,
         logits: &[f32],
-        log_norm: f32,
+        norm: Normalizer,
         state: &mut SampleState,
     ) -> Result<SampledToken, SamplingError> {
-        self.sample_or_force(logits, log_norm, state, None)
+        self.sample_or_force(logits, norm, state, None)
     }
 
     /// [`Sampler::sample_normalized`], except that a `forced` token (one the user picked for a
@@ -194,7 +194,7 @@ impl Sampler {
     pub fn sample_or_force(
         &mut self,
         logits: &[f32],
-        log_norm: f32,
+        norm: Normalizer,
         state: &mut SampleState,
         forced: Option<u32>,
     ) -> Result<SampledToken, SamplingError> {
@@ -227,7 +227,7 @@ impl Sampler {
             kept_entropy,
             ..report(
                 logits,
-                log_norm,
+                norm,
                 id,
                 self.top_n,
                 &mut self.keys,
@@ -496,13 +496,14 @@ impl Sampler {
 /// the raw entropy and the watched tokens' logprobs (the kept entropy is the caller's).
 fn report(
     logits: &[f32],
-    log_norm: f32,
+    norm: Normalizer,
     id: u32,
     top_n: Option<u32>,
     keys: &mut Vec<u64>,
     prob: impl Fn(u32) -> f32,
     watched: &[u32],
 ) -> SampledToken {
+    let log_norm = norm.log_norm;
     let raw = |id: u32| sanitize(logits[id as usize]);
     let top = match top_n {
         Some(n) => top_ids(logits, n, id, keys)
@@ -520,7 +521,7 @@ fn report(
         prob: prob(id),
         rank: rank(logits, raw(id)),
         top,
-        entropy: softmax::entropy(logits, log_norm, 1.0, f32::NEG_INFINITY) as f32,
+        entropy: norm.entropy,
         // The caller knows the processed distribution.
         kept_entropy: 0.0,
         watched: watched

@@ -138,22 +138,51 @@ fn sum_exp_portable<const L: usize>(
 /// The entropy in nats of the distribution that weighs each `s = (x - shift) * scale >= floor`
 /// by `exp(s)`: `ln Z - Σ exp(s) s / Z`, one pass like [`sum_exp`]'s; 0 when nothing weighs.
 pub fn entropy(values: &[f32], shift: f32, scale: f32, floor: f32) -> f64 {
+    let (mass, moment) = mass_and_moment(values, shift, scale, floor);
+    entropy_of(mass, moment)
+}
+
+/// `ln Σ exp(x)` over the sanitised values and the entropy of their softmax, from one pass
+/// after the maximum's: (-inf, 0) when every value is masked.
+pub fn log_sum_exp_and_entropy(values: &[f32]) -> (f32, f64) {
+    let shift = max(values);
+    if shift == f32::NEG_INFINITY {
+        return (shift, 0.0);
+    }
+    let (mass, moment) = mass_and_moment(values, shift, 1.0, f32::NEG_INFINITY);
+    (
+        (f64::from(shift) + mass.ln()) as f32,
+        entropy_of(mass, moment),
+    )
+}
+
+/// `ln Z - M / Z` from the mass `Z = Σ exp(s)` and the moment `M = Σ exp(s) s`.
+fn entropy_of(mass: f64, moment: f64) -> f64 {
+    if mass > 0.0 {
+        (mass.ln() - moment / mass).max(0.0)
+    } else {
+        0.0
+    }
+}
+
+/// `Σ exp(s)` and `Σ exp(s) s` over `s = (x - shift) * scale >= floor`.
+fn mass_and_moment(values: &[f32], shift: f32, scale: f32, floor: f32) -> (f64, f64) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has just been checked for AVX2, the only feature the function enables.
-        return unsafe { entropy_avx2(values, shift, scale, floor) };
+        return unsafe { mass_and_moment_avx2(values, shift, scale, floor) };
     }
-    entropy_portable(values, shift, scale, floor)
+    mass_and_moment_portable(values, shift, scale, floor)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn entropy_avx2(values: &[f32], shift: f32, scale: f32, floor: f32) -> f64 {
-    entropy_portable(values, shift, scale, floor)
+fn mass_and_moment_avx2(values: &[f32], shift: f32, scale: f32, floor: f32) -> (f64, f64) {
+    mass_and_moment_portable(values, shift, scale, floor)
 }
 
 #[inline(always)]
-fn entropy_portable(values: &[f32], shift: f32, scale: f32, floor: f32) -> f64 {
+fn mass_and_moment_portable(values: &[f32], shift: f32, scale: f32, floor: f32) -> (f64, f64) {
     let (mut mass, mut moment) = (0.0f64, 0.0f64);
     for block in values.chunks(BLOCK) {
         let mut w_lanes = [0.0f32; LANES];
@@ -182,22 +211,7 @@ fn entropy_portable(values: &[f32], shift: f32, scale: f32, floor: f32) -> f64 {
         mass += w_lanes.iter().map(|&w| f64::from(w)).sum::<f64>();
         moment += ws_lanes.iter().map(|&w| f64::from(w)).sum::<f64>();
     }
-    if mass > 0.0 {
-        (mass.ln() - moment / mass).max(0.0)
-    } else {
-        0.0
-    }
-}
-
-/// `ln Σ exp(x)` over the sanitised values, the normaliser of log_softmax; -inf when every value
-/// is masked.
-pub fn log_sum_exp(values: &[f32]) -> f32 {
-    let shift = max(values);
-    if shift == f32::NEG_INFINITY {
-        return shift;
-    }
-    let sum = sum_exp(values, shift, 1.0, f32::NEG_INFINITY, []).total;
-    (f64::from(shift) + sum.ln()) as f32
+    (mass, moment)
 }
 
 #[cfg(test)]
@@ -240,7 +254,7 @@ mod tests {
                     .map(|&x| (f64::from(x) - shift).exp())
                     .sum::<f64>()
                     .ln();
-            let got = f64::from(log_sum_exp(&values));
+            let got = f64::from(log_sum_exp_and_entropy(&values).0);
             assert!((got - exact).abs() < 1e-5, "len {len}: {got} vs {exact}");
         }
     }
@@ -249,7 +263,7 @@ mod tests {
     fn entropy_matches_f64_on_a_large_vocabulary_and_respects_the_floor() {
         for len in [1, 17, 32_000, 151_936] {
             let values = vocabulary(len);
-            let shift = log_sum_exp(&values);
+            let shift = log_sum_exp_and_entropy(&values).0;
             let exact: f64 = values
                 .iter()
                 .map(|&x| f64::from(x - shift))
@@ -285,6 +299,9 @@ mod tests {
         let mut many = vec![0.0; 100];
         many[77] = f32::INFINITY;
         assert_eq!(max(&many), f32::MAX);
-        assert_eq!(log_sum_exp(&[f32::NEG_INFINITY; 3]), f32::NEG_INFINITY);
+        assert_eq!(
+            log_sum_exp_and_entropy(&[f32::NEG_INFINITY; 3]).0,
+            f32::NEG_INFINITY
+        );
     }
 }
