@@ -4,7 +4,7 @@
 use super::generate::token_text;
 use crate::params::{SamplingParams, TokenText};
 use crate::response::Watched;
-use crate::sampling::{log_normalizer, sanitize};
+use crate::sampling::{log_normalizer, logprob_of};
 use indexmap::IndexMap;
 use tokenizers::Tokenizer;
 
@@ -71,10 +71,7 @@ pub fn along_prompt(
     for row in rows {
         let log_norm = log_normalizer(row)?.log_norm;
         for (w, values) in watch.iter().zip(out.values_mut()) {
-            let logit = row
-                .get(w.id as usize)
-                .map_or(f32::NEG_INFINITY, |&x| sanitize(x));
-            values.push(Some(logit - log_norm));
+            values.push(Some(logprob_of(row, log_norm, w.id)));
         }
     }
     Ok(out)

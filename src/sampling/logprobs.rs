@@ -53,6 +53,14 @@ pub(super) fn score_token(
     })
 }
 
+/// The raw logprob of `id` in `logits` (normalised by `log_norm`); -inf for an id the row
+/// does not hold.
+pub fn logprob_of(logits: &[f32], log_norm: f32, id: u32) -> f32 {
+    logits
+        .get(id as usize)
+        .map_or(f32::NEG_INFINITY, |&x| sanitize(x) - log_norm)
+}
+
 /// A row of logits' log_softmax normaliser and the entropy (nats) of its distribution, which
 /// come from one pass over the vocabulary.
 #[derive(Debug, Clone, Copy, PartialEq)]

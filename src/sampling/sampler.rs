@@ -9,7 +9,9 @@
 use super::chain::{self, Pool, StageTrace, StepInput};
 use super::error::SamplingError;
 use super::history::SampleState;
-use super::logprobs::{Normalizer, ScoredToken, log_normalizer, rank, score_token, top_ids};
+use super::logprobs::{
+    Normalizer, ScoredToken, log_normalizer, logprob_of, rank, score_token, top_ids,
+};
 use super::select::{collect_top_k, key_id, order_key};
 use super::softmax::{self, LANES, any, sanitize, scaled, sum_exp};
 use super::token_lists::TokenLists;
@@ -81,6 +83,8 @@ struct Cut {
     last_kept: u64,
     /// The total weight of the kept tokens.
     mass: f64,
+    /// `Σ weight · s` of the kept tokens when they are unlisted, for their entropy.
+    moment: f64,
     /// `None` when `Sampler::candidates` lists every kept token in draw order; otherwise the
     /// kept mass above each of `MASS_LEVELS`, for listing only what a draw needs.
     unlisted: Option<[f64; MASS_LEVELS.len()]>,
@@ -344,6 +348,7 @@ impl Sampler {
             floor: self.min_p_floor,
             last_kept: u64::MAX,
             mass: 0.0,
+            moment: 0.0,
             unlisted: None,
         };
         match self.top_k.filter(|&k| k < self.work.len()) {
@@ -374,6 +379,7 @@ impl Sampler {
                     self.keep_nucleus(&mut cut, sums.total)?;
                 } else {
                     cut.mass = sums.total;
+                    cut.moment = sums.moment;
                     cut.unlisted = Some(sums.above);
                 }
             }
@@ -382,10 +388,10 @@ impl Sampler {
     }
 
     /// The entropy of what `cut` keeps: over the listed candidates, or (nothing bounding the
-    /// kept set) one more pass over the vocabulary.
+    /// kept set) from the sums of the pass that weighed the vocabulary.
     fn kept_entropy(&self, cut: &Cut) -> f32 {
         if cut.unlisted.is_some() {
-            return softmax::entropy(&self.work, cut.shift, cut.inv_temperature, cut.floor) as f32;
+            return softmax::entropy(cut.mass, cut.moment) as f32;
         }
         entropy_of(
             self.candidates
@@ -406,6 +412,7 @@ impl Sampler {
             floor: 0.0,
             last_kept: key,
             mass: 1.0,
+            moment: 0.0,
             unlisted: None,
         })
     }
@@ -526,11 +533,7 @@ fn report(
         kept_entropy: 0.0,
         watched: watched
             .iter()
-            .map(|&w| {
-                logits
-                    .get(w as usize)
-                    .map_or(f32::NEG_INFINITY, |&x| sanitize(x) - log_norm)
-            })
+            .map(|&w| logprob_of(logits, log_norm, w))
             .collect(),
     }
 }

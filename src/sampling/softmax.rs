@@ -54,6 +54,8 @@ pub fn max(values: &[f32]) -> f32 {
 pub struct ExpSums<const L: usize> {
     pub total: f64,
     pub above: [f64; L],
+    /// `Σ exp(s) s` over the same terms as `total`, for the [`entropy`].
+    pub moment: f64,
 }
 
 /// The scaled logit every pass and every candidate agrees on, so they weigh tokens identically.
@@ -103,9 +105,11 @@ fn sum_exp_portable<const L: usize>(
     let mut sums = ExpSums {
         total: 0.0,
         above: [0.0; L],
+        moment: 0.0,
     };
     for block in values.chunks(BLOCK) {
         let mut total = [0.0f32; LANES];
+        let mut moment = [0.0f32; LANES];
         let mut above = [[0.0f32; LANES]; L];
         let chunks = block.chunks_exact(LANES);
         let rest = chunks.remainder();
@@ -114,6 +118,7 @@ fn sum_exp_portable<const L: usize>(
                 let s = scaled(sanitize(x), shift, scale);
                 let w = if s >= floor { exp(s) } else { 0.0 };
                 total[lane] += w;
+                moment[lane] += if w > 0.0 { w * s } else { 0.0 };
                 for (level, sum) in levels.iter().zip(above.iter_mut()) {
                     sum[lane] += if s >= *level { w } else { 0.0 };
                 }
@@ -123,11 +128,13 @@ fn sum_exp_portable<const L: usize>(
             let s = scaled(sanitize(x), shift, scale);
             let w = if s >= floor { exp(s) } else { 0.0 };
             total[0] += w;
+            moment[0] += if w > 0.0 { w * s } else { 0.0 };
             for (level, sum) in levels.iter().zip(above.iter_mut()) {
                 sum[0] += if s >= *level { w } else { 0.0 };
             }
         }
         sums.total += total.iter().map(|&w| f64::from(w)).sum::<f64>();
+        sums.moment += moment.iter().map(|&w| f64::from(w)).sum::<f64>();
         for (sum, lanes) in sums.above.iter_mut().zip(&above) {
             *sum += lanes.iter().map(|&w| f64::from(w)).sum::<f64>();
         }
@@ -135,83 +142,28 @@ fn sum_exp_portable<const L: usize>(
     sums
 }
 
-/// The entropy in nats of the distribution that weighs each `s = (x - shift) * scale >= floor`
-/// by `exp(s)`: `ln Z - Σ exp(s) s / Z`, one pass like [`sum_exp`]'s; 0 when nothing weighs.
-pub fn entropy(values: &[f32], shift: f32, scale: f32, floor: f32) -> f64 {
-    let (mass, moment) = mass_and_moment(values, shift, scale, floor);
-    entropy_of(mass, moment)
-}
-
-/// `ln Σ exp(x)` over the sanitised values and the entropy of their softmax, from one pass
-/// after the maximum's: (-inf, 0) when every value is masked.
-pub fn log_sum_exp_and_entropy(values: &[f32]) -> (f32, f64) {
-    let shift = max(values);
-    if shift == f32::NEG_INFINITY {
-        return (shift, 0.0);
-    }
-    let (mass, moment) = mass_and_moment(values, shift, 1.0, f32::NEG_INFINITY);
-    (
-        (f64::from(shift) + mass.ln()) as f32,
-        entropy_of(mass, moment),
-    )
-}
-
-/// `ln Z - M / Z` from the mass `Z = Σ exp(s)` and the moment `M = Σ exp(s) s`.
-fn entropy_of(mass: f64, moment: f64) -> f64 {
-    if mass > 0.0 {
-        (mass.ln() - moment / mass).max(0.0)
+/// The entropy in nats of a distribution [`sum_exp`] weighed, from its `total` and `moment`:
+/// `ln Z - Σ exp(s) s / Z`; 0 when nothing weighs.
+pub fn entropy(total: f64, moment: f64) -> f64 {
+    if total > 0.0 {
+        (total.ln() - moment / total).max(0.0)
     } else {
         0.0
     }
 }
 
-/// `Σ exp(s)` and `Σ exp(s) s` over `s = (x - shift) * scale >= floor`.
-fn mass_and_moment(values: &[f32], shift: f32, scale: f32, floor: f32) -> (f64, f64) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has just been checked for AVX2, the only feature the function enables.
-        return unsafe { mass_and_moment_avx2(values, shift, scale, floor) };
+/// `ln Σ exp(x)` over the sanitised values (the normaliser of log_softmax) and the entropy of
+/// their softmax, from one pass after the maximum's: (-inf, 0) when every value is masked.
+pub fn log_sum_exp_and_entropy(values: &[f32]) -> (f32, f64) {
+    let shift = max(values);
+    if shift == f32::NEG_INFINITY {
+        return (shift, 0.0);
     }
-    mass_and_moment_portable(values, shift, scale, floor)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn mass_and_moment_avx2(values: &[f32], shift: f32, scale: f32, floor: f32) -> (f64, f64) {
-    mass_and_moment_portable(values, shift, scale, floor)
-}
-
-#[inline(always)]
-fn mass_and_moment_portable(values: &[f32], shift: f32, scale: f32, floor: f32) -> (f64, f64) {
-    let (mut mass, mut moment) = (0.0f64, 0.0f64);
-    for block in values.chunks(BLOCK) {
-        let mut w_lanes = [0.0f32; LANES];
-        let mut ws_lanes = [0.0f32; LANES];
-        let mut add = |lane: usize, x: f32| {
-            let s = scaled(sanitize(x), shift, scale);
-            let (w, ws) = if s >= floor {
-                let w = exp(s);
-                (w, w * s)
-            } else {
-                (0.0, 0.0)
-            };
-            w_lanes[lane] += w;
-            ws_lanes[lane] += ws;
-        };
-        let chunks = block.chunks_exact(LANES);
-        let rest = chunks.remainder();
-        for chunk in chunks {
-            for (lane, &x) in chunk.iter().enumerate() {
-                add(lane, x);
-            }
-        }
-        for &x in rest {
-            add(0, x);
-        }
-        mass += w_lanes.iter().map(|&w| f64::from(w)).sum::<f64>();
-        moment += ws_lanes.iter().map(|&w| f64::from(w)).sum::<f64>();
-    }
-    (mass, moment)
+    let sums = sum_exp(values, shift, 1.0, f32::NEG_INFINITY, []);
+    (
+        (f64::from(shift) + sums.total.ln()) as f32,
+        entropy(sums.total, sums.moment),
+    )
 }
 
 #[cfg(test)]
@@ -269,15 +221,33 @@ mod tests {
                 .map(|&x| f64::from(x - shift))
                 .map(|lp| -lp.exp() * lp)
                 .sum();
-            let got = entropy(&values, shift, 1.0, f32::NEG_INFINITY);
+            let got = {
+                let sums = sum_exp(&values, shift, 1.0, f32::NEG_INFINITY, []);
+                entropy(sums.total, sums.moment)
+            };
             assert!((got - exact).abs() < 1e-4, "len {len}: {got} vs {exact}");
+            // Normalised by the maximum instead, as the normaliser's own pass is: the same figure.
+            let at_max = log_sum_exp_and_entropy(&values).1;
+            assert!(
+                (at_max - exact).abs() < 1e-4,
+                "len {len}: {at_max} vs {exact}"
+            );
         }
         // Two equal tokens kept of three, at temperature 0.5: ln 2.
-        let got = entropy(&[1.0, 1.0, -3.0, f32::NAN], 1.0, 2.0, -1.0);
+        let got = {
+            let sums = sum_exp(&[1.0, 1.0, -3.0, f32::NAN], 1.0, 2.0, -1.0, []);
+            entropy(sums.total, sums.moment)
+        };
         assert!((got - 2f64.ln()).abs() < 1e-6, "{got}");
+        // Masked tokens weigh nothing (0 x -inf must not make the moment NaN).
+        let masked = [0.0, 0.0, f32::NEG_INFINITY];
+        let (log_norm, h) = log_sum_exp_and_entropy(&masked);
+        assert!((h - 2f64.ln()).abs() < 1e-6, "{h}");
+        let kept = sum_exp(&masked, log_norm, 1.0, f32::NEG_INFINITY, []);
+        assert!((entropy(kept.total, kept.moment) - 2f64.ln()).abs() < 1e-6);
         assert_eq!(
-            entropy(&[f32::NEG_INFINITY; 4], 0.0, 1.0, f32::NEG_INFINITY),
-            0.0
+            log_sum_exp_and_entropy(&[f32::NEG_INFINITY; 4]),
+            (f32::NEG_INFINITY, 0.0)
         );
     }
 
