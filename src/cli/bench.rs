@@ -8,6 +8,8 @@ use samplab::engine::{Backend, LoadedModel, RowSource};
 use samplab::model::device::DeviceChoice;
 use samplab::model::source::HubSettings;
 use samplab::model::source::synthetic::SYNTHETIC_SPECS;
+use samplab::model::{Activations, bandwidth};
+use samplab::sampling::{log_normalizer, logprob_of};
 use serde::Serialize;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -70,7 +72,21 @@ struct Report {
     kernels: Vec<KernelRow>,
     prefill_tokens: usize,
     prefill_tok_per_s: f64,
+    /// The machine's read bandwidth on the kernels' threads (CPU runs only): what a decode
+    /// step that reads every weight once cannot pass.
+    read_gb_per_s: Option<f64>,
     decode: Vec<DecodeRow>,
+    /// Where the products round activations (`--activations 16bit`, or `auto` on a CPU that
+    /// has it): how far that moves the logprobs from f32 activations.
+    error_against_exact: Option<ErrorRow>,
+}
+
+#[derive(Serialize)]
+struct ErrorRow {
+    /// Prompt tokens scored by both.
+    tokens: usize,
+    /// Mean |logprob - logprob with f32 activations|, in nats.
+    mean_abs_logprob: f64,
 }
 
 #[derive(Serialize)]
@@ -86,6 +102,8 @@ struct DecodeRow {
     aggregate_tok_per_s: f64,
     /// Weight bytes read per batched step times steps per second.
     weight_gb_per_s: f64,
+    /// `weight_gb_per_s` as a share of `read_gb_per_s`.
+    of_read_limit: Option<f64>,
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
@@ -98,23 +116,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let activations = args.precision.activations;
     // Before minutes of writing a synthetic file, a precision the CPU lacks is refused.
     activations.check()?;
-    let mut model = match (&args.model, &args.synthetic) {
-        (Some(spec), _) => {
-            let mut bar = LoadBar::new();
-            let hub = HubSettings::from_env();
-            let model = load_model_with(spec, &hub, args.device, activations, &mut |step| {
-                bar.show(&step)
-            });
-            bar.clear();
-            model?
-        }
-        (None, Some(name)) => {
-            synthetic_model(name, &args.qtype, args.device, activations, &mut |step| {
-                eprintln!("{}", step.message)
-            })?
-        }
-        (None, None) => unreachable!("clap requires --model or --synthetic"),
-    };
+    let mut model = load(&args, activations)?;
     if !args.rerun.reruns.is_empty() {
         let shape = RunShape {
             samples: args.samples[0],
@@ -124,13 +126,73 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         };
         return bench_rerun::run(&mut model, &args.rerun, shape);
     }
-    let report = measure(&mut model, &args)?;
+    let mut report = measure(&mut model, &args)?;
+    if model.device == "cpu" && activations.resolve() != Activations::Exact {
+        report.error_against_exact = Some(error_against_exact(model, &args)?);
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_table(&report);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The model `args` name, its quantized CPU products multiplying `activations`.
+fn load(args: &BenchArgs, activations: Activations) -> anyhow::Result<LoadedModel> {
+    match (&args.model, &args.synthetic) {
+        (Some(spec), _) => {
+            let mut bar = LoadBar::new();
+            let hub = HubSettings::from_env();
+            let model = load_model_with(spec, &hub, args.device, activations, &mut |step| {
+                bar.show(&step)
+            });
+            bar.clear();
+            model
+        }
+        (None, Some(name)) => {
+            synthetic_model(name, &args.qtype, args.device, activations, &mut |step| {
+                eprintln!("{}", step.message)
+            })
+        }
+        (None, None) => unreachable!("clap requires --model or --synthetic"),
+    }
+}
+
+/// The prompt tokens the error against the exact model is measured over.
+const ERROR_TOKENS: usize = 64;
+
+/// Mean |logprob - exact| of each of the bench prompt's first tokens given the ones before,
+/// between `model` and the same file with f32 activations (loaded once `model` is dropped,
+/// so that the two never share memory).
+fn error_against_exact(mut model: LoadedModel, args: &BenchArgs) -> anyhow::Result<ErrorRow> {
+    let prompt = bench_prompt(model.backend.as_ref(), args.prompt_tokens, args.tokens);
+    let prompt = &prompt[..prompt.len().min(ERROR_TOKENS)];
+    let ours = prompt_logprobs(&mut model, prompt)?;
+    drop(model);
+    let mut exact = load(args, Activations::Exact)?;
+    let exact = prompt_logprobs(&mut exact, prompt)?;
+    let total: f64 = ours.iter().zip(&exact).map(|(a, b)| (a - b).abs()).sum();
+    Ok(ErrorRow {
+        tokens: ours.len(),
+        mean_abs_logprob: total / ours.len().max(1) as f64,
+    })
+}
+
+/// Each prompt token's logprob given the ones before it, from the second token on.
+fn prompt_logprobs(model: &mut LoadedModel, prompt: &[u32]) -> anyhow::Result<Vec<f64>> {
+    let backend = model.backend.as_mut();
+    backend.reset();
+    let logits = backend.prefill(prompt, 0)?.logits;
+    backend.reset();
+    logits
+        .iter()
+        .zip(&prompt[1..])
+        .map(|(logits, &next)| {
+            let log_norm = log_normalizer(logits)?.log_norm;
+            Ok(f64::from(logprob_of(logits, log_norm, next)))
+        })
+        .collect()
 }
 
 fn measure(model: &mut LoadedModel, args: &BenchArgs) -> anyhow::Result<Report> {
@@ -150,6 +212,7 @@ fn measure(model: &mut LoadedModel, args: &BenchArgs) -> anyhow::Result<Report> 
     let prefill_tok_per_s = prompt_tokens as f64 / start.elapsed().as_secs_f64();
 
     let weight_bytes = backend.weight_bytes();
+    let read_gb_per_s = (model.device == "cpu").then(bandwidth::read_gb_per_s);
     let vocab = backend.vocab_size() as u32;
     let mut decode = Vec::new();
     for &samples in &args.samples {
@@ -164,11 +227,13 @@ fn measure(model: &mut LoadedModel, args: &BenchArgs) -> anyhow::Result<Report> 
         }
         let seconds = start.elapsed().as_secs_f64();
         let steps_per_s = args.tokens as f64 / seconds;
+        let weight_gb_per_s = steps_per_s * weight_bytes as f64 / 1e9;
         decode.push(DecodeRow {
             samples,
             tok_per_s: steps_per_s,
             aggregate_tok_per_s: steps_per_s * samples as f64,
-            weight_gb_per_s: steps_per_s * weight_bytes as f64 / 1e9,
+            weight_gb_per_s,
+            of_read_limit: read_gb_per_s.map(|limit| weight_gb_per_s / limit),
         });
     }
     backend.reset();
@@ -186,7 +251,9 @@ fn measure(model: &mut LoadedModel, args: &BenchArgs) -> anyhow::Result<Report> 
             .collect(),
         prefill_tokens: prompt_tokens,
         prefill_tok_per_s,
+        read_gb_per_s,
         decode,
+        error_against_exact: None,
     })
 }
 
@@ -214,11 +281,23 @@ fn print_table(report: &Report) {
         "prefill  {} tokens: {:.1} tok/s",
         report.prefill_tokens, report.prefill_tok_per_s
     );
-    println!("samples  tok/s/sample  aggregate tok/s  weights GB/s");
+    if let Some(limit) = report.read_gb_per_s {
+        println!("memory   {limit:.1} GB/s read (the decode limit below is its share)");
+    }
+    println!("samples  tok/s/sample  aggregate tok/s  weights GB/s  of limit");
     for row in &report.decode {
+        let share = row
+            .of_read_limit
+            .map_or_else(|| "-".to_owned(), |s| format!("{:.0}%", 100.0 * s));
         println!(
-            "{:>7}  {:>12.1}  {:>15.1}  {:>12.2}",
+            "{:>7}  {:>12.1}  {:>15.1}  {:>12.2}  {share:>8}",
             row.samples, row.tok_per_s, row.aggregate_tok_per_s, row.weight_gb_per_s
+        );
+    }
+    if let Some(error) = &report.error_against_exact {
+        println!(
+            "error    mean |logprob - exact| {:.5} nats over {} prompt tokens (--activations exact: 0)",
+            error.mean_abs_logprob, error.tokens
         );
     }
 }

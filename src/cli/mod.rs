@@ -12,9 +12,10 @@ pub mod sweep;
 /// `--activations`, for every command that loads a model.
 #[derive(clap::Args, Debug, Clone, Copy)]
 pub struct ActivationsArg {
-    /// What quantized matrices on the CPU do with activations: exact keeps them f32 (the
-    /// exact model's logits, up to summation order); 16bit rounds them to 16 bits, on CPUs
-    /// with AVX-512 VNNI: faster, about 0.001 nats from exact.
-    #[arg(long, value_name = "PRECISION", default_value = "exact")]
+    /// What quantized matrices on the CPU do with activations: 16bit rounds them to 16 bits,
+    /// on CPUs with AVX-512 VNNI (about 0.001 nats per token from exact, up to twice as fast);
+    /// exact keeps them f32 (the exact model's logits, up to summation order); auto takes
+    /// 16bit where the CPU has it, else exact.
+    #[arg(long, value_name = "PRECISION", default_value = "auto")]
     pub activations: samplab::model::Activations,
 }

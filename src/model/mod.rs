@@ -25,5 +25,6 @@ pub use formats::config::{
     AttnTemperature, Experts, GenerationDefaults, LayerAttention, ModelConfig, RopeLayout,
     RopeScaling,
 };
+pub use kernels::bandwidth;
 pub(crate) use kernels::parallel;
 pub use kernels::{Activations, ActivationsError};

@@ -2,6 +2,7 @@
 
 use crate::common;
 
+use samplab::model::Activations;
 use std::process::{Command, Output};
 
 fn samplab(args: &[&str]) -> Output {
@@ -297,13 +298,15 @@ fn bench_reports_prefill_and_decode_rates_as_json() {
     assert!(stderr(&out).contains("--samples"), "{}", stderr(&out));
 }
 
-/// `--activations` is checked, and the bench reports which arithmetic each weight type ran.
+/// `--activations` is checked, and the bench reports which arithmetic each weight type ran,
+/// the machine's read bandwidth with each decode figure's share of it, and, where the
+/// activations are rounded (`auto` means 16bit on a CPU with VNNI), the error that costs.
 #[test]
 fn activation_precision_is_checked_and_reported_by_the_bench() {
     let out = samplab(&["sample", "--prompt", "Once", "--activations", "8bit"]);
     assert!(!out.status.success());
     assert!(
-        stderr(&out).contains("write exact (f32, the default) or 16bit"),
+        stderr(&out).contains("write auto (the default: 16bit where the CPU has it, else exact)"),
         "{}",
         stderr(&out)
     );
@@ -311,9 +314,13 @@ fn activation_precision_is_checked_and_reported_by_the_bench() {
         return;
     };
     let model = model.to_str().expect("a UTF-8 path");
-    for (precision, kernel) in [
-        ("exact", "f32 activations"),
-        ("16bit", "avx512-vnni, 16-bit activations"),
+    let vnni = Activations::SixteenBit.check().is_ok();
+    let rounded = ("avx512-vnni, 16-bit activations", true);
+    let exact = ("f32 activations", false);
+    for (precision, (kernel, rounds)) in [
+        ("exact", exact),
+        ("16bit", rounded),
+        ("auto", if vnni { rounded } else { exact }),
     ] {
         let out = samplab(&[
             "bench",
@@ -326,11 +333,12 @@ fn activation_precision_is_checked_and_reported_by_the_bench() {
             "--tokens",
             "1",
             "--prompt-tokens",
-            "2",
+            "3",
             "--json",
         ]);
-        if precision == "16bit" && !out.status.success() {
+        if precision == "16bit" && !vnni {
             // A CPU without VNNI refuses, saying what to pass instead.
+            assert!(!out.status.success());
             assert!(
                 stderr(&out).contains("pass --activations exact"),
                 "{}",
@@ -349,6 +357,26 @@ fn activation_precision_is_checked_and_reported_by_the_bench() {
             .expect("a q4_1 row");
         let name = q4_1["kernel"].as_str().unwrap();
         assert!(name.ends_with(kernel), "{precision}: {name}");
+
+        let limit = report["read_gb_per_s"]
+            .as_f64()
+            .expect("a CPU run probes memory");
+        let decode = &report["decode"][0];
+        let share = decode["of_read_limit"].as_f64().unwrap();
+        let weights = decode["weight_gb_per_s"].as_f64().unwrap();
+        assert!(
+            limit > 0.0 && (share - weights / limit).abs() < 1e-9,
+            "{report}"
+        );
+
+        let error = &report["error_against_exact"];
+        if rounds {
+            assert_eq!(error["tokens"], 2, "{precision}: {error}");
+            let mean = error["mean_abs_logprob"].as_f64().unwrap();
+            assert!((0.0..0.05).contains(&mean), "{precision}: {mean}");
+        } else {
+            assert!(error.is_null(), "{precision}: {error}");
+        }
     }
 }
 

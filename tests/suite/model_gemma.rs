@@ -16,7 +16,7 @@ use crate::common::{self, argmax, floats, ids, log_softmax};
 use candle_core::Device;
 use candle_core::quantized::gguf_file::Content;
 use samplab::model::text::gguf_tokenizer::tokenizer_from_gguf;
-use samplab::model::{Architecture, Model, Session};
+use samplab::model::{Activations, Architecture, Model, Session};
 use std::fs::File;
 
 /// The longest stretch of a prompt scored at once: all-position logits of a 262,144-token
@@ -51,8 +51,18 @@ fn reference() -> Vec<Case> {
 }
 
 fn setup() -> Option<(Model, Vec<Case>)> {
+    setup_with(Activations::Exact)
+}
+
+/// The model with `activations`, or `None` (said) where the model or the CPU is missing.
+fn setup_with(activations: Activations) -> Option<(Model, Vec<Case>)> {
     let path = common::gemma_model()?;
-    let model = Model::load(&path, &Device::Cpu).expect("Gemma 3 loads");
+    if let Err(e) = activations.check() {
+        eprintln!("skipped: {e}");
+        return None;
+    }
+    let model =
+        Model::load_with_activations(&path, &Device::Cpu, activations).expect("Gemma 3 loads");
     Some((model, reference()))
 }
 
@@ -107,13 +117,19 @@ fn the_file_says_gemma3_with_a_512_window_on_five_layers_of_six() {
 
 /// Prompt logprobs within 2e-3 of the exact model, and our mean distance to it no more than
 /// llama.cpp's on the quantized file; then greedy decoding follows the exact model's tokens.
+/// With f32 activations and with 16-bit ones.
 #[test]
 fn logprobs_and_greedy_tokens_follow_the_exact_model() {
-    let Some((model, cases)) = setup() else {
-        return;
-    };
+    for activations in [Activations::Exact, Activations::SixteenBit] {
+        if let Some((model, cases)) = setup_with(activations) {
+            follows_the_exact_model(&model, &cases, activations);
+        }
+    }
+}
+
+fn follows_the_exact_model(model: &Model, cases: &[Case], activations: Activations) {
     let (mut ours, mut theirs, mut count) = (0.0, 0.0, 0);
-    for case in &cases {
+    for case in cases {
         let mut session = model.session();
         let logprobs = prompt_logprobs(&mut session, &case.prompt);
         let exact = floats(&case.exact["prompt_logprobs"]);
@@ -124,11 +140,17 @@ fn logprobs_and_greedy_tokens_follow_the_exact_model() {
         let mean = errors.iter().sum::<f64>() / errors.len() as f64;
         let worst = errors.iter().copied().fold(0.0, f64::max);
         eprintln!(
-            "{} tokens: |logprob - exact| mean {mean:.6}, worst {worst:.6}",
+            "{} tokens, {activations} activations: |logprob - exact| mean {mean:.6}, worst {worst:.6}",
             case.prompt.len()
         );
+        // 16-bit activations move the worst token of the long prompt by 0.014 (measured).
+        let worst_allowed = if activations == Activations::Exact {
+            1e-2
+        } else {
+            2e-2
+        };
         assert!(
-            mean < 1e-3 && worst < 1e-2,
+            mean < 1e-3 && worst < worst_allowed,
             "{} tokens: mean {mean}, worst {worst}",
             case.prompt.len()
         );
@@ -163,7 +185,7 @@ fn logprobs_and_greedy_tokens_follow_the_exact_model() {
     }
     let (ours, theirs) = (ours / count as f64, theirs / count as f64);
     eprintln!(
-        "mean |prompt logprob - exact| over {count} tokens: samplab {ours:.5}, llama.cpp {theirs:.5}"
+        "mean |prompt logprob - exact| over {count} tokens: samplab ({activations} activations) {ours:.5}, llama.cpp {theirs:.5}"
     );
     assert!(ours <= theirs, "samplab {ours} vs llama.cpp {theirs}");
 }

@@ -1,8 +1,9 @@
 //! Our CPU kernels: the quantized products ([`quant`]), the batch-invariant float product
 //! ([`dense`]), attention over the cached keys and values, the small fused steps of a layer,
-//! and the parallel loops and prefetching they share.
+//! the parallel loops and prefetching they share, and the memory bandwidth they run against.
 
 pub(crate) mod attention;
+pub mod bandwidth;
 pub(crate) mod dense;
 pub(crate) mod fused;
 pub(crate) mod parallel;

@@ -13,7 +13,8 @@ use std::path::Path;
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyntheticSpec {
     pub name: &'static str,
-    /// `llama`, `qwen3moe` (Qwen3's per-head q/k norms, experts in every layer) or `gemma3`
+    /// `llama`, `qwen3` (per-head q/k norms), `qwen3moe` (the same, experts in every layer) or
+    /// `gemma3`
     /// (per-head q/k norms, norms after attention and the feed-forward, a 512-position window
     /// on five layers of six).
     pub architecture: &'static str,
@@ -103,9 +104,51 @@ pub const GEMMA3_270M: SyntheticSpec = SyntheticSpec {
     tie_word_embeddings: true,
 };
 
+/// Qwen3-4B's shapes: 128-wide heads (32 query heads over a 2560-wide model, 8 kv heads),
+/// per-head q/k norms, a tied 151,936-token vocabulary. 2.5 GB in Q4_K_M.
+pub const QWEN3_4B: SyntheticSpec = SyntheticSpec {
+    name: "qwen3-4b",
+    architecture: "qwen3",
+    experts: None,
+    hidden_size: 2560,
+    num_layers: 36,
+    num_heads: 32,
+    num_kv_heads: 8,
+    head_dim: Some(128),
+    intermediate_size: 9728,
+    vocab_size: 151_936,
+    context_length: 40960,
+    rope_theta: 1_000_000.0,
+    tie_word_embeddings: true,
+};
+
+/// Llama 3 8B's shapes: 32 heads sharing 8 kv heads, a 128,256-token untied vocabulary.
+/// 4.9 GB in Q4_K_M.
+pub const LLAMA3_8B: SyntheticSpec = SyntheticSpec {
+    name: "llama3-8b",
+    architecture: "llama",
+    experts: None,
+    hidden_size: 4096,
+    num_layers: 32,
+    num_heads: 32,
+    num_kv_heads: 8,
+    head_dim: None,
+    intermediate_size: 14336,
+    vocab_size: 128_256,
+    context_length: 8192,
+    rope_theta: 500_000.0,
+    tie_word_embeddings: false,
+};
+
 /// The specs `--synthetic` accepts, by name.
-pub const SYNTHETIC_SPECS: &[&SyntheticSpec] =
-    &[&SMOLLM2_135M, &SMOLLM2_1_7B, &QWEN3MOE_A0_3B, &GEMMA3_270M];
+pub const SYNTHETIC_SPECS: &[&SyntheticSpec] = &[
+    &SMOLLM2_135M,
+    &SMOLLM2_1_7B,
+    &QWEN3_4B,
+    &LLAMA3_8B,
+    &QWEN3MOE_A0_3B,
+    &GEMMA3_270M,
+];
 
 pub fn synthetic_spec(name: &str) -> Result<&'static SyntheticSpec, ModelError> {
     SYNTHETIC_SPECS
@@ -136,13 +179,13 @@ impl From<GgmlDType> for Quantization {
 }
 
 impl Quantization {
-    /// The type of the matrix `name` whose rows hold `cols` values.
-    fn for_matrix(self, name: &str, cols: usize) -> GgmlDType {
+    /// The type of the matrix `name` whose rows hold `cols` values; `tied`: the embedding is
+    /// the output matrix too, and is typed as one (as llama.cpp's quantizer does).
+    fn for_matrix(self, name: &str, cols: usize, tied: bool) -> GgmlDType {
+        let output = name == "output.weight" || (tied && name == "token_embd.weight");
         let wanted = match self {
             Quantization::Uniform(dtype) => dtype,
-            Quantization::Q4KM if name == "output.weight" || name.contains("ffn_down") => {
-                GgmlDType::Q6K
-            }
+            Quantization::Q4KM if output || name.contains("ffn_down") => GgmlDType::Q6K,
             Quantization::Q4KM => GgmlDType::Q4K,
         };
         fitting(wanted, cols)
@@ -227,7 +270,7 @@ pub fn write_synthetic_gguf(
         let dtype = if name.ends_with("ffn_gate_inp.weight") {
             GgmlDType::F32
         } else {
-            qtype.for_matrix(&name, cols)
+            qtype.for_matrix(&name, cols, spec.tie_word_embeddings)
         };
         tensors.push((name, QTensor::quantize(&tensor, dtype)?));
         Ok(())
@@ -269,7 +312,7 @@ pub fn write_synthetic_gguf(
     for i in 0..spec.num_layers {
         norms.push(format!("blk.{i}.attn_norm.weight"));
         norms.push(format!("blk.{i}.ffn_norm.weight"));
-        if matches!(spec.architecture, "qwen3moe" | "gemma3") {
+        if matches!(spec.architecture, "qwen3" | "qwen3moe" | "gemma3") {
             head_norms.push(format!("blk.{i}.attn_q_norm.weight"));
             head_norms.push(format!("blk.{i}.attn_k_norm.weight"));
         }
@@ -422,18 +465,22 @@ mod tests {
     }
 
     /// llama.cpp's Q4_K_M on SmolLM2's shapes: 576-wide rows fall back from Q4_K to Q5_0
-    /// and from Q6_K to Q8_0; the 1536-wide `ffn_down` rows take Q6_K.
+    /// and from Q6_K to Q8_0; the 1536-wide `ffn_down` rows take Q6_K; a tied embedding is
+    /// typed as the output matrix.
     #[test]
     fn q4_k_m_mixes_types_as_llama_cpp_does() {
         let mix = Quantization::Q4KM;
+        let untied = |name, cols| mix.for_matrix(name, cols, false);
+        assert_eq!(untied("blk.0.ffn_down.weight", 1536), GgmlDType::Q6K);
+        assert_eq!(untied("blk.0.ffn_up.weight", 576), GgmlDType::Q5_0);
+        assert_eq!(untied("blk.0.ffn_up.weight", 512), GgmlDType::Q4K);
+        assert_eq!(untied("output.weight", 576), GgmlDType::Q8_0);
+        assert_eq!(untied("output.weight", 768), GgmlDType::Q6K);
+        assert_eq!(untied("token_embd.weight", 768), GgmlDType::Q4K);
         assert_eq!(
-            mix.for_matrix("blk.0.ffn_down.weight", 1536),
+            mix.for_matrix("token_embd.weight", 768, true),
             GgmlDType::Q6K
         );
-        assert_eq!(mix.for_matrix("blk.0.ffn_up.weight", 576), GgmlDType::Q5_0);
-        assert_eq!(mix.for_matrix("blk.0.ffn_up.weight", 512), GgmlDType::Q4K);
-        assert_eq!(mix.for_matrix("output.weight", 576), GgmlDType::Q8_0);
-        assert_eq!(mix.for_matrix("output.weight", 768), GgmlDType::Q6K);
     }
 
     const TINY: SyntheticSpec = SyntheticSpec {
@@ -530,6 +577,33 @@ mod tests {
                 Some(512)
             ]
         );
+        let logits = model.session().prefill(&[1, 2, 3], false).unwrap();
+        assert!(logits[0].iter().all(|l| l.is_finite()));
+    }
+
+    /// A dense Qwen3 shape (heads wider than hidden / heads, per-head norms, a tied Q4_K_M
+    /// embedding of Q6_K) loads as Qwen3.
+    #[test]
+    fn a_small_synthetic_qwen3_loads_and_runs() {
+        let qwen3 = SyntheticSpec {
+            name: "tiny-qwen3",
+            architecture: "qwen3",
+            head_dim: Some(32),
+            hidden_size: 256,
+            intermediate_size: 256,
+            ..TINY
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("qwen3.gguf");
+        write_synthetic_gguf(&path, &qwen3, Quantization::Q4KM, 7).unwrap();
+        let content = gguf_file::Content::read(&mut std::fs::File::open(&path).unwrap()).unwrap();
+        let embedding = &content.tensor_infos["token_embd.weight"];
+        assert_eq!(embedding.ggml_dtype, GgmlDType::Q6K);
+        assert!(!content.tensor_infos.contains_key("output.weight"));
+        let model = crate::model::Model::load(&path, &Device::Cpu).unwrap();
+        let config = model.config();
+        assert_eq!(config.architecture, crate::model::Architecture::Qwen3);
+        assert_eq!(config.head_dim, 32);
         let logits = model.session().prefill(&[1, 2, 3], false).unwrap();
         assert!(logits[0].iter().all(|l| l.is_finite()));
     }
