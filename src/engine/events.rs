@@ -1,6 +1,7 @@
 //! The engine's narrow boundary: `Request` in, `Event` out, every event tagged with its run.
 
 use super::prompt::Prompt;
+use crate::model::Activations;
 use crate::model::source::hub::Transfer;
 use crate::params::{Field, SamplingParams};
 use crate::response::{
@@ -124,6 +125,10 @@ pub enum Event {
         special_tokens: Vec<String>,
         /// What loading found odd but accepted, as llama.cpp accepts it.
         warnings: Vec<String>,
+        /// What the quantized CPU products do with activations (`16bit` or `exact`, `auto`
+        /// resolved): the probabilities shown are that path's. `None` on a GPU or a server.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        activations: Option<Activations>,
     },
     /// Right after `Loaded`, for a model a server runs: the server, and the parameters it has
     /// no place for (shown as not applied, never dropped silently).
@@ -243,8 +248,10 @@ mod tests {
             vocab_size: Some(49152),
             special_tokens: Vec::new(),
             warnings: Vec::new(),
+            activations: Some(Activations::SixteenBit),
         };
         let json = serde_json::to_value(&loaded).unwrap();
+        assert_eq!(json["activations"], "16bit");
         assert_eq!(json["vocab_fingerprint"], "380e8e17876c97c1");
         assert_eq!(json["vocab_size"], 49152);
         assert!(json.get("vocab").is_none(), "{json}");

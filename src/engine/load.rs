@@ -316,6 +316,7 @@ fn load_on(
     let model = Arc::new(model);
     Ok(LoadedModel {
         warnings,
+        activations: model.activations(),
         name,
         backend: Box::new(LlamaBackend::new(model, device_name.clone())),
         device: device_name,

@@ -13,10 +13,10 @@ use super::replay::ReplayStore;
 use super::runner::Runner;
 use super::score::{ScoreRequest, Scoring, common_prefix, score_sequence};
 use super::trace::TraceRequest;
-use crate::model::memory;
 use crate::model::source::LoadProgress;
 use crate::model::source::hub::Cancel;
 use crate::model::text::chat_template::{ChatTemplate, Message};
+use crate::model::{Activations, memory};
 use crate::params::SamplingParams;
 use crate::response::{CrossScore, PromptText};
 use crate::sampling::StageTrace;
@@ -43,6 +43,8 @@ pub struct LoadedModel {
     pub replay: ReplayStore,
     /// What loading found odd but accepted (see `ModelConfig::warnings`).
     pub warnings: Vec<String>,
+    /// What its quantized products on the CPU do with activations; `None` on a GPU.
+    pub activations: Option<Activations>,
 }
 
 impl LoadedModel {
@@ -368,6 +370,7 @@ impl Runner for LoadedModel {
             vocab_size: Some(self.backend.vocab_size()),
             special_tokens: self.special_tokens(),
             warnings: self.warnings.clone(),
+            activations: self.activations,
         }
     }
 

@@ -32,6 +32,7 @@ fn model(name: &str, template: Option<&str>) -> LoadedModel {
         chat_template: template.map(|source| ChatTemplate::new(source.to_owned(), [].into())),
         replay: ReplayStore::new(0),
         warnings: Vec::new(),
+        activations: None,
     }
 }
 

@@ -356,6 +356,7 @@ fn loaded(template: Option<ChatTemplate>) -> LoadedModel {
         chat_template: template,
         replay: ReplayStore::new(0),
         warnings: Vec::new(),
+        activations: None,
     }
 }
 

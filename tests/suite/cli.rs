@@ -377,6 +377,28 @@ fn activation_precision_is_checked_and_reported_by_the_bench() {
         } else {
             assert!(error.is_null(), "{precision}: {error}");
         }
+
+        // The `loaded` event says which path the probabilities come from.
+        let out = samplab(&[
+            "sample",
+            "--model",
+            model,
+            "--prompt",
+            "Once",
+            "--set",
+            "max_tokens=1",
+            "--jsonl",
+            "--activations",
+            precision,
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let loaded: serde_json::Value = stdout(&out)
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .find(|event: &serde_json::Value| event["event"] == "loaded")
+            .expect("a loaded event");
+        let path = if rounds { "16bit" } else { "exact" };
+        assert_eq!(loaded["activations"], path, "{precision}");
     }
 }
 

@@ -235,6 +235,7 @@ fn fake_loaded(delay: Duration) -> LoadedModel {
         chat_template: None,
         replay: ReplayStore::new(0),
         warnings: Vec::new(),
+        activations: None,
     }
 }
 

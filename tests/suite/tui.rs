@@ -12,6 +12,7 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::layout::Rect;
 use samplab::engine::{Event, Prompt, Request, RunId, ScoreRequest, TraceRequest};
+use samplab::model::Activations;
 use samplab::params::{Field, SamplingParams};
 use samplab::presets::Preset;
 use samplab::response::{StopMatched, StopReason};
@@ -964,6 +965,7 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
                 vocab_size: Some(1024),
                 special_tokens: Vec::new(),
                 warnings: Vec::new(),
+                activations: None,
             },
         ),
     );
@@ -994,6 +996,7 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
                 vocab_size: Some(1024),
                 special_tokens: Vec::new(),
                 warnings: Vec::new(),
+                activations: None,
             },
         ),
     );
@@ -1159,6 +1162,7 @@ fn special_token_text_in_a_chat_message_is_marked_and_can_stay_text() {
                 vocab_size: Some(1024),
                 special_tokens: vec!["<|im_end|>".into()],
                 warnings: Vec::new(),
+                activations: None,
             },
         ),
     );
@@ -1210,4 +1214,32 @@ fn special_token_text_in_a_chat_message_is_marked_and_can_stay_text() {
         !s.comparison.models[0].chat,
         "without special text, m toggles chat as before"
     );
+}
+
+/// The probabilities shown are those of the path that computed them: a model whose quantized
+/// products round activations to 16 bits says so beside its device; f32 ones add nothing.
+#[test]
+fn a_model_on_16_bit_activations_says_so_beside_its_device() {
+    for (activations, marked) in [
+        (Some(Activations::SixteenBit), true),
+        (Some(Activations::Exact), false),
+        (None, false),
+    ] {
+        let mut s = state_sized(140, 24);
+        let mut event = loaded();
+        if let Event::Loaded {
+            activations: slot, ..
+        } = &mut event
+        {
+            *slot = activations;
+        }
+        update(&mut s, Action::Engine(ModelId(0), event));
+        let screen = render(&s, &Theme::dark());
+        assert!(find(&screen, "(cpu").is_some(), "{activations:?}");
+        assert_eq!(
+            find(&screen, "cpu, 16-bit activations").is_some(),
+            marked,
+            "{activations:?}"
+        );
+    }
 }

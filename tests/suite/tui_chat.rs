@@ -22,6 +22,7 @@ fn loaded(name: &str, chat_template: bool) -> Event {
         vocab_size: Some(1024),
         special_tokens: vec!["<|im_end|>".into()],
         warnings: Vec::new(),
+        activations: None,
     }
 }
 

@@ -25,6 +25,7 @@ fn loaded(name: &str, vocab: u64) -> Event {
         vocab_size: Some(1024),
         special_tokens: Vec::new(),
         warnings: Vec::new(),
+        activations: None,
     }
 }
 

@@ -239,6 +239,7 @@ fn the_model_preset_is_offered_once_the_model_shipped_defaults() {
                 vocab_size: Some(1024),
                 special_tokens: Vec::new(),
                 warnings: Vec::new(),
+                activations: None,
             },
         ),
     );

@@ -126,6 +126,7 @@ fn running() -> State {
                 vocab_size: Some(1024),
                 special_tokens: Vec::new(),
                 warnings: Vec::new(),
+                activations: None,
             },
         ),
     );

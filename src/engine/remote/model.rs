@@ -297,6 +297,7 @@ impl Runner for RemoteModel {
             vocab: BuildHasherDefault::<DefaultHasher>::default()
                 .hash_one((&self.client.spec.base, &self.info.model)),
             vocab_size: None,
+            activations: None,
             special_tokens: Vec::new(),
             warnings: vec![format!(
                 "{} gives {}; samplab cannot show the probability after its filters",

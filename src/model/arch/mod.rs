@@ -173,6 +173,12 @@ impl Model {
         self.weights.kernels()
     }
 
+    /// What the quantized products on the CPU do with activations; `None` where no matrix
+    /// runs through them (float weights, a GPU).
+    pub fn activations(&self) -> Option<Activations> {
+        self.weights.activations()
+    }
+
     pub fn device(&self) -> &Device {
         &self.device
     }

@@ -6,7 +6,7 @@ use crate::model::error::ModelError;
 use crate::model::formats::config::ModelConfig;
 use crate::model::formats::tensors::{GgufSource, HfSource, Source, require, split_rows};
 use crate::model::kernels::dense::DenseMatrix;
-use crate::model::kernels::{Arithmetic, QuantMatrix};
+use crate::model::kernels::{Activations, Arithmetic, QuantMatrix};
 use candle_core::quantized::{GgmlDType, QMatMul, gguf_file};
 use candle_core::{Device, Module, Tensor};
 use std::fs::File;
@@ -24,8 +24,9 @@ pub(crate) struct Linear {
 #[derive(Debug, Clone)]
 enum Matrix {
     Candle(QMatMul),
-    /// A quantized matrix on the CPU in a format we have a kernel for: f32 activations
-    /// against the exact dequantized weights, and several times faster than candle's.
+    /// A quantized matrix on the CPU in a format we have a kernel for: f32 or 16-bit
+    /// activations (as loaded) against the exact dequantized weights, and several times
+    /// faster than candle's.
     Ours(Arc<QuantMatrix>),
     /// f32, f16 or bf16 on the CPU: our batch-invariant product (a row's logits must not
     /// depend on the rows decoded beside it, or a re-run would differ from a fresh run).
@@ -283,6 +284,15 @@ impl Weights {
         kernels.sort();
         kernels.dedup();
         kernels
+    }
+
+    /// What our quantized products do with activations, where any matrix runs through them
+    /// (all of a model's share one arithmetic).
+    pub(crate) fn activations(&self) -> Option<Activations> {
+        self.matrices().find_map(|linear| match &linear.weight {
+            Matrix::Ours(q) => Some(q.arithmetic().activations()),
+            _ => None,
+        })
     }
 }
 

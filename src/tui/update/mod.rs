@@ -9,6 +9,7 @@ pub mod model_picker;
 pub mod run_shape;
 
 use crate::engine::{Event, Request, RunId, ScoreRequest, TraceRequest};
+use crate::model::Activations;
 use crate::params::Field;
 use crate::presets::{MODEL_PRESET, Preset};
 use crate::response::StopReason;
@@ -538,11 +539,17 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
             vocab_size,
             special_tokens,
             warnings,
+            activations,
         } => {
             for warning in warnings {
                 state.status.notify(format!("warning: {warning}"));
             }
             if let Some(slot) = state.comparison.slot_mut(model) {
+                // The probabilities shown are the rounded path's: say so where the device is.
+                let device = match activations {
+                    Some(Activations::SixteenBit) => format!("{device}, 16-bit activations"),
+                    _ => device,
+                };
                 slot.status = ModelStatus::Ready { name, device };
                 slot.chat_available = chat_template;
                 slot.vocab = vocab;

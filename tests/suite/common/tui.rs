@@ -29,6 +29,7 @@ pub fn loaded_with_template(chat_template: bool) -> Event {
         vocab_size: Some(1024),
         special_tokens: Vec::new(),
         warnings: Vec::new(),
+        activations: None,
     }
 }
 

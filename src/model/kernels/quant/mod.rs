@@ -33,11 +33,13 @@ const CHUNK_ROWS: usize = 64;
 /// f32 (`exact`: the exact model's logits up to summation order), round them to 16 bits
 /// (`16bit`: on CPUs with AVX-512 VNNI, about 1/100 of llama.cpp's 8-bit error and up to
 /// twice as fast on models of a few GB), or `auto`: 16-bit where the CPU has it, else exact.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Activations {
     #[default]
     Auto,
     Exact,
+    #[serde(rename = "16bit")]
     SixteenBit,
 }
 
@@ -119,6 +121,15 @@ impl Arithmetic {
     /// f32 activations with the best instruction set this CPU has.
     pub(crate) fn exact() -> Self {
         Arithmetic::F32(Isa::detect())
+    }
+
+    /// The precision this arithmetic gives.
+    pub(crate) fn activations(self) -> Activations {
+        match self {
+            Arithmetic::F32(_) => Activations::Exact,
+            #[cfg(target_arch = "x86_64")]
+            Arithmetic::Vnni => Activations::SixteenBit,
+        }
     }
 
     /// e.g. `avx512, f32 activations`.
