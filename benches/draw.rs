@@ -76,6 +76,7 @@ fn streamed(samples: u32) -> State {
         vocab_size: Some(512),
         special_tokens: Vec::new(),
         warnings: Vec::new(),
+        activations: None,
     };
     update(&mut state, Action::Engine(ModelId(0), loaded));
     stream(&mut state, 1, samples);
