@@ -391,15 +391,20 @@ fn activation_precision_is_checked_and_reported_by_the_bench() {
             "--activations",
             precision,
         ]);
-        assert!(out.status.success(), "{}", stderr(&out));
-        let loaded: serde_json::Value = stdout(&out)
-            .lines()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .find(|event: &serde_json::Value| event["event"] == "loaded")
-            .expect("a loaded event");
+        let loaded = loaded_event(&out);
         let path = if rounds { "16bit" } else { "exact" };
         assert_eq!(loaded["activations"], path, "{precision}");
     }
+}
+
+/// The `loaded` event of a successful `sample --jsonl` run.
+fn loaded_event(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", stderr(out));
+    stdout(out)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .find(|event: &serde_json::Value| event["event"] == "loaded")
+        .expect("a loaded event")
 }
 
 #[test]
@@ -414,13 +419,7 @@ fn device_choice_is_checked_and_shown_in_the_loaded_event() {
         "--set",
         "max_tokens=2",
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let loaded: serde_json::Value = stdout(&out)
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .find(|event: &serde_json::Value| event["event"] == "loaded")
-        .expect("a loaded event");
-    assert_eq!(loaded["device"], "cpu");
+    assert_eq!(loaded_event(&out)["device"], "cpu");
 
     let out = samplab(&["sample", "--prompt", "Once", "--device", "tpu"]);
     assert!(!out.status.success());
