@@ -173,6 +173,9 @@ pub enum BranchAction {
     Step,
     /// Delete the cursor's branch and the branches under it.
     Delete,
+    /// Bring back what the last `Delete` on the cursor's side took, while nothing else changed
+    /// its branches.
+    Undelete,
     /// To the branch's parent, where it parts from it.
     Parent,
     /// To the first branch made from the cursor's column.

@@ -29,6 +29,33 @@ pub struct BranchNode {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Tree {
     pub nodes: Vec<BranchNode>,
+    /// The user's last deletion, kept so that one key can take it back.
+    deleted: Option<Deletion>,
+}
+
+/// A deletion to undo: the branches before it and after it. It is undone only while the tree is
+/// still as it left it, since a later change may hang on the renumbered branches.
+#[derive(Debug, Clone, PartialEq)]
+struct Deletion {
+    before: Vec<BranchNode>,
+    after: Vec<BranchNode>,
+    /// The deleted branch's place in `before`.
+    branch: usize,
+}
+
+/// What a deletion took, or its undo brought back: branch `branch` and `descendants` under it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Subtree {
+    pub branch: usize,
+    pub descendants: usize,
+}
+
+/// Why a deletion cannot be undone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoUndo {
+    NothingDeleted,
+    /// A branch was made, stepped or cleared after the deletion.
+    ChangedSince,
 }
 
 impl Tree {
@@ -86,6 +113,37 @@ impl Tree {
         }
     }
 
+    /// Removes branch `j` and its subtree as the user asked, remembering them for [`Tree::undelete`].
+    pub fn delete(&mut self, j: usize) -> Subtree {
+        let before = self.nodes.clone();
+        self.remove(j);
+        let descendants = before.len() - self.nodes.len() - 1;
+        self.deleted = Some(Deletion {
+            before,
+            after: self.nodes.clone(),
+            branch: j,
+        });
+        Subtree {
+            branch: j,
+            descendants,
+        }
+    }
+
+    /// Puts back what the last deletion took, each branch in its old place, unless the tree
+    /// changed since.
+    pub fn undelete(&mut self) -> Result<Subtree, NoUndo> {
+        let deletion = self.deleted.take().ok_or(NoUndo::NothingDeleted)?;
+        if deletion.after != self.nodes {
+            return Err(NoUndo::ChangedSince);
+        }
+        let descendants = deletion.before.len() - deletion.after.len() - 1;
+        self.nodes = deletion.before;
+        Ok(Subtree {
+            branch: deletion.branch,
+            descendants,
+        })
+    }
+
     /// Drops the branches of samples a run no longer has; says how many went.
     pub fn prune(&mut self, num_samples: u32) -> usize {
         let before = self.nodes.len();
@@ -135,7 +193,8 @@ pub fn keep_for_run(
     };
     if let Some(why) = why {
         let n = tree.nodes.len();
-        tree.nodes.clear();
+        // A deletion's undo would bring back branches of the old text.
+        *tree = Tree::default();
         return Some(format!("{n} branch(es) cleared: {why}"));
     }
     let dropped = tree.prune(params.num_samples);
@@ -170,6 +229,7 @@ mod tests {
                 node(Parent::Branch(1)),
                 node(Parent::Branch(2)),
             ],
+            deleted: None,
         };
         tree.remove(1);
         let parents: Vec<Parent> = tree.nodes.iter().map(|n| n.parent).collect();
@@ -193,8 +253,37 @@ mod tests {
                 node(Parent::Sample(0)),
                 node(Parent::Branch(0)),
             ],
+            deleted: None,
         };
         assert_eq!(tree.prune(2), 2);
         assert_eq!(tree.nodes, [node(Parent::Sample(0))]);
+    }
+
+    #[test]
+    fn a_deletion_is_undone_exactly_until_the_tree_changes() {
+        let nodes = vec![
+            node(Parent::Sample(0)),
+            node(Parent::Branch(0)),
+            node(Parent::Sample(1)),
+            node(Parent::Branch(1)),
+        ];
+        let mut tree = Tree {
+            nodes: nodes.clone(),
+            deleted: None,
+        };
+        assert_eq!(tree.undelete(), Err(NoUndo::NothingDeleted));
+        let taken = Subtree {
+            branch: 1,
+            descendants: 1,
+        };
+        assert_eq!(tree.delete(1), taken);
+        assert_eq!(tree.nodes.len(), 2);
+        assert_eq!(tree.undelete(), Ok(taken));
+        assert_eq!(tree.nodes, nodes, "every branch back in its place");
+        assert_eq!(tree.undelete(), Err(NoUndo::NothingDeleted), "undone once");
+
+        tree.delete(0);
+        tree.nodes.push(node(Parent::Sample(2)));
+        assert_eq!(tree.undelete(), Err(NoUndo::ChangedSince));
     }
 }

@@ -4,11 +4,12 @@
 use crate::common;
 
 use common::tui::*;
-use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 use samplab::engine::{Alternative, Branch, Event, Request, RunId, TokenEvent};
 use samplab::response::{BranchOrigin, StopReason};
 use samplab::tui::{
-    Action, BranchAction, Effect, Focus, ModelId, SideId, State, Theme, areas, mouse, update,
+    Action, BranchAction, Effect, Focus, KeyMap, ModelId, SideId, State, Theme, areas, mouse,
+    update,
 };
 
 /// Token `id` of a sample, with three alternatives: itself, then `id + 100` and `id + 200`.
@@ -224,6 +225,78 @@ fn branches_of_branches_form_a_tree_the_keys_walk_and_deleting_takes_a_subtree()
             .unwrap()
             .contains("only branches")
     );
+}
+
+/// Presses `code` with `modifiers` through the default key map, for the effects.
+fn press(s: &mut State, code: KeyCode, modifiers: KeyModifiers) -> Vec<Effect> {
+    let action = KeyMap::default()
+        .action(&s.modes(), KeyEvent::new(code, modifiers))
+        .unwrap_or_else(|| panic!("{code:?} is bound in {:?}", s.modes()));
+    update(s, action)
+}
+
+#[test]
+fn del_says_what_it_removed_and_shift_u_brings_the_subtree_back_in_place() {
+    let (mut s, first) = finished_run();
+    let n = first.params.num_samples;
+    let undo = |s: &mut State| press(s, KeyCode::Char('U'), KeyModifiers::SHIFT);
+    let notice = |s: &State| s.status.notice.clone().unwrap_or_default();
+    // Branch #n of sample 0, branch #n+1 of it, and branch #n+2 of sample 1.
+    for (sample, token) in [(0, 1), (n, 0), (1, 2)] {
+        cursor_to(&mut s, sample, token);
+        act(&mut s, BranchAction::Pick(1));
+        let request = run_of(&act(&mut s, BranchAction::Take));
+        play(&mut s, &request, 3);
+    }
+    let tree = s.comparison.sides[0].tree.nodes.clone();
+    let branches = s.comparison.sides[0].tree.requests(n);
+
+    cursor_to(&mut s, n, 1);
+    let request = run_of(&press(&mut s, KeyCode::Delete, KeyModifiers::NONE));
+    assert_eq!(
+        notice(&s),
+        format!("removed branch #{n} and its descendant · U brings them back")
+    );
+    assert_eq!(request.branches, [branch(1, 1, 2, &[11, 12, 113], None)]);
+    play(&mut s, &request, 3);
+
+    let request = run_of(&undo(&mut s));
+    assert_eq!(s.comparison.sides[0].tree.nodes, tree, "as it was");
+    assert_eq!(request.branches, branches, "each branch in its old place");
+    assert_eq!(
+        notice(&s),
+        format!("brought back branch #{n} and its descendant")
+    );
+    play(&mut s, &request, 3);
+    let (column, token) = s.columns.cursor_token().unwrap();
+    assert_eq!(
+        (s.columns.columns[column].sample, token),
+        (n, 1),
+        "on the restored branch, where it parts"
+    );
+    assert!(undo(&mut s).is_empty(), "undone once");
+    assert!(notice(&s).contains("no deleted branch"), "{}", notice(&s));
+
+    // A branch made after a deletion may hang on the renumbered tree: no undo then.
+    cursor_to(&mut s, n + 2, 1);
+    let request = run_of(&press(&mut s, KeyCode::Delete, KeyModifiers::NONE));
+    assert_eq!(
+        notice(&s),
+        format!("removed branch #{} · U brings it back", n + 2)
+    );
+    play(&mut s, &request, 3);
+    cursor_to(&mut s, 2, 0);
+    act(&mut s, BranchAction::Pick(1));
+    let request = run_of(&act(&mut s, BranchAction::Take));
+    play(&mut s, &request, 3);
+    let tree = s.comparison.sides[0].tree.nodes.clone();
+    assert!(undo(&mut s).is_empty());
+    assert!(
+        notice(&s).contains("made or stepped since"),
+        "{}",
+        notice(&s)
+    );
+    assert_eq!(s.comparison.sides[0].tree.nodes, tree);
 }
 
 #[test]

@@ -158,6 +158,47 @@ fn samples_sharing_a_seed_are_marked_where_they_part() {
 }
 
 #[test]
+fn a_narrow_column_shortens_its_stop_reason_and_keeps_its_marks() {
+    let (mut s, a, b) = two_models();
+    stream(&mut s, 0, a, &["Once", " upon", " a", " time"]);
+    stream(&mut s, 1, b, &["Once", " upon", " the", " hill"]);
+    update(
+        &mut s,
+        Action::Engine(ModelId(0), done(a, &[StopReason::Length])),
+    );
+    update(
+        &mut s,
+        Action::Engine(ModelId(1), done(b, &[StopReason::Length])),
+    );
+    let score = CrossScore {
+        model: "tiny".into(),
+        sample: 0,
+        tokens: 4,
+        mean_logprob: -2.0,
+        perplexity: 2f64.exp(),
+        retokenized: true,
+        foreign_prompt: false,
+    };
+    let scores = vec![score];
+    update(
+        &mut s,
+        Action::Engine(ModelId(1), Event::Scored { run_id: a, scores }),
+    );
+    // (terminal width, the first column's footer): two columns of the narrowest width (22
+    // cells inside), one column 18 cells inside, then 13.
+    for (width, footer) in [
+        (84, "■ 4 tok ≠2 ⇄tiny 7.39*"),
+        (40, "■ ≠2 ⇄tiny 7.39*"),
+        (30, "■ ≠2 ⇄7.39*"),
+    ] {
+        update(&mut s, Action::Resize { width, height: 40 });
+        let screen = render(&s, &Theme::plain());
+        let (x, y) = find(&screen, footer).unwrap_or_else(|| panic!("{width}: {footer}"));
+        assert_eq!(x, 1, "{width}: in the first column, {}", row(&screen, y));
+    }
+}
+
+#[test]
 fn a_change_cancels_every_side_and_reruns_them_all() {
     let (mut s, a, b) = two_models();
     s.focus = Focus::Prompt;

@@ -312,6 +312,13 @@ impl Default for KeyMap {
                 branch(BranchAction::Take),
                 "branch",
             ),
+            // Shift+U, as vim takes back; placed here so that 80x24 help pairs it with `branch`.
+            (
+                Mode::Columns,
+                c('U'),
+                branch(BranchAction::Undelete),
+                "undo",
+            ),
             (
                 Mode::Columns,
                 c('z'),

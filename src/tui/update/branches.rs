@@ -5,7 +5,7 @@
 //! A branch's column is sample `num_samples + j` of its side's run, `j` its place in the tree.
 
 use crate::tui::action::{BranchAction, Effect, Focus};
-use crate::tui::branch_tree::{BranchNode, Parent, parent_of, run_index};
+use crate::tui::branch_tree::{BranchNode, NoUndo, Parent, Subtree, parent_of, run_index};
 use crate::tui::comparison::SideId;
 use crate::tui::state::State;
 
@@ -46,6 +46,7 @@ pub fn update(state: &mut State, action: BranchAction) -> Vec<Effect> {
         BranchAction::ToggleStep => toggle_step(state),
         BranchAction::Step => step(state),
         BranchAction::Delete => delete(state),
+        BranchAction::Undelete => undelete(state),
         BranchAction::Parent => {
             walk_to_parent(state);
             super::trace_cursor(state)
@@ -204,7 +205,8 @@ fn step(state: &mut State) -> Vec<Effect> {
     run_side(state, side, index, None)
 }
 
-/// Deletes the cursor's branch and those under it; the cursor goes to its parent.
+/// Deletes the cursor's branch and those under it, saying what went and how to bring it back;
+/// the cursor goes to its parent.
 fn delete(state: &mut State) -> Vec<Effect> {
     let Some((side, num_samples, index, _)) = cursor_place(state) else {
         return Vec::new();
@@ -218,8 +220,66 @@ fn delete(state: &mut State) -> Vec<Effect> {
     let node = &state.comparison.sides[side].tree.nodes[j];
     let (parent, at) = (node.parent, node.at);
     // The parent's index in the run does not move: it comes before the removed branch.
-    state.comparison.sides[side].tree.remove(j);
+    let taken = state.comparison.sides[side].tree.delete(j);
+    state.status.notify(format!(
+        "removed {} · U brings {} back",
+        subtree_text(taken, num_samples),
+        if taken.descendants == 0 { "it" } else { "them" }
+    ));
     run_side(state, side, run_index(parent, num_samples), Some(at))
+}
+
+/// `U`: puts back the branches the last Del took from the cursor's side, as they were; the
+/// cursor goes to the restored branch, where it parts from its parent.
+fn undelete(state: &mut State) -> Vec<Effect> {
+    let Some(side) = state.columns.cursor_side() else {
+        return Vec::new();
+    };
+    let Some(restored) = state
+        .comparison
+        .sides
+        .get_mut(side.0)
+        .map(|s| s.tree.undelete())
+    else {
+        return Vec::new();
+    };
+    let taken = match restored {
+        Ok(taken) => taken,
+        Err(NoUndo::NothingDeleted) => {
+            state.status.notify(
+                "no deleted branch to bring back here: U undoes the last Del on a branch"
+                    .to_owned(),
+            );
+            return Vec::new();
+        }
+        Err(NoUndo::ChangedSince) => {
+            state
+                .status
+                .notify("cannot undo the deletion: branches were made or stepped since".to_owned());
+            return Vec::new();
+        }
+    };
+    // The next run's sample count, which places the branch's column.
+    let num_samples = state
+        .comparison
+        .set_params(state.comparison.sides[side].set)
+        .params
+        .num_samples;
+    state
+        .status
+        .notify(format!("brought back {}", subtree_text(taken, num_samples)));
+    let at = state.comparison.sides[side].tree.nodes[taken.branch].at;
+    run_side(state, side, num_samples + taken.branch as u32, Some(at))
+}
+
+/// `branch #5 and its 2 descendants`, the branch named as its column is.
+fn subtree_text(subtree: Subtree, num_samples: u32) -> String {
+    let name = run_index(Parent::Branch(subtree.branch), num_samples);
+    match subtree.descendants {
+        0 => format!("branch #{name}"),
+        1 => format!("branch #{name} and its descendant"),
+        n => format!("branch #{name} and its {n} descendants"),
+    }
 }
 
 /// Runs `side` again at once (its tree changed) and puts the cursor on `sample`'s `token`

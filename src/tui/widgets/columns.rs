@@ -154,34 +154,58 @@ impl Column {
     /// when the text was tokenized again, `†` when the scoring model has no chat template and
     /// scored after this model's rendering) and where the sample parts from the others (`≠12`).
     /// Where the sample parts from its run's sample 0 comes first (`≠#0@5`).
+    /// These marks are what a narrow column is read for, so the stop reason and the statistics
+    /// shrink to `■ 37 tok`, then `■`, before the scores lose their model names and then go.
     pub fn footer(&self, width: usize) -> String {
-        let mut compare = String::new();
+        let own = self.own_forms();
+        let compact = self.compact_forms();
+        let marked = self
+            .compare_forms()
+            .into_iter()
+            .filter(|compare| !compare.is_empty())
+            .find_map(|compare| {
+                own.iter()
+                    .chain(&compact)
+                    .find(|o| o.width() + compare.width() <= width)
+                    .map(|o| format!("{o}{compare}"))
+            });
+        // Unmarked, the stop reason stays whole, cut by the border if it must.
+        let [.., reason] = &own;
+        marked.unwrap_or_else(|| {
+            own.iter()
+                .find(|o| o.width() <= width)
+                .unwrap_or(reason)
+                .clone()
+        })
+    }
+
+    /// The marks of the comparisons, richest first: in full, with the scores unnamed, and the
+    /// partings alone.
+    fn compare_forms(&self) -> [String; 3] {
+        let mut parts = String::new();
         if let Some(token) = self.parts {
-            compare.push_str(&format!(" ≠#0@{token}"));
+            parts.push_str(&format!(" ≠#0@{token}"));
         }
         if let Some(token) = self.diverge {
-            compare.push_str(&format!(" ≠{token}"));
+            parts.push_str(&format!(" ≠{token}"));
         }
+        let (mut named, mut unnamed) = (parts.clone(), parts.clone());
         for score in &self.cross {
             let retokenized = if score.retokenized { "*" } else { "" };
             let foreign = if score.foreign_prompt { "†" } else { "" };
-            compare.push_str(&format!(
-                " ⇄{} {:.2}{retokenized}{foreign}",
-                score.model, score.perplexity
-            ));
+            let value = format!("{:.2}{retokenized}{foreign}", score.perplexity);
+            named.push_str(&format!(" ⇄{} {value}", score.model));
+            unnamed.push_str(&format!(" ⇄{value}"));
         }
         for model in &self.unscored {
-            compare.push_str(&format!(" ⇄{model} –"));
+            named.push_str(&format!(" ⇄{model} –"));
+            unnamed.push_str(" ⇄–");
         }
-        let own = self.own_footer(width.saturating_sub(compare.width()));
-        if own.width() + compare.width() <= width {
-            own + &compare
-        } else {
-            self.own_footer(width)
-        }
+        [named, unnamed, parts]
     }
 
-    fn own_footer(&self, width: usize) -> String {
+    /// This sample's own part of the footer, richest first, down to the stop reason.
+    fn own_forms(&self) -> [String; 4] {
         let reason = match &self.finish {
             // A stepping branch ends each step only to wait for the next key: no stop reason.
             Some(_) if self.stepping => "‖ paused".to_owned(),
@@ -203,10 +227,19 @@ impl Column {
             format!("{reason}{count}{lp}{ppl}"),
             format!("{reason}{count}{ppl}"),
             format!("{reason}{count}"),
+            reason,
         ]
-        .into_iter()
-        .find(|f| f.width() <= width)
-        .unwrap_or(reason)
+    }
+
+    /// Shorter than the stop reason, only to make room for the comparison marks: `■ 37 tok`,
+    /// then `■` (`…` running, `‖` paused).
+    fn compact_forms(&self) -> [String; 2] {
+        let sign = match &self.finish {
+            Some(_) if self.stepping => "‖",
+            Some(_) => "■",
+            None => "…",
+        };
+        [format!("{sign} {} tok", self.tokens.len()), sign.to_owned()]
     }
 
     /// The raw entropy along the whole sample in `width` cells (see [`spark::chart`]) on a
@@ -735,6 +768,35 @@ mod tests {
         assert_eq!(c.footer(80), "■ length 2 tok ↺1+1 lp -2.00 ppl 7.39");
         assert_eq!(c.footer(20), "■ length 2 tok ↺1+1");
         assert_eq!(Column::new(1, 10, false).footer(80), "… 0 tok");
+    }
+
+    #[test]
+    fn a_narrow_footer_shortens_the_stop_and_statistics_before_the_marks() {
+        let mut c = Column::new(1, 10, false);
+        c.push_token(token("a", -1.0));
+        c.push_token(token("b", -3.0));
+        c.finish(StopReason::Length, None, None);
+        c.parts = Some(1);
+        c.add_cross_score(CrossScore {
+            model: "tiny".into(),
+            sample: 0,
+            tokens: 2,
+            mean_logprob: -2.0,
+            perplexity: 2f64.exp(),
+            retokenized: false,
+            foreign_prompt: false,
+        });
+        assert_eq!(c.footer(31), "■ length 2 tok ≠#0@1 ⇄tiny 7.39");
+        assert_eq!(c.footer(25), "■ length ≠#0@1 ⇄tiny 7.39");
+        assert_eq!(c.footer(24), "■ 2 tok ≠#0@1 ⇄tiny 7.39");
+        assert_eq!(c.footer(18), "■ ≠#0@1 ⇄tiny 7.39");
+        assert_eq!(c.footer(13), "■ ≠#0@1 ⇄7.39");
+        assert_eq!(c.footer(12), "■ ≠#0@1");
+        assert_eq!(
+            c.footer(6),
+            "■ length",
+            "no mark fits: the reason, cut when drawn"
+        );
     }
 
     #[test]
