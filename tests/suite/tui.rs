@@ -482,6 +482,27 @@ fn help_opens_and_closes() {
     assert_eq!(s.overlay, None);
 }
 
+/// Issue 34: the playground opens at 4 samples x 128 tokens where `samplab sample` takes 1
+/// until EOS; the help says so, shorter where the box is narrow.
+#[test]
+fn help_says_why_the_first_run_differs_from_samplab_samples() {
+    for (width, height, note) in [
+        (
+            200,
+            50,
+            "to compare them side by side (samplab sample: 1, until EOS)",
+        ),
+        (80, 24, "opens at 4 x 128 tokens"),
+    ] {
+        let mut s = state_sized(width, height);
+        update(&mut s, Action::OpenHelp);
+        let screen = render(&s, &Theme::dark());
+        let (_, y) = find(&screen, note).unwrap_or_else(|| panic!("{width}x{height}: {note}"));
+        let (_, top) = find(&screen, " keys ").expect("the help box");
+        assert!(y > top, "on the box's bottom edge");
+    }
+}
+
 #[test]
 fn debounce_starts_a_new_run_with_a_new_id() {
     let mut s = running();

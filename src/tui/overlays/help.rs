@@ -6,6 +6,8 @@
 use super::popup;
 use crate::tui::input::keymap::{KeyMap, Mode};
 use crate::tui::theme::Theme;
+use crate::tui::update::run_shape::START_SAMPLES;
+use crate::tui::widgets::params::START_MAX_TOKENS;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -176,11 +178,31 @@ fn layout<'a>(keymap: &KeyMap, area: Rect, theme: &Theme) -> (Vec<Vec<Line<'a>>>
     (columns, widths, width)
 }
 
+/// Why the first run is not `samplab sample`'s, on the help box's bottom edge: the longest form
+/// that fits a box `width` wide, or nothing.
+fn start_note(width: u16) -> String {
+    let forms = [
+        format!(
+            "opens at {START_SAMPLES} samples x {START_MAX_TOKENS} tokens, to compare them side \
+             by side (samplab sample: 1, until EOS)"
+        ),
+        format!("opens at {START_SAMPLES} x {START_MAX_TOKENS} tokens (samplab sample: 1, to EOS)"),
+        format!("opens at {START_SAMPLES} x {START_MAX_TOKENS} tokens"),
+    ];
+    // The border's corners and the note's spaces.
+    let room = usize::from(width).saturating_sub(4);
+    forms
+        .into_iter()
+        .find(|form| form.chars().count() <= room)
+        .unwrap_or_default()
+}
+
 pub fn render(frame: &mut Frame, area: Rect, keymap: &KeyMap, theme: &Theme) {
     let (columns, widths, width) = layout(keymap, area, theme);
     let height = columns.iter().map(Vec::len).max().unwrap_or(0) as u16 + 2;
     let popup_area = popup::centred(area, width, height);
-    let inner = popup::open(frame, popup_area, "keys", "", theme);
+    let note = start_note(popup_area.width);
+    let inner = popup::open(frame, popup_area, "keys", &note, theme);
     let right = inner.x + inner.width;
     let mut x = inner.x;
     for (column, width) in columns.into_iter().zip(widths) {
