@@ -130,8 +130,9 @@ fn a_finished_run_is_sent_to_the_other_model_and_its_scores_reach_the_footer() {
     );
 }
 
-#[test]
-fn samples_sharing_a_seed_are_marked_where_they_part() {
+/// Two models on one seed, their samples parting at the third token, both runs done; with
+/// the first run's id.
+fn parted_runs() -> (State, u64) {
     let (mut s, a, b) = two_models();
     stream(&mut s, 0, a, &["Once", " upon", " a", " time"]);
     stream(&mut s, 1, b, &["Once", " upon", " the", " hill"]);
@@ -143,6 +144,12 @@ fn samples_sharing_a_seed_are_marked_where_they_part() {
         &mut s,
         Action::Engine(ModelId(1), done(b, &[StopReason::Length])),
     );
+    (s, a)
+}
+
+#[test]
+fn samples_sharing_a_seed_are_marked_where_they_part() {
+    let (s, _) = parted_runs();
 
     let marks: Vec<Option<usize>> = s.columns.columns.iter().map(|c| c.diverge).collect();
     assert_eq!(marks, [Some(2), Some(2)], "both part at their third token");
@@ -159,17 +166,7 @@ fn samples_sharing_a_seed_are_marked_where_they_part() {
 
 #[test]
 fn a_narrow_column_shortens_its_stop_reason_and_keeps_its_marks() {
-    let (mut s, a, b) = two_models();
-    stream(&mut s, 0, a, &["Once", " upon", " a", " time"]);
-    stream(&mut s, 1, b, &["Once", " upon", " the", " hill"]);
-    update(
-        &mut s,
-        Action::Engine(ModelId(0), done(a, &[StopReason::Length])),
-    );
-    update(
-        &mut s,
-        Action::Engine(ModelId(1), done(b, &[StopReason::Length])),
-    );
+    let (mut s, a) = parted_runs();
     let score = CrossScore {
         model: "tiny".into(),
         sample: 0,
