@@ -33,6 +33,10 @@ pub struct PlayArgs {
     /// Give two to compare parameter sets (A/B) side by side; `b` switches which one is edited.
     #[arg(long = "preset", value_name = "PRESET")]
     presets: Vec<String>,
+    /// A parameter's value over the preset's, written in YAML (`--set temperature=0.3`), on
+    /// both sides of an A/B; shown as a change (`*`), so that reset goes back to the preset.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
     /// A theme name (dark, light, high-contrast, viridis, no-color, or one of yours) or a theme
     /// file; `t` switches at run time.
     #[arg(long)]
@@ -67,6 +71,18 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
         .get(1)
         .map(|name| resolve(Some(name)))
         .transpose()?;
+    // The model's defaults replace the params once it has loaded, and would drop the changes.
+    if !args.sets.is_empty() && args.presets.iter().any(|p| p == MODEL_PRESET) {
+        anyhow::bail!(
+            "--set cannot go with --preset {MODEL_PRESET} in the playground: the model's \
+             defaults arrive after it loads and replace the parameters; change them there, or \
+             use `samplab sample --preset {MODEL_PRESET} --set ...`"
+        );
+    }
+    // A bad `--set` is refused before the terminal is taken, as `sample` refuses it.
+    for preset in std::iter::once(&preset).chain(&second_preset) {
+        super::sample::apply_sets(preset.params.clone(), &args.sets)?;
+    }
     let themes_dir = config::config_dir().map(|dir| config::themes_dir(&dir));
     let (themes, theme_errors) = ThemeCatalog::load(
         args.theme.as_deref(),
@@ -88,6 +104,7 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
         chat: args.chat,
         preset,
         second_preset,
+        sets: args.sets,
         presets: store,
         themes,
         notice,

@@ -73,6 +73,8 @@ pub struct Playground {
     pub preset: Preset,
     /// A second parameter set to compare with the first (A/B).
     pub second_preset: Option<Preset>,
+    /// `KEY=VALUE` changes over both presets (`--set`), checked against them already.
+    pub sets: Vec<String>,
     /// Where user presets are saved; `None` when there is no config directory.
     pub presets: Option<PresetStore>,
     pub themes: ThemeCatalog,
@@ -149,6 +151,7 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
             chat,
             preset,
             second_preset,
+            sets,
             presets,
             themes,
             notice,
@@ -171,6 +174,14 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
             ParamsState::new(Preset { params, ..preset }, entropy())
         });
         state.comparison.compare(&models, second_set);
+        let comparison = &mut state.comparison;
+        for set in std::iter::once(&mut comparison.params).chain(&mut comparison.other_set) {
+            for assignment in &sets {
+                if let Err(e) = set.params.set_assignment(assignment) {
+                    state.status.notify(format!("--set {assignment}: {e}"));
+                }
+            }
+        }
         for model in &mut state.comparison.models {
             model.chat = chat;
         }

@@ -912,6 +912,34 @@ fn the_playground_without_a_terminal_says_so() {
     );
 }
 
+/// Issue 34: `--set` in the playground is checked as `sample` checks it, before the terminal
+/// is taken (so a bad one needs no terminal to be refused), and refused beside `--preset model`,
+/// whose defaults would replace it once the model loads.
+#[test]
+fn the_playgrounds_set_is_checked_before_the_terminal_is_taken() {
+    let playground = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_samplab"))
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("the samplab binary runs");
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        stderr(&out)
+    };
+    let said = playground(&["--set", "temperature=hot"]);
+    assert!(said.contains("--set temperature=hot:"), "{said}");
+    let said = playground(&["--set", "temprature=0.5"]);
+    assert!(said.contains("temperature"), "a suggestion: {said}");
+    let said = playground(&["--preset", "model", "--set", "temperature=0.5"]);
+    assert!(
+        said.contains("--set cannot go with --preset model"),
+        "{said}"
+    );
+    // A good one gets as far as the terminal.
+    let said = playground(&["--set", "temperature=0.5"]);
+    assert!(said.contains("needs a terminal"), "{said}");
+}
+
 #[test]
 fn sweep_runs_every_cell_on_the_same_seeds_and_each_cell_equals_a_sample_run() {
     let Some(model) = common::test_model() else {

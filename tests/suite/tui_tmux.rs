@@ -516,6 +516,37 @@ fn the_playground_opens_with_four_samples_and_saves_no_seed_it_drew() {
     assert_eq!(exit_status(&tmux), "0");
 }
 
+/// Issue 34: `--set` reaches the playground as a change over the preset (`*`), on both sides
+/// of an A/B.
+#[test]
+fn set_changes_the_presets_values_and_is_shown_as_a_change() {
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(home.path()) else {
+        return;
+    };
+    start_playground(
+        &tmux,
+        &format!(
+            "--model {} --preset default --preset balanced --set temperature=0.25",
+            model.display()
+        ),
+    );
+    let screen = tmux.wait_for("side A, changed", |s| s.contains("params A · default*"));
+    assert_eq!(
+        param_value(&screen, "temperature").as_deref(),
+        Some("0.25"),
+        "{screen}"
+    );
+    tmux.keys(&["Tab", "b"]);
+    let screen = tmux.wait_for("side B, changed", |s| s.contains("params B · balanced*"));
+    assert_eq!(param_value(&screen, "temperature").as_deref(), Some("0.25"));
+    tmux.keys(&["q"]);
+    assert_eq!(exit_status(&tmux), "0");
+}
+
 #[test]
 fn the_export_dialog_names_the_built_in_model_by_its_files() {
     let home = tempfile::tempdir().unwrap();
