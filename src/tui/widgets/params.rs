@@ -40,6 +40,9 @@ pub struct ParamsState {
     pub vocab_size: Option<u32>,
     /// State of the seed roller, so rolling stays a pure function of the state.
     roller: u64,
+    /// Values of parameters the engine switched to lacks, set aside at the switch (shown
+    /// greyed beside `n/a`) and given back when an engine that has them is chosen again.
+    pub kept: Vec<(Field, Value)>,
 }
 
 impl ParamsState {
@@ -56,6 +59,7 @@ impl ParamsState {
             refusal: None,
             vocab_size: None,
             roller: entropy,
+            kept: Vec::new(),
         };
         state.load_preset(preset);
         state
@@ -73,6 +77,7 @@ impl ParamsState {
             self.baseline.seed = Some(self.next_seed());
         }
         self.params = self.baseline.clone();
+        self.kept.clear();
     }
 
     pub fn field(&self) -> Field {
@@ -96,14 +101,21 @@ impl ParamsState {
         self.refusal = None;
     }
 
-    /// Takes `next` when it is valid and different; returns whether anything changed.
-    fn apply(&mut self, next: SamplingParams) -> bool {
+    /// Takes `next` when it is valid and different; returns whether anything changed. A
+    /// change of engine sets aside the values the new engine has no place for and gives back
+    /// those it has, instead of refusing while one is set.
+    fn apply(&mut self, mut next: SamplingParams) -> bool {
         if next == self.params {
             return false;
+        }
+        let mut kept = self.kept.clone();
+        if next.engine != self.params.engine {
+            switch_engine(&mut next, &mut kept);
         }
         match next.validate() {
             Ok(()) => {
                 self.params = next;
+                self.kept = kept;
                 self.refusal = None;
                 true
             }
@@ -112,6 +124,11 @@ impl ParamsState {
                 false
             }
         }
+    }
+
+    /// The value set aside for `field`, if any.
+    pub fn kept_value(&self, field: Field) -> Option<&Value> {
+        self.kept.iter().find(|(f, _)| *f == field).map(|(_, v)| v)
     }
 
     /// Sets the selected field to `value` when the result is valid.
@@ -559,7 +576,7 @@ pub fn render(
                 spans.push(Span::styled(editor.buffer.text.clone(), style));
             }
             _ if !applies => spans.push(Span::styled(
-                format!("n/a in {}", state.params.engine.title()),
+                not_applied(state, field),
                 theme.dim.patch(row_style),
             )),
             _ => {
@@ -633,6 +650,41 @@ fn help_line(engine: crate::params::Engine, field: Field) -> String {
         spec.help.to_owned()
     } else {
         format!("{} only · {}", spec.engines.titles(), spec.help)
+    }
+}
+
+/// A row the engine has no place for: `n/a in vLLM`, with the value set aside for it.
+fn not_applied(state: &ParamsState, field: Field) -> String {
+    let engine = state.params.engine.title();
+    let mut shown = state.params.clone();
+    match state.kept_value(field) {
+        Some(value) if shown.set_field(field, value.clone()).is_ok() => {
+            format!("n/a in {engine}, {} kept", value_text(&shown, field))
+        }
+        _ => format!("n/a in {engine}"),
+    }
+}
+
+/// `next`'s engine lacks the parameters in `kept` it does not have: those `next` sets move
+/// into `kept` (back to their defaults in `next`), and those in `kept` it has come back.
+fn switch_engine(next: &mut SamplingParams, kept: &mut Vec<(Field, Value)>) {
+    let defaults = SamplingParams::default();
+    let (back, still): (Vec<_>, Vec<_>) = std::mem::take(kept)
+        .into_iter()
+        .partition(|(field, _)| field.spec().engines.has(next.engine));
+    *kept = still;
+    for &field in Field::ALL {
+        let value = next.get(field);
+        if !field.spec().engines.has(next.engine) && value != defaults.get(field) {
+            kept.push((field, value));
+            // A field's own default always sets.
+            let _ = next.set_field(field, defaults.get(field));
+        }
+    }
+    for (field, value) in back {
+        if next.set_field(field, value.clone()).is_err() {
+            kept.push((field, value));
+        }
     }
 }
 
@@ -745,8 +797,10 @@ mod tests {
         );
     }
 
+    /// Issue 34: switching to an engine that lacks a parameter set keeps its value aside
+    /// (shown beside `n/a`) instead of refusing, and gives it back with an engine that has it.
     #[test]
-    fn choices_cycle_and_fields_outside_the_engine_are_refused() {
+    fn choices_cycle_and_another_engines_values_are_kept_aside() {
         let mut s = state("engine");
         assert!(s.edit());
         assert_eq!(s.params.engine, crate::params::Engine::Transformers);
@@ -756,17 +810,23 @@ mod tests {
         assert!(s.nudge(1, false));
         assert_eq!(s.params.dry_multiplier, 0.05);
         s.select_field(Field::Engine);
-        assert!(
-            !s.nudge(1, false),
-            "vLLM has no DRY: the engine cannot change under it"
-        );
-        let refusal = s.refusal.clone().expect("the refusal is kept to be shown");
-        assert!(refusal.contains("`dry_multiplier`"), "{refusal}");
-        s.select_field(Field::DryMultiplier);
-        assert!(s.turn_off());
-        s.select_field(Field::Engine);
-        assert!(s.nudge(1, false));
+        assert!(s.nudge(1, false), "vLLM has no DRY: the value is set aside");
         assert_eq!(s.params.engine, crate::params::Engine::Vllm);
+        assert_eq!(s.params.dry_multiplier, 0.0, "vLLM runs without it");
+        assert!(s.params.validate().is_ok());
+        assert_eq!(s.kept_value(Field::DryMultiplier), Some(&Value::from(0.05)));
+        assert_eq!(
+            not_applied(&s, Field::DryMultiplier),
+            "n/a in vLLM, 0.05 kept"
+        );
+        assert_eq!(not_applied(&s, Field::Mirostat), "n/a in vLLM");
+        // Back through transformers (no DRY either) to llama.cpp, which has it again.
+        s.nudge(1, false);
+        assert_eq!(s.params.dry_multiplier, 0.0);
+        s.nudge(1, false);
+        assert_eq!(s.params.engine, crate::params::Engine::LlamaCpp);
+        assert_eq!(s.params.dry_multiplier, 0.05, "given back");
+        assert!(s.kept.is_empty());
     }
 
     #[test]
