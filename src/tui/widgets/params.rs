@@ -42,7 +42,7 @@ pub struct ParamsState {
     roller: u64,
     /// Values of parameters the engine switched to lacks, set aside at the switch (shown
     /// greyed beside `n/a`) and given back when an engine that has them is chosen again.
-    pub kept: Vec<(Field, Value)>,
+    kept: Vec<(Field, Value)>,
 }
 
 impl ParamsState {
