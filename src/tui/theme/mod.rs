@@ -78,10 +78,11 @@ impl Theme {
             .add_modifier(Modifier::REVERSED | Modifier::BOLD)
     }
 
-    /// The background of a token with processed probability `prob`, linear between stops.
+    /// The background of a token with processed probability `prob`, linear between stops;
+    /// without colours, a weight instead (see [`weight_cue`]).
     pub fn token_style(&self, prob: f32) -> Style {
         let Some(first) = self.gradient.first() else {
-            return self.token_fg;
+            return self.token_fg.add_modifier(weight_cue(prob));
         };
         let p = if prob.is_finite() {
             prob.clamp(0.0, 1.0)
@@ -129,6 +130,21 @@ impl Theme {
     }
 }
 
+/// Probabilities under which a colourless token is set bold (unlikely) and italic (a toss-up).
+const UNLIKELY: f32 = 0.1;
+const UNSURE: f32 = 0.5;
+
+/// Where there are no colours, the heatmap's message by weight: bold for a token the sampler
+/// thought unlikely, italic for an unsure one, plain for a likely one. (Underline already marks
+/// where samples part.)
+fn weight_cue(prob: f32) -> Modifier {
+    match prob {
+        p if !(p >= UNLIKELY) => Modifier::BOLD,
+        p if p < UNSURE => Modifier::ITALIC,
+        _ => Modifier::empty(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,5 +184,22 @@ mod tests {
         let theme = Theme::plain();
         assert_eq!(theme.token_style(0.3).bg, None);
         assert_eq!(theme.status.bg, None);
+    }
+
+    /// Issue 34: under NO_COLOR the heatmap still says something: bold for unlikely tokens,
+    /// italic for unsure ones, plain for likely ones.
+    #[test]
+    fn without_colours_probability_shows_as_weight() {
+        let theme = Theme::plain();
+        let cue = |p: f32| theme.token_style(p).add_modifier;
+        assert_eq!(cue(0.02), Modifier::BOLD);
+        assert_eq!(cue(f32::NAN), Modifier::BOLD);
+        assert_eq!(cue(0.3), Modifier::ITALIC);
+        assert_eq!(cue(0.8), Modifier::empty());
+        // A coloured theme keeps its colours alone.
+        assert_eq!(
+            Theme::dark().token_style(0.02).add_modifier,
+            Modifier::empty()
+        );
     }
 }
