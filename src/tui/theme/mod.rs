@@ -139,7 +139,7 @@ const UNSURE: f32 = 0.5;
 /// where samples part.)
 fn weight_cue(prob: f32) -> Modifier {
     match prob {
-        p if !(p >= UNLIKELY) => Modifier::BOLD,
+        p if p.is_nan() || p < UNLIKELY => Modifier::BOLD,
         p if p < UNSURE => Modifier::ITALIC,
         _ => Modifier::empty(),
     }
