@@ -185,7 +185,7 @@ impl SamplingParams {
             {
                 return Err(bad(field, x, spec.valid));
             }
-            if !spec.engines.has(self.engine) && value != defaults.get(field) {
+            if self.is_outside_engine(field, &defaults) {
                 return Err(ParamError::NotInEngine {
                     field: field.name(),
                     engine: self.engine.title(),
@@ -318,6 +318,13 @@ impl SamplingParams {
             params.watch = None;
         }
         params
+    }
+
+    /// Whether `field` is set away from its value in `defaults` (the defaults, passed in so
+    /// that a loop over the fields builds them once) where the chosen engine has no place for
+    /// it.
+    pub fn is_outside_engine(&self, field: Field, defaults: &Self) -> bool {
+        !field.spec().engines.has(self.engine) && self.get(field) != defaults.get(field)
     }
 
     /// Whether `field` is at the value its row names as off (in canonical spelling, so that

@@ -39,8 +39,7 @@ pub struct Tree {
 struct Deletion {
     before: Vec<BranchNode>,
     after: Vec<BranchNode>,
-    /// The deleted branch's place in `before`.
-    branch: usize,
+    taken: Subtree,
 }
 
 /// What a deletion took, or its undo brought back: branch `branch` and `descendants` under it.
@@ -117,16 +116,16 @@ impl Tree {
     pub fn delete(&mut self, j: usize) -> Subtree {
         let before = self.nodes.clone();
         self.remove(j);
-        let descendants = before.len() - self.nodes.len() - 1;
+        let taken = Subtree {
+            branch: j,
+            descendants: before.len() - self.nodes.len() - 1,
+        };
         self.deleted = Some(Deletion {
             before,
             after: self.nodes.clone(),
-            branch: j,
+            taken,
         });
-        Subtree {
-            branch: j,
-            descendants,
-        }
+        taken
     }
 
     /// Puts back what the last deletion took, each branch in its old place, unless the tree
@@ -136,12 +135,8 @@ impl Tree {
         if deletion.after != self.nodes {
             return Err(NoUndo::ChangedSince);
         }
-        let descendants = deletion.before.len() - deletion.after.len() - 1;
         self.nodes = deletion.before;
-        Ok(Subtree {
-            branch: deletion.branch,
-            descendants,
-        })
+        Ok(deletion.taken)
     }
 
     /// Drops the branches of samples a run no longer has; says how many went.

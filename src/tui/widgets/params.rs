@@ -674,9 +674,8 @@ fn switch_engine(next: &mut SamplingParams, kept: &mut Vec<(Field, Value)>) {
         .partition(|(field, _)| field.spec().engines.has(next.engine));
     *kept = still;
     for &field in Field::ALL {
-        let value = next.get(field);
-        if !field.spec().engines.has(next.engine) && value != defaults.get(field) {
-            kept.push((field, value));
+        if next.is_outside_engine(field, &defaults) {
+            kept.push((field, next.get(field)));
             // A field's own default always sets.
             let _ = next.set_field(field, defaults.get(field));
         }

@@ -85,16 +85,6 @@ impl Activations {
         self.arithmetic().map(|_| ())
     }
 
-    /// What `auto` means on this CPU; the others as they are.
-    pub fn resolve(self) -> Self {
-        match self.arithmetic() {
-            #[cfg(target_arch = "x86_64")]
-            Ok(Arithmetic::Vnni) => Self::SixteenBit,
-            _ if self == Self::Auto => Self::Exact,
-            _ => self,
-        }
-    }
-
     /// The arithmetic that gives this precision on this CPU.
     pub(crate) fn arithmetic(self) -> Result<Arithmetic, ActivationsError> {
         match self {
