@@ -123,6 +123,22 @@ pub enum StopMatched {
     Token(u32),
 }
 
+/// What a constraint (structured outputs) cut at one step.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ConstraintStep {
+    /// The share of the model's raw distribution the constraint refused.
+    pub refused: f32,
+    /// How many tokens it allowed; 1 means the token was forced.
+    pub allowed: u32,
+}
+
+impl ConstraintStep {
+    /// The constraint left one token: the model had no say.
+    pub fn forced(&self) -> bool {
+        self.allowed == 1
+    }
+}
+
 /// One alternative at a position: `[token_id, text, logprob]` in JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TopLogprob(pub u32, pub String, pub f32);
@@ -159,6 +175,9 @@ pub struct Trajectory {
     /// Where a branch came from; absent for the run's own samples.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub branch: Option<BranchOrigin>,
+    /// Per generated token, what the run's constraint cut; absent without one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub constraint: Option<Vec<ConstraintStep>>,
 }
 
 impl Trajectory {
@@ -179,6 +198,7 @@ impl Trajectory {
             watched: None,
             cross_scores: None,
             branch: None,
+            constraint: None,
         }
     }
 }
@@ -319,6 +339,7 @@ mod tests {
                 watched: None,
                 cross_scores: None,
                 branch: None,
+                constraint: None,
             }],
             stats: None,
             watch: None,

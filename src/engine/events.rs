@@ -5,7 +5,7 @@ use crate::model::Activations;
 use crate::model::source::hub::Transfer;
 use crate::params::{Field, SamplingParams};
 use crate::response::{
-    BranchOrigin, CrossScore, SampleResponse, StopMatched, StopReason, TopLogprob,
+    BranchOrigin, ConstraintStep, CrossScore, SampleResponse, StopMatched, StopReason, TopLogprob,
 };
 use crate::sampling::StageTrace;
 use serde::Serialize;
@@ -64,6 +64,8 @@ pub struct TokenEvent {
     /// The raw logprob of each watched token at this step, in `watch`'s order; empty without
     /// `watch` and from a served model.
     pub watched: Vec<f32>,
+    /// What the run's constraint cut at this step; `None` without one, and from a served model.
+    pub constraint: Option<ConstraintStep>,
 }
 
 /// One token of the prompt as the model sees it, for the playground's token view.

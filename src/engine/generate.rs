@@ -14,7 +14,7 @@ use crate::response::{
 use crate::sampling::detokenizer::Detokenizer;
 use crate::sampling::stop::StopMatcher;
 use crate::sampling::{
-    SampleState, SampledToken, Sampler, TokenLists, TopToken, log_normalizer, sample_seed,
+    Constraint, SampleState, SampledToken, Sampler, TokenLists, TopToken, log_normalizer, sample_seed,
 };
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -30,6 +30,8 @@ pub struct RunContext<'a> {
     pub tokenizer: &'a Tokenizer,
     pub eos_ids: &'a [u32],
     pub model_name: &'a str,
+    /// The params' constraint compiled over this model's vocabulary, if they have one.
+    pub constraint: Option<&'a Constraint>,
 }
 
 /// One sample's progress through the run.
@@ -185,6 +187,19 @@ impl<'c> Run<'_, 'c> {
             vocab_size,
             self.context_length - prompt_ids.len(),
         )?;
+        let fresh = SampleState::new(base_seed, 0, &[], 0).constrained(self.ctx.constraint);
+        for (j, branch) in self.branches.iter().enumerate() {
+            let allowed = fresh.constraint_allows(&branch.path);
+            if let Some(&id) = branch.path.get(allowed) {
+                anyhow::bail!(
+                    "branch {} takes {:?} (token {id}) at step {}, which the run's constraint \
+                     (structured outputs) does not allow there: pick one of the tokens it allows",
+                    params.num_samples as usize + j,
+                    token_text(self.ctx.tokenizer, id),
+                    allowed + 1,
+                );
+            }
+        }
         // Each slot: the sample whose seed stream it draws from, and its branch, if it is one.
         let slots_of: Vec<(u32, Option<usize>)> = (0..params.num_samples)
             .map(|i| (i, None))
@@ -263,7 +278,8 @@ impl<'c> Run<'_, 'c> {
                 Slot {
                     key: keys[index],
                     forced: branch.map(|b| b.path.clone()).unwrap_or_default(),
-                    state: SampleState::new(base_seed, sample, &prompt_ids, vocab_size),
+                    state: SampleState::new(base_seed, sample, &prompt_ids, vocab_size)
+                        .constrained(self.ctx.constraint),
                     detokenizer: Detokenizer::new(self.ctx.tokenizer, &prompt_ids),
                     stops,
                     trajectory: Trajectory {
@@ -271,6 +287,7 @@ impl<'c> Run<'_, 'c> {
                         entropy: Some(Vec::new()),
                         kept_entropy: Some(Vec::new()),
                         watched: watch.as_deref().map(super::watch::series),
+                        constraint: self.ctx.constraint.map(|_| Vec::new()),
                         ..Trajectory::empty(index as u32, seeds[index], params.logprobs)
                     },
                     end: None,
@@ -453,7 +470,7 @@ impl<'c> Run<'_, 'c> {
                         .expect("a waiting sample has a token")
                 })
                 .collect();
-            let rows = self.backend.decode(&tokens)?;
+            let rows = self.decode_preparing(&tokens, slots, &live)?;
             position += 1;
             for (&i, logits) in live.iter().zip(rows) {
                 let slot = &mut slots[i];
@@ -468,6 +485,35 @@ impl<'c> Run<'_, 'c> {
             }
             self.park(slots, &mut live, |slot| slot.end.is_none())?;
         }
+    }
+
+    /// The batch's forward pass; meanwhile another thread computes the constraint's masks for
+    /// the `live` slots' next step, so that a constrained step costs the sampler only the mask's
+    /// application.
+    fn decode_preparing(
+        &mut self,
+        tokens: &[u32],
+        slots: &mut [Slot<'c>],
+        live: &[usize],
+    ) -> anyhow::Result<Vec<Vec<f32>>> {
+        if self.ctx.constraint.is_none() {
+            return self.backend.decode(tokens);
+        }
+        let mut states: Vec<&mut SampleState> = slots
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| live.contains(i))
+            .map(|(_, slot)| &mut slot.state)
+            .collect();
+        std::thread::scope(|scope| {
+            // A failure stays in the parser; the sampler reports it at the step.
+            scope.spawn(move || {
+                states.iter_mut().for_each(|state| {
+                    let _ = state.prepare_constraint();
+                })
+            });
+            self.backend.decode(tokens)
+        })
     }
 
     /// Brings the `joining` slots into the batch at `position`.
@@ -691,6 +737,9 @@ fn accept(
         raw.push(token.entropy);
         kept.push(token.kept_entropy);
     }
+    if let (Some(steps), Some(step)) = (&mut trajectory.constraint, token.constraint) {
+        steps.push(step);
+    }
     for (series, &logprob) in trajectory
         .watched
         .iter_mut()
@@ -728,6 +777,7 @@ fn accept(
             top: alternatives,
             entropy: Some(token.entropy),
             watched: token.watched,
+            constraint: token.constraint,
         },
     });
     match step.finished {
@@ -737,6 +787,11 @@ fn accept(
                 _ => None,
             };
             finish(slot, (reason, matched, stop_token), run_id, emit);
+        }
+        // The constraint is complete and allows nothing more (a choice spelled out, a JSON
+        // document closed): the sample has said all it may.
+        None if slot.state.constraint_finished() => {
+            finish(slot, (StopReason::Stop, None, None), run_id, emit);
         }
         None if prompt_len + slot.trajectory.token_ids.len() >= context_length => {
             finish(slot, (StopReason::Length, None, None), run_id, emit);

@@ -317,6 +317,7 @@ fn load_on(
     Ok(LoadedModel {
         warnings,
         activations: model.activations(),
+        structured: Default::default(),
         name,
         backend: Box::new(LlamaBackend::new(model, device_name.clone())),
         device: device_name,

@@ -12,6 +12,7 @@ pub mod remote;
 pub mod replay;
 pub mod runner;
 pub mod score;
+pub mod structured;
 pub mod trace;
 pub mod watch;
 pub mod worker;

@@ -7,7 +7,7 @@ use super::events::RunId;
 use super::generate::record_key;
 use super::replay::ReplayStore;
 use crate::params::SamplingParams;
-use crate::sampling::{SampleState, Sampler, StageTrace, TokenLists, log_normalizer};
+use crate::sampling::{Constraint, SampleState, Sampler, StageTrace, TokenLists, log_normalizer};
 use tokenizers::Tokenizer;
 
 /// Trace `ids` at the last of `tokens`, the sample's tokens so far.
@@ -40,6 +40,7 @@ pub fn trace(
     tokenizer: &Tokenizer,
     eos_ids: &[u32],
     vocab_size: usize,
+    constraint: Option<&Constraint>,
     request: &TraceRequest,
 ) -> anyhow::Result<Vec<StageTrace>> {
     let gone = || {
@@ -56,7 +57,7 @@ pub fn trace(
         eos_ids,
         &request.params,
     ));
-    let mut state = SampleState::new(request.seed, 0, prompt, vocab_size);
+    let mut state = SampleState::new(request.seed, 0, prompt, vocab_size).constrained(constraint);
     let (last, earlier) = steps.split_last().ok_or_else(gone)?;
     let forced = forced.unwrap_or(0);
     for (step, (logits, &token)) in earlier.iter().zip(&request.tokens).enumerate() {
@@ -67,5 +68,5 @@ pub fn trace(
             return Err(gone());
         }
     }
-    Ok(sampler.trace(last, &state, &request.ids))
+    Ok(sampler.trace(last, &state, &request.ids)?)
 }

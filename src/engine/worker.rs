@@ -12,6 +12,7 @@ use super::prompt::Prompt;
 use super::replay::ReplayStore;
 use super::runner::Runner;
 use super::score::{ScoreRequest, Scoring, common_prefix, score_sequence};
+use super::structured::Structured;
 use super::trace::TraceRequest;
 use crate::model::source::LoadProgress;
 use crate::model::source::hub::Cancel;
@@ -45,6 +46,8 @@ pub struct LoadedModel {
     pub warnings: Vec<String>,
     /// What its quantized products on the CPU do with activations; `None` on a GPU.
     pub activations: Option<Activations>,
+    /// Its vocabulary for constraints and the last constraint compiled.
+    pub structured: Structured,
 }
 
 impl LoadedModel {
@@ -181,6 +184,7 @@ impl LoadedModel {
             &self.tokenizer,
             &self.eos_ids,
             self.backend.vocab_size(),
+            self.structured.compiled(&request.params)?,
             request,
         )
     }
@@ -339,10 +343,17 @@ impl LoadedModel {
             positions,
             self.backend.free_memory()?,
         )?;
+        let constraint = self.structured.compile(
+            params,
+            &self.tokenizer,
+            &self.eos_ids,
+            self.backend.vocab_size(),
+        )?;
         let ctx = RunContext {
             tokenizer: &self.tokenizer,
             eos_ids: &self.eos_ids,
             model_name: &self.name,
+            constraint,
         };
         generate(
             self.backend.as_mut(),

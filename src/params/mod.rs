@@ -9,12 +9,14 @@
 mod engine;
 mod field;
 mod logit_bias;
+mod structured;
 mod table;
 mod token_texts;
 
 pub use engine::{Engine, Engines, Stage, Stages};
 pub use field::{Bounds, FieldSpec, Knob};
 pub use logit_bias::{BIAS_LIMIT, LogitBias};
+pub use structured::{Schema, StructuredOutputs, is_gbnf};
 pub use table::{Field, SamplingParams};
 pub use token_texts::{TokenText, TokenTexts};
 
@@ -249,6 +251,39 @@ impl SamplingParams {
                 "must list at least one token id, or be null to allow all",
             ));
         }
+        let constraints = [
+            (Field::StructuredOutputs, self.structured_outputs.is_some()),
+            (Field::Grammar, self.grammar.is_some()),
+            (Field::JsonSchema, self.json_schema.is_some()),
+        ];
+        let mut set = constraints.iter().filter(|(_, on)| *on).map(|(f, _)| f.name());
+        if let (Some(first), Some(second)) = (set.next(), set.next()) {
+            return Err(ParamError::OutOfRange {
+                field: Field::StructuredOutputs.name(),
+                value: format!("`{first}` and `{second}` both set"),
+                valid: "one constraint per run: set one of structured_outputs, grammar and \
+                        json_schema, and the others to null",
+            });
+        }
+        if let Some(grammar) = &self.grammar
+            && !is_gbnf(grammar)
+        {
+            return Err(bad(
+                Field::Grammar,
+                "a grammar without `::=`",
+                "llama.cpp's grammar is GBNF (`root ::= …`); a Lark grammar goes in \
+                 structured_outputs: {grammar: …}",
+            ));
+        }
+        if let Some(StructuredOutputs::Choice(choice)) = &self.structured_outputs
+            && (choice.is_empty() || choice.iter().any(String::is_empty))
+        {
+            return Err(bad(
+                Field::StructuredOutputs,
+                "{choice: …}",
+                "choice lists at least one string, and no empty one",
+            ));
+        }
         if self.dry_sequence_breakers.iter().any(String::is_empty) {
             return Err(bad(
                 Field::DrySequenceBreakers,
@@ -292,6 +327,21 @@ impl SamplingParams {
             }
         }
         Ok(())
+    }
+
+    /// The run's constraint with the name of the field that holds it (`validate` allows one).
+    pub fn constraint(&self) -> Option<(&'static str, StructuredOutputs)> {
+        let named = |field: Field, spec| (field.name(), spec);
+        (self.structured_outputs.clone())
+            .map(|spec| named(Field::StructuredOutputs, spec))
+            .or_else(|| {
+                let grammar = self.grammar.clone()?;
+                Some(named(Field::Grammar, StructuredOutputs::Grammar(grammar)))
+            })
+            .or_else(|| {
+                let schema = self.json_schema.clone()?;
+                Some(named(Field::JsonSchema, StructuredOutputs::Json(schema)))
+            })
     }
 
     /// True when every sample takes the argmax.

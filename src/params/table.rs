@@ -5,6 +5,7 @@
 use super::engine::{Engine, Engines, Stages};
 use super::field::{Bounds, FieldSpec, Knob};
 use super::logit_bias::LogitBias;
+use super::structured::{Schema, StructuredOutputs};
 use super::token_texts::TokenTexts;
 use super::{MAX_LOGPROBS, MAX_SAMPLES, ParamError, typed};
 use serde::Serialize;
@@ -262,6 +263,23 @@ params_table! {
     AllowedTokenIds allowed_token_ids: Option<Vec<u32>> = None, FieldSpec {
         off: Some("null"),
         ..spec("allowed_ids", Engines::VLLM, Knob::Text)
+    };
+    /// The output must satisfy a constraint, as vLLM's structured outputs: {json: a schema or
+    /// its file}, {regex: …}, {choice: [a, b]}, {grammar: GBNF or Lark}, {json_object: true}.
+    StructuredOutputs structured_outputs: Option<StructuredOutputs> = None, FieldSpec {
+        off: Some("null"),
+        ..spec("structured", Engines::ALL, Knob::Text)
+    };
+    /// The output must follow this GBNF grammar (llama.cpp's --grammar).
+    Grammar grammar: Option<String> = None, FieldSpec {
+        off: Some("null"),
+        ..spec("grammar", Engines::LLAMA_CPP, Knob::Text)
+    };
+    /// The output must be JSON that this schema (or the file it names) accepts (llama.cpp's
+    /// --json-schema).
+    JsonSchema json_schema: Option<Schema> = None, FieldSpec {
+        off: Some("null"),
+        ..spec("json_schema", Engines::LLAMA_CPP, Knob::Text)
     };
     /// Keeps the tokens whose surprise is closest to the entropy, up to this mass; 1 is off.
     TypicalP typical_p: f32 = 1.0, FieldSpec {

@@ -136,6 +136,7 @@ mod tests {
                     top_logprobs: None,
                     cross_scores: None,
                     branch: None,
+                    constraint: None,
                     entropy: None,
                     kept_entropy: None,
                     watched: None,

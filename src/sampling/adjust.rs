@@ -3,6 +3,7 @@
 //! vocabulary and to a candidate list already cut by a filter (llama.cpp's `samplers` may put
 //! them anywhere in the chain).
 
+use super::constraint::Mask;
 use super::history::SampleState;
 use crate::params::{Engine, SamplingParams};
 use std::collections::HashMap;
@@ -14,6 +15,9 @@ pub(super) trait Logits {
 
     /// Removes every token not in `allowed`.
     fn keep_only(&mut self, allowed: &[u32]);
+
+    /// Removes every token a constraint's mask refuses.
+    fn keep_masked(&mut self, mask: &Mask);
 }
 
 impl Logits for [f32] {
@@ -35,6 +39,10 @@ impl Logits for [f32] {
                 *logit = f32::NEG_INFINITY;
             }
         }
+    }
+
+    fn keep_masked(&mut self, mask: &Mask) {
+        mask.apply(self);
     }
 }
 

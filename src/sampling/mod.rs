@@ -13,6 +13,7 @@ pub mod stop;
 
 mod adjust;
 mod chain;
+mod constraint;
 mod error;
 mod history;
 mod logprobs;
@@ -24,6 +25,7 @@ mod softmax;
 mod token_lists;
 
 pub use chain::StageTrace;
+pub use constraint::{Constraint, ConstraintError, Vocabulary};
 pub use error::SamplingError;
 pub use history::SampleState;
 pub use logprobs::{Normalizer, ScoredToken, TokenLogprob, log_normalizer, logprob_of};

@@ -17,6 +17,7 @@ use super::softmax::{self, LANES, any, sanitize, scaled, sum_exp};
 use super::token_lists::TokenLists;
 use crate::fast_exp::exp;
 use crate::params::{Engine, ParamError, SamplingParams};
+use crate::response::ConstraintStep;
 
 /// Scaled logits (the log of a probability relative to the most likely token) at which the
 /// mass pass also sums, so that listing a share of the mass can start near where it ends.
@@ -48,7 +49,10 @@ pub struct SampledToken {
     pub kept_entropy: f32,
     /// The raw logprob of each watched token (`TokenLists::watched`), in its order.
     pub watched: Vec<f32>,
+    /// What the run's constraint (structured outputs) did at this step, if it has one.
+    pub constraint: Option<ConstraintStep>,
 }
+
 
 /// A token the model could have produced at a generated position.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -203,6 +207,11 @@ impl Sampler {
         forced: Option<u32>,
     ) -> Result<SampledToken, SamplingError> {
         let u = state.rng.uniform();
+        state.prepare_constraint()?;
+        let constraint = state.mask().map(|mask| ConstraintStep {
+            refused: mask.refused_mass(logits, norm.log_norm),
+            allowed: mask.count,
+        });
         // The chosen token, the entropy of what was kept, and each token's kept probability,
         // from whichever path made the distribution.
         type Prob<'a> = Box<dyn Fn(u32) -> f32 + 'a>;
@@ -229,6 +238,7 @@ impl Sampler {
         state.accept(id);
         Ok(SampledToken {
             kept_entropy,
+            constraint,
             ..report(
                 logits,
                 norm,
@@ -242,10 +252,28 @@ impl Sampler {
     }
 
     /// The llama.cpp or transformers chain on `logits`; the chosen token (`forced`, if given).
+    /// llama.cpp samples before it checks a grammar, and only when the draw breaks it runs the
+    /// grammar and the chain again and draws anew.
     fn run_chain(
         &mut self,
         logits: &[f32],
         state: &mut SampleState,
+        u: f64,
+        forced: Option<u32>,
+    ) -> Result<u32, SamplingError> {
+        let id = self.run_steps(logits, state, &chain::steps(&self.params), u, forced)?;
+        if forced.is_some() || state.mask().is_none_or(|mask| mask.allows(id)) {
+            return Ok(id);
+        }
+        let again = state.resample.uniform();
+        self.run_steps(logits, state, &chain::grammar_first(&self.params), again, None)
+    }
+
+    fn run_steps(
+        &mut self,
+        logits: &[f32],
+        state: &mut SampleState,
+        steps: &[chain::Step],
         u: f64,
         forced: Option<u32>,
     ) -> Result<u32, SamplingError> {
@@ -255,22 +283,28 @@ impl Sampler {
             tokens: &self.tokens,
             scratch: &mut self.counts,
         };
-        chain::run(&mut self.pool, &self.params, input, u, forced)
+        chain::run(&mut self.pool, &self.params, steps, input, u, forced)
             .ok_or(SamplingError::NoCandidates)
     }
 
     /// What each stage of the engine's chain did to `ids` at this step (the per-stage
     /// inspector): their logits and probabilities after the model and after every stage, in the
     /// order the stages run. `state` is the sample's state before the step.
-    pub fn trace(&mut self, logits: &[f32], state: &SampleState, ids: &[u32]) -> Vec<StageTrace> {
+    pub fn trace(
+        &mut self,
+        logits: &[f32],
+        state: &SampleState,
+        ids: &[u32],
+    ) -> Result<Vec<StageTrace>, SamplingError> {
         let mut state = state.clone();
+        state.prepare_constraint()?;
         self.pool.reset(logits);
         let input = StepInput {
             state: &mut state,
             tokens: &self.tokens,
             scratch: &mut self.counts,
         };
-        chain::trace(&mut self.pool, &self.params, input, ids)
+        Ok(chain::trace(&mut self.pool, &self.params, input, ids))
     }
 
     /// Scores a prompt token against the logits of its position (prompt tokens are scored,
@@ -529,8 +563,9 @@ fn report(
         rank: rank(logits, raw(id)),
         top,
         entropy: norm.entropy,
-        // The caller knows the processed distribution.
+        // The caller knows the processed distribution and the constraint.
         kept_entropy: 0.0,
+        constraint: None,
         watched: watched
             .iter()
             .map(|&w| logprob_of(logits, log_norm, w))

@@ -33,6 +33,7 @@ fn model(name: &str, template: Option<&str>) -> LoadedModel {
         replay: ReplayStore::new(0),
         warnings: Vec::new(),
         activations: None,
+        structured: Default::default(),
     }
 }
 

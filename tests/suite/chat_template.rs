@@ -357,6 +357,7 @@ fn loaded(template: Option<ChatTemplate>) -> LoadedModel {
         replay: ReplayStore::new(0),
         warnings: Vec::new(),
         activations: None,
+        structured: Default::default(),
     }
 }
 

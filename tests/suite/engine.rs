@@ -35,6 +35,7 @@ fn run(params: &SamplingParams, seed: u64, context: usize) -> (SampleResponse, V
         tokenizer: &tokenizer,
         eos_ids: &[EOS],
         model_name: "fake",
+        constraint: None,
     };
     let mut events = Vec::new();
     let response = generate(
@@ -194,6 +195,7 @@ fn an_interrupted_run_ends_every_live_sample_with_abort() {
         tokenizer: &tokenizer,
         eos_ids: &[],
         model_name: "fake",
+        constraint: None,
     };
     let mut checks = 0;
     let response = generate(
@@ -236,6 +238,7 @@ fn fake_loaded(delay: Duration) -> LoadedModel {
         replay: ReplayStore::new(0),
         warnings: Vec::new(),
         activations: None,
+        structured: Default::default(),
     }
 }
 

@@ -784,7 +784,7 @@ fn trace_final(params: &SamplingParams, logits: &[f32], history: &[u32]) -> Vec<
         state.accept(id);
     }
     let ids: Vec<u32> = (0..logits.len() as u32).collect();
-    let trace = Sampler::new(params).unwrap().trace(logits, &state, &ids);
+    let trace = Sampler::new(params).unwrap().trace(logits, &state, &ids).unwrap();
     let last = trace.last().unwrap();
     ids.iter()
         .zip(&last.tokens)
@@ -836,7 +836,8 @@ fn the_trace_names_the_stage_that_removed_a_token() {
     let state = SampleState::new(1, 0, &[], 4);
     let trace = Sampler::new(&params)
         .unwrap()
-        .trace(&logits, &state, &[0, 2, 3]);
+        .trace(&logits, &state, &[0, 2, 3])
+        .unwrap();
     let stages: Vec<&str> = trace.iter().map(|s| s.stage).collect();
     assert_eq!(
         stages,

@@ -61,6 +61,7 @@ impl Fake {
             tokenizer: &self.tokenizer,
             eos_ids: &[EOS],
             model_name: "fake",
+            constraint: None,
         };
         let mut checks = 0;
         generate(
@@ -645,7 +646,7 @@ fn a_finished_sample_can_be_traced_step_by_step() {
             params: params.clone(),
             ids: vec![chosen, other],
         };
-        let stages = trace(&fake.store, &fake.tokenizer, &[EOS], VOCAB.len(), &request).unwrap();
+        let stages = trace(&fake.store, &fake.tokenizer, &[EOS], VOCAB.len(), None, &request).unwrap();
         assert_eq!(stages[0].stage, "model");
         let raw = stages[0].tokens[0].unwrap().1;
         assert!(
@@ -669,7 +670,7 @@ fn a_finished_sample_can_be_traced_step_by_step() {
         params,
         ids: vec![0],
     };
-    let message = trace(&fake.store, &fake.tokenizer, &[EOS], VOCAB.len(), &request)
+    let message = trace(&fake.store, &fake.tokenizer, &[EOS], VOCAB.len(), None, &request)
         .unwrap_err()
         .to_string();
     assert!(message.contains("no longer kept"), "{message}");
@@ -849,6 +850,7 @@ fn branches_that_do_not_fit_the_run_are_refused() {
             tokenizer: &common::piece_tokenizer(VOCAB),
             eos_ids: &[EOS],
             model_name: "fake",
+            constraint: None,
         };
         let err = generate(
             &mut FakeModel::new(VOCAB.len(), 4096),
@@ -889,14 +891,14 @@ fn a_branch_step_is_traced_with_its_path_forced() {
         params: params.clone(),
         ids: vec![b.token_ids[step]],
     };
-    let stages = trace(&fake.store, &fake.tokenizer, &[EOS], VOCAB.len(), &request).unwrap();
+    let stages = trace(&fake.store, &fake.tokenizer, &[EOS], VOCAB.len(), None, &request).unwrap();
     let raw = stages[0].tokens[0].unwrap().1;
     assert!((f64::from(raw).ln() - f64::from(b.logprobs[step])).abs() < 1e-4);
     let unforced = TraceRequest {
         branch: Some((0, 0)),
         ..request
     };
-    let err = trace(&fake.store, &fake.tokenizer, &[EOS], VOCAB.len(), &unforced).unwrap_err();
+    let err = trace(&fake.store, &fake.tokenizer, &[EOS], VOCAB.len(), None, &unforced).unwrap_err();
     assert!(err.to_string().contains("no longer kept"), "{err}");
 }
 

@@ -926,6 +926,7 @@ fn token(run_id: RunId, text: &str, prob: f32) -> Event {
             top: Vec::new(),
             entropy: None,
             watched: Vec::new(),
+            constraint: None,
         },
     }
 }

@@ -43,6 +43,7 @@ fn inspected(run_id: RunId, sample: u32) -> Event {
             ],
             entropy: Some(1.2),
             watched: Vec::new(),
+            constraint: None,
         },
     }
 }

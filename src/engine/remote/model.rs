@@ -209,6 +209,7 @@ impl RemoteModel {
                 top,
                 entropy: None,
                 watched: Vec::new(),
+                constraint: None,
             },
         });
     }

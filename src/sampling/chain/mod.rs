@@ -27,6 +27,8 @@ pub(super) struct StepInput<'a> {
 /// One stage of some engine's chain.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum Step {
+    /// Structured outputs: the tokens the constraint refuses at this step removed.
+    Constraint,
     AllowedIds,
     BadWords,
     /// EOS and the stop token ids banned while fewer than `min_tokens` are out.
@@ -59,6 +61,7 @@ impl Step {
     /// The name the inspector shows.
     pub fn name(self) -> &'static str {
         match self {
+            Step::Constraint => "constraint",
             Step::AllowedIds => "allowed_ids",
             Step::BadWords => "bad_words",
             Step::MinTokens => "min_tokens",
@@ -89,6 +92,11 @@ impl Step {
         scratch: &mut Vec<(u32, u32)>,
     ) -> bool {
         match self {
+            Step::Constraint => {
+                if let Some(mask) = state.mask() {
+                    logits.keep_masked(mask);
+                }
+            }
             Step::AllowedIds => {
                 if let Some(allowed) = &params.allowed_token_ids {
                     logits.keep_only(allowed);
@@ -143,7 +151,8 @@ impl Step {
                 let mu = *state.mu.get_or_insert(2.0 * params.mirostat_tau);
                 stages::mirostat(pool, params, mu);
             }
-            Step::AllowedIds
+            Step::Constraint
+            | Step::AllowedIds
             | Step::BadWords
             | Step::MinTokens
             | Step::LogitBias
@@ -155,8 +164,10 @@ impl Step {
 }
 
 /// vLLM's logit processors in its order: the start of its chain, and all of its fast path but
-/// the filters.
-pub(super) const VLLM_PROCESSORS: [Step; 5] = [
+/// the filters. The structured-output mask comes first: vLLM applies it to the model's logits
+/// before the sampler sees them.
+pub(super) const VLLM_PROCESSORS: [Step; 6] = [
+    Step::Constraint,
     Step::AllowedIds,
     Step::BadWords,
     Step::MinTokens,
@@ -182,11 +193,14 @@ pub(super) fn steps(params: &SamplingParams) -> Vec<Step> {
             steps
         }
         Engine::Transformers => {
+            // A constraint is a logits processor the caller passes to generate(), which runs
+            // after the built-in processors and before the warpers.
             let mut steps = vec![
                 Step::LogitBias,
                 Step::Penalties,
                 Step::BadWords,
                 Step::MinTokens,
+                Step::Constraint,
             ];
             if params.is_greedy() {
                 steps.push(Step::Greedy);
@@ -227,19 +241,29 @@ pub(super) fn steps(params: &SamplingParams) -> Vec<Step> {
     }
 }
 
-/// Runs the chain of `params` and draws with `u`, or takes `forced` (a token the user picked):
-/// the chosen token's id, the pool then holding the final distribution in draw order. Mirostat
-/// learns from the chosen token, unless a forced one was filtered out (its surprise is
-/// infinite).
+/// llama.cpp's chain when its draw broke the grammar: the grammar first, then the chain again
+/// (`common_sampler_sample`'s resampling); also how its trace shows a constraint.
+pub(super) fn grammar_first(params: &SamplingParams) -> Vec<Step> {
+    let mut steps = steps(params);
+    if params.engine == Engine::LlamaCpp {
+        steps.insert(0, Step::Constraint);
+    }
+    steps
+}
+
+/// Runs `steps` (a chain of `params`) and draws with `u`, or takes `forced` (a token the user
+/// picked): the chosen token's id, the pool then holding the final distribution in draw order.
+/// Mirostat learns from the chosen token, unless a forced one was filtered out (its surprise
+/// is infinite).
 pub(super) fn run(
     pool: &mut Pool,
     params: &SamplingParams,
+    steps: &[Step],
     mut input: StepInput,
     u: f64,
     forced: Option<u32>,
 ) -> Option<u32> {
-    let steps = steps(params);
-    for &step in &steps {
+    for &step in steps {
         step.apply(pool, params, &mut input);
     }
     pool.finish();
@@ -276,7 +300,11 @@ pub(super) fn trace(
         stage: "model",
         tokens: pool.snapshot(ids),
     }];
-    for step in steps(params) {
+    let constrained = input.state.mask().is_some();
+    for step in grammar_first(params) {
+        if step == Step::Constraint && !constrained {
+            continue;
+        }
         step.apply(pool, params, &mut input);
         traces.push(StageTrace {
             stage: step.name(),

@@ -2,6 +2,7 @@
 //! cuts it, then a list of survivors.
 
 use super::super::adjust::Logits;
+use super::super::constraint::Mask;
 use super::super::select::{collect_top_k, key_id};
 use super::super::softmax::sanitize;
 use std::collections::HashMap;
@@ -52,6 +53,14 @@ impl Logits for Pool {
             self.retain(|c| allowed.contains(&c.id));
         } else {
             self.dense.as_mut_slice().keep_only(allowed);
+        }
+    }
+
+    fn keep_masked(&mut self, mask: &Mask) {
+        if self.listed {
+            self.retain(|c| mask.allows(c.id));
+        } else {
+            mask.apply(&mut self.dense);
         }
     }
 }

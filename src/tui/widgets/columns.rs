@@ -714,6 +714,7 @@ mod tests {
             top: Vec::new(),
             entropy: None,
             watched: Vec::new(),
+            constraint: None,
         }
     }
 

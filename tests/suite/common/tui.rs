@@ -46,6 +46,7 @@ pub fn token(run_id: RunId, sample: u32, text: &str, prob: f32) -> Event {
             top: Vec::new(),
             entropy: None,
             watched: Vec::new(),
+            constraint: None,
         },
     }
 }
