@@ -10,7 +10,7 @@ use std::borrow::Borrow;
 pub mod stats;
 pub mod twinkle;
 
-pub use stats::RunStats;
+pub use stats::{ConstraintStats, RunStats};
 
 /// A watched token: the `watch` item as written (`" Yes"`, `#13`) and the token it names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -14,7 +14,8 @@ use crate::response::{
 use crate::sampling::detokenizer::Detokenizer;
 use crate::sampling::stop::StopMatcher;
 use crate::sampling::{
-    Constraint, SampleState, SampledToken, Sampler, TokenLists, TopToken, log_normalizer, sample_seed,
+    Constraint, SampleState, SampledToken, Sampler, TokenLists, TopToken, log_normalizer,
+    sample_seed,
 };
 use rayon::prelude::*;
 use std::sync::Arc;

@@ -256,7 +256,10 @@ impl SamplingParams {
             (Field::Grammar, self.grammar.is_some()),
             (Field::JsonSchema, self.json_schema.is_some()),
         ];
-        let mut set = constraints.iter().filter(|(_, on)| *on).map(|(f, _)| f.name());
+        let mut set = constraints
+            .iter()
+            .filter(|(_, on)| *on)
+            .map(|(f, _)| f.name());
         if let (Some(first), Some(second)) = (set.next(), set.next()) {
             return Err(ParamError::OutOfRange {
                 field: Field::StructuredOutputs.name(),

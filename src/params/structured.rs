@@ -47,11 +47,8 @@ impl<'de> Deserialize<'de> for Schema {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let value = Json::deserialize(deserializer)?;
         let schema = match value {
-            Json::String(text) if text.trim_start().starts_with('{') => {
-                serde_json::from_str(&text).map_err(|e| {
-                    de::Error::custom(format!("the schema is not valid JSON: {e}"))
-                })?
-            }
+            Json::String(text) if text.trim_start().starts_with('{') => serde_json::from_str(&text)
+                .map_err(|e| de::Error::custom(format!("the schema is not valid JSON: {e}")))?,
             Json::String(path) => read_schema(Path::new(&path)).map_err(de::Error::custom)?,
             value => value,
         };
@@ -181,8 +178,16 @@ mod tests {
         assert!(parse("{}").unwrap_err().contains("give one of json"));
         let two = parse("{regex: a, choice: [b]}").unwrap_err();
         assert!(two.contains("regex and choice"), "{two}");
-        assert!(parse("{lark: x}").unwrap_err().contains("unknown field `lark`"));
-        assert!(parse("{json: 3}").unwrap_err().contains("must be a mapping"));
+        assert!(
+            parse("{lark: x}")
+                .unwrap_err()
+                .contains("unknown field `lark`")
+        );
+        assert!(
+            parse("{json: 3}")
+                .unwrap_err()
+                .contains("must be a mapping")
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! out the same and where each parts from the first. Computed from the token ids, logprobs and
 //! stop reasons alone, so a served model's runs have them too.
 
-use super::Trajectory;
+use super::{ConstraintStep, Trajectory};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -26,6 +26,32 @@ pub struct RunStats {
     pub divergence: Vec<Option<usize>>,
     /// The mean raw logprob of every generated token; null when there is none.
     pub mean_logprob: Option<f64>,
+    /// With a constraint (structured outputs): per step, the mean share of the model's
+    /// probability it refused, and the share of steps where it left one token; absent without.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub constraint: Option<ConstraintStats>,
+}
+
+/// What a run's constraint cut, over every step of its own samples.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ConstraintStats {
+    pub mean_refused: f64,
+    pub forced_share: f64,
+}
+
+impl ConstraintStats {
+    /// `None` when no sample was constrained or none took a step.
+    fn of(samples: &[&Trajectory]) -> Option<Self> {
+        let steps: Vec<&ConstraintStep> = samples
+            .iter()
+            .flat_map(|t| t.constraint.iter().flatten())
+            .collect();
+        let n = steps.len() as f64;
+        (!steps.is_empty()).then(|| Self {
+            mean_refused: steps.iter().map(|s| f64::from(s.refused)).sum::<f64>() / n,
+            forced_share: steps.iter().filter(|s| s.forced()).count() as f64 / n,
+        })
+    }
 }
 
 /// Generated tokens per sample.
@@ -71,6 +97,7 @@ impl RunStats {
             mean_logprob: (!logprobs.is_empty()).then(|| {
                 logprobs.iter().map(|&lp| f64::from(lp)).sum::<f64>() / logprobs.len() as f64
             }),
+            constraint: ConstraintStats::of(&samples),
         })
     }
 }

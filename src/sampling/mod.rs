@@ -25,7 +25,7 @@ mod softmax;
 mod token_lists;
 
 pub use chain::StageTrace;
-pub use constraint::{Constraint, ConstraintError, Vocabulary};
+pub use constraint::{Constraint, ConstraintError, Vocabulary, check as check_constraint};
 pub use error::SamplingError;
 pub use history::SampleState;
 pub use logprobs::{Normalizer, ScoredToken, TokenLogprob, log_normalizer, logprob_of};

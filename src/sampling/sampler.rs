@@ -53,7 +53,6 @@ pub struct SampledToken {
     pub constraint: Option<ConstraintStep>,
 }
 
-
 /// A token the model could have produced at a generated position.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TopToken {
@@ -266,7 +265,13 @@ impl Sampler {
             return Ok(id);
         }
         let again = state.resample.uniform();
-        self.run_steps(logits, state, &chain::grammar_first(&self.params), again, None)
+        self.run_steps(
+            logits,
+            state,
+            &chain::grammar_first(&self.params),
+            again,
+            None,
+        )
     }
 
     fn run_steps(
@@ -325,8 +330,9 @@ impl Sampler {
         logits: &[f32],
         state: &SampleState,
     ) -> Result<Vec<KeptToken>, SamplingError> {
+        let mut state = state.clone();
+        state.prepare_constraint()?;
         if self.params.engine != Engine::Vllm {
-            let mut state = state.clone();
             self.run_chain(logits, &mut state, 0.0, None)?;
             return Ok(self
                 .pool
@@ -339,7 +345,7 @@ impl Sampler {
                 })
                 .collect());
         }
-        let cut = self.cut(logits, state)?;
+        let cut = self.cut(logits, &state)?;
         if cut.unlisted.is_some() {
             self.list(&cut, cut.floor);
             self.candidates.sort_unstable_by_key(|c| c.key);

@@ -784,7 +784,10 @@ fn trace_final(params: &SamplingParams, logits: &[f32], history: &[u32]) -> Vec<
         state.accept(id);
     }
     let ids: Vec<u32> = (0..logits.len() as u32).collect();
-    let trace = Sampler::new(params).unwrap().trace(logits, &state, &ids).unwrap();
+    let trace = Sampler::new(params)
+        .unwrap()
+        .trace(logits, &state, &ids)
+        .unwrap();
     let last = trace.last().unwrap();
     ids.iter()
         .zip(&last.tokens)

@@ -29,6 +29,7 @@ mod remote;
 mod replay;
 mod sampling;
 mod stop_strings;
+mod structured;
 mod tui;
 mod tui_branches;
 mod tui_chat;

@@ -403,10 +403,6 @@ fn a_new_run_cancels_the_streams_at_once() {
     );
 }
 
-/// Names the Python that has llama-cpp-python's server (`pip install 'llama-cpp-python[server]'`);
-/// `.ci/run` installs one and sets it.
-const SERVER_PYTHON: &str = "SAMPLAB_LLAMA_SERVER_PYTHON";
-
 /// llama-cpp-python's OpenAI server on a free port of 127.0.0.1, stopped on drop.
 struct LlamaServer {
     child: std::process::Child,
@@ -417,15 +413,7 @@ impl LlamaServer {
     /// `None` (the test skips, saying why) without the Python or the model, outside CI.
     fn start() -> Option<(LlamaServer, std::path::PathBuf)> {
         let model = crate::common::real_model()?;
-        let required = std::env::var("SAMPLAB_REQUIRE_TEST_MODEL").as_deref() == Ok("1");
-        let Some(python) = std::env::var_os(SERVER_PYTHON) else {
-            assert!(
-                !required,
-                "{SERVER_PYTHON} is not set; CI must install llama-cpp-python[server] and set it"
-            );
-            eprintln!("skipping: {SERVER_PYTHON} is not set (a Python with llama_cpp.server)");
-            return None;
-        };
+        let python = crate::common::llama_cpp_python()?;
         let port = {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             listener.local_addr().unwrap().port()

@@ -646,7 +646,15 @@ fn a_finished_sample_can_be_traced_step_by_step() {
             params: params.clone(),
             ids: vec![chosen, other],
         };
-        let stages = trace(&fake.store, &fake.tokenizer, &[EOS], VOCAB.len(), None, &request).unwrap();
+        let stages = trace(
+            &fake.store,
+            &fake.tokenizer,
+            &[EOS],
+            VOCAB.len(),
+            None,
+            &request,
+        )
+        .unwrap();
         assert_eq!(stages[0].stage, "model");
         let raw = stages[0].tokens[0].unwrap().1;
         assert!(
@@ -670,9 +678,16 @@ fn a_finished_sample_can_be_traced_step_by_step() {
         params,
         ids: vec![0],
     };
-    let message = trace(&fake.store, &fake.tokenizer, &[EOS], VOCAB.len(), None, &request)
-        .unwrap_err()
-        .to_string();
+    let message = trace(
+        &fake.store,
+        &fake.tokenizer,
+        &[EOS],
+        VOCAB.len(),
+        None,
+        &request,
+    )
+    .unwrap_err()
+    .to_string();
     assert!(message.contains("no longer kept"), "{message}");
 }
 
@@ -891,14 +906,30 @@ fn a_branch_step_is_traced_with_its_path_forced() {
         params: params.clone(),
         ids: vec![b.token_ids[step]],
     };
-    let stages = trace(&fake.store, &fake.tokenizer, &[EOS], VOCAB.len(), None, &request).unwrap();
+    let stages = trace(
+        &fake.store,
+        &fake.tokenizer,
+        &[EOS],
+        VOCAB.len(),
+        None,
+        &request,
+    )
+    .unwrap();
     let raw = stages[0].tokens[0].unwrap().1;
     assert!((f64::from(raw).ln() - f64::from(b.logprobs[step])).abs() < 1e-4);
     let unforced = TraceRequest {
         branch: Some((0, 0)),
         ..request
     };
-    let err = trace(&fake.store, &fake.tokenizer, &[EOS], VOCAB.len(), None, &unforced).unwrap_err();
+    let err = trace(
+        &fake.store,
+        &fake.tokenizer,
+        &[EOS],
+        VOCAB.len(),
+        None,
+        &unforced,
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("no longer kept"), "{err}");
 }
 

@@ -11,7 +11,7 @@ mod vocabulary;
 pub use vocabulary::Vocabulary;
 
 use crate::params::{StructuredOutputs, is_gbnf};
-use llguidance::api::TopLevelGrammar;
+use llguidance::api::{StopReason, TopLevelGrammar};
 use llguidance::toktrie::SimpleVob;
 use llguidance::{Matcher, toktrie::TokenId};
 use std::sync::Arc;
@@ -77,9 +77,12 @@ impl Constraint {
             .create_parser(grammar)
             .map_err(|e| invalid(e.to_string()))?;
         let mut fresh = Matcher::new(Ok(parser));
-        let start = fresh.compute_mask().map_err(|e| invalid(e.to_string()))?;
-        if start.is_zero() {
-            return Err(ConstraintError::NoStart { field, kind });
+        if let Err(e) = fresh.compute_mask() {
+            return Err(if no_token_fits(&e) {
+                ConstraintError::NoStart { field, kind }
+            } else {
+                invalid(first_line(&e))
+            });
         }
         Ok(Self {
             fresh,
@@ -95,6 +98,18 @@ impl Constraint {
             mask: None,
             failed: None,
         }
+    }
+}
+
+/// Whether the constraint of `params`, if any, parses: compiled over a vocabulary of bytes, for
+/// an editor that checks what was typed before any model sees it.
+pub fn check(params: &crate::params::SamplingParams) -> Result<(), ConstraintError> {
+    static BYTES: std::sync::OnceLock<Vocabulary> = std::sync::OnceLock::new();
+    match params.constraint() {
+        Some((field, spec)) => {
+            Constraint::compile(&spec, field, BYTES.get_or_init(Vocabulary::bytes)).map(|_| ())
+        }
+        None => Ok(()),
     }
 }
 
@@ -126,6 +141,18 @@ fn grammar_of(spec: &StructuredOutputs) -> Result<TopLevelGrammar, String> {
             TopLevelGrammar::from_json_schema(serde_json::json!({"type": "object"}))
         }
     })
+}
+
+/// llguidance's message without the parser state it appends for debugging.
+fn first_line(error: &anyhow::Error) -> String {
+    let message = error.to_string();
+    message.lines().next().unwrap_or_default().to_owned()
+}
+
+/// Whether llguidance stopped because no token at all fits (the matcher reports it as an
+/// error named by the stop reason, and forgets the reason).
+fn no_token_fits(error: &anyhow::Error) -> bool {
+    first_line(error) == StopReason::NoExtensionBias.to_string()
 }
 
 /// `text` matched literally by a regex.
@@ -167,10 +194,13 @@ impl Parser {
             return Err(ConstraintError::Failed(message.clone()));
         }
         if self.mask.is_none() {
-            let mut allowed = self
-                .matcher
-                .compute_mask_or_eos()
-                .map_err(|e| ConstraintError::Failed(e.to_string()))?;
+            let mut allowed = self.matcher.compute_mask_or_eos().map_err(|e| {
+                ConstraintError::Failed(if no_token_fits(&e) {
+                    "no token of the model's vocabulary can continue the text here".into()
+                } else {
+                    first_line(&e)
+                })
+            })?;
             let eos = self.eos_ids[0];
             if allowed.is_allowed(eos) {
                 for &id in &self.eos_ids[1..] {
@@ -203,7 +233,7 @@ impl Parser {
             id
         };
         if let Err(e) = self.matcher.consume_token(token) {
-            self.failed = Some(e.to_string());
+            self.failed = Some(first_line(&e));
         }
     }
 

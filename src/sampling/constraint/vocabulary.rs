@@ -63,6 +63,20 @@ impl Vocabulary {
     }
 }
 
+impl Vocabulary {
+    /// The 256 bytes and an EOS: enough to check that a constraint parses, without a model.
+    pub fn bytes() -> Self {
+        let env = llguidance::toktrie::ApproximateTokEnv::single_byte_env();
+        let eos = env.tok_trie().eos_token();
+        let mut factory = ParserFactory::new_simple(&env).expect("the byte vocabulary slices");
+        factory.quiet();
+        Self {
+            factory,
+            eos_ids: [eos].into(),
+        }
+    }
+}
+
 /// The bytes each id stands for: byte-level BPE's pieces mapped back through its byte alphabet,
 /// SentencePiece's `▁` as a space and `<0xNN>` as the byte; special tokens behind llguidance's
 /// marker so that only a grammar naming them (`<|im_end|>`) allows them.
@@ -142,11 +156,18 @@ impl TokenizerEnv for Env {
         &self.trie
     }
 
+    /// The model's own tokenization where it spells `s` back exactly, else the longest
+    /// pieces first (a tokenizer may not reach every text: bytes that are not UTF-8, a
+    /// vocabulary without single characters).
     fn tokenize_bytes(&self, s: &[u8]) -> Vec<TokenId> {
-        self.tokenizer
+        let own = self
+            .tokenizer
             .encode(String::from_utf8_lossy(s).as_ref(), false)
-            .map(|e| e.get_ids().to_vec())
-            .unwrap_or_else(|_| self.trie.greedy_tokenize(s))
+            .map(|e| e.get_ids().to_vec());
+        match own {
+            Ok(ids) if self.trie.decode_raw(&ids) == s => ids,
+            _ => self.trie.greedy_tokenize(s),
+        }
     }
 }
 
@@ -163,7 +184,10 @@ mod tests {
         assert_eq!(seen.len(), 256);
         assert_eq!(alphabet[b'a' as usize], 'a');
         assert_eq!(alphabet[b' ' as usize], '\u{120}', "a space is GPT-2's Ġ");
-        assert_eq!(alphabet[b'\n' as usize], '\u{10A}', "a newline is GPT-2's Ċ");
+        assert_eq!(
+            alphabet[b'\n' as usize], '\u{10A}',
+            "a newline is GPT-2's Ċ"
+        );
     }
 
     #[test]

@@ -115,5 +115,12 @@ pub fn describe(stats: &RunStats, trajectories: &[Trajectory]) -> Vec<String> {
             "mean entropy  raw {raw:.2} nats  kept {kept:.2} nats"
         ));
     }
+    if let Some(cut) = stats.constraint {
+        lines.push(format!(
+            "constraint  refused {:.1}% of the mass per step · forced {:.0}% of steps",
+            cut.mean_refused * 100.0,
+            cut.forced_share * 100.0
+        ));
+    }
     lines
 }

@@ -119,6 +119,14 @@ impl Column {
         self.tokens.push(token);
     }
 
+    /// How many steps the run's constraint left one token: the model had no say.
+    fn forced(&self) -> usize {
+        self.tokens
+            .iter()
+            .filter(|t| t.constraint.is_some_and(|c| c.forced()))
+            .count()
+    }
+
     pub fn push_tail(&mut self, text: &str) {
         self.text.push_text(text);
         self.tail.push_str(text);
@@ -213,6 +221,10 @@ impl Column {
             None => "…".to_owned(),
         };
         let mut count = format!(" {} tok", self.tokens.len());
+        let forced = self.forced();
+        if forced > 0 {
+            count.push_str(&format!(" ({forced} forced)"));
+        }
         if let Some((replayed, decoded)) = self.replay.filter(|&(replayed, _)| replayed > 0) {
             count.push_str(&format!(" ↺{replayed}+{decoded}"));
         }
@@ -658,6 +670,10 @@ pub fn render(
             Some(t) if Some(t) == column.parts => theme
                 .token_style(column.tokens[t].prob)
                 .add_modifier(Modifier::UNDERLINED),
+            // Forced by the constraint: dimmed, since the model did not choose it.
+            Some(t) if column.tokens[t].constraint.is_some_and(|c| c.forced()) => theme
+                .token_style(column.tokens[t].prob)
+                .add_modifier(Modifier::DIM),
             Some(t) => theme.token_style(column.tokens[t].prob),
         };
         let mut lines: Vec<Line> = column.text.lines[top..]

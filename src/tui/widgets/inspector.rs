@@ -179,7 +179,19 @@ fn token_lines<'a>(
         row("raw p", format!("{:.3}", token.logprob.exp())),
         row("kept p", format!("{:.3}", token.prob)),
         row("rank", token.rank.to_string()),
-        Line::default(),
+        // What the constraint (structured outputs) cut, in the line that parts the head.
+        match token.constraint {
+            Some(cut) if cut.forced() => row("allowed", "this token only (forced)".into()),
+            Some(cut) => row(
+                "allowed",
+                format!(
+                    "{} tokens · {:.1}% of raw p refused",
+                    cut.allowed,
+                    cut.refused * 100.0
+                ),
+            ),
+            None => Line::default(),
+        },
     ];
     let widths = Widths::new(width);
     // The first fits the panel's usual width; the others narrower ones.

@@ -318,6 +318,13 @@ impl ParamsState {
         } else {
             p.set_text(field.name(), &editor.buffer.text)
                 .map_err(|e| e.to_string())
+                .and_then(|()| {
+                    crate::sampling::check_constraint(&p).map_err(|e| {
+                        let message = e.to_string();
+                        place_cursor(&mut editor.buffer, &message);
+                        message
+                    })
+                })
         };
         match set {
             Ok(()) => {
@@ -329,6 +336,44 @@ impl ParamsState {
                 false
             }
         }
+    }
+}
+
+/// Puts the editor's cursor where a constraint's error says the mistake is ("line 3, column 7"
+/// of the grammar, which the YAML block form holds from its second line, indented).
+fn place_cursor(buffer: &mut TextBuffer, message: &str) {
+    let number_after = |word: &str| -> Option<usize> {
+        let rest = &message[message.find(word)? + word.len()..];
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    };
+    let (Some(line), Some(column)) = (number_after("line "), number_after("column ")) else {
+        return;
+    };
+    let block = buffer.text.lines().position(|l| {
+        let l = l.trim_end();
+        l.ends_with('|') || l.ends_with("|-")
+    });
+    let (skip, indent) = match block {
+        Some(header) => {
+            let body = buffer.text.lines().nth(header + 1).unwrap_or_default();
+            (header + 1, body.len() - body.trim_start().len())
+        }
+        None => (0, 0),
+    };
+    let mut offset = 0;
+    for (i, text) in buffer.text.split('\n').enumerate() {
+        if i + 1 == line + skip {
+            let at = (indent + column.saturating_sub(1)).min(text.len());
+            buffer.cursor = offset
+                + (0..=at)
+                    .rev()
+                    .find(|&i| text.is_char_boundary(i))
+                    .unwrap_or(0);
+            buffer.selected = false;
+            return;
+        }
+        offset += text.len() + 1;
     }
 }
 
@@ -394,12 +439,22 @@ fn doubling_step(value: Option<u32>, steps: i32, max: u32) -> Option<u32> {
     v
 }
 
+/// The parameters that hold a constraint (structured outputs): edited over several lines
+/// (Ctrl+J starts a new one), and checked for syntax when applied.
+const CONSTRAINTS: [Field; 3] = [Field::StructuredOutputs, Field::Grammar, Field::JsonSchema];
+
 /// The value as the editor starts it: YAML that `set_text` reads back; empty means null.
 fn edit_text(params: &SamplingParams, field: Field) -> String {
     if field.spec().knob == Knob::TokenList {
         return token_list(params, field)
             .map(|list| token_texts::format(&list))
             .unwrap_or_default();
+    }
+    if CONSTRAINTS.contains(&field) && !params.is_off(field) {
+        // Schemas and grammars run over lines: YAML's block form keeps them readable and a
+        // grammar's line breaks intact.
+        let yaml = serde_yaml_ng::to_string(&params.get(field)).unwrap_or_default();
+        return yaml.trim_end().to_owned();
     }
     match params.get(field) {
         Value::Null => String::new(),
@@ -563,17 +618,31 @@ pub fn render(
                 Span::styled(" ", row_style)
             },
         ];
+        let mut below = Vec::new();
         match (&state.editor, selected) {
             (Some(editor), true) => {
-                let (_, col) = editor.buffer.cursor_line_col();
-                cursor = Some((LABEL_WIDTH + 1 + col, i - first));
+                let (line, col) = editor.buffer.cursor_line_col();
+                cursor = Some((LABEL_WIDTH + 1 + col, lines.len() + line));
                 let style = match editor.buffer.selected {
                     true => theme
                         .editor
                         .add_modifier(ratatui::style::Modifier::REVERSED),
                     false => theme.editor,
                 };
-                spans.push(Span::styled(editor.buffer.text.clone(), style));
+                // A value over several lines (a grammar, a schema) opens below its row.
+                let mut text_lines = editor.buffer.text.split('\n');
+                spans.push(Span::styled(
+                    text_lines.next().unwrap_or_default().to_owned(),
+                    style,
+                ));
+                below = text_lines
+                    .map(|text| {
+                        Line::from(vec![
+                            Span::raw(" ".repeat(LABEL_WIDTH + 1)),
+                            Span::styled(text.to_owned(), style),
+                        ])
+                    })
+                    .collect();
             }
             _ if !applies => spans.push(Span::styled(
                 not_applied(state, field),
@@ -602,6 +671,7 @@ pub fn render(
             }
         }
         lines.push(Line::from(spans));
+        lines.extend(below);
     }
     if let Some(error) = state.editor.as_ref().and_then(|e| e.error.as_ref()) {
         lines.push(Line::default());

@@ -115,6 +115,22 @@ fn model_at(what: &str, var: &str, default: Option<PathBuf>, name: &str) -> Opti
     None
 }
 
+/// The Python that has llama-cpp-python with its server (`pip install
+/// 'llama-cpp-python[server]'`), named by `$SAMPLAB_LLAMA_SERVER_PYTHON`, which `.ci/run` sets
+/// after installing it; `None` (said) skips the test, except in CI.
+pub fn llama_cpp_python() -> Option<std::ffi::OsString> {
+    const VAR: &str = "SAMPLAB_LLAMA_SERVER_PYTHON";
+    let python = std::env::var_os(VAR);
+    if python.is_none() {
+        assert!(
+            std::env::var("SAMPLAB_REQUIRE_TEST_MODEL").as_deref() != Ok("1"),
+            "{VAR} is not set; CI must install llama-cpp-python[server] and set it"
+        );
+        eprintln!("skipping: {VAR} is not set (a Python with llama-cpp-python)");
+    }
+    python
+}
+
 /// llama.cpp's output on the test model (reference.json beside it).
 pub fn reference() -> Option<serde_json::Value> {
     let model = test_model()?;
