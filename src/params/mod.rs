@@ -16,7 +16,7 @@ mod token_texts;
 pub use engine::{Engine, Engines, Stage, Stages};
 pub use field::{Bounds, FieldSpec, Knob};
 pub use logit_bias::{BIAS_LIMIT, LogitBias};
-pub use structured::{Schema, StructuredOutputs, is_gbnf};
+pub use structured::{LlamaCppConstraint, Schema, StructuredOutputs, is_gbnf, quoted};
 pub use table::{Field, SamplingParams};
 pub use token_texts::{TokenText, TokenTexts};
 
@@ -256,7 +256,10 @@ impl SamplingParams {
             (Field::Grammar, self.grammar.is_some()),
             (Field::JsonSchema, self.json_schema.is_some()),
         ];
-        let mut set = constraints.iter().filter(|(_, on)| *on).map(|(f, _)| f.name());
+        let mut set = constraints
+            .iter()
+            .filter(|(_, on)| *on)
+            .map(|(f, _)| f.name());
         if let (Some(first), Some(second)) = (set.next(), set.next()) {
             return Err(ParamError::OutOfRange {
                 field: Field::StructuredOutputs.name(),
