@@ -14,6 +14,7 @@
 use crate::params::{Engine, SamplingParams};
 use serde::Serialize;
 
+mod constraint;
 mod fields;
 mod twinkle;
 pub use twinkle::to_twinkle;
@@ -86,8 +87,12 @@ pub fn to_vllm(params: &SamplingParams, ctx: &ExportContext) -> String {
         "vLLM offline inference with samplab's sampling parameters.",
         &notes,
     );
+    let constraint = constraint::vllm_kwarg(params);
+    lines.push("from vllm import LLM, SamplingParams".to_owned());
+    if constraint.is_some() {
+        lines.push(constraint::VLLM_IMPORT.to_owned());
+    }
     lines.extend([
-        "from vllm import LLM, SamplingParams".to_owned(),
         String::new(),
         format!("llm = LLM(model={})", py_str(ctx.model)),
         format!("prompt = {}", py_str(ctx.prompt)),
@@ -113,6 +118,7 @@ pub fn to_vllm(params: &SamplingParams, ctx: &ExportContext) -> String {
         ("prompt_logprobs", py_opt(params.prompt_logprobs)),
     ];
     kwargs.extend(fields::vllm_kwargs(params));
+    kwargs.extend(constraint);
     lines.extend(py_kwargs(&kwargs));
     lines.extend(
         [
@@ -135,6 +141,7 @@ pub fn to_transformers(params: &SamplingParams, ctx: &ExportContext) -> String {
     let torch_seed = params.seed.filter(|&s| s > u64::from(u32::MAX));
 
     let mut notes = transformers_notes(params);
+    notes.extend(constraint::transformers_note(params));
     notes.extend(fields::unexpressed(
         params,
         Some(Engine::Transformers),
@@ -261,6 +268,10 @@ pub fn openai_body(params: &SamplingParams, ctx: &ExportContext) -> String {
         allowed_token_ids: Option<&'a Vec<u32>>,
         #[serde(skip_serializing_if = "Vec::is_empty")]
         logprob_token_ids: Vec<u32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        response_format: Option<serde_json::Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        structured_outputs: Option<serde_json::Value>,
     }
     fn is_zero(x: &f32) -> bool {
         *x == 0.0
@@ -269,6 +280,7 @@ pub fn openai_body(params: &SamplingParams, ctx: &ExportContext) -> String {
         *n == 0
     }
     let stop = params.stop.clone().unwrap_or_default();
+    let (response_format, structured_outputs) = constraint::openai_fields(params);
     let body = CompletionsBody {
         model: ctx.model,
         prompt: ctx.prompt,
@@ -293,6 +305,8 @@ pub fn openai_body(params: &SamplingParams, ctx: &ExportContext) -> String {
         bad_words: params.bad_words.as_ref(),
         allowed_token_ids: params.allowed_token_ids.as_ref(),
         logprob_token_ids: params.watch.iter().flat_map(|w| w.token_ids()).collect(),
+        response_format,
+        structured_outputs,
     };
     serde_json::to_string_pretty(&body).expect("the completions body always serialises")
 }
@@ -305,6 +319,7 @@ pub fn to_openai(params: &SamplingParams, ctx: &ExportContext) -> String {
          prompt_logprobs are vLLM extensions: OpenAI's own API rejects them and has no equivalent."
             .to_owned(),
     ];
+    notes.extend(constraint::openai_note(params));
     notes.extend(vllm_notes(params));
     notes.extend(fields::unexpressed(
         params,
@@ -357,6 +372,7 @@ pub fn to_llama_cpp(params: &SamplingParams, ctx: &ExportContext) -> String {
 
     let own = params.engine == Engine::LlamaCpp;
     let mut notes = fields::unexpressed(params, Some(Engine::LlamaCpp), "llama.cpp");
+    notes.extend(constraint::llama_cpp_note(params));
     if !own {
         notes.push(
             "--samplers runs the chain in samplab's order; llama.cpp's default \
@@ -469,6 +485,7 @@ pub fn to_llama_cpp(params: &SamplingParams, ctx: &ExportContext) -> String {
         ),
     ];
     groups.extend(fields::llama_cpp_flags(params));
+    groups.extend(constraint::llama_cpp_flag(params));
     let mut length = match params.max_tokens {
         Some(n) => format!("-n {n}"),
         // -c 0 takes the model's own context, where samplab's runs end too.
@@ -648,25 +665,9 @@ fn py_kwargs(kwargs: &[(&str, String)]) -> Vec<String> {
         .collect()
 }
 
-/// A Python `str` literal: quotes, backslashes and control characters escaped, everything else
-/// (non-ASCII included) kept as written.
+/// A Python `str` literal: Python reads the escapes of GBNF's string literals alike.
 fn py_str(text: &str) -> String {
-    let mut literal = String::with_capacity(text.len() + 2);
-    literal.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => literal.push_str("\\\""),
-            '\\' => literal.push_str("\\\\"),
-            '\n' => literal.push_str("\\n"),
-            '\r' => literal.push_str("\\r"),
-            '\t' => literal.push_str("\\t"),
-            // Control characters are all below U+00A0, so two hex digits suffice.
-            c if c.is_control() => literal.push_str(&format!("\\x{:02x}", u32::from(c))),
-            c => literal.push(c),
-        }
-    }
-    literal.push('"');
-    literal
+    crate::params::quoted(text)
 }
 
 /// f32 in shortest round-trip form, always with a decimal point so Python reads a float.
@@ -676,6 +677,26 @@ fn py_float(value: f32) -> String {
         text
     } else {
         text + ".0"
+    }
+}
+
+/// A JSON value as the Python literal that reads back as it (`true` as `True`, `null` as
+/// `None`), on one line.
+fn py_literal(value: &serde_json::Value) -> String {
+    use serde_json::Value as Json;
+    match value {
+        Json::Null => "None".to_owned(),
+        Json::Bool(b) => py_bool(*b),
+        Json::Number(n) => n.to_string(),
+        Json::String(text) => py_str(text),
+        Json::Array(items) => py_list(items.iter().map(py_literal)),
+        Json::Object(entries) => {
+            let entries: Vec<String> = entries
+                .iter()
+                .map(|(key, value)| format!("{}: {}", py_str(key), py_literal(value)))
+                .collect();
+            format!("{{{}}}", entries.join(", "))
+        }
     }
 }
 
@@ -733,6 +754,15 @@ mod tests {
         assert_eq!(py_str("it's"), r#""it's""#);
         assert_eq!(py_str("\n\r\t\u{1b}\u{7f}"), r#""\n\r\t\x1b\x7f""#);
         assert_eq!(py_str("café ✓"), "\"café ✓\"");
+    }
+
+    #[test]
+    fn json_becomes_the_python_literal_that_reads_back_as_it() {
+        let schema = serde_json::json!({"a": [true, false, null, 1.5, -2, "x\n\"y\""], "b": {}});
+        assert_eq!(
+            py_literal(&schema),
+            r#"{"a": [True, False, None, 1.5, -2, "x\n\"y\""], "b": {}}"#
+        );
     }
 
     #[test]

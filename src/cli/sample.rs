@@ -278,6 +278,7 @@ fn run_model(
         branches: Vec::new(),
     });
     let mut stop_tokens = HashMap::new();
+    let mut warned: Vec<Field> = Vec::new();
     while let Ok(event) = worker.inbox.recv() {
         if args.jsonl {
             writeln!(stdout, "{}", jsonl_line(&worker.name, &event)?)?;
@@ -293,11 +294,13 @@ fn run_model(
         match event {
             // A served model's server names the parameters it has no place for.
             Event::Served { server, ignored } => {
+                // Said again before the run when the run leaves out more: warned once each.
                 let lost: Vec<&str> = set
                     .iter()
-                    .filter(|f| ignored.contains(f))
+                    .filter(|f| ignored.contains(f) && !warned.contains(*f))
                     .map(|f| f.name())
                     .collect();
+                warned.extend(ignored);
                 if !lost.is_empty() {
                     eprintln!(
                         "samplab: warning: {server} has no place for {}: not applied to {}",

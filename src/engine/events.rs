@@ -133,7 +133,8 @@ pub enum Event {
         activations: Option<Activations>,
     },
     /// Right after `Loaded`, for a model a server runs: the server, and the parameters it has
-    /// no place for (shown as not applied, never dropped silently).
+    /// no place for (shown as not applied, never dropped silently); again before a run that
+    /// leaves out others as it sets them (a kind of constraint, token-id stops), or no longer.
     Served {
         server: String,
         #[serde(serialize_with = "field_names")]

@@ -42,13 +42,18 @@ pub fn unexpressed(params: &SamplingParams, target: Option<Engine>, title: &str)
         if CLASSIC.contains(&field) || written || value == defaults.get(field) {
             continue;
         }
-        let shown = serde_json::to_string(&value).unwrap_or_default();
         notes.push(format!(
-            "{}={shown} has no {title} equivalent and is left out.",
-            field.name()
+            "{} has no {title} equivalent and is left out.",
+            shown(params, field)
         ));
     }
     notes
+}
+
+/// A field and its value as notes name them, on one line: `grammar="root ::= \"a\"\n…"`.
+pub fn shown(params: &SamplingParams, field: Field) -> String {
+    let value = serde_json::to_string(&params.get(field)).unwrap_or_default();
+    format!("{}={value}", field.name())
 }
 
 /// vLLM keyword arguments for the fields beyond the classic ones that differ from the default.

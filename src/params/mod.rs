@@ -16,7 +16,7 @@ mod token_texts;
 pub use engine::{Engine, Engines, Stage, Stages};
 pub use field::{Bounds, FieldSpec, Knob};
 pub use logit_bias::{BIAS_LIMIT, LogitBias};
-pub use structured::{Schema, StructuredOutputs, is_gbnf};
+pub use structured::{LlamaCppConstraint, Schema, StructuredOutputs, is_gbnf, quoted};
 pub use table::{Field, SamplingParams};
 pub use token_texts::{TokenText, TokenTexts};
 

@@ -149,6 +149,74 @@ pub fn is_gbnf(grammar: &str) -> bool {
     grammar.contains("::=")
 }
 
+/// A constraint in the two forms llama.cpp takes (`--grammar` / `grammar`, `--json-schema` /
+/// `json_schema`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum LlamaCppConstraint {
+    /// GBNF.
+    Grammar(String),
+    JsonSchema(Json),
+}
+
+impl StructuredOutputs {
+    /// The constraint as llama.cpp takes it: a choice becomes the GBNF `root ::= "a" | "b"`,
+    /// `json_object` the schema of any object. `None` for a regex or a Lark grammar, which only
+    /// a build with llguidance reads (as a `%llguidance` grammar), so no flag of a stock one.
+    pub fn to_llama_cpp(&self) -> Option<LlamaCppConstraint> {
+        match self {
+            Self::Json(Schema(schema)) => Some(LlamaCppConstraint::JsonSchema(schema.clone())),
+            Self::JsonObject => Some(LlamaCppConstraint::JsonSchema(
+                serde_json::json!({"type": "object"}),
+            )),
+            Self::Grammar(grammar) if is_gbnf(grammar) => {
+                Some(LlamaCppConstraint::Grammar(grammar.clone()))
+            }
+            Self::Choice(choice) => {
+                let strings: Vec<String> = choice.iter().map(|c| quoted(c)).collect();
+                Some(LlamaCppConstraint::Grammar(format!(
+                    "root ::= {}",
+                    strings.join(" | ")
+                )))
+            }
+            Self::Grammar(_) | Self::Regex(_) => None,
+        }
+    }
+
+    /// OpenAI's `response_format` for the constraint: a JSON schema (named, strict) or any JSON
+    /// object; `None` for the kinds OpenAI's API has no place for.
+    pub fn response_format(&self) -> Option<Json> {
+        match self {
+            Self::Json(Schema(schema)) => Some(serde_json::json!({
+                "type": "json_schema",
+                "json_schema": {"name": "samplab", "schema": schema, "strict": true},
+            })),
+            Self::JsonObject => Some(serde_json::json!({"type": "json_object"})),
+            Self::Regex(_) | Self::Choice(_) | Self::Grammar(_) => None,
+        }
+    }
+}
+
+/// A double-quoted literal that both GBNF (llama.cpp's `parse_char`) and Python read back as
+/// `text`: quotes, backslashes and control characters escaped (control characters are all
+/// below U+00A0, so `\xHH` holds them), everything else (non-ASCII included) kept as written.
+pub fn quoted(text: &str) -> String {
+    let mut literal = String::with_capacity(text.len() + 2);
+    literal.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => literal.push_str("\\\""),
+            '\\' => literal.push_str("\\\\"),
+            '\n' => literal.push_str("\\n"),
+            '\r' => literal.push_str("\\r"),
+            '\t' => literal.push_str("\\t"),
+            c if c.is_control() => literal.push_str(&format!("\\x{:02x}", u32::from(c))),
+            c => literal.push(c),
+        }
+    }
+    literal.push('"');
+    literal
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,6 +256,29 @@ mod tests {
                 .unwrap_err()
                 .contains("must be a mapping")
         );
+    }
+
+    #[test]
+    fn llama_cpp_takes_gbnf_and_schemas_and_a_choice_as_gbnf() {
+        let choice = StructuredOutputs::Choice(vec!["a \"b\"".into(), "c\\\n\u{1b}é".into()]);
+        assert_eq!(
+            choice.to_llama_cpp(),
+            Some(LlamaCppConstraint::Grammar(
+                r#"root ::= "a \"b\"" | "c\\\n\x1bé""#.into()
+            ))
+        );
+        assert_eq!(
+            StructuredOutputs::JsonObject.to_llama_cpp(),
+            Some(LlamaCppConstraint::JsonSchema(
+                serde_json::json!({"type": "object"})
+            ))
+        );
+        for refused in [
+            StructuredOutputs::Regex("[0-9]+".into()),
+            StructuredOutputs::Grammar("start: \"a\"".into()),
+        ] {
+            assert_eq!(refused.to_llama_cpp(), None, "{refused:?}");
+        }
     }
 
     #[test]

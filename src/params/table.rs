@@ -273,12 +273,16 @@ params_table! {
     /// The output must follow this GBNF grammar (llama.cpp's --grammar).
     Grammar grammar: Option<String> = None, FieldSpec {
         off: Some("null"),
+        // Every engine's export carries it: vLLM's as structured_outputs.grammar (GBNF).
+        exported: Some(Engines::ALL),
         ..spec("grammar", Engines::LLAMA_CPP, Knob::Text)
     };
     /// The output must be JSON that this schema (or the file it names) accepts (llama.cpp's
     /// --json-schema).
     JsonSchema json_schema: Option<Schema> = None, FieldSpec {
         off: Some("null"),
+        // Every engine's export carries it: vLLM's as structured_outputs.json.
+        exported: Some(Engines::ALL),
         ..spec("json_schema", Engines::LLAMA_CPP, Knob::Text)
     };
     /// Keeps the tokens whose surprise is closest to the entropy, up to this mass; 1 is off.

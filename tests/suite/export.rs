@@ -784,6 +784,9 @@ const MOVED: &[(&str, &str, &str)] = &[
     ("logit_bias", "", "{13: 2.5}"),
     ("bad_words", "", "[\"qq\"]"),
     ("allowed_token_ids", "", "[1, 2, 3]"),
+    ("structured_outputs", "", "{regex: '[0-9]+'}"),
+    ("grammar", "", "'root ::= \"a\"'"),
+    ("json_schema", "", "{type: object}"),
     ("typical_p", "", "0.8"),
     ("top_n_sigma", "", "1.5"),
     ("xtc_probability", "", "0.5"),
@@ -837,4 +840,186 @@ fn every_parameter_is_exported_or_noted_by_every_engine() {
             );
         }
     }
+}
+
+/// One constraint of each kind, as each target writes it: vLLM's keyword argument, the OpenAI
+/// body's field, llama.cpp's flag as bash reads it back (or the note where it has none), and
+/// the notes of transformers and twinkle, which have no constraint of their own.
+struct ConstraintCase {
+    yaml: &'static str,
+    vllm: &'static str,
+    openai: (&'static str, &'static str),
+    llama_cpp: Result<(&'static str, &'static str), &'static str>,
+    shown: &'static str,
+}
+
+const CONSTRAINTS: &[ConstraintCase] = &[
+    ConstraintCase {
+        yaml: "structured_outputs: {json: {type: object, properties: {ok: {type: boolean, \
+               default: true}, why: {type: [string, 'null']}}, required: [ok]}}",
+        vllm: r#"StructuredOutputsParams(json={"type": "object", "properties": {"ok": {"type": "boolean", "default": True}, "why": {"type": ["string", "null"]}}, "required": ["ok"]})"#,
+        openai: (
+            "response_format",
+            r#"{"type":"json_schema","json_schema":{"name":"samplab","schema":{"type":"object","properties":{"ok":{"type":"boolean","default":true},"why":{"type":["string","null"]}},"required":["ok"]},"strict":true}}"#,
+        ),
+        llama_cpp: Ok((
+            "--json-schema",
+            r#"{"type":"object","properties":{"ok":{"type":"boolean","default":true},"why":{"type":["string","null"]}},"required":["ok"]}"#,
+        )),
+        shown: r#"structured_outputs={"json":{"type":"object","#,
+    },
+    ConstraintCase {
+        yaml: "structured_outputs: {regex: '[0-9]{3}-\\d+'}",
+        vllm: r#"StructuredOutputsParams(regex="[0-9]{3}-\\d+")"#,
+        openai: ("structured_outputs", r#"{"regex":"[0-9]{3}-\\d+"}"#),
+        llama_cpp: Err(
+            r#"structured_outputs={"regex":"[0-9]{3}-\\d+"} is left out: llama.cpp takes GBNF (--grammar) and JSON schemas (--json-schema), not a regex"#,
+        ),
+        shown: r#"structured_outputs={"regex":"[0-9]{3}-\\d+"}"#,
+    },
+    ConstraintCase {
+        yaml: "structured_outputs: {choice: [yes, 'it''s \"so\"', \"tab\\there\"]}",
+        vllm: r#"StructuredOutputsParams(choice=["yes", "it's \"so\"", "tab\there"])"#,
+        openai: (
+            "structured_outputs",
+            r#"{"choice":["yes","it's \"so\"","tab\there"]}"#,
+        ),
+        llama_cpp: Ok((
+            "--grammar",
+            r#"root ::= "yes" | "it's \"so\"" | "tab\there""#,
+        )),
+        shown: r#"structured_outputs={"choice":["yes","it's \"so\"","tab\there"]}"#,
+    },
+    ConstraintCase {
+        yaml: "structured_outputs: {grammar: \"root ::= item+\\nitem ::= [a-z] \\\"\\\\n\\\"\"}",
+        vllm: r#"StructuredOutputsParams(grammar="root ::= item+\nitem ::= [a-z] \"\\n\"")"#,
+        openai: (
+            "structured_outputs",
+            r#"{"grammar":"root ::= item+\nitem ::= [a-z] \"\\n\""}"#,
+        ),
+        llama_cpp: Ok(("--grammar", "root ::= item+\nitem ::= [a-z] \"\\n\"")),
+        shown: r#"structured_outputs={"grammar":"root ::= item+\nitem"#,
+    },
+    ConstraintCase {
+        yaml: "structured_outputs: {grammar: 'start: \"a\"+'}",
+        vllm: r#"StructuredOutputsParams(grammar="start: \"a\"+")"#,
+        openai: ("structured_outputs", r#"{"grammar":"start: \"a\"+"}"#),
+        llama_cpp: Err("not a Lark grammar (only a build with llguidance reads Lark"),
+        shown: r#"structured_outputs={"grammar":"start: \"a\"+"}"#,
+    },
+    ConstraintCase {
+        yaml: "structured_outputs: {json_object: true}",
+        vllm: "StructuredOutputsParams(json_object=True)",
+        openai: ("response_format", r#"{"type":"json_object"}"#),
+        llama_cpp: Ok(("--json-schema", r#"{"type":"object"}"#)),
+        shown: r#"structured_outputs={"json_object":true}"#,
+    },
+    ConstraintCase {
+        yaml: "engine: llama.cpp\ngrammar: 'root ::= \"x\"'",
+        vllm: r#"StructuredOutputsParams(grammar="root ::= \"x\"")"#,
+        openai: ("structured_outputs", r#"{"grammar":"root ::= \"x\""}"#),
+        llama_cpp: Ok(("--grammar", r#"root ::= "x""#)),
+        shown: r#"grammar="root ::= \"x\"""#,
+    },
+    ConstraintCase {
+        yaml: "engine: llama.cpp\njson_schema: {type: integer, minimum: 0}",
+        vllm: r#"StructuredOutputsParams(json={"type": "integer", "minimum": 0})"#,
+        openai: (
+            "response_format",
+            r#"{"type":"json_schema","json_schema":{"name":"samplab","schema":{"type":"integer","minimum":0},"strict":true}}"#,
+        ),
+        llama_cpp: Ok(("--json-schema", r#"{"type":"integer","minimum":0}"#)),
+        shown: r#"json_schema={"type":"integer","minimum":0}"#,
+    },
+];
+
+#[test]
+fn each_kind_of_constraint_reaches_every_target_in_its_shape() {
+    for case in CONSTRAINTS {
+        let params = profile(case.yaml);
+        let yaml = case.yaml;
+
+        let vllm = to_vllm(&params, &HUB);
+        let kwarg = format!("\n    structured_outputs={},\n", case.vllm);
+        assert!(vllm.contains(&kwarg), "{yaml}: {kwarg} not in\n{vllm}");
+        assert!(
+            vllm.contains(
+                "from vllm import LLM, SamplingParams\n\
+                 from vllm.sampling_params import StructuredOutputsParams\n\n"
+            ),
+            "{vllm}"
+        );
+
+        let body: Value = serde_json::from_str(&openai_body(&params, &HUB)).unwrap();
+        let (name, value) = case.openai;
+        assert_eq!(
+            body[name],
+            serde_json::from_str::<Value>(value).unwrap(),
+            "{yaml}"
+        );
+        let other = match name {
+            "response_format" => "structured_outputs",
+            _ => "response_format",
+        };
+        assert!(body.get(other).is_none(), "{yaml}: {body}");
+        let openai = to_openai(&params, &HUB);
+        let vllm_only = "structured_outputs is a vLLM extension: OpenAI's own API constrains \
+                         output only through response_format";
+        match name {
+            "structured_outputs" => assert_comment(&openai, vllm_only),
+            _ => assert_no_comment(&openai, vllm_only),
+        }
+
+        let llama = to_llama_cpp(&params, &GGUF);
+        match case.llama_cpp {
+            Ok((flag, value)) => {
+                assert_no_comment(&llama, "llama.cpp takes GBNF");
+                if let Some(args) = bash_args(&llama) {
+                    let at = args.iter().position(|a| a == flag).expect(flag);
+                    assert_eq!(args[at + 1], value, "{yaml}");
+                }
+            }
+            Err(note) => {
+                assert_comment(&llama, note);
+                let command = llama.lines().filter(|line| !line.starts_with("# "));
+                assert!(
+                    !command
+                        .into_iter()
+                        .any(|line| line.contains("--grammar") || line.contains("--json-schema")),
+                    "{llama}"
+                );
+            }
+        }
+
+        let transformers = to_transformers(&params, &HUB);
+        assert_comment(
+            &transformers,
+            &format!("transformers has no structured outputs: {}", case.shown),
+        );
+        assert_comment(
+            &transformers,
+            "needs a constraining logits processor passed as generate(logits_processor=[...])",
+        );
+        let twinkle = to_twinkle(&params, &HUB);
+        assert_comment(&twinkle, case.shown);
+        assert_comment(&twinkle, "has no twinkle equivalent and is left out.");
+    }
+}
+
+#[test]
+fn a_constraint_reads_back_exactly_in_python() {
+    let json = profile(CONSTRAINTS[0].yaml);
+    let Some(vllm) = python_literals(&to_vllm(&json, &HUB)) else {
+        return;
+    };
+    assert_eq!(
+        vllm["json"],
+        json!({"type": "object", "properties": {"ok": {"type": "boolean", "default": true},
+            "why": {"type": ["string", "null"]}}, "required": ["ok"]})
+    );
+    let choice = python_literals(&to_vllm(&profile(CONSTRAINTS[2].yaml), &HUB)).unwrap();
+    assert_eq!(choice["choice"], json!(["yes", "it's \"so\"", "tab\there"]));
+    let grammar = python_literals(&to_vllm(&profile(CONSTRAINTS[3].yaml), &HUB)).unwrap();
+    assert_eq!(grammar["grammar"], "root ::= item+\nitem ::= [a-z] \"\\n\"");
+    assert!(!to_vllm(&rich(), &HUB).contains("StructuredOutputsParams"));
 }

@@ -229,6 +229,76 @@ fn a_conversation_goes_to_chat_completions_and_vllm_gets_its_own_fields() {
     assert_eq!(chat_post.path, "/v1/chat/completions");
 }
 
+/// A run's constraint reaches each server in that server's own field; one the server has no
+/// place for is not sent, and the run announces it as not applied before it starts.
+#[test]
+fn the_constraint_goes_in_each_servers_own_field_or_is_announced_not_applied() {
+    let choice = "max_tokens: 3\nstructured_outputs: {choice: [\"yes\", \"no\"]}";
+    let gbnf = json!(r#"root ::= "yes" | "no""#);
+    let cases = [
+        (
+            "vllm",
+            choice,
+            Some(("structured_outputs", json!({"choice": ["yes", "no"]}))),
+        ),
+        ("llamacpp", choice, Some(("grammar", gbnf.clone()))),
+        ("me", choice, Some(("grammar", gbnf))),
+        ("openai", choice, None),
+        (
+            "openai",
+            "max_tokens: 3\nstructured_outputs: {json_object: true}",
+            Some(("response_format", json!({"type": "json_object"}))),
+        ),
+        (
+            "llamacpp",
+            "max_tokens: 3\nstructured_outputs: {regex: '[0-9]+'}",
+            None,
+        ),
+        (
+            "me",
+            "engine: llama.cpp\nmax_tokens: 3\njson_schema: {type: object}",
+            None,
+        ),
+    ];
+    for (owner, yaml, sent) in cases {
+        let server = FakeOpenAi::start(
+            &[("m", owner)],
+            Vec::new(),
+            Some(Reply::Stream(greedy_story())),
+        );
+        let (result, events) = run_at(&server.base, None, &request(Prompt::raw("Once"), yaml));
+        result.unwrap();
+        let body = &server.posts()[0];
+        let constraint_fields = [
+            "structured_outputs",
+            "response_format",
+            "grammar",
+            "json_schema",
+        ];
+        let announced = events.iter().find_map(|e| match e {
+            Event::Served { ignored, .. } => Some(ignored.iter().map(|f| f.name()).collect()),
+            _ => None,
+        });
+        let announced: Vec<&str> = announced.unwrap_or_default();
+        match sent {
+            Some((name, value)) => {
+                assert_eq!(body[name], value, "{owner}: {yaml}");
+                for other in constraint_fields.iter().filter(|&&f| f != name) {
+                    assert!(body.get(other).is_none(), "{owner}: {other} in {body}");
+                }
+                assert!(announced.is_empty(), "{owner}: {yaml}: {announced:?}");
+            }
+            None => {
+                for field in constraint_fields {
+                    assert!(body.get(field).is_none(), "{owner}: {field} in {body}");
+                }
+                let field = yaml.lines().last().unwrap().split(':').next().unwrap();
+                assert!(announced.contains(&field), "{owner}: {yaml}: {announced:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn the_server_must_name_its_model_or_serve_only_one() {
     let server = FakeOpenAi::start(&[("a", "vllm"), ("b", "vllm")], Vec::new(), None);

@@ -13,6 +13,7 @@ use crate::engine::score::ScoreRequest;
 use crate::engine::trace::TraceRequest;
 use crate::engine::worker::random_seed;
 use crate::model::source::LoadProgress;
+use crate::params::Field;
 use crate::response::{
     CrossScore, PromptText, RunStats, SampleResponse, StopMatched, StopReason, Timings, TopLogprob,
     Trajectory,
@@ -34,6 +35,9 @@ pub struct RemoteModel {
     /// Ids for token texts the server gives without ids, so that the playground can tell
     /// tokens apart; they are samplab's numbering, not the model's.
     pieces: HashMap<String, u32>,
+    /// The parameters last announced as left out (`Event::Served`): the server's own at load,
+    /// then each run's when they differ.
+    announced: Vec<Field>,
 }
 
 /// Finds the model `spec` names on its server.
@@ -52,10 +56,12 @@ pub fn connect(
         1.0,
         format!("{} serves {}", info.kind.name(), info.model),
     ));
+    let announced = params::ignored(info.kind);
     Ok(RemoteModel {
         client,
         info,
         pieces: HashMap::new(),
+        announced,
     })
 }
 
@@ -74,6 +80,14 @@ struct Slot {
 }
 
 impl RemoteModel {
+    /// The server and the parameters it leaves out, as last announced.
+    fn announcement(&self) -> Event {
+        Event::Served {
+            server: self.info.kind.name().to_owned(),
+            ignored: self.announced.clone(),
+        }
+    }
+
     /// The server and where it is, as the status bar names the device.
     fn place(&self) -> String {
         let host = self
@@ -309,10 +323,7 @@ impl Runner for RemoteModel {
     }
 
     fn served(&self) -> Option<Event> {
-        Some(Event::Served {
-            server: self.info.kind.name().to_owned(),
-            ignored: params::ignored(self.info.kind),
-        })
+        Some(self.announcement())
     }
 
     fn run(
@@ -336,6 +347,13 @@ impl Runner for RemoteModel {
                  be asked to keep it as text: let samplab parse it too, or use a local model",
                 self.info.name()
             );
+        }
+        // A constraint of a kind the server lacks, or token-id stops, are left out of this run
+        // only: said before it, as the load's announcement was.
+        let left_out = params::left_out(self.info.kind, params, &request.prompt);
+        if left_out != self.announced {
+            self.announced = left_out;
+            emit(self.announcement());
         }
         let run_id = request.run_id;
         let seed = params.seed.unwrap_or_else(random_seed);

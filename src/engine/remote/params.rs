@@ -7,7 +7,7 @@
 
 use super::server::ServerKind;
 use crate::engine::{Conversation, Prompt};
-use crate::params::{Field, SamplingParams, TokenText};
+use crate::params::{Field, LlamaCppConstraint, SamplingParams, StructuredOutputs, TokenText};
 use serde_json::{Map, Value, json};
 
 /// The most alternatives per token samplab asks for: OpenAI's top_logprobs cap and vLLM's
@@ -25,9 +25,9 @@ const fn all(name: &'static str) -> [Option<&'static str>; 4] {
     [Some(name); 4]
 }
 
-/// The parameters sent as they are. `max_tokens`, `seed`, `stop`, `logprobs` and `logit_bias`
-/// are written by [`body`]; `num_samples` is one request per sample, and `engine` and
-/// `prompt_logprobs` are never sent (see [`applies`]).
+/// The parameters sent as they are. `max_tokens`, `seed`, `stop`, `logprobs`, `logit_bias` and
+/// the constraint (see [`constraint_on`]) are written by [`body`]; `num_samples` is one request
+/// per sample, and `engine` and `prompt_logprobs` are never sent (see [`applies`]).
 const ROWS: &[Row] = &[
     Row(Field::Temperature, all("temperature")),
     Row(Field::TopP, all("top_p")),
@@ -137,23 +137,28 @@ fn name_on(kind: ServerKind, field: Field) -> Option<&'static str> {
         .and_then(|row| row.1[column(kind)])
 }
 
-/// The parameters set away from their defaults that `kind` has no place for.
-pub fn not_applied(kind: ServerKind, params: &SamplingParams) -> Vec<Field> {
+/// The parameters set away from their defaults that `kind` has no place for, asked with
+/// `prompt`.
+pub fn not_applied(kind: ServerKind, params: &SamplingParams, prompt: &Prompt) -> Vec<Field> {
     let defaults = SamplingParams::default();
     Field::ALL
         .iter()
         .copied()
         .filter(|&field| params.get(field) != defaults.get(field))
-        .filter(|&field| !applies(kind, field, params))
+        .filter(|&field| !applies(kind, field, params, is_chat(prompt)))
         .collect()
 }
 
-/// Whether `kind` takes `field` as `params` set it.
-fn applies(kind: ServerKind, field: Field, params: &SamplingParams) -> bool {
+/// Whether `kind` takes `field` as `params` set it, in a chat request or not.
+fn applies(kind: ServerKind, field: Field, params: &SamplingParams, chat: bool) -> bool {
     match field {
         Field::MaxTokens | Field::Seed | Field::NumSamples | Field::Logprobs => true,
         Field::LogitBias => true,
         Field::Stop => stop_ids(params).is_empty() || kind == ServerKind::Vllm,
+        // Each server takes some kinds of constraint; the run has one at most.
+        Field::StructuredOutputs | Field::Grammar | Field::JsonSchema => params
+            .constraint()
+            .is_none_or(|(_, constraint)| constraint_on(kind, &constraint, chat).is_some()),
         // vLLM could return them, but samplab does not read them from a stream yet.
         Field::PromptLogprobs => false,
         // Which engine's semantics samplab follows; a server follows its own.
@@ -162,16 +167,63 @@ fn applies(kind: ServerKind, field: Field, params: &SamplingParams) -> bool {
     }
 }
 
-/// The parameters `kind` has no place for whatever their value: token-id stops aside (a
-/// server without `stop_token_ids` still takes stop strings), what [`not_applied`] lists
-/// once they are set.
+/// The parameters `kind` has no place for whatever their value: token-id stops and
+/// constraints aside (a server takes some of them), what [`not_applied`] lists once they are
+/// set.
 pub fn ignored(kind: ServerKind) -> Vec<Field> {
     let defaults = SamplingParams::default();
     Field::ALL
         .iter()
         .copied()
-        .filter(|&field| field != Field::Stop && !applies(kind, field, &defaults))
+        .filter(|&field| field != Field::Stop && !applies(kind, field, &defaults, false))
         .collect()
+}
+
+/// What a run on `kind` leaves out: [`ignored`] and [`not_applied`] together, in the table's
+/// order; the playground marks these, so a run that leaves out more (or less) than the server
+/// announced says so again.
+pub fn left_out(kind: ServerKind, params: &SamplingParams, prompt: &Prompt) -> Vec<Field> {
+    let never = ignored(kind);
+    let now = not_applied(kind, params, prompt);
+    Field::ALL
+        .iter()
+        .copied()
+        .filter(|field| never.contains(field) || now.contains(field))
+        .collect()
+}
+
+fn is_chat(prompt: &Prompt) -> bool {
+    matches!(prompt, Prompt::Chat(_))
+}
+
+/// The constraint as `kind` takes it, as (body field, value); `None` where it has no place
+/// for this kind. vLLM takes every kind as `structured_outputs`; OpenAI a JSON schema or any
+/// JSON object as `response_format`; llama.cpp's server GBNF as `grammar` (a choice made
+/// GBNF) and schemas as `json_schema`; llama-cpp-python's server the same GBNF as `grammar`,
+/// and a schema only in a chat request, as `response_format` with a `schema`
+/// (`CreateCompletionRequest` has no `response_format`).
+fn constraint_on(
+    kind: ServerKind,
+    constraint: &StructuredOutputs,
+    chat: bool,
+) -> Option<(&'static str, Value)> {
+    match kind {
+        ServerKind::Vllm => Some(("structured_outputs", json!(constraint))),
+        ServerKind::OpenAi => Some(("response_format", constraint.response_format()?)),
+        ServerKind::LlamaServer => Some(match constraint.to_llama_cpp()? {
+            LlamaCppConstraint::Grammar(gbnf) => ("grammar", json!(gbnf)),
+            LlamaCppConstraint::JsonSchema(schema) => ("json_schema", schema),
+        }),
+        ServerKind::LlamaCppPython => match constraint.to_llama_cpp()? {
+            LlamaCppConstraint::Grammar(gbnf) => Some(("grammar", json!(gbnf))),
+            LlamaCppConstraint::JsonSchema(schema) => chat.then(|| {
+                (
+                    "response_format",
+                    json!({"type": "json_object", "schema": schema}),
+                )
+            }),
+        },
+    }
 }
 
 /// The token ids among the stops.
@@ -260,6 +312,11 @@ pub fn body(
             .collect();
         body.insert("logit_bias".into(), Value::Object(bias));
     }
+    if let Some((_, constraint)) = params.constraint()
+        && let Some((name, value)) = constraint_on(kind, &constraint, is_chat(prompt))
+    {
+        body.insert(name.into(), value);
+    }
     if kind == ServerKind::Vllm {
         let ids = stop_ids(params);
         if !ids.is_empty() {
@@ -321,22 +378,195 @@ mod tests {
         );
     }
 
+    /// Each kind of constraint on each server, in a raw and a chat request: the body fields
+    /// it is sent in (OpenAI, vLLM, llama.cpp's server, llama-cpp-python), or null where the
+    /// server has no place for it and lists it as not applied.
+    #[test]
+    fn each_server_gets_the_constraint_in_its_own_names_or_lists_it_not_applied() {
+        let gbnf = r#"root ::= "a" | "b""#;
+        let schema = json!({"type": "object", "required": ["name"]});
+        let strict = json!({"response_format": {"type": "json_schema", "json_schema":
+            {"name": "samplab", "schema": schema, "strict": true}}});
+        let object = json!({"type": "object"});
+        let cases: [(&str, bool, [Value; 4]); 10] = [
+            (
+                "structured_outputs: {regex: '[0-9]+'}",
+                false,
+                [
+                    Value::Null,
+                    json!({"structured_outputs": {"regex": "[0-9]+"}}),
+                    Value::Null,
+                    Value::Null,
+                ],
+            ),
+            (
+                "structured_outputs: {choice: [a, b]}",
+                false,
+                [
+                    Value::Null,
+                    json!({"structured_outputs": {"choice": ["a", "b"]}}),
+                    json!({"grammar": gbnf}),
+                    json!({"grammar": gbnf}),
+                ],
+            ),
+            (
+                "structured_outputs: {grammar: 'root ::= \"a\" | \"b\"'}",
+                false,
+                [
+                    Value::Null,
+                    json!({"structured_outputs": {"grammar": gbnf}}),
+                    json!({"grammar": gbnf}),
+                    json!({"grammar": gbnf}),
+                ],
+            ),
+            (
+                "structured_outputs: {grammar: 'start: \"a\"'}",
+                false,
+                [
+                    Value::Null,
+                    json!({"structured_outputs": {"grammar": "start: \"a\""}}),
+                    Value::Null,
+                    Value::Null,
+                ],
+            ),
+            (
+                "structured_outputs: {json: {type: object, required: [name]}}",
+                false,
+                [
+                    strict.clone(),
+                    json!({"structured_outputs": {"json": schema}}),
+                    json!({"json_schema": schema}),
+                    Value::Null,
+                ],
+            ),
+            (
+                "structured_outputs: {json: {type: object, required: [name]}}",
+                true,
+                [
+                    strict.clone(),
+                    json!({"structured_outputs": {"json": schema}}),
+                    json!({"json_schema": schema}),
+                    json!({"response_format": {"type": "json_object", "schema": schema}}),
+                ],
+            ),
+            (
+                "structured_outputs: {json_object: true}",
+                false,
+                [
+                    json!({"response_format": {"type": "json_object"}}),
+                    json!({"structured_outputs": {"json_object": true}}),
+                    json!({"json_schema": object}),
+                    Value::Null,
+                ],
+            ),
+            (
+                "structured_outputs: {json_object: true}",
+                true,
+                [
+                    json!({"response_format": {"type": "json_object"}}),
+                    json!({"structured_outputs": {"json_object": true}}),
+                    json!({"json_schema": object}),
+                    json!({"response_format": {"type": "json_object", "schema": object}}),
+                ],
+            ),
+            (
+                "engine: llama.cpp\ngrammar: 'root ::= \"a\" | \"b\"'",
+                false,
+                [
+                    Value::Null,
+                    json!({"structured_outputs": {"grammar": gbnf}}),
+                    json!({"grammar": gbnf}),
+                    json!({"grammar": gbnf}),
+                ],
+            ),
+            (
+                "engine: llama.cpp\njson_schema: {type: object, required: [name]}",
+                true,
+                [
+                    strict,
+                    json!({"structured_outputs": {"json": schema}}),
+                    json!({"json_schema": schema}),
+                    json!({"response_format": {"type": "json_object", "schema": schema}}),
+                ],
+            ),
+        ];
+        let kinds = [
+            ServerKind::OpenAi,
+            ServerKind::Vllm,
+            ServerKind::LlamaServer,
+            ServerKind::LlamaCppPython,
+        ];
+        for (yaml, chat, expected) in cases {
+            let p = params(yaml);
+            let (field, _) = p.constraint().unwrap();
+            let prompt = match chat {
+                true => Prompt::chat(vec![crate::model::text::chat_template::Message::new(
+                    "user", "Hi",
+                )]),
+                false => Prompt::raw("Once"),
+            };
+            for (kind, expected) in kinds.into_iter().zip(expected) {
+                let body = body(kind, "m", &prompt, &p, 1);
+                let sent: Map<String, Value> = [
+                    "structured_outputs",
+                    "response_format",
+                    "grammar",
+                    "json_schema",
+                ]
+                .into_iter()
+                .filter_map(|name| Some((name.to_owned(), body.get(name)?.clone())))
+                .collect();
+                let lost = not_applied(kind, &p, &prompt)
+                    .iter()
+                    .any(|f| f.name() == field);
+                let shown = format!("{yaml} (chat {chat}) on {}", kind.name());
+                match expected {
+                    Value::Null => {
+                        assert!(sent.is_empty(), "{shown}: {sent:?}");
+                        assert!(lost, "{shown}: not listed as not applied");
+                        assert!(
+                            left_out(kind, &p, &prompt)
+                                .iter()
+                                .any(|f| f.name() == field)
+                        );
+                    }
+                    expected => {
+                        assert_eq!(Value::Object(sent), expected, "{shown}");
+                        assert!(!lost, "{shown}: listed as not applied");
+                    }
+                }
+            }
+        }
+        // None of them is left out before it is set.
+        for kind in kinds {
+            let never = ignored(kind);
+            for field in [Field::StructuredOutputs, Field::Grammar, Field::JsonSchema] {
+                assert!(!never.contains(&field), "{field:?} on {}", kind.name());
+            }
+        }
+    }
+
     #[test]
     fn parameters_a_server_has_no_place_for_are_listed() {
         let p = params(
             "engine: llama.cpp\ntop_k: 5\nmin_p: 0.1\nxtc_probability: 0.5\nstop: [\"x\", 13]",
         );
-        let names =
-            |kind| -> Vec<&str> { not_applied(kind, &p).iter().map(|f| f.name()).collect() };
+        let raw = Prompt::raw("Once");
+        let names = |kind| -> Vec<&str> {
+            not_applied(kind, &p, &raw)
+                .iter()
+                .map(|f| f.name())
+                .collect()
+        };
         assert_eq!(
             names(ServerKind::OpenAi),
             ["stop", "top_k", "min_p", "engine", "xtc_probability"]
         );
         assert_eq!(names(ServerKind::Vllm), ["engine", "xtc_probability"]);
         assert_eq!(names(ServerKind::LlamaServer), ["stop", "engine"]);
-        assert!(not_applied(ServerKind::OpenAi, &SamplingParams::default()).is_empty());
+        assert!(not_applied(ServerKind::OpenAi, &SamplingParams::default(), &raw).is_empty());
         assert_eq!(
-            not_applied(ServerKind::Vllm, &params("engine: llama.cpp")),
+            not_applied(ServerKind::Vllm, &params("engine: llama.cpp"), &raw),
             [Field::Engine]
         );
     }
