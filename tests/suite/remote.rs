@@ -796,3 +796,31 @@ fn samplab_sample_names_what_a_server_ignores_and_fails_with_the_server() {
         "{stderr}"
     );
 }
+
+/// A GBNF grammar reaches a real llama-cpp-python server as its `grammar` field, which the
+/// server applies: every sample of a choice spelled as a grammar is one of its strings.
+#[test]
+fn a_real_llama_cpp_python_server_applies_a_grammar() {
+    let Some((server, _)) = LlamaServer::start() else {
+        return;
+    };
+    let json = samplab_json(&[
+        "--model",
+        &server.base,
+        "--prompt",
+        "Is the sky blue? Answer:",
+        "--set",
+        "engine=llama.cpp",
+        "--set",
+        r#"grammar=root ::= " yes" | " no" | " maybe""#,
+        "--set",
+        "num_samples=3",
+        "--set",
+        "max_tokens=16",
+        "--json",
+    ]);
+    for sample in json["trajectories"].as_array().unwrap() {
+        let text = sample["text"].as_str().unwrap();
+        assert!([" yes", " no", " maybe"].contains(&text), "{text:?}");
+    }
+}

@@ -767,6 +767,29 @@ mod tests {
         s
     }
 
+    /// A grammar is edited over lines in YAML's block form, and one that does not parse keeps
+    /// the editor open with the reason, the cursor on the line and column it names.
+    #[test]
+    fn constraints_edit_over_lines_and_point_at_their_error() {
+        let mut s = state("structured_outputs");
+        s.params.structured_outputs = Some(crate::params::StructuredOutputs::Grammar(
+            "root ::= item+\nitem ::= \"a\" | \"b\"".into(),
+        ));
+        s.edit();
+        let editor = s.editor.as_mut().unwrap();
+        assert_eq!(
+            editor.buffer.text,
+            "grammar: |-\n  root ::= item+\n  item ::= \"a\" | \"b\""
+        );
+        editor.buffer.text = "grammar: |-\n  root ::= item+\n  item ::= \"a\" | [b".into();
+        assert!(!s.commit());
+        let editor = s.editor.as_ref().unwrap();
+        let error = editor.error.as_deref().unwrap();
+        assert!(error.contains("line 2"), "{error}");
+        assert_eq!(editor.buffer.cursor_line_col().0, 2, "{error}");
+        assert!(s.params.structured_outputs.is_some());
+    }
+
     #[test]
     fn starts_with_a_token_limit_and_a_fixed_seed() {
         let s = state("seed");
