@@ -59,7 +59,8 @@ fn run(yaml: &str) -> SampleResponse {
 /// constraint, and every sample ends by itself (stop), not at max_tokens.
 #[test]
 fn every_sample_satisfies_its_constraint_and_stops_by_itself() {
-    let cases: &[(&str, fn(&str) -> bool)] = &[
+    type Satisfied = fn(&str) -> bool;
+    let cases: &[(&str, Satisfied)] = &[
         ("{regex: '[0-9]{3}-[0-9]{2}'}", |t| {
             regex::Regex::new(r"^[0-9]{3}-[0-9]{2}$")
                 .unwrap()
@@ -441,21 +442,27 @@ fn satisfies(text: &str, rule: &str) -> bool {
 }
 
 /// On a real model at temperature 1, eight samples per kind each satisfy the constraint and
-/// stop by themselves: SmolLM2 in chat mode (the issue's goal), stories260K on a raw prompt.
+/// stop by themselves: SmolLM2 in chat mode (the issue's goal), stories260K on a raw prompt
+/// (all but JSON, which a model that never saw any fills with whitespace, as JSON allows).
 #[test]
 fn real_models_keep_to_every_kind_of_constraint() {
     use samplab::engine::{Prompt, Request};
     use samplab::model::text::chat_template::Message;
     let models = [
-        (common::loaded_real_model(), true, "SmolLM2"),
-        (common::loaded_test_model(), false, "stories260K"),
+        (common::loaded_real_model(), true, "SmolLM2", REAL_CASES),
+        (
+            common::loaded_test_model(),
+            false,
+            "stories260K",
+            &REAL_CASES[1..],
+        ),
     ];
-    for (model, chat, name) in models {
+    for (model, chat, name, cases) in models {
         let Some(mut model) = model else {
             eprintln!("skipping {name}: model not found");
             continue;
         };
-        for (constraint, rule) in REAL_CASES {
+        for (constraint, rule) in cases {
             let prompt = if chat {
                 Prompt::chat(vec![Message::new(
                     "user",
