@@ -42,6 +42,21 @@ use std::fmt::Write as _;
 
 /// A GBNF grammar (llama.cpp's format) as llguidance's Lark: `root` becomes the start rule.
 pub fn to_lark(gbnf: &str) -> Result<String, GbnfError> {
+    if gbnf.len() > MAX_GBNF_BYTES {
+        let at = (0..=MAX_GBNF_BYTES)
+            .rev()
+            .find(|&i| gbnf.is_char_boundary(i))
+            .unwrap_or(0);
+        return Err(GbnfError::at(
+            gbnf,
+            at,
+            format!(
+                "the grammar has {} bytes; at most 16 KiB are translated (splitting lexemes \
+                 takes time that grows faster than the grammar)",
+                gbnf.len()
+            ),
+        ));
+    }
     let grammar = Parser::new(gbnf).grammar()?;
     let info = Info::new(&grammar);
     let mut flags = Flags {
@@ -56,6 +71,9 @@ pub fn to_lark(gbnf: &str) -> Result<String, GbnfError> {
         }
     }
 }
+
+/// The largest grammar translated: about 500 rules, which take a second.
+const MAX_GBNF_BYTES: usize = 16 << 10;
 
 /// Why a GBNF grammar cannot be translated, and where (1-based; columns count characters).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -1796,24 +1814,11 @@ fn upper_name(name: &str) -> String {
     lower_name(name).to_ascii_uppercase()
 }
 
-/// A Lark (JSON-style) string literal.
+/// A Lark string literal, which takes JSON's escapes (and refuses a raw DEL, which JSON keeps).
 fn quote(s: &[char]) -> String {
-    let mut out = String::from("\"");
-    for &c in s {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c < ' ' || c == '\x7f' => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    serde_json::to_string(&s.iter().collect::<String>())
+        .expect("a string serialises")
+        .replace('\x7f', "\\u007f")
 }
 
 /// A character class as a Lark regex; every character that could mean something in a regex
@@ -2364,6 +2369,14 @@ Start ::= "S"
         assert_error("root ::= \"\\", 1, 11, "middle of an escape");
         // Column counts characters, not bytes.
         assert_error("root ::= \"é☃\\y\"", 1, 13, "unknown escape");
+    }
+
+    #[test]
+    fn a_grammar_past_the_size_limit_is_refused_where_it_passes() {
+        let big = format!("root ::= \"{}\"", "a".repeat(MAX_GBNF_BYTES));
+        let error = to_lark(&big).unwrap_err();
+        assert_eq!((error.line, error.column), (1, MAX_GBNF_BYTES + 1));
+        assert!(error.message.contains("at most 16 KiB"), "{error}");
     }
 
     #[test]
