@@ -385,6 +385,10 @@ fn bad_constraints_are_refused_by_name() {
             "no token of the model's vocabulary can start",
         ),
         (
+            r"{structured_outputs: {regex: '[^\s\S]'}}",
+            "or no text satisfies it at all",
+        ),
+        (
             "{structured_outputs: {grammar: 'root ::= \"a'}}",
             "GBNF grammar",
         ),

@@ -28,8 +28,8 @@ pub enum ConstraintError {
         message: String,
     },
     #[error(
-        "`{field}`: no token of the model's vocabulary can start text the {kind} accepts \
-         (check it against the text you expect)"
+        "`{field}`: no token of the model's vocabulary can start text the {kind} accepts, or no \
+         text satisfies it at all (check it against the text you expect)"
     )]
     NoStart { field: String, kind: &'static str },
     #[error("the constraint stopped working mid-sample: {0}")]
