@@ -132,8 +132,6 @@ pub enum Action {
     PageColumn(i32),
     /// Draw spaces, tabs and newlines in the columns as `·`, `→` and `↵`.
     ToggleWhitespace,
-    /// Colour tokens by the model's raw probability instead of the processed one.
-    ToggleRawHeat,
     /// The left button pressed (or dragged) over a cell.
     Click {
         x: u16,

@@ -1264,34 +1264,3 @@ fn a_model_on_16_bit_activations_says_so_beside_its_device() {
         );
     }
 }
-
-/// `h` colours tokens by the model's raw probability and says so in the column titles; `h`
-/// again goes back to the processed probability they were drawn with.
-#[test]
-fn h_switches_the_heatmap_between_kept_and_raw_probability() {
-    let theme = Theme::dark();
-    let mut s = streamed(120, 30);
-    // " world" was drawn with p 0.9 where the model alone gave it 0.05.
-    s.columns.columns[0].tokens[1].logprob = 0.05f32.ln();
-    let (x, y) = find(&render(&s, &theme), "world").unwrap();
-    assert_eq!(
-        render(&s, &theme)[(x, y)].bg,
-        theme.token_style(0.9).bg.unwrap()
-    );
-    // The key works where the columns have the focus; the view is read without the cursor.
-    let press_h = |s: &mut State| {
-        let focus = s.focus;
-        s.focus = Focus::Columns;
-        common::tui::press_key(s, KeyCode::Char('h'));
-        s.focus = focus;
-    };
-    press_h(&mut s);
-    let buffer = render(&s, &theme);
-    assert!(find(&buffer, "raw p").is_some(), "the titles say raw p");
-    assert_eq!(buffer[(x, y)].bg, theme.token_style(0.05).bg.unwrap());
-    press_h(&mut s);
-    assert_eq!(
-        render(&s, &theme)[(x, y)].bg,
-        theme.token_style(0.9).bg.unwrap()
-    );
-}

@@ -234,12 +234,6 @@ impl Default for KeyMap {
                 A::ToggleWhitespace,
                 "show whitespace",
             ),
-            (
-                Mode::Navigate,
-                c('h'),
-                A::ToggleRawHeat,
-                "colour by raw p / kept p",
-            ),
             (Mode::Params, p(K::Left), nudge(-1, false), "nudge"),
             (Mode::Params, p(K::Right), nudge(1, false), "nudge"),
             (Mode::Params, shift(K::Left), nudge(-1, true), "coarse"),

@@ -203,10 +203,6 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         Action::LastToken => navigate(state, Columns::last_token),
         Action::PageColumn(pages) => navigate(state, |c, g| c.page(pages as isize, g)),
         Action::ToggleWhitespace => navigate(state, Columns::toggle_whitespace),
-        Action::ToggleRawHeat => {
-            state.columns.raw_heat = !state.columns.raw_heat;
-            Vec::new()
-        }
         Action::StepColumn(delta) => {
             let grid = state.grid();
             if state.columns.step_column(delta as isize, &grid) {

@@ -321,9 +321,6 @@ pub struct Columns {
     pub first_row: usize,
     /// Spaces, tabs and newlines drawn as `·`, `→` and `↵`.
     pub whitespace: bool,
-    /// Tokens coloured by the model's raw probability (what it thought before any sampler)
-    /// instead of the processed one they were drawn with.
-    pub raw_heat: bool,
     /// The alternative of the cursor's token highlighted in the inspector, to branch from.
     pub pick: Option<usize>,
 }
@@ -639,9 +636,6 @@ pub fn render(
             None => format!(" {own} seed {} ", column.seed),
         };
         let mut title = vec![Span::styled(name, theme.title)];
-        if state.raw_heat {
-            title.push(Span::styled("raw p ", theme.dim));
-        }
         match marks.get(column.side.0) {
             Some(Mark::Stale) => title.push(Span::styled("stale ", theme.dim)),
             Some(Mark::Failed) => title.push(Span::styled("run failed ", theme.error)),
@@ -665,30 +659,22 @@ pub fn render(
         if inner.height == 0 {
             continue;
         }
-        let heat = |t: usize| {
-            let token = &column.tokens[t];
-            if state.raw_heat {
-                token.logprob.exp()
-            } else {
-                token.prob
-            }
-        };
         let style = |token: Option<usize>| match token {
             None => theme.base,
-            Some(t) if Some(t) == cursor => theme.cursor_style(heat(t)),
+            Some(t) if Some(t) == cursor => theme.cursor_style(column.tokens[t].prob),
             // Where compared samples part, underlined so the eye finds it in the colours.
             Some(t) if Some(t) == column.diverge => theme
-                .token_style(heat(t))
+                .token_style(column.tokens[t].prob)
                 .add_modifier(Modifier::UNDERLINED | Modifier::BOLD),
             // Where the sample parts from its run's first sample.
             Some(t) if Some(t) == column.parts => theme
-                .token_style(heat(t))
+                .token_style(column.tokens[t].prob)
                 .add_modifier(Modifier::UNDERLINED),
             // Forced by the constraint: dimmed, since the model did not choose it.
-            Some(t) if column.tokens[t].constraint.is_some_and(|c| c.forced()) => {
-                theme.token_style(heat(t)).add_modifier(Modifier::DIM)
-            }
-            Some(t) => theme.token_style(heat(t)),
+            Some(t) if column.tokens[t].constraint.is_some_and(|c| c.forced()) => theme
+                .token_style(column.tokens[t].prob)
+                .add_modifier(Modifier::DIM),
+            Some(t) => theme.token_style(column.tokens[t].prob),
         };
         let mut lines: Vec<Line> = column.text.lines[top..]
             .iter()
