@@ -3,7 +3,7 @@
 //! `--grammar` / `--json-schema`, and a note wherever a target has no place for it.
 
 use super::{fields, py_list, py_literal, py_str, sh_word};
-use crate::params::{LlamaCppConstraint, SamplingParams, StructuredOutputs, field_named};
+use crate::params::{LlamaCppConstraint, SamplingParams, StructuredOutputs};
 use serde_json::Value as Json;
 
 /// The import `structured_outputs=` needs, written only then.
@@ -86,7 +86,6 @@ pub fn llama_cpp_note(params: &SamplingParams) -> Option<String> {
 
 /// The constraint, and its field and value as notes name them.
 fn named(params: &SamplingParams) -> Option<(String, StructuredOutputs)> {
-    let (name, constraint) = params.constraint()?;
-    let field = field_named(name).expect("constraint() names a field");
+    let (field, constraint) = params.constraint()?;
     Some((fields::shown(params, field), constraint))
 }

@@ -332,18 +332,17 @@ impl SamplingParams {
         Ok(())
     }
 
-    /// The run's constraint with the name of the field that holds it (`validate` allows one).
-    pub fn constraint(&self) -> Option<(&'static str, StructuredOutputs)> {
-        let named = |field: Field, spec| (field.name(), spec);
+    /// The run's constraint with the field that holds it (`validate` allows one).
+    pub fn constraint(&self) -> Option<(Field, StructuredOutputs)> {
         (self.structured_outputs.clone())
-            .map(|spec| named(Field::StructuredOutputs, spec))
+            .map(|spec| (Field::StructuredOutputs, spec))
             .or_else(|| {
                 let grammar = self.grammar.clone()?;
-                Some(named(Field::Grammar, StructuredOutputs::Grammar(grammar)))
+                Some((Field::Grammar, StructuredOutputs::Grammar(grammar)))
             })
             .or_else(|| {
                 let schema = self.json_schema.clone()?;
-                Some(named(Field::JsonSchema, StructuredOutputs::Json(schema)))
+                Some((Field::JsonSchema, StructuredOutputs::Json(schema)))
             })
     }
 

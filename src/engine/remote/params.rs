@@ -516,19 +516,13 @@ mod tests {
                 .into_iter()
                 .filter_map(|name| Some((name.to_owned(), body.get(name)?.clone())))
                 .collect();
-                let lost = not_applied(kind, &p, &prompt)
-                    .iter()
-                    .any(|f| f.name() == field);
+                let lost = not_applied(kind, &p, &prompt).contains(&field);
                 let shown = format!("{yaml} (chat {chat}) on {}", kind.name());
                 match expected {
                     Value::Null => {
                         assert!(sent.is_empty(), "{shown}: {sent:?}");
                         assert!(lost, "{shown}: not listed as not applied");
-                        assert!(
-                            left_out(kind, &p, &prompt)
-                                .iter()
-                                .any(|f| f.name() == field)
-                        );
+                        assert!(left_out(kind, &p, &prompt).contains(&field));
                     }
                     expected => {
                         assert_eq!(Value::Object(sent), expected, "{shown}");

@@ -10,7 +10,7 @@ mod vocabulary;
 
 pub use vocabulary::Vocabulary;
 
-use crate::params::{StructuredOutputs, is_gbnf};
+use crate::params::{Field, StructuredOutputs, is_gbnf};
 use llguidance::api::{StopReason, TopLevelGrammar};
 use llguidance::toktrie::SimpleVob;
 use llguidance::{Matcher, toktrie::TokenId};
@@ -50,21 +50,18 @@ impl std::fmt::Debug for Constraint {
 }
 
 impl Constraint {
-    /// Compiles `spec`, named `field` in messages (`structured_outputs`, `grammar`, …), over the
-    /// model's vocabulary: refused when it does not parse, or when no token can start it.
+    /// Compiles `spec`, held by `field`, over the model's vocabulary: refused when it does not
+    /// parse, or when no token can start it. Messages name `structured_outputs.regex` and the
+    /// like, or llama.cpp's own `grammar` and `json_schema`.
     pub fn compile(
         spec: &StructuredOutputs,
-        field: &str,
+        field: Field,
         vocabulary: &Vocabulary,
     ) -> Result<Self, ConstraintError> {
-        let (field, kind) = match spec {
-            StructuredOutputs::Json(_) if field != "structured_outputs" => {
-                (field.to_owned(), "JSON schema")
-            }
-            StructuredOutputs::Grammar(_) if field != "structured_outputs" => {
-                (field.to_owned(), "GBNF grammar")
-            }
-            _ => (format!("{field}.{}", spec.kind()), kind_in_words(spec)),
+        let kind = kind_in_words(spec);
+        let field = match field {
+            Field::StructuredOutputs => format!("{}.{}", field.name(), spec.kind()),
+            _ => field.name().to_owned(),
         };
         let invalid = |message: String| ConstraintError::Invalid {
             field: field.clone(),

@@ -4,6 +4,7 @@
 use super::ConstraintError;
 use llguidance::ParserFactory;
 use llguidance::toktrie::{TokEnv, TokRxInfo, TokTrie, TokenId, TokenizerEnv};
+use std::collections::HashMap;
 use std::sync::Arc;
 use tokenizers::Tokenizer;
 
@@ -82,7 +83,11 @@ impl Vocabulary {
 /// marker so that only a grammar naming them (`<|im_end|>`) allows them.
 fn token_bytes(tokenizer: &Tokenizer, vocab_size: usize) -> Vec<Vec<u8>> {
     let byte_level = decodes_byte_level(tokenizer);
-    let alphabet = byte_alphabet();
+    // The alphabet read backwards: the byte each of its characters stands for.
+    let mut byte_of = HashMap::with_capacity(256);
+    for (byte, c) in byte_alphabet().into_iter().enumerate() {
+        byte_of.insert(c, byte as u8);
+    }
     let added = tokenizer.get_added_tokens_decoder();
     (0..vocab_size as u32)
         .map(|id| {
@@ -97,10 +102,8 @@ fn token_bytes(tokenizer: &Tokenizer, vocab_size: usize) -> Vec<Vec<u8>> {
                 return Vec::new();
             };
             if byte_level {
-                let mapped: Option<Vec<u8>> = piece
-                    .chars()
-                    .map(|c| alphabet.iter().position(|&a| a == c).map(|b| b as u8))
-                    .collect();
+                let mapped: Option<Vec<u8>> =
+                    piece.chars().map(|c| byte_of.get(&c).copied()).collect();
                 return mapped.unwrap_or_else(|| piece.into_bytes());
             }
             match byte_fallback(&piece) {
