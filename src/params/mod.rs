@@ -138,6 +138,10 @@ impl SamplingParams {
         let field = field_named(key)?;
         let value = if raw.trim().is_empty() {
             Value::Null
+        } else if field == Field::Grammar && !raw.trim_start().starts_with(['"', '\'', '|', '>']) {
+            // GBNF as written: YAML would fold its lines into one, read a leading `#` comment as
+            // null and refuse a `": "` inside a literal. A quoted or block string is YAML's.
+            Value::String(raw.to_owned())
         } else {
             // A stop string may be bare text (`The End`); text that opens a YAML list, mapping or
             // quoted string and does not parse is a mistake, not a stop string.
@@ -758,6 +762,24 @@ mod tests {
             .to_string();
         assert!(message.contains("temperature"), "{message}");
         assert_eq!(params.temperature, 1.0);
+    }
+
+    #[test]
+    fn a_gbnf_grammar_is_taken_as_written_unless_quoted_or_a_block() {
+        let gbnf = "# a person\nroot ::= \"{\\\"name\\\": \" name \"}\"\nname ::= [a-z]+";
+        let mut params = SamplingParams {
+            engine: Engine::LlamaCpp,
+            ..SamplingParams::default()
+        };
+        params.set_assignment(&format!("grammar={gbnf}")).unwrap();
+        assert_eq!(params.grammar.as_deref(), Some(gbnf));
+        params
+            .set_assignment("grammar=|-\n  root ::= \"a\"\n  b ::= \"c\"")
+            .unwrap();
+        assert_eq!(
+            params.grammar.as_deref(),
+            Some("root ::= \"a\"\nb ::= \"c\"")
+        );
     }
 
     #[test]
