@@ -1,7 +1,8 @@
 //! Each engine's chain as a list of [`Step`]s, run on a candidate [`Pool`]: llama.cpp and
-//! transformers sample through it, and every engine's per-stage trace comes from it. vLLM
-//! samples through a faster path that runs the same list's logit processors on plain logits
-//! and its filters as one cut (the tests hold it equal to this one).
+//! transformers sample through it, and every engine's per-stage trace comes from it. A chain
+//! that ends in vLLM's filters (or in greedy's argmax) samples through a faster path built from
+//! the same list: its logit processors on plain logits, then the filters as one cut (the tests
+//! hold it equal to the pool).
 //!
 //! The list starts as the whole vocabulary held densely (index = id); the first stage that cuts
 //! it lists the survivors. top_k and min_p cut a dense pool without listing it, so that the common
@@ -79,6 +80,21 @@ impl Step {
             Step::Greedy => "greedy",
             Step::Mirostat => "mirostat",
         }
+    }
+
+    /// A logit processor: a stage that moves logits, reading the sample only.
+    pub(super) fn is_processor(self) -> bool {
+        matches!(
+            self,
+            Step::Constraint
+                | Step::AllowedIds
+                | Step::BadWords
+                | Step::MinTokens
+                | Step::LogitBias
+                | Step::BanEos
+                | Step::Penalties
+                | Step::Dry
+        )
     }
 
     /// Runs a logit processor (a stage that moves logits, reading the sample only) on a pool
@@ -163,16 +179,23 @@ impl Step {
     }
 }
 
-/// vLLM's logit processors in its order: the start of its chain, and all of its fast path but
-/// the filters. The structured-output mask comes first: vLLM applies it to the model's logits
-/// before the sampler sees them.
-pub(super) const VLLM_PROCESSORS: [Step; 6] = [
+/// vLLM's logit processors in its order. The structured-output mask comes first: vLLM applies
+/// it to the model's logits before the sampler sees them.
+const VLLM_PROCESSORS: [Step; 6] = [
     Step::Constraint,
     Step::AllowedIds,
     Step::BadWords,
     Step::MinTokens,
     Step::LogitBias,
     Step::Penalties,
+];
+
+/// vLLM's filters after its processors, in its order (each a no-op when off).
+pub(super) const VLLM_FILTERS: [Step; 4] = [
+    Step::Temperature,
+    Step::MinP,
+    Step::TopK { ties: true },
+    Step::TopP,
 ];
 
 /// The engine's chain for `params`, in the order it runs.
@@ -183,12 +206,7 @@ pub(super) fn steps(params: &SamplingParams) -> Vec<Step> {
             if params.is_greedy() {
                 steps.push(Step::Greedy);
             } else {
-                steps.extend([
-                    Step::Temperature,
-                    Step::MinP,
-                    Step::TopK { ties: true },
-                    Step::TopP,
-                ]);
+                steps.extend(VLLM_FILTERS);
             }
             steps
         }
