@@ -82,6 +82,20 @@ impl Step {
         }
     }
 
+    /// The llama.cpp stage that does what this step does (in its own engine's formula).
+    fn stage(self) -> Option<Stage> {
+        let as_llama_cpp = match self {
+            Step::TopK { .. } => Step::TopK { ties: false },
+            Step::TypicalTransformers => Step::TypicalLlamaCpp,
+            Step::TopPTransformers => Step::TopP,
+            step => step,
+        };
+        LLAMA_CPP_STAGES
+            .iter()
+            .find(|&&(_, step)| step == as_llama_cpp)
+            .map(|&(stage, _)| stage)
+    }
+
     /// A logit processor: a stage that moves logits, reading the sample only.
     pub(super) fn is_processor(self) -> bool {
         matches!(
@@ -198,6 +212,50 @@ pub(super) const VLLM_FILTERS: [Step; 4] = [
     Step::TopP,
 ];
 
+/// transformers' logits processors in its order. A constraint is a logits processor the caller
+/// passes to generate(), which runs after the built-in ones.
+const TRANSFORMERS_PROCESSORS: [Step; 5] = [
+    Step::LogitBias,
+    Step::Penalties,
+    Step::BadWords,
+    Step::MinTokens,
+    Step::Constraint,
+];
+
+/// transformers' logits warpers in its order, after its processors.
+const TRANSFORMERS_WARPERS: [Step; 5] = [
+    Step::Temperature,
+    Step::TopK { ties: true },
+    Step::TopPTransformers,
+    Step::MinP,
+    Step::TypicalTransformers,
+];
+
+/// Each llama.cpp sampler stage and the step that runs it in llama.cpp's chain.
+const LLAMA_CPP_STAGES: [(Stage, Step); 9] = [
+    (Stage::Penalties, Step::Penalties),
+    (Stage::Dry, Step::Dry),
+    (Stage::TopNSigma, Step::TopNSigma),
+    (Stage::TopK, Step::TopK { ties: false }),
+    (Stage::TypicalP, Step::TypicalLlamaCpp),
+    (Stage::TopP, Step::TopP),
+    (Stage::MinP, Step::MinP),
+    (Stage::Xtc, Step::Xtc),
+    (Stage::Temperature, Step::Temperature),
+];
+
+/// A sampling engine's order (vLLM's or transformers', sampling rather than greedy) in
+/// llama.cpp's stage names: the `--samplers` that asks llama.cpp for it. The stages llama.cpp
+/// lacks (bad words, min_tokens, ...) are left out; llama.cpp's own order is its `samplers`.
+pub fn order_as_llama_cpp_stages(engine: Engine) -> Vec<Stage> {
+    let steps: Vec<Step> = match engine {
+        Engine::Vllm => [&VLLM_PROCESSORS[..], &VLLM_FILTERS].concat(),
+        Engine::Transformers => [&TRANSFORMERS_PROCESSORS[..], &TRANSFORMERS_WARPERS].concat(),
+        Engine::LlamaCpp => return Stage::LLAMA_CPP_DEFAULT.to_vec(),
+    };
+    steps.into_iter().filter_map(Step::stage).collect()
+}
+
 /// The engine's chain for `params`, in the order it runs.
 pub(super) fn steps(params: &SamplingParams) -> Vec<Step> {
     match params.engine {
@@ -211,25 +269,11 @@ pub(super) fn steps(params: &SamplingParams) -> Vec<Step> {
             steps
         }
         Engine::Transformers => {
-            // A constraint is a logits processor the caller passes to generate(), which runs
-            // after the built-in processors and before the warpers.
-            let mut steps = vec![
-                Step::LogitBias,
-                Step::Penalties,
-                Step::BadWords,
-                Step::MinTokens,
-                Step::Constraint,
-            ];
+            let mut steps = TRANSFORMERS_PROCESSORS.to_vec();
             if params.is_greedy() {
                 steps.push(Step::Greedy);
             } else {
-                steps.extend([
-                    Step::Temperature,
-                    Step::TopK { ties: true },
-                    Step::TopPTransformers,
-                    Step::MinP,
-                    Step::TypicalTransformers,
-                ]);
+                steps.extend(TRANSFORMERS_WARPERS);
             }
             steps
         }
@@ -243,16 +287,11 @@ pub(super) fn steps(params: &SamplingParams) -> Vec<Step> {
                 .samplers
                 .as_deref()
                 .unwrap_or(&Stage::LLAMA_CPP_DEFAULT);
-            steps.extend(order.iter().map(|stage| match stage {
-                Stage::Penalties => Step::Penalties,
-                Stage::Dry => Step::Dry,
-                Stage::TopNSigma => Step::TopNSigma,
-                Stage::TopK => Step::TopK { ties: false },
-                Stage::TypicalP => Step::TypicalLlamaCpp,
-                Stage::TopP => Step::TopP,
-                Stage::MinP => Step::MinP,
-                Stage::Xtc => Step::Xtc,
-                Stage::Temperature => Step::Temperature,
+            steps.extend(order.iter().filter_map(|&stage| {
+                LLAMA_CPP_STAGES
+                    .iter()
+                    .find(|&&(s, _)| s == stage)
+                    .map(|&(_, step)| step)
             }));
             steps
         }
@@ -330,4 +369,32 @@ pub(super) fn trace(
         });
     }
     traces
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(engine: Engine) -> String {
+        let stages = order_as_llama_cpp_stages(engine);
+        stages
+            .iter()
+            .map(|s| s.name())
+            .collect::<Vec<_>>()
+            .join(";")
+    }
+
+    #[test]
+    fn each_engine_order_reads_as_llama_cpp_stages() {
+        assert_eq!(
+            names(Engine::Vllm),
+            "penalties;temperature;min_p;top_k;top_p"
+        );
+        assert_eq!(
+            names(Engine::Transformers),
+            "penalties;temperature;top_k;top_p;min_p;typ_p"
+        );
+        let default = Stage::LLAMA_CPP_DEFAULT.map(|s| s.name()).join(";");
+        assert_eq!(names(Engine::LlamaCpp), default);
+    }
 }
