@@ -7,7 +7,7 @@
 use super::backend::Backend;
 use super::contain::contain;
 use super::events::{Branch, Event, PromptToken, Request, RunId};
-use super::generate::{RunContext, generate, token_text};
+use super::generate::{RunContext, generate};
 use super::prompt::Prompt;
 use super::replay::ReplayStore;
 use super::runner::Runner;
@@ -17,6 +17,7 @@ use super::trace::TraceRequest;
 use crate::model::source::LoadProgress;
 use crate::model::source::hub::Cancel;
 use crate::model::text::chat_template::{ChatTemplate, Message};
+use crate::model::text::token_text;
 use crate::model::{Activations, memory};
 use crate::params::SamplingParams;
 use crate::response::{CrossScore, PromptText};
