@@ -337,6 +337,7 @@ impl<'c> Run<'_, 'c> {
                 tokens_replayed: replayed,
                 tokens_decoded: decoded,
             },
+            provenance: None,
         })
     }
 
