@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Borrow;
 
 pub mod provenance;
+pub mod results_file;
 pub mod stats;
 pub mod twinkle;
 

@@ -95,3 +95,77 @@ impl Provenance {
         }
     }
 }
+
+impl ModelProvenance {
+    /// Why `here` (the files a model loaded now was read from) is not the model the run
+    /// sampled, naming the first file that differs; `None` when every file has the run's
+    /// sha256 (a renamed file is still the same model).
+    pub fn mismatch(&self, here: &[FileDigest]) -> Option<String> {
+        let same = |a: &FileDigest, b: &FileDigest| a.sha256.is_some() && a.sha256 == b.sha256;
+        let named = |f: &FileDigest| {
+            let sha = f.sha256.as_deref().unwrap_or("unknown: the file could not be read");
+            format!("{} (sha256 {sha}, {} bytes)", f.name, f.size)
+        };
+        if let Some(then) = self.files.iter().find(|then| !here.iter().any(|now| same(then, now))) {
+            return Some(match (&self.files[..], here) {
+                _ if then.sha256.is_none() => format!(
+                    "the results file has no sha256 of {}: it could not be read when the run \
+                     was made, so the model cannot be checked",
+                    then.name
+                ),
+                ([_], [now]) => format!(
+                    "the run read {}, the model here is {}",
+                    named(then),
+                    named(now)
+                ),
+                _ => match here.iter().find(|now| now.name == then.name) {
+                    Some(now) => format!(
+                        "the run read {}, the model here has {}",
+                        named(then),
+                        named(now)
+                    ),
+                    None => format!(
+                        "the run read {}, which the model here lacks",
+                        named(then)
+                    ),
+                },
+            });
+        }
+        here.iter()
+            .find(|now| !self.files.iter().any(|then| same(then, now)))
+            .map(|extra| {
+                format!(
+                    "the model here has {}, which the run did not read",
+                    named(extra)
+                )
+            })
+    }
+}
+
+impl Provenance {
+    /// What ran differently in `now` than in this run, one line each (`samplab 0.1.0 then,
+    /// 0.2.0 now`): the likely reasons why a re-run parts from it.
+    pub fn differences(&self, now: &Provenance) -> Vec<String> {
+        let kernels = |p: &Provenance| {
+            let rows: Vec<String> = p
+                .kernels
+                .iter()
+                .map(|k| format!("{} {}", k.weight_type, k.kernel))
+                .collect();
+            rows.join("; ")
+        };
+        let activations = |p: &Provenance| p.activations.map_or("-".to_owned(), |a| a.to_string());
+        let fields: [(&str, String, String); 5] = [
+            ("samplab", self.samplab.clone(), now.samplab.clone()),
+            ("device", self.device.clone(), now.device.clone()),
+            ("activations", activations(self), activations(now)),
+            ("kernels", kernels(self), kernels(now)),
+            ("chain", self.chain.join(" → "), now.chain.join(" → ")),
+        ];
+        fields
+            .into_iter()
+            .filter(|(_, then, now)| then != now)
+            .map(|(name, then, now)| format!("{name}: {then} then, {now} now"))
+            .collect()
+    }
+}
