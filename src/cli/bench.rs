@@ -237,11 +237,7 @@ fn measure(model: &mut LoadedModel, args: &BenchArgs) -> anyhow::Result<Report> 
         model: model.name.clone(),
         device: model.device.clone(),
         weight_bytes,
-        kernels: backend
-            .kernels()
-            .into_iter()
-            .map(Kernel::from)
-            .collect(),
+        kernels: backend.kernels().into_iter().map(Kernel::from).collect(),
         prefill_tokens: prompt_tokens,
         prefill_tok_per_s,
         read_gb_per_s,

@@ -13,8 +13,8 @@ use samplab::engine::reproduce::{Difference, first_difference, own_samples, requ
 use samplab::model::Activations;
 use samplab::model::device::DeviceChoice;
 use samplab::model::source::HubSettings;
-use samplab::response::results_file::{self, run_name};
 use samplab::response::Provenance;
+use samplab::response::results_file::{self, run_name};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -44,7 +44,10 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         .enumerate()
         .map(|(i, run)| {
             request_of(run).map_err(|why| {
-                anyhow::anyhow!("{} of {file} cannot be replayed: {why}", run_name(i, runs.len()))
+                anyhow::anyhow!(
+                    "{} of {file} cannot be replayed: {why}",
+                    run_name(i, runs.len())
+                )
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
@@ -110,19 +113,28 @@ fn load(args: &ReplayArgs, provenance: &Provenance) -> anyhow::Result<LoadedMode
     let device = match args.device {
         Some(device) => device,
         None => provenance.device.parse().map_err(|e| {
-            anyhow::anyhow!("its provenance names the device `{}`: {e}", provenance.device)
+            anyhow::anyhow!(
+                "its provenance names the device `{}`: {e}",
+                provenance.device
+            )
         })?,
     };
     // Absent where the model has no quantized products on the CPU: either runs them alike.
     let activations = provenance.activations.unwrap_or(Activations::Exact);
     let mut bar = LoadBar::new();
-    let loaded = load_model_with(&source, &HubSettings::from_env(), device, activations, &mut |p| {
-        bar.show(&p)
-    });
+    let loaded = load_model_with(
+        &source,
+        &HubSettings::from_env(),
+        device,
+        activations,
+        &mut |p| bar.show(&p),
+    );
     bar.clear();
     loaded.map_err(|e| {
         let moved = match args.model {
-            None => "; if the model moved, pass --model with where it is now (its sha256 is checked)",
+            None => {
+                "; if the model moved, pass --model with where it is now (its sha256 is checked)"
+            }
             Some(_) => "",
         };
         anyhow::anyhow!("cannot load the run's model {source}: {e:#}{moved}")

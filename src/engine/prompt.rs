@@ -89,9 +89,11 @@ impl Prompt {
             return Ok(Prompt::raw_with(&record.text, record.literal_specials));
         }
         if record.messages.is_empty() {
-            return Err("its prompt is a chat prompt without `messages`: the conversation the \
+            return Err(
+                "its prompt is a chat prompt without `messages`: the conversation the \
                         template got is missing"
-                .to_owned());
+                    .to_owned(),
+            );
         }
         Ok(Prompt::Chat(Conversation {
             messages: record.messages.clone(),

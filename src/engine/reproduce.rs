@@ -131,5 +131,8 @@ pub fn first_difference(file: &SampleResponse, rerun: &SampleResponse) -> Option
 
 /// Tokens the file's own samples hold, which a run that equals it reproduced.
 pub fn sample_tokens(response: &SampleResponse) -> usize {
-    own_samples(response).iter().map(|t| t.token_ids.len()).sum()
+    own_samples(response)
+        .iter()
+        .map(|t| t.token_ids.len())
+        .sum()
 }

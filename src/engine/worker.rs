@@ -16,10 +16,10 @@ use super::structured::Structured;
 use super::trace::TraceRequest;
 use crate::model::source::LoadProgress;
 use crate::model::source::hub::Cancel;
+use crate::model::source::origin::ModelOrigin;
 use crate::model::text::chat_template::{ChatTemplate, Message};
 use crate::model::{Activations, memory};
 use crate::params::SamplingParams;
-use crate::model::source::origin::ModelOrigin;
 use crate::response::provenance::{Kernel, ModelProvenance};
 use crate::response::{CrossScore, Provenance, Trajectory};
 use crate::sampling::StageTrace;
@@ -183,14 +183,23 @@ impl LoadedModel {
 
     /// What ran a run of `params` that made `trajectories`: this model's files (waiting for
     /// their digests if they are still being computed), device and kernels.
-    pub fn provenance(&mut self, params: &SamplingParams, trajectories: &[Trajectory]) -> Provenance {
+    pub fn provenance(
+        &mut self,
+        params: &SamplingParams,
+        trajectories: &[Trajectory],
+    ) -> Provenance {
         let model = ModelProvenance {
             source: self.origin.source.clone(),
             files: self.origin.files().to_vec(),
             server: None,
             served_model: None,
         };
-        let kernels = self.backend.kernels().into_iter().map(Kernel::from).collect();
+        let kernels = self
+            .backend
+            .kernels()
+            .into_iter()
+            .map(Kernel::from)
+            .collect();
         Provenance::of_run(
             model,
             self.device.clone(),

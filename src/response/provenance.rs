@@ -103,10 +103,17 @@ impl ModelProvenance {
     pub fn mismatch(&self, here: &[FileDigest]) -> Option<String> {
         let same = |a: &FileDigest, b: &FileDigest| a.sha256.is_some() && a.sha256 == b.sha256;
         let named = |f: &FileDigest| {
-            let sha = f.sha256.as_deref().unwrap_or("unknown: the file could not be read");
+            let sha = f
+                .sha256
+                .as_deref()
+                .unwrap_or("unknown: the file could not be read");
             format!("{} (sha256 {sha}, {} bytes)", f.name, f.size)
         };
-        if let Some(then) = self.files.iter().find(|then| !here.iter().any(|now| same(then, now))) {
+        if let Some(then) = self
+            .files
+            .iter()
+            .find(|then| !here.iter().any(|now| same(then, now)))
+        {
             return Some(match (&self.files[..], here) {
                 _ if then.sha256.is_none() => format!(
                     "the results file has no sha256 of {}: it could not be read when the run \
@@ -124,10 +131,7 @@ impl ModelProvenance {
                         named(then),
                         named(now)
                     ),
-                    None => format!(
-                        "the run read {}, which the model here lacks",
-                        named(then)
-                    ),
+                    None => format!("the run read {}, which the model here lacks", named(then)),
                 },
             });
         }
@@ -167,5 +171,92 @@ impl Provenance {
             .filter(|(_, then, now)| then != now)
             .map(|(name, then, now)| format!("{name}: {then} then, {now} now"))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(name: &str, sha: &str) -> FileDigest {
+        FileDigest {
+            name: name.into(),
+            size: 3,
+            sha256: Some(sha.repeat(64)),
+        }
+    }
+
+    fn model(files: Vec<FileDigest>) -> ModelProvenance {
+        ModelProvenance {
+            source: "/m".into(),
+            files,
+            server: None,
+            served_model: None,
+        }
+    }
+
+    #[test]
+    fn a_model_is_the_same_by_its_digests_not_its_names() {
+        let run = model(vec![
+            file("config.json", "a"),
+            file("model.safetensors", "b"),
+        ]);
+        let renamed = [file("model.safetensors", "b"), file("settings.json", "a")];
+        assert_eq!(run.mismatch(&renamed), None);
+        let edited = [file("config.json", "c"), file("model.safetensors", "b")];
+        let why = run.mismatch(&edited).unwrap();
+        assert!(
+            why.contains(&format!(
+                "the run read config.json (sha256 {}",
+                "a".repeat(64)
+            )) && why.contains(&format!(
+                "the model here has config.json (sha256 {}",
+                "c".repeat(64)
+            )),
+            "{why}"
+        );
+        let more = [
+            file("config.json", "a"),
+            file("model.safetensors", "b"),
+            file("chat_template.jinja", "d"),
+        ];
+        let why = run.mismatch(&more).unwrap();
+        assert!(why.contains("has chat_template.jinja"), "{why}");
+        let unread = model(vec![FileDigest {
+            sha256: None,
+            ..file("m.gguf", "a")
+        }]);
+        let why = unread.mismatch(&[file("m.gguf", "a")]).unwrap();
+        assert!(why.contains("no sha256 of m.gguf"), "{why}");
+    }
+
+    #[test]
+    fn differences_name_what_ran_otherwise() {
+        let then = Provenance {
+            samplab: "0.1.0".into(),
+            model: model(vec![file("m.gguf", "a")]),
+            engine: Engine::Vllm,
+            chain: vec!["temperature".into(), "top_p".into()],
+            device: "cpu".into(),
+            kernels: vec![Kernel::from(("q4_k".to_owned(), "samplab avx2".to_owned()))],
+            activations: Some(Activations::Exact),
+            seeds: vec![1],
+        };
+        assert!(then.differences(&then).is_empty());
+        let now = Provenance {
+            samplab: "0.2.0".into(),
+            kernels: vec![Kernel::from((
+                "q4_k".to_owned(),
+                "samplab avx512-vnni".to_owned(),
+            ))],
+            ..then.clone()
+        };
+        assert_eq!(
+            then.differences(&now),
+            [
+                "samplab: 0.1.0 then, 0.2.0 now",
+                "kernels: q4_k samplab avx2 then, q4_k samplab avx512-vnni now"
+            ]
+        );
     }
 }

@@ -151,10 +151,32 @@ fn check_shape(run: &Value) -> Result<(), Shape> {
         return Err(Shape::NotAResponse);
     };
     let as_messages = run["trajectories"][0].get("messages").is_some();
-    match (fields.contains_key("model"), fields.contains_key("provenance")) {
+    match (
+        fields.contains_key("model"),
+        fields.contains_key("provenance"),
+    ) {
         (false, _) if as_messages => Err(Shape::Twinkle),
         (false, _) => Err(Shape::NotAResponse),
         (true, false) => Err(Shape::NoProvenance),
         (true, true) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_problem_is_named() {
+        let refusal = |text: &str| parse(text, "f.json").unwrap_err().to_string();
+        assert!(refusal("{\"model\": \"m\", ").contains("f.json ends early (line 1"));
+        assert!(refusal("model: m").contains("f.json is not JSON"));
+        assert!(refusal("3").contains("the run of f.json is not a SampleResponse"));
+        let twinkle = r#"{"trajectories": [{"messages": []}], "logprobs": null}"#;
+        assert!(refusal(twinkle).contains("twinkle's shape"));
+        assert!(refusal(r#"{"model": "m", "trajectories": []}"#).contains("no `provenance`"));
+        let unknown = r#"{"model": "m", "provenance": {"samplab": "7.0.0"}, "colour": 1}"#;
+        let said = refusal(unknown);
+        assert!(said.contains("written by samplab 7.0.0"), "{said}");
     }
 }

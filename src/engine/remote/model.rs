@@ -16,8 +16,8 @@ use crate::model::source::LoadProgress;
 use crate::params::{Field, SamplingParams};
 use crate::response::provenance::ModelProvenance;
 use crate::response::{
-    CrossScore, Provenance, RunStats, SampleResponse, StopMatched, StopReason, Timings,
-    TopLogprob, Trajectory,
+    CrossScore, Provenance, RunStats, SampleResponse, StopMatched, StopReason, Timings, TopLogprob,
+    Trajectory,
 };
 use crate::sampling::{StageTrace, sample_seed};
 use std::collections::HashMap;

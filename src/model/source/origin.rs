@@ -167,10 +167,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("m.gguf");
         std::fs::write(&file, b"abc").unwrap();
-        let mut origin = ModelOrigin::start(
-            file.to_str().unwrap(),
-            &ModelSource::Gguf(file.clone()),
-        );
+        let mut origin =
+            ModelOrigin::start(file.to_str().unwrap(), &ModelSource::Gguf(file.clone()));
         let full = std::fs::canonicalize(&file).unwrap();
         assert_eq!(origin.source, full.to_string_lossy());
         assert_eq!(

@@ -49,7 +49,10 @@ fn file_sha256_in(
             return Ok(entry.sha256);
         }
     }
-    let digest = sha256::of_reader(&mut crate::regular_file::open(path).map_err(Hashing::Io)?, cancel)?;
+    let digest = sha256::of_reader(
+        &mut crate::regular_file::open(path).map_err(Hashing::Io)?,
+        cancel,
+    )?;
     if let Some(modified_ns) = modified_ns {
         let entry = Entry {
             size: meta.len(),
@@ -78,7 +81,11 @@ fn fallback_entry(path: &Path) -> Option<PathBuf> {
     let full = std::fs::canonicalize(path).ok()?;
     let name = full.file_name()?.to_string_lossy().into_owned();
     let key = sha256::of_bytes(full.as_os_str().as_encoded_bytes());
-    Some(cache_dir("sha256").ok()?.join(format!("{name}-{}.json", &key[..16])))
+    Some(
+        cache_dir("sha256")
+            .ok()?
+            .join(format!("{name}-{}.json", &key[..16])),
+    )
 }
 
 /// Whether the folder an entry goes in is meant to be written: a folder whose permissions

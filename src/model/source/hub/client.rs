@@ -258,12 +258,13 @@ impl<'a> Client<'a> {
                 (Some(size), _) if len != size => Some(format!("{len} bytes of {size}")),
                 (_, Some(expected)) => {
                     out.seek(SeekFrom::Start(0)).map_err(cache_error)?;
-                    let actual = sha256::of_reader(&mut out, &self.hub.cancel).map_err(|e| match e {
-                        Hashing::Cancelled => HubError::Cancelled {
-                            file: file.to_owned(),
-                        },
-                        Hashing::Io(e) => cache_error(e),
-                    })?;
+                    let actual =
+                        sha256::of_reader(&mut out, &self.hub.cancel).map_err(|e| match e {
+                            Hashing::Cancelled => HubError::Cancelled {
+                                file: file.to_owned(),
+                            },
+                            Hashing::Io(e) => cache_error(e),
+                        })?;
                     (actual != expected).then(|| format!("sha256 {actual}, not {expected}"))
                 }
                 _ => None,
