@@ -71,6 +71,9 @@ const STORY: [&str; 6] = [
     "max_tokens=24",
 ];
 
+/// A run of two tokens.
+const BRIEF: [&str; 4] = ["--prompt", "Once", "--set", "max_tokens=2"];
+
 #[test]
 fn a_response_names_its_model_file_by_sha256_and_keeps_the_digest_beside_it() {
     let Some((dir, model)) = copied_test_model() else {
@@ -125,21 +128,8 @@ fn a_read_only_model_folder_keeps_its_sha256_in_samplabs_cache() {
     };
     let folder = model.parent().unwrap().to_owned();
     std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o555)).unwrap();
-    let out = samplab(
-        dir.path(),
-        &[
-            "sample",
-            "--model",
-            model.to_str().unwrap(),
-            "--prompt",
-            "Once",
-            "--set",
-            "max_tokens=2",
-            "--json",
-        ],
-    );
+    let (_, run) = results_file(dir.path(), &model, &BRIEF);
     std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755)).unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
     let names: Vec<String> = std::fs::read_dir(&folder)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -155,7 +145,6 @@ fn a_read_only_model_folder_keeps_its_sha256_in_samplabs_cache() {
         .collect();
     assert_eq!(cached.len(), 1, "{cached:?}");
     let entry: Value = serde_json::from_slice(&std::fs::read(&cached[0]).unwrap()).unwrap();
-    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         entry["sha256"],
         run["provenance"]["model"]["files"][0]["sha256"]
@@ -311,22 +300,11 @@ fn replay_refuses_a_truncated_file_and_files_it_cannot_read_whole() {
         .unwrap()
         .remove("seeds");
     assert!(refusal(&lacking).contains("missing field `seeds`"));
-    let out = samplab(
+    let (_, twinkle) = results_file(
         dir.path(),
-        &[
-            "sample",
-            "--model",
-            model.to_str().unwrap(),
-            "--prompt",
-            "Once",
-            "--set",
-            "max_tokens=2",
-            "--json",
-            "--shape",
-            "twinkle",
-        ],
+        &model,
+        &[&BRIEF[..], &["--shape", "twinkle"]].concat(),
     );
-    let twinkle: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(refusal(&twinkle).contains("twinkle's shape"));
     assert!(refusal(&json!([])).contains("not a SampleResponse"));
     assert!(refusal(&json!([run, 3])).contains("run 2 (of 2) of f.json is not a SampleResponse"));
