@@ -9,7 +9,9 @@ use clap::Args;
 use samplab::engine::LoadedModel;
 use samplab::engine::generate::token_text;
 use samplab::engine::load::load_model_with;
-use samplab::engine::reproduce::{Difference, first_difference, own_samples, request_of};
+use samplab::engine::reproduce::{
+    Difference, first_difference, own_samples, request_of, sample_tokens,
+};
 use samplab::model::Activations;
 use samplab::model::device::DeviceChoice;
 use samplab::model::source::HubSettings;
@@ -70,20 +72,23 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("{what} failed to run again"))?;
         let samples = own_samples(run).len();
         let branches = run.trajectories.len() - samples;
+        let left_out = match branches {
+            0 => String::new(),
+            n => format!(
+                "; {} left out, as picks, not draws",
+                counted(n, "branch", "branches")
+            ),
+        };
         println!(
-            "{what} ({}, {samples} sample{}{}):",
+            "{what} ({}, {}{left_out}):",
             run.model,
-            if samples == 1 { "" } else { "s" },
-            match branches {
-                0 => String::new(),
-                n => format!("; {n} branch{} left out, as picks, not draws", plural_es(n)),
-            }
+            counted(samples, "sample", "samples")
         );
         match first_difference(run, &rerun) {
             None => println!(
                 "  every token equals: {} prompt and {} sampled",
                 run.prompt_token_ids.len(),
-                samplab::engine::reproduce::sample_tokens(run)
+                sample_tokens(run)
             ),
             Some(difference) => {
                 differs = true;
@@ -175,6 +180,7 @@ fn describe(difference: &Difference, model: &LoadedModel) -> String {
     }
 }
 
-fn plural_es(n: usize) -> &'static str {
-    if n == 1 { "" } else { "es" }
+/// `1 sample`, `3 samples`.
+fn counted(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
