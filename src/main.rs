@@ -44,6 +44,10 @@ enum Command {
     Bench(cli::bench::BenchArgs),
     /// Write the parameters of a preset as code for another engine.
     Export(cli::export::ExportArgs),
+    /// Run a results file again (its prompt, params, seeds, model, device) and say whether
+    /// every token equals: exit 0 if so, 1 naming the first that differs, 2 when the file
+    /// cannot be replayed.
+    Replay(cli::replay::ReplayArgs),
     /// Check and list presets.
     Presets {
         #[command(subcommand)]
@@ -54,12 +58,17 @@ enum Command {
 fn main() -> ExitCode {
     pin_thread_count();
     let cli = Cli::parse();
+    let failure = match cli.command {
+        Some(Command::Replay(_)) => ExitCode::from(cli::replay::TROUBLE),
+        _ => ExitCode::FAILURE,
+    };
     let result = match cli.command {
         None => cli::play::run(cli.play),
         Some(Command::Sample(args)) => cli::sample::run(args),
         Some(Command::Sweep(args)) => cli::sweep::run(args),
         Some(Command::Bench(args)) => cli::bench::run(args),
         Some(Command::Export(args)) => cli::export::run(args),
+        Some(Command::Replay(args)) => cli::replay::run(args),
         Some(Command::Presets { command }) => cli::presets::run(command),
     };
     match result {
@@ -71,7 +80,7 @@ fn main() -> ExitCode {
             // Messages quote files (a GGUF's architecture, a preset's key), which must not
             // reach the terminal as escape sequences.
             eprintln!("samplab: {}", escape_controls(&format!("{e:#}")));
-            ExitCode::FAILURE
+            failure
         }
     }
 }

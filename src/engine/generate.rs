@@ -338,6 +338,7 @@ impl<'c> Run<'_, 'c> {
                 tokens_replayed: replayed,
                 tokens_decoded: decoded,
             },
+            provenance: None,
         })
     }
 

@@ -239,6 +239,7 @@ fn fake_loaded(delay: Duration) -> LoadedModel {
         warnings: Vec::new(),
         activations: None,
         structured: Default::default(),
+        origin: Default::default(),
     }
 }
 

@@ -30,6 +30,7 @@ fn model(replay: usize) -> LoadedModel {
         warnings: Vec::new(),
         activations: None,
         structured: Default::default(),
+        origin: Default::default(),
     }
 }
 

@@ -308,6 +308,17 @@ pub(super) fn grammar_first(params: &SamplingParams) -> Vec<Step> {
     steps
 }
 
+/// The stages of the chain of `params` by name, in the order they run, as the trace shows them
+/// (llama.cpp's grammar first, since a refused draw resamples through it); the constraint
+/// only where `params` have one.
+pub fn stage_names(params: &SamplingParams) -> Vec<&'static str> {
+    grammar_first(params)
+        .into_iter()
+        .filter(|&step| step != Step::Constraint || params.constraint().is_some())
+        .map(Step::name)
+        .collect()
+}
+
 /// Runs `steps` (a chain of `params`) and draws with `u`, or takes `forced` (a token the user
 /// picked): the chosen token's id, the pool then holding the final distribution in draw order.
 /// Mirostat learns from the chosen token, unless a forced one was filtered out (its surprise
