@@ -7,7 +7,6 @@ use super::progress::LoadBar;
 use anyhow::Context;
 use clap::Args;
 use samplab::engine::LoadedModel;
-use samplab::engine::generate::token_text;
 use samplab::engine::load::load_model_with;
 use samplab::engine::reproduce::{
     Difference, first_difference, own_samples, request_of, sample_tokens,
@@ -15,6 +14,7 @@ use samplab::engine::reproduce::{
 use samplab::model::Activations;
 use samplab::model::device::DeviceChoice;
 use samplab::model::source::HubSettings;
+use samplab::model::text::token_text;
 use samplab::response::Provenance;
 use samplab::response::results_file::{self, run_name};
 use std::path::PathBuf;
