@@ -44,6 +44,8 @@ enum Command {
     Bench(cli::bench::BenchArgs),
     /// Write the parameters of a preset as code for another engine.
     Export(cli::export::ExportArgs),
+    /// Turn a results file (`sample --json`, the playground's `w`) into a page to share.
+    Render(cli::render::RenderArgs),
     /// Check and list presets.
     Presets {
         #[command(subcommand)]
@@ -60,6 +62,7 @@ fn main() -> ExitCode {
         Some(Command::Sweep(args)) => cli::sweep::run(args),
         Some(Command::Bench(args)) => cli::bench::run(args),
         Some(Command::Export(args)) => cli::export::run(args),
+        Some(Command::Render(args)) => cli::render::run(args),
         Some(Command::Presets { command }) => cli::presets::run(command),
     };
     match result {

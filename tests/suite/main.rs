@@ -26,6 +26,7 @@ mod model_qtypes;
 mod model_real;
 mod model_stories;
 mod remote;
+mod render;
 mod replay;
 mod sampling;
 mod stop_strings;

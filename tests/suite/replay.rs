@@ -62,6 +62,7 @@ impl Fake {
             eos_ids: &[EOS],
             model_name: "fake",
             constraint: None,
+            record_traces: false,
         };
         let mut checks = 0;
         generate(
@@ -866,6 +867,7 @@ fn branches_that_do_not_fit_the_run_are_refused() {
             eos_ids: &[EOS],
             model_name: "fake",
             constraint: None,
+            record_traces: false,
         };
         let err = generate(
             &mut FakeModel::new(VOCAB.len(), 4096),

@@ -3,6 +3,7 @@
 use samplab::model::device::DeviceChoice;
 use std::path::PathBuf;
 
+pub mod chromium;
 pub mod fake_hub;
 pub mod fake_model;
 pub mod fake_openai;
