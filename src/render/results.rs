@@ -57,6 +57,9 @@ pub fn parse(text: &str) -> Result<Vec<Run>, String> {
         _ => serde_json::from_str(text).map(|one| vec![one]),
     }
     .map_err(|e| format!("{e}; expected {EXPECTED}"))?;
+    for (i, response) in responses.iter().enumerate() {
+        check_lengths(response).map_err(|e| format!("{}{e}", run_label(i, responses.len())))?;
+    }
     Ok(responses
         .into_iter()
         .zip(items)
@@ -89,7 +92,37 @@ fn check_shape(item: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// `run 2 of 3: ` in an array, nothing for a lone run.
+/// Refuses a trajectory whose per-token lists do not have one entry per token: the page would
+/// show tokens against another token's figures.
+fn check_lengths(response: &SampleResponse) -> Result<(), String> {
+    for t in &response.trajectories {
+        let tokens = t.token_ids.len();
+        let lists = [
+            ("logprobs", Some(t.logprobs.len())),
+            ("top_logprobs", t.top_logprobs.as_ref().map(Vec::len)),
+            ("entropy", t.entropy.as_ref().map(Vec::len)),
+            ("kept_entropy", t.kept_entropy.as_ref().map(Vec::len)),
+            ("trace", t.trace.as_ref().map(Vec::len)),
+        ]
+        .into_iter()
+        .map(|(name, len)| (name.to_owned(), len));
+        let watched = t.watched.iter().flatten();
+        let watched =
+            watched.map(|(name, series)| (format!("watched {name:?}"), Some(series.len())));
+        for (name, len) in lists.chain(watched) {
+            if let Some(len) = len.filter(|&len| len != tokens) {
+                return Err(format!(
+                    "has trajectory {} with {tokens} tokens but {len} entries in `{name}`: \
+                     every per-token list has one entry per token",
+                    t.index
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `run 2 of 3 ` in an array, `the file ` for a lone run: what the message is about.
 fn run_label(index: usize, runs: usize) -> String {
     if runs > 1 {
         format!("run {} of {runs} ", index + 1)
@@ -187,6 +220,14 @@ mod tests {
                     "\"token_ids\": \"5\"",
                 ),
                 "invalid type: string \"5\", expected a sequence at line",
+            ),
+            (
+                &full.replace(
+                    "\"token_ids\": [\n        5\n      ]",
+                    "\"token_ids\": [5, 6]",
+                ),
+                "the file has trajectory 0 with 2 tokens but 1 entries in `logprobs`: every \
+                 per-token list has one entry per token",
             ),
         ];
         for (text, expected) in cases {

@@ -3,6 +3,7 @@
 
 use crate::common;
 use crate::common::chromium::Browser;
+use crate::common::{samplab, stderr};
 
 use samplab::params::SamplingParams;
 use samplab::response::{
@@ -13,32 +14,14 @@ use samplab::sampling::StageTrace;
 use serde_json::json;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 /// A token text that would run script if it reached the page as markup.
 const HOSTILE: &str = r#"</script><img src=x onerror="document.title='pwned'">"#;
 
-fn samplab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_samplab"))
-        .args(args)
-        .output()
-        .expect("the samplab binary runs")
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
 fn top(id: u32, text: &str, logprob: f32) -> TopLogprob {
     TopLogprob(id, text.to_owned(), logprob)
-}
-
-fn stage(name: &'static str, tokens: &[Option<(f32, f32)>]) -> StageTrace {
-    StageTrace {
-        stage: name.into(),
-        tokens: tokens.to_vec(),
-    }
 }
 
 /// Two samples of three tokens: the first traced through the chain, one of its tokens and one
@@ -47,8 +30,8 @@ fn response() -> SampleResponse {
     let traced_step = |chosen: TopLogprob, other: TopLogprob| StepTrace {
         tokens: vec![chosen, other],
         stages: vec![
-            stage("model", &[Some((3.0, 0.9)), Some((0.5, 0.08))]),
-            stage("top_p", &[Some((3.0, 1.0)), None]),
+            StageTrace::new("model", vec![Some((3.0, 0.9)), Some((0.5, 0.08))]),
+            StageTrace::new("top_p", vec![Some((3.0, 1.0)), None]),
         ],
     };
     let first = Trajectory {

@@ -17,13 +17,16 @@ pub struct RunData<'a> {
     pub samples: Vec<SampleData<'a>>,
 }
 
+/// One token's alternatives as `[id, logprob]`, best first.
+type Alternatives = Vec<(u32, Option<f64>)>;
+
 /// One trajectory's tokens, each list in token order.
 #[derive(Debug, Serialize)]
 pub struct SampleData<'a> {
     ids: &'a [u32],
     logprobs: Vec<Option<f64>>,
-    /// Per token, its alternatives as `[id, logprob]`; absent from a run without `logprobs`.
-    alternatives: Option<Vec<Vec<(u32, Option<f64>)>>>,
+    /// Per token, its alternatives; absent from a run without `logprobs`.
+    alternatives: Option<Vec<Alternatives>>,
     entropy: Option<Vec<Option<f64>>>,
     kept_entropy: Option<Vec<Option<f64>>>,
     watched: Option<IndexMap<&'a str, Vec<Option<f64>>>>,
@@ -133,13 +136,6 @@ mod tests {
     use super::*;
     use crate::response::TopLogprob;
 
-    fn stage(name: &'static str, tokens: &[Option<(f32, f32)>]) -> StageTrace {
-        StageTrace {
-            stage: name.into(),
-            tokens: tokens.to_vec(),
-        }
-    }
-
     #[test]
     fn a_traced_step_reads_as_the_inspector_reads_it() {
         let step = StepTrace {
@@ -149,15 +145,15 @@ mod tests {
                 TopLogprob(9, " c".into(), -2.0),
             ],
             stages: vec![
-                stage(
+                StageTrace::new(
                     "model",
-                    &[Some((2.0, 0.5)), Some((1.0, 0.3)), Some((0.1, 0.2))],
+                    vec![Some((2.0, 0.5)), Some((1.0, 0.3)), Some((0.1, 0.2))],
                 ),
-                stage(
+                StageTrace::new(
                     "DRY",
-                    &[Some((2.0, 0.6)), Some((-1.1, 0.05)), Some((0.1, 0.35))],
+                    vec![Some((2.0, 0.6)), Some((-1.1, 0.05)), Some((0.1, 0.35))],
                 ),
-                stage("top_p", &[Some((2.0, 0.63157)), None, Some((0.1, 0.37))]),
+                StageTrace::new("top_p", vec![Some((2.0, 0.63157)), None, Some((0.1, 0.37))]),
             ],
         };
         let chain = Chain::of(&step, 3);

@@ -290,20 +290,14 @@ pub(super) fn trace(
     mut input: StepInput,
     ids: &[u32],
 ) -> Vec<StageTrace> {
-    let mut traces = vec![StageTrace {
-        stage: "model".into(),
-        tokens: pool.snapshot(ids),
-    }];
+    let mut traces = vec![StageTrace::new("model", pool.snapshot(ids))];
     let constrained = input.state.mask().is_some();
     for step in grammar_first(params) {
         if step == Step::Constraint && !constrained {
             continue;
         }
         step.apply(pool, params, &mut input);
-        traces.push(StageTrace {
-            stage: step.name().into(),
-            tokens: pool.snapshot(ids),
-        });
+        traces.push(StageTrace::new(step.name(), pool.snapshot(ids)));
     }
     traces
 }

@@ -18,6 +18,13 @@ pub struct StageTrace {
 const SHIFTING: [&str; 3] = ["penalties", "DRY", "logit_bias"];
 
 impl StageTrace {
+    pub fn new(stage: impl Into<Cow<'static, str>>, tokens: Vec<Option<(f32, f32)>>) -> Self {
+        Self {
+            stage: stage.into(),
+            tokens,
+        }
+    }
+
     /// The model's stage and those that changed something for a traced token: a filter that
     /// is off leaves every token as it was, and tells nothing.
     pub fn acting(stages: &[StageTrace]) -> impl Iterator<Item = &StageTrace> {
@@ -54,20 +61,13 @@ impl StageTrace {
 mod tests {
     use super::*;
 
-    fn stage(name: &'static str, tokens: &[Option<(f32, f32)>]) -> StageTrace {
-        StageTrace {
-            stage: name.into(),
-            tokens: tokens.to_vec(),
-        }
-    }
-
     #[test]
     fn a_fate_lists_shifts_then_the_cutting_stage() {
         let stages = [
-            stage("model", &[Some((2.0, 0.5)), Some((1.0, 0.2))]),
-            stage("DRY", &[Some((2.0, 0.6)), Some((-1.1, 0.05))]),
-            stage("top_k", &[Some((2.0, 0.6)), Some((-1.1, 0.05))]),
-            stage("top_p", &[Some((2.0, 1.0)), None]),
+            StageTrace::new("model", vec![Some((2.0, 0.5)), Some((1.0, 0.2))]),
+            StageTrace::new("DRY", vec![Some((2.0, 0.6)), Some((-1.1, 0.05))]),
+            StageTrace::new("top_k", vec![Some((2.0, 0.6)), Some((-1.1, 0.05))]),
+            StageTrace::new("top_p", vec![Some((2.0, 1.0)), None]),
         ];
         assert_eq!(StageTrace::fate(&stages, 1), ["DRY -2.10", "cut by top_p"]);
         assert!(StageTrace::fate(&stages, 0).is_empty());
@@ -76,11 +76,11 @@ mod tests {
     #[test]
     fn stages_that_changed_nothing_are_left_out_and_fates_stay() {
         let stages = [
-            stage("model", &[Some((2.0, 0.5)), Some((1.0, 0.2))]),
-            stage("penalties", &[Some((2.0, 0.5)), Some((1.0, 0.2))]),
-            stage("DRY", &[Some((2.0, 0.6)), Some((-1.1, 0.05))]),
-            stage("top_k", &[Some((2.0, 0.6)), Some((-1.1, 0.05))]),
-            stage("top_p", &[Some((2.0, 1.0)), None]),
+            StageTrace::new("model", vec![Some((2.0, 0.5)), Some((1.0, 0.2))]),
+            StageTrace::new("penalties", vec![Some((2.0, 0.5)), Some((1.0, 0.2))]),
+            StageTrace::new("DRY", vec![Some((2.0, 0.6)), Some((-1.1, 0.05))]),
+            StageTrace::new("top_k", vec![Some((2.0, 0.6)), Some((-1.1, 0.05))]),
+            StageTrace::new("top_p", vec![Some((2.0, 1.0)), None]),
         ];
         let acting: Vec<StageTrace> = StageTrace::acting(&stages).cloned().collect();
         let names: Vec<&str> = acting.iter().map(|s| &*s.stage).collect();
