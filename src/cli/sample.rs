@@ -88,7 +88,8 @@ pub struct SampleArgs {
     jsonl: bool,
     /// Record in `--json` what each stage of the chain did to every token and its best
     /// alternatives (each trajectory's `trace`), as the playground's inspector shows it, for
-    /// `samplab render` to show; local models only. It samples each step's chain twice.
+    /// `samplab render` to show; local models only, in samplab's shape. It samples each step's
+    /// chain twice.
     #[arg(long, requires = "json")]
     trace: bool,
 }
@@ -117,6 +118,9 @@ struct Finished {
 }
 
 pub fn run(mut args: SampleArgs) -> anyhow::Result<ExitCode> {
+    if args.trace && args.shape == ResponseShape::Twinkle {
+        anyhow::bail!("--trace records what twinkle's shape has no place for: leave out --shape");
+    }
     let model_defaults = args.preset.as_deref() == Some(MODEL_PRESET);
     // Checked before loading so that a typo costs no load time.
     let params = params_from_flags(

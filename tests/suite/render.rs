@@ -370,3 +370,16 @@ fn an_8_by_256_run_makes_a_small_page_that_loads_and_inspects() {
     let errors = browser.errors();
     assert!(errors.is_empty(), "the page reported errors: {errors:?}");
 }
+
+#[test]
+fn a_trace_is_refused_where_it_has_no_place() {
+    let output = samplab(&[
+        "sample", "--prompt", "hi", "--json", "--trace", "--shape", "twinkle",
+    ]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("--trace records what twinkle's shape has no place for"),
+        "{}",
+        stderr(&output)
+    );
+}
