@@ -3,7 +3,6 @@
 //! Only the binary's edge asks for it; everything below takes the directory as an argument, so
 //! tests (and the tmux end-to-end run) never touch the real home.
 
-use crate::preset_store::PresetStore;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -17,11 +16,6 @@ pub fn config_dir() -> Option<PathBuf> {
         Some(dir) if !dir.is_empty() => Some(PathBuf::from(dir)),
         _ => directories::ProjectDirs::from("", "", "samplab").map(|d| d.config_dir().to_owned()),
     }
-}
-
-/// The user's presets, in `<config dir>/presets`.
-pub fn user_presets() -> Option<PresetStore> {
-    config_dir().map(|dir| PresetStore::new(dir.join("presets")))
 }
 
 /// Where user themes live: `<config dir>/themes`.

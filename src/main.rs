@@ -46,6 +46,10 @@ enum Command {
     Export(cli::export::ExportArgs),
     /// Turn a results file (`sample --json`, the playground's `w`) into a page to share.
     Render(cli::render::RenderArgs),
+    /// Run a results file again (its prompt, params, seeds, model, device) and say whether
+    /// every token equals: exit 0 if so, 1 naming the first that differs, 2 when the file
+    /// cannot be replayed.
+    Replay(cli::replay::ReplayArgs),
     /// Check and list presets.
     Presets {
         #[command(subcommand)]
@@ -56,6 +60,10 @@ enum Command {
 fn main() -> ExitCode {
     pin_thread_count();
     let cli = Cli::parse();
+    let failure = match cli.command {
+        Some(Command::Replay(_)) => ExitCode::from(cli::replay::TROUBLE),
+        _ => ExitCode::FAILURE,
+    };
     let result = match cli.command {
         None => cli::play::run(cli.play),
         Some(Command::Sample(args)) => cli::sample::run(args),
@@ -63,6 +71,7 @@ fn main() -> ExitCode {
         Some(Command::Bench(args)) => cli::bench::run(args),
         Some(Command::Export(args)) => cli::export::run(args),
         Some(Command::Render(args)) => cli::render::run(args),
+        Some(Command::Replay(args)) => cli::replay::run(args),
         Some(Command::Presets { command }) => cli::presets::run(command),
     };
     match result {
@@ -74,7 +83,7 @@ fn main() -> ExitCode {
             // Messages quote files (a GGUF's architecture, a preset's key), which must not
             // reach the terminal as escape sequences.
             eprintln!("samplab: {}", escape_controls(&format!("{e:#}")));
-            ExitCode::FAILURE
+            failure
         }
     }
 }

@@ -2,10 +2,9 @@
 //!
 //! The built-ins in `presets/*.yaml` are compiled into the binary so that they exist on any
 //! machine; a preset can also be any YAML file a user points at, or one the user saved into
-//! their [`PresetStore`].
+//! their presets directory.
 
 use crate::params::{ParamError, SamplingParams};
-use crate::preset_store::PresetStore;
 use std::path::{Path, PathBuf};
 
 /// Where a preset came from, so the UI can say which file to fix.
@@ -118,48 +117,6 @@ pub fn load_file(path: &Path) -> Result<Preset, PresetError> {
     })
 }
 
-/// `--preset NAME|FILE`: an existing path wins, then a built-in, then a preset in `user`.
-pub fn resolve(name_or_path: &str, user: Option<&PresetStore>) -> Result<Preset, PresetError> {
-    let path = Path::new(name_or_path);
-    if path.is_file() {
-        return load_file(path);
-    }
-    if let Some(preset) = builtin(name_or_path) {
-        return Ok(preset);
-    }
-    if let Some(found) = user.and_then(|store| store.find(name_or_path)) {
-        return found;
-    }
-    // A path that names no file says so, rather than that no preset has that name.
-    let looks_like_a_path = name_or_path.contains(std::path::MAIN_SEPARATOR)
-        || name_or_path.contains('/')
-        || path
-            .extension()
-            .is_some_and(|e| ["yaml", "yml", "json"].contains(&e.to_string_lossy().as_ref()));
-    if looks_like_a_path {
-        return load_file(path);
-    }
-    Err(PresetError::NotFound {
-        name: name_or_path.to_owned(),
-        user: user.map(user_presets_hint).unwrap_or_default(),
-    })
-}
-
-/// `; user presets in DIR are a, b` for a not-found message.
-fn user_presets_hint(store: &PresetStore) -> String {
-    // Names only: a broken or huge file must not slow down or break a message about another.
-    let names = match store.files() {
-        Ok(files) if files.is_empty() => "none yet".to_owned(),
-        Ok(files) => {
-            let mut names: Vec<String> = files.into_iter().map(|(name, _)| name).collect();
-            names.dedup();
-            names.join(", ")
-        }
-        Err(e) => format!("unreadable ({e})"),
-    };
-    format!("; user presets in {} are {names}", store.dir.display())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,86 +146,5 @@ mod tests {
         check("simple-1", 0.7, 0.9, 1.15, 20);
         check("LLaMA-Precise", 0.7, 0.1, 1.18, 40);
         check("Divine Intellect", 1.31, 0.14, 1.17, 49);
-    }
-
-    #[test]
-    fn resolve_reports_unknown_names_and_bad_files() {
-        let message = resolve("no-such-preset", None).unwrap_err().to_string();
-        assert!(
-            message.contains("no-such-preset") && message.contains("balanced"),
-            "{message}"
-        );
-
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("mine.yaml");
-        std::fs::write(&path, "top_p: 2\n").unwrap();
-        let message = resolve(path.to_str().unwrap(), None)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            message.contains("mine.yaml") && message.contains("`top_p`"),
-            "{message}"
-        );
-
-        std::fs::write(&path, "top_p: 0.5\n").unwrap();
-        let preset = resolve(path.to_str().unwrap(), None).unwrap();
-        assert_eq!(preset.name, "mine");
-        assert_eq!(preset.params.top_p, 0.5);
-    }
-
-    #[test]
-    fn resolve_finds_user_presets_by_name_after_built_ins() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = PresetStore::new(dir.path());
-        let message = resolve("mine", Some(&store)).unwrap_err().to_string();
-        assert!(
-            message.contains("user presets in") && message.contains("none yet"),
-            "{message}"
-        );
-
-        std::fs::write(dir.path().join("mine.yaml"), "min_p: 0.1\n").unwrap();
-        std::fs::write(dir.path().join("greedy.yaml"), "temperature: 2\n").unwrap();
-        let mine = resolve("mine", Some(&store)).unwrap();
-        assert_eq!(mine.params.min_p, 0.1);
-        assert_eq!(
-            mine.source,
-            PresetSource::File(dir.path().join("mine.yaml"))
-        );
-        assert!(resolve("greedy", Some(&store)).unwrap().params.is_greedy());
-        assert!(
-            resolve("mine", None).is_err(),
-            "without a store there are no user presets"
-        );
-        let message = resolve("nope", Some(&store)).unwrap_err().to_string();
-        assert!(message.contains("are greedy, mine"), "{message}");
-        // A path to no file says that, not that no preset has that name.
-        for missing in ["/missing/p.yaml", "mine.yaml", "sub/mine"] {
-            let message = resolve(missing, Some(&store)).unwrap_err().to_string();
-            assert!(
-                message.contains("cannot read preset") && message.contains(missing),
-                "{message}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_deep_or_tagged_user_preset_is_refused_and_still_named_in_hints() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = PresetStore::new(dir.path());
-        let deep = format!("stop: {}{}", "[".repeat(100_000), "]".repeat(100_000));
-        std::fs::write(dir.path().join("deep.yaml"), deep).unwrap();
-        std::fs::write(dir.path().join("tagged.yaml"), "temperature: !custom 5").unwrap();
-        let start = std::time::Instant::now();
-        let message = resolve("typo", Some(&store)).unwrap_err().to_string();
-        assert!(message.contains("are deep, tagged"), "{message}");
-        let deep = resolve("deep", Some(&store)).unwrap_err().to_string();
-        assert!(
-            deep.contains("deep.yaml") && deep.contains("nested deeper"),
-            "{deep}"
-        );
-        let tagged = resolve("tagged", Some(&store)).unwrap_err().to_string();
-        assert!(tagged.contains("`!custom` tags a value"), "{tagged}");
-        let guard = std::time::Duration::from_secs(10);
-        assert!(start.elapsed() < guard, "{:?}", start.elapsed());
     }
 }

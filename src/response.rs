@@ -8,13 +8,17 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use std::borrow::Borrow;
 
+pub mod provenance;
+pub mod results_file;
 pub mod stats;
 pub mod twinkle;
 
+pub use provenance::Provenance;
 pub use stats::{ConstraintStats, RunStats};
 
 /// A watched token: the `watch` item as written (`" Yes"`, `#13`) and the token it names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Watched {
     pub name: String,
     pub id: u32,
@@ -126,6 +130,7 @@ pub enum StopMatched {
 
 /// What a constraint (structured outputs) cut at one step.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ConstraintStep {
     /// The share of the model's raw distribution the constraint refused.
     pub refused: f32,
@@ -146,6 +151,7 @@ pub struct TopLogprob(pub u32, pub String, pub f32);
 
 /// One sample of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Trajectory {
     pub index: u32,
     pub seed: u64,
@@ -221,6 +227,7 @@ impl Trajectory {
 /// A branch's place in its sample's tree: it follows trajectory `parent` up to token `at`,
 /// where it took another token (or, in step mode, where stepping began).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BranchOrigin {
     pub parent: u32,
     pub at: u32,
@@ -247,6 +254,7 @@ pub fn mean_and_perplexity(sum: f64, tokens: usize) -> (f64, f64) {
 
 /// One sample's likelihood under another model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CrossScore {
     /// The scoring model.
     pub model: String,
@@ -276,6 +284,7 @@ impl CrossScore {
 
 /// How long the run took.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Timings {
     pub prefill_ms: f64,
     pub decode_ms: f64,
@@ -294,6 +303,7 @@ pub struct Timings {
 
 /// The text a run was asked about, as a results file keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PromptText {
     /// The raw prompt, or in chat mode the last user message.
     pub text: String,
@@ -305,10 +315,15 @@ pub struct PromptText {
     /// What the chat template made of the conversation: what the model saw.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rendered: Option<String>,
+    /// Special-token text in the prompt (or the last user message) stayed plain text
+    /// (`--literal-specials`).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub literal_specials: bool,
 }
 
 /// The result of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SampleResponse {
     pub model: String,
     /// The prompt as typed and, in chat mode, as the template rendered it; `None` for runs
@@ -334,6 +349,10 @@ pub struct SampleResponse {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub stats: Option<RunStats>,
     pub timings: Timings,
+    /// What ran the run (see [`Provenance`]); absent from runs given token ids, and from
+    /// files of a samplab older than provenance.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub provenance: Option<Provenance>,
 }
 
 #[cfg(test)]
@@ -371,6 +390,7 @@ mod tests {
             watch: None,
             prompt_watched: None,
             timings: Timings::default(),
+            provenance: None,
         };
         let value = serde_json::to_value(&response).unwrap();
         assert_eq!(value["prompt_logprobs"], json!([null, -0.25]));

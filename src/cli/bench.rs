@@ -9,6 +9,7 @@ use samplab::model::device::DeviceChoice;
 use samplab::model::source::HubSettings;
 use samplab::model::source::synthetic::SYNTHETIC_SPECS;
 use samplab::model::{Activations, bandwidth};
+use samplab::response::provenance::Kernel;
 use samplab::sampling::{log_normalizer, logprob_of};
 use serde::Serialize;
 use std::process::ExitCode;
@@ -69,7 +70,7 @@ struct Report {
     device: String,
     weight_bytes: u64,
     /// Each weight type and the matrix product that ran it.
-    kernels: Vec<KernelRow>,
+    kernels: Vec<Kernel>,
     prefill_tokens: usize,
     prefill_tok_per_s: f64,
     /// The machine's read bandwidth on the kernels' threads (CPU runs only): what a decode
@@ -87,12 +88,6 @@ struct ErrorRow {
     tokens: usize,
     /// Mean |logprob - logprob with f32 activations|, in nats.
     mean_abs_logprob: f64,
-}
-
-#[derive(Serialize)]
-struct KernelRow {
-    weight_type: String,
-    kernel: String,
 }
 
 #[derive(Serialize)]
@@ -242,14 +237,7 @@ fn measure(model: &mut LoadedModel, args: &BenchArgs) -> anyhow::Result<Report> 
         model: model.name.clone(),
         device: model.device.clone(),
         weight_bytes,
-        kernels: backend
-            .kernels()
-            .into_iter()
-            .map(|(weight_type, kernel)| KernelRow {
-                weight_type,
-                kernel,
-            })
-            .collect(),
+        kernels: backend.kernels().into_iter().map(Kernel::from).collect(),
         prefill_tokens: prompt_tokens,
         prefill_tok_per_s,
         read_gb_per_s,

@@ -7,6 +7,7 @@ pub mod play;
 pub mod presets;
 mod progress;
 pub mod render;
+pub mod replay;
 pub mod sample;
 pub mod sweep;
 

@@ -6,7 +6,8 @@ use samplab::config;
 use samplab::model::device::DeviceChoice;
 use samplab::model::source::embedded;
 use samplab::params::SamplingParams;
-use samplab::presets::{self, MODEL_PRESET, Preset, PresetSource};
+use samplab::preset_store::{self, PresetStore};
+use samplab::presets::{MODEL_PRESET, Preset, PresetSource};
 use samplab::tui::{Ending, Playground, Theme, ThemeCatalog};
 use std::process::ExitCode;
 
@@ -54,7 +55,7 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
     // taken, as a bad preset is.
     args.device.open()?;
     args.precision.activations.check()?;
-    let store = config::user_presets();
+    let store = PresetStore::user();
     let neutral = |name: &str| Preset {
         name: name.to_owned(),
         params: SamplingParams::default(),
@@ -62,7 +63,7 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
     };
     let resolve = |name: Option<&str>| match name {
         Some(MODEL_PRESET) => Ok(neutral(MODEL_PRESET)),
-        Some(name) => presets::resolve(name, store.as_ref()),
+        Some(name) => preset_store::resolve(name, store.as_ref()),
         None => Ok(neutral("default")),
     };
     let preset = resolve(args.presets.first().map(String::as_str))?;

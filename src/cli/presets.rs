@@ -1,8 +1,8 @@
 //! `samplab presets validate|list`.
 
 use clap::Subcommand;
-use samplab::config;
 use samplab::params::SamplingParams;
+use samplab::preset_store::PresetStore;
 use samplab::presets;
 use samplab::terminal_text::escape_controls;
 use std::path::PathBuf;
@@ -26,7 +26,7 @@ pub fn run(command: PresetsCommand) -> anyhow::Result<ExitCode> {
             for preset in presets::builtins() {
                 print_preset(&preset.name, &preset.params);
             }
-            let Some(store) = config::user_presets() else {
+            let Some(store) = PresetStore::user() else {
                 return Ok(ExitCode::SUCCESS);
             };
             let saved = store

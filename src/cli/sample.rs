@@ -3,7 +3,6 @@
 
 use super::progress::LoadBar;
 use clap::Args;
-use samplab::config;
 use samplab::engine::load::load_any;
 use samplab::engine::{
     Conversation, Engine, Event, Prompt, Request, RunId, Runner, ScoreRequest, random_seed,
@@ -13,7 +12,8 @@ use samplab::model::source::embedded;
 use samplab::model::source::{HubSettings, LoadProgress};
 use samplab::model::text::chat_template::Message;
 use samplab::params::{Field, SamplingParams};
-use samplab::presets::{self, MODEL_PRESET};
+use samplab::preset_store::{self, PresetStore};
+use samplab::presets::MODEL_PRESET;
 use samplab::response::{
     CrossScore, ResponseShape, SampleResponse, Trajectory, mean_and_perplexity, stop_label,
 };
@@ -513,7 +513,7 @@ pub(crate) fn params_from_flags(
     sets: &[String],
 ) -> anyhow::Result<SamplingParams> {
     let params = match preset {
-        Some(name) => presets::resolve(name, config::user_presets().as_ref())?.params,
+        Some(name) => preset_store::resolve(name, PresetStore::user().as_ref())?.params,
         None => SamplingParams::default(),
     };
     apply_sets(params, sets)

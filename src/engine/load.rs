@@ -12,6 +12,7 @@ use crate::model::Activations;
 use crate::model::device::DeviceChoice;
 use crate::model::memory;
 use crate::model::source::cache::cache_dir;
+use crate::model::source::origin::ModelOrigin;
 use crate::model::source::synthetic::{qtype_from_name, synthetic_spec, write_synthetic_gguf};
 use crate::model::source::{HubSettings, LoadProgress, ModelSource, resolve};
 use crate::model::text::chat_template::ChatTemplate;
@@ -260,6 +261,7 @@ fn load_on(
         }
     };
     let name = display_name(spec, path);
+    let origin = ModelOrigin::start(spec, &source);
     let mut check_fits = |estimate: memory::MemoryEstimate| -> anyhow::Result<()> {
         memory::check_fits(&name, estimate, memory::free_on(&device, &device_name)?)?;
         progress(LoadProgress::step(
@@ -327,6 +329,7 @@ fn load_on(
         defaults,
         chat_template,
         record_traces: false,
+        origin,
     })
 }
 

@@ -10,6 +10,7 @@ pub mod load;
 pub mod prompt;
 pub mod remote;
 pub mod replay;
+pub mod reproduce;
 pub mod runner;
 pub mod score;
 pub mod structured;

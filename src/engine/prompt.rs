@@ -2,6 +2,7 @@
 //! own chat template, so that compared models see the same conversation each in its own format.
 
 use crate::model::text::chat_template::Message;
+use crate::response::PromptText;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Prompt {
@@ -64,6 +65,40 @@ impl Prompt {
             Prompt::Raw(_) | Prompt::Literal(_) => &[],
             Prompt::Chat(conversation) => &conversation.messages,
         }
+    }
+
+    /// The prompt as a response keeps it, with what the chat template `rendered` of it.
+    pub fn record(&self, rendered: Option<String>) -> PromptText {
+        PromptText {
+            text: self.text().to_owned(),
+            chat: self.is_chat(),
+            messages: self.messages().to_vec(),
+            rendered,
+            literal_specials: match self {
+                Prompt::Raw(_) => false,
+                Prompt::Literal(_) => true,
+                Prompt::Chat(conversation) => conversation.literal_specials,
+            },
+        }
+    }
+
+    /// The prompt a response kept (see [`Prompt::record`]), to run it again; a chat prompt
+    /// needs its messages.
+    pub fn from_record(record: &PromptText) -> Result<Self, String> {
+        if !record.chat {
+            return Ok(Prompt::raw_with(&record.text, record.literal_specials));
+        }
+        if record.messages.is_empty() {
+            return Err(
+                "its prompt is a chat prompt without `messages`: the conversation the \
+                        template got is missing"
+                    .to_owned(),
+            );
+        }
+        Ok(Prompt::Chat(Conversation {
+            messages: record.messages.clone(),
+            literal_specials: record.literal_specials,
+        }))
     }
 }
 

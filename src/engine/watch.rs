@@ -1,7 +1,7 @@
 //! Watched tokens: the `watch` items resolved to token ids once per run, and their raw
 //! logprobs along the prompt; the sampler reports them at each generated step.
 
-use super::generate::token_text;
+use crate::model::text::token_text;
 use crate::params::{SamplingParams, TokenText};
 use crate::response::Watched;
 use crate::sampling::{log_normalizer, logprob_of};

@@ -7,7 +7,7 @@
 use super::backend::Backend;
 use super::contain::contain;
 use super::events::{Branch, Event, PromptToken, Request, RunId};
-use super::generate::{RunContext, generate, token_text};
+use super::generate::{RunContext, generate};
 use super::prompt::Prompt;
 use super::replay::ReplayStore;
 use super::runner::Runner;
@@ -16,10 +16,13 @@ use super::structured::Structured;
 use super::trace::TraceRequest;
 use crate::model::source::LoadProgress;
 use crate::model::source::hub::Cancel;
+use crate::model::source::origin::ModelOrigin;
 use crate::model::text::chat_template::{ChatTemplate, Message};
+use crate::model::text::token_text;
 use crate::model::{Activations, memory};
 use crate::params::SamplingParams;
-use crate::response::{CrossScore, PromptText};
+use crate::response::provenance::{Kernel, ModelProvenance};
+use crate::response::{CrossScore, Provenance, Trajectory};
 use crate::sampling::StageTrace;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -50,6 +53,8 @@ pub struct LoadedModel {
     pub structured: Structured,
     /// Every run records each token's stage trace (see [`Runner::record_traces`]).
     pub record_traces: bool,
+    /// Where it came from, for the provenance of its runs.
+    pub origin: ModelOrigin,
 }
 
 impl LoadedModel {
@@ -177,6 +182,35 @@ impl LoadedModel {
         let mut hasher = DefaultHasher::new();
         vocab.hash(&mut hasher);
         hasher.finish()
+    }
+
+    /// What ran a run of `params` that made `trajectories`: this model's files (waiting for
+    /// their digests if they are still being computed), device and kernels.
+    pub fn provenance(
+        &mut self,
+        params: &SamplingParams,
+        trajectories: &[Trajectory],
+    ) -> Provenance {
+        let model = ModelProvenance {
+            source: self.origin.source.clone(),
+            files: self.origin.files().to_vec(),
+            server: None,
+            served_model: None,
+        };
+        let kernels = self
+            .backend
+            .kernels()
+            .into_iter()
+            .map(Kernel::from)
+            .collect();
+        Provenance::of_run(
+            model,
+            self.device.clone(),
+            kernels,
+            self.activations,
+            params,
+            trajectories,
+        )
     }
 
     /// What each stage did at one step of the last run (see [`super::trace`]).
@@ -309,12 +343,8 @@ impl LoadedModel {
             interrupted,
             emit,
         )?;
-        response.prompt = Some(PromptText {
-            text: request.prompt.text().to_owned(),
-            chat: request.prompt.is_chat(),
-            messages: request.prompt.messages().to_vec(),
-            rendered,
-        });
+        response.prompt = Some(request.prompt.record(rendered));
+        response.provenance = Some(self.provenance(&request.params, &response.trajectories));
         Ok(response)
     }
 

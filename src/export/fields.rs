@@ -3,6 +3,7 @@
 
 use super::{py_bool, py_float, py_list, py_str, sh_word};
 use crate::params::{Engine, Field, SamplingParams, Stage, TokenText};
+use crate::sampling::order_as_llama_cpp_stages;
 
 /// The fields the classic exports always handled, and `engine`, which the notes cover.
 const CLASSIC: &[Field] = &[
@@ -187,26 +188,21 @@ pub fn llama_cpp_flags(params: &SamplingParams) -> Vec<String> {
 }
 
 /// The `--samplers` list and `--repeat-last-n` window: the profile's own under llama.cpp, else
-/// samplab's vLLM order and vLLM's whole-context penalty.
+/// the profile's order and vLLM's and transformers' whole-context penalty.
 pub fn llama_cpp_chain(params: &SamplingParams) -> (String, i32) {
-    match params.engine {
-        Engine::LlamaCpp => {
-            let order = params
-                .samplers
-                .as_deref()
-                .unwrap_or(&Stage::LLAMA_CPP_DEFAULT);
-            let names: Vec<&str> = order.iter().map(|s| s.name()).collect();
-            (names.join(";"), params.repeat_last_n)
-        }
-        Engine::Vllm => (VLLM_ORDER.to_owned(), -1),
-        Engine::Transformers => (TRANSFORMERS_ORDER.to_owned(), -1),
-    }
+    let (order, repeat_last_n) = match params.engine {
+        Engine::LlamaCpp => (
+            params.samplers.as_deref().map_or_else(
+                || order_as_llama_cpp_stages(Engine::LlamaCpp),
+                <[Stage]>::to_vec,
+            ),
+            params.repeat_last_n,
+        ),
+        engine => (order_as_llama_cpp_stages(engine), -1),
+    };
+    let names: Vec<&str> = order.iter().map(|s| s.name()).collect();
+    (names.join(";"), repeat_last_n)
 }
-
-/// vLLM's order of its filters (docs/sampling.md) in llama.cpp's sampler names.
-const VLLM_ORDER: &str = "penalties;temperature;min_p;top_k;top_p";
-/// transformers' warpers in llama.cpp's sampler names.
-const TRANSFORMERS_ORDER: &str = "penalties;temperature;top_k;top_p;min_p;typ_p";
 
 #[cfg(test)]
 mod tests {

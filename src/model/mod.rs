@@ -22,9 +22,9 @@ pub use arch::registry::Architecture;
 pub use arch::{Model, OpenGguf, Session};
 pub use error::ModelError;
 pub use formats::config::{
-    AttnTemperature, Experts, GenerationDefaults, LayerAttention, ModelConfig, RopeLayout,
-    RopeScaling,
+    AttnTemperature, Experts, GenerationDefaults, LayerAttention, ModelConfig, RopeScaling,
 };
 pub use kernels::bandwidth;
+pub use kernels::fused::RopeLayout;
 pub(crate) use kernels::parallel;
 pub use kernels::{Activations, ActivationsError};

@@ -21,6 +21,8 @@ pub struct FieldSpec {
     pub valid: &'static str,
     /// The value (as YAML) that turns the parameter off; `None` where nothing does.
     pub off: Option<&'static str>,
+    /// Its JSON name on each kind of server that takes it as it is.
+    pub served: Served,
 }
 
 impl FieldSpec {
@@ -32,6 +34,69 @@ impl FieldSpec {
     /// The value that turns the parameter off, parsed from its row.
     pub fn off_value(&self) -> Option<serde_yaml_ng::Value> {
         self.off.and_then(|text| serde_yaml_ng::from_str(text).ok())
+    }
+}
+
+/// A parameter's JSON name in the request body of each kind of OpenAI-compatible server;
+/// `None` where that server has no such parameter, or where the request carries it in a way of
+/// its own (stops, seeds, logprobs, constraints).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Served {
+    /// OpenAI, and servers samplab does not know.
+    pub openai: Option<&'static str>,
+    pub vllm: Option<&'static str>,
+    /// llama.cpp's own server.
+    pub llama_server: Option<&'static str>,
+    pub llama_cpp_python: Option<&'static str>,
+}
+
+impl Served {
+    pub const NONE: Self = Self {
+        openai: None,
+        vllm: None,
+        llama_server: None,
+        llama_cpp_python: None,
+    };
+
+    /// The same name on every server.
+    pub const fn all(name: &'static str) -> Self {
+        Self::local(name).openai(name)
+    }
+
+    /// The same name on every server but OpenAI's.
+    pub const fn local(name: &'static str) -> Self {
+        Self::NONE
+            .vllm(name)
+            .llama_server(name)
+            .llama_cpp_python(name)
+    }
+
+    pub const fn openai(self, name: &'static str) -> Self {
+        Self {
+            openai: Some(name),
+            ..self
+        }
+    }
+
+    pub const fn vllm(self, name: &'static str) -> Self {
+        Self {
+            vllm: Some(name),
+            ..self
+        }
+    }
+
+    pub const fn llama_server(self, name: &'static str) -> Self {
+        Self {
+            llama_server: Some(name),
+            ..self
+        }
+    }
+
+    pub const fn llama_cpp_python(self, name: &'static str) -> Self {
+        Self {
+            llama_cpp_python: Some(name),
+            ..self
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! stage to the samplers); everything else reads the table.
 
 use super::engine::{Engine, Engines, Stages};
-use super::field::{Bounds, FieldSpec, Knob};
+use super::field::{Bounds, FieldSpec, Knob, Served};
 use super::logit_bias::LogitBias;
 use super::structured::{Schema, StructuredOutputs};
 use super::token_texts::TokenTexts;
@@ -29,6 +29,7 @@ const fn spec(label: &'static str, engines: Engines, knob: Knob) -> FieldSpec {
         bounds: None,
         valid: "",
         off: None,
+        served: Served::NONE,
     }
 }
 
@@ -140,11 +141,13 @@ params_table! {
     };
     /// Keep the matched stop string in the text.
     IncludeStopStrInOutput include_stop_str_in_output: bool = false, FieldSpec {
+        served: Served::NONE.vllm("include_stop_str_in_output"),
         off: Some("false"),
         ..spec("incl_stop", Engines::ALL, Knob::Toggle)
     };
     /// Divides the logits; below 1e-5 is greedy (argmax).
     Temperature temperature: f32 = 1.0, FieldSpec {
+        served: Served::all("temperature"),
         bounds: Some(Bounds::at_least(0.0)),
         valid: "must be a finite number >= 0 (below 1e-5 is greedy)",
         ..spec("temperature", Engines::ALL, Knob::Decimal {
@@ -153,6 +156,7 @@ params_table! {
     };
     /// Keeps the k most likely tokens; -1 (or 0) keeps all.
     TopK top_k: i32 = -1, FieldSpec {
+        served: Served::local("top_k"),
         bounds: Some(Bounds::at_least(-1.0)),
         valid: "must be -1 (off), 0 (read as off) or >= 1",
         off: Some("-1"),
@@ -160,6 +164,7 @@ params_table! {
     };
     /// Keeps the most likely tokens that together hold this much probability; 1 is off.
     TopP top_p: f32 = 1.0, FieldSpec {
+        served: Served::all("top_p"),
         bounds: Some(Bounds::above_to(0.0, 1.0)),
         valid: "must be in (0, 1]; 1 is off",
         off: Some("1.0"),
@@ -167,6 +172,7 @@ params_table! {
     };
     /// Drops tokens less likely than min_p times the most likely one; 0 is off.
     MinP min_p: f32 = 0.0, FieldSpec {
+        served: Served::local("min_p"),
         bounds: Some(Bounds::closed(0.0, 1.0)),
         valid: "must be in [0, 1]; 0 is off",
         off: Some("0.0"),
@@ -174,6 +180,10 @@ params_table! {
     };
     /// Divides positive logits of seen tokens and multiplies negative ones; 1 is off.
     RepetitionPenalty repetition_penalty: f32 = 1.0, FieldSpec {
+        served: Served::NONE
+            .vllm("repetition_penalty")
+            .llama_server("repeat_penalty")
+            .llama_cpp_python("repeat_penalty"),
         bounds: Some(Bounds::above(0.0)),
         valid: "must be a finite number > 0; 1 is off",
         off: Some("1.0"),
@@ -215,11 +225,13 @@ params_table! {
         spec("engine", Engines::ALL, Knob::Choice(&["vllm", "transformers", "llama.cpp"]));
     /// llama.cpp's chain order by stage name, as its --samplers; null is its default order.
     Samplers samplers: Option<Stages> = None, FieldSpec {
+        served: Served::NONE.llama_server("samplers"),
         off: Some("null"),
         ..spec("samplers", Engines::LLAMA_CPP, Knob::Text)
     };
     /// Subtracts this from the logit of every token already generated; 0 is off.
     PresencePenalty presence_penalty: f32 = 0.0, FieldSpec {
+        served: Served::all("presence_penalty"),
         bounds: Some(Bounds::closed(-2.0, 2.0)),
         valid: "must be in [-2, 2]; 0 is off",
         off: Some("0.0"),
@@ -227,6 +239,7 @@ params_table! {
     };
     /// Subtracts this times its count from the logit of every generated token; 0 is off.
     FrequencyPenalty frequency_penalty: f32 = 0.0, FieldSpec {
+        served: Served::all("frequency_penalty"),
         bounds: Some(Bounds::closed(-2.0, 2.0)),
         valid: "must be in [-2, 2]; 0 is off",
         off: Some("0.0"),
@@ -234,6 +247,7 @@ params_table! {
     };
     /// Window of the penalties in tokens (prompt included): -1 the whole context, 0 off.
     RepeatLastN repeat_last_n: i32 = 64, FieldSpec {
+        served: Served::NONE.llama_server("repeat_last_n"),
         bounds: Some(Bounds::at_least(-1.0)),
         valid: "must be -1 (the whole context), 0 (penalties off) or >= 1",
         off: Some("0"),
@@ -241,11 +255,13 @@ params_table! {
     };
     /// EOS and stop token ids cannot be drawn before this many tokens.
     MinTokens min_tokens: u32 = 0, FieldSpec {
+        served: Served::NONE.vllm("min_tokens").llama_cpp_python("min_tokens"),
         off: Some("0"),
         ..spec("min_tokens", VLLM_AND_TRANSFORMERS, Knob::Doubling { max: DOUBLING_MAX, vocab: false })
     };
     /// EOS does not end a sample (it may still be drawn).
     IgnoreEos ignore_eos: bool = false, FieldSpec {
+        served: Served::NONE.vllm("ignore_eos").llama_server("ignore_eos"),
         off: Some("false"),
         ..spec("ignore_eos", VLLM_AND_LLAMA_CPP, Knob::Toggle)
     };
@@ -256,11 +272,13 @@ params_table! {
     };
     /// Words that may not be generated (their last token is banned after the rest).
     BadWords bad_words: Option<Vec<String>> = None, FieldSpec {
+        served: Served::NONE.vllm("bad_words"),
         off: Some("null"),
         ..spec("bad_words", VLLM_AND_TRANSFORMERS, Knob::Text)
     };
     /// Only these token ids may be drawn.
     AllowedTokenIds allowed_token_ids: Option<Vec<u32>> = None, FieldSpec {
+        served: Served::NONE.vllm("allowed_token_ids"),
         off: Some("null"),
         ..spec("allowed_ids", Engines::VLLM, Knob::Text)
     };
@@ -287,6 +305,7 @@ params_table! {
     };
     /// Keeps the tokens whose surprise is closest to the entropy, up to this mass; 1 is off.
     TypicalP typical_p: f32 = 1.0, FieldSpec {
+        served: Served::NONE.llama_server("typical_p"),
         bounds: Some(Bounds::above_to(0.0, 1.0)),
         valid: "must be in (0, 1]; 1 is off",
         off: Some("1.0"),
@@ -294,6 +313,7 @@ params_table! {
     };
     /// Keeps logits within n standard deviations of the largest; -1 (or 0) is off.
     TopNSigma top_n_sigma: f32 = -1.0, FieldSpec {
+        served: Served::NONE.llama_server("top_n_sigma"),
         bounds: Some(Bounds::at_least(-1.0)),
         valid: "must be a finite number >= -1; <= 0 is off",
         off: Some("-1.0"),
@@ -301,6 +321,7 @@ params_table! {
     };
     /// Chance per step that XTC removes the likeliest tokens above its threshold; 0 is off.
     XtcProbability xtc_probability: f32 = 0.0, FieldSpec {
+        served: Served::NONE.llama_server("xtc_probability"),
         bounds: Some(Bounds::closed(0.0, 1.0)),
         valid: "must be in [0, 1]; 0 is off",
         off: Some("0.0"),
@@ -308,12 +329,14 @@ params_table! {
     };
     /// XTC removes all but the least likely of the tokens at least this likely; > 0.5 is off.
     XtcThreshold xtc_threshold: f32 = 0.1, FieldSpec {
+        served: Served::NONE.llama_server("xtc_threshold"),
         bounds: Some(Bounds::closed(0.0, 1.0)),
         valid: "must be in [0, 1]; above 0.5 XTC never acts",
         ..spec("xtc_thresh", Engines::LLAMA_CPP, decimal(0.01, 0.1, 0.0, 1.0))
     };
     /// DRY: penalty scale for tokens that would extend a repeated sequence; 0 is off.
     DryMultiplier dry_multiplier: f32 = 0.0, FieldSpec {
+        served: Served::NONE.llama_server("dry_multiplier"),
         bounds: Some(Bounds::at_least(0.0)),
         valid: "must be a finite number >= 0; 0 is off",
         off: Some("0.0"),
@@ -321,18 +344,21 @@ params_table! {
     };
     /// DRY: the penalty grows as base^(length - allowed_length).
     DryBase dry_base: f32 = 1.75, FieldSpec {
+        served: Served::NONE.llama_server("dry_base"),
         bounds: Some(Bounds::at_least(1.0)),
         valid: "must be a finite number >= 1",
         ..spec("dry_base", Engines::LLAMA_CPP, decimal(0.05, 0.25, 1.0, 4.0))
     };
     /// DRY: repeats up to this long are free.
     DryAllowedLength dry_allowed_length: u32 = 2, FieldSpec {
+        served: Served::NONE.llama_server("dry_allowed_length"),
         bounds: Some(Bounds::at_least(1.0)),
         valid: "must be >= 1",
         ..spec("dry_len", Engines::LLAMA_CPP, count(4, 1, 64))
     };
     /// DRY: how many recent tokens it scans: -1 the whole context, 0 off.
     DryPenaltyLastN dry_penalty_last_n: i32 = -1, FieldSpec {
+        served: Served::NONE.llama_server("dry_penalty_last_n"),
         bounds: Some(Bounds::at_least(-1.0)),
         valid: "must be -1 (the whole context), 0 (off) or >= 1",
         off: Some("0"),
@@ -340,10 +366,13 @@ params_table! {
     };
     /// DRY: strings that end a repeated sequence.
     DrySequenceBreakers dry_sequence_breakers: Vec<String> = ["\n", ":", "\"", "*"]
-        .map(str::to_owned).to_vec(),
-        spec("dry_break", Engines::LLAMA_CPP, Knob::Text);
+        .map(str::to_owned).to_vec(), FieldSpec {
+        served: Served::NONE.llama_server("dry_sequence_breakers"),
+        ..spec("dry_break", Engines::LLAMA_CPP, Knob::Text)
+    };
     /// Mirostat 1 or 2 replaces the chain by temperature + mirostat; 0 is off.
     Mirostat mirostat: u32 = 0, FieldSpec {
+        served: Served::NONE.llama_server("mirostat").llama_cpp_python("mirostat_mode"),
         bounds: Some(Bounds::closed(0.0, 2.0)),
         valid: "must be 0 (off), 1 or 2",
         off: Some("0"),
@@ -351,18 +380,21 @@ params_table! {
     };
     /// Mirostat: the target surprise in bits.
     MirostatTau mirostat_tau: f32 = 5.0, FieldSpec {
+        served: Served::NONE.llama_server("mirostat_tau").llama_cpp_python("mirostat_tau"),
         bounds: Some(Bounds::at_least(0.0)),
         valid: "must be a finite number >= 0",
         ..spec("miro_tau", Engines::LLAMA_CPP, decimal(0.5, 2.0, 0.0, 20.0))
     };
     /// Mirostat: how fast it corrects towards tau.
     MirostatEta mirostat_eta: f32 = 0.1, FieldSpec {
+        served: Served::NONE.llama_server("mirostat_eta").llama_cpp_python("mirostat_eta"),
         bounds: Some(Bounds::at_least(0.0)),
         valid: "must be a finite number >= 0",
         ..spec("miro_eta", Engines::LLAMA_CPP, decimal(0.01, 0.1, 0.0, 1.0))
     };
     /// Dynamic temperature: temperature ± this, by the entropy; 0 is off.
     DynatempRange dynatemp_range: f32 = 0.0, FieldSpec {
+        served: Served::NONE.llama_server("dynatemp_range"),
         bounds: Some(Bounds::at_least(0.0)),
         valid: "must be a finite number >= 0; 0 is off",
         off: Some("0.0"),
@@ -370,12 +402,14 @@ params_table! {
     };
     /// Dynamic temperature: the exponent on the normalised entropy.
     DynatempExponent dynatemp_exponent: f32 = 1.0, FieldSpec {
+        served: Served::NONE.llama_server("dynatemp_exponent"),
         bounds: Some(Bounds::at_least(0.0)),
         valid: "must be a finite number >= 0",
         ..spec("dyn_exp", Engines::LLAMA_CPP, decimal(0.05, 0.5, 0.0, 5.0))
     };
     /// Filters keep at least this many tokens (llama.cpp's min_keep); 0 is none.
     MinKeep min_keep: u32 = 0, FieldSpec {
+        served: Served::NONE.llama_server("min_keep"),
         off: Some("0"),
         ..spec("min_keep", Engines::LLAMA_CPP, count(4, 0, 64))
     };

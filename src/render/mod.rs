@@ -1,10 +1,10 @@
-//! `samplab render`: a results file turned into something to share. `results` reads the file;
-//! `html` makes the page.
+//! `samplab render`: a results file turned into something to share; `html` makes the page.
 
 pub mod html;
-pub mod results;
 
 use crate::config;
+use crate::response::SampleResponse;
+use crate::response::results_file::{self, ResultsError};
 use crate::tui::{Theme, ThemeCatalog};
 use std::path::Path;
 
@@ -18,14 +18,15 @@ pub fn theme(choice: Option<&str>) -> anyhow::Result<Theme> {
     Ok(catalog.current().theme.clone())
 }
 
-/// The runs in the results file at `path`, or standard input for `-`.
-pub fn read_results(path: &Path) -> anyhow::Result<Vec<results::Run>> {
-    let text = if path == Path::new("-") {
-        std::io::read_to_string(std::io::stdin())
-            .map_err(|e| anyhow::anyhow!("cannot read the results from standard input: {e}"))?
-    } else {
-        crate::regular_file::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?
-    };
-    results::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+/// The runs in the results file at `path`, or on standard input for `-`.
+pub fn read_results(path: &Path) -> Result<Vec<SampleResponse>, ResultsError> {
+    if path != Path::new("-") {
+        return results_file::read(path);
+    }
+    let file = "standard input";
+    let text = std::io::read_to_string(std::io::stdin()).map_err(|source| ResultsError::Read {
+        file: file.to_owned(),
+        source,
+    })?;
+    results_file::parse(&text, file)
 }

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 /// Statistics over a run's own samples (branches are the user's picks, not draws, and are left
 /// out).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RunStats {
     /// Distinct n-grams of token ids over all samples divided by all n-grams, for n = 1, 2, 3;
     /// null where the samples hold no n-gram that long.
@@ -34,6 +35,7 @@ pub struct RunStats {
 
 /// What a run's constraint cut, over every step of its own samples.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ConstraintStats {
     pub mean_refused: f64,
     pub forced_share: f64,
@@ -56,6 +58,7 @@ impl ConstraintStats {
 
 /// Generated tokens per sample.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Lengths {
     pub mean: f64,
     pub min: usize,

@@ -147,6 +147,7 @@ mod tests {
             watch: None,
             prompt_watched: None,
             timings: Timings::default(),
+            provenance: None,
         }
     }
 

@@ -24,7 +24,7 @@ mod select;
 mod softmax;
 mod token_lists;
 
-pub use chain::StageTrace;
+pub use chain::{StageTrace, order_as_llama_cpp_stages, stage_names};
 pub use constraint::{Constraint, ConstraintError, Vocabulary, check as check_constraint};
 pub use error::SamplingError;
 pub use history::SampleState;

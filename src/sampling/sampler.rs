@@ -16,7 +16,7 @@ use super::select::{collect_top_k, key_id, order_key};
 use super::softmax::{self, LANES, any, sanitize, scaled, sum_exp};
 use super::token_lists::TokenLists;
 use crate::fast_exp::exp;
-use crate::params::{Engine, ParamError, SamplingParams};
+use crate::params::{ParamError, SamplingParams};
 use crate::response::ConstraintStep;
 
 /// Scaled logits (the log of a probability relative to the most likely token) at which the
@@ -111,16 +111,53 @@ impl Cut {
     }
 }
 
-/// The sampling pipeline for one run's params; it owns scratch buffers that grow to the
-/// vocabulary once and are reused every step.
-#[derive(Debug, Clone)]
-pub struct Sampler {
+/// vLLM's filters (temperature, min_p, top_k, top_p, or greedy's argmax) run as one cut of
+/// the processed logits: a sampler takes it when its chain ends in exactly those steps, so the
+/// chain's step list decides the path and the pool chain stays the reference for both.
+#[derive(Debug, Clone, Copy)]
+struct FusedCut {
+    /// How many steps of the chain come before the filters: its logit processors.
+    processors: usize,
     greedy: bool,
     inv_temperature: f32,
     top_k: Option<usize>,
     top_p: f32,
     /// ln(min_p): min_p compares probabilities, i.e. scaled logits against this.
     min_p_floor: f32,
+}
+
+impl FusedCut {
+    fn of(steps: &[chain::Step], params: &SamplingParams) -> Option<Self> {
+        let processors = steps.iter().take_while(|s| s.is_processor()).count();
+        let greedy = match &steps[processors..] {
+            [chain::Step::Greedy] => true,
+            filters if filters == chain::VLLM_FILTERS => false,
+            _ => return None,
+        };
+        Some(Self {
+            processors,
+            greedy,
+            inv_temperature: params.temperature.recip(),
+            top_k: params.top_k_limit(),
+            top_p: params.top_p,
+            min_p_floor: if params.min_p > 0.0 {
+                params.min_p.ln()
+            } else {
+                f32::NEG_INFINITY
+            },
+        })
+    }
+}
+
+/// The sampling pipeline for one run's params; it owns scratch buffers that grow to the
+/// vocabulary once and are reused every step.
+#[derive(Debug, Clone)]
+pub struct Sampler {
+    /// The engine's chain for the params, in its order.
+    steps: Vec<chain::Step>,
+    /// Where the chain ends in filters that one cut can run (vLLM's), that cut; the steps
+    /// before them then run on plain logits. `None` runs the chain on a pool.
+    fused: Option<FusedCut>,
     /// How many alternatives each `SampledToken` lists; `None` lists none.
     top_n: Option<u32>,
     /// Each `SampledToken` carries the step's stage trace.
@@ -141,16 +178,10 @@ pub struct Sampler {
 impl Sampler {
     pub fn new(params: &SamplingParams) -> Result<Self, ParamError> {
         params.validate()?;
+        let steps = chain::steps(params);
         Ok(Self {
-            greedy: params.is_greedy(),
-            inv_temperature: params.temperature.recip(),
-            top_k: params.top_k_limit(),
-            top_p: params.top_p,
-            min_p_floor: if params.min_p > 0.0 {
-                params.min_p.ln()
-            } else {
-                f32::NEG_INFINITY
-            },
+            fused: FusedCut::of(&steps, params),
+            steps,
             top_n: params.logprobs,
             traces: false,
             params: params.clone(),
@@ -229,14 +260,8 @@ impl Sampler {
         // The chosen token, the entropy of what was kept, and each token's kept probability,
         // from whichever path made the distribution.
         type Prob<'a> = Box<dyn Fn(u32) -> f32 + 'a>;
-        let (id, kept_entropy, prob): (u32, f32, Prob) = if self.params.engine != Engine::Vllm {
-            let id = self.run_chain(logits, state, u, forced)?;
-            let cands = &self.pool.cands;
-            let kept = entropy_of(cands.iter().map(|c| f64::from(c.p)));
-            let prob = move |t: u32| cands.iter().find(|c| c.id == t).map_or(0.0, |c| c.p);
-            (id, kept, Box::new(prob))
-        } else {
-            let cut = self.cut(logits, state)?;
+        let (id, kept_entropy, prob): (u32, f32, Prob) = if let Some(fused) = self.fused {
+            let cut = self.cut(fused, logits, state)?;
             let id = match forced {
                 Some(id) => id,
                 None => self.draw(&cut, u)?,
@@ -248,6 +273,12 @@ impl Sampler {
                 kept,
                 Box::new(move |t: u32| cut.prob(work[t as usize], t)),
             )
+        } else {
+            let id = self.run_chain(logits, state, u, forced)?;
+            let cands = &self.pool.cands;
+            let kept = entropy_of(cands.iter().map(|c| f64::from(c.p)));
+            let prob = move |t: u32| cands.iter().find(|c| c.id == t).map_or(0.0, |c| c.p);
+            (id, kept, Box::new(prob))
         };
         state.accept(id);
         let token = SampledToken {
@@ -286,7 +317,10 @@ impl Sampler {
         u: f64,
         forced: Option<u32>,
     ) -> Result<u32, SamplingError> {
-        let id = self.run_steps(logits, state, &chain::steps(&self.params), u, forced)?;
+        let steps = std::mem::take(&mut self.steps);
+        let id = self.run_steps(logits, state, &steps, u, forced);
+        self.steps = steps;
+        let id = id?;
         if forced.is_some() || state.mask().is_none_or(|mask| mask.allows(id)) {
             return Ok(id);
         }
@@ -358,7 +392,7 @@ impl Sampler {
     ) -> Result<Vec<KeptToken>, SamplingError> {
         let mut state = state.clone();
         state.prepare_constraint()?;
-        if self.params.engine != Engine::Vllm {
+        let Some(fused) = self.fused else {
             self.run_chain(logits, &mut state, 0.0, None)?;
             return Ok(self
                 .pool
@@ -370,8 +404,8 @@ impl Sampler {
                     prob: c.p,
                 })
                 .collect());
-        }
-        let cut = self.cut(logits, &state)?;
+        };
+        let cut = self.cut(fused, logits, &state)?;
         if cut.unlisted.is_some() {
             self.list(&cut, cut.floor);
             self.candidates.sort_unstable_by_key(|c| c.key);
@@ -386,38 +420,41 @@ impl Sampler {
             .collect())
     }
 
-    /// vLLM's logit processors, the steps of its chain before the first filter: allowed token
-    /// ids, bad words, min_tokens, logit bias, then the repetition, frequency and presence
-    /// penalties. The filters after them are [`Sampler::cut`]'s.
-    fn process(&mut self, state: &SampleState) {
+    /// The chain's logit processors, the steps before the fused filters, on plain logits.
+    fn process(&mut self, fused: FusedCut, state: &SampleState) {
         let work = self.work.as_mut_slice();
-        for step in chain::VLLM_PROCESSORS {
+        for &step in &self.steps[..fused.processors] {
             step.adjust(work, &self.params, state, &self.tokens, &mut self.counts);
         }
     }
 
-    /// Steps 1-5: decides which tokens are kept, listing them when a filter bounds them.
-    fn cut(&mut self, logits: &[f32], state: &SampleState) -> Result<Cut, SamplingError> {
+    /// Decides which tokens are kept, listing them when a filter bounds them.
+    fn cut(
+        &mut self,
+        fused: FusedCut,
+        logits: &[f32],
+        state: &SampleState,
+    ) -> Result<Cut, SamplingError> {
         self.work.clear();
         self.work.extend(logits.iter().map(|&x| sanitize(x)));
-        self.process(state);
+        self.process(fused, state);
         let shift = softmax::max(&self.work);
         if shift == f32::NEG_INFINITY {
             return Err(SamplingError::NoCandidates);
         }
-        if self.greedy {
+        if fused.greedy {
             return self.cut_greedy(shift);
         }
         let mut cut = Cut {
             shift,
-            inv_temperature: self.inv_temperature,
-            floor: self.min_p_floor,
+            inv_temperature: fused.inv_temperature,
+            floor: fused.min_p_floor,
             last_kept: u64::MAX,
             mass: 0.0,
             moment: 0.0,
             unlisted: None,
         };
-        match self.top_k.filter(|&k| k < self.work.len()) {
+        match fused.top_k.filter(|&k| k < self.work.len()) {
             Some(k) => {
                 collect_top_k(&self.work, k, &mut self.keys);
                 self.candidates.clear();
@@ -429,7 +466,7 @@ impl Sampler {
                 }
                 self.candidates.sort_unstable_by_key(|c| c.key);
                 let total = self.candidates.iter().map(|c| f64::from(c.weight)).sum();
-                self.keep_nucleus(&mut cut, total)?;
+                self.keep_nucleus(fused.top_p, &mut cut, total)?;
             }
             None => {
                 let sums = sum_exp(
@@ -439,10 +476,10 @@ impl Sampler {
                     cut.floor,
                     MASS_LEVELS,
                 );
-                if self.top_p < 1.0 {
-                    let needed = f64::from(self.top_p) * sums.total;
+                if fused.top_p < 1.0 {
+                    let needed = f64::from(fused.top_p) * sums.total;
                     self.list_prefix(&cut, &sums.above, sums.total, needed);
-                    self.keep_nucleus(&mut cut, sums.total)?;
+                    self.keep_nucleus(fused.top_p, &mut cut, sums.total)?;
                 } else {
                     cut.mass = sums.total;
                     cut.moment = sums.moment;
@@ -484,9 +521,9 @@ impl Sampler {
     }
 
     /// Step 5: keeps the shortest listed prefix holding `top_p` of `total`, at least one token.
-    fn keep_nucleus(&mut self, cut: &mut Cut, total: f64) -> Result<(), SamplingError> {
-        if self.top_p < 1.0 {
-            let target = f64::from(self.top_p) * total;
+    fn keep_nucleus(&mut self, top_p: f32, cut: &mut Cut, total: f64) -> Result<(), SamplingError> {
+        if top_p < 1.0 {
+            let target = f64::from(top_p) * total;
             let mut mass = 0.0;
             if let Some(end) = self.candidates.iter().position(|c| {
                 mass += f64::from(c.weight);
@@ -665,9 +702,31 @@ mod tests {
         for (params, last) in cases {
             let mut sampler = Sampler::new(&params).unwrap();
             for (u, want) in [(0.0, 1), (1.0 - f64::EPSILON / 2.0, last), (1.0, last)] {
-                let cut = sampler.cut(&logits, &state).unwrap();
+                let fused = sampler.fused.expect("vLLM's chain ends in its filters");
+                let cut = sampler.cut(fused, &logits, &state).unwrap();
                 assert_eq!(sampler.draw(&cut, u), Ok(want), "u = {u}, {params:?}");
             }
         }
+    }
+
+    #[test]
+    fn the_chain_step_list_decides_the_fused_path() {
+        let fused = |yaml: &str| {
+            let params = SamplingParams::from_yaml(yaml).unwrap();
+            Sampler::new(&params)
+                .unwrap()
+                .fused
+                .map(|f| (f.processors, f.greedy))
+        };
+        assert_eq!(fused("engine: vllm"), Some((6, false)));
+        assert_eq!(fused("engine: vllm\ntemperature: 0"), Some((6, true)));
+        // transformers' greedy argmax follows its own processors, in its own order.
+        assert_eq!(
+            fused("engine: transformers\ntemperature: 0"),
+            Some((5, true))
+        );
+        assert_eq!(fused("engine: transformers"), None);
+        assert_eq!(fused("engine: llama.cpp"), None);
+        assert_eq!(fused("engine: llama.cpp\ntemperature: 0"), None);
     }
 }

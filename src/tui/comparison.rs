@@ -5,20 +5,33 @@ use crate::engine::{Branch, Prompt, RunId};
 use crate::params::SamplingParams;
 use crate::response::SampleResponse;
 use crate::tui::branch_tree::Tree;
-use crate::tui::widgets::columns::{Mark, SideTitle};
+pub use crate::tui::model_slot::ModelId;
+use crate::tui::model_slot::{ModelSlot, ModelStatus};
 use crate::tui::widgets::params::ParamsState;
 use crate::tui::widgets::prompt::SeenPrompt;
-use crate::tui::widgets::status::{ModelSlot, ModelStatus};
 use std::ops::{Index, IndexMut};
-
-/// Names a model's engine for good: events carry it, and it stays valid when models before it
-/// are removed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ModelId(pub usize);
 
 /// A side's place in `Comparison::sides`, which is also its columns' group on screen.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SideId(pub usize);
+
+/// How a compared side's columns are titled: every column by `label` (model, parameter set),
+/// the side's first one by `header` (with the device and speed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SideTitle {
+    pub label: String,
+    pub header: String,
+}
+
+/// Whether a side's columns show what its parameters give now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    Current,
+    /// From an earlier run: the parameters or the prompt changed since.
+    Stale,
+    /// The side's newest run failed; its columns are what is left of it or of the run before.
+    Failed,
+}
 
 /// A parameter set: A, the first, or B, the second one compared with it; as a number (`as u32`),
 /// the engine lane its runs take.

@@ -14,6 +14,7 @@ mod branch_tree;
 mod comparison;
 mod effects;
 mod input;
+mod model_slot;
 mod overlays;
 mod state;
 mod theme;

@@ -4,6 +4,7 @@ use crate::engine::RunId;
 use crate::tui::action::Focus;
 use crate::tui::comparison::{Comparison, Side};
 use crate::tui::input::keymap::Mode;
+use crate::tui::model_slot::ModelSlot;
 use crate::tui::overlays::conversation::ConversationDialog;
 use crate::tui::overlays::export_dialog::{ExportDialog, ExportSettings};
 use crate::tui::overlays::model_picker::ModelPicker;
@@ -14,7 +15,7 @@ use crate::tui::widgets::columns::Columns;
 use crate::tui::widgets::layout::Grid;
 use crate::tui::widgets::params::ParamsState;
 use crate::tui::widgets::prompt::{PromptScores, PromptState, SeenPrompt};
-use crate::tui::widgets::status::{ModelSlot, StatusState};
+use crate::tui::widgets::status::StatusState;
 use ratatui::layout::Rect;
 
 /// Panels drawn over everything; they take input first.

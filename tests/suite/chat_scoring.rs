@@ -35,6 +35,7 @@ fn model(name: &str, template: Option<&str>) -> LoadedModel {
         activations: None,
         structured: Default::default(),
         record_traces: false,
+        origin: Default::default(),
     }
 }
 

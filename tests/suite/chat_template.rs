@@ -359,6 +359,7 @@ fn loaded(template: Option<ChatTemplate>) -> LoadedModel {
         activations: None,
         structured: Default::default(),
         record_traces: false,
+        origin: Default::default(),
     }
 }
 

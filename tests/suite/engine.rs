@@ -242,6 +242,7 @@ fn fake_loaded(delay: Duration) -> LoadedModel {
         activations: None,
         structured: Default::default(),
         record_traces: false,
+        origin: Default::default(),
     }
 }
 

@@ -25,6 +25,7 @@ mod model_memory;
 mod model_qtypes;
 mod model_real;
 mod model_stories;
+mod provenance;
 mod remote;
 mod render;
 mod replay;

@@ -824,3 +824,37 @@ fn a_real_llama_cpp_python_server_applies_a_grammar() {
         assert!([" yes", " no", " maybe"].contains(&text), "{text:?}");
     }
 }
+
+#[test]
+fn a_served_run_names_its_server_and_model_and_is_not_replayed() {
+    let server = FakeOpenAi::start(
+        &[("smollm2", "me")],
+        Vec::new(),
+        Some(Reply::Stream(greedy_story())),
+    );
+    let request = request(
+        Prompt::raw("Once"),
+        "max_tokens: 3\nnum_samples: 2\nseed: 40",
+    );
+    let response = run_at(&server.base, None, &request).0.unwrap();
+    let provenance = response.provenance.as_ref().expect("a provenance");
+    assert_eq!(provenance.model.source, format!("{}#smollm2", server.base));
+    assert_eq!(provenance.model.served_model.as_deref(), Some("smollm2"));
+    assert!(
+        provenance
+            .model
+            .server
+            .as_deref()
+            .is_some_and(|s| s.starts_with("llama-cpp-python at 127.0.0.1:")),
+        "{provenance:?}"
+    );
+    assert!(provenance.model.files.is_empty() && provenance.kernels.is_empty());
+    assert!(provenance.chain.is_empty(), "the server's chain is its own");
+    assert_eq!(provenance.seeds, [40, 41]);
+    let refusal = samplab::engine::reproduce::request_of(&response).unwrap_err();
+    assert!(
+        refusal.contains("served model")
+            && refusal.contains(&format!("--model {}#smollm2 --set seed=40", server.base)),
+        "{refusal}"
+    );
+}

@@ -5,13 +5,13 @@ use crate::common;
 use crate::common::chromium::Browser;
 use crate::common::{samplab, stderr};
 
-use samplab::params::SamplingParams;
+use samplab::params::{Engine, SamplingParams};
+use samplab::response::provenance::{FileDigest, ModelProvenance};
 use samplab::response::{
-    RunStats, SampleResponse, StepTrace, StopMatched, StopReason, Timings, TopLogprob, Trajectory,
-    Watched,
+    Provenance, RunStats, SampleResponse, StepTrace, StopMatched, StopReason, Timings, TopLogprob,
+    Trajectory, Watched,
 };
 use samplab::sampling::StageTrace;
-use serde_json::json;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -86,19 +86,32 @@ fn response() -> SampleResponse {
         stats: RunStats::of(&trajectories),
         trajectories,
         timings: Timings::default(),
+        provenance: Some(Provenance {
+            samplab: "0.1.0".into(),
+            model: ModelProvenance {
+                source: "/models/<tiny>.gguf".into(),
+                files: vec![FileDigest {
+                    name: "<tiny>.gguf".into(),
+                    size: 1024,
+                    sha256: Some("ab12".into()),
+                }],
+                server: None,
+                served_model: None,
+            },
+            engine: Engine::Vllm,
+            chain: vec!["temperature".into(), "top_p".into()],
+            device: "cpu".into(),
+            kernels: Vec::new(),
+            activations: None,
+            seeds: vec![42, 43],
+        }),
     }
 }
 
-/// The response as a results file with a provenance object, in `dir`.
+/// The response as a results file in `dir`.
 fn results_file(dir: &Path) -> PathBuf {
-    let mut value = serde_json::to_value(response()).unwrap();
-    value["provenance"] = json!({
-        "samplab": "0.1.0",
-        "model": {"path": "/models/<tiny>.gguf", "sha256": "ab12"},
-        "seeds": [42, 43],
-    });
     let path = dir.join("run.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    std::fs::write(&path, serde_json::to_string_pretty(&response()).unwrap()).unwrap();
     path
 }
 
@@ -141,7 +154,9 @@ fn the_page_holds_the_run_and_only_escaped_text_from_the_file() {
         "#0 seed 42",
         "#1 seed 43",
         "stop &lt;/s&gt; · 3 tokens · ≠#0@0",
-        "<th>model.path</th><td>/models/&lt;tiny&gt;.gguf</td>",
+        "<th>model.source</th><td>/models/&lt;tiny&gt;.gguf</td>",
+        "<th>model.files[0].sha256</th><td>ab12</td>",
+        "<th>chain</th><td>temperature, top_p</td>",
         "<th>seeds</th><td>42, 43</td>",
         "distinct n-grams",
         "the model&#39;s raw entropy along each sample",
@@ -179,11 +194,11 @@ fn a_bad_file_or_output_says_what_is_wrong() {
     let cases: [(Vec<&str>, &str); 4] = [
         (
             vec!["render", "/no/such/run.json", "--html", out_arg],
-            "cannot read /no/such/run.json: No such file or directory",
+            "cannot read the results file /no/such/run.json: No such file or directory",
         ),
         (
             vec!["render", truncated.to_str().unwrap(), "--html", out_arg],
-            "cut.json: the JSON ends early (line",
+            "cut.json ends early (line",
         ),
         (
             vec![

@@ -31,6 +31,7 @@ fn model(replay: usize) -> LoadedModel {
         activations: None,
         structured: Default::default(),
         record_traces: false,
+        origin: Default::default(),
     }
 }
 

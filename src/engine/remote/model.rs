@@ -13,9 +13,10 @@ use crate::engine::score::ScoreRequest;
 use crate::engine::trace::TraceRequest;
 use crate::engine::worker::random_seed;
 use crate::model::source::LoadProgress;
-use crate::params::Field;
+use crate::params::{Field, SamplingParams};
+use crate::response::provenance::ModelProvenance;
 use crate::response::{
-    CrossScore, PromptText, RunStats, SampleResponse, StopMatched, StopReason, Timings, TopLogprob,
+    CrossScore, Provenance, RunStats, SampleResponse, StopMatched, StopReason, Timings, TopLogprob,
     Trajectory,
 };
 use crate::sampling::{StageTrace, sample_seed};
@@ -101,6 +102,21 @@ impl RemoteModel {
         match &self.info.version {
             Some(version) => format!("{} {version} at {host}", self.info.kind.name()),
             None => format!("{} at {host}", self.info.kind.name()),
+        }
+    }
+
+    /// A run's provenance: the server and the model it named; the chain, kernels and weights
+    /// are the server's, which it does not tell.
+    fn provenance(&self, params: &SamplingParams, trajectories: &[Trajectory]) -> Provenance {
+        let model = ModelProvenance {
+            source: format!("{}#{}", self.client.spec.base, self.info.model),
+            files: Vec::new(),
+            server: Some(self.place()),
+            served_model: Some(self.info.model.clone()),
+        };
+        Provenance {
+            chain: Vec::new(),
+            ..Provenance::of_run(model, self.place(), Vec::new(), None, params, trajectories)
         }
     }
 
@@ -460,14 +476,10 @@ impl Runner for RemoteModel {
             .sum();
         let trajectories: Vec<Trajectory> = slots.into_iter().map(|s| s.trajectory).collect();
         let stats = RunStats::of(&trajectories);
+        let provenance = self.provenance(params, &trajectories);
         Ok(SampleResponse {
             model: self.info.name(),
-            prompt: Some(PromptText {
-                text: request.prompt.text().to_owned(),
-                chat: request.prompt.is_chat(),
-                messages: request.prompt.messages().to_vec(),
-                rendered: None,
-            }),
+            prompt: Some(request.prompt.record(None)),
             params: params.clone(),
             prompt_token_ids: Vec::new(),
             prompt_logprobs: None,
@@ -488,6 +500,7 @@ impl Runner for RemoteModel {
                 tokens_replayed: 0,
                 tokens_decoded: decoded,
             },
+            provenance: Some(provenance),
         })
     }
 

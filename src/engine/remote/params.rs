@@ -17,124 +17,18 @@ pub const MAX_ALTERNATIVES: u32 = 20;
 /// Alternatives asked for whatever `logprobs` says, so that the inspector has some.
 const INSPECTOR_ALTERNATIVES: u32 = 5;
 
-/// A parameter's JSON name on each server: OpenAI (and unknown servers), vLLM, llama.cpp's
-/// server, llama-cpp-python; `None` where that server has no such parameter.
-struct Row(Field, [Option<&'static str>; 4]);
-
-const fn all(name: &'static str) -> [Option<&'static str>; 4] {
-    [Some(name); 4]
-}
-
-/// The parameters sent as they are. `max_tokens`, `seed`, `stop`, `logprobs`, `logit_bias` and
-/// the constraint (see [`constraint_on`]) are written by [`body`]; `num_samples` is one request
-/// per sample, and `engine` and `prompt_logprobs` are never sent (see [`applies`]).
-const ROWS: &[Row] = &[
-    Row(Field::Temperature, all("temperature")),
-    Row(Field::TopP, all("top_p")),
-    Row(Field::PresencePenalty, all("presence_penalty")),
-    Row(Field::FrequencyPenalty, all("frequency_penalty")),
-    Row(
-        Field::TopK,
-        [None, Some("top_k"), Some("top_k"), Some("top_k")],
-    ),
-    Row(
-        Field::MinP,
-        [None, Some("min_p"), Some("min_p"), Some("min_p")],
-    ),
-    Row(
-        Field::RepetitionPenalty,
-        [
-            None,
-            Some("repetition_penalty"),
-            Some("repeat_penalty"),
-            Some("repeat_penalty"),
-        ],
-    ),
-    Row(
-        Field::MinTokens,
-        [None, Some("min_tokens"), None, Some("min_tokens")],
-    ),
-    Row(
-        Field::IgnoreEos,
-        [None, Some("ignore_eos"), Some("ignore_eos"), None],
-    ),
-    Row(
-        Field::IncludeStopStrInOutput,
-        [None, Some("include_stop_str_in_output"), None, None],
-    ),
-    Row(Field::BadWords, [None, Some("bad_words"), None, None]),
-    Row(
-        Field::AllowedTokenIds,
-        [None, Some("allowed_token_ids"), None, None],
-    ),
-    Row(
-        Field::RepeatLastN,
-        [None, None, Some("repeat_last_n"), None],
-    ),
-    Row(Field::TypicalP, [None, None, Some("typical_p"), None]),
-    Row(Field::TopNSigma, [None, None, Some("top_n_sigma"), None]),
-    Row(
-        Field::XtcProbability,
-        [None, None, Some("xtc_probability"), None],
-    ),
-    Row(
-        Field::XtcThreshold,
-        [None, None, Some("xtc_threshold"), None],
-    ),
-    Row(
-        Field::DryMultiplier,
-        [None, None, Some("dry_multiplier"), None],
-    ),
-    Row(Field::DryBase, [None, None, Some("dry_base"), None]),
-    Row(
-        Field::DryAllowedLength,
-        [None, None, Some("dry_allowed_length"), None],
-    ),
-    Row(
-        Field::DryPenaltyLastN,
-        [None, None, Some("dry_penalty_last_n"), None],
-    ),
-    Row(
-        Field::DrySequenceBreakers,
-        [None, None, Some("dry_sequence_breakers"), None],
-    ),
-    Row(
-        Field::Mirostat,
-        [None, None, Some("mirostat"), Some("mirostat_mode")],
-    ),
-    Row(
-        Field::MirostatTau,
-        [None, None, Some("mirostat_tau"), Some("mirostat_tau")],
-    ),
-    Row(
-        Field::MirostatEta,
-        [None, None, Some("mirostat_eta"), Some("mirostat_eta")],
-    ),
-    Row(
-        Field::DynatempRange,
-        [None, None, Some("dynatemp_range"), None],
-    ),
-    Row(
-        Field::DynatempExponent,
-        [None, None, Some("dynatemp_exponent"), None],
-    ),
-    Row(Field::MinKeep, [None, None, Some("min_keep"), None]),
-    Row(Field::Samplers, [None, None, Some("samplers"), None]),
-];
-
-fn column(kind: ServerKind) -> usize {
-    match kind {
-        ServerKind::OpenAi => 0,
-        ServerKind::Vllm => 1,
-        ServerKind::LlamaServer => 2,
-        ServerKind::LlamaCppPython => 3,
-    }
-}
-
+/// `field`'s JSON name on `kind`, from the params table. Parameters sent as they are have one;
+/// `max_tokens`, `seed`, `stop`, `logprobs`, `logit_bias` and the constraint (see
+/// [`constraint_on`]) are written by [`body`]; `num_samples` is one request per sample, and
+/// `engine` and `prompt_logprobs` are never sent (see [`applies`]).
 fn name_on(kind: ServerKind, field: Field) -> Option<&'static str> {
-    ROWS.iter()
-        .find(|row| row.0 == field)
-        .and_then(|row| row.1[column(kind)])
+    let served = field.spec().served;
+    match kind {
+        ServerKind::OpenAi => served.openai,
+        ServerKind::Vllm => served.vllm,
+        ServerKind::LlamaServer => served.llama_server,
+        ServerKind::LlamaCppPython => served.llama_cpp_python,
+    }
 }
 
 /// The parameters set away from their defaults that `kind` has no place for, asked with
@@ -284,12 +178,12 @@ pub fn body(
             body.insert("top_logprobs".into(), json!(top));
         }
     }
-    for row in ROWS {
-        if let Some(name) = row.1[column(kind)] {
-            let value = params.get(row.0);
+    for &field in Field::ALL {
+        if let Some(name) = name_on(kind, field) {
+            let value = params.get(field);
             if !value.is_null() {
                 let value = serde_json::to_value(value).unwrap_or(Value::Null);
-                body.insert(name.into(), on_the_wire(kind, row.0, value));
+                body.insert(name.into(), on_the_wire(kind, field, value));
             }
         }
     }

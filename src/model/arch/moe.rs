@@ -7,8 +7,8 @@
 //! whatever other tokens are in the batch: our products compute each row on its own, so a row
 //! decoded beside others equals the row decoded alone.
 
-use super::registry::Activation;
 use super::weights::Moe;
+use crate::model::kernels::fused::Activation;
 use crate::model::kernels::fused::gated;
 use crate::model::kernels::parallel::{Disjoint, for_each_range};
 use candle_core::{DType, Result, Tensor};

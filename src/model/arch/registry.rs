@@ -2,7 +2,7 @@
 //! assembled. Adding a family that reuses the blocks is one row here (and, where its files
 //! say something new, the reading of that in `formats::config`).
 
-use crate::model::formats::config::RopeLayout;
+use crate::model::kernels::fused::{Activation, RopeLayout};
 
 /// The model families we run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,15 +45,6 @@ pub(crate) enum QkNorm {
     PerHead,
     /// The whole projection, all heads together (OLMo 2).
     Whole,
-}
-
-/// The feed-forward's gate activation: `act(gate) * up`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Activation {
-    /// SwiGLU.
-    Silu,
-    /// GeGLU with GELU's tanh approximation (`gelu_pytorch_tanh`).
-    GeluTanh,
 }
 
 /// How one family's blocks are assembled from the shared pieces.

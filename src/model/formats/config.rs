@@ -4,20 +4,11 @@
 pub use crate::model::arch::registry::Architecture;
 use crate::model::arch::registry::{Window, supported_gguf, supported_hf};
 use crate::model::error::ModelError;
+use crate::model::kernels::fused::RopeLayout;
 use crate::params::{ParamError, SamplingParams};
 use candle_core::quantized::gguf_file;
 use serde::Deserialize;
 use std::path::Path;
-
-/// How the two halves of each rotated pair are laid out inside a head.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RopeLayout {
-    /// Adjacent pairs (x0, x1), (x2, x3)…: llama.cpp's "normal" RoPE, which GGUF llama
-    /// weights are permuted for by convert_hf_to_gguf.
-    Interleaved,
-    /// Pairs (x_i, x_{i+d/2}): `rotate_half` in transformers, llama.cpp's "neox" RoPE.
-    HalfSplit,
-}
 
 /// How RoPE frequencies are stretched beyond the trained context.
 #[derive(Debug, Clone, PartialEq)]
@@ -515,7 +506,7 @@ impl ModelConfig {
             ));
         }
         if let Some(activation) = &hf.hidden_activation
-            && family.activation == crate::model::arch::registry::Activation::GeluTanh
+            && family.activation == crate::model::kernels::fused::Activation::GeluTanh
             && !matches!(activation.as_str(), "gelu_pytorch_tanh" | "gelu_new")
         {
             return Err(config_error(

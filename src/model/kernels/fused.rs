@@ -7,9 +7,26 @@
 use super::parallel::{Disjoint, for_each_range};
 use super::{Isa, contiguous_f32};
 use crate::fast_exp::exp;
-use crate::model::arch::registry::Activation;
-use crate::model::formats::config::RopeLayout;
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Shape, Tensor};
+
+/// The feed-forward's gate activation: `act(gate) * up`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Activation {
+    /// SwiGLU.
+    Silu,
+    /// GeGLU with GELU's tanh approximation (`gelu_pytorch_tanh`).
+    GeluTanh,
+}
+
+/// How the two halves of each rotated pair are laid out inside a head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeLayout {
+    /// Adjacent pairs (x0, x1), (x2, x3)…: llama.cpp's "normal" RoPE, which GGUF llama
+    /// weights are permuted for by convert_hf_to_gguf.
+    Interleaved,
+    /// Pairs (x_i, x_{i+d/2}): `rotate_half` in transformers, llama.cpp's "neox" RoPE.
+    HalfSplit,
+}
 
 /// `[rows, len, heads, dim]` to `[rows, heads, len, dim]`, rotated by cos and sin
 /// (`[len, rot / 2]`) as candle's `rope_i` (interleaved pairs) or `rope` (halves) rotate the

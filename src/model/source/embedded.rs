@@ -23,7 +23,7 @@ macro_rules! model_file {
     };
 }
 
-const FILES: [(&str, &[u8]); 4] = [
+pub(super) const FILES: [(&str, &[u8]); 4] = [
     model_file!("config.json"),
     model_file!("generation_config.json"),
     model_file!("model.safetensors"),

@@ -8,6 +8,9 @@ pub mod cache;
 pub mod discover;
 pub mod embedded;
 pub mod hub;
+pub mod origin;
+mod sha256;
+mod sha256_cache;
 pub mod synthetic;
 
 use hub::{HubError, Transfer};

@@ -3,3 +3,6 @@
 
 pub mod chat_template;
 pub mod gguf_tokenizer;
+mod piece;
+
+pub use piece::token_text;

@@ -10,7 +10,6 @@ mod escape;
 mod hover;
 mod provenance;
 
-use super::results::Run;
 use crate::response::SampleResponse;
 use crate::tui::Theme;
 use base64::Engine as _;
@@ -38,17 +37,17 @@ struct PageData<'a> {
 }
 
 /// The whole page for `runs` in `theme`'s colours.
-pub fn page(runs: &[Run], theme: &Theme) -> serde_json::Result<String> {
-    let data: Vec<RunData> = runs.iter().map(|run| RunData::of(&run.response)).collect();
+pub fn page(runs: &[SampleResponse], theme: &Theme) -> serde_json::Result<String> {
+    let data: Vec<RunData> = runs.iter().map(RunData::of).collect();
     let mut body = String::new();
     if let Some(first) = runs.first() {
-        body.push_str(&prompt(&first.response));
+        body.push_str(&prompt(first));
     }
     for (index, (run, run_data)) in runs.iter().zip(&data).enumerate() {
-        body.push_str(&run_section(index, run, run_data, theme));
+        body.push_str(&run_section(index, run, run_data, theme)?);
     }
     let json = escape::script_json(&PageData { runs: data })?;
-    let title = runs.first().map_or("", |run| run.response.model.as_str());
+    let title = runs.first().map_or("", |run| run.model.as_str());
     Ok(format!(
         "<!doctype html>\n<html lang=en><head><meta charset=utf-8>\
          <meta name=viewport content=\"width=device-width, initial-scale=1\">\
@@ -152,8 +151,12 @@ fn prompt(response: &SampleResponse) -> String {
 }
 
 /// One run: its model, parameters, columns, statistics, watched tokens and provenance.
-fn run_section(index: usize, run: &Run, data: &RunData, theme: &Theme) -> String {
-    let response = &run.response;
+fn run_section(
+    index: usize,
+    response: &SampleResponse,
+    data: &RunData,
+    theme: &Theme,
+) -> serde_json::Result<String> {
     let mut html = format!(
         "<section class=run data-run={index}><h2>{}</h2>",
         escape::text(&response.model)
@@ -175,11 +178,12 @@ fn run_section(index: usize, run: &Run, data: &RunData, theme: &Theme) -> String
     );
     html.push_str(&stats(response));
     html.push_str(&watched(response));
-    if let Some(provenance) = &run.provenance {
-        let _ = write!(html, "<h3>provenance</h3>{}", provenance::table(provenance));
+    if let Some(provenance) = &response.provenance {
+        let value = serde_json::to_value(provenance)?;
+        let _ = write!(html, "<h3>provenance</h3>{}", provenance::table(&value));
     }
     html.push_str("</section>");
-    html
+    Ok(html)
 }
 
 /// The statistics as the playground's `i` tells them, and the raw entropy along each sample.

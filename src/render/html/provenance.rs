@@ -1,5 +1,5 @@
-//! A run's `provenance` as a table of its keys and values, whatever they are: what makes a run
-//! reproducible is for the run's writer to say, so the page shows it without reading it.
+//! A run's `provenance` as a table of its keys and values, whatever they hold: the page lists
+//! what the run's writer recorded, so a field added to provenance shows without a change here.
 
 use super::escape;
 use serde_json::Value;
@@ -21,8 +21,9 @@ pub fn table(provenance: &Value) -> String {
     format!("<table class=provenance>{body}</table>")
 }
 
-/// `value`'s rows under `key`: an object's entries each under its own key, a list of plain
-/// values joined with commas, a string as it is, anything else as compact JSON.
+/// `value`'s rows under `key`: an object's entries each under its own key (`model.source`), a
+/// list of plain values joined with commas, a list of anything else item by item
+/// (`model.files[0].sha256`), a string as it is, any other value as JSON.
 fn flatten(key: &str, value: &Value, rows: &mut Vec<(String, String)>) {
     match value {
         Value::Object(map) if !map.is_empty() => {
@@ -42,6 +43,11 @@ fn flatten(key: &str, value: &Value, rows: &mut Vec<(String, String)>) {
         {
             let shown: Vec<String> = items.iter().map(plain).collect();
             rows.push((key.to_owned(), shown.join(", ")));
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                flatten(&format!("{key}[{i}]"), item, rows);
+            }
         }
         other => rows.push((key.to_owned(), plain(other))),
     }
@@ -68,7 +74,7 @@ mod tests {
                 "samplab": "0.1.0",
                 "model": {"path": "m.gguf", "size": 1024, "sha256": null},
                 "seeds": [42, 43],
-                "chain": [{"stage": "top_k"}],
+                "kernels": [{"weight_type": "q4_1", "kernel": "samplab"}],
                 "empty": {}
             }),
             &mut rows,
@@ -79,7 +85,7 @@ mod tests {
         assert!(rows.contains(&("model.size", "1024")));
         assert!(rows.contains(&("model.sha256", "null")));
         assert!(rows.contains(&("seeds", "42, 43")));
-        assert!(rows.contains(&("chain", r#"[{"stage":"top_k"}]"#)));
+        assert!(rows.contains(&("kernels[0].weight_type", "q4_1")));
         assert!(rows.contains(&("empty", "{}")));
         let html = table(&json!({"<k>": "<v>"}));
         assert!(

@@ -1,7 +1,8 @@
 //! Each engine's chain as a list of [`Step`]s, run on a candidate [`Pool`]: llama.cpp and
-//! transformers sample through it, and every engine's per-stage trace comes from it. vLLM
-//! samples through a faster path that runs the same list's logit processors on plain logits
-//! and its filters as one cut (the tests hold it equal to this one).
+//! transformers sample through it, and every engine's per-stage trace comes from it. A chain
+//! that ends in vLLM's filters (or in greedy's argmax) samples through a faster path built from
+//! the same list: its logit processors on plain logits, then the filters as one cut (the tests
+//! hold it equal to the pool).
 //!
 //! The list starts as the whole vocabulary held densely (index = id); the first stage that cuts
 //! it lists the survivors. top_k and min_p cut a dense pool without listing it, so that the common
@@ -81,6 +82,35 @@ impl Step {
             Step::Greedy => "greedy",
             Step::Mirostat => "mirostat",
         }
+    }
+
+    /// The llama.cpp stage that does what this step does (in its own engine's formula).
+    fn stage(self) -> Option<Stage> {
+        let as_llama_cpp = match self {
+            Step::TopK { .. } => Step::TopK { ties: false },
+            Step::TypicalTransformers => Step::TypicalLlamaCpp,
+            Step::TopPTransformers => Step::TopP,
+            step => step,
+        };
+        LLAMA_CPP_STAGES
+            .iter()
+            .find(|&&(_, step)| step == as_llama_cpp)
+            .map(|&(stage, _)| stage)
+    }
+
+    /// A logit processor: a stage that moves logits, reading the sample only.
+    pub(super) fn is_processor(self) -> bool {
+        matches!(
+            self,
+            Step::Constraint
+                | Step::AllowedIds
+                | Step::BadWords
+                | Step::MinTokens
+                | Step::LogitBias
+                | Step::BanEos
+                | Step::Penalties
+                | Step::Dry
+        )
     }
 
     /// Runs a logit processor (a stage that moves logits, reading the sample only) on a pool
@@ -165,10 +195,9 @@ impl Step {
     }
 }
 
-/// vLLM's logit processors in its order: the start of its chain, and all of its fast path but
-/// the filters. The structured-output mask comes first: vLLM applies it to the model's logits
-/// before the sampler sees them.
-pub(super) const VLLM_PROCESSORS: [Step; 6] = [
+/// vLLM's logit processors in its order. The structured-output mask comes first: vLLM applies
+/// it to the model's logits before the sampler sees them.
+const VLLM_PROCESSORS: [Step; 6] = [
     Step::Constraint,
     Step::AllowedIds,
     Step::BadWords,
@@ -176,6 +205,58 @@ pub(super) const VLLM_PROCESSORS: [Step; 6] = [
     Step::LogitBias,
     Step::Penalties,
 ];
+
+/// vLLM's filters after its processors, in its order (each a no-op when off).
+pub(super) const VLLM_FILTERS: [Step; 4] = [
+    Step::Temperature,
+    Step::MinP,
+    Step::TopK { ties: true },
+    Step::TopP,
+];
+
+/// transformers' logits processors in its order. A constraint is a logits processor the caller
+/// passes to generate(), which runs after the built-in ones.
+const TRANSFORMERS_PROCESSORS: [Step; 5] = [
+    Step::LogitBias,
+    Step::Penalties,
+    Step::BadWords,
+    Step::MinTokens,
+    Step::Constraint,
+];
+
+/// transformers' logits warpers in its order, after its processors.
+const TRANSFORMERS_WARPERS: [Step; 5] = [
+    Step::Temperature,
+    Step::TopK { ties: true },
+    Step::TopPTransformers,
+    Step::MinP,
+    Step::TypicalTransformers,
+];
+
+/// Each llama.cpp sampler stage and the step that runs it in llama.cpp's chain.
+const LLAMA_CPP_STAGES: [(Stage, Step); 9] = [
+    (Stage::Penalties, Step::Penalties),
+    (Stage::Dry, Step::Dry),
+    (Stage::TopNSigma, Step::TopNSigma),
+    (Stage::TopK, Step::TopK { ties: false }),
+    (Stage::TypicalP, Step::TypicalLlamaCpp),
+    (Stage::TopP, Step::TopP),
+    (Stage::MinP, Step::MinP),
+    (Stage::Xtc, Step::Xtc),
+    (Stage::Temperature, Step::Temperature),
+];
+
+/// A sampling engine's order (vLLM's or transformers', sampling rather than greedy) in
+/// llama.cpp's stage names: the `--samplers` that asks llama.cpp for it. The stages llama.cpp
+/// lacks (bad words, min_tokens, ...) are left out; llama.cpp's own order is its `samplers`.
+pub fn order_as_llama_cpp_stages(engine: Engine) -> Vec<Stage> {
+    let steps: Vec<Step> = match engine {
+        Engine::Vllm => [&VLLM_PROCESSORS[..], &VLLM_FILTERS].concat(),
+        Engine::Transformers => [&TRANSFORMERS_PROCESSORS[..], &TRANSFORMERS_WARPERS].concat(),
+        Engine::LlamaCpp => return Stage::LLAMA_CPP_DEFAULT.to_vec(),
+    };
+    steps.into_iter().filter_map(Step::stage).collect()
+}
 
 /// The engine's chain for `params`, in the order it runs.
 pub(super) fn steps(params: &SamplingParams) -> Vec<Step> {
@@ -185,35 +266,16 @@ pub(super) fn steps(params: &SamplingParams) -> Vec<Step> {
             if params.is_greedy() {
                 steps.push(Step::Greedy);
             } else {
-                steps.extend([
-                    Step::Temperature,
-                    Step::MinP,
-                    Step::TopK { ties: true },
-                    Step::TopP,
-                ]);
+                steps.extend(VLLM_FILTERS);
             }
             steps
         }
         Engine::Transformers => {
-            // A constraint is a logits processor the caller passes to generate(), which runs
-            // after the built-in processors and before the warpers.
-            let mut steps = vec![
-                Step::LogitBias,
-                Step::Penalties,
-                Step::BadWords,
-                Step::MinTokens,
-                Step::Constraint,
-            ];
+            let mut steps = TRANSFORMERS_PROCESSORS.to_vec();
             if params.is_greedy() {
                 steps.push(Step::Greedy);
             } else {
-                steps.extend([
-                    Step::Temperature,
-                    Step::TopK { ties: true },
-                    Step::TopPTransformers,
-                    Step::MinP,
-                    Step::TypicalTransformers,
-                ]);
+                steps.extend(TRANSFORMERS_WARPERS);
             }
             steps
         }
@@ -227,16 +289,11 @@ pub(super) fn steps(params: &SamplingParams) -> Vec<Step> {
                 .samplers
                 .as_deref()
                 .unwrap_or(&Stage::LLAMA_CPP_DEFAULT);
-            steps.extend(order.iter().map(|stage| match stage {
-                Stage::Penalties => Step::Penalties,
-                Stage::Dry => Step::Dry,
-                Stage::TopNSigma => Step::TopNSigma,
-                Stage::TopK => Step::TopK { ties: false },
-                Stage::TypicalP => Step::TypicalLlamaCpp,
-                Stage::TopP => Step::TopP,
-                Stage::MinP => Step::MinP,
-                Stage::Xtc => Step::Xtc,
-                Stage::Temperature => Step::Temperature,
+            steps.extend(order.iter().filter_map(|&stage| {
+                LLAMA_CPP_STAGES
+                    .iter()
+                    .find(|&&(s, _)| s == stage)
+                    .map(|&(_, step)| step)
             }));
             steps
         }
@@ -251,6 +308,17 @@ pub(super) fn grammar_first(params: &SamplingParams) -> Vec<Step> {
         steps.insert(0, Step::Constraint);
     }
     steps
+}
+
+/// The stages of the chain of `params` by name, in the order they run, as the trace shows them
+/// (llama.cpp's grammar first, since a refused draw resamples through it); the constraint
+/// only where `params` have one.
+pub fn stage_names(params: &SamplingParams) -> Vec<&'static str> {
+    grammar_first(params)
+        .into_iter()
+        .filter(|&step| step != Step::Constraint || params.constraint().is_some())
+        .map(Step::name)
+        .collect()
 }
 
 /// Runs `steps` (a chain of `params`) and draws with `u`, or takes `forced` (a token the user
@@ -300,4 +368,32 @@ pub(super) fn trace(
         traces.push(StageTrace::new(step.name(), pool.snapshot(ids)));
     }
     traces
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(engine: Engine) -> String {
+        let stages = order_as_llama_cpp_stages(engine);
+        stages
+            .iter()
+            .map(|s| s.name())
+            .collect::<Vec<_>>()
+            .join(";")
+    }
+
+    #[test]
+    fn each_engine_order_reads_as_llama_cpp_stages() {
+        assert_eq!(
+            names(Engine::Vllm),
+            "penalties;temperature;min_p;top_k;top_p"
+        );
+        assert_eq!(
+            names(Engine::Transformers),
+            "penalties;temperature;top_k;top_p;min_p;typ_p"
+        );
+        let default = Stage::LLAMA_CPP_DEFAULT.map(|s| s.name()).join(";");
+        assert_eq!(names(Engine::LlamaCpp), default);
+    }
 }

@@ -8,9 +8,9 @@ use crate::engine::{Conversation, Prompt};
 use crate::model::text::chat_template::Message;
 use crate::tui::action::{Effect, Focus};
 use crate::tui::comparison::ModelId;
+use crate::tui::model_slot::ModelSlot;
 use crate::tui::state::State;
 use crate::tui::widgets::prompt::ChatModes;
-use crate::tui::widgets::status::ModelSlot;
 
 /// `m`: raw → chat → raw, for the models it applies to; when the prompt holds special-token
 /// text: raw → chat → chat with that text kept as text → raw with it kept as text → raw.

@@ -17,6 +17,7 @@ use crate::tui::action::{Action, Effect, Focus, ListMove};
 use crate::tui::branch_tree::keep_for_run;
 use crate::tui::comparison::{ModelId, SideId};
 use crate::tui::input::mouse::{self, Target};
+use crate::tui::model_slot::ModelStatus;
 use crate::tui::overlays::preset_picker;
 use crate::tui::state::{Overlay, State};
 use crate::tui::widgets::chain_view::TokenTrace;
@@ -24,7 +25,6 @@ use crate::tui::widgets::columns::Columns;
 use crate::tui::widgets::layout::{Grid, areas};
 use crate::tui::widgets::params::page_rows;
 use crate::tui::widgets::prompt::{PromptView, SeenPrompt};
-use crate::tui::widgets::status::ModelStatus;
 use crate::tui::widgets::text::TextBuffer;
 use run_shape::load_over;
 

@@ -3,10 +3,10 @@
 
 use crate::tui::action::{Effect, ListMove};
 use crate::tui::comparison::ModelId;
+use crate::tui::model_slot::{ModelSlot, ModelStatus};
 use crate::tui::overlays::model_picker::{self, ModelPicker};
 use crate::tui::state::{Overlay, State};
 use crate::tui::update;
-use crate::tui::widgets::status::{ModelSlot, ModelStatus};
 
 /// `a`: opens the picker and asks the loop what is on disk.
 pub fn open(state: &mut State) -> Vec<Effect> {

@@ -11,7 +11,7 @@ use crate::engine::score::common_prefix;
 use crate::response::{
     BranchOrigin, CrossScore, StopMatched, StopReason, mean_and_perplexity, stop_label,
 };
-use crate::tui::comparison::SideId;
+use crate::tui::comparison::{Mark, SideId, SideTitle};
 use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -550,30 +550,12 @@ fn token_at_char(column: &Column, chars: usize) -> Option<usize> {
     })
 }
 
-/// How a compared side's columns are titled: every column by `label` (model, parameter set),
-/// the side's first one by `header` (with the device and speed).
-#[derive(Debug, Clone, PartialEq)]
-pub struct SideTitle {
-    pub label: String,
-    pub header: String,
-}
-
 /// Why there are no columns yet: waiting for the model, for a prompt it can start from, or
 /// the model could not load.
 pub enum Empty {
     Waiting,
     AwaitsPrompt,
     Failed(String),
-}
-
-/// Whether a side's columns show what its parameters give now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mark {
-    Current,
-    /// From an earlier run: the parameters or the prompt changed since.
-    Stale,
-    /// The side's newest run failed; its columns are what is left of it or of the run before.
-    Failed,
 }
 
 /// What the columns say about their sides, derived from the state for one draw.

@@ -117,6 +117,7 @@ pub fn response(trajectories: Vec<Trajectory>) -> SampleResponse {
         prompt_watched: None,
         trajectories,
         timings: Timings::default(),
+        provenance: None,
     }
 }
 

@@ -33,7 +33,7 @@ const CHUNK_ROWS: usize = 64;
 /// f32 (`exact`: the exact model's logits up to summation order), round them to 16 bits
 /// (`16bit`: on CPUs with AVX-512 VNNI, about 1/100 of llama.cpp's 8-bit error and up to
 /// twice as fast on models of a few GB), or `auto`: 16-bit where the CPU has it, else exact.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Activations {
     #[default]

@@ -7,7 +7,7 @@
 use super::cache::{self, REVISION, RepoCache};
 use super::progress::{Meter, Transfer};
 use super::{HubError, HubSettings};
-use sha2::{Digest, Sha256};
+use crate::model::source::sha256::{self, Hashing};
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -257,12 +257,14 @@ impl<'a> Client<'a> {
             let problem = match (meta.size, sha256) {
                 (Some(size), _) if len != size => Some(format!("{len} bytes of {size}")),
                 (_, Some(expected)) => {
-                    let actual = sha256_of(&mut out, &self.hub.cancel).map_err(|e| match e {
-                        Hashing::Cancelled => HubError::Cancelled {
-                            file: file.to_owned(),
-                        },
-                        Hashing::Io(e) => cache_error(e),
-                    })?;
+                    out.seek(SeekFrom::Start(0)).map_err(cache_error)?;
+                    let actual =
+                        sha256::of_reader(&mut out, &self.hub.cancel).map_err(|e| match e {
+                            Hashing::Cancelled => HubError::Cancelled {
+                                file: file.to_owned(),
+                            },
+                            Hashing::Io(e) => cache_error(e),
+                        })?;
                     (actual != expected).then(|| format!("sha256 {actual}, not {expected}"))
                 }
                 _ => None,
@@ -571,33 +573,6 @@ fn normalise_etag(etag: &str) -> String {
 /// An LFS file's ETag is its sha256.
 fn is_sha256(etag: &str) -> bool {
     etag.len() == 64 && etag.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
-enum Hashing {
-    Cancelled,
-    Io(io::Error),
-}
-
-fn sha256_of(file: &mut File, cancel: &super::Cancel) -> Result<String, Hashing> {
-    file.seek(SeekFrom::Start(0)).map_err(Hashing::Io)?;
-    let mut hasher = Sha256::new();
-    let mut buffer = vec![0; 1 << 20];
-    loop {
-        if cancel.is_cancelled() {
-            return Err(Hashing::Cancelled);
-        }
-        match file.read(&mut buffer) {
-            Ok(0) => break,
-            Ok(n) => hasher.update(&buffer[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Hashing::Io(e)),
-        }
-    }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
 }
 
 /// `bytes 100-199/200` starts at 100.

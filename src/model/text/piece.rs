@@ -1,0 +1,53 @@
+//! A token's text as the columns, the inspector and the responses show it.
+
+use tokenizers::Tokenizer;
+
+/// A token's own text for display: SentencePiece's "▁the" shows as " the", byte-level BPE's
+/// "Ġthe" as " the", and a byte-fallback piece stays `<0xE2>` (alone it is no character).
+pub fn token_text(tokenizer: &Tokenizer, id: u32) -> String {
+    let Some(piece) = tokenizer.id_to_token(id) else {
+        return format!("<{id}>");
+    };
+    let is_byte = piece.len() == 6 && piece.starts_with("<0x") && piece.ends_with('>');
+    if is_byte {
+        piece
+    } else if piece.contains('\u{2581}') {
+        piece.replace('\u{2581}', " ")
+    } else {
+        tokenizer.decode(&[id], false).unwrap_or(piece)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::token_text;
+    use std::str::FromStr;
+    use tokenizers::Tokenizer;
+
+    fn tokenizer(vocab: &str, decoder: &str) -> Tokenizer {
+        let json = format!(
+            r#"{{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],
+            "normalizer":null,"pre_tokenizer":null,"post_processor":null,"decoder":{decoder},
+            "model":{{"type":"BPE","dropout":null,"unk_token":null,"continuing_subword_prefix":null,
+            "end_of_word_suffix":null,"fuse_unk":false,"byte_fallback":false,
+            "vocab":{vocab},"merges":[]}}}}"#
+        );
+        Tokenizer::from_str(&json).unwrap()
+    }
+
+    #[test]
+    fn pieces_show_as_the_text_they_stand_for() {
+        let byte_level = tokenizer(
+            r#"{"Ġthe":0,"Ċ":1,"x":2}"#,
+            r#"{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":false,"use_regex":false}"#,
+        );
+        assert_eq!(token_text(&byte_level, 0), " the");
+        assert_eq!(token_text(&byte_level, 1), "\n");
+        assert_eq!(token_text(&byte_level, 2), "x");
+        assert_eq!(token_text(&byte_level, 99), "<99>");
+
+        let sentencepiece = tokenizer(r#"{"▁the":0,"<0xE2>":1}"#, "null");
+        assert_eq!(token_text(&sentencepiece, 0), " the");
+        assert_eq!(token_text(&sentencepiece, 1), "<0xE2>");
+    }
+}
