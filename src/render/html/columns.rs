@@ -4,6 +4,7 @@
 use super::colour;
 use super::escape;
 use super::hover::RunData;
+use crate::model::text::byte_fallback;
 use crate::response::{SampleResponse, Trajectory, stop_label};
 use crate::tui::Theme;
 use std::fmt::Write;
@@ -44,7 +45,7 @@ fn body(t: &Trajectory, data: &RunData, theme: &Theme) -> String {
         );
     };
     let mut html = String::new();
-    for (i, (text, logprob)) in texts.iter().zip(&t.logprobs).enumerate() {
+    for (i, (text, logprob)) in shown_texts(&texts).iter().zip(&t.logprobs).enumerate() {
         let style = colour::declarations(theme.token_style(logprob.exp()));
         let _ = write!(
             html,
@@ -53,6 +54,34 @@ fn body(t: &Trajectory, data: &RunData, theme: &Theme) -> String {
         );
     }
     html
+}
+
+/// What each token adds to its column's text: its own text, except that byte-fallback pieces
+/// (`<0x0A>`, `<0xE2>`) are the bytes they stand for, shown as the character they complete on
+/// the token that completes it (those before it show nothing), as the playground's columns
+/// show them; the hover still names each piece.
+fn shown_texts(pieces: &[&str]) -> Vec<String> {
+    let mut shown = Vec::with_capacity(pieces.len());
+    let mut pending = Vec::new();
+    for piece in pieces {
+        let Some(byte) = byte_fallback(piece) else {
+            shown.push(String::from_utf8_lossy(&pending).into_owned() + piece);
+            pending.clear();
+            continue;
+        };
+        pending.push(byte);
+        match std::str::from_utf8(&pending) {
+            Err(e) if e.error_len().is_none() => shown.push(String::new()),
+            _ => {
+                shown.push(String::from_utf8_lossy(&pending).into_owned());
+                pending.clear();
+            }
+        }
+    }
+    if let (Some(last), false) = (shown.last_mut(), pending.is_empty()) {
+        last.push_str(&String::from_utf8_lossy(&pending));
+    }
+    shown
 }
 
 /// How the sample ended, its length, where it parts from sample 0 and what the other models
@@ -77,4 +106,21 @@ fn footer(response: &SampleResponse, t: &Trajectory, data: &RunData) -> String {
         parts.push(format!("⇄{} {}", score.model, score.perplexity_label()));
     }
     parts.join(" · ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_pieces_show_as_the_characters_they_spell() {
+        let pieces = [" a", "<0x0A>", "<0xE2>", "<0x80>", "<0x99>", "s", "<0xE2>"];
+        assert_eq!(
+            shown_texts(&pieces),
+            [" a", "\n", "", "", "\u{2019}", "s", "\u{FFFD}"],
+            "a character ends on its last byte; one the sample never finished is a \
+             replacement character"
+        );
+        assert_eq!(shown_texts(&["<0xE2>", "x"]), ["", "\u{FFFD}x"]);
+    }
 }
