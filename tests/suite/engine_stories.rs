@@ -4,7 +4,7 @@
 use crate::common;
 
 use samplab::engine::generate::EVENT_ALTERNATIVES;
-use samplab::engine::{Event, LoadedModel, Prompt, Request, TraceRequest};
+use samplab::engine::{Event, LoadedModel, Prompt, Request};
 use samplab::model::device::DeviceChoice;
 use samplab::params::SamplingParams;
 use samplab::response::{SampleResponse, StopMatched, StopReason};
@@ -501,15 +501,7 @@ fn recorded_traces_are_the_inspectors_traces() {
         let ids: Vec<u32> = traced.tokens.iter().map(|t| t.0).collect();
         assert!(ids.contains(&sample.token_ids[step]), "step {step}");
         assert!(ids.len() >= EVENT_ALTERNATIVES as usize, "step {step}");
-        let request = TraceRequest {
-            run_id: 1,
-            sample: 1,
-            seed: sample.seed,
-            branch: None,
-            tokens: sample.token_ids[..=step].to_vec(),
-            params: response.params.clone(),
-            ids,
-        };
+        let request = common::trace_request(sample, step, &response.params, ids);
         let asked = model.trace(&request).unwrap();
         let acting: Vec<StageTrace> = StageTrace::acting(&asked).cloned().collect();
         assert_eq!(traced.stages, acting, "step {step}");

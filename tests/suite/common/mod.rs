@@ -23,6 +23,25 @@ pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// The inspector's question about `sample` (a run's own sample, not a branch) at `step`: what
+/// the chain did to `ids` there.
+pub fn trace_request(
+    sample: &samplab::response::Trajectory,
+    step: usize,
+    params: &samplab::params::SamplingParams,
+    ids: Vec<u32>,
+) -> samplab::engine::TraceRequest {
+    samplab::engine::TraceRequest {
+        run_id: 1,
+        sample: sample.index,
+        seed: sample.seed,
+        branch: None,
+        tokens: sample.token_ids[..=step].to_vec(),
+        params: params.clone(),
+        ids,
+    }
+}
+
 /// The stories260K test model: `$SAMPLAB_TEST_MODEL`, or `../shared/models/stories260K/` beside the
 /// repository. `None` skips the test, unless `SAMPLAB_REQUIRE_TEST_MODEL=1` (set by CI), which fails it.
 pub fn test_model() -> Option<PathBuf> {
