@@ -14,6 +14,7 @@ pub mod params;
 pub mod preset_store;
 pub mod presets;
 pub mod regular_file;
+pub mod render;
 pub mod response;
 pub mod sampling;
 pub mod terminal_text;

@@ -44,6 +44,8 @@ enum Command {
     Bench(cli::bench::BenchArgs),
     /// Write the parameters of a preset as code for another engine.
     Export(cli::export::ExportArgs),
+    /// Turn a results file (`sample --json`, the playground's `w`) into a page to share.
+    Render(cli::render::RenderArgs),
     /// Run a results file again (its prompt, params, seeds, model, device) and say whether
     /// every token equals: exit 0 if so, 1 naming the first that differs, 2 when the file
     /// cannot be replayed.
@@ -68,6 +70,7 @@ fn main() -> ExitCode {
         Some(Command::Sweep(args)) => cli::sweep::run(args),
         Some(Command::Bench(args)) => cli::bench::run(args),
         Some(Command::Export(args)) => cli::export::run(args),
+        Some(Command::Render(args)) => cli::render::run(args),
         Some(Command::Replay(args)) => cli::replay::run(args),
         Some(Command::Presets { command }) => cli::presets::run(command),
     };

@@ -3,6 +3,7 @@
 
 use crate::model::text::chat_template::Message;
 use crate::params::SamplingParams;
+use crate::sampling::StageTrace;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use std::borrow::Borrow;
@@ -184,6 +185,19 @@ pub struct Trajectory {
     /// Per generated token, what the run's constraint cut; absent without one.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub constraint: Option<Vec<ConstraintStep>>,
+    /// Per generated token, what each stage of the chain did to it and its alternatives;
+    /// recorded only when asked (`samplab sample --trace`), for a page that shows it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub trace: Option<Vec<StepTrace>>,
+}
+
+/// One step traced through the chain: the tokens followed (the best alternatives by raw
+/// logprob, the chosen one among them), and for the model and each stage that changed any of
+/// them, every one's logit and probability, null once a stage cut it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepTrace {
+    pub tokens: Vec<TopLogprob>,
+    pub stages: Vec<StageTrace>,
 }
 
 impl Trajectory {
@@ -205,6 +219,7 @@ impl Trajectory {
             cross_scores: None,
             branch: None,
             constraint: None,
+            trace: None,
         }
     }
 }
@@ -255,6 +270,16 @@ pub struct CrossScore {
     /// rendering of the conversation, not after its own.
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub foreign_prompt: bool,
+}
+
+impl CrossScore {
+    /// The perplexity as a column's footer shows it: `8.10`, then `*` when the text was
+    /// tokenized again and `†` when it was scored after the sampling model's chat template.
+    pub fn perplexity_label(&self) -> String {
+        let retokenized = if self.retokenized { "*" } else { "" };
+        let foreign = if self.foreign_prompt { "†" } else { "" };
+        format!("{:.2}{retokenized}{foreign}", self.perplexity)
+    }
 }
 
 /// How long the run took.
@@ -359,6 +384,7 @@ mod tests {
                 cross_scores: None,
                 branch: None,
                 constraint: None,
+                trace: None,
             }],
             stats: None,
             watch: None,

@@ -6,6 +6,7 @@ pub mod export;
 pub mod play;
 pub mod presets;
 mod progress;
+pub mod render;
 pub mod replay;
 pub mod sample;
 pub mod sweep;

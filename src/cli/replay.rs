@@ -40,6 +40,7 @@ pub struct ReplayArgs {
 pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let file = args.file.display().to_string();
     let runs = results_file::read(&args.file)?;
+    results_file::require_provenance(&runs, &file)?;
     // Every run is checked before any model loads, so that a bad file fails at once.
     let requests = runs
         .iter()

@@ -5,7 +5,7 @@ use super::progress::LoadBar;
 use clap::Args;
 use samplab::engine::load::load_any;
 use samplab::engine::{
-    Conversation, Engine, Event, Prompt, Request, RunId, ScoreRequest, random_seed,
+    Conversation, Engine, Event, Prompt, Request, RunId, Runner, ScoreRequest, random_seed,
 };
 use samplab::model::device::DeviceChoice;
 use samplab::model::source::embedded;
@@ -86,6 +86,12 @@ pub struct SampleArgs {
     /// Stream one JSON event per line.
     #[arg(long)]
     jsonl: bool,
+    /// Record in `--json` what each stage of the chain did to every token and its best
+    /// alternatives (each trajectory's `trace`), as the playground's inspector shows it, for
+    /// `samplab render` to show; local models only, in samplab's shape. It samples each step's
+    /// chain twice.
+    #[arg(long, requires = "json")]
+    trace: bool,
 }
 
 /// A loaded model's worker.
@@ -112,6 +118,9 @@ struct Finished {
 }
 
 pub fn run(mut args: SampleArgs) -> anyhow::Result<ExitCode> {
+    if args.trace && args.shape == ResponseShape::Twinkle {
+        anyhow::bail!("--trace records what twinkle's shape has no place for: leave out --shape");
+    }
     let model_defaults = args.preset.as_deref() == Some(MODEL_PRESET);
     // Checked before loading so that a typo costs no load time.
     let params = params_from_flags(
@@ -195,11 +204,17 @@ fn streams_plain(args: &SampleArgs, params: &SamplingParams) -> bool {
 fn load(spec: &str, args: &SampleArgs, stdout: &mut impl Write) -> anyhow::Result<Worker> {
     let (events, inbox) = std::sync::mpsc::channel();
     let owned_spec = spec.to_owned();
-    let (device, activations) = (args.device, args.precision.activations);
+    let (device, activations, trace) = (args.device, args.precision.activations, args.trace);
     let hub = HubSettings::from_env();
     let cancel = hub.cancel.clone();
     let engine = Engine::spawn(
-        move |progress| load_any(&owned_spec, &hub, device, activations, progress),
+        move |progress| {
+            let mut model = load_any(&owned_spec, &hub, device, activations, progress)?;
+            if trace {
+                model.record_traces()?;
+            }
+            Ok(model)
+        },
         move |event| {
             let _ = events.send(event);
         },

@@ -10,7 +10,7 @@ use super::replay::{PromptLogits, Record, ReplayStore};
 use crate::model::text::token_text;
 use crate::params::SamplingParams;
 use crate::response::{
-    RunStats, SampleResponse, StopMatched, StopReason, Timings, TopLogprob, Trajectory,
+    RunStats, SampleResponse, StepTrace, StopMatched, StopReason, Timings, TopLogprob, Trajectory,
 };
 use crate::sampling::detokenizer::Detokenizer;
 use crate::sampling::stop::StopMatcher;
@@ -34,6 +34,8 @@ pub struct RunContext<'a> {
     pub model_name: &'a str,
     /// The params' constraint compiled over this model's vocabulary, if they have one.
     pub constraint: Option<&'a Constraint>,
+    /// Each trajectory records its tokens' stage traces (`Trajectory::trace`).
+    pub record_traces: bool,
 }
 
 /// One sample's progress through the run.
@@ -179,6 +181,7 @@ impl<'c> Run<'_, 'c> {
         let watch = super::watch::resolve(self.ctx.tokenizer, params)?;
         let mut sampler = Sampler::new(params)?
             .with_alternatives(EVENT_ALTERNATIVES)
+            .with_traces(self.ctx.record_traces)
             .with_tokens(TokenLists {
                 watched: watch.iter().flatten().map(|w| w.id).collect(),
                 ..TokenLists::new(self.ctx.tokenizer, self.ctx.eos_ids, params)
@@ -290,6 +293,7 @@ impl<'c> Run<'_, 'c> {
                         kept_entropy: Some(Vec::new()),
                         watched: watch.as_deref().map(super::watch::series),
                         constraint: self.ctx.constraint.map(|_| Vec::new()),
+                        trace: self.ctx.record_traces.then(Vec::new),
                         ..Trajectory::empty(index as u32, seeds[index], params.logprobs)
                     },
                     end: None,
@@ -763,6 +767,12 @@ fn accept(
         .collect();
     if let (Some(tops), Some(n)) = (&mut trajectory.top_logprobs, logprobs) {
         tops.push(requested_top(&alternatives, n, token.id));
+    }
+    if let (Some(traces), Some(stages)) = (&mut trajectory.trace, token.trace) {
+        traces.push(StepTrace {
+            tokens: alternatives.iter().map(TopLogprob::from).collect(),
+            stages,
+        });
     }
     let step = slot
         .stops

@@ -328,6 +328,7 @@ fn load_on(
         eos_ids,
         defaults,
         chat_template,
+        record_traces: false,
         origin,
     })
 }

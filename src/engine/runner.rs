@@ -37,6 +37,11 @@ pub trait Runner: Send {
     /// What each stage of the chain did at one step of the last run.
     fn trace(&self, request: &TraceRequest) -> anyhow::Result<Vec<StageTrace>>;
 
+    /// From now on every run records each token's stage trace in its trajectories
+    /// (`Trajectory::trace`), for a page that shows them; a served model has no logits to
+    /// trace and refuses.
+    fn record_traces(&mut self) -> anyhow::Result<()>;
+
     /// After a panic in the middle of a job: whatever state it left is dropped.
     fn recover(&mut self, panic: String) -> anyhow::Error;
 }
@@ -70,6 +75,10 @@ impl<R: Runner + ?Sized> Runner for Box<R> {
 
     fn trace(&self, request: &TraceRequest) -> anyhow::Result<Vec<StageTrace>> {
         (**self).trace(request)
+    }
+
+    fn record_traces(&mut self) -> anyhow::Result<()> {
+        (**self).record_traces()
     }
 
     fn recover(&mut self, panic: String) -> anyhow::Error {

@@ -51,6 +51,8 @@ pub struct LoadedModel {
     pub activations: Option<Activations>,
     /// Its vocabulary for constraints and the last constraint compiled.
     pub structured: Structured,
+    /// Every run records each token's stage trace (see [`Runner::record_traces`]).
+    pub record_traces: bool,
     /// Where it came from, for the provenance of its runs.
     pub origin: ModelOrigin,
 }
@@ -384,6 +386,7 @@ impl LoadedModel {
             eos_ids: &self.eos_ids,
             model_name: &self.name,
             constraint,
+            record_traces: self.record_traces,
         };
         generate(
             self.backend.as_mut(),
@@ -435,6 +438,11 @@ impl Runner for LoadedModel {
 
     fn trace(&self, request: &TraceRequest) -> anyhow::Result<Vec<StageTrace>> {
         LoadedModel::trace(self, request)
+    }
+
+    fn record_traces(&mut self) -> anyhow::Result<()> {
+        self.record_traces = true;
+        Ok(())
     }
 
     /// After a panic in the middle of a run the caches may hold half a step: start afresh.

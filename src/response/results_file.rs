@@ -1,7 +1,8 @@
 //! Reading a results file back (what `samplab sample --json` prints and the playground's `w`
 //! writes): one SampleResponse or an array of them, read strictly, so that a file cut short,
-//! of another shape, of a samplab without provenance or of one that knows fields this one
-//! does not is refused with what is wrong, never half read.
+//! of another shape, of one that knows fields this one does not or whose per-token lists
+//! disagree is refused with what is wrong, never half read. `samplab replay` also needs the
+//! provenance that a samplab before it did not write; `samplab render` shows what there is.
 
 use super::SampleResponse;
 use serde_json::Value;
@@ -53,13 +54,25 @@ pub enum ResultsError {
     },
     #[error(
         "this samplab ({ours}) cannot read {file}, written by samplab {theirs}: {message}; \
-         replay it with the samplab that wrote it"
+         use the samplab that wrote it"
     )]
     Unreadable {
         file: String,
         ours: &'static str,
         theirs: String,
         message: String,
+    },
+    #[error(
+        "{what} of {file} has trajectory {trajectory} with {tokens} tokens but {entries} \
+         entries in `{list}`: every per-token list has one entry per token; write the file again"
+    )]
+    Uneven {
+        what: String,
+        file: String,
+        trajectory: u32,
+        tokens: usize,
+        entries: usize,
+        list: String,
     },
 }
 
@@ -104,7 +117,7 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<SampleResponse>, ResultsError
         Value::Array(_) => serde_json::from_str::<Vec<SampleResponse>>(text),
         _ => serde_json::from_str::<SampleResponse>(text).map(|run| vec![run]),
     };
-    read.map_err(|e| ResultsError::Unreadable {
+    let read = read.map_err(|e| ResultsError::Unreadable {
         file: file.to_owned(),
         ours: env!("CARGO_PKG_VERSION"),
         theirs: runs
@@ -113,7 +126,57 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<SampleResponse>, ResultsError
             .unwrap_or("of another version")
             .to_owned(),
         message: e.to_string(),
-    })
+    })?;
+    for (i, run) in read.iter().enumerate() {
+        check_lengths(run).map_err(|(trajectory, tokens, entries, list)| ResultsError::Uneven {
+            what: run_name(i, read.len()),
+            file: file.to_owned(),
+            trajectory,
+            tokens,
+            entries,
+            list,
+        })?;
+    }
+    Ok(read)
+}
+
+/// Refuses runs without `provenance`, which a samplab before it did not write: what ran them
+/// is unknown, so they cannot be made again.
+pub fn require_provenance(runs: &[SampleResponse], file: &str) -> Result<(), ResultsError> {
+    match runs.iter().position(|run| run.provenance.is_none()) {
+        Some(i) => Err(ResultsError::NoProvenance {
+            what: run_name(i, runs.len()),
+            file: file.to_owned(),
+            ours: env!("CARGO_PKG_VERSION"),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The first per-token list of a trajectory that has not one entry per token: the
+/// trajectory's index, its tokens, the list's entries and the list's name.
+fn check_lengths(run: &SampleResponse) -> Result<(), (u32, usize, usize, String)> {
+    for t in &run.trajectories {
+        let tokens = t.token_ids.len();
+        let lists = [
+            ("logprobs", Some(t.logprobs.len())),
+            ("top_logprobs", t.top_logprobs.as_ref().map(Vec::len)),
+            ("entropy", t.entropy.as_ref().map(Vec::len)),
+            ("kept_entropy", t.kept_entropy.as_ref().map(Vec::len)),
+            ("trace", t.trace.as_ref().map(Vec::len)),
+        ]
+        .into_iter()
+        .map(|(name, len)| (name.to_owned(), len));
+        let watched = t.watched.iter().flatten();
+        let watched =
+            watched.map(|(name, series)| (format!("watched {name:?}"), Some(series.len())));
+        for (list, entries) in lists.chain(watched) {
+            if let Some(entries) = entries.filter(|&n| n != tokens) {
+                return Err((t.index, tokens, entries, list));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Run `i` of a file of `runs` runs, as messages name it: `the run`, `run 2 (of 3)`.
@@ -124,11 +187,10 @@ pub fn run_name(i: usize, runs: usize) -> String {
     }
 }
 
-/// What a run's JSON is, when it is not samplab's shape with provenance.
+/// What a run's JSON is, when it is not samplab's shape.
 enum Shape {
     NotAResponse,
     Twinkle,
-    NoProvenance,
 }
 
 impl Shape {
@@ -137,11 +199,6 @@ impl Shape {
         match self {
             Shape::NotAResponse => ResultsError::NotAResponse { what, file },
             Shape::Twinkle => ResultsError::Twinkle { what, file },
-            Shape::NoProvenance => ResultsError::NoProvenance {
-                what,
-                file,
-                ours: env!("CARGO_PKG_VERSION"),
-            },
         }
     }
 }
@@ -151,14 +208,10 @@ fn check_shape(run: &Value) -> Result<(), Shape> {
         return Err(Shape::NotAResponse);
     };
     let as_messages = run["trajectories"][0].get("messages").is_some();
-    match (
-        fields.contains_key("model"),
-        fields.contains_key("provenance"),
-    ) {
-        (false, _) if as_messages => Err(Shape::Twinkle),
-        (false, _) => Err(Shape::NotAResponse),
-        (true, false) => Err(Shape::NoProvenance),
-        (true, true) => Ok(()),
+    match fields.contains_key("model") {
+        false if as_messages => Err(Shape::Twinkle),
+        false => Err(Shape::NotAResponse),
+        true => Ok(()),
     }
 }
 
@@ -174,7 +227,22 @@ mod tests {
         assert!(refusal("3").contains("the run of f.json is not a SampleResponse"));
         let twinkle = r#"{"trajectories": [{"messages": []}], "logprobs": null}"#;
         assert!(refusal(twinkle).contains("twinkle's shape"));
-        assert!(refusal(r#"{"model": "m", "trajectories": []}"#).contains("no `provenance`"));
+        let old = r#"{"model": "m", "params": {}, "prompt_token_ids": [], "trajectories": [],
+            "timings": {"prefill_ms": 0, "decode_ms": 0, "decode_tok_per_s": 0}}"#;
+        let runs = parse(old, "f.json").expect("a run without provenance reads");
+        let said = require_provenance(&runs, "f.json").unwrap_err().to_string();
+        assert!(said.contains("no `provenance`"), "{said}");
+        let uneven = r#"{"model": "m", "params": {}, "prompt_token_ids": [], "timings":
+            {"prefill_ms": 0, "decode_ms": 0, "decode_tok_per_s": 0}, "trajectories": [{
+            "index": 0, "seed": 1, "token_ids": [5, 6], "text": "", "stop_reason": "length",
+            "stop_matched": null, "logprobs": [-0.5]}]}"#;
+        assert!(
+            refusal(uneven).contains(
+                "the run of f.json has trajectory 0 with 2 tokens but 1 entries in `logprobs`"
+            ),
+            "{}",
+            refusal(uneven)
+        );
         let unknown = r#"{"model": "m", "provenance": {"samplab": "7.0.0"}, "colour": 1}"#;
         let said = refusal(unknown);
         assert!(said.contains("written by samplab 7.0.0"), "{said}");

@@ -103,6 +103,90 @@ impl RunStats {
             constraint: ConstraintStats::of(&samples),
         })
     }
+
+    /// The statistics as lines of text, one figure family per line: the playground's `i` and a
+    /// rendered page show them alike. `trajectories` are the run's, for their mean entropies.
+    pub fn describe(&self, trajectories: &[Trajectory]) -> Vec<String> {
+        let ratio = |r: Option<f64>| r.map_or("–".to_owned(), |r| format!("{r:.2}"));
+        let samples = self.divergence.len();
+        let mut lines = vec![
+            format!(
+                "{samples} samples  length mean {:.1}  min {}  max {}",
+                self.length.mean, self.length.min, self.length.max
+            ),
+            format!(
+                "distinct n-grams  1: {}  2: {}  3: {}",
+                ratio(self.distinct_1),
+                ratio(self.distinct_2),
+                ratio(self.distinct_3)
+            ),
+            format!(
+                "ended  {}",
+                self.stop_reasons
+                    .iter()
+                    .map(|(reason, n)| format!("{reason} {n}"))
+                    .collect::<Vec<_>>()
+                    .join(" · ")
+            ),
+        ];
+        let same: Vec<String> = self
+            .identical
+            .iter()
+            .filter(|group| group.len() > 1)
+            .map(|group| {
+                let names: Vec<String> = group.iter().map(|i| format!("#{i}")).collect();
+                names.join(" = ")
+            })
+            .collect();
+        lines.push(if same.is_empty() {
+            "identical  none: every sample is its own".to_owned()
+        } else {
+            format!("identical  {}", same.join(" · "))
+        });
+        let parts: Vec<String> = self
+            .divergence
+            .iter()
+            .enumerate()
+            .skip(1)
+            .map(|(i, at)| at.map_or(format!("#{i} same"), |at| format!("#{i}@{at}")))
+            .collect();
+        if !parts.is_empty() {
+            lines.push(format!("parts from #0  {}", parts.join("  ")));
+        }
+        if let Some(mean) = self.mean_logprob {
+            lines.push(format!(
+                "mean logprob {mean:.3}  perplexity {:.2}",
+                (-mean).exp()
+            ));
+        }
+        let mean_of = |pick: fn(&Trajectory) -> Option<&Vec<f32>>| {
+            let values: Vec<f32> = trajectories
+                .iter()
+                .filter(|t| t.branch.is_none())
+                .filter_map(pick)
+                .flatten()
+                .copied()
+                .collect();
+            (!values.is_empty())
+                .then(|| values.iter().map(|&h| f64::from(h)).sum::<f64>() / values.len() as f64)
+        };
+        if let (Some(raw), Some(kept)) = (
+            mean_of(|t| t.entropy.as_ref()),
+            mean_of(|t| t.kept_entropy.as_ref()),
+        ) {
+            lines.push(format!(
+                "mean entropy  raw {raw:.2} nats  kept {kept:.2} nats"
+            ));
+        }
+        if let Some(cut) = self.constraint {
+            lines.push(format!(
+                "constraint  refused {:.1}% of the mass per step · forced {:.0}% of steps",
+                cut.mean_refused * 100.0,
+                cut.forced_share * 100.0
+            ));
+        }
+        lines
+    }
 }
 
 /// Distinct `n`-grams over all n-grams of every sample.

@@ -140,6 +140,7 @@ mod tests {
                     entropy: None,
                     kept_entropy: None,
                     watched: None,
+                    trace: None,
                 })
                 .collect(),
             stats: None,

@@ -51,6 +51,9 @@ pub struct SampledToken {
     pub watched: Vec<f32>,
     /// What the run's constraint (structured outputs) did at this step, if it has one.
     pub constraint: Option<ConstraintStep>,
+    /// With [`Sampler::with_traces`]: what each stage that acted did to `top` (the chosen
+    /// token among them), as the inspector traces a step.
+    pub trace: Option<Vec<StageTrace>>,
 }
 
 /// A token the model could have produced at a generated position.
@@ -157,6 +160,8 @@ pub struct Sampler {
     fused: Option<FusedCut>,
     /// How many alternatives each `SampledToken` lists; `None` lists none.
     top_n: Option<u32>,
+    /// Each `SampledToken` carries the step's stage trace.
+    traces: bool,
     /// The whole params, for the stages of the other engines and the logit processors.
     params: SamplingParams,
     /// What the processors need to know about the vocabulary.
@@ -178,6 +183,7 @@ impl Sampler {
             fused: FusedCut::of(&steps, params),
             steps,
             top_n: params.logprobs,
+            traces: false,
             params: params.clone(),
             tokens: TokenLists::default(),
             work: Vec::new(),
@@ -199,6 +205,14 @@ impl Sampler {
     /// inspects every token; the caller trims them to what the request asked for.
     pub fn with_alternatives(mut self, n: u32) -> Self {
         self.top_n = Some(self.top_n.map_or(n, |asked| asked.max(n)));
+        self
+    }
+
+    /// Traces every step through the chain (its alternatives, at least as many as
+    /// `with_alternatives` lists, and the chosen token): a run recorded for a shared page. It
+    /// costs a clone of the sample's state and a second pass of the chain per step.
+    pub fn with_traces(mut self, on: bool) -> Self {
+        self.traces = on;
         self
     }
 
@@ -236,6 +250,7 @@ impl Sampler {
         state: &mut SampleState,
         forced: Option<u32>,
     ) -> Result<SampledToken, SamplingError> {
+        let before = self.traces.then(|| state.clone());
         let u = state.rng.uniform();
         state.prepare_constraint()?;
         let constraint = state.mask().map(|mask| ConstraintStep {
@@ -266,7 +281,7 @@ impl Sampler {
             (id, kept, Box::new(prob))
         };
         state.accept(id);
-        Ok(SampledToken {
+        let token = SampledToken {
             kept_entropy,
             constraint,
             ..report(
@@ -278,7 +293,18 @@ impl Sampler {
                 prob,
                 &self.tokens.watched,
             )
-        })
+        };
+        match before {
+            Some(before) => {
+                let ids: Vec<u32> = token.top.iter().map(|t| t.id).collect();
+                let stages = self.trace(logits, &before, &ids)?;
+                Ok(SampledToken {
+                    trace: Some(StageTrace::acting(&stages).cloned().collect()),
+                    ..token
+                })
+            }
+            None => Ok(token),
+        }
     }
 
     /// The llama.cpp or transformers chain on `logits`; the chosen token (`forced`, if given).
@@ -609,6 +635,7 @@ fn report(
         // The caller knows the processed distribution and the constraint.
         kept_entropy: 0.0,
         constraint: None,
+        trace: None,
         watched: watched
             .iter()
             .map(|&w| logprob_of(logits, log_norm, w))

@@ -34,6 +34,7 @@ fn model(name: &str, template: Option<&str>) -> LoadedModel {
         warnings: Vec::new(),
         activations: None,
         structured: Default::default(),
+        record_traces: false,
         origin: Default::default(),
     }
 }

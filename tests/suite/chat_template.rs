@@ -358,6 +358,7 @@ fn loaded(template: Option<ChatTemplate>) -> LoadedModel {
         warnings: Vec::new(),
         activations: None,
         structured: Default::default(),
+        record_traces: false,
         origin: Default::default(),
     }
 }

@@ -1,20 +1,10 @@
 //! The real `samplab` binary, as a user runs it.
 
 use crate::common;
+use crate::common::{samplab, stderr};
 
 use samplab::model::Activations;
 use std::process::{Command, Output};
-
-fn samplab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_samplab"))
-        .args(args)
-        .output()
-        .expect("the samplab binary runs")
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
 
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()

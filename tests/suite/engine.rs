@@ -36,6 +36,7 @@ fn run(params: &SamplingParams, seed: u64, context: usize) -> (SampleResponse, V
         eos_ids: &[EOS],
         model_name: "fake",
         constraint: None,
+        record_traces: false,
     };
     let mut events = Vec::new();
     let response = generate(
@@ -196,6 +197,7 @@ fn an_interrupted_run_ends_every_live_sample_with_abort() {
         eos_ids: &[],
         model_name: "fake",
         constraint: None,
+        record_traces: false,
     };
     let mut checks = 0;
     let response = generate(
@@ -239,6 +241,7 @@ fn fake_loaded(delay: Duration) -> LoadedModel {
         warnings: Vec::new(),
         activations: None,
         structured: Default::default(),
+        record_traces: false,
         origin: Default::default(),
     }
 }

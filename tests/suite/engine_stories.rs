@@ -8,6 +8,7 @@ use samplab::engine::{Event, LoadedModel, Prompt, Request};
 use samplab::model::device::DeviceChoice;
 use samplab::params::SamplingParams;
 use samplab::response::{SampleResponse, StopMatched, StopReason};
+use samplab::sampling::StageTrace;
 use std::collections::BTreeSet;
 
 fn run(model: &mut LoadedModel, prompt: &str, yaml: &str) -> (SampleResponse, Vec<Event>) {
@@ -473,4 +474,39 @@ fn a_watched_id_beyond_the_vocabulary_is_refused_naming_it() {
         message.contains("watch") && message.contains("99999"),
         "{message}"
     );
+}
+
+/// `sample --trace`: each recorded step is what the inspector's trace of that step says, for
+/// the chosen token and the alternatives every token event carries, in a run and in a re-run
+/// that replays the kept logits.
+#[test]
+fn recorded_traces_are_the_inspectors_traces() {
+    let Some(mut model) = common::loaded_test_model() else {
+        return;
+    };
+    model.record_traces = true;
+    let yaml = "num_samples: 2\nmax_tokens: 24\nseed: 3\ntemperature: 0.9\ntop_p: 0.8\n\
+                repetition_penalty: 1.3\nlogprobs: 1";
+    let (response, _) = run(&mut model, "Once upon a time", yaml);
+    let (replayed, _) = run(&mut model, "Once upon a time", yaml);
+    assert!(
+        replayed.timings.tokens_replayed > 0,
+        "the second run replays"
+    );
+    assert_eq!(replayed.trajectories, response.trajectories);
+    let sample = &response.trajectories[1];
+    let steps = sample.trace.as_ref().expect("a trace per sample");
+    assert_eq!(steps.len(), sample.token_ids.len());
+    for (step, traced) in steps.iter().enumerate() {
+        let ids: Vec<u32> = traced.tokens.iter().map(|t| t.0).collect();
+        assert!(ids.contains(&sample.token_ids[step]), "step {step}");
+        assert!(ids.len() >= EVENT_ALTERNATIVES as usize, "step {step}");
+        let request = common::trace_request(sample, step, &response.params, ids);
+        let asked = model.trace(&request).unwrap();
+        let acting: Vec<StageTrace> = StageTrace::acting(&asked).cloned().collect();
+        assert_eq!(traced.stages, acting, "step {step}");
+    }
+    let names: Vec<&str> = steps[0].stages.iter().map(|s| &*s.stage).collect();
+    assert_eq!(names.first(), Some(&"model"));
+    assert!(names.contains(&"top_p"), "{names:?}");
 }

@@ -841,7 +841,7 @@ fn the_trace_names_the_stage_that_removed_a_token() {
         .unwrap()
         .trace(&logits, &state, &[0, 2, 3])
         .unwrap();
-    let stages: Vec<&str> = trace.iter().map(|s| s.stage).collect();
+    let stages: Vec<&str> = trace.iter().map(|s| &*s.stage).collect();
     assert_eq!(
         stages,
         [
@@ -861,7 +861,7 @@ fn the_trace_names_the_stage_that_removed_a_token() {
         trace
             .iter()
             .find(|s| s.tokens[token].is_none())
-            .map(|s| s.stage)
+            .map(|s| &*s.stage)
     };
     assert_eq!(removed_by(0), None, "the top token survives");
     assert_eq!(

@@ -27,6 +27,7 @@ mod model_real;
 mod model_stories;
 mod provenance;
 mod remote;
+mod render;
 mod replay;
 mod sampling;
 mod stop_strings;

@@ -180,13 +180,17 @@ fn replay_accepts_an_untouched_file_and_names_the_first_changed_token() {
         "{said}"
     );
 
-    // A sample cut short in the file: the replay goes on where the file ended.
+    // A sample cut short in the file (every per-token list of it, as a results file keeps
+    // them even): the replay goes on where the file ended.
     let mut shorter = run.clone();
-    let ids = shorter["trajectories"][2]["token_ids"]
-        .as_array_mut()
-        .unwrap();
-    let kept = ids.len() - 3;
-    ids.truncate(kept);
+    let sample = shorter["trajectories"][2].as_object_mut().unwrap();
+    let tokens = sample["token_ids"].as_array().unwrap().len();
+    let kept = tokens - 3;
+    for list in sample.values_mut().filter_map(|v| v.as_array_mut()) {
+        if list.len() == tokens {
+            list.truncate(kept);
+        }
+    }
     let out = replay(dir.path(), "shorter.json", &shorter, &[]);
     assert_eq!(out.status.code(), Some(1));
     let said = text(&out.stdout);
@@ -276,6 +280,7 @@ fn replay_refuses_a_truncated_file_and_files_it_cannot_read_whole() {
     let refusal = |value: &Value| {
         let text = serde_json::to_string(value).unwrap();
         results_file::parse(&text, "f.json")
+            .and_then(|runs| results_file::require_provenance(&runs, "f.json"))
             .expect_err("refused")
             .to_string()
     };

@@ -62,6 +62,7 @@ impl Fake {
             eos_ids: &[EOS],
             model_name: "fake",
             constraint: None,
+            record_traces: false,
         };
         let mut checks = 0;
         generate(
@@ -637,15 +638,7 @@ fn a_finished_sample_can_be_traced_step_by_step() {
     for step in [0, 5, sample.token_ids.len() - 1] {
         let chosen = sample.token_ids[step];
         let other = (chosen + 1) % VOCAB.len() as u32;
-        let request = TraceRequest {
-            run_id: 1,
-            sample: 1,
-            seed: sample.seed,
-            branch: None,
-            tokens: sample.token_ids[..=step].to_vec(),
-            params: params.clone(),
-            ids: vec![chosen, other],
-        };
+        let request = common::trace_request(sample, step, &params, vec![chosen, other]);
         let stages = trace(
             &fake.store,
             &fake.tokenizer,
@@ -866,6 +859,7 @@ fn branches_that_do_not_fit_the_run_are_refused() {
             eos_ids: &[EOS],
             model_name: "fake",
             constraint: None,
+            record_traces: false,
         };
         let err = generate(
             &mut FakeModel::new(VOCAB.len(), 4096),

@@ -30,6 +30,7 @@ fn model(replay: usize) -> LoadedModel {
         warnings: Vec::new(),
         activations: None,
         structured: Default::default(),
+        record_traces: false,
         origin: Default::default(),
     }
 }
@@ -340,7 +341,7 @@ fn the_trace_shows_the_constraint_as_a_stage() {
             ids: vec![sample.token_ids[0], 30],
         };
         let stages = model.trace(&request).unwrap();
-        let names: Vec<&str> = stages.iter().map(|s| s.stage).collect();
+        let names: Vec<&str> = stages.iter().map(|s| &*s.stage).collect();
         assert_eq!(names[at], "constraint", "{engine}: {names:?}");
         assert!(stages[at].tokens[0].is_some(), "the digit stays");
         assert!(

@@ -712,7 +712,7 @@ fn the_inspector_traces_a_finished_token_through_the_chain() {
     );
 
     let stage = |name: &'static str, tokens: [Option<(f32, f32)>; 3]| StageTrace {
-        stage: name,
+        stage: name.into(),
         tokens: tokens.to_vec(),
     };
     let trace = vec![

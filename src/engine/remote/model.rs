@@ -520,6 +520,14 @@ impl Runner for RemoteModel {
         )
     }
 
+    fn record_traces(&mut self) -> anyhow::Result<()> {
+        anyhow::bail!(
+            "{} is served: --trace needs the model's logits at every step, which a server does \
+             not give; trace on a local model",
+            self.info.name()
+        )
+    }
+
     fn recover(&mut self, panic: String) -> anyhow::Error {
         anyhow::anyhow!("{panic}")
     }

@@ -5,4 +5,4 @@ pub mod chat_template;
 pub mod gguf_tokenizer;
 mod piece;
 
-pub use piece::token_text;
+pub use piece::{byte_fallback, token_text};

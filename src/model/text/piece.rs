@@ -8,8 +8,7 @@ pub fn token_text(tokenizer: &Tokenizer, id: u32) -> String {
     let Some(piece) = tokenizer.id_to_token(id) else {
         return format!("<{id}>");
     };
-    let is_byte = piece.len() == 6 && piece.starts_with("<0x") && piece.ends_with('>');
-    if is_byte {
+    if byte_fallback(&piece).is_some() {
         piece
     } else if piece.contains('\u{2581}') {
         piece.replace('\u{2581}', " ")
@@ -18,9 +17,15 @@ pub fn token_text(tokenizer: &Tokenizer, id: u32) -> String {
     }
 }
 
+/// The byte a SentencePiece byte-fallback piece (`<0x0A>`) stands for.
+pub fn byte_fallback(piece: &str) -> Option<u8> {
+    let hex = piece.strip_prefix("<0x")?.strip_suffix('>')?;
+    (hex.len() == 2).then(|| u8::from_str_radix(hex, 16).ok())?
+}
+
 #[cfg(test)]
 mod tests {
-    use super::token_text;
+    use super::{byte_fallback, token_text};
     use std::str::FromStr;
     use tokenizers::Tokenizer;
 
@@ -49,5 +54,14 @@ mod tests {
         let sentencepiece = tokenizer(r#"{"▁the":0,"<0xE2>":1}"#, "null");
         assert_eq!(token_text(&sentencepiece, 0), " the");
         assert_eq!(token_text(&sentencepiece, 1), "<0xE2>");
+    }
+
+    #[test]
+    fn byte_fallback_pieces_are_their_byte() {
+        assert_eq!(byte_fallback("<0x0A>"), Some(b'\n'));
+        assert_eq!(byte_fallback("<0xE2>"), Some(0xE2));
+        assert_eq!(byte_fallback("<0xZZ>"), None);
+        assert_eq!(byte_fallback("<0x123>"), None);
+        assert_eq!(byte_fallback("hello"), None);
     }
 }

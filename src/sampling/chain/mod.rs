@@ -9,9 +9,11 @@
 //! chains touch the vocabulary once or twice per step.
 
 mod pool;
+mod stage_trace;
 mod stages;
 
 pub(super) use pool::Pool;
+pub use stage_trace::StageTrace;
 
 use super::adjust::{self, Logits};
 use super::history::SampleState;
@@ -348,14 +350,6 @@ pub(super) fn run(
     forced.or_else(|| chosen.map(|c| pool.cands[c].id))
 }
 
-/// What one stage left of the traced tokens: each one's logit and probability among the
-/// survivors, `None` once the stage (or an earlier one) removed it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct StageTrace {
-    pub stage: &'static str,
-    pub tokens: Vec<Option<(f32, f32)>>,
-}
-
 /// Runs the chain of `params` stage by stage on the pool, recording `ids` after the model and
 /// after each stage (XTC's coin is drawn as in a run, so the state must be the run's).
 pub(super) fn trace(
@@ -364,20 +358,14 @@ pub(super) fn trace(
     mut input: StepInput,
     ids: &[u32],
 ) -> Vec<StageTrace> {
-    let mut traces = vec![StageTrace {
-        stage: "model",
-        tokens: pool.snapshot(ids),
-    }];
+    let mut traces = vec![StageTrace::new("model", pool.snapshot(ids))];
     let constrained = input.state.mask().is_some();
     for step in grammar_first(params) {
         if step == Step::Constraint && !constrained {
             continue;
         }
         step.apply(pool, params, &mut input);
-        traces.push(StageTrace {
-            stage: step.name(),
-            tokens: pool.snapshot(ids),
-        });
+        traces.push(StageTrace::new(step.name(), pool.snapshot(ids)));
     }
     traces
 }

@@ -2,6 +2,7 @@
 //! marked, and one EOS id standing for all of the model's.
 
 use super::ConstraintError;
+use crate::model::text::byte_fallback;
 use llguidance::ParserFactory;
 use llguidance::toktrie::{TokEnv, TokRxInfo, TokTrie, TokenId, TokenizerEnv};
 use std::collections::HashMap;
@@ -142,12 +143,6 @@ fn byte_alphabet() -> [char; 256] {
     alphabet
 }
 
-/// SentencePiece's byte-fallback piece `<0xNN>`.
-fn byte_fallback(piece: &str) -> Option<u8> {
-    let hex = piece.strip_prefix("<0x")?.strip_suffix('>')?;
-    (hex.len() == 2).then(|| u8::from_str_radix(hex, 16).ok())?
-}
-
 /// The trie and the tokenizer, for llguidance's lookups.
 struct Env {
     trie: TokTrie,
@@ -191,14 +186,5 @@ mod tests {
             alphabet[b'\n' as usize], '\u{10A}',
             "a newline is GPT-2's Ċ"
         );
-    }
-
-    #[test]
-    fn byte_fallback_pieces_are_their_byte() {
-        assert_eq!(byte_fallback("<0x0A>"), Some(b'\n'));
-        assert_eq!(byte_fallback("<0xE2>"), Some(0xE2));
-        assert_eq!(byte_fallback("<0xZZ>"), None);
-        assert_eq!(byte_fallback("<0x123>"), None);
-        assert_eq!(byte_fallback("hello"), None);
     }
 }

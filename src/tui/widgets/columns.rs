@@ -199,9 +199,7 @@ impl Column {
         }
         let (mut named, mut unnamed) = (parts.clone(), parts.clone());
         for score in &self.cross {
-            let retokenized = if score.retokenized { "*" } else { "" };
-            let foreign = if score.foreign_prompt { "†" } else { "" };
-            let value = format!("{:.2}{retokenized}{foreign}", score.perplexity);
+            let value = score.perplexity_label();
             named.push_str(&format!(" ⇄{} {value}", score.model));
             unnamed.push_str(&format!(" ⇄{value}"));
         }

@@ -2,11 +2,45 @@
 
 use samplab::model::device::DeviceChoice;
 use std::path::PathBuf;
+use std::process::{Command, Output};
 
+pub mod chromium;
 pub mod fake_hub;
 pub mod fake_model;
 pub mod fake_openai;
 pub mod tui;
+
+/// The real `samplab` binary run with `args`, as a user runs it.
+pub fn samplab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_samplab"))
+        .args(args)
+        .output()
+        .expect("the samplab binary runs")
+}
+
+/// What a run of the binary wrote to stderr.
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The inspector's question about `sample` (a run's own sample, not a branch) at `step`: what
+/// the chain did to `ids` there.
+pub fn trace_request(
+    sample: &samplab::response::Trajectory,
+    step: usize,
+    params: &samplab::params::SamplingParams,
+    ids: Vec<u32>,
+) -> samplab::engine::TraceRequest {
+    samplab::engine::TraceRequest {
+        run_id: 1,
+        sample: sample.index,
+        seed: sample.seed,
+        branch: None,
+        tokens: sample.token_ids[..=step].to_vec(),
+        params: params.clone(),
+        ids,
+    }
+}
 
 /// The stories260K test model: `$SAMPLAB_TEST_MODEL`, or `../shared/models/stories260K/` beside the
 /// repository. `None` skips the test, unless `SAMPLAB_REQUIRE_TEST_MODEL=1` (set by CI), which fails it.
