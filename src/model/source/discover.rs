@@ -60,7 +60,8 @@ fn in_hub_cache(hub_cache: &Path) -> Vec<Candidate> {
         for snapshot in snapshots {
             for file in entries(&snapshot) {
                 let name = file_name(&file);
-                if file.is_file() && !files.iter().any(|(n, _)| *n == name) {
+                let known = files.iter().any(|(n, _)| *n == name);
+                if file.is_file() && !known && !super::sha256_cache::is_entry(&name) {
                     files.push((name, file_size(&file)));
                 }
             }

@@ -72,8 +72,17 @@ fn file_sha256_in(
 /// `<file>.sha256.json` beside the file.
 fn beside_entry(path: &Path) -> Option<PathBuf> {
     let mut name = path.file_name()?.to_owned();
-    name.push(".sha256.json");
+    name.push(ENTRY_SUFFIX);
     Some(path.with_file_name(name))
+}
+
+/// How the name of an entry kept beside its file ends.
+const ENTRY_SUFFIX: &str = ".sha256.json";
+
+/// Whether a file named `name` is an entry kept beside a model file: not part of the model,
+/// so a listing of a model's files leaves it out.
+pub(super) fn is_entry(name: &str) -> bool {
+    name.ends_with(ENTRY_SUFFIX)
 }
 
 /// `<cache>/sha256/<file name>-<hash of the full path>.json`.
