@@ -70,6 +70,8 @@ pub enum Action {
     FocusNext,
     FocusPrev,
     OpenHelp,
+    /// Show the help's next (or previous) page, round the ends.
+    TurnHelpPage(i32),
     /// Every error and notice of the session, newest first.
     OpenMessages,
     /// The statistics of each side's newest run.
@@ -132,6 +134,8 @@ pub enum Action {
     PageColumn(i32),
     /// Draw spaces, tabs and newlines in the columns as `·`, `→` and `↵`.
     ToggleWhitespace,
+    /// Colour tokens by the model's raw probability instead of the processed one.
+    ToggleRawHeat,
     /// The left button pressed (or dragged) over a cell.
     Click {
         x: u16,

@@ -29,6 +29,7 @@ pub use effects::results_file;
 pub use input::keymap::{Key, KeyMap, Mode};
 pub use input::mouse;
 pub use overlays::export_dialog::{ExportDialog, Note};
+pub use overlays::help::HelpPage;
 pub use overlays::preset_picker::{EntryKind, PresetPicker};
 pub use overlays::save_prompt::SavePrompt;
 pub use state::{Overlay, State};

@@ -6,6 +6,7 @@ use crate::tui::comparison::{Comparison, Side};
 use crate::tui::input::keymap::Mode;
 use crate::tui::overlays::conversation::ConversationDialog;
 use crate::tui::overlays::export_dialog::{ExportDialog, ExportSettings};
+use crate::tui::overlays::help::HelpPage;
 use crate::tui::overlays::model_picker::ModelPicker;
 use crate::tui::overlays::preset_picker::{PresetPicker, PresetsState};
 use crate::tui::overlays::save_prompt::SavePrompt;
@@ -20,7 +21,7 @@ use ratatui::layout::Rect;
 /// Panels drawn over everything; they take input first.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Overlay {
-    Help,
+    Help(HelpPage),
     Presets(PresetPicker),
     /// The save prompt, for a preset or a results file.
     Save(SavePrompt),
@@ -139,7 +140,7 @@ impl State {
     /// The key-map layers that apply now, most specific first.
     pub fn modes(&self) -> Vec<Mode> {
         match &self.overlay {
-            Some(Overlay::Help) => return vec![Mode::Help],
+            Some(Overlay::Help(_)) => return vec![Mode::Help],
             Some(Overlay::Messages) => return vec![Mode::Messages, Mode::Dialog],
             Some(Overlay::Stats) => return vec![Mode::Stats, Mode::Dialog],
             Some(Overlay::Presets(_)) => return vec![Mode::Presets, Mode::List, Mode::Dialog],

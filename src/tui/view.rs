@@ -115,20 +115,20 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         .filter_map(|(action, name)| keymap.key_for(&modes, action).map(|k| (k, *name)))
         .collect();
     let log_key = keymap.key_for(&modes, &Action::OpenMessages);
-    status::render(
-        frame,
-        a.status,
-        &state.status,
-        &state.comparison.models,
-        &state.comparison.params,
-        &hints,
+    let legend = (!state.columns.columns.is_empty()).then_some(state.columns.heat);
+    let bar = status::Bar {
+        status: &state.status,
+        models: &state.comparison.models,
+        params: &state.comparison.params,
+        hints: &hints,
         log_key,
-        theme,
-    );
+        legend,
+    };
+    status::render(frame, a.status, bar, theme);
     let area = frame.area();
     match &state.overlay {
         None => {}
-        Some(Overlay::Help) => help::render(frame, area, keymap, theme),
+        Some(Overlay::Help(page)) => help::render(frame, area, *page, keymap, theme),
         Some(Overlay::Messages) => messages::render(frame, area, &state.status.log, keymap, theme),
         Some(Overlay::Stats) => {
             let titles = state.comparison.side_titles();

@@ -35,6 +35,28 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// Every mode, in the order help lists them.
+    pub const ALL: [Mode; 18] = [
+        Mode::Global,
+        Mode::Navigate,
+        Mode::Prompt,
+        Mode::TextField,
+        Mode::Params,
+        Mode::List,
+        Mode::ParamEdit,
+        Mode::Columns,
+        Mode::Help,
+        Mode::Dialog,
+        Mode::Presets,
+        Mode::PresetName,
+        Mode::Confirm,
+        Mode::Export,
+        Mode::Models,
+        Mode::Messages,
+        Mode::Stats,
+        Mode::Conversation,
+    ];
+
     pub fn title(self) -> &'static str {
         match self {
             Mode::Global => "everywhere",
@@ -234,6 +256,12 @@ impl Default for KeyMap {
                 A::ToggleWhitespace,
                 "show whitespace",
             ),
+            (
+                Mode::Navigate,
+                c('h'),
+                A::ToggleRawHeat,
+                "colour by raw p / kept p",
+            ),
             (Mode::Params, p(K::Left), nudge(-1, false), "nudge"),
             (Mode::Params, p(K::Right), nudge(1, false), "nudge"),
             (Mode::Params, shift(K::Left), nudge(-1, true), "coarse"),
@@ -352,6 +380,11 @@ impl Default for KeyMap {
             (Mode::Help, c('q'), A::CloseOverlay, "close"),
             (Mode::Help, p(K::F(1)), A::CloseOverlay, "close"),
             (Mode::Help, ctrl('c'), A::Quit, "quit"),
+            (Mode::Help, p(K::PageDown), A::TurnHelpPage(1), "more"),
+            (Mode::Help, p(K::Right), A::TurnHelpPage(1), "more"),
+            (Mode::Help, c(' '), A::TurnHelpPage(1), "more"),
+            (Mode::Help, p(K::PageUp), A::TurnHelpPage(-1), "back"),
+            (Mode::Help, p(K::Left), A::TurnHelpPage(-1), "back"),
             (
                 Mode::Navigate,
                 c('a'),

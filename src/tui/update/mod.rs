@@ -16,7 +16,9 @@ use crate::response::StopReason;
 use crate::tui::action::{Action, Effect, Focus, ListMove};
 use crate::tui::branch_tree::keep_for_run;
 use crate::tui::comparison::{ModelId, SideId};
+use crate::tui::input::keymap::Mode;
 use crate::tui::input::mouse::{self, Target};
+use crate::tui::overlays::help::HelpPage;
 use crate::tui::overlays::preset_picker;
 use crate::tui::state::{Overlay, State};
 use crate::tui::widgets::chain_view::TokenTrace;
@@ -56,7 +58,15 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         }
         Action::FocusNext | Action::FocusPrev => cycle_focus(state, action == Action::FocusNext),
         Action::OpenHelp => {
-            state.overlay = Some(Overlay::Help);
+            // Help opens where the keys of the pane it was asked from are.
+            let from = state.modes().first().copied().unwrap_or(Mode::Global);
+            state.overlay = Some(Overlay::Help(HelpPage::new(from)));
+            Vec::new()
+        }
+        Action::TurnHelpPage(pages) => {
+            if let Some(Overlay::Help(page)) = &mut state.overlay {
+                page.turned = page.turned.saturating_add(pages);
+            }
             Vec::new()
         }
         Action::OpenMessages => {
@@ -203,6 +213,10 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         Action::LastToken => navigate(state, Columns::last_token),
         Action::PageColumn(pages) => navigate(state, |c, g| c.page(pages as isize, g)),
         Action::ToggleWhitespace => navigate(state, Columns::toggle_whitespace),
+        Action::ToggleRawHeat => {
+            state.columns.heat = state.columns.heat.toggled();
+            Vec::new()
+        }
         Action::StepColumn(delta) => {
             let grid = state.grid();
             if state.columns.step_column(delta as isize, &grid) {
