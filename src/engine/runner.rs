@@ -2,6 +2,7 @@
 //! Both answer the same requests with the same events, so the CLI and the playground treat
 //! them alike.
 
+use super::edit::{Edit, EditRequest};
 use super::events::{Event, Request};
 use super::score::ScoreRequest;
 use super::trace::TraceRequest;
@@ -37,6 +38,9 @@ pub trait Runner: Send {
     /// What each stage of the chain did at one step of the last run.
     fn trace(&self, request: &TraceRequest) -> anyhow::Result<Vec<StageTrace>>;
 
+    /// An edited sample's forced tokens (see `engine::edit`).
+    fn edit(&mut self, request: &EditRequest) -> anyhow::Result<Edit>;
+
     /// After a panic in the middle of a job: whatever state it left is dropped.
     fn recover(&mut self, panic: String) -> anyhow::Error;
 }
@@ -70,6 +74,10 @@ impl<R: Runner + ?Sized> Runner for Box<R> {
 
     fn trace(&self, request: &TraceRequest) -> anyhow::Result<Vec<StageTrace>> {
         (**self).trace(request)
+    }
+
+    fn edit(&mut self, request: &EditRequest) -> anyhow::Result<Edit> {
+        (**self).edit(request)
     }
 
     fn recover(&mut self, panic: String) -> anyhow::Error {

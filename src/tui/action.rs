@@ -1,7 +1,7 @@
 //! The vocabulary of the loop: what the user (or the engine) wants, and what `update` asks the
 //! loop to do in return.
 
-use crate::engine::{Event, Request, RunId, ScoreRequest, TraceRequest};
+use crate::engine::{EditRequest, Event, Request, RunId, ScoreRequest, TraceRequest};
 use crate::export::ExportFormat;
 use crate::model::source::discover::Candidate;
 use crate::params::SamplingParams;
@@ -186,6 +186,8 @@ pub enum BranchAction {
     Child,
     /// To the previous or next branch of the same parent.
     Sibling(i32),
+    /// Edit the cursor's sample, to go on from the edit in a new branch.
+    Edit,
 }
 
 /// Keys of the dialogs; each one acts only while its dialog is open.
@@ -255,6 +257,8 @@ pub enum Effect {
     Score(ModelId, ScoreRequest),
     /// Ask model `.0` what each stage of the chain did at one step (the inspector).
     Trace(ModelId, TraceRequest),
+    /// Ask model `.0` for an edited sample's tokens; answered with `Event::Edited`.
+    Edit(ModelId, EditRequest),
     /// (Re)start the debounce timer; `DebounceElapsed` comes back when it fires.
     ScheduleRun,
     Quit,

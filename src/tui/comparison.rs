@@ -5,6 +5,7 @@ use crate::engine::{Branch, Prompt, RunId};
 use crate::params::SamplingParams;
 use crate::response::SampleResponse;
 use crate::tui::branch_tree::Tree;
+use crate::tui::update::edit_sample::PendingEdit;
 use crate::tui::widgets::columns::{Mark, SideTitle};
 use crate::tui::widgets::params::ParamsState;
 use crate::tui::widgets::prompt::SeenPrompt;
@@ -79,6 +80,8 @@ pub struct Side {
     /// Where the cursor goes once the next run starts: a sample of it, and a token (`None`:
     /// the newest), after a branch was made or a step taken.
     pub follow: Option<(u32, Option<usize>)>,
+    /// An edited sample whose tokens its model is finding (edit and continue).
+    pub edit: Option<PendingEdit>,
 }
 
 impl Side {
@@ -98,6 +101,7 @@ impl Side {
             tree: Tree::default(),
             run_branches: Vec::new(),
             follow: None,
+            edit: None,
         }
     }
 

@@ -31,6 +31,7 @@ pub use input::mouse;
 pub use overlays::export_dialog::{ExportDialog, Note};
 pub use overlays::help::HelpPage;
 pub use overlays::preset_picker::{EntryKind, PresetPicker};
+pub use overlays::sample_editor::SampleEditor;
 pub use overlays::save_prompt::SavePrompt;
 pub use state::{Overlay, State};
 pub use theme::Theme;

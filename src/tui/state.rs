@@ -9,6 +9,7 @@ use crate::tui::overlays::export_dialog::{ExportDialog, ExportSettings};
 use crate::tui::overlays::help::HelpPage;
 use crate::tui::overlays::model_picker::ModelPicker;
 use crate::tui::overlays::preset_picker::{PresetPicker, PresetsState};
+use crate::tui::overlays::sample_editor::SampleEditor;
 use crate::tui::overlays::save_prompt::SavePrompt;
 use crate::tui::theme::catalog::ThemeCatalog;
 use crate::tui::widgets::columns::Columns;
@@ -30,6 +31,8 @@ pub enum Overlay {
     Messages,
     Stats,
     Conversation(ConversationDialog),
+    /// A sample's text being edited, to go on from (edit and continue).
+    EditSample(SampleEditor),
 }
 
 /// Run ids, shared by all sides so that an id names one run of one side.
@@ -159,6 +162,9 @@ impl State {
             }
             Some(Overlay::Conversation(_)) => {
                 return vec![Mode::Conversation, Mode::List, Mode::Dialog];
+            }
+            Some(Overlay::EditSample(_)) => {
+                return vec![Mode::ParamEdit, Mode::TextField, Mode::Dialog];
             }
             None => {}
         }

@@ -3,7 +3,8 @@
 use crate::tui::action::{Action, DialogAction, Focus};
 use crate::tui::input::keymap::{KeyMap, Mode};
 use crate::tui::overlays::{
-    conversation, export_dialog, help, messages, model_picker, preset_picker, save_prompt, stats,
+    conversation, export_dialog, help, messages, model_picker, preset_picker, sample_editor,
+    save_prompt, stats,
 };
 use crate::tui::state::{Overlay, State};
 use crate::tui::theme::Theme;
@@ -160,6 +161,9 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         }
         Some(Overlay::Models(picker)) => {
             model_picker::render(frame, area, &state.comparison.models, picker, keymap, theme);
+        }
+        Some(Overlay::EditSample(editor)) => {
+            sample_editor::render(frame, area, editor, keymap, theme)
         }
         Some(Overlay::Conversation(dialog)) => {
             let chat = state.comparison.models.iter().any(|m| m.chat);

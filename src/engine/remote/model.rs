@@ -7,6 +7,7 @@ use super::server::{ServerInfo, discover};
 use super::spec::RemoteSpec;
 use super::sse::{Events, Sse};
 use super::stream::{Chunk, Finish, Piece, parse_chunk};
+use crate::engine::edit::{Edit, EditRequest};
 use crate::engine::events::{Alternative, Event, PromptToken, Request, RunId, TokenEvent};
 use crate::engine::runner::Runner;
 use crate::engine::score::ScoreRequest;
@@ -503,6 +504,13 @@ impl Runner for RemoteModel {
     fn trace(&self, _request: &TraceRequest) -> anyhow::Result<Vec<StageTrace>> {
         anyhow::bail!(
             "{} gives no logits, so the chain's stages cannot be traced",
+            self.info.kind.name()
+        )
+    }
+
+    fn edit(&mut self, _request: &EditRequest) -> anyhow::Result<Edit> {
+        anyhow::bail!(
+            "{} gives no logits to continue an edited sample from: edit on a local model",
             self.info.kind.name()
         )
     }

@@ -5,6 +5,7 @@ pub mod branches;
 pub mod chat_mode;
 pub mod conversation;
 pub mod dialogs;
+pub mod edit_sample;
 pub mod model_picker;
 pub mod run_shape;
 
@@ -125,12 +126,14 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             let changed = state.comparison.params.edit();
             params_changed(state, changed)
         }
-        Action::CommitEdit => conversation::commit(state).unwrap_or_else(|| {
-            let changed = state.comparison.params.commit();
-            params_changed(state, changed)
-        }),
+        Action::CommitEdit => edit_sample::commit(state)
+            .or_else(|| conversation::commit(state))
+            .unwrap_or_else(|| {
+                let changed = state.comparison.params.commit();
+                params_changed(state, changed)
+            }),
         Action::CancelEdit => {
-            if !conversation::cancel(state) {
+            if !edit_sample::cancel(state) && !conversation::cancel(state) {
                 state.comparison.params.editor = None;
             }
             Vec::new()
@@ -391,6 +394,7 @@ fn one_line_field(state: &State) -> bool {
     match &state.overlay {
         Some(Overlay::Save(_) | Overlay::Models(_)) => true,
         Some(Overlay::Conversation(dialog)) if dialog.editor.is_some() => false,
+        Some(Overlay::EditSample(_)) => false,
         _ => state.comparison.params.editor.is_some(),
     }
 }
@@ -408,6 +412,9 @@ fn edit_text(state: &mut State, edit: impl FnOnce(&mut TextBuffer) -> bool) -> V
         }
         Vec::new()
     } else if let Some(buffer) = conversation::editor_mut(state) {
+        edit(buffer);
+        Vec::new()
+    } else if let Some(buffer) = edit_sample::editor_mut(state) {
         edit(buffer);
         Vec::new()
     } else if let Some(editor) = &mut state.comparison.params.editor {
@@ -521,6 +528,9 @@ fn side_of(state: &State, model: ModelId, run_id: RunId) -> Option<SideId> {
 fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> {
     if state.comparison.slot(model).is_none() {
         return Vec::new();
+    }
+    if let Event::Edited { id, edit } = event {
+        return edit_sample::edited(state, id, edit);
     }
     let side = match event.run_id() {
         Some(_) if matches!(event, Event::Scored { .. } | Event::ScoreFailed { .. }) => None,
@@ -760,6 +770,7 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
                 .status
                 .report_error(format!("cross-scoring failed: {message}"));
         }
+        Event::Edited { .. } => {}
         Event::Error { message, .. } => {
             let side = side.unwrap_or_default();
             state.comparison.sides[side].active = false;
