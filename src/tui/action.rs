@@ -96,6 +96,12 @@ pub enum Action {
     /// that text kept as text → raw; for every model, or with the samples focused the model of
     /// the cursor's column (see `chat_mode`).
     ToggleChat,
+    /// The cursor's sample becomes the assistant's turn of the conversation (chat mode).
+    AcceptReply,
+    /// The previous or next sample of the cursor's side, as the candidate reply.
+    SwipeReply(i32),
+    /// The last turn again on new seeds (after an accepted reply: that reply taken back).
+    Regenerate,
     /// The prompt box shows the text as typed, as the chat template rendered it, or its tokens.
     CyclePromptView,
     /// Enter on a parameter: toggle a bool, otherwise open the inline editor.

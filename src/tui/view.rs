@@ -8,7 +8,7 @@ use crate::tui::overlays::{
 };
 use crate::tui::state::{Overlay, State};
 use crate::tui::theme::Theme;
-use crate::tui::update::{chat_mode, dialogs};
+use crate::tui::update::{chat_loop, chat_mode, dialogs};
 use crate::tui::widgets::layout::areas;
 use crate::tui::widgets::{columns, inspector, params, prompt, status};
 use ratatui::Frame;
@@ -166,8 +166,12 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
             sample_editor::render(frame, area, editor, keymap, theme)
         }
         Some(Overlay::Conversation(dialog)) => {
-            let chat = state.comparison.models.iter().any(|m| m.chat);
-            conversation::render(frame, area, &state.prompt, chat, dialog, keymap, theme);
+            let shown = conversation::Shown {
+                prompt: &state.prompt,
+                chat: state.comparison.models.iter().any(|m| m.chat),
+                reply: chat_loop::candidate(state),
+            };
+            conversation::render(frame, area, &shown, dialog, keymap, theme);
         }
     }
 }

@@ -721,3 +721,43 @@ fn an_edited_sample_goes_on_from_the_edit() {
     tmux.keys(&["q"]);
     assert_eq!(exit_status(&tmux), "0");
 }
+
+/// Issue 34: the chat loop in the real playground on SmolLM2's chat template: a swiped reply is
+/// accepted as the assistant's turn and the next user turn runs after it.
+#[test]
+fn a_reply_is_accepted_and_the_conversation_goes_on() {
+    let Some(model) = common::real_model() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(home.path()) else {
+        return;
+    };
+    start_playground(
+        &tmux,
+        &format!(
+            "--model {} --chat --prompt 'Hi' --set max_tokens=12 --set num_samples=2",
+            model.display()
+        ),
+    );
+    tmux.wait_for("two finished replies", |s| finished_columns(s) == 2);
+    tmux.keys(&["BTab", ">"]);
+    tmux.wait_for("the swiped reply", |s| {
+        s.contains("reply #1 (reply 2 of 2)")
+    });
+    tmux.keys(&["A"]);
+    tmux.wait_for("the accepted turn", |s| {
+        s.contains("#1 is the assistant's turn (2 turns)") && s.contains("2 earlier")
+    });
+    tmux.type_text("Tell me more");
+    tmux.wait_for("replies to the next turn", |s| {
+        finished_columns(s) == 2 && !s.contains("stale") && s.contains("Tell me more")
+    });
+    tmux.keys(&["Escape", "c"]);
+    let dialog = tmux.wait_for("the conversation", |s| s.contains("┌ conversation"));
+    assert!(dialog.contains("assistant"), "{dialog}");
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("the dialog to close", |s| !s.contains("┌ conversation"));
+    tmux.keys(&["q"]);
+    assert_eq!(exit_status(&tmux), "0");
+}

@@ -226,6 +226,7 @@ impl Default for KeyMap {
                 dialog(DialogAction::CycleRole),
                 "role",
             ),
+            (Mode::Navigate, c('R'), A::Regenerate, "regenerate"),
             (Mode::Navigate, c('b'), A::SwitchParamSet, "A/B"),
             (
                 Mode::Navigate,
@@ -366,6 +367,9 @@ impl Default for KeyMap {
                 branch(BranchAction::Edit),
                 "edit, go on",
             ),
+            (Mode::Columns, c('A'), A::AcceptReply, "accept reply"),
+            (Mode::Columns, c('<'), A::SwipeReply(-1), "swipe reply"),
+            (Mode::Columns, c('>'), A::SwipeReply(1), "swipe reply"),
             (Mode::Columns, c('u'), branch(BranchAction::Parent), "tree"),
             (Mode::Columns, c('d'), branch(BranchAction::Child), "tree"),
             (

@@ -55,8 +55,12 @@ pub fn cancel(state: &mut State) -> bool {
 
 /// Enter: asks the sample's model for the edit's tokens. `None` when no sample is edited.
 pub fn commit(state: &mut State) -> Option<Vec<Effect>> {
-    let Some(Overlay::EditSample(editor)) = state.overlay.take() else {
-        return None;
+    let editor = match state.overlay.take() {
+        Some(Overlay::EditSample(editor)) => editor,
+        other => {
+            state.overlay = other;
+            return None;
+        }
     };
     if editor.buffer.text == editor.original {
         state

@@ -2,6 +2,7 @@
 //! no engine: the loop performs the effects.
 
 pub mod branches;
+pub mod chat_loop;
 pub mod chat_mode;
 pub mod conversation;
 pub mod dialogs;
@@ -82,10 +83,7 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             state.overlay = None;
             Vec::new()
         }
-        Action::Rerun => {
-            mark_all_pending(state);
-            start_pending(state)
-        }
+        Action::Rerun => rerun(state),
         Action::Select(by) => {
             select(state, by);
             Vec::new()
@@ -103,21 +101,13 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             params_changed(state, changed)
         }
         Action::RollSeed => {
-            let changed = state.comparison.params.roll_seed();
-            let seed = state.comparison.params.params.seed;
-            if let (true, Some(other), Some(seed)) =
-                (changed, &mut state.comparison.other_set, seed)
-            {
-                // Both sets sample from the same seeds, so that their columns stay comparable
-                // sample by sample.
-                other.set_seed(Some(seed));
-                state
-                    .status
-                    .notify(format!("rolled seed {seed} for both sets, A and B"));
-            }
+            let changed = roll_seeds(state);
             params_changed(state, changed)
         }
         Action::ToggleChat => chat_mode::toggle(state),
+        Action::AcceptReply => chat_loop::accept(state),
+        Action::SwipeReply(delta) => chat_loop::swipe(state, delta),
+        Action::Regenerate => chat_loop::regenerate(state),
         Action::CyclePromptView => {
             state.prompt.view = state.prompt.view.next();
             Vec::new()
@@ -243,6 +233,26 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
     }
 }
 
+/// A new seed for the set being edited and the same one for the other set, so that their
+/// columns stay comparable sample by sample; whether it changed.
+fn roll_seeds(state: &mut State) -> bool {
+    let changed = state.comparison.params.roll_seed();
+    let seed = state.comparison.params.params.seed;
+    if let (true, Some(other), Some(seed)) = (changed, &mut state.comparison.other_set, seed) {
+        other.set_seed(Some(seed));
+        state
+            .status
+            .notify(format!("rolled seed {seed} for both sets, A and B"));
+    }
+    changed
+}
+
+/// Runs every side again now, skipping the debounce.
+fn rerun(state: &mut State) -> Vec<Effect> {
+    mark_all_pending(state);
+    start_pending(state)
+}
+
 /// Moves the selection of the open picker's or dialog's list, else the parameters'.
 fn select(state: &mut State, by: ListMove) {
     match &mut state.overlay {
@@ -263,7 +273,7 @@ fn select(state: &mut State, by: ListMove) {
 }
 
 /// Moves the token cursor or the columns' view; nothing to re-run.
-fn navigate(state: &mut State, step: impl FnOnce(&mut Columns, &Grid)) -> Vec<Effect> {
+pub(super) fn navigate(state: &mut State, step: impl FnOnce(&mut Columns, &Grid)) -> Vec<Effect> {
     let grid = state.grid();
     let before = state.columns.cursor_token();
     step(&mut state.columns, &grid);
@@ -443,14 +453,14 @@ pub(super) fn params_changed(state: &mut State, changed: bool) -> Vec<Effect> {
     effects
 }
 
-fn mark_all_pending(state: &mut State) {
+pub(super) fn mark_all_pending(state: &mut State) {
     for side in &mut state.comparison.sides {
         side.pending = true;
     }
 }
 
 /// Stops every side's run in flight; their unfinished samples end as `abort`.
-fn cancel_all(state: &mut State) -> Vec<Effect> {
+pub(super) fn cancel_all(state: &mut State) -> Vec<Effect> {
     state
         .comparison
         .side_ids()
