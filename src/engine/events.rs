@@ -1,5 +1,6 @@
 //! The engine's narrow boundary: `Request` in, `Event` out, every event tagged with its run.
 
+use super::edit::Edit;
 use super::prompt::Prompt;
 use crate::model::Activations;
 use crate::model::source::hub::Transfer;
@@ -197,6 +198,11 @@ pub enum Event {
         run_id: RunId,
         message: String,
     },
+    /// The forced tokens of an edited sample (see [`super::edit`]), or why there are none.
+    Edited {
+        id: RunId,
+        edit: Result<Edit, String>,
+    },
     /// What each stage of the chain did at step `step` of sample `sample` (see
     /// [`super::trace`]), or why that cannot be shown.
     Traced {
@@ -222,7 +228,8 @@ impl Event {
             Event::Loading { .. }
             | Event::Loaded { .. }
             | Event::Served { .. }
-            | Event::LoadFailed { .. } => None,
+            | Event::LoadFailed { .. }
+            | Event::Edited { .. } => None,
             Event::Prompted { run_id, .. }
             | Event::Started { run_id, .. }
             | Event::Token { run_id, .. }

@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod contain;
+pub mod edit;
 pub mod events;
 pub mod generate;
 pub mod load;
@@ -19,6 +20,7 @@ pub mod watch;
 pub mod worker;
 
 pub use backend::{Backend, ParkedRow, Prefill, RowSource};
+pub use edit::{Edit, EditRequest};
 pub use events::{Alternative, Branch, Event, PromptToken, Request, RunId, TokenEvent};
 pub use prompt::{Conversation, Prompt};
 pub use replay::ReplayStore;

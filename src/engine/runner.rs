@@ -2,6 +2,7 @@
 //! Both answer the same requests with the same events, so the CLI and the playground treat
 //! them alike.
 
+use super::edit::{Edit, EditRequest};
 use super::events::{Event, Request};
 use super::score::ScoreRequest;
 use super::trace::TraceRequest;
@@ -42,6 +43,9 @@ pub trait Runner: Send {
     /// trace and refuses.
     fn record_traces(&mut self) -> anyhow::Result<()>;
 
+    /// An edited sample's forced tokens (see `engine::edit`).
+    fn edit(&mut self, request: &EditRequest) -> anyhow::Result<Edit>;
+
     /// After a panic in the middle of a job: whatever state it left is dropped.
     fn recover(&mut self, panic: String) -> anyhow::Error;
 }
@@ -79,6 +83,10 @@ impl<R: Runner + ?Sized> Runner for Box<R> {
 
     fn record_traces(&mut self) -> anyhow::Result<()> {
         (**self).record_traces()
+    }
+
+    fn edit(&mut self, request: &EditRequest) -> anyhow::Result<Edit> {
+        (**self).edit(request)
     }
 
     fn recover(&mut self, panic: String) -> anyhow::Error {

@@ -6,6 +6,7 @@
 
 use super::backend::Backend;
 use super::contain::contain;
+use super::edit::{self, Edit, EditRequest};
 use super::events::{Branch, Event, PromptToken, Request, RunId};
 use super::generate::{RunContext, generate};
 use super::prompt::Prompt;
@@ -211,6 +212,27 @@ impl LoadedModel {
             params,
             trajectories,
         )
+    }
+
+    /// An edited sample's forced tokens (see [`super::edit`]).
+    pub fn edit(&mut self, request: &EditRequest) -> anyhow::Result<Edit> {
+        let (kept, at) = edit::kept(
+            &self.tokenizer,
+            &request.prompt,
+            &request.sample,
+            &request.text,
+        );
+        let rest = &request.text[at..];
+        if rest.is_empty() {
+            return Ok(Edit {
+                kept,
+                ids: Vec::new(),
+            });
+        }
+        let candidates = edit::candidates(rest, |text| self.ids_of(text, false, true))?;
+        let context = [&request.prompt[..], &request.sample[..kept]].concat();
+        let ids = edit::reading_back(&self.tokenizer, &context, rest, candidates)?;
+        Ok(Edit { kept, ids })
     }
 
     /// What each stage did at one step of the last run (see [`super::trace`]).
@@ -445,6 +467,10 @@ impl Runner for LoadedModel {
         Ok(())
     }
 
+    fn edit(&mut self, request: &EditRequest) -> anyhow::Result<Edit> {
+        LoadedModel::edit(self, request)
+    }
+
     /// After a panic in the middle of a run the caches may hold half a step: start afresh.
     fn recover(&mut self, panic: String) -> anyhow::Error {
         self.backend.reset();
@@ -496,6 +522,7 @@ enum Command {
     Cancel(RunId),
     Score(ScoreRequest),
     Trace(TraceRequest),
+    Edit(EditRequest),
 }
 
 /// Work waiting for the model: at most one run per lane (the newest), then scores.
@@ -505,6 +532,7 @@ struct Queue {
     scores: VecDeque<ScoreRequest>,
     /// Only the newest: the inspector asks again as its cursor moves.
     trace: Option<TraceRequest>,
+    edits: VecDeque<EditRequest>,
 }
 
 #[allow(clippy::large_enum_variant)] // one per request
@@ -512,6 +540,7 @@ enum Job {
     Run(Request),
     Score(ScoreRequest),
     Trace(TraceRequest),
+    Edit(EditRequest),
 }
 
 impl Queue {
@@ -527,12 +556,16 @@ impl Queue {
             }
             Command::Score(request) => self.scores.push_back(request),
             Command::Trace(request) => self.trace = Some(request),
+            Command::Edit(request) => self.edits.push_back(request),
         }
     }
 
-    /// Runs first: they are what the user is watching; then the inspector's trace.
+    /// An edit first: the user waits on it, and it takes a moment; then runs, which are what
+    /// the user is watching; then the inspector's trace.
     fn pop(&mut self) -> Option<Job> {
-        if !self.runs.is_empty() {
+        if let Some(edit) = self.edits.pop_front() {
+            Some(Job::Edit(edit))
+        } else if !self.runs.is_empty() {
             Some(Job::Run(self.runs.remove(0)))
         } else if let Some(trace) = self.trace.take() {
             Some(Job::Trace(trace))
@@ -621,6 +654,12 @@ impl Engine {
         self.send(Command::Trace(request));
     }
 
+    /// Finds an edited sample's forced tokens before anything else; answered with
+    /// `Event::Edited`.
+    pub fn edit(&self, request: EditRequest) {
+        self.send(Command::Edit(request));
+    }
+
     fn send(&self, command: Command) {
         if let Some(commands) = &self.commands {
             // A worker that has exited has already reported why; nothing more to tell.
@@ -680,6 +719,10 @@ where
                         step: request.step(),
                         trace: Err(format!("no model loaded: {message}")),
                     }),
+                    Command::Edit(request) => emit(Event::Edited {
+                        id: request.id,
+                        edit: Err(format!("no model loaded: {message}")),
+                    }),
                     Command::Cancel(_) => {}
                 }
             }
@@ -712,6 +755,7 @@ where
             Job::Run(request) => (request.run_id, Some(request.lane)),
             Job::Score(request) => (request.run_id, None),
             Job::Trace(request) => (request.run_id, None),
+            Job::Edit(request) => (request.id, None),
         };
         let mut disconnected = false;
         // Stops a run when its lane has a newer one; stops either job when it is cancelled.
@@ -758,6 +802,13 @@ where
                     step: request.step(),
                     trace,
                 });
+            }
+            Job::Edit(request) => {
+                let edited = contain(|| model.edit(&request));
+                let edit = edited
+                    .unwrap_or_else(|panic| Err(model.recover(panic)))
+                    .map_err(|e| format!("{e:#}"));
+                emit(Event::Edited { id: run_id, edit });
             }
             Job::Score(request) => {
                 let scored = contain(|| model.score(&request, vocab, &mut interrupted));

@@ -1,7 +1,7 @@
 //! The vocabulary of the loop: what the user (or the engine) wants, and what `update` asks the
 //! loop to do in return.
 
-use crate::engine::{Event, Request, RunId, ScoreRequest, TraceRequest};
+use crate::engine::{EditRequest, Event, Request, RunId, ScoreRequest, TraceRequest};
 use crate::export::ExportFormat;
 use crate::model::source::discover::Candidate;
 use crate::params::SamplingParams;
@@ -70,6 +70,8 @@ pub enum Action {
     FocusNext,
     FocusPrev,
     OpenHelp,
+    /// Show the help's next (or previous) page, round the ends.
+    TurnHelpPage(i32),
     /// Every error and notice of the session, newest first.
     OpenMessages,
     /// The statistics of each side's newest run.
@@ -94,6 +96,12 @@ pub enum Action {
     /// that text kept as text → raw; for every model, or with the samples focused the model of
     /// the cursor's column (see `chat_mode`).
     ToggleChat,
+    /// The cursor's sample becomes the assistant's turn of the conversation (chat mode).
+    AcceptReply,
+    /// The previous or next sample of the cursor's side, as the candidate reply.
+    SwipeReply(i32),
+    /// The last turn again on new seeds (after an accepted reply: that reply taken back).
+    Regenerate,
     /// The prompt box shows the text as typed, as the chat template rendered it, or its tokens.
     CyclePromptView,
     /// Enter on a parameter: toggle a bool, otherwise open the inline editor.
@@ -132,6 +140,8 @@ pub enum Action {
     PageColumn(i32),
     /// Draw spaces, tabs and newlines in the columns as `·`, `→` and `↵`.
     ToggleWhitespace,
+    /// Colour tokens by the model's raw probability instead of the processed one.
+    ToggleRawHeat,
     /// The left button pressed (or dragged) over a cell.
     Click {
         x: u16,
@@ -182,6 +192,8 @@ pub enum BranchAction {
     Child,
     /// To the previous or next branch of the same parent.
     Sibling(i32),
+    /// Edit the cursor's sample, to go on from the edit in a new branch.
+    Edit,
 }
 
 /// Keys of the dialogs; each one acts only while its dialog is open.
@@ -251,6 +263,8 @@ pub enum Effect {
     Score(ModelId, ScoreRequest),
     /// Ask model `.0` what each stage of the chain did at one step (the inspector).
     Trace(ModelId, TraceRequest),
+    /// Ask model `.0` for an edited sample's tokens; answered with `Event::Edited`.
+    Edit(ModelId, EditRequest),
     /// (Re)start the debounce timer; `DebounceElapsed` comes back when it fires.
     ScheduleRun,
     Quit,

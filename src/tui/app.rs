@@ -2,7 +2,7 @@
 //! engine; the screen is drawn once per batch, behind a dirty flag, at most ~60 times a second.
 
 use super::Ending;
-use crate::engine::{Engine, Event, Request, RunId, ScoreRequest, TraceRequest};
+use crate::engine::{EditRequest, Engine, Event, Request, RunId, ScoreRequest, TraceRequest};
 use crate::tui::action::{Action, Effect, Outcome};
 use crate::tui::comparison::ModelId;
 use crate::tui::effects::perform;
@@ -33,6 +33,8 @@ pub trait EngineHandle {
     fn trace(&self, request: TraceRequest);
     /// Stops a download the load is making; nothing when there is none.
     fn cancel_load(&self) {}
+    /// Finds an edited sample's tokens; fakes that never answer may leave it out.
+    fn edit(&self, _request: EditRequest) {}
 }
 
 impl EngineHandle for Engine {
@@ -54,6 +56,10 @@ impl EngineHandle for Engine {
 
     fn cancel_load(&self) {
         Engine::cancel_load(self);
+    }
+
+    fn edit(&self, request: EditRequest) {
+        Engine::edit(self, request);
     }
 }
 
@@ -138,6 +144,7 @@ impl<E: EngineHandle> App<E> {
             Effect::Cancel(model, run_id) => self.engine(model, |e| e.cancel(run_id)),
             Effect::Score(model, request) => self.engine(model, |e| e.score(request)),
             Effect::Trace(model, request) => self.engine(model, |e| e.trace(request)),
+            Effect::Edit(model, request) => self.engine(model, |e| e.edit(request)),
             Effect::AddEngine { id, spec } => {
                 if let Some(spawn) = &mut self.spawner {
                     let engine = spawn(id, &spec);

@@ -7,6 +7,7 @@ use crate::response::SampleResponse;
 use crate::tui::branch_tree::Tree;
 pub use crate::tui::model_slot::ModelId;
 use crate::tui::model_slot::{ModelSlot, ModelStatus};
+use crate::tui::update::edit_sample::PendingEdit;
 use crate::tui::widgets::params::ParamsState;
 use crate::tui::widgets::prompt::SeenPrompt;
 use std::ops::{Index, IndexMut};
@@ -92,6 +93,8 @@ pub struct Side {
     /// Where the cursor goes once the next run starts: a sample of it, and a token (`None`:
     /// the newest), after a branch was made or a step taken.
     pub follow: Option<(u32, Option<usize>)>,
+    /// An edited sample whose tokens its model is finding (edit and continue).
+    pub edit: Option<PendingEdit>,
 }
 
 impl Side {
@@ -111,6 +114,7 @@ impl Side {
             tree: Tree::default(),
             run_branches: Vec::new(),
             follow: None,
+            edit: None,
         }
     }
 

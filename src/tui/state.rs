@@ -7,8 +7,10 @@ use crate::tui::input::keymap::Mode;
 use crate::tui::model_slot::ModelSlot;
 use crate::tui::overlays::conversation::ConversationDialog;
 use crate::tui::overlays::export_dialog::{ExportDialog, ExportSettings};
+use crate::tui::overlays::help::HelpPage;
 use crate::tui::overlays::model_picker::ModelPicker;
 use crate::tui::overlays::preset_picker::{PresetPicker, PresetsState};
+use crate::tui::overlays::sample_editor::SampleEditor;
 use crate::tui::overlays::save_prompt::SavePrompt;
 use crate::tui::theme::catalog::ThemeCatalog;
 use crate::tui::widgets::columns::Columns;
@@ -21,7 +23,7 @@ use ratatui::layout::Rect;
 /// Panels drawn over everything; they take input first.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Overlay {
-    Help,
+    Help(HelpPage),
     Presets(PresetPicker),
     /// The save prompt, for a preset or a results file.
     Save(SavePrompt),
@@ -30,6 +32,8 @@ pub enum Overlay {
     Messages,
     Stats,
     Conversation(ConversationDialog),
+    /// A sample's text being edited, to go on from (edit and continue).
+    EditSample(SampleEditor),
 }
 
 /// Run ids, shared by all sides so that an id names one run of one side.
@@ -140,7 +144,7 @@ impl State {
     /// The key-map layers that apply now, most specific first.
     pub fn modes(&self) -> Vec<Mode> {
         match &self.overlay {
-            Some(Overlay::Help) => return vec![Mode::Help],
+            Some(Overlay::Help(_)) => return vec![Mode::Help],
             Some(Overlay::Messages) => return vec![Mode::Messages, Mode::Dialog],
             Some(Overlay::Stats) => return vec![Mode::Stats, Mode::Dialog],
             Some(Overlay::Presets(_)) => return vec![Mode::Presets, Mode::List, Mode::Dialog],
@@ -159,6 +163,9 @@ impl State {
             }
             Some(Overlay::Conversation(_)) => {
                 return vec![Mode::Conversation, Mode::List, Mode::Dialog];
+            }
+            Some(Overlay::EditSample(_)) => {
+                return vec![Mode::ParamEdit, Mode::TextField, Mode::Dialog];
             }
             None => {}
         }

@@ -3,11 +3,12 @@
 use crate::tui::action::{Action, DialogAction, Focus};
 use crate::tui::input::keymap::{KeyMap, Mode};
 use crate::tui::overlays::{
-    conversation, export_dialog, help, messages, model_picker, preset_picker, save_prompt, stats,
+    conversation, export_dialog, help, messages, model_picker, preset_picker, sample_editor,
+    save_prompt, stats,
 };
 use crate::tui::state::{Overlay, State};
 use crate::tui::theme::Theme;
-use crate::tui::update::{chat_mode, dialogs};
+use crate::tui::update::{chat_loop, chat_mode, dialogs};
 use crate::tui::widgets::layout::areas;
 use crate::tui::widgets::{columns, inspector, params, prompt, status};
 use ratatui::Frame;
@@ -115,20 +116,20 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         .filter_map(|(action, name)| keymap.key_for(&modes, action).map(|k| (k, *name)))
         .collect();
     let log_key = keymap.key_for(&modes, &Action::OpenMessages);
-    status::render(
-        frame,
-        a.status,
-        &state.status,
-        &state.comparison.models,
-        &state.comparison.params,
-        &hints,
+    let legend = (!state.columns.columns.is_empty()).then_some(state.columns.heat);
+    let bar = status::Bar {
+        status: &state.status,
+        models: &state.comparison.models,
+        params: &state.comparison.params,
+        hints: &hints,
         log_key,
-        theme,
-    );
+        legend,
+    };
+    status::render(frame, a.status, bar, theme);
     let area = frame.area();
     match &state.overlay {
         None => {}
-        Some(Overlay::Help) => help::render(frame, area, keymap, theme),
+        Some(Overlay::Help(page)) => help::render(frame, area, *page, keymap, theme),
         Some(Overlay::Messages) => messages::render(frame, area, &state.status.log, keymap, theme),
         Some(Overlay::Stats) => {
             let titles = state.comparison.side_titles();
@@ -161,9 +162,16 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         Some(Overlay::Models(picker)) => {
             model_picker::render(frame, area, &state.comparison.models, picker, keymap, theme);
         }
+        Some(Overlay::EditSample(editor)) => {
+            sample_editor::render(frame, area, editor, keymap, theme)
+        }
         Some(Overlay::Conversation(dialog)) => {
-            let chat = state.comparison.models.iter().any(|m| m.chat);
-            conversation::render(frame, area, &state.prompt, chat, dialog, keymap, theme);
+            let shown = conversation::Shown {
+                prompt: &state.prompt,
+                chat: state.comparison.models.iter().any(|m| m.chat),
+                reply: chat_loop::candidate(state),
+            };
+            conversation::render(frame, area, &shown, dialog, keymap, theme);
         }
     }
 }

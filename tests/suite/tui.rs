@@ -11,14 +11,15 @@ use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::layout::Rect;
+use ratatui::style::Modifier;
 use samplab::engine::{Event, Prompt, Request, RunId, ScoreRequest, TraceRequest};
 use samplab::model::Activations;
 use samplab::params::{Field, SamplingParams};
 use samplab::presets::Preset;
 use samplab::response::{StopMatched, StopReason};
 use samplab::tui::{
-    Action, App, Effect, EngineHandle, Focus, KeyMap, ListMove, ModelId, Overlay, ParamsState,
-    State, TextBuffer, Theme, areas, update, value_text,
+    Action, App, Effect, EngineHandle, Focus, HelpPage, KeyMap, ListMove, Mode, ModelId, Overlay,
+    ParamsState, State, TextBuffer, Theme, areas, update, value_text,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -477,7 +478,18 @@ fn quit_cancels_the_run_and_quits() {
 fn help_opens_and_closes() {
     let mut s = state();
     update(&mut s, Action::OpenHelp);
-    assert_eq!(s.overlay, Some(Overlay::Help));
+    assert!(matches!(s.overlay, Some(Overlay::Help(_))));
+    update(&mut s, Action::TurnHelpPage(1));
+    update(&mut s, Action::TurnHelpPage(1));
+    update(&mut s, Action::TurnHelpPage(-1));
+    // Opened from the prompt box, turned one page on.
+    assert_eq!(
+        s.overlay,
+        Some(Overlay::Help(HelpPage {
+            from: Mode::Prompt,
+            turned: 1
+        }))
+    );
     update(&mut s, Action::CloseOverlay);
     assert_eq!(s.overlay, None);
 }
@@ -1263,4 +1275,82 @@ fn a_model_on_16_bit_activations_says_so_beside_its_device() {
             "{activations:?}"
         );
     }
+}
+
+/// `h` colours tokens by the model's raw probability and says so in the column titles; `h`
+/// again goes back to the processed probability they were drawn with.
+#[test]
+fn h_switches_the_heatmap_between_kept_and_raw_probability() {
+    let theme = Theme::dark();
+    let mut s = streamed(120, 30);
+    // " world" was drawn with p 0.9 where the model alone gave it 0.05.
+    s.columns.columns[0].tokens[1].logprob = 0.05f32.ln();
+    let (x, y) = find(&render(&s, &theme), "world").unwrap();
+    assert_eq!(
+        render(&s, &theme)[(x, y)].bg,
+        theme.token_style(0.9).bg.unwrap()
+    );
+    // The key works where the columns have the focus; the view is read without the cursor.
+    let press_h = |s: &mut State| {
+        let focus = s.focus;
+        s.focus = Focus::Columns;
+        common::tui::press_key(s, KeyCode::Char('h'));
+        s.focus = focus;
+    };
+    press_h(&mut s);
+    let buffer = render(&s, &theme);
+    assert!(find(&buffer, "raw p").is_some(), "the titles say raw p");
+    assert_eq!(buffer[(x, y)].bg, theme.token_style(0.05).bg.unwrap());
+    press_h(&mut s);
+    assert_eq!(
+        render(&s, &theme)[(x, y)].bg,
+        theme.token_style(0.9).bg.unwrap()
+    );
+}
+
+/// Issue 34: the status bar says what the colours mean where it has room, and the inspector's
+/// edge always: each gradient stop's value on its own colour, for the probability that colours
+/// the tokens.
+#[test]
+fn the_heatmap_legend_is_on_the_status_bar_and_the_inspector() {
+    let theme = Theme::dark();
+    let mut s = streamed(200, 40);
+    let buffer = render(&s, &theme);
+    let status_row = row(&buffer, 39);
+    assert!(
+        status_row.contains("kept p  0  .25  .5  .75  1 "),
+        "{status_row}"
+    );
+    let (x, y) = find(&buffer, " .25 ").unwrap();
+    assert_eq!(y, 39);
+    assert_eq!(buffer[(x + 1, y)].bg, theme.token_style(0.25).bg.unwrap());
+    s.focus = Focus::Columns;
+    common::tui::press_key(&mut s, KeyCode::Char('h'));
+    assert!(row(&render(&s, &theme), 39).contains("raw p  0  .25"));
+    // Before any sample there is nothing to explain.
+    let idle = state_sized(200, 40);
+    assert!(!row(&render(&idle, &theme), 39).contains("kept p"));
+
+    // At 80x24 the status bar keeps its timings; the inspector's bottom edge has the legend.
+    let mut s = streamed(80, 24);
+    assert!(!row(&render(&s, &theme), 23).contains("kept p"));
+    s.focus = Focus::Columns;
+    let buffer = render(&s, &theme);
+    let (x, y) = find(&buffer, " kept p  0  .25  .5  .75  1 ").expect("on the inspector");
+    assert!(x >= areas(s.size).params.x && y == 22, "its bottom edge");
+}
+
+/// Issue 34: without colours the legend names the weights that stand for them, in those
+/// weights.
+#[test]
+fn without_colours_the_legend_names_bold_and_italic() {
+    let theme = Theme::plain();
+    let s = streamed(200, 40);
+    let buffer = render(&s, &theme);
+    let (x, y) = find(&buffer, "kept p bold <0.1 italic <0.5").expect("the legend");
+    assert_eq!(y, 39);
+    let bold = buffer[(x + 7, y)].modifier;
+    assert!(bold.contains(Modifier::BOLD), "{bold:?}");
+    let italic = buffer[(x + 17, y)].modifier;
+    assert!(italic.contains(Modifier::ITALIC), "{italic:?}");
 }

@@ -471,3 +471,153 @@ fn unlit_the_keys_skip_the_token_the_sample_took_and_served_models_cannot_branch
     let (_, y) = find(&buffer, "xtc_prob").expect("the xtc row");
     assert!(row(&buffer, y).contains('✗'), "{}", row(&buffer, y));
 }
+
+// ---- edit and continue ----
+
+/// `finished_run` with the prompt as the model saw it: ids 1 and 2.
+fn finished_run_seen() -> (State, Request) {
+    let (mut s, request) = finished_run();
+    let prompted = Event::Prompted {
+        run_id: request.run_id,
+        rendered: None,
+        tokens: [1, 2]
+            .map(|id| samplab::engine::PromptToken {
+                id: Some(id),
+                text: format!("p{id}"),
+                special: false,
+            })
+            .to_vec(),
+    };
+    update(&mut s, Action::Engine(ModelId(0), prompted));
+    (s, request)
+}
+
+fn editing(s: &State) -> Option<&samplab::tui::SampleEditor> {
+    match &s.overlay {
+        Some(samplab::tui::Overlay::EditSample(editor)) => Some(editor),
+        _ => None,
+    }
+}
+
+/// `E` opens the cursor's sample as text; Enter asks its model for the edit's tokens, and the
+/// answer runs a branch forced along the kept tokens and the typed ones, the cursor where it
+/// parts.
+#[test]
+fn an_edited_sample_goes_on_from_the_edit_in_a_new_branch() {
+    let (mut s, first) = finished_run_seen();
+    let n = first.params.num_samples;
+    cursor_to(&mut s, 1, 2);
+    press_key(&mut s, KeyCode::Char('E'));
+    let editor = editing(&s).expect("the editor is open");
+    assert_eq!(editor.buffer.text, " t11 t12 t13");
+    assert_eq!(editor.tokens, [11, 12, 13]);
+
+    // Unchanged: nothing to ask.
+    assert!(update(&mut s, Action::CommitEdit).is_empty());
+    assert!(s.status.notice.as_deref().unwrap().contains("as it was"));
+    assert_eq!(s.overlay, None);
+
+    press_key(&mut s, KeyCode::Char('E'));
+    for _ in 0..4 {
+        update(&mut s, Action::DeleteBack);
+    }
+    update(&mut s, Action::Paste(" dragon".into()));
+    let effects = update(&mut s, Action::CommitEdit);
+    let [Effect::Edit(ModelId(0), request)] = &effects[..] else {
+        panic!("{effects:?}")
+    };
+    assert_eq!(request.prompt, [1, 2]);
+    assert_eq!(request.sample, [11, 12, 13]);
+    assert_eq!(request.text, " t11 t12 dragon");
+    assert_eq!(s.overlay, None);
+
+    // The model kept the first two tokens and read " dragon" as 900, 901.
+    let edit = samplab::engine::Edit {
+        kept: 2,
+        ids: vec![900, 901],
+    };
+    let answer = Event::Edited {
+        id: request.id,
+        edit: Ok(edit),
+    };
+    let run = run_of(&update(&mut s, Action::Engine(ModelId(0), answer.clone())));
+    assert_eq!(run.branches, [branch(1, 1, 2, &[11, 12, 900, 901], None)]);
+    assert!(
+        s.status
+            .notice
+            .as_deref()
+            .unwrap()
+            .contains("2 typed token(s) forced"),
+        "{:?}",
+        s.status.notice
+    );
+    play(&mut s, &run, 3);
+    let column = s
+        .columns
+        .index_of(SideId(0), n)
+        .expect("the branch's column");
+    assert_eq!(
+        s.columns.cursor_token(),
+        Some((column, 2)),
+        "where it parts"
+    );
+    assert!(
+        update(&mut s, Action::Engine(ModelId(0), answer)).is_empty(),
+        "an answer comes once"
+    );
+}
+
+#[test]
+fn an_edit_that_only_cuts_or_cannot_be_tokenized_makes_no_branch() {
+    let (mut s, _) = finished_run_seen();
+    cursor_to(&mut s, 0, 0);
+    for answer in [
+        Ok(samplab::engine::Edit {
+            kept: 1,
+            ids: Vec::new(),
+        }),
+        Err("the tokenizer normalises text".to_owned()),
+    ] {
+        press_key(&mut s, KeyCode::Char('E'));
+        update(&mut s, Action::DeleteBack);
+        let effects = update(&mut s, Action::CommitEdit);
+        let [Effect::Edit(_, request)] = &effects[..] else {
+            panic!("{effects:?}")
+        };
+        let failed = answer.is_err();
+        let edited = Event::Edited {
+            id: request.id,
+            edit: answer,
+        };
+        assert!(update(&mut s, Action::Engine(ModelId(0), edited)).is_empty());
+        assert!(s.comparison.sides[0].tree.nodes.is_empty());
+        if failed {
+            let error = s.status.error.as_deref().unwrap();
+            assert!(error.contains("normalises"), "{error}");
+        } else {
+            let notice = s.status.notice.as_deref().unwrap();
+            assert!(notice.contains("change a word"), "{notice}");
+        }
+    }
+    press_key(&mut s, KeyCode::Char('E'));
+    press_key(&mut s, KeyCode::Esc);
+    assert_eq!(s.overlay, None, "Esc leaves the sample as it was");
+}
+
+#[test]
+fn the_sample_editor_shows_the_text_what_enter_does_and_its_keys() {
+    let (mut s, _) = finished_run_seen();
+    cursor_to(&mut s, 2, 0);
+    press_key(&mut s, KeyCode::Char('E'));
+    for (w, h) in [(80, 24), (160, 45), (10, 5)] {
+        s.size = ratatui::layout::Rect::new(0, 0, w, h);
+        let buffer = render(&s, &Theme::dark());
+        if w < 20 {
+            continue;
+        }
+        assert!(find(&buffer, " edit #2 ").is_some(), "{w}x{h}");
+        assert!(find(&buffer, "t21 t22 t23").is_some());
+        assert!(find(&buffer, "text you keep keeps its sampled tokens").is_some());
+        assert!(find(&buffer, "Enter apply").is_some());
+    }
+}

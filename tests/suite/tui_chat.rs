@@ -528,3 +528,142 @@ fn the_token_view_colours_the_prompt_by_its_logprobs_and_inspects_a_token() {
     update(&mut s, Action::CursorRight);
     assert_eq!(s.prompt.token_cursor, 1);
 }
+
+// ---- the chat loop ----
+
+/// One chat model in chat mode, whose run on "Once" gave two replies: `Hi there` and `Hello`.
+fn answered() -> (State, Request) {
+    let mut s = state_sized(160, 40);
+    s.comparison.compare(&["instruct".into()], None);
+    s.comparison.params.params.num_samples = 2;
+    update(&mut s, Action::Engine(ModelId(0), loaded("instruct", true)));
+    update(&mut s, Action::ToggleChat);
+    let effects = update(&mut s, Action::DebounceElapsed);
+    let request = runs(&effects)[0].1.clone();
+    let id = request.run_id;
+    update(&mut s, Action::Engine(ModelId(0), started(id, vec![7, 8])));
+    for (sample, text) in [(0, "Hi"), (0, " there"), (1, "Hello")] {
+        update(
+            &mut s,
+            Action::Engine(ModelId(0), token(id, sample, text, 0.5)),
+        );
+    }
+    update(
+        &mut s,
+        Action::Engine(ModelId(0), done(id, &[StopReason::Stop, StopReason::Stop])),
+    );
+    s.focus = Focus::Columns;
+    (s, request)
+}
+
+/// `>` swipes to the next reply (round the ends), `A` takes it as the assistant's turn: the
+/// conversation gets the user turn and the reply, the prompt box empties for the next user
+/// turn, and that turn runs after them as it is typed.
+#[test]
+fn a_swiped_reply_is_accepted_and_the_next_user_turn_follows_it() {
+    let (mut s, _) = answered();
+    press_key(&mut s, KeyCode::Char('>'));
+    assert_eq!(s.columns.cursor.column, 1);
+    assert!(
+        s.status
+            .notice
+            .as_deref()
+            .unwrap()
+            .contains("#1 (reply 2 of 2)")
+    );
+    press_key(&mut s, KeyCode::Char('>'));
+    assert_eq!(s.columns.cursor.column, 0, "round the end");
+    press_key(&mut s, KeyCode::Char('<'));
+    assert_eq!(s.columns.cursor.column, 1);
+
+    // The conversation dialog shows the reply `A` would take.
+    update(&mut s, Action::Dialog(DialogAction::OpenConversation));
+    let buffer = render(&s, &Theme::dark());
+    assert!(find(&buffer, "assistant #1 (reply 2 of 2): Hello").is_some());
+    update(&mut s, Action::CloseOverlay);
+
+    let effects = update(&mut s, Action::AcceptReply);
+    assert!(
+        !effects.contains(&Effect::ScheduleRun),
+        "nothing runs before the next turn"
+    );
+    assert_eq!(
+        s.prompt.history,
+        [msg("user", "Once"), msg("assistant", "Hello")]
+    );
+    assert_eq!(s.prompt.text(), "");
+    assert_eq!(s.focus, Focus::Prompt);
+    assert!(
+        s.status
+            .notice
+            .as_deref()
+            .unwrap()
+            .contains("type the next user turn")
+    );
+    let title = row(&render(&s, &Theme::plain()), 0);
+    assert!(title.contains("2 earlier"), "{title}");
+
+    for c in "Go on".chars() {
+        update(&mut s, Action::InsertChar(c));
+    }
+    let effects = update(&mut s, Action::DebounceElapsed);
+    assert_eq!(
+        runs(&effects)[0].1.prompt,
+        Prompt::chat(vec![
+            msg("user", "Once"),
+            msg("assistant", "Hello"),
+            msg("user", "Go on")
+        ])
+    );
+}
+
+/// `R` after an accepted reply takes it back and asks the same user turn again on new seeds;
+/// with a user turn in the box it only rolls the seeds.
+#[test]
+fn regenerate_asks_the_last_turn_again_on_new_seeds() {
+    let (mut s, first) = answered();
+    update(&mut s, Action::AcceptReply);
+    let effects = update(&mut s, Action::Regenerate);
+    let request = runs(&effects)[0].1.clone();
+    assert_eq!(request.prompt, first.prompt, "the user turn again");
+    assert_ne!(request.params.seed, first.params.seed, "on new seeds");
+    assert!(s.prompt.history.is_empty());
+    assert_eq!(s.prompt.text(), "Once");
+
+    let seed = request.params.seed;
+    let effects = update(&mut s, Action::Regenerate);
+    let again = runs(&effects)[0].1.clone();
+    assert_eq!(again.prompt, first.prompt);
+    assert_ne!(again.params.seed, seed);
+}
+
+/// A model without a chat template has no turns to take, and says so; one in raw mode says how
+/// to get to chat.
+#[test]
+fn accepting_a_raw_sample_says_why_not() {
+    let mut s = chat_and_base();
+    let effects = update(&mut s, Action::Rerun);
+    for (model, request) in runs(&effects) {
+        let id = request.run_id;
+        update(&mut s, Action::Engine(ModelId(model), started(id, vec![7])));
+        update(
+            &mut s,
+            Action::Engine(ModelId(model), token(id, 0, "x", 0.5)),
+        );
+        update(
+            &mut s,
+            Action::Engine(ModelId(model), done(id, &[StopReason::Stop])),
+        );
+    }
+    s.focus = Focus::Columns;
+    s.columns.cursor.column = 1;
+    assert!(update(&mut s, Action::AcceptReply).is_empty());
+    let error = s.status.error.clone().unwrap();
+    assert!(error.contains("base has no chat template"), "{error}");
+    assert!(error.contains("E edits a sample"), "{error}");
+    s.columns.cursor.column = 0;
+    update(&mut s, Action::AcceptReply);
+    let notice = s.status.notice.clone().unwrap();
+    assert!(notice.contains("m switches it to chat"), "{notice}");
+    assert!(s.prompt.history.is_empty());
+}

@@ -687,3 +687,77 @@ fn a_branch_from_an_alternative_and_three_steps_end_up_in_the_results_file() {
     tmux.keys(&["q"]);
     assert_eq!(exit_status(&tmux), "0");
 }
+
+/// Issue 34: edit and continue in the real playground: the sample's text edited in place, the
+/// model tokenizes the edit, and a branch samples on after it.
+#[test]
+fn an_edited_sample_goes_on_from_the_edit() {
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(home.path()) else {
+        return;
+    };
+    start_playground(
+        &tmux,
+        &format!(
+            "--model {} --prompt 'Once upon a time' --set max_tokens=32 --set num_samples=2",
+            model.display()
+        ),
+    );
+    tmux.wait_for("two finished columns", |s| finished_columns(s) == 2);
+    tmux.keys(&["BTab", "E"]);
+    tmux.wait_for("the sample editor", |s| s.contains("┌ edit #0"));
+    // Ctrl+U clears the text; what is typed instead is the sample's new start.
+    tmux.keys(&["C-u"]);
+    tmux.type_text(" there was a big red dragon");
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("the edited branch", |s| {
+        s.contains("┌ #2 ←#0@") && finished_columns(s) == 3
+    });
+    assert!(screen.contains("typed token(s) forced"), "{screen}");
+    assert!(screen.contains("there was a big red dragon"), "{screen}");
+    tmux.keys(&["q"]);
+    assert_eq!(exit_status(&tmux), "0");
+}
+
+/// Issue 34: the chat loop in the real playground on SmolLM2's chat template: a swiped reply is
+/// accepted as the assistant's turn and the next user turn runs after it.
+#[test]
+fn a_reply_is_accepted_and_the_conversation_goes_on() {
+    let Some(model) = common::real_model() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(home.path()) else {
+        return;
+    };
+    start_playground(
+        &tmux,
+        &format!(
+            "--model {} --chat --prompt 'Hi' --set max_tokens=12 --set num_samples=2",
+            model.display()
+        ),
+    );
+    tmux.wait_for("two finished replies", |s| finished_columns(s) == 2);
+    tmux.keys(&["BTab", ">"]);
+    tmux.wait_for("the swiped reply", |s| {
+        s.contains("reply #1 (reply 2 of 2)")
+    });
+    tmux.keys(&["A"]);
+    tmux.wait_for("the accepted turn", |s| {
+        s.contains("#1 is the assistant's turn (2 turns)") && s.contains("2 earlier")
+    });
+    tmux.type_text("Tell me more");
+    tmux.wait_for("replies to the next turn", |s| {
+        finished_columns(s) == 2 && !s.contains("stale") && s.contains("Tell me more")
+    });
+    tmux.keys(&["Escape", "c"]);
+    let dialog = tmux.wait_for("the conversation", |s| s.contains("┌ conversation"));
+    assert!(dialog.contains("assistant"), "{dialog}");
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("the dialog to close", |s| !s.contains("┌ conversation"));
+    tmux.keys(&["q"]);
+    assert_eq!(exit_status(&tmux), "0");
+}

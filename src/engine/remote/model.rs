@@ -7,6 +7,7 @@ use super::server::{ServerInfo, discover};
 use super::spec::RemoteSpec;
 use super::sse::{Events, Sse};
 use super::stream::{Chunk, Finish, Piece, parse_chunk};
+use crate::engine::edit::{Edit, EditRequest};
 use crate::engine::events::{Alternative, Event, PromptToken, Request, RunId, TokenEvent};
 use crate::engine::runner::Runner;
 use crate::engine::score::ScoreRequest;
@@ -525,6 +526,13 @@ impl Runner for RemoteModel {
             "{} is served: --trace needs the model's logits at every step, which a server does \
              not give; trace on a local model",
             self.info.name()
+        )
+    }
+
+    fn edit(&mut self, _request: &EditRequest) -> anyhow::Result<Edit> {
+        anyhow::bail!(
+            "{} gives no logits to continue an edited sample from: edit on a local model",
+            self.info.kind.name()
         )
     }
 

@@ -35,13 +35,35 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// Every mode, in the order help lists them.
+    pub const ALL: [Mode; 18] = [
+        Mode::Global,
+        Mode::Navigate,
+        Mode::Prompt,
+        Mode::TextField,
+        Mode::Params,
+        Mode::List,
+        Mode::ParamEdit,
+        Mode::Columns,
+        Mode::Help,
+        Mode::Dialog,
+        Mode::Presets,
+        Mode::PresetName,
+        Mode::Confirm,
+        Mode::Export,
+        Mode::Models,
+        Mode::Messages,
+        Mode::Stats,
+        Mode::Conversation,
+    ];
+
     pub fn title(self) -> &'static str {
         match self {
             Mode::Global => "everywhere",
             Mode::Navigate => "outside text",
             Mode::Prompt => "prompt",
             Mode::Params => "params",
-            Mode::ParamEdit => "typing a value or a turn",
+            Mode::ParamEdit => "typing a value, a turn or a sample",
             Mode::Columns => "samples",
             Mode::Help => "help",
             Mode::Dialog => "any dialog",
@@ -204,6 +226,7 @@ impl Default for KeyMap {
                 dialog(DialogAction::CycleRole),
                 "role",
             ),
+            (Mode::Navigate, c('R'), A::Regenerate, "regenerate"),
             (Mode::Navigate, c('b'), A::SwitchParamSet, "A/B"),
             (
                 Mode::Navigate,
@@ -233,6 +256,12 @@ impl Default for KeyMap {
                 c('v'),
                 A::ToggleWhitespace,
                 "show whitespace",
+            ),
+            (
+                Mode::Navigate,
+                c('h'),
+                A::ToggleRawHeat,
+                "colour by raw p / kept p",
             ),
             (Mode::Params, p(K::Left), nudge(-1, false), "nudge"),
             (Mode::Params, p(K::Right), nudge(1, false), "nudge"),
@@ -332,6 +361,15 @@ impl Default for KeyMap {
                 branch(BranchAction::Delete),
                 "delete",
             ),
+            (
+                Mode::Columns,
+                c('E'),
+                branch(BranchAction::Edit),
+                "edit, go on",
+            ),
+            (Mode::Columns, c('A'), A::AcceptReply, "accept reply"),
+            (Mode::Columns, c('<'), A::SwipeReply(-1), "swipe reply"),
+            (Mode::Columns, c('>'), A::SwipeReply(1), "swipe reply"),
             (Mode::Columns, c('u'), branch(BranchAction::Parent), "tree"),
             (Mode::Columns, c('d'), branch(BranchAction::Child), "tree"),
             (
@@ -352,6 +390,11 @@ impl Default for KeyMap {
             (Mode::Help, c('q'), A::CloseOverlay, "close"),
             (Mode::Help, p(K::F(1)), A::CloseOverlay, "close"),
             (Mode::Help, ctrl('c'), A::Quit, "quit"),
+            (Mode::Help, p(K::PageDown), A::TurnHelpPage(1), "more"),
+            (Mode::Help, p(K::Right), A::TurnHelpPage(1), "more"),
+            (Mode::Help, c(' '), A::TurnHelpPage(1), "more"),
+            (Mode::Help, p(K::PageUp), A::TurnHelpPage(-1), "back"),
+            (Mode::Help, p(K::Left), A::TurnHelpPage(-1), "back"),
             (
                 Mode::Navigate,
                 c('a'),

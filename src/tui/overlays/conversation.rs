@@ -43,16 +43,26 @@ pub fn page_rows(screen: Rect, turns: usize) -> usize {
     )
 }
 
-/// The turns of `prompt.history`, then the prompt itself as the last user message.
+/// What the conversation dialog shows beside its own state.
+pub struct Shown<'a> {
+    pub prompt: &'a PromptState,
+    /// Some model gets the conversation through its chat template.
+    pub chat: bool,
+    /// The reply the samples' cursor is on, as `A` would accept it: its name and text.
+    pub reply: Option<(String, String)>,
+}
+
+/// The turns of `prompt.history`, then the prompt itself as the last user message, then the
+/// candidate reply.
 pub fn render(
     frame: &mut Frame,
     area: Rect,
-    prompt: &PromptState,
-    chat: bool,
+    shown: &Shown,
     dialog: &ConversationDialog,
     keymap: &KeyMap,
     theme: &Theme,
 ) {
+    let &Shown { prompt, chat, .. } = shown;
     let history = &prompt.history;
     let modes: &[Mode] = if dialog.editor.is_some() {
         &[Mode::ParamEdit, Mode::TextField]
@@ -98,6 +108,13 @@ pub fn render(
         Span::styled(format!("{:>9} ", "user"), theme.dim),
         Span::styled(one_line(prompt.text(), width), theme.dim),
     ]));
+    if let Some((name, text)) = &shown.reply {
+        let reply = format!("{name}: {text}");
+        lines.push(Line::from(vec![
+            Span::styled(format!("{:>9} ", "assistant"), theme.dim),
+            Span::styled(one_line(&reply, width), theme.dim),
+        ]));
+    }
     // A long conversation scrolls to keep the selected turn (line 1 + selected) in view.
     let top = (dialog.selected + 2).saturating_sub(usize::from(inner.height));
     frame.render_widget(Paragraph::new(lines).scroll((top as u16, 0)), inner);

@@ -1,9 +1,15 @@
-//! The help overlay, generated from the key map so that it always tells the truth. Sections
-//! (one per key-map mode) flow top to bottom into columns, as short as the width allows; their
-//! keys are padded into a column of their own, and a blank line parts the sections, unless that
-//! would not fit; on a small terminal short rows go side by side.
+//! The help overlay, generated from the key map so that it always tells the truth.
+//!
+//! One section per key-map mode, its keys padded into a column of their own, one binding a
+//! line. Sections flow top to bottom into columns and stay whole where they fit in one; the
+//! columns go side by side as far as the width allows, and the rest onto further pages, which
+//! PgUp/PgDn turn (the bottom edge says `1/3` and which key shows more). A wide terminal gets
+//! everything on one page, as short as the columns allow. Help opens on the page that holds the
+//! keys of the pane it was opened from, so that on a small terminal the keys at hand come
+//! first. Paging was chosen over squeezing: readable rows at any size, and room for more keys.
 
 use super::popup;
+use crate::tui::action::Action;
 use crate::tui::input::keymap::{KeyMap, Mode};
 use crate::tui::theme::Theme;
 use crate::tui::update::run_shape::START_SAMPLES;
@@ -12,175 +18,195 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
+use std::ops::Range;
 
-/// The order sections appear in; modes without bindings are left out.
-const ORDER: [Mode; 17] = [
-    Mode::Global,
-    Mode::Navigate,
-    Mode::Prompt,
-    Mode::Params,
-    Mode::ParamEdit,
-    Mode::TextField,
-    Mode::List,
-    Mode::Columns,
-    Mode::Help,
-    Mode::Dialog,
-    Mode::Presets,
-    Mode::PresetName,
-    Mode::Confirm,
-    Mode::Export,
-    Mode::Models,
-    Mode::Messages,
-    Mode::Conversation,
-];
-const GAP: u16 = 2;
-
-/// How a section's rows are laid out.
-#[derive(Clone, Copy)]
-enum Rows {
-    /// One binding a line, keys padded to the section's widest.
-    Aligned,
-    /// One binding a line.
-    Compact,
-    /// Short bindings side by side, as many as fit in the given width or the width of the
-    /// section's widest one: for small terminals, where one a line does not fit.
-    Paired(usize),
+/// Which page the help shows: the one holding the keys of `from`, the mode of the pane it was
+/// opened from, turned `turned` pages on (round the ends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HelpPage {
+    pub from: Mode,
+    pub turned: i32,
 }
 
-/// Every mode's section in [`ORDER`]: its title, then its rows laid out as `layout` says.
-/// Modes without bindings are left out.
-fn sections<'a>(keymap: &KeyMap, layout: Rows, theme: &Theme) -> Vec<Vec<Line<'a>>> {
-    // A key that does the same everywhere is listed once, under "everywhere".
+impl HelpPage {
+    pub fn new(from: Mode) -> Self {
+        Self { from, turned: 0 }
+    }
+}
+
+const GAP: u16 = 2;
+
+/// One mode's title and its rows.
+struct Section {
+    mode: Mode,
+    lines: Vec<Line<'static>>,
+}
+
+/// Every mode with bindings, in [`Mode::ALL`]'s order, as a title and one aligned row per
+/// binding. A key that does the same everywhere is listed once, under "everywhere".
+fn sections(keymap: &KeyMap, theme: &Theme) -> Vec<Section> {
     let global = keymap.describe(Mode::Global);
-    let mut sections = Vec::new();
-    for mode in ORDER {
-        let rows = keymap.describe(mode);
-        if rows.is_empty() {
-            continue;
-        }
-        let rows: Vec<_> = rows
-            .into_iter()
-            .filter(|row| mode == Mode::Global || !global.contains(row))
-            .collect();
-        let keys_width = match layout {
-            Rows::Aligned => rows
-                .iter()
-                .map(|(k, _)| k.chars().count())
-                .max()
-                .unwrap_or(0),
-            Rows::Compact | Rows::Paired(_) => 0,
-        };
-        let rows: Vec<Line> = rows
-            .into_iter()
-            .map(|(keys, help)| {
+    Mode::ALL
+        .into_iter()
+        .filter_map(|mode| {
+            let rows: Vec<_> = keymap
+                .describe(mode)
+                .into_iter()
+                .filter(|row| mode == Mode::Global || !global.contains(row))
+                .collect();
+            let keys_width = rows.iter().map(|(k, _)| k.chars().count()).max()?;
+            let mut lines = vec![Line::styled(mode.title().to_owned(), theme.title)];
+            lines.extend(rows.into_iter().map(|(keys, help)| {
                 Line::from(vec![
                     Span::styled(format!(" {keys:<keys_width$} "), theme.value),
                     Span::styled(help.to_owned(), theme.dim),
                 ])
-            })
-            .collect();
-        let mut lines = vec![Line::styled(mode.title().to_owned(), theme.title)];
-        match layout {
-            Rows::Paired(width) => lines.extend(paired(rows, width)),
-            Rows::Aligned | Rows::Compact => lines.extend(rows),
-        }
-        sections.push(lines);
-    }
-    sections
+            }));
+            Some(Section { mode, lines })
+        })
+        .collect()
 }
 
-/// Rows joined side by side while the joined line is no wider than `width` or the widest row.
-fn paired(rows: Vec<Line>, width: usize) -> Vec<Line> {
-    let widest = rows.iter().map(Line::width).max().unwrap_or(0).max(width);
-    let mut lines: Vec<Line> = Vec::new();
-    for row in rows {
-        match lines.last_mut() {
-            Some(line) if line.width() + 1 + row.width() <= widest => {
-                line.spans.push(Span::raw(" "));
-                line.spans.extend(row.spans);
-            }
-            _ => lines.push(row),
-        }
-    }
-    lines
+/// A column of help lines and the modes whose sections it holds (a part of one included).
+#[derive(Default)]
+struct Column {
+    lines: Vec<Line<'static>>,
+    modes: Vec<Mode>,
 }
 
-/// Sections flowed into columns of at most `height` lines, with `spaced` a blank line between
-/// sections (their bold titles part them otherwise). A section that does not fit whole goes
-/// on in the next column under its title again, so that no space is lost to short columns.
-fn columns<'a>(sections: &[Vec<Line<'a>>], height: usize, spaced: bool) -> Vec<Vec<Line<'a>>> {
-    let gap = usize::from(spaced);
-    let mut columns: Vec<Vec<Line>> = vec![Vec::new()];
+impl Column {
+    fn width(&self) -> u16 {
+        let widest = self.lines.iter().map(Line::width).max().unwrap_or(0);
+        u16::try_from(widest).unwrap_or(u16::MAX)
+    }
+}
+
+/// Sections flowed into columns of at most `height` lines, a blank line between sections. A
+/// section that fits in a column is never split: it starts the next column instead. One taller
+/// than a column goes on in the next under its title again.
+fn flow(sections: &[Section], height: usize) -> Vec<Column> {
+    let height = height.max(2);
+    let mut columns = vec![Column::default()];
     for section in sections {
-        let Some((title, lines)) = section.split_first() else {
+        let Some((title, rows)) = section.lines.split_first() else {
             continue;
         };
         let column = columns.last_mut().expect("starts with one column");
-        // A title needs one of its rows under it in the same column.
-        if !column.is_empty() && column.len() + gap + 2 > height {
-            columns.push(Vec::new());
-        } else if !column.is_empty() && spaced {
-            column.push(Line::default());
+        let room = height.saturating_sub(column.lines.len() + 1);
+        let whole = section.lines.len() <= height;
+        // A title needs a row under it at least; a section that fits a column stays whole.
+        if !column.lines.is_empty() && (room < 2 || (whole && section.lines.len() > room)) {
+            columns.push(Column::default());
+        } else if !column.lines.is_empty() {
+            column.lines.push(Line::default());
         }
-        columns
-            .last_mut()
-            .expect("one column at least")
-            .push(title.clone());
-        for line in lines {
-            if columns.last().is_some_and(|c| c.len() >= height.max(2)) {
-                columns.push(vec![title.clone()]);
+        let column = columns.last_mut().expect("one column at least");
+        column.lines.push(title.clone());
+        column.modes.push(section.mode);
+        for row in rows {
+            if columns.last().is_some_and(|c| c.lines.len() >= height) {
+                columns.push(Column {
+                    lines: vec![title.clone()],
+                    modes: vec![section.mode],
+                });
             }
             columns
                 .last_mut()
                 .expect("one column at least")
-                .push(line.clone());
+                .lines
+                .push(row.clone());
         }
     }
     columns
 }
 
-/// The width of each column, and of the whole box with gaps and borders.
-fn widths(columns: &[Vec<Line>]) -> (Vec<u16>, u16) {
-    let widths: Vec<u16> = columns
-        .iter()
-        .map(|c| c.iter().map(Line::width).max().unwrap_or(0) as u16)
-        .collect();
-    let total = widths.iter().sum::<u16>() + GAP * (widths.len() as u16 - 1) + 2;
-    (widths, total)
-}
-
-/// The shortest flow that fits `area`, spaced and with keys aligned if possible, short rows
-/// side by side if need be; when nothing fits (a tiny terminal) the full-height paired flow,
-/// clipped. With the columns' widths.
-fn layout<'a>(keymap: &KeyMap, area: Rect, theme: &Theme) -> (Vec<Vec<Line<'a>>>, Vec<u16>, u16) {
-    let max_height = usize::from(area.height.saturating_sub(2));
-    let flows = [
-        (true, Rows::Aligned),
-        (true, Rows::Compact),
-        (false, Rows::Aligned),
-        (false, Rows::Compact),
-    ]
-    .into_iter()
-    .chain((0..=usize::from(area.width) / 3).map(|width| (false, Rows::Paired(width))));
-    for (spaced, rows) in flows {
-        let sections = sections(keymap, rows, theme);
-        for height in 1..=max_height {
-            let columns = columns(&sections, height, spaced);
-            let (widths, width) = widths(&columns);
-            if width <= area.width && columns.iter().all(|c| c.len() <= height) {
-                return (columns, widths, width);
+/// Consecutive columns that fit side by side in `width`, gaps included; a column wider than
+/// `width` is a page of its own (clipped).
+fn pages(columns: &[Column], width: u16) -> Vec<Range<usize>> {
+    let mut pages: Vec<Range<usize>> = Vec::new();
+    let mut used = 0u16;
+    for (i, column) in columns.iter().enumerate() {
+        let w = column.width();
+        match pages.last_mut() {
+            Some(page) if used.saturating_add(GAP).saturating_add(w) <= width => {
+                page.end = i + 1;
+                used = used.saturating_add(GAP).saturating_add(w);
+            }
+            _ => {
+                pages.push(i..i + 1);
+                used = w;
             }
         }
     }
-    let sections = sections(keymap, Rows::Paired(usize::from(area.width) / 3), theme);
-    let columns = columns(&sections, max_height, false);
-    let (widths, width) = widths(&columns);
-    (columns, widths, width)
+    pages
+}
+
+/// The help laid out for one screen.
+struct Layout {
+    columns: Vec<Column>,
+    pages: Vec<Range<usize>>,
+    /// Lines of the tallest column.
+    height: u16,
+}
+
+impl Layout {
+    /// Everything on one page at the lowest height that keeps every section whole, else pages
+    /// of columns as tall as the screen.
+    fn new(keymap: &KeyMap, area: Rect, theme: &Theme) -> Self {
+        let sections = sections(keymap, theme);
+        let inner = popup::inside(area);
+        let tallest = usize::from(inner.height).max(2);
+        let fits_one_page = |height| {
+            let columns = flow(&sections, height);
+            let pages = pages(&columns, inner.width);
+            (pages.len() == 1).then_some((columns, pages))
+        };
+        // Shorter than the tallest section would split it across columns.
+        let whole = sections.iter().map(|s| s.lines.len()).max().unwrap_or(2);
+        let (columns, pages) = (whole.min(tallest)..=tallest)
+            .find_map(fits_one_page)
+            .unwrap_or_else(|| {
+                let columns = flow(&sections, tallest);
+                let pages = pages(&columns, inner.width);
+                (columns, pages)
+            });
+        let height = columns.iter().map(|c| c.lines.len()).max().unwrap_or(0);
+        Self {
+            height: u16::try_from(height).unwrap_or(u16::MAX),
+            columns,
+            pages,
+        }
+    }
+
+    /// The page shown for `page`: the first holding its mode's section, turned.
+    fn shown(&self, page: HelpPage) -> usize {
+        let count = self.pages.len().max(1);
+        let home = self
+            .pages
+            .iter()
+            .position(|range| {
+                self.columns[range.clone()]
+                    .iter()
+                    .any(|c| c.modes.contains(&page.from))
+            })
+            .unwrap_or(0);
+        (home as i64 + i64::from(page.turned)).rem_euclid(count as i64) as usize
+    }
+
+    /// The width of page `i`'s columns with their gaps.
+    fn page_width(&self, i: usize) -> u16 {
+        let columns = &self.columns[self.pages[i].clone()];
+        let gaps = GAP * (columns.len().saturating_sub(1)) as u16;
+        columns
+            .iter()
+            .map(Column::width)
+            .fold(gaps, u16::saturating_add)
+    }
 }
 
 /// Why the first run is not `samplab sample`'s, on the help box's bottom edge: the longest form
-/// that fits a box `width` wide, or nothing.
-fn start_note(width: u16) -> String {
+/// that fits in `room` cells, or nothing.
+fn start_note(room: usize) -> String {
     let forms = [
         format!(
             "opens at {START_SAMPLES} samples x {START_MAX_TOKENS} tokens, to compare them side \
@@ -189,32 +215,119 @@ fn start_note(width: u16) -> String {
         format!("opens at {START_SAMPLES} x {START_MAX_TOKENS} tokens (samplab sample: 1, to EOS)"),
         format!("opens at {START_SAMPLES} x {START_MAX_TOKENS} tokens"),
     ];
-    // The border's corners and the note's spaces.
-    let room = usize::from(width).saturating_sub(4);
     forms
         .into_iter()
         .find(|form| form.chars().count() <= room)
         .unwrap_or_default()
 }
 
-pub fn render(frame: &mut Frame, area: Rect, keymap: &KeyMap, theme: &Theme) {
-    let (columns, widths, width) = layout(keymap, area, theme);
-    let height = columns.iter().map(Vec::len).max().unwrap_or(0) as u16 + 2;
-    let popup_area = popup::centred(area, width, height);
-    let note = start_note(popup_area.width);
-    let inner = popup::open(frame, popup_area, "keys", &note, theme);
+/// `2/3 PgDn more`: where the page is among the pages and the key that turns it.
+fn page_cue(keymap: &KeyMap, shown: usize, count: usize) -> String {
+    let key = keymap
+        .key_for(&[Mode::Help], &Action::TurnHelpPage(1))
+        .unwrap_or_default();
+    format!(" {}/{count} {key} more ", shown + 1)
+}
+
+pub fn render(frame: &mut Frame, area: Rect, page: HelpPage, keymap: &KeyMap, theme: &Theme) {
+    let layout = Layout::new(keymap, area, theme);
+    let count = layout.pages.len();
+    let Some(shown) = (count > 0).then(|| layout.shown(page)) else {
+        return;
+    };
+    // The box keeps its size as the pages turn.
+    let width = (0..count).map(|i| layout.page_width(i)).max().unwrap_or(0) + 2;
+    let popup_area = popup::centred(area, width, layout.height + 2);
+    let cue = if count > 1 {
+        page_cue(keymap, shown, count)
+    } else {
+        String::new()
+    };
+    // The border's corners, the note's spaces and the cue.
+    let room = usize::from(popup_area.width).saturating_sub(4 + cue.chars().count());
+    let inner = popup::open(frame, popup_area, "keys", &start_note(room), theme);
+    if !cue.is_empty() {
+        let edge = Rect {
+            y: popup_area.y + popup_area.height.saturating_sub(1),
+            height: popup_area.height.min(1),
+            ..popup_area
+        };
+        let cue = Line::styled(cue, theme.title).right_aligned();
+        frame.render_widget(
+            Paragraph::new(cue),
+            edge.inner(ratatui::layout::Margin::new(1, 0)),
+        );
+    }
     let right = inner.x + inner.width;
     let mut x = inner.x;
-    for (column, width) in columns.into_iter().zip(widths) {
+    for column in &layout.columns[layout.pages[shown].clone()] {
         if x >= right {
             break;
         }
+        let width = column.width();
         let column_area = Rect {
             x,
             width: width.min(right - x),
             ..inner
         };
-        frame.render_widget(Paragraph::new(column), column_area);
+        frame.render_widget(Paragraph::new(column.lines.clone()), column_area);
         x = x.saturating_add(width + GAP);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(mode: Mode, rows: usize) -> Section {
+        let mut lines = vec![Line::raw(mode.title())];
+        lines.extend((0..rows).map(|i| Line::raw(format!(" k{i} row"))));
+        Section { mode, lines }
+    }
+
+    fn titles(column: &Column) -> Vec<String> {
+        column
+            .lines
+            .iter()
+            .map(|l| l.to_string())
+            .filter(|l| !l.starts_with(' ') && !l.is_empty())
+            .collect()
+    }
+
+    #[test]
+    fn sections_stay_whole_and_a_tall_one_goes_on_under_its_title() {
+        let sections = [
+            section(Mode::Global, 3),
+            section(Mode::Prompt, 3),
+            section(Mode::Columns, 7),
+        ];
+        let columns = flow(&sections, 6);
+        // 4 + blank + 4 would be 9: the prompt's section starts a column rather than split.
+        assert_eq!(titles(&columns[0]), ["everywhere"]);
+        assert_eq!(titles(&columns[1]), ["prompt"]);
+        // Taller than a column: split, its title again on top of the rest.
+        assert_eq!(titles(&columns[2]), ["samples"]);
+        assert_eq!(titles(&columns[3]), ["samples"]);
+        assert_eq!(columns[2].lines.len() + columns[3].lines.len(), 8 + 1);
+        assert!(columns.iter().all(|c| c.lines.len() <= 6));
+    }
+
+    #[test]
+    fn columns_that_do_not_fit_side_by_side_go_to_the_next_page() {
+        let sections = [
+            section(Mode::Global, 2),
+            section(Mode::Prompt, 2),
+            section(Mode::Params, 2),
+        ];
+        let columns = flow(&sections, 3);
+        let width = columns[0].width();
+        assert_eq!(pages(&columns, width * 2 + GAP), [0..2, 2..3]);
+        let all_on_one = 0..3;
+        assert_eq!(pages(&columns, width * 3 + GAP * 2), [all_on_one]);
+        assert_eq!(
+            pages(&columns, 1),
+            [0..1, 1..2, 2..3],
+            "clipped, one a page"
+        );
     }
 }

@@ -8,5 +8,6 @@ pub mod messages;
 pub mod model_picker;
 pub mod popup;
 pub mod preset_picker;
+pub mod sample_editor;
 pub mod save_prompt;
 pub mod stats;

@@ -134,6 +134,31 @@ impl Theme {
 const UNLIKELY: f32 = 0.1;
 const UNSURE: f32 = 0.5;
 
+impl Theme {
+    /// What the heatmap's styles mean, as (label, style) pieces of a legend: each gradient
+    /// stop's probability on its own colour, or, without colours, each weight with where it
+    /// starts (`bold <0.1`), in that weight.
+    pub fn heat_legend(&self) -> Vec<(String, Style)> {
+        if self.gradient.is_empty() {
+            return vec![
+                (format!("bold <{UNLIKELY}"), self.token_style(0.0)),
+                (format!("italic <{UNSURE}"), self.token_style(UNLIKELY)),
+            ];
+        }
+        self.gradient
+            .iter()
+            .map(|stop| {
+                // `.25` rather than `0.25`: the stops sit side by side in little room.
+                let at = format!("{}", stop.at);
+                let at = at
+                    .strip_prefix("0.")
+                    .map_or(at.clone(), |rest| format!(".{rest}"));
+                (format!(" {at} "), self.token_style(stop.at))
+            })
+            .collect()
+    }
+}
+
 /// Where there are no colours, the heatmap's message by weight: bold for a token the sampler
 /// thought unlikely, italic for an unsure one, plain for a likely one. (Underline already marks
 /// where samples part.)
@@ -184,6 +209,20 @@ mod tests {
         let theme = Theme::plain();
         assert_eq!(theme.token_style(0.3).bg, None);
         assert_eq!(theme.status.bg, None);
+    }
+
+    #[test]
+    fn the_legend_shows_each_stop_on_its_colour_or_names_the_weights() {
+        let dark = Theme::dark();
+        let legend = dark.heat_legend();
+        let labels: Vec<&str> = legend.iter().map(|(label, _)| label.as_str()).collect();
+        assert_eq!(labels, [" 0 ", " .25 ", " .5 ", " .75 ", " 1 "]);
+        assert_eq!(legend[1].1, dark.token_style(0.25));
+        let plain = Theme::plain().heat_legend();
+        assert_eq!(plain[0].0, "bold <0.1");
+        assert_eq!(plain[0].1.add_modifier, Modifier::BOLD);
+        assert_eq!(plain[1].0, "italic <0.5");
+        assert_eq!(plain[1].1.add_modifier, Modifier::ITALIC);
     }
 
     /// Issue 34: under NO_COLOR the heatmap still says something: bold for unlikely tokens,

@@ -4,13 +4,14 @@
 //!
 //! A branch's column is sample `num_samples + j` of its side's run, `j` its place in the tree.
 
+use super::edit_sample;
 use crate::tui::action::{BranchAction, Effect, Focus};
 use crate::tui::branch_tree::{BranchNode, NoUndo, Parent, Subtree, parent_of, run_index};
 use crate::tui::comparison::SideId;
 use crate::tui::state::State;
 
 /// The cursor's column as a side, its run's sample count and its index in the run.
-fn cursor_place(state: &State) -> Option<(SideId, u32, u32, usize)> {
+pub(super) fn cursor_place(state: &State) -> Option<(SideId, u32, u32, usize)> {
     let (column, token) = state.columns.cursor_token()?;
     let c = &state.columns.columns[column];
     let num_samples = state
@@ -28,7 +29,7 @@ pub fn update(state: &mut State, action: BranchAction) -> Vec<Effect> {
     }
     let grows = matches!(
         action,
-        BranchAction::Take | BranchAction::ToggleStep | BranchAction::Step
+        BranchAction::Take | BranchAction::ToggleStep | BranchAction::Step | BranchAction::Edit
     );
     if grows && let Some(server) = served_at_cursor(state) {
         state.status.notify(format!(
@@ -59,6 +60,7 @@ pub fn update(state: &mut State, action: BranchAction) -> Vec<Effect> {
             walk_to_sibling(state, delta);
             super::trace_cursor(state)
         }
+        BranchAction::Edit => edit_sample::open(state),
     }
 }
 
@@ -284,7 +286,12 @@ fn subtree_text(subtree: Subtree, num_samples: u32) -> String {
 
 /// Runs `side` again at once (its tree changed) and puts the cursor on `sample`'s `token`
 /// (`None`: its newest) once the run starts.
-fn run_side(state: &mut State, side: SideId, sample: u32, token: Option<usize>) -> Vec<Effect> {
+pub(super) fn run_side(
+    state: &mut State,
+    side: SideId,
+    sample: u32,
+    token: Option<usize>,
+) -> Vec<Effect> {
     state.columns.pick = None;
     state.comparison.sides[side].follow = Some((sample, token));
     state.comparison.sides[side].pending = true;

@@ -2,9 +2,11 @@
 //! no engine: the loop performs the effects.
 
 pub mod branches;
+pub mod chat_loop;
 pub mod chat_mode;
 pub mod conversation;
 pub mod dialogs;
+pub mod edit_sample;
 pub mod model_picker;
 pub mod run_shape;
 
@@ -16,8 +18,10 @@ use crate::response::StopReason;
 use crate::tui::action::{Action, Effect, Focus, ListMove};
 use crate::tui::branch_tree::keep_for_run;
 use crate::tui::comparison::{ModelId, SideId};
+use crate::tui::input::keymap::Mode;
 use crate::tui::input::mouse::{self, Target};
 use crate::tui::model_slot::ModelStatus;
+use crate::tui::overlays::help::HelpPage;
 use crate::tui::overlays::preset_picker;
 use crate::tui::state::{Overlay, State};
 use crate::tui::widgets::chain_view::TokenTrace;
@@ -56,7 +60,15 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         }
         Action::FocusNext | Action::FocusPrev => cycle_focus(state, action == Action::FocusNext),
         Action::OpenHelp => {
-            state.overlay = Some(Overlay::Help);
+            // Help opens where the keys of the pane it was asked from are.
+            let from = state.modes().first().copied().unwrap_or(Mode::Global);
+            state.overlay = Some(Overlay::Help(HelpPage::new(from)));
+            Vec::new()
+        }
+        Action::TurnHelpPage(pages) => {
+            if let Some(Overlay::Help(page)) = &mut state.overlay {
+                page.turned = page.turned.saturating_add(pages);
+            }
             Vec::new()
         }
         Action::OpenMessages => {
@@ -71,10 +83,7 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             state.overlay = None;
             Vec::new()
         }
-        Action::Rerun => {
-            mark_all_pending(state);
-            start_pending(state)
-        }
+        Action::Rerun => rerun(state),
         Action::Select(by) => {
             select(state, by);
             Vec::new()
@@ -92,21 +101,13 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             params_changed(state, changed)
         }
         Action::RollSeed => {
-            let changed = state.comparison.params.roll_seed();
-            let seed = state.comparison.params.params.seed;
-            if let (true, Some(other), Some(seed)) =
-                (changed, &mut state.comparison.other_set, seed)
-            {
-                // Both sets sample from the same seeds, so that their columns stay comparable
-                // sample by sample.
-                other.set_seed(Some(seed));
-                state
-                    .status
-                    .notify(format!("rolled seed {seed} for both sets, A and B"));
-            }
+            let changed = roll_seeds(state);
             params_changed(state, changed)
         }
         Action::ToggleChat => chat_mode::toggle(state),
+        Action::AcceptReply => chat_loop::accept(state),
+        Action::SwipeReply(delta) => chat_loop::swipe(state, delta),
+        Action::Regenerate => chat_loop::regenerate(state),
         Action::CyclePromptView => {
             state.prompt.view = state.prompt.view.next();
             Vec::new()
@@ -115,12 +116,14 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             let changed = state.comparison.params.edit();
             params_changed(state, changed)
         }
-        Action::CommitEdit => conversation::commit(state).unwrap_or_else(|| {
-            let changed = state.comparison.params.commit();
-            params_changed(state, changed)
-        }),
+        Action::CommitEdit => edit_sample::commit(state)
+            .or_else(|| conversation::commit(state))
+            .unwrap_or_else(|| {
+                let changed = state.comparison.params.commit();
+                params_changed(state, changed)
+            }),
         Action::CancelEdit => {
-            if !conversation::cancel(state) {
+            if !edit_sample::cancel(state) && !conversation::cancel(state) {
                 state.comparison.params.editor = None;
             }
             Vec::new()
@@ -203,6 +206,10 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         Action::LastToken => navigate(state, Columns::last_token),
         Action::PageColumn(pages) => navigate(state, |c, g| c.page(pages as isize, g)),
         Action::ToggleWhitespace => navigate(state, Columns::toggle_whitespace),
+        Action::ToggleRawHeat => {
+            state.columns.heat = state.columns.heat.toggled();
+            Vec::new()
+        }
         Action::StepColumn(delta) => {
             let grid = state.grid();
             if state.columns.step_column(delta as isize, &grid) {
@@ -226,6 +233,26 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
     }
 }
 
+/// A new seed for the set being edited and the same one for the other set, so that their
+/// columns stay comparable sample by sample; whether it changed.
+fn roll_seeds(state: &mut State) -> bool {
+    let changed = state.comparison.params.roll_seed();
+    let seed = state.comparison.params.params.seed;
+    if let (true, Some(other), Some(seed)) = (changed, &mut state.comparison.other_set, seed) {
+        other.set_seed(Some(seed));
+        state
+            .status
+            .notify(format!("rolled seed {seed} for both sets, A and B"));
+    }
+    changed
+}
+
+/// Runs every side again now, skipping the debounce.
+fn rerun(state: &mut State) -> Vec<Effect> {
+    mark_all_pending(state);
+    start_pending(state)
+}
+
 /// Moves the selection of the open picker's or dialog's list, else the parameters'.
 fn select(state: &mut State, by: ListMove) {
     match &mut state.overlay {
@@ -246,7 +273,7 @@ fn select(state: &mut State, by: ListMove) {
 }
 
 /// Moves the token cursor or the columns' view; nothing to re-run.
-fn navigate(state: &mut State, step: impl FnOnce(&mut Columns, &Grid)) -> Vec<Effect> {
+pub(super) fn navigate(state: &mut State, step: impl FnOnce(&mut Columns, &Grid)) -> Vec<Effect> {
     let grid = state.grid();
     let before = state.columns.cursor_token();
     step(&mut state.columns, &grid);
@@ -377,6 +404,7 @@ fn one_line_field(state: &State) -> bool {
     match &state.overlay {
         Some(Overlay::Save(_) | Overlay::Models(_)) => true,
         Some(Overlay::Conversation(dialog)) if dialog.editor.is_some() => false,
+        Some(Overlay::EditSample(_)) => false,
         _ => state.comparison.params.editor.is_some(),
     }
 }
@@ -394,6 +422,9 @@ fn edit_text(state: &mut State, edit: impl FnOnce(&mut TextBuffer) -> bool) -> V
         }
         Vec::new()
     } else if let Some(buffer) = conversation::editor_mut(state) {
+        edit(buffer);
+        Vec::new()
+    } else if let Some(buffer) = edit_sample::editor_mut(state) {
         edit(buffer);
         Vec::new()
     } else if let Some(editor) = &mut state.comparison.params.editor {
@@ -422,14 +453,14 @@ pub(super) fn params_changed(state: &mut State, changed: bool) -> Vec<Effect> {
     effects
 }
 
-fn mark_all_pending(state: &mut State) {
+pub(super) fn mark_all_pending(state: &mut State) {
     for side in &mut state.comparison.sides {
         side.pending = true;
     }
 }
 
 /// Stops every side's run in flight; their unfinished samples end as `abort`.
-fn cancel_all(state: &mut State) -> Vec<Effect> {
+pub(super) fn cancel_all(state: &mut State) -> Vec<Effect> {
     state
         .comparison
         .side_ids()
@@ -507,6 +538,9 @@ fn side_of(state: &State, model: ModelId, run_id: RunId) -> Option<SideId> {
 fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> {
     if state.comparison.slot(model).is_none() {
         return Vec::new();
+    }
+    if let Event::Edited { id, edit } = event {
+        return edit_sample::edited(state, id, edit);
     }
     let side = match event.run_id() {
         Some(_) if matches!(event, Event::Scored { .. } | Event::ScoreFailed { .. }) => None,
@@ -746,6 +780,7 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
                 .status
                 .report_error(format!("cross-scoring failed: {message}"));
         }
+        Event::Edited { .. } => {}
         Event::Error { message, .. } => {
             let side = side.unwrap_or_default();
             state.comparison.sides[side].active = false;

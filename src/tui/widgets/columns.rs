@@ -20,6 +20,33 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Wrap};
 use unicode_width::UnicodeWidthStr;
 
+/// Which probability colours the tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Heat {
+    /// After the sampler's processing: what the token was drawn with.
+    #[default]
+    Kept,
+    /// The model's own, before any processing: what it thought of the token.
+    Raw,
+}
+
+impl Heat {
+    pub fn toggled(self) -> Self {
+        match self {
+            Heat::Kept => Heat::Raw,
+            Heat::Raw => Heat::Kept,
+        }
+    }
+
+    /// The probability of `token` that colours it.
+    pub fn of(self, token: &TokenEvent) -> f32 {
+        match self {
+            Heat::Kept => token.prob,
+            Heat::Raw => token.logprob.exp(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Column {
     /// The side (model and parameter set) whose run this sample belongs to.
@@ -319,6 +346,8 @@ pub struct Columns {
     pub first_row: usize,
     /// Spaces, tabs and newlines drawn as `·`, `→` and `↵`.
     pub whitespace: bool,
+    /// Which probability colours the tokens.
+    pub heat: Heat,
     /// The alternative of the cursor's token highlighted in the inspector, to branch from.
     pub pick: Option<usize>,
 }
@@ -616,6 +645,9 @@ pub fn render(
             None => format!(" {own} seed {} ", column.seed),
         };
         let mut title = vec![Span::styled(name, theme.title)];
+        if state.heat == Heat::Raw {
+            title.push(Span::styled("raw p ", theme.dim));
+        }
         match marks.get(column.side.0) {
             Some(Mark::Stale) => title.push(Span::styled("stale ", theme.dim)),
             Some(Mark::Failed) => title.push(Span::styled("run failed ", theme.error)),
@@ -639,22 +671,23 @@ pub fn render(
         if inner.height == 0 {
             continue;
         }
+        let heat = |t: usize| state.heat.of(&column.tokens[t]);
         let style = |token: Option<usize>| match token {
             None => theme.base,
-            Some(t) if Some(t) == cursor => theme.cursor_style(column.tokens[t].prob),
+            Some(t) if Some(t) == cursor => theme.cursor_style(heat(t)),
             // Where compared samples part, underlined so the eye finds it in the colours.
             Some(t) if Some(t) == column.diverge => theme
-                .token_style(column.tokens[t].prob)
+                .token_style(heat(t))
                 .add_modifier(Modifier::UNDERLINED | Modifier::BOLD),
             // Where the sample parts from its run's first sample.
             Some(t) if Some(t) == column.parts => theme
-                .token_style(column.tokens[t].prob)
+                .token_style(heat(t))
                 .add_modifier(Modifier::UNDERLINED),
             // Forced by the constraint: dimmed, since the model did not choose it.
-            Some(t) if column.tokens[t].constraint.is_some_and(|c| c.forced()) => theme
-                .token_style(column.tokens[t].prob)
-                .add_modifier(Modifier::DIM),
-            Some(t) => theme.token_style(column.tokens[t].prob),
+            Some(t) if column.tokens[t].constraint.is_some_and(|c| c.forced()) => {
+                theme.token_style(heat(t)).add_modifier(Modifier::DIM)
+            }
+            Some(t) => theme.token_style(heat(t)),
         };
         let mut lines: Vec<Line> = column.text.lines[top..]
             .iter()

@@ -7,6 +7,7 @@
 
 use super::chain_view;
 use super::columns::{Column, Columns};
+use super::legend;
 use super::spark;
 use crate::engine::{Alternative, TokenEvent};
 use crate::params::TokenText;
@@ -92,8 +93,13 @@ pub fn render(frame: &mut Frame, area: Rect, columns: &Columns, context: &Contex
         ),
         None => " inspect ".to_owned(),
     };
+    // What the token colours mean, where the eye reads the token's figures.
+    let mut legend = vec![Span::raw(" ")];
+    legend.extend(legend::spans(columns.heat, theme));
+    legend.push(Span::raw(" "));
     let block = Block::bordered()
         .title(Span::styled(title, theme.title))
+        .title_bottom(Line::from(legend))
         .border_style(theme.frame(true));
     let inner = block.inner(area);
     frame.render_widget(block, area);

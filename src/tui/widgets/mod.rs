@@ -5,6 +5,7 @@ pub mod chain_view;
 pub mod columns;
 pub mod inspector;
 pub mod layout;
+pub mod legend;
 pub mod params;
 pub mod prompt;
 pub mod spark;

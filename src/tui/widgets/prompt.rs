@@ -113,7 +113,7 @@ impl PromptState {
 
 /// Splits each line into rows of at most `width` cells, between words where it can (a word
 /// longer than a row is cut between grapheme clusters); also returns the cursor's (row, cell).
-fn wrap(buffer: &TextBuffer, width: usize) -> (Vec<String>, (usize, usize)) {
+pub fn wrap(buffer: &TextBuffer, width: usize) -> (Vec<String>, (usize, usize)) {
     let width = width.max(1);
     let mut rows: Vec<String> = Vec::new();
     let mut cursor = (0, 0);

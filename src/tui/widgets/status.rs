@@ -2,6 +2,8 @@
 //! the newest error and key hints from the key map, fitted to the width by dropping the least
 //! needed parts; and the log of every error and notice, which `l` shows whole.
 
+use super::columns::Heat;
+use super::legend;
 use super::params::ParamsState;
 use crate::tui::model_slot::{ModelSlot, ModelStatus};
 use crate::tui::theme::Theme;
@@ -78,19 +80,29 @@ impl Part {
     }
 }
 
-/// `hints` are (keys, meaning) pairs drawn at the right end; `log_key` opens the message log,
-/// named before the error, which may be cut.
-#[allow(clippy::too_many_arguments)] // the bar's parts, as the view gathers them
-pub fn render(
-    frame: &mut Frame,
-    area: Rect,
-    status: &StatusState,
-    models: &[ModelSlot],
-    params: &ParamsState,
-    hints: &[(String, &str)],
-    log_key: Option<String>,
-    theme: &Theme,
-) {
+/// What the status bar shows, gathered by the view for one draw.
+pub struct Bar<'a> {
+    pub status: &'a StatusState,
+    pub models: &'a [ModelSlot],
+    pub params: &'a ParamsState,
+    /// (keys, meaning) pairs drawn at the right end.
+    pub hints: &'a [(String, &'a str)],
+    /// The key that opens the message log, named before the error, which may be cut.
+    pub log_key: Option<String>,
+    /// What the heatmap's colours mean, for the probability the columns are coloured by (see
+    /// [`Heat`]); `None` while no sample is shown.
+    pub legend: Option<Heat>,
+}
+
+pub fn render(frame: &mut Frame, area: Rect, bar: Bar, theme: &Theme) {
+    let Bar {
+        status,
+        models,
+        params,
+        hints,
+        log_key,
+        legend,
+    } = bar;
     let on_bar = |style: Style| style.patch(theme.status);
     let mut parts = Vec::new();
     for (i, model) in models.iter().enumerate() {
@@ -117,6 +129,10 @@ pub fn render(
         }
         spans.push(Span::styled(format!("error: {error}"), on_bar(theme.error)));
         parts.push(Part::new(" · ", spans, 0));
+    }
+    if let Some(heat) = legend {
+        // Last and the first to go: the inspector's edge shows it too.
+        parts.push(Part::new(" · ", legend::spans(heat, theme), 6));
     }
     let right: String = hints
         .iter()
