@@ -55,6 +55,12 @@ const TEMP_SUFFIX: &str = ".tmp";
 /// Far longer than any write of ours takes: an older temporary belongs to a killed process.
 const STALE_AFTER: Duration = Duration::from_secs(15 * 60);
 
+/// Whether a file named `name` is one of [`write`]'s temporary files, being written or left
+/// by a killed process.
+pub fn is_temporary(name: &str) -> bool {
+    name.starts_with(TEMP_PREFIX) && name.ends_with(TEMP_SUFFIX)
+}
+
 /// Removes what a process killed mid-write left in `dir`: [`write`]'s temporary files, and other
 /// files or directories whose name `is_leftover` accepts, once older than [`STALE_AFTER`] (a
 /// younger one may be another process's write in progress). Errors are ignored: a leftover
@@ -66,8 +72,7 @@ pub fn sweep_stale(dir: &Path, is_leftover: impl Fn(&str) -> bool) {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        let ours = name.starts_with(TEMP_PREFIX) && name.ends_with(TEMP_SUFFIX);
-        if !(ours || is_leftover(&name)) {
+        if !(is_temporary(&name) || is_leftover(&name)) {
             continue;
         }
         let stale = entry

@@ -79,10 +79,10 @@ fn beside_entry(path: &Path) -> Option<PathBuf> {
 /// How the name of an entry kept beside its file ends.
 const ENTRY_SUFFIX: &str = ".sha256.json";
 
-/// Whether a file named `name` is an entry kept beside a model file: not part of the model,
-/// so a listing of a model's files leaves it out.
+/// Whether a file named `name` is an entry kept beside a model file, or one being written (a
+/// hidden temporary file): not part of the model, so a listing of its files leaves it out.
 pub(super) fn is_entry(name: &str) -> bool {
-    name.ends_with(ENTRY_SUFFIX)
+    name.ends_with(ENTRY_SUFFIX) || crate::atomic_file::is_temporary(name)
 }
 
 /// `<cache>/sha256/<file name>-<hash of the full path>.json`.

@@ -183,14 +183,8 @@ impl Step {
                 let mu = *state.mu.get_or_insert(2.0 * params.mirostat_tau);
                 stages::mirostat(pool, params, mu);
             }
-            Step::Constraint
-            | Step::AllowedIds
-            | Step::BadWords
-            | Step::MinTokens
-            | Step::LogitBias
-            | Step::BanEos
-            | Step::Penalties
-            | Step::Dry => unreachable!("a logit processor runs through `adjust`"),
+            // `adjust` ran every processor (`is_processor`) above.
+            _ => unreachable!("a logit processor runs through `adjust`"),
         }
     }
 }
