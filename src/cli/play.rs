@@ -8,7 +8,8 @@ use samplab::model::source::embedded;
 use samplab::params::SamplingParams;
 use samplab::preset_store::{self, PresetStore};
 use samplab::presets::{MODEL_PRESET, Preset, PresetSource};
-use samplab::tui::{Ending, Playground, Theme, ThemeCatalog};
+use samplab::tui::{Ending, Playground, Theme, ThemeCatalog, session};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args)]
@@ -42,6 +43,10 @@ pub struct PlayArgs {
     /// file; `t` switches at run time.
     #[arg(long)]
     theme: Option<String>,
+    /// A session file saved with `S` in the playground: its models, prompt, conversation,
+    /// parameter sets and branches (run again as it opens).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["models", "prompt", "chat", "presets", "sets"])]
+    session: Option<PathBuf>,
 }
 
 pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
@@ -65,6 +70,12 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
         Some(MODEL_PRESET) => Ok(neutral(MODEL_PRESET)),
         Some(name) => preset_store::resolve(name, store.as_ref()),
         None => Ok(neutral("default")),
+    };
+    // A broken session is refused before the terminal is taken, as a bad preset is.
+    let session = args.session.as_deref().map(session::read).transpose()?;
+    let models = match &session {
+        Some(session) => session.models.iter().map(|m| m.spec.clone()).collect(),
+        None => args.models,
     };
     let preset = resolve(args.presets.first().map(String::as_str))?;
     let second_preset = args
@@ -98,7 +109,7 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
             .join("; ")
     });
     let ending = samplab::tui::run(Playground {
-        models: args.models,
+        models,
         device: args.device,
         activations: args.precision.activations,
         prompt: args.prompt,
@@ -109,6 +120,7 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
         presets: store,
         themes,
         notice,
+        session,
     })?;
     Ok(match ending {
         Ending::Quit => ExitCode::SUCCESS,

@@ -82,6 +82,12 @@ impl SamplingParams {
     pub fn from_yaml(text: &str) -> Result<Self, ParamError> {
         let value = crate::yaml_guard::parse(text)
             .map_err(|e| ParamError::Syntax(too_large(e.to_string())))?;
+        Self::from_value(value)
+    }
+
+    /// Reads a parsed YAML mapping (a preset, or the parameters inside a session file), with
+    /// every field checked as [`SamplingParams::from_yaml`] checks it.
+    pub fn from_value(value: Value) -> Result<Self, ParamError> {
         let mut params = Self::default();
         match value {
             Value::Null => {}

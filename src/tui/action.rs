@@ -9,10 +9,12 @@ use crate::preset_store::{PresetStore, UserPreset};
 use crate::presets::Preset;
 use crate::response::{ResponseShape, SampleResponse};
 use crate::tui::comparison::ModelId;
+use crate::tui::session::Session;
 use std::path::PathBuf;
 
-/// Which pane takes keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Which pane takes keys; a session file names it in lower case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Focus {
     Prompt,
     Params,
@@ -220,6 +222,10 @@ pub enum DialogAction {
     WriteResults,
     /// The next JSON shape `WriteResults` writes (samplab's, twinkle's).
     CycleResultsShape,
+    /// Ask where to save the whole playground as a session file.
+    SaveSession,
+    /// Ask which session file to open in place of the playground's state.
+    OpenSession,
     /// The model picker: the models compared, and others to add.
     OpenModels,
     /// Add the typed or selected model.
@@ -251,6 +257,11 @@ pub enum Outcome {
     ResultsExist(PathBuf),
     /// Models on disk for the model picker.
     ModelsFound(Vec<Candidate>),
+    SessionSaved(Result<PathBuf, String>),
+    /// Saving without overwriting found this file.
+    SessionExists(PathBuf),
+    /// A session file read and checked, or why not.
+    SessionOpened(Result<Box<Session>, String>),
 }
 
 /// Work for the loop; `update` itself never touches the engine, the clock or the terminal.
@@ -301,6 +312,15 @@ pub enum Effect {
         shape: ResponseShape,
         prompt: String,
     },
+    /// Write a session file's `text` to `path`; answered with `Outcome::SessionSaved`, or
+    /// `Outcome::SessionExists` when the file exists and `overwrite` is false.
+    SaveSession {
+        path: PathBuf,
+        text: String,
+        overwrite: bool,
+    },
+    /// Read and check the session file at `path`; answered with `Outcome::SessionOpened`.
+    OpenSession(PathBuf),
 }
 
 #[cfg(test)]

@@ -184,6 +184,12 @@ impl<E: EngineHandle> App<E> {
                 let json = shape.json(&responses, &prompt);
                 return Some(perform::write_results(&path, overwrite, run_id, json));
             }
+            Effect::SaveSession {
+                path,
+                text,
+                overwrite,
+            } => return Some(perform::save_session(&path, &text, overwrite)),
+            Effect::OpenSession(path) => return Some(perform::open_session(&path)),
         }
         None
     }

@@ -148,6 +148,14 @@ impl Tree {
         before - self.nodes.len()
     }
 
+    /// The first branch with a token a vocabulary of `vocab_size` lacks, and that token.
+    pub fn token_beyond(&self, vocab_size: usize) -> Option<(usize, u32)> {
+        self.nodes.iter().enumerate().find_map(|(j, node)| {
+            let id = node.path.iter().find(|&&id| id as usize >= vocab_size)?;
+            Some((j, *id))
+        })
+    }
+
     /// The branches hanging from `parent`, in the order made.
     pub fn children(&self, parent: Parent) -> impl Iterator<Item = usize> + '_ {
         (0..self.nodes.len()).filter(move |&j| self.nodes[j].parent == parent)

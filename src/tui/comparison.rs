@@ -35,8 +35,8 @@ pub enum Mark {
 }
 
 /// A parameter set: A, the first, or B, the second one compared with it; as a number (`as u32`),
-/// the engine lane its runs take.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// the engine lane its runs take. A session file names it `A` or `B`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum SetId {
     #[default]
     A = 0,
@@ -176,14 +176,24 @@ impl Comparison {
     /// Compares the models `specs` (ids 0, 1, …), each with the current params and, when
     /// given, a second parameter set: one side per (model, set), models first.
     pub fn compare(&mut self, specs: &[String], second_set: Option<ParamsState>) {
+        self.compare_from(ModelId(0), specs, second_set);
+    }
+
+    /// [`Comparison::compare`] with the models numbered from `first`: a session opened at run
+    /// time numbers its models after the ones it replaces, whose engines' late events would
+    /// otherwise reach the new models.
+    pub fn compare_from(
+        &mut self,
+        first: ModelId,
+        specs: &[String],
+        second_set: Option<ParamsState>,
+    ) -> Vec<ModelId> {
         self.other_set = second_set;
         self.editing_set = SetId::A;
         self.models.clear();
         self.sides.clear();
-        self.next_model_id = ModelId(0);
-        for spec in specs {
-            self.add_model(spec);
-        }
+        self.next_model_id = first;
+        specs.iter().map(|spec| self.add_model(spec)).collect()
     }
 
     /// A new model slot with its sides (one per parameter set), owed a run; returns its id.

@@ -16,6 +16,7 @@ mod effects;
 mod input;
 mod model_slot;
 mod overlays;
+pub mod session;
 mod state;
 mod theme;
 mod update;
@@ -83,6 +84,9 @@ pub struct Playground {
     pub themes: ThemeCatalog,
     /// Shown in the status bar at the start, e.g. user theme files that could not be read.
     pub notice: Option<String>,
+    /// A session file read and checked (`--session`): it replaces the prompt, the parameters
+    /// and the branches; `models` are its models.
+    pub session: Option<session::Session>,
 }
 
 /// How the playground ended, for the exit status.
@@ -158,6 +162,7 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
             presets,
             themes,
             notice,
+            session,
         } = playground;
         let preset = Preset {
             params: update::run_shape::starting(preset.params),
@@ -195,6 +200,10 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
             state.status.notify(notice);
         }
         state.themes = themes;
+        if let Some(session) = session {
+            // The engines above were started for its models, numbered from 0.
+            update::session::restore(&mut state, session, ModelId(0));
+        }
         let mut app = App::new(state, engines, KeyMap::default()).with_spawner(Box::new(spawn));
         let signal = runtime.block_on(async {
             // Caught before the first frame, which is drawn by the first poll of `app.run`.

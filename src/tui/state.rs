@@ -11,7 +11,7 @@ use crate::tui::overlays::help::HelpPage;
 use crate::tui::overlays::model_picker::ModelPicker;
 use crate::tui::overlays::preset_picker::{PresetPicker, PresetsState};
 use crate::tui::overlays::sample_editor::SampleEditor;
-use crate::tui::overlays::save_prompt::SavePrompt;
+use crate::tui::overlays::save_prompt::{SavePrompt, Saving};
 use crate::tui::theme::catalog::ThemeCatalog;
 use crate::tui::widgets::columns::Columns;
 use crate::tui::widgets::layout::Grid;
@@ -57,6 +57,8 @@ pub struct State {
     pub presets: PresetsState,
     pub themes: ThemeCatalog,
     pub export: ExportSettings,
+    /// The session file path given last to `S` or `O`, offered again.
+    pub session_path: Option<String>,
 }
 
 impl State {
@@ -80,6 +82,7 @@ impl State {
             presets: PresetsState::default(),
             themes: ThemeCatalog::default(),
             export: ExportSettings::default(),
+            session_path: None,
         }
     }
 
@@ -150,6 +153,12 @@ impl State {
             Some(Overlay::Presets(_)) => return vec![Mode::Presets, Mode::List, Mode::Dialog],
             Some(Overlay::Save(prompt)) if prompt.confirm.is_some() => {
                 return vec![Mode::Confirm, Mode::Dialog];
+            }
+            Some(Overlay::Save(SavePrompt {
+                saving: Saving::OpenSession,
+                ..
+            })) => {
+                return vec![Mode::OpenPath, Mode::TextField, Mode::Dialog];
             }
             Some(Overlay::Save(_)) => {
                 return vec![Mode::PresetName, Mode::TextField, Mode::Dialog];

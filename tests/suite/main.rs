@@ -37,6 +37,7 @@ mod tui;
 mod tui_branches;
 mod tui_chat;
 mod tui_compare;
+mod tui_session;
 mod tui_dialogs;
 mod tui_failures;
 mod tui_inspect;

@@ -42,7 +42,7 @@ fn token_with(run_id: RunId, sample: u32, id: u32) -> Event {
 }
 
 /// The run the effects start on model 0.
-fn run_of(effects: &[Effect]) -> Request {
+pub(crate) fn run_of(effects: &[Effect]) -> Request {
     effects
         .iter()
         .find_map(|e| match e {
@@ -54,7 +54,7 @@ fn run_of(effects: &[Effect]) -> Request {
 
 /// Plays `request` to its end: sample `i` takes tokens `10 * i + 1, …`, `tokens` of them; a
 /// branch takes its path, then, when it steps, one token more (its proposal, `path + 50`).
-fn play(s: &mut State, request: &Request, tokens: u32) {
+pub(crate) fn play(s: &mut State, request: &Request, tokens: u32) {
     let id = request.run_id;
     let n = request.params.num_samples;
     let seeds: Vec<u64> = (0..n + request.branches.len() as u32)
@@ -99,7 +99,7 @@ fn finished_run() -> (State, Request) {
 }
 
 /// Puts the cursor on token `token` of the column of sample `sample`.
-fn cursor_to(s: &mut State, sample: u32, token: usize) {
+pub(crate) fn cursor_to(s: &mut State, sample: u32, token: usize) {
     let column = s
         .columns
         .index_of(SideId(0), sample)

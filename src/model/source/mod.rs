@@ -109,17 +109,15 @@ pub fn resolve(
     hub: &HubSettings,
     progress: &mut dyn FnMut(LoadProgress),
 ) -> Result<ModelSource, SourceError> {
-    if embedded::is_embedded(spec) {
-        let dir = embedded::materialise().map_err(|source| SourceError::Embedded { source })?;
-        return Ok(ModelSource::HfDir(dir));
-    }
-    let path = Path::new(spec);
-    if path.exists() {
-        return local(path);
-    }
-    match parse_hub_id(spec) {
-        Some((id, Some(file))) => Ok(ModelSource::Gguf(fetch(id, file, hub, progress)?)),
-        Some((id, None)) => {
+    match named(spec)? {
+        Named::Embedded => {
+            let dir =
+                embedded::materialise().map_err(|source| SourceError::Embedded { source })?;
+            Ok(ModelSource::HfDir(dir))
+        }
+        Named::Local(source) => Ok(source),
+        Named::Hub(id, Some(file)) => Ok(ModelSource::Gguf(fetch(id, file, hub, progress)?)),
+        Named::Hub(id, None) => {
             let config = fetch(id, "config.json", hub, progress).map_err(|e| match e {
                 SourceError::Hub(HubError::FileNotFound { id, .. }) => {
                     SourceError::NotATransformersRepo { id }
@@ -134,9 +132,36 @@ pub fn resolve(
             let dir = config.parent().map(Path::to_path_buf).unwrap_or_default();
             Ok(ModelSource::HfDir(dir))
         }
+    }
+}
+
+/// What a `--model` spec names, found without loading or downloading anything.
+enum Named<'a> {
+    Embedded,
+    Local(ModelSource),
+    /// A Hub id, with the GGUF file it picks.
+    Hub(&'a str, Option<&'a str>),
+}
+
+fn named(spec: &str) -> Result<Named<'_>, SourceError> {
+    if embedded::is_embedded(spec) {
+        return Ok(Named::Embedded);
+    }
+    let path = Path::new(spec);
+    if path.exists() {
+        return local(path).map(Named::Local);
+    }
+    match parse_hub_id(spec) {
+        Some((id, file)) => Ok(Named::Hub(id, file)),
         None if looks_like_path(spec) => Err(SourceError::NotFound(path.to_owned())),
         None => Err(SourceError::NotAModel(spec.to_owned())),
     }
+}
+
+/// Refuses a spec that can no longer name a model (a path gone, a directory that is no
+/// model's) before anything is loaded; a Hub id passes, as only its download can tell.
+pub fn check_named(spec: &str) -> Result<(), SourceError> {
+    named(spec).map(drop)
 }
 
 fn local(path: &Path) -> Result<ModelSource, SourceError> {

@@ -9,7 +9,9 @@ use crate::params::SamplingParams;
 use crate::preset_store::{PresetStore, SaveError};
 use crate::tui::action::Outcome;
 use std::io::Write;
-use std::path::Path;
+use crate::atomic_file;
+use crate::tui::session;
+use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub fn list_presets(store: &PresetStore) -> Outcome {
@@ -45,10 +47,7 @@ pub fn write_results(
     run_id: RunId,
     json: serde_json::Result<String>,
 ) -> Outcome {
-    let path = match (path.strip_prefix("~"), std::env::var_os("HOME")) {
-        (Ok(rest), Some(home)) => Path::new(&home).join(rest),
-        _ => path.to_owned(),
-    };
+    let path = at_home(path);
     let json = match json {
         Ok(json) => json,
         Err(e) => return Outcome::ResultsWritten(Err(e.to_string())),
@@ -69,9 +68,67 @@ pub fn write_results(
     Outcome::ResultsWritten(written.map_err(|e| e.to_string()))
 }
 
+/// `path` with a leading `~` read as the home directory, as a shell would.
+fn at_home(path: &Path) -> PathBuf {
+    match (path.strip_prefix("~"), std::env::var_os("HOME")) {
+        (Ok(rest), Some(home)) => Path::new(&home).join(rest),
+        _ => path.to_owned(),
+    }
+}
+
+/// Writes a session file, replacing one there only with `overwrite`.
+pub fn save_session(path: &Path, text: &str, overwrite: bool) -> Outcome {
+    let path = at_home(path);
+    match atomic_file::write(&path, overwrite, |f| f.write_all(text.as_bytes())) {
+        Ok(()) => Outcome::SessionSaved(Ok(path)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Outcome::SessionExists(path),
+        Err(e) => Outcome::SessionSaved(Err(e.to_string())),
+    }
+}
+
+pub fn open_session(path: &Path) -> Outcome {
+    Outcome::SessionOpened(
+        session::read(&at_home(path))
+            .map(Box::new)
+            .map_err(|e| e.to_string()),
+    )
+}
+
 /// GGUF files and model directories where the playground was started, and the HF cache.
 pub fn discover_models() -> Outcome {
     let here = std::env::current_dir().unwrap_or_default();
     let hub = HubSettings::from_env();
     Outcome::ModelsFound(discover(&here, &hub.cache_dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_is_written_whole_replaced_only_when_asked_and_a_missing_directory_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.yaml");
+        assert_eq!(
+            save_session(&path, "version: 1\n", false),
+            Outcome::SessionSaved(Ok(path.clone()))
+        );
+        assert_eq!(
+            save_session(&path, "version: 2\n", false),
+            Outcome::SessionExists(path.clone())
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "version: 1\n");
+        save_session(&path, "version: 2\n", true);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "version: 2\n");
+
+        let missing = dir.path().join("nowhere");
+        let Outcome::SessionSaved(Err(error)) = save_session(&missing.join("s.yaml"), "", false)
+        else {
+            panic!("a missing directory fails");
+        };
+        assert!(
+            error.contains(&format!("the directory {} does not exist", missing.display())),
+            "{error}"
+        );
+    }
 }

@@ -21,6 +21,8 @@ pub enum Mode {
     Dialog,
     Presets,
     PresetName,
+    /// Typing the path of a session file to open.
+    OpenPath,
     Confirm,
     Export,
     Models,
@@ -36,7 +38,7 @@ pub enum Mode {
 
 impl Mode {
     /// Every mode, in the order help lists them.
-    pub const ALL: [Mode; 18] = [
+    pub const ALL: [Mode; 19] = [
         Mode::Global,
         Mode::Navigate,
         Mode::Prompt,
@@ -49,6 +51,7 @@ impl Mode {
         Mode::Dialog,
         Mode::Presets,
         Mode::PresetName,
+        Mode::OpenPath,
         Mode::Confirm,
         Mode::Export,
         Mode::Models,
@@ -69,6 +72,7 @@ impl Mode {
             Mode::Dialog => "any dialog",
             Mode::Presets => "preset picker",
             Mode::PresetName => "naming a preset or file",
+            Mode::OpenPath => "opening a session",
             Mode::Confirm => "preset or file exists",
             Mode::Export => "export",
             Mode::Models => "model picker",
@@ -84,7 +88,12 @@ impl Mode {
     pub fn takes_text(self) -> bool {
         matches!(
             self,
-            Mode::Prompt | Mode::ParamEdit | Mode::PresetName | Mode::Models | Mode::TextField
+            Mode::Prompt
+                | Mode::ParamEdit
+                | Mode::PresetName
+                | Mode::OpenPath
+                | Mode::Models
+                | Mode::TextField
         )
     }
 }
@@ -245,6 +254,18 @@ impl Default for KeyMap {
                 c('e'),
                 dialog(DialogAction::OpenExport),
                 "export",
+            ),
+            (
+                Mode::Navigate,
+                c('S'),
+                dialog(DialogAction::SaveSession),
+                "save session",
+            ),
+            (
+                Mode::Navigate,
+                c('O'),
+                dialog(DialogAction::OpenSession),
+                "open session",
             ),
             (Mode::Navigate, c('t'), A::CycleTheme, "next theme"),
             (Mode::Navigate, c('l'), A::OpenMessages, "messages"),
@@ -426,6 +447,12 @@ impl Default for KeyMap {
                 p(K::Enter),
                 dialog(DialogAction::SubmitName),
                 "save",
+            ),
+            (
+                Mode::OpenPath,
+                p(K::Enter),
+                dialog(DialogAction::SubmitName),
+                "open",
             ),
             (
                 Mode::Confirm,

@@ -1,5 +1,6 @@
-//! The save prompt: one line for a preset's name (`s`) or a results file's path (`w` in the
-//! export dialog), its error, and the y/n question when the preset or file exists.
+//! The save prompt: one line for a preset's name (`s`), a results file's path (`w` in the
+//! export dialog) or a session file's (`S` to save, `O` to open), its error, and the y/n
+//! question when the preset or file exists.
 
 use super::export_dialog::ExportDialog;
 use super::popup;
@@ -20,6 +21,10 @@ pub enum Saving {
     /// The last finished run, to the typed path; a directory gets a new file named after the
     /// run. The export dialog it was asked from comes back once the file is written.
     Results(ExportDialog),
+    /// The whole playground, as a session file at the typed path.
+    Session,
+    /// Nothing: the session file at the typed path is opened.
+    OpenSession,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -42,7 +47,7 @@ impl SavePrompt {
         Self::new(path, Saving::Results(from))
     }
 
-    fn new(text: &str, saving: Saving) -> Self {
+    pub fn new(text: &str, saving: Saving) -> Self {
         Self {
             buffer: TextBuffer::new(text),
             error: None,
@@ -66,9 +71,10 @@ pub fn render(
     keymap: &KeyMap,
     theme: &Theme,
 ) {
-    let modes = match prompt.confirm {
-        Some(_) => [Mode::Confirm, Mode::Dialog],
-        None => [Mode::PresetName, Mode::Dialog],
+    let modes = match (&prompt.confirm, &prompt.saving) {
+        (Some(_), _) => [Mode::Confirm, Mode::Dialog],
+        (None, Saving::OpenSession) => [Mode::OpenPath, Mode::Dialog],
+        (None, _) => [Mode::PresetName, Mode::Dialog],
     };
     let hints = popup::hints(keymap, &modes);
     let popup_area = popup::centred(area, 76, 7);
@@ -82,6 +88,16 @@ pub fn render(
             "save results",
             "path: ",
             Some("a directory gets a new samplab-<run>-<time>.json".to_owned()),
+        ),
+        Saving::Session => (
+            "save session",
+            "path: ",
+            Some("models, prompt, conversation, both parameter sets and branches".to_owned()),
+        ),
+        Saving::OpenSession => (
+            "open session",
+            "path: ",
+            Some("replaces the models, prompt, parameters and branches".to_owned()),
         ),
     };
     let inner = popup::open(frame, popup_area, title, &hints, theme);

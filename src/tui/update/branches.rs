@@ -6,8 +6,10 @@
 
 use super::edit_sample;
 use crate::tui::action::{BranchAction, Effect, Focus};
-use crate::tui::branch_tree::{BranchNode, NoUndo, Parent, Subtree, parent_of, run_index};
-use crate::tui::comparison::SideId;
+use crate::tui::branch_tree::{
+    BranchNode, NoUndo, Parent, Subtree, Tree, parent_of, run_index,
+};
+use crate::tui::comparison::{ModelId, SideId};
 use crate::tui::state::State;
 
 /// The cursor's column as a side, its run's sample count and its index in the run.
@@ -296,6 +298,29 @@ pub(super) fn run_side(
     state.comparison.sides[side].follow = Some((sample, token));
     state.comparison.sides[side].pending = true;
     super::start_pending(state)
+}
+
+/// Model `model` has loaded with `vocab_size` tokens: a side's branches that take a token it
+/// lacks (a session file made on another model, or edited) are dropped, saying which, before
+/// they run; the engine would refuse the whole run.
+pub(super) fn drop_foreign(state: &mut State, model: ModelId, vocab_size: usize) {
+    let name = state
+        .comparison
+        .slot(model)
+        .and_then(|s| s.name())
+        .unwrap_or("the model")
+        .to_owned();
+    for side in state.comparison.sides.iter_mut().filter(|s| s.model == model) {
+        let Some((j, id)) = side.tree.token_beyond(vocab_size) else {
+            continue;
+        };
+        let n = side.tree.nodes.len();
+        side.tree = Tree::default();
+        state.status.report_error(format!(
+            "{n} branch(es) of set {} dropped: branch {j} takes token {id}, but {name}'s              vocabulary has {vocab_size} tokens (ids 0..{vocab_size})",
+            side.set.letter()
+        ));
+    }
 }
 
 /// `u`: to the parent, on the token where the branch parts from it.

@@ -6,6 +6,7 @@ use super::conversation;
 use super::model_picker;
 use super::params_changed;
 use super::run_shape::load_over;
+use super::session;
 use crate::engine::RunId;
 use crate::params::SamplingParams;
 use crate::preset_store::check_name;
@@ -75,6 +76,14 @@ pub fn update(state: &mut State, action: DialogAction) -> Vec<Effect> {
             state.export.cycle_shape();
             // The last note spoke of a file in the old shape.
             with_export(state, |d| d.note = None);
+            Vec::new()
+        }
+        DialogAction::SaveSession => {
+            session::ask_path(state, Saving::Session);
+            Vec::new()
+        }
+        DialogAction::OpenSession => {
+            session::ask_path(state, Saving::OpenSession);
             Vec::new()
         }
         DialogAction::OpenModels => model_picker::open(state),
@@ -159,11 +168,13 @@ pub fn outcome(state: &mut State, outcome: Outcome) -> Vec<Effect> {
             }
         }
         Outcome::ResultsWritten(result) => results_written(state, result),
-        Outcome::ResultsExist(path) => {
+        Outcome::ResultsExist(path) | Outcome::SessionExists(path) => {
             if let Some(Overlay::Save(prompt)) = &mut state.overlay {
                 prompt.confirm = Some(path.display().to_string());
             }
         }
+        Outcome::SessionSaved(result) => session::saved(state, result),
+        Outcome::SessionOpened(result) => return session::opened(state, result),
     }
     Vec::new()
 }
@@ -264,6 +275,17 @@ fn open_save(state: &mut State) -> Vec<Effect> {
 }
 
 fn submit_name(state: &mut State) -> Vec<Effect> {
+    match &state.overlay {
+        Some(Overlay::Save(SavePrompt {
+            saving: Saving::Session,
+            ..
+        })) => return session::submit(state, false),
+        Some(Overlay::Save(SavePrompt {
+            saving: Saving::OpenSession,
+            ..
+        })) => return session::submit(state, true),
+        _ => {}
+    }
     if let Some(Overlay::Save(prompt)) = &mut state.overlay
         && let Saving::Results(_) = prompt.saving
     {
@@ -302,8 +324,10 @@ fn confirm_overwrite(state: &mut State, yes: bool) -> Vec<Effect> {
     if !yes {
         return Vec::new();
     }
-    if let Saving::Results(_) = prompt.saving {
-        return write_results(state, PathBuf::from(name), true);
+    match prompt.saving {
+        Saving::Results(_) => return write_results(state, PathBuf::from(name), true),
+        Saving::Session => return session::save(state, PathBuf::from(name), true),
+        Saving::Preset | Saving::OpenSession => {}
     }
     let Some(store) = &state.presets.store else {
         return Vec::new();

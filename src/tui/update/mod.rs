@@ -9,6 +9,7 @@ pub mod dialogs;
 pub mod edit_sample;
 pub mod model_picker;
 pub mod run_shape;
+pub mod session;
 
 use crate::engine::{Event, Request, RunId, ScoreRequest, TraceRequest};
 use crate::model::Activations;
@@ -591,6 +592,7 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
             }
             // A served model does not say its vocabulary's size: it caps nothing.
             if let Some(vocab_size) = vocab_size {
+                branches::drop_foreign(state, model, vocab_size);
                 let size = u32::try_from(vocab_size).unwrap_or(u32::MAX);
                 state.comparison.params.vocab_size = Some(
                     state
