@@ -111,8 +111,7 @@ pub fn resolve(
 ) -> Result<ModelSource, SourceError> {
     match named(spec)? {
         Named::Embedded => {
-            let dir =
-                embedded::materialise().map_err(|source| SourceError::Embedded { source })?;
+            let dir = embedded::materialise().map_err(|source| SourceError::Embedded { source })?;
             Ok(ModelSource::HfDir(dir))
         }
         Named::Local(source) => Ok(source),

@@ -2,15 +2,15 @@
 //! `Outcome` for `update`, so that `update` itself stays pure.
 
 use super::{clipboard, results_file};
+use crate::atomic_file;
 use crate::engine::RunId;
 use crate::model::source::HubSettings;
 use crate::model::source::discover::discover;
 use crate::params::SamplingParams;
 use crate::preset_store::{PresetStore, SaveError};
 use crate::tui::action::Outcome;
-use std::io::Write;
-use crate::atomic_file;
 use crate::tui::session;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -127,7 +127,10 @@ mod tests {
             panic!("a missing directory fails");
         };
         assert!(
-            error.contains(&format!("the directory {} does not exist", missing.display())),
+            error.contains(&format!(
+                "the directory {} does not exist",
+                missing.display()
+            )),
             "{error}"
         );
     }

@@ -6,9 +6,7 @@
 
 use super::edit_sample;
 use crate::tui::action::{BranchAction, Effect, Focus};
-use crate::tui::branch_tree::{
-    BranchNode, NoUndo, Parent, Subtree, Tree, parent_of, run_index,
-};
+use crate::tui::branch_tree::{BranchNode, NoUndo, Parent, Subtree, Tree, parent_of, run_index};
 use crate::tui::comparison::{ModelId, SideId};
 use crate::tui::state::State;
 
@@ -310,7 +308,12 @@ pub(super) fn drop_foreign(state: &mut State, model: ModelId, vocab_size: usize)
         .and_then(|s| s.name())
         .unwrap_or("the model")
         .to_owned();
-    for side in state.comparison.sides.iter_mut().filter(|s| s.model == model) {
+    for side in state
+        .comparison
+        .sides
+        .iter_mut()
+        .filter(|s| s.model == model)
+    {
         let Some((j, id)) = side.tree.token_beyond(vocab_size) else {
             continue;
         };

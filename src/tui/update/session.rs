@@ -142,16 +142,27 @@ pub fn capture(state: &State) -> Session {
             })
         })
         .collect();
-    let cursor = state.columns.cursor_token().and_then(|(column, token)| {
+    let on_screen = state.columns.cursor_token().and_then(|(column, token)| {
         let column = &state.columns.columns[column];
-        let side = comparison.side(column.side)?;
-        Some(SavedCursor {
-            model: model_index(side.model)?,
-            set: side.set,
-            sample: column.sample,
-            token,
-        })
+        Some((comparison.side(column.side)?, column.sample, token))
     });
+    // Before a run has started (a session just opened), where the cursor is going.
+    let pending = || {
+        comparison.sides.iter().find_map(|side| match side.follow {
+            Some((sample, Some(token))) => Some((side, sample, token)),
+            _ => None,
+        })
+    };
+    let cursor = on_screen
+        .or_else(pending)
+        .and_then(|(side, sample, token)| {
+            Some(SavedCursor {
+                model: model_index(side.model)?,
+                set: side.set,
+                sample,
+                token,
+            })
+        });
     Session {
         version: VERSION,
         models: comparison
