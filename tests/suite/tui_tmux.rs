@@ -761,3 +761,47 @@ fn a_reply_is_accepted_and_the_conversation_goes_on() {
     tmux.keys(&["q"]);
     assert_eq!(exit_status(&tmux), "0");
 }
+
+/// Issue 34: `S` saves the session and `samplab --session` opens it again in the real binary:
+/// the same samples on the same seeds, and the branch made before run again.
+#[test]
+fn a_saved_session_opens_again_with_its_branch() {
+    let Some(model) = common::test_model() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(home.path()) else {
+        return;
+    };
+    start_playground(&tmux, &format!("--model {}", model.display()));
+    tmux.wait_for("four finished columns", |s| finished_columns(s) == 4);
+    tmux.keys(&["BTab", "Home", "Right", "]"]);
+    tmux.wait_for("the highlight", |s| s.contains("Enter: branch from it"));
+    tmux.keys(&["Enter"]);
+    let before = tmux.wait_for("the branch", |s| {
+        s.contains("┌ #4 ←#0@1 seed") && finished_columns(s) == 5
+    });
+    let path = home.path().join("story.yaml");
+    tmux.keys(&["S"]);
+    tmux.wait_for("the session dialog", |s| s.contains("save session"));
+    tmux.type_text(&path.display().to_string());
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the saved session", |s| s.contains("saved the session"));
+    tmux.keys(&["q"]);
+    assert_eq!(exit_status(&tmux), "0");
+    tmux.keys(&["C-l"]);
+
+    start_playground(&tmux, &format!("--session {}", path.display()));
+    let after = tmux.wait_for("the branch again", |s| {
+        s.contains("┌ #4 ←#0@1 seed") && finished_columns(s) == 5
+    });
+    for sample in 0..4 {
+        assert_eq!(
+            column_text(&after, sample),
+            column_text(&before, sample),
+            "sample {sample}"
+        );
+    }
+    tmux.keys(&["q"]);
+    assert_eq!(exit_status(&tmux), "0");
+}
