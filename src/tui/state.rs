@@ -12,6 +12,8 @@ use crate::tui::overlays::model_picker::ModelPicker;
 use crate::tui::overlays::preset_picker::{PresetPicker, PresetsState};
 use crate::tui::overlays::sample_editor::SampleEditor;
 use crate::tui::overlays::save_prompt::SavePrompt;
+use crate::tui::overlays::sweep_dialog::SweepDialog;
+use crate::tui::overlays::sweep_grid::Sweep;
 use crate::tui::theme::catalog::ThemeCatalog;
 use crate::tui::widgets::columns::Columns;
 use crate::tui::widgets::layout::Grid;
@@ -34,6 +36,10 @@ pub enum Overlay {
     Conversation(ConversationDialog),
     /// A sample's text being edited, to go on from (edit and continue).
     EditSample(SampleEditor),
+    /// The grid of a sweep being typed.
+    SweepInput(SweepDialog),
+    /// The grid view of the last sweep ([`State::sweep`]).
+    Sweep,
 }
 
 /// Run ids, shared by all sides so that an id names one run of one side.
@@ -57,6 +63,8 @@ pub struct State {
     pub presets: PresetsState,
     pub themes: ThemeCatalog,
     pub export: ExportSettings,
+    /// The last sweep, kept to show again until the next one.
+    pub sweep: Option<Sweep>,
 }
 
 impl State {
@@ -80,6 +88,7 @@ impl State {
             presets: PresetsState::default(),
             themes: ThemeCatalog::default(),
             export: ExportSettings::default(),
+            sweep: None,
         }
     }
 
@@ -167,6 +176,10 @@ impl State {
             Some(Overlay::EditSample(_)) => {
                 return vec![Mode::ParamEdit, Mode::TextField, Mode::Dialog];
             }
+            Some(Overlay::SweepInput(_)) => {
+                return vec![Mode::SweepInput, Mode::TextField, Mode::Dialog];
+            }
+            Some(Overlay::Sweep) => return vec![Mode::Sweep, Mode::Dialog],
             None => {}
         }
         if self.comparison.params.editor.is_some() {

@@ -41,5 +41,6 @@ mod tui_dialogs;
 mod tui_failures;
 mod tui_inspect;
 mod tui_stats;
+mod tui_sweep;
 mod tui_tmux;
 mod twinkle;
