@@ -189,7 +189,8 @@ fn table(frame: &mut Frame, area: Rect, sweep: &Sweep, theme: &Theme) {
     let room = area.width - label_width;
     let shown_columns = usize::from((room / MIN_COLUMN).max(1)).min(columns);
     let column_width = room / shown_columns as u16;
-    let shown_rows = usize::from((area.height.saturating_sub(1) / CELL_LINES).max(1)).min(rows);
+    // The header row, then rows of cells; the last needs no gap after it.
+    let shown_rows = usize::from((area.height / CELL_LINES).max(1)).min(rows);
     let (row, column) = (sweep.selected / columns, sweep.selected % columns);
     let first_row = first_shown(row, shown_rows, rows);
     let first_column = first_shown(column, shown_columns, columns);
