@@ -181,7 +181,10 @@ pub enum SweepAction {
     /// Run every cell of the typed grid.
     Start,
     /// Move the selected cell `across` columns and `down` rows of the grid view.
-    Move { across: i32, down: i32 },
+    Move {
+        across: i32,
+        down: i32,
+    },
     First,
     Last,
     /// The selected cell becomes the current run: its parameters, re-run on its seeds.

@@ -6,9 +6,9 @@ use crate::tui::overlays::{
     conversation, export_dialog, help, messages, model_picker, preset_picker, sample_editor,
     save_prompt, stats,
 };
+use crate::tui::overlays::{sweep_dialog, sweep_grid};
 use crate::tui::state::{Overlay, State};
 use crate::tui::theme::Theme;
-use crate::tui::overlays::{sweep_dialog, sweep_grid};
 use crate::tui::update::{chat_loop, chat_mode, dialogs, sweep};
 use crate::tui::widgets::layout::areas;
 use crate::tui::widgets::{columns, inspector, params, prompt, status};

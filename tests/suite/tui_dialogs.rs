@@ -702,7 +702,8 @@ fn help_lists_every_binding_at_80x24_and_200x50() {
                 pages.push(page);
             }
             assert!(pages.len() >= 2);
-            let numbered = (1..=pages.len()).any(|n| edge.contains(&format!(" {n}/{} ", pages.len())));
+            let numbered =
+                (1..=pages.len()).any(|n| edge.contains(&format!(" {n}/{} ", pages.len())));
             assert!(numbered, "the page number: {edge}");
         }
         for mode in Mode::ALL {

@@ -5,14 +5,12 @@
 use crate::common;
 use crate::common::tui::*;
 use crossterm::event::KeyCode;
+use ratatui::layout::Rect;
 use samplab::engine::{Event, LoadedModel, Prompt, Request};
 use samplab::params::SamplingParams;
 use samplab::presets::Preset;
 use samplab::response::{RunStats, StopReason, Trajectory};
-use samplab::tui::{
-    Action, Effect, Focus, ModelId, Overlay, ParamsState, State, Theme, update,
-};
-use ratatui::layout::Rect;
+use samplab::tui::{Action, Effect, Focus, ModelId, Overlay, ParamsState, State, Theme, update};
 
 const BASE: &str = "max_tokens: 10\nnum_samples: 3\nseed: 7";
 const GRID: &str = "temperature=0.5,1.5 top_k=5,40";
@@ -106,7 +104,9 @@ fn every_cell_equals_a_plain_run_of_its_parameters_on_the_same_seeds() {
             params,
             branches: Vec::new(),
         };
-        let plain = plain_model.run(&request, &mut || false, &mut |_| {}).unwrap();
+        let plain = plain_model
+            .run(&request, &mut || false, &mut |_| {})
+            .unwrap();
         let ids = |r: &samplab::response::SampleResponse| -> Vec<Vec<u32>> {
             r.trajectories.iter().map(|t| t.token_ids.clone()).collect()
         };
@@ -116,8 +116,20 @@ fn every_cell_equals_a_plain_run_of_its_parameters_on_the_same_seeds() {
         assert_eq!(response.stats, RunStats::of(&plain.trajectories));
     }
     assert_ne!(
-        sweep.cells[0].outcome.as_ref().unwrap().as_ref().unwrap().trajectories,
-        sweep.cells[3].outcome.as_ref().unwrap().as_ref().unwrap().trajectories,
+        sweep.cells[0]
+            .outcome
+            .as_ref()
+            .unwrap()
+            .as_ref()
+            .unwrap()
+            .trajectories,
+        sweep.cells[3]
+            .outcome
+            .as_ref()
+            .unwrap()
+            .as_ref()
+            .unwrap()
+            .trajectories,
         "the parameters tell the cells apart"
     );
 }
@@ -170,7 +182,10 @@ fn arrows_move_through_the_cells_and_enter_opens_one_as_the_current_run() {
         .map(|t| t.token_ids.clone())
         .collect();
     assert_eq!(shown, swept, "the columns show the cell's samples");
-    assert_eq!(s.comparison.sides[0].response.as_ref().unwrap().params, cell.params);
+    assert_eq!(
+        s.comparison.sides[0].response.as_ref().unwrap().params,
+        cell.params
+    );
 }
 
 #[test]
@@ -222,7 +237,7 @@ fn bad_grids_keep_the_dialog_open_with_the_clis_reasons() {
 /// logprobs `-(i + 1) / 10`, ending by length or, for odd `i`, at a stop, and a first line of
 /// its own.
 fn cell_done(run_id: u64, i: usize) -> Event {
-    let reason = if i % 2 == 0 {
+    let reason = if i.is_multiple_of(2) {
         StopReason::Length
     } else {
         StopReason::Stop
@@ -267,9 +282,20 @@ fn expected_figures(s: &State) -> Vec<Vec<String>> {
         .iter()
         .enumerate()
         .map(|(i, cell)| {
-            let stats = cell.outcome.as_ref().unwrap().as_ref().unwrap().stats.clone();
+            let stats = cell
+                .outcome
+                .as_ref()
+                .unwrap()
+                .as_ref()
+                .unwrap()
+                .stats
+                .clone();
             let stats = stats.unwrap();
-            let reason = if i % 2 == 0 { "length 2" } else { "stop 2" };
+            let reason = if i.is_multiple_of(2) {
+                "length 2"
+            } else {
+                "stop 2"
+            };
             vec![
                 format!(
                     "d2 {:.2}  lp {:.3}",
@@ -309,7 +335,7 @@ fn the_grid_view_shows_every_cells_figures_as_a_table_at_80x24_and_160x45() {
             }
 
             let (first_x, _) = find(&drawn, &expected_figures(&s)[i - i % 2][3]).unwrap();
-            assert_eq!(i % 2 == 0, x == first_x, "cell {i} in its column");
+            assert_eq!(i.is_multiple_of(2), x == first_x, "cell {i} in its column");
         }
         assert!(find(&drawn, "stop 2").is_some());
     }
@@ -329,7 +355,10 @@ fn more_than_two_axes_make_a_line_per_cell_and_progress_shows_while_running() {
             assert!(line.contains(figure.as_str()), "{figure:?} on {line}");
         }
     }
-    render(&faked("temperature=0.5,1 top_p=0.9,1 min_p=0,0.1", 20, 5), &Theme::dark());
+    render(
+        &faked("temperature=0.5,1 top_p=0.9,1 min_p=0,0.1", 20, 5),
+        &Theme::dark(),
+    );
 
     // While a cell runs, the view says which and the rest wait.
     let mut s = playground(80, 24);
@@ -374,4 +403,30 @@ fn the_grid_view_closes_and_opens_again_on_the_last_sweep_without_running() {
         panic!("n asks for a new grid");
     };
     assert_eq!(dialog.buffer.text, "temperature=0.5,1", "offering the last");
+}
+
+#[test]
+fn a_grid_larger_than_the_screen_scrolls_to_the_selected_cell() {
+    let grid = "temperature=0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8 top_k=1,2,3,4,5,6,7,8";
+    for (width, height) in [(80, 24), (20, 5)] {
+        let mut s = faked(grid, width, height);
+        let drawn = render(&s, &Theme::dark());
+        if width == 80 {
+            assert!(find(&drawn, "cell0 says hi").is_some());
+            assert!(find(&drawn, "cell63 says hi").is_none(), "off screen");
+        }
+        press_key(&mut s, KeyCode::End);
+        let drawn = render(&s, &Theme::dark());
+        if width == 80 {
+            assert!(
+                find(&drawn, "cell63 says hi").is_some(),
+                "brought into view"
+            );
+            assert!(find(&drawn, "cell0 says hi").is_none());
+            assert!(
+                find(&drawn, "temperature=0.8 top_k=8").is_some(),
+                "named above"
+            );
+        }
+    }
 }

@@ -89,14 +89,19 @@ pub fn figures(cell: &SweepCell, running: bool) -> Vec<String> {
     let Some(stats) = &response.stats else {
         return vec!["no samples".to_owned()];
     };
-    let figure = |x: Option<f64>, places: usize| x.map_or("-".to_owned(), |x| format!("{x:.places$}"));
+    let figure =
+        |x: Option<f64>, places: usize| x.map_or("-".to_owned(), |x| format!("{x:.places$}"));
     let reasons: Vec<String> = stats
         .stop_reasons
         .iter()
         .map(|(reason, n)| format!("{reason} {n}"))
         .collect();
     let first = response.trajectories.first().map_or("", |t| {
-        t.text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("")
+        t.text
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("")
     });
     vec![
         format!(
@@ -150,7 +155,10 @@ pub fn render(frame: &mut Frame, area: Rect, sweep: &Sweep, keymap: &KeyMap, the
     let selected = sweep.cells.get(sweep.selected);
     let heading = Line::from(vec![
         Span::styled(axes, theme.dim),
-        Span::styled(selected.map_or(String::new(), |c| describe(&c.values)), theme.title),
+        Span::styled(
+            selected.map_or(String::new(), |c| describe(&c.values)),
+            theme.title,
+        ),
     ]);
     frame.render_widget(Paragraph::new(heading), Rect { height: 1, ..inner });
     let body = Rect {

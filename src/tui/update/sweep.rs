@@ -78,9 +78,11 @@ fn start(state: &mut State) -> Vec<Effect> {
     let base = &state.comparison.params.params;
     let model = sweep_model(state).filter(|&m| state.comparison.is_ready(m));
     let planned = match (base.seed, model) {
-        (None, _) => Err("the seed is off: set one (or roll one with r in the params) so that \
+        (None, _) => Err(
+            "the seed is off: set one (or roll one with r in the params) so that \
                           the cells share it"
-            .to_owned()),
+                .to_owned(),
+        ),
         (_, None) => Err("the model is not ready yet: sweep once it has loaded".to_owned()),
         (Some(_), Some(model)) => parse_grid(&text)
             .and_then(|axes| Ok((cells(base, &axes)?, axes, model)))
@@ -170,7 +172,10 @@ pub fn event(state: &mut State, event: Event) -> Vec<Effect> {
 
 /// The selected cell as the current run: its parameters, re-run now on every side.
 fn open_cell(state: &mut State) -> Vec<Effect> {
-    let Some(sweep) = state.sweep.as_ref().filter(|_| state.overlay == Some(Overlay::Sweep))
+    let Some(sweep) = state
+        .sweep
+        .as_ref()
+        .filter(|_| state.overlay == Some(Overlay::Sweep))
     else {
         return Vec::new();
     };
