@@ -7,7 +7,7 @@ use crate::common::tui::*;
 use crossterm::event::KeyCode;
 use ratatui::layout::Rect;
 use samplab::engine::{Event, LoadedModel, Prompt, Request};
-use samplab::params::SamplingParams;
+use samplab::params::{Field, SamplingParams};
 use samplab::presets::Preset;
 use samplab::response::{RunStats, StopReason, Trajectory};
 use samplab::tui::{Action, Effect, Focus, ModelId, Overlay, ParamsState, State, Theme, update};
@@ -231,6 +231,23 @@ fn bad_grids_keep_the_dialog_open_with_the_clis_reasons() {
         panic!("the dialog stays");
     };
     assert!(dialog.error.as_ref().unwrap().contains("not ready"));
+
+    // A served model sweeps what its server applies, and refuses an axis it ignores.
+    let mut s = playground(100, 30);
+    let served = Event::Served {
+        server: "vLLM".into(),
+        ignored: vec![Field::MinP],
+    };
+    update(&mut s, Action::Engine(ModelId(0), served));
+    assert!(sweep(&mut s, "temperature=0.5,1 min_p=0,0.1").is_empty());
+    let Some(Overlay::SweepInput(dialog)) = &s.overlay else {
+        panic!("the dialog stays");
+    };
+    let error = dialog.error.clone().unwrap();
+    assert!(error.contains("vLLM does not apply `min_p`"), "{error}");
+    update(&mut s, Action::CloseOverlay);
+    let effects = sweep(&mut s, "temperature=0.5,1");
+    assert!(matches!(&effects[..], [Effect::Run(_, r)] if r.lane == 2));
 }
 
 /// Cell `i`'s run, told apart by every figure: samples `i + 1` and `i + 3` tokens long,

@@ -2,7 +2,8 @@
 //! `samplab sweep --grid`, several axes on one line), every cell run with the current
 //! parameters as the base and the current seed, one after another through the first model's
 //! engine as ordinary runs in a lane of their own (so they neither interrupt nor are
-//! interrupted by the runs on screen), and the grid view of their figures. Opening a cell makes
+//! interrupted by the runs on screen), and the grid view of their figures. A served model
+//! sweeps too, a cell at a time like the CLI, unless an axis is a parameter its server ignores. Opening a cell makes
 //! its parameters the current ones and re-runs: the columns need each token's alternatives
 //! and probabilities as the run streams them, which a finished response does not keep; the
 //! re-run equals the cell (same parameters, prompt and seeds), and the engine replays what it
@@ -10,7 +11,7 @@
 
 use super::{chat_mode, mark_all_pending, start_pending};
 use crate::engine::{Event, Request, RunId};
-use crate::params::sweep::{cells, parse_grid};
+use crate::params::sweep::{Axis, cells, parse_grid};
 use crate::tui::action::{Effect, SweepAction};
 use crate::tui::comparison::ModelId;
 use crate::tui::overlays::sweep_dialog::SweepDialog;
@@ -86,7 +87,8 @@ fn start(state: &mut State) -> Vec<Effect> {
         (_, None) => Err("the model is not ready yet: sweep once it has loaded".to_owned()),
         (Some(_), Some(model)) => parse_grid(&text)
             .and_then(|axes| Ok((cells(base, &axes)?, axes, model)))
-            .map_err(|e| e.to_string()),
+            .map_err(|e| e.to_string())
+            .and_then(|planned| served_applies(state, model, &planned.1).map(|()| planned)),
     };
     let (cells, axes, model) = match planned {
         Ok(planned) => planned,
@@ -117,6 +119,25 @@ fn start(state: &mut State) -> Vec<Effect> {
     state.overlay = Some(Overlay::Sweep);
     effects.extend(run_next(state));
     effects
+}
+
+/// A served model runs a sweep like any run, but an axis its server ignores would make every
+/// cell the same: refused by name.
+fn served_applies(state: &State, model: ModelId, axes: &[Axis]) -> Result<(), String> {
+    let Some((server, ignored)) = state.comparison.slot(model).and_then(|s| s.served.as_ref())
+    else {
+        return Ok(());
+    };
+    match axes
+        .iter()
+        .find(|axis| ignored.iter().any(|field| field.name() == axis.key))
+    {
+        Some(axis) => Err(format!(
+            "{server} does not apply `{}`: every cell would be the same; sweep what it applies",
+            axis.key
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Stops the sweep's run in flight, if any.
