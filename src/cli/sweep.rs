@@ -6,23 +6,17 @@
 use super::progress::LoadBar;
 use super::sample::params_from_flags;
 use clap::Args;
-use indexmap::IndexMap;
 use samplab::engine::load::load_any;
 use samplab::engine::{Conversation, Event, Prompt, Request, random_seed};
 use samplab::model::device::DeviceChoice;
 use samplab::model::source::{HubSettings, embedded};
 use samplab::model::text::chat_template::Message;
-use samplab::params::{SamplingParams, field_named};
+use samplab::params::SamplingParams;
+use samplab::params::sweep::{Axis, CellValues, GridError, cells, describe, parse_axis};
 use samplab::response::RunStats;
 use serde::Serialize;
 use std::io::Write;
 use std::process::ExitCode;
-
-/// A cell's values of the grid, by key in the axes' order.
-type Grid = IndexMap<String, serde_json::Value>;
-
-/// More cells than this is a typo more often than a plan, and hours of runs.
-const MAX_CELLS: usize = 1024;
 
 #[derive(Args)]
 pub struct SweepArgs {
@@ -60,17 +54,10 @@ pub struct SweepArgs {
     csv: bool,
 }
 
-/// One axis of the grid: a parameter and the values it takes, as typed.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-struct Axis {
-    key: String,
-    values: Vec<String>,
-}
-
 #[derive(Serialize)]
 struct Cell {
     /// The grid's values of this cell, by key, as typed.
-    grid: Grid,
+    grid: CellValues,
     params: SamplingParams,
     stats: Option<RunStats>,
     /// Sample 0's text, to read what the figures describe.
@@ -92,8 +79,9 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
         .grids
         .iter()
         .map(|grid| parse_axis(grid))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let cells = cells_of(&base, &axes)?;
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(flagged)?;
+    let cells = cells(&base, &axes).map_err(flagged)?;
     // Every cell draws from the same seeds, also when none was given.
     let seed = *base.seed.get_or_insert_with(random_seed);
 
@@ -174,87 +162,13 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `temperature=0.5,0.8`: the key and its values, split at commas outside brackets and quotes.
-fn parse_axis(grid: &str) -> anyhow::Result<Axis> {
-    let (key, values) = grid.split_once('=').ok_or_else(|| {
-        anyhow::anyhow!("--grid {grid}: expected KEY=V1,V2,... (e.g. temperature=0.5,1.0)")
-    })?;
-    let mut parts = Vec::new();
-    let (mut depth, mut quote, mut current) = (0i32, None, String::new());
-    for c in values.chars() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (None, '"' | '\'') => quote = Some(c),
-            (None, '[' | '{') => depth += 1,
-            (None, ']' | '}') => depth -= 1,
-            (None, ',') if depth == 0 => {
-                parts.push(std::mem::take(&mut current));
-                continue;
-            }
-            _ => {}
-        }
-        current.push(c);
+/// The grid's error as the CLI says it: one about a `--grid` names the flag.
+fn flagged(error: GridError) -> anyhow::Error {
+    if error.names_an_axis() {
+        anyhow::anyhow!("--grid {error}")
+    } else {
+        anyhow::anyhow!("{error}")
     }
-    parts.push(current);
-    let values: Vec<String> = parts.into_iter().map(|v| v.trim().to_owned()).collect();
-    if values.iter().any(String::is_empty) {
-        anyhow::bail!("--grid {grid}: a value is empty; give values between the commas");
-    }
-    Ok(Axis {
-        key: key.trim().to_owned(),
-        values,
-    })
-}
-
-/// Every combination of the axes' values on top of `base`, the first axis varying slowest;
-/// each value is checked as `--set` checks it, and a key may have one axis only.
-fn cells_of(base: &SamplingParams, axes: &[Axis]) -> anyhow::Result<Vec<(Grid, SamplingParams)>> {
-    for (i, axis) in axes.iter().enumerate() {
-        if axes[..i].iter().any(|a| a.key == axis.key) {
-            anyhow::bail!(
-                "--grid {} is given twice: list all its values in one --grid",
-                axis.key
-            );
-        }
-    }
-    let count = axes
-        .iter()
-        .fold(1usize, |n, a| n.saturating_mul(a.values.len()));
-    if count > MAX_CELLS {
-        anyhow::bail!(
-            "the grid has {count} cells, more than the {MAX_CELLS} a sweep runs: sweep fewer \
-             values at once"
-        );
-    }
-    let mut cells = vec![(Grid::new(), base.clone())];
-    for axis in axes {
-        let field = field_named(&axis.key).map_err(|e| anyhow::anyhow!("--grid: {e}"))?;
-        let mut next = Vec::new();
-        for (grid, params) in &cells {
-            for value in &axis.values {
-                let mut params = params.clone();
-                params
-                    .set_text(&axis.key, value)
-                    .map_err(|e| anyhow::anyhow!("--grid {}={value}: {e}", axis.key))?;
-                let mut grid = grid.clone();
-                grid.insert(axis.key.clone(), serde_json::to_value(params.get(field))?);
-                next.push((grid, params));
-            }
-        }
-        cells = next;
-    }
-    for (grid, params) in &cells {
-        params
-            .validate()
-            .map_err(|e| anyhow::anyhow!("cell {}: {e}", describe(grid)))?;
-    }
-    Ok(cells)
-}
-
-/// `temperature=0.5 top_p=0.9`.
-fn describe(grid: &Grid) -> String {
-    let pairs: Vec<String> = grid.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    pairs.join(" ")
 }
 
 /// The cells as a table: the grid's keys, then the statistics; CSV (the first sample's text
@@ -323,63 +237,4 @@ fn write_table(out: &mut impl Write, sweep: &Sweep, csv: bool) -> std::io::Resul
         writeln!(out, "{line}")?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn values_split_at_top_level_commas_only() {
-        let axis = parse_axis(r#"stop=["a,b"],"x,y",#3"#).unwrap();
-        assert_eq!(axis.key, "stop");
-        assert_eq!(axis.values, [r#"["a,b"]"#, r#""x,y""#, "#3"]);
-        assert!(parse_axis("temperature").is_err());
-        assert!(parse_axis("temperature=0.5,,1").is_err());
-    }
-
-    #[test]
-    fn cells_combine_the_axes_first_slowest_and_refuse_bad_values() {
-        let axes = [
-            parse_axis("temperature=0.5,1").unwrap(),
-            parse_axis("top_k=5,10,20").unwrap(),
-        ];
-        let cells = cells_of(&SamplingParams::default(), &axes).unwrap();
-        let shape: Vec<(f32, i32)> = cells
-            .iter()
-            .map(|(_, p)| (p.temperature, p.top_k))
-            .collect();
-        assert_eq!(
-            shape,
-            [
-                (0.5, 5),
-                (0.5, 10),
-                (0.5, 20),
-                (1.0, 5),
-                (1.0, 10),
-                (1.0, 20)
-            ]
-        );
-        assert_eq!(describe(&cells[4].0), "temperature=1.0 top_k=10");
-        let bad = cells_of(
-            &SamplingParams::default(),
-            &[parse_axis("top_p=0.5,7").unwrap()],
-        );
-        assert!(format!("{:#}", bad.unwrap_err()).contains("top_p=7"));
-        let twice = [
-            parse_axis("top_k=1").unwrap(),
-            parse_axis("top_k=2").unwrap(),
-        ];
-        assert!(cells_of(&SamplingParams::default(), &twice).is_err());
-        let keys = ["seed", "top_k", "min_p", "top_p"];
-        let huge: Vec<Axis> = keys
-            .iter()
-            .map(|k| parse_axis(&format!("{k}=1,2,3,4,5,6,7,8,9,10")).unwrap())
-            .collect();
-        let refused = format!(
-            "{:#}",
-            cells_of(&SamplingParams::default(), &huge).unwrap_err()
-        );
-        assert!(refused.contains("10000 cells"), "{refused}");
-    }
 }

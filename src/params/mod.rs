@@ -10,6 +10,7 @@ mod engine;
 mod field;
 mod logit_bias;
 mod structured;
+pub mod sweep;
 mod table;
 mod token_texts;
 

@@ -169,6 +169,28 @@ pub enum Action {
     Branch(BranchAction),
     /// What the loop found when it performed an effect on files or the terminal.
     Outcome(Outcome),
+    /// The sweep dialog and the grid view of its cells (see `update::sweep`).
+    Sweep(SweepAction),
+}
+
+/// Keys of a sweep: typing its grid, and moving through its cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SweepAction {
+    /// The grid view of the last sweep, or the dialog when there is none yet.
+    Open,
+    /// The dialog, offering the last sweep's grid to change.
+    New,
+    /// Run every cell of the typed grid.
+    Start,
+    /// Move the selected cell `across` columns and `down` rows of the grid view.
+    Move {
+        across: i32,
+        down: i32,
+    },
+    First,
+    Last,
+    /// The selected cell becomes the current run: its parameters, re-run on its seeds.
+    OpenCell,
 }
 
 /// Keys of the branch tree (see `branches`).

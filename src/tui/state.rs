@@ -12,6 +12,8 @@ use crate::tui::overlays::model_picker::ModelPicker;
 use crate::tui::overlays::preset_picker::{PresetPicker, PresetsState};
 use crate::tui::overlays::sample_editor::SampleEditor;
 use crate::tui::overlays::save_prompt::{SavePrompt, Saving};
+use crate::tui::overlays::sweep_dialog::SweepDialog;
+use crate::tui::overlays::sweep_grid::Sweep;
 use crate::tui::theme::catalog::ThemeCatalog;
 use crate::tui::widgets::columns::Columns;
 use crate::tui::widgets::layout::Grid;
@@ -34,6 +36,10 @@ pub enum Overlay {
     Conversation(ConversationDialog),
     /// A sample's text being edited, to go on from (edit and continue).
     EditSample(SampleEditor),
+    /// The grid of a sweep being typed.
+    SweepInput(SweepDialog),
+    /// The grid view of the last sweep ([`State::sweep`]).
+    Sweep,
 }
 
 /// Run ids, shared by all sides so that an id names one run of one side.
@@ -59,6 +65,8 @@ pub struct State {
     pub export: ExportSettings,
     /// The session file path given last to `S` or `O`, offered again.
     pub session_path: Option<String>,
+    /// The last sweep, kept to show again until the next one.
+    pub sweep: Option<Sweep>,
 }
 
 impl State {
@@ -83,6 +91,7 @@ impl State {
             themes: ThemeCatalog::default(),
             export: ExportSettings::default(),
             session_path: None,
+            sweep: None,
         }
     }
 
@@ -176,6 +185,10 @@ impl State {
             Some(Overlay::EditSample(_)) => {
                 return vec![Mode::ParamEdit, Mode::TextField, Mode::Dialog];
             }
+            Some(Overlay::SweepInput(_)) => {
+                return vec![Mode::SweepInput, Mode::TextField, Mode::Dialog];
+            }
+            Some(Overlay::Sweep) => return vec![Mode::Sweep, Mode::Dialog],
             None => {}
         }
         if self.comparison.params.editor.is_some() {

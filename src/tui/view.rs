@@ -6,9 +6,10 @@ use crate::tui::overlays::{
     conversation, export_dialog, help, messages, model_picker, preset_picker, sample_editor,
     save_prompt, stats,
 };
+use crate::tui::overlays::{sweep_dialog, sweep_grid};
 use crate::tui::state::{Overlay, State};
 use crate::tui::theme::Theme;
-use crate::tui::update::{chat_loop, chat_mode, dialogs};
+use crate::tui::update::{chat_loop, chat_mode, dialogs, sweep};
 use crate::tui::widgets::layout::areas;
 use crate::tui::widgets::{columns, inspector, params, prompt, status};
 use ratatui::Frame;
@@ -164,6 +165,15 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         }
         Some(Overlay::EditSample(editor)) => {
             sample_editor::render(frame, area, editor, keymap, theme)
+        }
+        Some(Overlay::SweepInput(dialog)) => {
+            let base = sweep::describe_base(state);
+            sweep_dialog::render(frame, area, dialog, &base, keymap, theme);
+        }
+        Some(Overlay::Sweep) => {
+            if let Some(sweep) = &state.sweep {
+                sweep_grid::render(frame, area, sweep, keymap, theme);
+            }
         }
         Some(Overlay::Conversation(dialog)) => {
             let shown = conversation::Shown {

@@ -42,5 +42,6 @@ mod tui_failures;
 mod tui_inspect;
 mod tui_session;
 mod tui_stats;
+mod tui_sweep;
 mod tui_tmux;
 mod twinkle;

@@ -688,9 +688,10 @@ fn help_lists_every_binding_at_80x24_and_200x50() {
         assert_eq!(paged, w == 80, "{w}x{h}: paged only where it must be");
         let mut pages = vec![first];
         if paged {
-            // Help opens on the page of the prompt's keys, which need not be the first.
+            // Help opens on the prompt's keys, which need not be on the first page.
             let (_, y) = find(&pages[0], "PgDn more").expect("the page cue");
-            assert!(row(&pages[0], y).contains('┘'), "on the bottom edge");
+            let edge = row(&pages[0], y);
+            assert!(edge.contains('┘'), "on the bottom edge");
             loop {
                 update(&mut s, Action::TurnHelpPage(1));
                 let page = render(&s, &Theme::dark());
@@ -701,6 +702,9 @@ fn help_lists_every_binding_at_80x24_and_200x50() {
                 pages.push(page);
             }
             assert!(pages.len() >= 2);
+            let numbered =
+                (1..=pages.len()).any(|n| edge.contains(&format!(" {n}/{} ", pages.len())));
+            assert!(numbered, "the page number: {edge}");
         }
         for mode in Mode::ALL {
             let rows = map.describe(mode);

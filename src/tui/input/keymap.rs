@@ -2,7 +2,7 @@
 //! status-bar hints are generated from the same table, so they cannot drift apart.
 
 use crate::export::ExportFormat;
-use crate::tui::action::{Action, BranchAction, DialogAction, ListMove};
+use crate::tui::action::{Action, BranchAction, DialogAction, ListMove, SweepAction};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 /// A layer of bindings; several are active at once, most specific first.
@@ -29,6 +29,10 @@ pub enum Mode {
     Messages,
     Stats,
     Conversation,
+    /// Typing a sweep's grid.
+    SweepInput,
+    /// The grid view of a sweep's cells.
+    Sweep,
     /// Moving, deleting and clearing in text: the prompt box and the one-line fields (a
     /// value, a name, a model).
     TextField,
@@ -38,7 +42,7 @@ pub enum Mode {
 
 impl Mode {
     /// Every mode, in the order help lists them.
-    pub const ALL: [Mode; 19] = [
+    pub const ALL: [Mode; 21] = [
         Mode::Global,
         Mode::Navigate,
         Mode::Prompt,
@@ -58,6 +62,8 @@ impl Mode {
         Mode::Messages,
         Mode::Stats,
         Mode::Conversation,
+        Mode::SweepInput,
+        Mode::Sweep,
     ];
 
     pub fn title(self) -> &'static str {
@@ -79,6 +85,8 @@ impl Mode {
             Mode::Messages => "messages",
             Mode::Stats => "run statistics",
             Mode::Conversation => "conversation",
+            Mode::SweepInput => "typing a sweep grid",
+            Mode::Sweep => "sweep grid",
             Mode::TextField => "editing text",
             Mode::List => "in a list",
         }
@@ -94,6 +102,7 @@ impl Mode {
                 | Mode::OpenPath
                 | Mode::Models
                 | Mode::TextField
+                | Mode::SweepInput
         )
     }
 }
@@ -186,6 +195,8 @@ impl Default for KeyMap {
         let nudge = |steps, coarse| A::NudgeParam { steps, coarse };
         let dialog = A::Dialog;
         let branch = A::Branch;
+        let sweep = A::Sweep;
+        let sweep_move = |across, down| A::Sweep(SweepAction::Move { across, down });
         let tab = |format| A::Dialog(DialogAction::ExportSelect(format));
         let table = [
             (Mode::Global, ctrl('c'), A::Quit, "quit"),
@@ -514,6 +525,32 @@ impl Default for KeyMap {
                 dialog(DialogAction::CycleResultsShape),
                 "results shape",
             ),
+            (
+                Mode::Navigate,
+                c('g'),
+                sweep(SweepAction::Open),
+                "sweep grid",
+            ),
+            (
+                Mode::SweepInput,
+                p(K::Enter),
+                sweep(SweepAction::Start),
+                "run",
+            ),
+            (Mode::Sweep, p(K::Left), sweep_move(-1, 0), "move"),
+            (Mode::Sweep, p(K::Right), sweep_move(1, 0), "move"),
+            (Mode::Sweep, p(K::Up), sweep_move(0, -1), "move"),
+            (Mode::Sweep, p(K::Down), sweep_move(0, 1), "move"),
+            (Mode::Sweep, p(K::Home), sweep(SweepAction::First), "move"),
+            (Mode::Sweep, p(K::End), sweep(SweepAction::Last), "move"),
+            (
+                Mode::Sweep,
+                p(K::Enter),
+                sweep(SweepAction::OpenCell),
+                "open",
+            ),
+            (Mode::Sweep, c('n'), sweep(SweepAction::New), "new sweep"),
+            (Mode::Sweep, c('g'), A::CloseOverlay, "close"),
         ];
         // 1, 2, … select the export dialog's tabs, one per format.
         let tabs = ExportFormat::all()

@@ -11,3 +11,5 @@ pub mod preset_picker;
 pub mod sample_editor;
 pub mod save_prompt;
 pub mod stats;
+pub mod sweep_dialog;
+pub mod sweep_grid;

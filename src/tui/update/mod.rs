@@ -10,6 +10,7 @@ pub mod edit_sample;
 pub mod model_picker;
 pub mod run_shape;
 pub mod session;
+pub mod sweep;
 
 use crate::engine::{Event, Request, RunId, ScoreRequest, TraceRequest};
 use crate::model::Activations;
@@ -231,6 +232,7 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         Action::Dialog(action) => dialogs::update(state, action),
         Action::Branch(action) => branches::update(state, action),
         Action::Outcome(outcome) => dialogs::outcome(state, outcome),
+        Action::Sweep(action) => sweep::update(state, action),
     }
 }
 
@@ -403,7 +405,7 @@ fn inspecting_prompt_tokens(state: &State) -> bool {
 /// and a conversation's turns take newlines.
 fn one_line_field(state: &State) -> bool {
     match &state.overlay {
-        Some(Overlay::Save(_) | Overlay::Models(_)) => true,
+        Some(Overlay::Save(_) | Overlay::Models(_) | Overlay::SweepInput(_)) => true,
         Some(Overlay::Conversation(dialog)) if dialog.editor.is_some() => false,
         Some(Overlay::EditSample(_)) => false,
         _ => state.comparison.params.editor.is_some(),
@@ -420,6 +422,11 @@ fn edit_text(state: &mut State, edit: impl FnOnce(&mut TextBuffer) -> bool) -> V
     } else if let Some(Overlay::Save(prompt)) = &mut state.overlay {
         if edit(&mut prompt.buffer) {
             prompt.error = None;
+        }
+        Vec::new()
+    } else if let Some(Overlay::SweepInput(dialog)) = &mut state.overlay {
+        if edit(&mut dialog.buffer) {
+            dialog.error = None;
         }
         Vec::new()
     } else if let Some(buffer) = conversation::editor_mut(state) {
@@ -542,6 +549,9 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
     }
     if let Event::Edited { id, edit } = event {
         return edit_sample::edited(state, id, edit);
+    }
+    if sweep::owns(state, model, event.run_id()) {
+        return sweep::event(state, event);
     }
     let side = match event.run_id() {
         Some(_) if matches!(event, Event::Scored { .. } | Event::ScoreFailed { .. }) => None,

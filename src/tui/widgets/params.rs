@@ -101,6 +101,11 @@ impl ParamsState {
         self.refusal = None;
     }
 
+    /// Takes `next` (a sweep's cell) as [`ParamsState::apply`] does.
+    pub fn set_params(&mut self, next: SamplingParams) -> bool {
+        self.apply(next)
+    }
+
     /// Takes `next` when it is valid and different; returns whether anything changed. A
     /// change of engine sets aside the values the new engine has no place for and gives back
     /// those it has, instead of refusing while one is set.
