@@ -104,6 +104,7 @@ fn a_finished_run_is_sent_to_the_other_model_and_its_scores_reach_the_footer() {
         perplexity: 2f64.exp(),
         retokenized: true,
         foreign_prompt: false,
+        per_token: None,
     };
     update(
         &mut s,
@@ -175,6 +176,7 @@ fn a_narrow_column_shortens_its_stop_reason_and_keeps_its_marks() {
         perplexity: 2f64.exp(),
         retokenized: true,
         foreign_prompt: false,
+        per_token: None,
     };
     let scores = vec![score];
     update(
