@@ -11,7 +11,9 @@
 //! the scorer is behind, and gives up when the scorer drops the request.
 //!
 //! The two requests (rows here, the score there) are queued together on the two workers, each
-//! behind the scores queued before it, so one worker's rows never wait on the other's.
+//! behind the scores queued before it, so one worker's rows never wait on the other's. A run
+//! asked of the sampling model meanwhile goes first: its rows give up, and the KL of the
+//! (by then stale) samples is null with the reason.
 
 use super::backend::Backend;
 use super::events::RunId;
@@ -104,7 +106,11 @@ impl RowFeed {
                 Ok(Ok(_)) => return Err(format!("no distributions came for sample {index}")),
                 Ok(Err(reason)) => return Err(reason),
                 Err(_) => {
-                    return Err("the sampling model stopped before giving its distributions".into());
+                    return Err(
+                        "the sampling model stopped before giving its distributions (a \
+                                newer run went first, or it failed)"
+                            .into(),
+                    );
                 }
             }
         }
@@ -133,7 +139,14 @@ pub fn serve_rows(
         }
         let mut rows = backend.prefill(&ids, prompt.len() - 1)?.logits;
         rows.truncate(tokens.len());
-        if !send(&request.to, Ok(SampleRows { index: *index, rows }), interrupted) {
+        if !send(
+            &request.to,
+            Ok(SampleRows {
+                index: *index,
+                rows,
+            }),
+            interrupted,
+        ) {
             break;
         }
     }

@@ -10,10 +10,10 @@
 //! sampling model's rendering instead, and the score says so.
 
 use super::backend::Backend;
+use super::disagreement::RowFeed;
 use super::events::RunId;
 use super::prompt::Prompt;
 use crate::params::SamplingParams;
-use super::disagreement::RowFeed;
 use crate::response::disagreement::{kl_divergence, rank_of};
 use crate::response::{CrossScore, PerToken, SampleResponse, mean_and_perplexity};
 use crate::sampling::Sampler;
@@ -111,7 +111,7 @@ pub fn score_sequence(
     if tokens > 0 {
         figures = token_figures(backend, ids, start, !*retokenized)?;
     }
-    let sum = figures.logprobs.iter().map(|&l| f64::from(l)).sum();
+    let sum = figures.logprobs.iter().map(|&l| f64::from(l)).sum::<f64>();
     let (mean_logprob, perplexity) = mean_and_perplexity(sum, tokens);
     let per_token = if *retokenized {
         PerToken::unavailable(
@@ -121,7 +121,9 @@ pub fn score_sequence(
     } else {
         let kl = match feed {
             None => Err("the sampling model's distributions were not asked for".to_owned()),
-            Some(feed) => feed.rows_of(sample).and_then(|own| kl_per_token(&own, &figures.rows)),
+            Some(feed) => feed
+                .rows_of(sample)
+                .and_then(|own| kl_per_token(&own, &figures.rows)),
         };
         let (kl, null_reason) = match kl {
             Ok(kl) => (Some(kl), None),
@@ -176,9 +178,10 @@ fn token_figures(
         let id = ids[position];
         figures.logprobs.push(sampler.score(logits, id, 0)?.logprob);
         if keep {
-            figures
-                .ranks
-                .push(rank_of(logits, id).ok_or_else(|| anyhow::anyhow!("token {id} is not in the vocabulary"))?);
+            figures.ranks.push(
+                rank_of(logits, id)
+                    .ok_or_else(|| anyhow::anyhow!("token {id} is not in the vocabulary"))?,
+            );
         }
     }
     if keep {
@@ -203,7 +206,11 @@ fn kl_per_token(own: &[Vec<f32>], other: &[Vec<f32>]) -> Result<Vec<f64>, String
             if a.len() == b.len() {
                 Ok(kl_divergence(a, b))
             } else {
-                Err(format!("distributions of {} and {} tokens", a.len(), b.len()))
+                Err(format!(
+                    "distributions of {} and {} tokens",
+                    a.len(),
+                    b.len()
+                ))
             }
         })
         .collect()

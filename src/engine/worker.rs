@@ -280,14 +280,13 @@ impl LoadedModel {
                     }
                 }
             };
-            let mut score =
-                score_sequence(
-                    self.backend.as_mut(),
-                    &self.name,
-                    sample.index,
-                    &scoring,
-                    request.feed.as_ref(),
-                )?;
+            let mut score = score_sequence(
+                self.backend.as_mut(),
+                &self.name,
+                sample.index,
+                &scoring,
+                request.feed.as_ref(),
+            )?;
             score.foreign_prompt = context.foreign;
             scores.push(score);
         }
@@ -799,6 +798,8 @@ where
             Job::Edit(request) => (request.id, None),
         };
         let mut disconnected = false;
+        // Rows wait on another model's scorer: a run the user asked for meanwhile goes first.
+        let yields_to_runs = matches!(job, Job::Rows(_));
         // Stops a run when its lane has a newer one; stops either job when it is cancelled.
         let mut interrupted = || {
             let mut stop = false;
@@ -814,6 +815,7 @@ where
                 }
             }
             stop || lane.is_some_and(|lane| queue.has_run_in(lane))
+                || (yields_to_runs && !queue.runs.is_empty())
         };
         match job {
             Job::Run(request) => {

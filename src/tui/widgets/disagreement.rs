@@ -51,7 +51,11 @@ pub fn lines<'a>(column: &Column, token: usize, theme: &Theme) -> Vec<Line<'a>> 
             Span::styled(format!("⇄{} ", score.model), theme.dim),
             Span::styled(text, theme.value),
         ]));
-        if let Some(reason) = score.per_token.as_ref().and_then(|p| p.null_reason.as_ref()) {
+        if let Some(reason) = score
+            .per_token
+            .as_ref()
+            .and_then(|p| p.null_reason.as_ref())
+        {
             lines.push(Line::styled(format!("  {reason}"), theme.dim));
         }
     }
@@ -66,7 +70,10 @@ struct Figures {
 
 fn figures_at(per_token: &PerToken, token: usize) -> Figures {
     Figures {
-        logprob: per_token.logprobs.as_ref().and_then(|v| v.get(token).copied()),
+        logprob: per_token
+            .logprobs
+            .as_ref()
+            .and_then(|v| v.get(token).copied()),
         rank: per_token.ranks.as_ref().and_then(|v| v.get(token).copied()),
         kl: per_token.kl.as_ref().and_then(|v| v.get(token).copied()),
     }
