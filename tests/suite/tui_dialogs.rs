@@ -688,7 +688,7 @@ fn help_lists_every_binding_at_80x24_and_200x50() {
         assert_eq!(paged, w == 80, "{w}x{h}: paged only where it must be");
         let mut pages = vec![first];
         if paged {
-            let (_, y) = find(&pages[0], " 1/").expect("the page number");
+            let (_, y) = find(&pages[0], "PgDn more").expect("the page number");
             assert!(row(&pages[0], y).contains('┘'), "on the bottom edge");
             loop {
                 update(&mut s, Action::TurnHelpPage(1));

@@ -267,7 +267,7 @@ impl Default for KeyMap {
                 Mode::Navigate,
                 c('k'),
                 A::ToggleOtherHeat,
-                "colour by the other model's p",
+                "colour by the other's p",
             ),
             (Mode::Params, p(K::Left), nudge(-1, false), "nudge"),
             (Mode::Params, p(K::Right), nudge(1, false), "nudge"),
