@@ -232,3 +232,58 @@ fn another_vocabulary_gives_null_figures_with_the_reason() {
     );
     assert!(per_token["null_reason"].is_string(), "{per_token}");
 }
+
+/// The playground on two real engines: the sampling model's worker hands its distributions to
+/// the scoring one, and every token of the columns gets its KL.
+#[test]
+fn the_playground_gets_the_kl_of_every_token_from_two_real_engines() {
+    use samplab::engine::Engine;
+    use samplab::tui::{Action, App, KeyMap, ModelId};
+    let dir = tempfile::tempdir().unwrap();
+    let twins = twins(dir.path());
+    let (events_tx, events) = std::sync::mpsc::channel();
+    let engines: Vec<Engine> = twins
+        .iter()
+        .enumerate()
+        .map(|(id, path)| {
+            let (path, events_tx) = (path.clone(), events_tx.clone());
+            Engine::spawn(
+                move |_| Ok(common::load_at(&path, DeviceChoice::Cpu)),
+                move |event| {
+                    let _ = events_tx.send((ModelId(id), event));
+                },
+            )
+        })
+        .collect();
+    let mut state = common::tui::state_sized(200, 50);
+    let specs: Vec<String> = twins.iter().map(|p| p.display().to_string()).collect();
+    state.comparison.compare(&specs, None);
+    let mut app = App::new(state, engines, KeyMap::default());
+    let scored = |app: &App<Engine>| {
+        let columns = &app.state.columns.columns;
+        columns.len() == 2
+            && columns.iter().all(|c| {
+                c.cross.iter().any(|s| {
+                    s.per_token
+                        .as_ref()
+                        .is_some_and(|p| p.kl.is_some() || p.null_reason.is_some())
+                })
+            })
+    };
+    while !scored(&app) {
+        // A cap against a hang, not a timing.
+        let (model, event) = events
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("the engines answer");
+        app.dispatch(Action::Engine(model, event));
+    }
+    for column in &app.state.columns.columns {
+        let per_token = column.cross[0].per_token.as_ref().unwrap();
+        let kl = per_token
+            .kl
+            .as_ref()
+            .unwrap_or_else(|| panic!("{per_token:?}"));
+        assert_eq!(kl.len(), column.tokens.len());
+        assert!(kl.iter().all(|&kl| kl >= 0.0) && kl.iter().any(|&kl| kl > 1e-3));
+    }
+}
