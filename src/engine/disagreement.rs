@@ -6,9 +6,10 @@
 //! vocabulary are 2 GB). So the sampling model's worker recomputes its rows one sample at a
 //! time, teacher-forcing the very ids it sampled (one prefill after the cached prompt), and
 //! sends each over a channel that holds one sample; the scoring worker takes them in order as
-//! it teacher-forces the same sample itself. At most three samples' rows are alive (one being
-//! computed, one waiting, one being compared), whatever the run's size; the sender waits while
-//! the scorer is behind, and gives up when the scorer drops the request.
+//! it teacher-forces the same sample itself. At most three of the sampling model's samples
+//! are alive (one being computed, one waiting, one being compared) beside the scorer's own
+//! rows of the sample it compares, whatever the run's size; the sender waits while the scorer
+//! is behind, and gives up when the scorer drops the request.
 //!
 //! The two requests (rows here, the score there) are queued together on the two workers, each
 //! behind the scores queued before it, so one worker's rows never wait on the other's. A run
