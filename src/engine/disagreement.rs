@@ -70,7 +70,13 @@ impl fmt::Debug for RowsRequest {
 
 /// The scorer's end: the sampling model's rows as they come.
 #[derive(Clone)]
-pub struct RowFeed(Arc<Mutex<Receiver<Rows>>>);
+pub struct RowFeed(Arc<Mutex<Feed>>);
+
+struct Feed {
+    from: Receiver<Rows>,
+    /// Why the rows stopped coming, once they did: the answer for every later sample too.
+    failed: Option<String>,
+}
 
 /// A score request is compared by what it asks; two feeds are the same only if they are one.
 impl PartialEq for RowFeed {
@@ -88,32 +94,34 @@ impl fmt::Debug for RowFeed {
 /// A channel that holds one sample's rows.
 pub fn row_channel() -> (SyncSender<Rows>, RowFeed) {
     let (to, from) = sync_channel(1);
-    (to, RowFeed(Arc::new(Mutex::new(from))))
+    let feed = Feed { from, failed: None };
+    (to, RowFeed(Arc::new(Mutex::new(feed))))
 }
 
 impl RowFeed {
     /// The rows of sample `index`, which the sampling model sends in the order of its samples;
     /// or why there are none.
     pub fn rows_of(&self, index: u32) -> Result<Vec<Vec<f32>>, String> {
-        let from = self
+        let mut feed = self
             .0
             .lock()
             .map_err(|_| "the sampling model's rows were lost".to_owned())?;
+        if let Some(why) = &feed.failed {
+            return Err(why.clone());
+        }
         loop {
-            match from.recv() {
+            let why = match feed.from.recv() {
                 Ok(Ok(rows)) if rows.index == index => return Ok(rows.rows),
                 // A sample the scorer skipped (it had nothing to score).
                 Ok(Ok(rows)) if rows.index < index => continue,
                 Ok(Ok(_)) => return Err(format!("no distributions came for sample {index}")),
-                Ok(Err(reason)) => return Err(reason),
-                Err(_) => {
-                    return Err(
-                        "the sampling model stopped before giving its distributions (a \
-                                newer run went first, or it failed)"
-                            .into(),
-                    );
-                }
-            }
+                Ok(Err(why)) => why,
+                Err(_) => "the sampling model stopped before giving its distributions (a newer \
+                           run went first, or it failed)"
+                    .to_owned(),
+            };
+            feed.failed = Some(why.clone());
+            return Err(why);
         }
     }
 }

@@ -287,3 +287,78 @@ fn the_playground_gets_the_kl_of_every_token_from_two_real_engines() {
         assert!(kl.iter().all(|&kl| kl >= 0.0) && kl.iter().any(|&kl| kl > 1e-3));
     }
 }
+
+/// At the engine: the sampling model's rows reach the scorer one sample at a time; where they
+/// cannot come, the KL is null with the reason and the other figures stay.
+#[test]
+fn the_scorer_reports_why_the_sampling_models_distributions_are_missing() {
+    use samplab::engine::disagreement::{RowsRequest, row_channel};
+    use samplab::engine::{Prompt, Request, Runner, ScoreRequest};
+    let (Some(mut a), Some(mut b)) = (common::loaded_test_model(), common::loaded_test_model())
+    else {
+        return;
+    };
+    let prompt = Prompt::raw(PROMPT);
+    let run = Request {
+        run_id: 1,
+        prompt: prompt.clone(),
+        lane: 0,
+        params: samplab::params::SamplingParams::from_yaml(
+            "max_tokens: 6\nseed: 3\nnum_samples: 3",
+        )
+        .unwrap(),
+        branches: Vec::new(),
+    };
+    let response = a.run(&run, &mut || false, &mut |_| {}).unwrap();
+    let vocab = a.vocab_fingerprint();
+    let request = ScoreRequest::new(1, vocab, &prompt, &response);
+    let reasons = |b: &mut LoadedModel, request: ScoreRequest| -> Vec<String> {
+        let scores = b.score(&request, vocab, &mut || false).unwrap();
+        scores
+            .into_iter()
+            .zip(&response.trajectories)
+            .map(|(score, trajectory)| {
+                let per_token = score.per_token.unwrap();
+                let n = trajectory.token_ids.len();
+                assert_eq!(per_token.logprobs.map(|l| l.len()), Some(n));
+                assert_eq!(per_token.ranks.map(|r| r.len()), Some(n));
+                assert_eq!(per_token.kl, None);
+                per_token.null_reason.expect("a reason")
+            })
+            .collect()
+    };
+
+    // A served model says it has none.
+    let (to, feed) = row_channel();
+    to.send(Err("a served model gives no full distributions".into()))
+        .unwrap();
+    let why = reasons(&mut b, request.clone().with_feed(feed));
+    assert!(why.iter().all(|w| w.contains("a served model")), "{why:?}");
+
+    // The sampling model stopped (a newer run went first).
+    let (to, feed) = row_channel();
+    drop(to);
+    let why = reasons(&mut b, request.clone().with_feed(feed));
+    assert!(why.iter().all(|w| w.contains("stopped before")), "{why:?}");
+
+    // Never asked.
+    let why = reasons(&mut b, request.clone());
+    assert!(why.iter().all(|w| w.contains("not asked for")), "{why:?}");
+
+    // Asked: the sampling model's worker sends while the scorer takes, one sample at a time.
+    let (to, feed) = row_channel();
+    let rows = RowsRequest::for_score(&request, to);
+    let scores = std::thread::scope(|scope| {
+        scope.spawn(|| a.rows(&rows, &mut || false).unwrap());
+        b.score(&request.clone().with_feed(feed), vocab, &mut || false)
+            .unwrap()
+    });
+    for (score, trajectory) in scores.iter().zip(&response.trajectories) {
+        let kl = score.per_token.as_ref().unwrap().kl.clone().unwrap();
+        assert_eq!(kl.len(), trajectory.token_ids.len());
+        assert!(
+            kl.iter().all(|&kl| kl.abs() < 1e-9),
+            "the same model: {kl:?}"
+        );
+    }
+}
