@@ -8,11 +8,13 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use std::borrow::Borrow;
 
+pub mod disagreement;
 pub mod provenance;
 pub mod results_file;
 pub mod stats;
 pub mod twinkle;
 
+pub use disagreement::PerToken;
 pub use provenance::Provenance;
 pub use stats::{ConstraintStats, RunStats};
 
@@ -270,6 +272,10 @@ pub struct CrossScore {
     /// rendering of the conversation, not after its own.
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub foreign_prompt: bool,
+    /// Each token under the scoring model (see [`disagreement`]); absent from scorers that do
+    /// not compute it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub per_token: Option<PerToken>,
 }
 
 impl CrossScore {

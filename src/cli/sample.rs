@@ -3,6 +3,7 @@
 
 use super::progress::LoadBar;
 use clap::Args;
+use samplab::engine::disagreement::{RowsRequest, row_channel};
 use samplab::engine::load::load_any;
 use samplab::engine::{
     Conversation, Engine, Event, Prompt, Request, RunId, Runner, ScoreRequest, random_seed,
@@ -392,7 +393,17 @@ fn cross_score(finished: &mut [Finished]) -> anyhow::Result<()> {
             &finished[source].response,
         );
         for scorer in (0..finished.len()).filter(|&s| s != source) {
-            finished[scorer].worker.engine.score(request.clone());
+            let mut request = request.clone();
+            // One vocabulary: the sampling model sends its distributions for KL per token.
+            if finished[scorer].worker.vocab == finished[source].worker.vocab {
+                let (to, feed) = row_channel();
+                finished[source]
+                    .worker
+                    .engine
+                    .rows(RowsRequest::for_score(&request, to));
+                request = request.with_feed(feed);
+            }
+            finished[scorer].worker.engine.score(request);
             let scores = match wait_for_scores(&finished[scorer])? {
                 Ok(scores) => scores,
                 Err(message) => {
@@ -407,16 +418,7 @@ fn cross_score(finished: &mut [Finished]) -> anyhow::Result<()> {
                 }
             };
             for score in scores {
-                if let Some(trajectory) = finished[source]
-                    .response
-                    .trajectories
-                    .get_mut(score.sample as usize)
-                {
-                    trajectory
-                        .cross_scores
-                        .get_or_insert_with(Vec::new)
-                        .push(score);
-                }
+                finished[source].response.add_cross_score(score);
             }
         }
     }

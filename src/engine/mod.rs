@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod contain;
+pub mod disagreement;
 pub mod edit;
 pub mod events;
 pub mod generate;

@@ -2,6 +2,7 @@
 //! Both answer the same requests with the same events, so the CLI and the playground treat
 //! them alike.
 
+use super::disagreement::RowsRequest;
 use super::edit::{Edit, EditRequest};
 use super::events::{Event, Request};
 use super::score::ScoreRequest;
@@ -34,6 +35,16 @@ pub trait Runner: Send {
         vocab: u64,
         interrupted: &mut dyn FnMut() -> bool,
     ) -> anyhow::Result<Vec<CrossScore>>;
+
+    /// Sends the raw distributions of the samples of `request` to the model scoring them (see
+    /// [`super::disagreement`]); a served model has none to give.
+    fn rows(
+        &mut self,
+        _request: &RowsRequest,
+        _interrupted: &mut dyn FnMut() -> bool,
+    ) -> anyhow::Result<()> {
+        anyhow::bail!("a served model gives no full distributions")
+    }
 
     /// What each stage of the chain did at one step of the last run.
     fn trace(&self, request: &TraceRequest) -> anyhow::Result<Vec<StageTrace>>;
@@ -75,6 +86,14 @@ impl<R: Runner + ?Sized> Runner for Box<R> {
         interrupted: &mut dyn FnMut() -> bool,
     ) -> anyhow::Result<Vec<CrossScore>> {
         (**self).score(request, vocab, interrupted)
+    }
+
+    fn rows(
+        &mut self,
+        request: &RowsRequest,
+        interrupted: &mut dyn FnMut() -> bool,
+    ) -> anyhow::Result<()> {
+        (**self).rows(request, interrupted)
     }
 
     fn trace(&self, request: &TraceRequest) -> anyhow::Result<Vec<StageTrace>> {

@@ -10,10 +10,12 @@
 //! sampling model's rendering instead, and the score says so.
 
 use super::backend::Backend;
+use super::disagreement::RowFeed;
 use super::events::RunId;
 use super::prompt::Prompt;
 use crate::params::SamplingParams;
-use crate::response::{CrossScore, SampleResponse, mean_and_perplexity};
+use crate::response::disagreement::{kl_divergence, rank_of};
+use crate::response::{CrossScore, PerToken, SampleResponse, mean_and_perplexity};
 use crate::sampling::Sampler;
 
 /// The finished samples of one run, to be scored by another model.
@@ -30,6 +32,9 @@ pub struct ScoreRequest {
     pub rendered: Option<String>,
     pub prompt_token_ids: Vec<u32>,
     pub samples: Vec<ScoreSample>,
+    /// The sampling model's raw distributions, for KL per token (see [`super::disagreement`]);
+    /// without it the tokens' KL is null.
+    pub feed: Option<RowFeed>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -56,6 +61,15 @@ impl ScoreRequest {
                     token_ids: t.token_ids.clone(),
                 })
                 .collect(),
+            feed: None,
+        }
+    }
+
+    /// The same request with the sampling model's rows coming from `feed`.
+    pub fn with_feed(self, feed: RowFeed) -> Self {
+        Self {
+            feed: Some(feed),
+            ..self
         }
     }
 }
@@ -68,12 +82,14 @@ pub struct Scoring {
 }
 
 /// Scores one sequence: the raw logprob of every token from `start` on, given those before it,
-/// from a single prefill over the whole sequence.
+/// from a single prefill over the whole sequence. With the sample's own ids (one vocabulary)
+/// each token's figures come too, and its KL where `feed` gives the sampling model's rows.
 pub fn score_sequence(
     backend: &mut dyn Backend,
     model: &str,
     sample: u32,
     scoring: &Scoring,
+    feed: Option<&RowFeed>,
 ) -> anyhow::Result<CrossScore> {
     let Scoring {
         ids,
@@ -91,11 +107,35 @@ pub fn score_sequence(
     // The first token has nothing before it to be scored on.
     let start = (*start).max(1);
     let tokens = ids.len().saturating_sub(start);
-    let mut sum = 0.0f64;
+    let mut figures = Figures::default();
     if tokens > 0 {
-        sum = sum_logprobs(backend, ids, start)?;
+        figures = token_figures(backend, ids, start, !*retokenized)?;
     }
+    let sum = figures.logprobs.iter().map(|&l| f64::from(l)).sum::<f64>();
     let (mean_logprob, perplexity) = mean_and_perplexity(sum, tokens);
+    let per_token = if *retokenized {
+        PerToken::unavailable(
+            "the vocabularies differ: the sample was tokenized again, so its tokens are not \
+             the other model's, and KL needs one vocabulary",
+        )
+    } else {
+        let kl = match feed {
+            None => Err("the sampling model's distributions were not asked for".to_owned()),
+            Some(feed) => feed
+                .rows_of(sample)
+                .and_then(|own| kl_per_token(&own, &figures.rows)),
+        };
+        let (kl, null_reason) = match kl {
+            Ok(kl) => (Some(kl), None),
+            Err(reason) => (None, Some(format!("no KL: {reason}"))),
+        };
+        PerToken {
+            logprobs: Some(figures.logprobs),
+            ranks: Some(figures.ranks),
+            kl,
+            null_reason,
+        }
+    };
     Ok(CrossScore {
         model: model.to_owned(),
         sample,
@@ -104,15 +144,29 @@ pub fn score_sequence(
         perplexity,
         retokenized: *retokenized,
         foreign_prompt: false,
+        per_token: Some(per_token),
     })
 }
 
-/// The summed logprobs of `ids[start..]`, teacher-forced in one prefill.
-fn sum_logprobs(backend: &mut dyn Backend, ids: &[u32], start: usize) -> anyhow::Result<f64> {
+/// Each scored token's raw logprob, and with `keep` its rank and the rows it came from.
+#[derive(Default)]
+struct Figures {
+    logprobs: Vec<f32>,
+    ranks: Vec<u32>,
+    rows: Vec<Vec<f32>>,
+}
+
+/// The figures of `ids[start..]`, teacher-forced in one prefill.
+fn token_figures(
+    backend: &mut dyn Backend,
+    ids: &[u32],
+    start: usize,
+    keep: bool,
+) -> anyhow::Result<Figures> {
     // Only the positions past the prompt cache's shared prefix (the prompt) are run.
-    let rows = backend.prefill(ids, start - 1)?.logits;
+    let mut rows = backend.prefill(ids, start - 1)?.logits;
     let mut sampler = Sampler::new(&SamplingParams::default())?;
-    let mut sum = 0.0f64;
+    let mut figures = Figures::default();
     for position in start..ids.len() {
         let logits = rows.get(position - start).ok_or_else(|| {
             anyhow::anyhow!(
@@ -121,9 +175,45 @@ fn sum_logprobs(backend: &mut dyn Backend, ids: &[u32], start: usize) -> anyhow:
                 ids.len()
             )
         })?;
-        sum += f64::from(sampler.score(logits, ids[position], 0)?.logprob);
+        let id = ids[position];
+        figures.logprobs.push(sampler.score(logits, id, 0)?.logprob);
+        if keep {
+            figures.ranks.push(
+                rank_of(logits, id)
+                    .ok_or_else(|| anyhow::anyhow!("token {id} is not in the vocabulary"))?,
+            );
+        }
     }
-    Ok(sum)
+    if keep {
+        rows.truncate(ids.len() - start);
+        figures.rows = rows;
+    }
+    Ok(figures)
+}
+
+/// KL per token of the sampling model's rows `own` from the scoring model's `other`.
+fn kl_per_token(own: &[Vec<f32>], other: &[Vec<f32>]) -> Result<Vec<f64>, String> {
+    if own.len() != other.len() {
+        return Err(format!(
+            "the sampling model gave {} distributions for {} tokens",
+            own.len(),
+            other.len()
+        ));
+    }
+    own.iter()
+        .zip(other)
+        .map(|(a, b)| {
+            if a.len() == b.len() {
+                Ok(kl_divergence(a, b))
+            } else {
+                Err(format!(
+                    "distributions of {} and {} tokens",
+                    a.len(),
+                    b.len()
+                ))
+            }
+        })
+        .collect()
 }
 
 /// The length of the shared beginning of two sequences: where a re-tokenized sample starts

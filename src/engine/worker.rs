@@ -6,6 +6,7 @@
 
 use super::backend::Backend;
 use super::contain::contain;
+use super::disagreement::{RowsRequest, send, serve_rows};
 use super::edit::{self, Edit, EditRequest};
 use super::events::{Branch, Event, PromptToken, Request, RunId};
 use super::generate::{RunContext, generate};
@@ -279,8 +280,13 @@ impl LoadedModel {
                     }
                 }
             };
-            let mut score =
-                score_sequence(self.backend.as_mut(), &self.name, sample.index, &scoring)?;
+            let mut score = score_sequence(
+                self.backend.as_mut(),
+                &self.name,
+                sample.index,
+                &scoring,
+                request.feed.as_ref(),
+            )?;
             score.foreign_prompt = context.foreign;
             scores.push(score);
         }
@@ -462,6 +468,14 @@ impl Runner for LoadedModel {
         LoadedModel::trace(self, request)
     }
 
+    fn rows(
+        &mut self,
+        request: &RowsRequest,
+        interrupted: &mut dyn FnMut() -> bool,
+    ) -> anyhow::Result<()> {
+        serve_rows(self.backend.as_mut(), request, interrupted)
+    }
+
     fn record_traces(&mut self) -> anyhow::Result<()> {
         self.record_traces = true;
         Ok(())
@@ -521,6 +535,7 @@ enum Command {
     Run(Request),
     Cancel(RunId),
     Score(ScoreRequest),
+    Rows(RowsRequest),
     Trace(TraceRequest),
     Edit(EditRequest),
 }
@@ -529,7 +544,9 @@ enum Command {
 #[derive(Default)]
 struct Queue {
     runs: Vec<Request>,
-    scores: VecDeque<ScoreRequest>,
+    /// Scores and the rows other models score with, in the order asked (see
+    /// [`super::disagreement`] for why one queue).
+    scores: VecDeque<Job>,
     /// Only the newest: the inspector asks again as its cursor moves.
     trace: Option<TraceRequest>,
     edits: VecDeque<EditRequest>,
@@ -539,8 +556,20 @@ struct Queue {
 enum Job {
     Run(Request),
     Score(ScoreRequest),
+    Rows(RowsRequest),
     Trace(TraceRequest),
     Edit(EditRequest),
+}
+
+impl Job {
+    /// The run a queued score or rows job belongs to.
+    fn run_id(&self) -> Option<RunId> {
+        match self {
+            Job::Score(request) => Some(request.run_id),
+            Job::Rows(request) => Some(request.run_id),
+            Job::Run(_) | Job::Trace(_) | Job::Edit(_) => None,
+        }
+    }
 }
 
 impl Queue {
@@ -552,9 +581,10 @@ impl Queue {
             }
             Command::Cancel(id) => {
                 self.runs.retain(|queued| queued.run_id != id);
-                self.scores.retain(|queued| queued.run_id != id);
+                self.scores.retain(|queued| queued.run_id() != Some(id));
             }
-            Command::Score(request) => self.scores.push_back(request),
+            Command::Score(request) => self.scores.push_back(Job::Score(request)),
+            Command::Rows(request) => self.scores.push_back(Job::Rows(request)),
             Command::Trace(request) => self.trace = Some(request),
             Command::Edit(request) => self.edits.push_back(request),
         }
@@ -570,7 +600,7 @@ impl Queue {
         } else if let Some(trace) = self.trace.take() {
             Some(Job::Trace(trace))
         } else {
-            self.scores.pop_front().map(Job::Score)
+            self.scores.pop_front()
         }
     }
 
@@ -648,6 +678,12 @@ impl Engine {
         self.send(Command::Score(request));
     }
 
+    /// Sends the raw distributions of this model's samples to another model that scores them
+    /// (see [`super::disagreement`]), in turn with the scores queued before.
+    pub fn rows(&self, request: RowsRequest) {
+        self.send(Command::Rows(request));
+    }
+
     /// Traces one step through the chain once no run is waiting; answered with
     /// `Event::Traced`. A newer request replaces one still waiting.
     pub fn trace(&self, request: TraceRequest) {
@@ -713,6 +749,9 @@ where
                         run_id: request.run_id,
                         message: format!("no model loaded: {message}"),
                     }),
+                    Command::Rows(request) => {
+                        let _ = request.to.send(Err(format!("no model loaded: {message}")));
+                    }
                     Command::Trace(request) => emit(Event::Traced {
                         run_id: request.run_id,
                         sample: request.sample,
@@ -754,10 +793,13 @@ where
         let (run_id, lane) = match &job {
             Job::Run(request) => (request.run_id, Some(request.lane)),
             Job::Score(request) => (request.run_id, None),
+            Job::Rows(request) => (request.run_id, None),
             Job::Trace(request) => (request.run_id, None),
             Job::Edit(request) => (request.id, None),
         };
         let mut disconnected = false;
+        // Rows wait on another model's scorer: a run the user asked for meanwhile goes first.
+        let yields_to_runs = matches!(job, Job::Rows(_));
         // Stops a run when its lane has a newer one; stops either job when it is cancelled.
         let mut interrupted = || {
             let mut stop = false;
@@ -773,6 +815,7 @@ where
                 }
             }
             stop || lane.is_some_and(|lane| queue.has_run_in(lane))
+                || (yields_to_runs && !queue.runs.is_empty())
         };
         match job {
             Job::Run(request) => {
@@ -818,6 +861,13 @@ where
                         run_id,
                         message: format!("{e:#}"),
                     }),
+                }
+            }
+            Job::Rows(request) => {
+                let served = contain(|| model.rows(&request, &mut interrupted));
+                if let Err(e) = served.unwrap_or_else(|panic| Err(model.recover(panic))) {
+                    // The scorer reports it as the reason its KL is null.
+                    send(&request.to, Err(format!("{e:#}")), &mut interrupted);
                 }
             }
         }

@@ -31,6 +31,10 @@ pub struct RunStats {
     /// probability it refused, and the share of steps where it left one token; absent without.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub constraint: Option<ConstraintStats>,
+    /// When models are compared: per other model, the mean per-token KL of this model's raw
+    /// distributions from that one's (see [`super::disagreement::mean_kl`]); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub mean_kl: Option<BTreeMap<String, f64>>,
 }
 
 /// What a run's constraint cut, over every step of its own samples.
@@ -101,6 +105,7 @@ impl RunStats {
                 logprobs.iter().map(|&lp| f64::from(lp)).sum::<f64>() / logprobs.len() as f64
             }),
             constraint: ConstraintStats::of(&samples),
+            mean_kl: None,
         })
     }
 
@@ -177,6 +182,9 @@ impl RunStats {
             lines.push(format!(
                 "mean entropy  raw {raw:.2} nats  kept {kept:.2} nats"
             ));
+        }
+        for (model, kl) in self.mean_kl.iter().flatten() {
+            lines.push(format!("mean KL from {model}  {kl:.4} nats"));
         }
         if let Some(cut) = self.constraint {
             lines.push(format!(

@@ -144,6 +144,8 @@ pub enum Action {
     ToggleWhitespace,
     /// Colour tokens by the model's raw probability instead of the processed one.
     ToggleRawHeat,
+    /// Colour tokens by the other compared model's probability of them, or back to kept p.
+    ToggleOtherHeat,
     /// The left button pressed (or dragged) over a cell.
     Click {
         x: u16,

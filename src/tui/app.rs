@@ -2,6 +2,7 @@
 //! engine; the screen is drawn once per batch, behind a dirty flag, at most ~60 times a second.
 
 use super::Ending;
+use crate::engine::disagreement::{RowsRequest, row_channel};
 use crate::engine::{EditRequest, Engine, Event, Request, RunId, ScoreRequest, TraceRequest};
 use crate::tui::action::{Action, Effect, Outcome};
 use crate::tui::comparison::ModelId;
@@ -30,6 +31,9 @@ pub trait EngineHandle {
     fn run(&self, request: Request);
     fn cancel(&self, run_id: RunId);
     fn score(&self, request: ScoreRequest);
+    /// Sends the distributions of this model's samples to the model scoring them; fakes that
+    /// drop it leave the KL null.
+    fn rows(&self, _request: RowsRequest) {}
     fn trace(&self, request: TraceRequest);
     /// Stops a download the load is making; nothing when there is none.
     fn cancel_load(&self) {}
@@ -52,6 +56,10 @@ impl EngineHandle for Engine {
 
     fn score(&self, request: ScoreRequest) {
         Engine::score(self, request);
+    }
+
+    fn rows(&self, request: RowsRequest) {
+        Engine::rows(self, request);
     }
 
     fn cancel_load(&self) {
@@ -106,6 +114,26 @@ impl<E: EngineHandle> App<E> {
         self
     }
 
+    /// With one vocabulary the sampling model sends its distributions to the scorer, for KL
+    /// per token (see [`crate::engine::disagreement`]): both asked here, one after the other.
+    fn feed_rows(&self, scorer: ModelId, request: ScoreRequest) -> ScoreRequest {
+        let comparison = &self.state.comparison;
+        let same_vocab = comparison
+            .slot(scorer)
+            .is_some_and(|slot| slot.vocab == request.vocab);
+        let source = comparison
+            .side_running(request.run_id)
+            .map(|side| comparison.sides[side].model);
+        match source {
+            Some(source) if same_vocab && source != scorer => {
+                let (to, feed) = row_channel();
+                self.engine(source, |e| e.rows(RowsRequest::for_score(&request, to)));
+                request.with_feed(feed)
+            }
+            _ => request,
+        }
+    }
+
     fn engine(&self, model: ModelId, act: impl FnOnce(&E)) {
         if let Some(Some(engine)) = self.engines.get(model.0) {
             act(engine);
@@ -142,7 +170,10 @@ impl<E: EngineHandle> App<E> {
         match effect {
             Effect::Run(model, request) => self.engine(model, |e| e.run(request)),
             Effect::Cancel(model, run_id) => self.engine(model, |e| e.cancel(run_id)),
-            Effect::Score(model, request) => self.engine(model, |e| e.score(request)),
+            Effect::Score(model, request) => {
+                let request = self.feed_rows(model, request);
+                self.engine(model, |e| e.score(request));
+            }
             Effect::Trace(model, request) => self.engine(model, |e| e.trace(request)),
             Effect::Edit(model, request) => self.engine(model, |e| e.edit(request)),
             Effect::AddEngine { id, spec } => {

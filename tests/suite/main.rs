@@ -9,6 +9,7 @@ mod cli;
 mod compare;
 mod default_model;
 mod detokenizer;
+mod disagreement;
 mod edit_continue;
 mod engine;
 mod engine_stories;

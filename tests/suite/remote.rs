@@ -709,6 +709,7 @@ fn a_vllm_server_scores_samples_through_prompt_logprobs() {
             text: " b c".into(),
             token_ids: vec![100, 101],
         }],
+        feed: None,
     };
     let scores = model.score(&request, 2, &mut || false).unwrap();
     assert_eq!(scores.len(), 1);

@@ -370,6 +370,7 @@ fn the_base_model_scores_a_chat_sample_and_the_footer_marks_whose_rendering_it_f
         perplexity: 1f64.exp(),
         retokenized: false,
         foreign_prompt: true,
+        per_token: None,
     };
     update(
         &mut s,

@@ -5,14 +5,15 @@
 use crate::common;
 
 use common::tui::{done, find, finished, render, row, started, state_sized, token};
+use ratatui::style::Color;
 use samplab::engine::Event;
 use samplab::model::source::discover::Candidate;
 use samplab::params::SamplingParams;
 use samplab::presets::Preset;
-use samplab::response::{CrossScore, StopReason};
+use samplab::response::{CrossScore, PerToken, StopReason};
 use samplab::tui::{
     Action, DialogAction, Effect, Focus, ListMove, ModelId, Outcome, Overlay, ParamsState, SetId,
-    State, Theme, update,
+    SideId, State, Theme, update,
 };
 
 fn loaded(name: &str, vocab: u64) -> Event {
@@ -104,6 +105,7 @@ fn a_finished_run_is_sent_to_the_other_model_and_its_scores_reach_the_footer() {
         perplexity: 2f64.exp(),
         retokenized: true,
         foreign_prompt: false,
+        per_token: None,
     };
     update(
         &mut s,
@@ -175,6 +177,7 @@ fn a_narrow_column_shortens_its_stop_reason_and_keeps_its_marks() {
         perplexity: 2f64.exp(),
         retokenized: true,
         foreign_prompt: false,
+        per_token: None,
     };
     let scores = vec![score];
     update(
@@ -625,4 +628,86 @@ fn exports_name_the_built_in_model_by_its_files() {
     );
     s.comparison.compare(&["org/name".into()], None);
     assert!(exported(&mut s).contains(r#"LLM(model="org/name")"#));
+}
+
+#[test]
+fn k_colours_tokens_by_the_other_models_p_and_the_inspector_and_stats_show_the_figures() {
+    let (mut s, a, _) = two_models();
+    stream(&mut s, 0, a, &["A", "a"]);
+    update(
+        &mut s,
+        Action::Engine(ModelId(0), done(a, &[StopReason::Length])),
+    );
+    let (first, second) = (-0.1f32, -2.9f32);
+    let score = CrossScore {
+        model: "tiny".into(),
+        sample: 0,
+        tokens: 2,
+        mean_logprob: f64::from(first + second) / 2.0,
+        perplexity: (-f64::from(first + second) / 2.0).exp(),
+        retokenized: false,
+        foreign_prompt: false,
+        per_token: Some(PerToken {
+            logprobs: Some(vec![first, second]),
+            ranks: Some(vec![1, 7]),
+            kl: Some(vec![0.01, 1.25]),
+            null_reason: None,
+        }),
+    };
+    let theme = Theme::dark();
+    let scored = Event::Scored {
+        run_id: a,
+        scores: vec![score],
+    };
+    // Before the other model scored the sample its tokens have nothing to be coloured by.
+    update(&mut s, Action::ToggleOtherHeat);
+    let screen = render(&s, &theme);
+    let (x, y) = find(&screen, "Aa").expect("the sample's text");
+    let cell = screen[(x, y)].style();
+    assert_eq!(
+        (cell.fg, cell.bg),
+        (theme.dim.fg, Some(Color::Reset)),
+        "dim until scored"
+    );
+    assert!(find(&screen, "⇄none").is_some());
+
+    update(&mut s, Action::Engine(ModelId(1), scored));
+    let screen = render(&s, &theme);
+    let bg = |x: u16| screen[(x, y)].style().bg;
+    assert_eq!(bg(x), theme.token_style(first.exp()).bg);
+    assert_eq!(bg(x + 1), theme.token_style(second.exp()).bg);
+    assert_ne!(bg(x), bg(x + 1), "the token tiny doubts stands out");
+    assert!(
+        find(&screen, "⇄tiny p").is_some(),
+        "the title names the model"
+    );
+    assert!(
+        find(&screen, "other model's p").is_some(),
+        "the legend says what colours"
+    );
+
+    // `k` again goes back to kept p.
+    s.focus = Focus::Columns;
+    common::tui::press_key(&mut s, crossterm::event::KeyCode::Char('k'));
+    let screen = render(&s, &theme);
+    assert!(find(&screen, "⇄tiny p").is_none() && find(&screen, "kept p").is_some());
+    assert_eq!(screen[(x + 1, y)].style().bg, theme.token_style(0.5).bg);
+
+    update(&mut s, Action::LastToken);
+    let screen = render(&s, &theme);
+    assert!(
+        find(&screen, "⇄tiny lp -2.900  rank 7  KL 1.2500").is_some(),
+        "the inspector shows the token under the other model"
+    );
+
+    let stats = s.comparison.sides[SideId(0)].response.as_ref().unwrap();
+    let means = stats.stats.as_ref().unwrap().mean_kl.clone().unwrap();
+    assert!((means["tiny"] - 0.63).abs() < 1e-12, "{means:?}");
+    s.focus = Focus::Params;
+    common::tui::press_key(&mut s, crossterm::event::KeyCode::Char('i'));
+    let screen = render(&s, &theme);
+    assert!(
+        find(&screen, "mean KL from tiny  0.6300 nats").is_some(),
+        "the stats panel shows the mean KL"
+    );
 }

@@ -10,7 +10,7 @@ use super::params::messages;
 use super::server::{ServerInfo, ServerKind};
 use crate::engine::Prompt;
 use crate::engine::score::ScoreRequest;
-use crate::response::{CrossScore, mean_and_perplexity};
+use crate::response::{CrossScore, PerToken, mean_and_perplexity};
 use serde_json::{Value, json};
 
 /// The score of every sample of `request`, checking `interrupted` between samples.
@@ -58,6 +58,9 @@ pub fn score(
             perplexity,
             retokenized: true,
             foreign_prompt: false,
+            per_token: Some(PerToken::unavailable(
+                "a server scores its own tokenization of the text and gives no distributions",
+            )),
         });
     }
     Ok(scores)

@@ -295,6 +295,12 @@ impl Default for KeyMap {
                 A::ToggleRawHeat,
                 "colour by raw p / kept p",
             ),
+            (
+                Mode::Navigate,
+                c('k'),
+                A::ToggleOtherHeat,
+                "colour by the other's p",
+            ),
             (Mode::Params, p(K::Left), nudge(-1, false), "nudge"),
             (Mode::Params, p(K::Right), nudge(1, false), "nudge"),
             (Mode::Params, shift(K::Left), nudge(-1, true), "coarse"),

@@ -212,6 +212,10 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             state.columns.heat = state.columns.heat.toggled();
             Vec::new()
         }
+        Action::ToggleOtherHeat => {
+            state.columns.heat = state.columns.heat.toggled_other();
+            Vec::new()
+        }
         Action::StepColumn(delta) => {
             let grid = state.grid();
             if state.columns.step_column(delta as isize, &grid) {
@@ -769,6 +773,9 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
         Event::Scored { run_id, scores } => {
             if let Some(side) = state.comparison.side_running(run_id) {
                 for score in scores {
+                    if let Some(response) = &mut state.comparison.sides[side].response {
+                        response.add_cross_score(score.clone());
+                    }
                     if let Some(column) = state.columns.get_mut(side, score.sample) {
                         column.add_cross_score(score);
                     }

@@ -28,21 +28,36 @@ pub enum Heat {
     Kept,
     /// The model's own, before any processing: what it thought of the token.
     Raw,
+    /// Another compared model's raw probability of the token: where the two disagree (see
+    /// [`super::disagreement`]).
+    Other,
 }
 
 impl Heat {
+    /// Raw p, or back to kept p from raw p (`h`).
     pub fn toggled(self) -> Self {
         match self {
-            Heat::Kept => Heat::Raw,
             Heat::Raw => Heat::Kept,
+            Heat::Kept | Heat::Other => Heat::Raw,
         }
     }
 
-    /// The probability of `token` that colours it.
-    pub fn of(self, token: &TokenEvent) -> f32 {
+    /// The other model's p, or back to kept p from it.
+    pub fn toggled_other(self) -> Self {
         match self {
-            Heat::Kept => token.prob,
-            Heat::Raw => token.logprob.exp(),
+            Heat::Other => Heat::Kept,
+            Heat::Kept | Heat::Raw => Heat::Other,
+        }
+    }
+
+    /// The probability that colours token `t` of `column`; `None` where it has none (no other
+    /// model has scored the sample, or it has no figures for it).
+    pub fn of(self, column: &Column, t: usize) -> Option<f32> {
+        let token = &column.tokens[t];
+        match self {
+            Heat::Kept => Some(token.prob),
+            Heat::Raw => Some(token.logprob.exp()),
+            Heat::Other => super::disagreement::other_prob(column, t),
         }
     }
 }
@@ -645,8 +660,13 @@ pub fn render(
             None => format!(" {own} seed {} ", column.seed),
         };
         let mut title = vec![Span::styled(name, theme.title)];
-        if state.heat == Heat::Raw {
-            title.push(Span::styled("raw p ", theme.dim));
+        match (state.heat, super::disagreement::shown_model(column)) {
+            (Heat::Raw, _) => title.push(Span::styled("raw p ", theme.dim)),
+            (Heat::Other, Some(model)) => {
+                title.push(Span::styled(format!("⇄{model} p "), theme.dim));
+            }
+            (Heat::Other, None) => title.push(Span::styled("⇄none ", theme.dim)),
+            (Heat::Kept, _) => {}
         }
         match marks.get(column.side.0) {
             Some(Mark::Stale) => title.push(Span::styled("stale ", theme.dim)),
@@ -671,23 +691,26 @@ pub fn render(
         if inner.height == 0 {
             continue;
         }
-        let heat = |t: usize| state.heat.of(&column.tokens[t]);
+        let heat = |t: usize| state.heat.of(column, t);
+        // A token with nothing to colour it by (no other model scored it yet) is dim.
+        let tinted = |t: usize| heat(t).map_or(theme.dim, |p| theme.token_style(p));
         let style = |token: Option<usize>| match token {
             None => theme.base,
-            Some(t) if Some(t) == cursor => theme.cursor_style(heat(t)),
+            Some(t) if Some(t) == cursor => heat(t).map_or(
+                theme.dim.add_modifier(Modifier::REVERSED | Modifier::BOLD),
+                |p| theme.cursor_style(p),
+            ),
             // Where compared samples part, underlined so the eye finds it in the colours.
-            Some(t) if Some(t) == column.diverge => theme
-                .token_style(heat(t))
-                .add_modifier(Modifier::UNDERLINED | Modifier::BOLD),
+            Some(t) if Some(t) == column.diverge => {
+                tinted(t).add_modifier(Modifier::UNDERLINED | Modifier::BOLD)
+            }
             // Where the sample parts from its run's first sample.
-            Some(t) if Some(t) == column.parts => theme
-                .token_style(heat(t))
-                .add_modifier(Modifier::UNDERLINED),
+            Some(t) if Some(t) == column.parts => tinted(t).add_modifier(Modifier::UNDERLINED),
             // Forced by the constraint: dimmed, since the model did not choose it.
             Some(t) if column.tokens[t].constraint.is_some_and(|c| c.forced()) => {
-                theme.token_style(heat(t)).add_modifier(Modifier::DIM)
+                tinted(t).add_modifier(Modifier::DIM)
             }
-            Some(t) => theme.token_style(heat(t)),
+            Some(t) => tinted(t),
         };
         let mut lines: Vec<Line> = column.text.lines[top..]
             .iter()
@@ -815,6 +838,7 @@ mod tests {
             perplexity: 2f64.exp(),
             retokenized: false,
             foreign_prompt: false,
+            per_token: None,
         });
         assert_eq!(c.footer(31), "■ length 2 tok ≠#0@1 ⇄tiny 7.39");
         assert_eq!(c.footer(25), "■ length ≠#0@1 ⇄tiny 7.39");

@@ -11,6 +11,7 @@ pub fn spans(heat: Heat, theme: &Theme) -> Vec<Span<'static>> {
     let name = match heat {
         Heat::Kept => "kept p ",
         Heat::Raw => "raw p ",
+        Heat::Other => "other model's p ",
     };
     let mut spans = vec![Span::raw(name)];
     for (i, (label, style)) in theme.heat_legend().into_iter().enumerate() {

@@ -3,6 +3,7 @@
 
 pub mod chain_view;
 pub mod columns;
+pub mod disagreement;
 pub mod inspector;
 pub mod layout;
 pub mod legend;

@@ -79,7 +79,7 @@ pub fn loaded_fixture(family: &str) -> samplab::engine::LoadedModel {
 }
 
 /// The model file at `path` loaded as the engine loads it, offline.
-fn load_at(path: &std::path::Path, device: DeviceChoice) -> samplab::engine::LoadedModel {
+pub fn load_at(path: &std::path::Path, device: DeviceChoice) -> samplab::engine::LoadedModel {
     let hub = samplab::model::source::HubSettings {
         offline: true,
         ..samplab::model::source::HubSettings::new(std::env::temp_dir())

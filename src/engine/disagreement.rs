@@ -1,0 +1,182 @@
+//! The sampling model's raw distributions, handed to the model that scores its samples so that
+//! the scorer can compute KL per token (see [`crate::response::disagreement`]).
+//!
+//! KL(A‖B) = Σ p_A log p_A − Σ p_A log p_B: the second sum needs both full rows in one place,
+//! and a run's rows are far too big to gather (8 samples × 256 tokens of Gemma's 262,144-token
+//! vocabulary are 2 GB). So the sampling model's worker recomputes its rows one sample at a
+//! time, teacher-forcing the very ids it sampled (one prefill after the cached prompt), and
+//! sends each over a channel that holds one sample; the scoring worker takes them in order as
+//! it teacher-forces the same sample itself. At most three of the sampling model's samples
+//! are alive (one being computed, one waiting, one being compared) beside the scorer's own
+//! rows of the sample it compares, whatever the run's size; the sender waits while the scorer
+//! is behind, and gives up when the scorer drops the request.
+//!
+//! The two requests (rows here, the score there) are queued together on the two workers, each
+//! behind the scores queued before it, so one worker's rows never wait on the other's. A run
+//! asked of the sampling model meanwhile goes first: its rows give up, and the KL of the
+//! (by then stale) samples is null with the reason.
+
+use super::backend::Backend;
+use super::events::RunId;
+use super::score::ScoreRequest;
+use std::fmt;
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One sample's raw logits: `rows[j]` is the distribution token `j` was sampled from.
+pub struct SampleRows {
+    pub index: u32,
+    pub rows: Vec<Vec<f32>>,
+}
+
+/// A sample's rows, or why the sampling model cannot give them.
+pub type Rows = Result<SampleRows, String>;
+
+/// Asks the sampling model for the rows of its samples, in order, into `to`.
+pub struct RowsRequest {
+    /// The run whose samples these are (a cancel of it stops the rows).
+    pub run_id: RunId,
+    pub prompt_token_ids: Vec<u32>,
+    /// Each sample's index and token ids.
+    pub samples: Vec<(u32, Vec<u32>)>,
+    pub to: SyncSender<Rows>,
+}
+
+impl RowsRequest {
+    /// The rows of the samples `score` asks another model to score, into `to`.
+    pub fn for_score(score: &ScoreRequest, to: SyncSender<Rows>) -> Self {
+        Self {
+            run_id: score.run_id,
+            prompt_token_ids: score.prompt_token_ids.clone(),
+            samples: score
+                .samples
+                .iter()
+                .map(|s| (s.index, s.token_ids.clone()))
+                .collect(),
+            to,
+        }
+    }
+}
+
+impl fmt::Debug for RowsRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RowsRequest")
+            .field("run_id", &self.run_id)
+            .field("samples", &self.samples.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The scorer's end: the sampling model's rows as they come.
+#[derive(Clone)]
+pub struct RowFeed(Arc<Mutex<Feed>>);
+
+struct Feed {
+    from: Receiver<Rows>,
+    /// Why the rows stopped coming, once they did: the answer for every later sample too.
+    failed: Option<String>,
+}
+
+/// A score request is compared by what it asks; two feeds are the same only if they are one.
+impl PartialEq for RowFeed {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl fmt::Debug for RowFeed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RowFeed")
+    }
+}
+
+/// A channel that holds one sample's rows.
+pub fn row_channel() -> (SyncSender<Rows>, RowFeed) {
+    let (to, from) = sync_channel(1);
+    let feed = Feed { from, failed: None };
+    (to, RowFeed(Arc::new(Mutex::new(feed))))
+}
+
+impl RowFeed {
+    /// The rows of sample `index`, which the sampling model sends in the order of its samples;
+    /// or why there are none.
+    pub fn rows_of(&self, index: u32) -> Result<Vec<Vec<f32>>, String> {
+        let mut feed = self
+            .0
+            .lock()
+            .map_err(|_| "the sampling model's rows were lost".to_owned())?;
+        if let Some(why) = &feed.failed {
+            return Err(why.clone());
+        }
+        loop {
+            let why = match feed.from.recv() {
+                Ok(Ok(rows)) if rows.index == index => return Ok(rows.rows),
+                // A sample the scorer skipped (it had nothing to score).
+                Ok(Ok(rows)) if rows.index < index => continue,
+                Ok(Ok(_)) => return Err(format!("no distributions came for sample {index}")),
+                Ok(Err(why)) => why,
+                Err(_) => "the sampling model stopped before giving its distributions (a newer \
+                           run went first, or it failed)"
+                    .to_owned(),
+            };
+            feed.failed = Some(why.clone());
+            return Err(why);
+        }
+    }
+}
+
+/// Sends the rows of each sample of `request`, recomputed by teacher forcing; stops quietly
+/// when the scorer has gone or `interrupted` says so.
+pub fn serve_rows(
+    backend: &mut dyn Backend,
+    request: &RowsRequest,
+    interrupted: &mut dyn FnMut() -> bool,
+) -> anyhow::Result<()> {
+    let prompt = &request.prompt_token_ids;
+    if prompt.is_empty() {
+        anyhow::bail!("the run has no prompt tokens to recompute its distributions after");
+    }
+    for (index, tokens) in &request.samples {
+        let ids = [&prompt[..], &tokens[..]].concat();
+        let context = backend.context_length();
+        if ids.len() > context {
+            anyhow::bail!(
+                "sample {index} has {} tokens with its prompt, more than the context of {context}",
+                ids.len()
+            );
+        }
+        let mut rows = backend.prefill(&ids, prompt.len() - 1)?.logits;
+        rows.truncate(tokens.len());
+        if !send(
+            &request.to,
+            Ok(SampleRows {
+                index: *index,
+                rows,
+            }),
+            interrupted,
+        ) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Sends `rows` once the channel has room; false when the scorer has gone or the job was
+/// interrupted meanwhile.
+pub fn send(to: &SyncSender<Rows>, rows: Rows, interrupted: &mut dyn FnMut() -> bool) -> bool {
+    let mut rows = rows;
+    loop {
+        match to.try_send(rows) {
+            Ok(()) => return true,
+            Err(TrySendError::Disconnected(_)) => return false,
+            Err(TrySendError::Full(back)) => {
+                if interrupted() {
+                    return false;
+                }
+                rows = back;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+    }
+}
