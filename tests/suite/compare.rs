@@ -10,23 +10,6 @@ use std::process::Command;
 
 const PROMPT: &str = "Once upon a time";
 
-/// A random-weight llama with a GPT-2-style byte vocabulary, unlike stories260K's.
-const TINY: SyntheticSpec = SyntheticSpec {
-    name: "tiny",
-    architecture: "llama",
-    experts: None,
-    hidden_size: 64,
-    num_layers: 2,
-    num_heads: 4,
-    num_kv_heads: 2,
-    head_dim: None,
-    intermediate_size: 128,
-    vocab_size: 320,
-    context_length: 256,
-    rope_theta: 10_000.0,
-    tie_word_embeddings: true,
-};
-
 fn sample(models: &[&Path], prompt: &str, sets: &[&str]) -> Vec<SampleResponse> {
     let mut command = Command::new(env!("CARGO_BIN_EXE_samplab"));
     command.arg("sample").args(["--prompt", prompt, "--json"]);
@@ -61,7 +44,13 @@ fn two_models_give_their_single_results_and_cross_scores_match_a_scoring_pass() 
     };
     let dir = tempfile::tempdir().unwrap();
     let tiny = dir.path().join("tiny.gguf");
-    write_synthetic_gguf(&tiny, &TINY, candle_core::quantized::GgmlDType::F32, 7).unwrap();
+    write_synthetic_gguf(
+        &tiny,
+        &common::TINY_LLAMA,
+        candle_core::quantized::GgmlDType::F32,
+        7,
+    )
+    .unwrap();
     let sets = [
         "num_samples=2",
         "max_tokens=12",

@@ -12,22 +12,10 @@ use std::process::Command;
 
 const PROMPT: &str = "Once upon a time";
 
-/// A random-weight llama; two of them written with different seeds share the vocabulary (it
-/// does not depend on the weights) but not their distributions.
+/// Two of them written with different seeds share the vocabulary but not the distributions.
 const TWIN: SyntheticSpec = SyntheticSpec {
     name: "twin",
-    architecture: "llama",
-    experts: None,
-    hidden_size: 64,
-    num_layers: 2,
-    num_heads: 4,
-    num_kv_heads: 2,
-    head_dim: None,
-    intermediate_size: 128,
-    vocab_size: 320,
-    context_length: 256,
-    rope_theta: 10_000.0,
-    tie_word_embeddings: true,
+    ..common::TINY_LLAMA
 };
 
 fn compare(models: &[&Path], sets: &[&str]) -> Vec<SampleResponse> {

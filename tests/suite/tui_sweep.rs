@@ -9,7 +9,7 @@ use ratatui::layout::Rect;
 use samplab::engine::{Event, LoadedModel, Prompt, Request};
 use samplab::params::{Field, SamplingParams};
 use samplab::presets::Preset;
-use samplab::response::{RunStats, StopReason, Trajectory};
+use samplab::response::{RunStats, SampleResponse, StopReason, Trajectory};
 use samplab::tui::{Action, Effect, Focus, ModelId, Overlay, ParamsState, State, Theme, update};
 
 const BASE: &str = "max_tokens: 10\nnum_samples: 3\nseed: 7";
@@ -92,7 +92,7 @@ fn every_cell_equals_a_plain_run_of_its_parameters_on_the_same_seeds() {
     // A fresh model: nothing replayed from the sweep.
     let mut plain_model = common::loaded_test_model().unwrap();
     for (cell, (temperature, top_k)) in sweep.cells.iter().zip(grid) {
-        let response = cell.outcome.as_ref().unwrap().as_ref().unwrap();
+        let response = finished(&cell.outcome);
         let params = SamplingParams::from_yaml(&format!(
             "{BASE}\ntemperature: {temperature}\ntop_k: {top_k}"
         ))
@@ -116,20 +116,8 @@ fn every_cell_equals_a_plain_run_of_its_parameters_on_the_same_seeds() {
         assert_eq!(response.stats, RunStats::of(&plain.trajectories));
     }
     assert_ne!(
-        sweep.cells[0]
-            .outcome
-            .as_ref()
-            .unwrap()
-            .as_ref()
-            .unwrap()
-            .trajectories,
-        sweep.cells[3]
-            .outcome
-            .as_ref()
-            .unwrap()
-            .as_ref()
-            .unwrap()
-            .trajectories,
+        finished(&sweep.cells[0].outcome).trajectories,
+        finished(&sweep.cells[3].outcome).trajectories,
         "the parameters tell the cells apart"
     );
 }
@@ -299,14 +287,7 @@ fn expected_figures(s: &State) -> Vec<Vec<String>> {
         .iter()
         .enumerate()
         .map(|(i, cell)| {
-            let stats = cell
-                .outcome
-                .as_ref()
-                .unwrap()
-                .as_ref()
-                .unwrap()
-                .stats
-                .clone();
+            let stats = finished(&cell.outcome).stats.clone();
             let stats = stats.unwrap();
             let reason = if i.is_multiple_of(2) {
                 "length 2"
@@ -446,4 +427,13 @@ fn a_grid_larger_than_the_screen_scrolls_to_the_selected_cell() {
             );
         }
     }
+}
+
+/// The response of a cell that finished without an error.
+fn finished(outcome: &Option<Result<Box<SampleResponse>, String>>) -> &SampleResponse {
+    outcome
+        .as_ref()
+        .expect("the cell ran")
+        .as_ref()
+        .expect("the cell succeeded")
 }

@@ -262,3 +262,23 @@ pub fn piece_tokenizer(pieces: &[&str]) -> tokenizers::Tokenizer {
     tokenizer.with_post_processor(Some(bos));
     tokenizer
 }
+
+/// A random-weight llama small enough to write in a test, with a GPT-2-style byte vocabulary
+/// unlike stories260K's; files written with different seeds share that vocabulary (it does not
+/// depend on the weights) but not their distributions.
+pub const TINY_LLAMA: samplab::model::source::synthetic::SyntheticSpec =
+    samplab::model::source::synthetic::SyntheticSpec {
+        name: "tiny",
+        architecture: "llama",
+        experts: None,
+        hidden_size: 64,
+        num_layers: 2,
+        num_heads: 4,
+        num_kv_heads: 2,
+        head_dim: None,
+        intermediate_size: 128,
+        vocab_size: 320,
+        context_length: 256,
+        rope_theta: 10_000.0,
+        tie_word_embeddings: true,
+    };
