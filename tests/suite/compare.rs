@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use samplab::model::source::synthetic::{SyntheticSpec, write_synthetic_gguf};
+use samplab::model::source::synthetic::write_synthetic_gguf;
 use samplab::response::{SampleResponse, Trajectory};
 use std::path::Path;
 use std::process::Command;
