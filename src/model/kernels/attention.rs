@@ -180,14 +180,26 @@ fn attend_with(isa: Isa, task: &Task, queries: std::ops::Range<usize>) -> Vec<f3
     match isa {
         Isa::Portable => attend::<false>(task, queries),
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Isa::detect` reports AVX2 (with FMA) or AVX-512F, which implies them.
-        Isa::Avx2 | Isa::Avx512 => unsafe { attend_avx2(task, queries) },
+        // SAFETY: `Isa::detect` reports AVX2 with FMA.
+        Isa::Avx2 => unsafe { attend_avx2(task, queries) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::detect` reports AVX-512F, which implies AVX2 and FMA.
+        Isa::Avx512 => unsafe { attend_avx512(task, queries) },
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 fn attend_avx2(task: &Task, queries: std::ops::Range<usize>) -> Vec<f32> {
+    attend::<true>(task, queries)
+}
+
+/// The same operations in the same order as [`attend_avx2`] (every sum runs element by element
+/// or in written-out lanes, so the vector width changes no result), with twice as many values a
+/// register: the exponentials and the weighted sum of a 256-wide head keep up with the keys.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+fn attend_avx512(task: &Task, queries: std::ops::Range<usize>) -> Vec<f32> {
     attend::<true>(task, queries)
 }
 
@@ -269,6 +281,7 @@ fn mix_values(task: &Task, oldest: usize, weights: &mut [f32], out: &mut [f32]) 
     match dim {
         64 => weighted_sum::<64>(task, oldest, weights, out),
         128 => weighted_sum::<128>(task, oldest, weights, out),
+        256 => weighted_sum::<256>(task, oldest, weights, out),
         _ => {
             for (j, &w) in (oldest..).zip(weights.iter()) {
                 let value = task.v.vector(task.row, task.kv_head, j, dim);
@@ -420,9 +433,9 @@ pub(crate) mod tests {
 
     #[test]
     fn matches_the_f64_softmax_of_the_visible_positions() {
-        // Head sizes with their own accumulators (64, 128) and without (12); no window, one
-        // that cuts (with keys four at a time and one by one) and one wider than the cache.
-        for dim in [12, 64, 128] {
+        // Head sizes with their own accumulators (64, 128, 256) and without (12); no window,
+        // one that cuts (with keys four at a time and one by one) and one wider than the cache.
+        for dim in [12, 64, 128, 256] {
             for window in [None, Some(1), Some(2), Some(5), Some(64)] {
                 check_against_f64(dim, window);
             }
@@ -466,6 +479,56 @@ pub(crate) mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// The AVX-512 build runs the AVX2 build's operations in its order: the same bits, so a
+    /// model's logits do not depend on which of the two a CPU has.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx512_gives_the_bits_of_avx2() {
+        if Isa::detect() != Isa::Avx512 {
+            println!("skipped: this CPU has no AVX-512F");
+            return;
+        }
+        let view = |t: &Tensor, f: &mut dyn FnMut(&View)| {
+            let (storage, layout) = t.storage_and_layout();
+            let candle_core::Storage::Cpu(storage) = &*storage else {
+                unreachable!("noise is on the CPU")
+            };
+            f(&View::new(storage, layout).unwrap());
+        };
+        for dim in [12, 64, 128, 256] {
+            let (q, k, v) = (
+                noise((1, 2, 3, dim), 7),
+                noise((1, 1, 9, dim), 8),
+                noise((1, 1, 9, dim), 9),
+            );
+            view(&q, &mut |q| {
+                view(&k, &mut |k| {
+                    view(&v, &mut |v| {
+                        for window in [None, Some(5)] {
+                            let task = Task {
+                                q,
+                                k,
+                                v,
+                                row: 0,
+                                heads: 0..2,
+                                kv_head: 0,
+                                dim,
+                                start: 6,
+                                scale: 0.3,
+                                window,
+                            };
+                            let bits = |isa| -> Vec<u32> {
+                                let out = attend_with(isa, &task, 0..3);
+                                out.iter().map(|x| x.to_bits()).collect()
+                            };
+                            assert_eq!(bits(Isa::Avx2), bits(Isa::Avx512), "dim {dim}");
+                        }
+                    })
+                })
+            });
         }
     }
 
