@@ -16,7 +16,8 @@ use samplab::params::{Field, SamplingParams};
 use samplab::preset_store::{self, PresetStore};
 use samplab::presets::MODEL_PRESET;
 use samplab::response::{
-    CrossScore, ResponseShape, SampleResponse, Trajectory, mean_and_perplexity, stop_label,
+    CrossScore, PerToken, ResponseShape, SampleResponse, Trajectory, mean_and_perplexity,
+    stop_label,
 };
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -553,11 +554,12 @@ fn print_plain(
         for score in trajectory.cross_scores.iter().flatten() {
             writeln!(
                 out,
-                "   under {}: mean logprob {:.3} · ppl {:.2} over {} tokens{}{}",
+                "   under {}: mean logprob {:.3} · ppl {:.2} over {} tokens{}{}{}",
                 score.model,
                 score.mean_logprob,
                 score.perplexity,
                 score.tokens,
+                mean_kl(score.per_token.as_ref()),
                 if score.retokenized {
                     " (text tokenized again)"
                 } else {
@@ -572,6 +574,19 @@ fn print_plain(
         }
     }
     Ok(())
+}
+
+/// ` · mean KL 0.123 nats` where every token of the sample has its KL from the other model.
+fn mean_kl(per_token: Option<&PerToken>) -> String {
+    match per_token.and_then(|p| p.kl.as_ref()) {
+        Some(kl) if !kl.is_empty() => {
+            format!(
+                " · mean KL {:.3} nats",
+                kl.iter().sum::<f64>() / kl.len() as f64
+            )
+        }
+        _ => String::new(),
+    }
 }
 
 /// `stop "\n\n" · 37 tokens · mean logprob -1.234 · ppl 3.43`, the stop as the playground's

@@ -141,6 +141,45 @@ fn logprob_rank_and_kl_of_every_token_match_the_raw_logits_of_both_models() {
     }
 }
 
+/// The plain output says each sample's mean KL under the other model, the mean of the JSON's
+/// per-token figures.
+#[test]
+fn the_plain_output_gives_each_samples_mean_kl() {
+    let dir = tempfile::tempdir().unwrap();
+    let [one, two] = twins(dir.path());
+    let sets = [
+        "num_samples=2",
+        "max_tokens=8",
+        "seed=11",
+        "temperature=1.5",
+    ];
+    let json = compare(&[&one, &two], &sets);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_samplab"));
+    command.args(["sample", "--prompt", PROMPT]);
+    command.arg("--model").arg(&one).arg("--model").arg(&two);
+    for set in sets {
+        command.args(["--set", set]);
+    }
+    let out = command.output().expect("the samplab binary runs");
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let plain = String::from_utf8(out.stdout).unwrap();
+    let said: Vec<&str> = plain
+        .lines()
+        .filter_map(|line| line.split("mean KL ").nth(1))
+        .map(|rest| rest.trim_end_matches(" nats"))
+        .collect();
+    let expected: Vec<String> = json
+        .iter()
+        .flat_map(|response| &response.trajectories)
+        .map(|trajectory| {
+            let scores = trajectory.cross_scores.as_ref().unwrap();
+            let kl = scores[0].per_token.as_ref().unwrap().kl.as_ref().unwrap();
+            format!("{:.3}", kl.iter().sum::<f64>() / kl.len() as f64)
+        })
+        .collect();
+    assert_eq!(said, expected, "{plain}");
+}
+
 #[test]
 fn a_model_against_itself_has_no_kl_and_ranks_its_greedy_tokens_first() {
     let dir = tempfile::tempdir().unwrap();
