@@ -31,7 +31,7 @@ fn loaded(name: &str, vocab: u64) -> Event {
 }
 
 /// Two models, both loaded, each with its first run started; returns their run ids.
-fn two_models() -> (State, u64, u64) {
+pub(crate) fn two_models() -> (State, u64, u64) {
     let mut s = state_sized(200, 50);
     s.comparison
         .compare(&["stories".into(), "tiny".into()], None);
@@ -358,7 +358,7 @@ fn exported(s: &mut State) -> String {
     }
 }
 
-fn open_models(s: &mut State) {
+pub(crate) fn open_models(s: &mut State) {
     let effects = update(s, Action::Dialog(DialogAction::OpenModels));
     assert_eq!(effects, [Effect::DiscoverModels]);
     update(

@@ -437,3 +437,33 @@ fn finished(outcome: &Option<Result<Box<SampleResponse>, String>>) -> &SampleRes
         .as_ref()
         .expect("the cell succeeded")
 }
+
+/// Removing the swept model ends the sweep: its waiting cells say why, nothing waits on the
+/// closed engine, and the status says so.
+#[test]
+fn removing_the_swept_model_ends_the_sweep_with_its_reason() {
+    let (mut s, _, _) = crate::tui_compare::two_models();
+    s.focus = Focus::Params;
+    let effects = sweep(&mut s, "temperature=0.5,1");
+    let Some(Effect::Run(ModelId(0), _)) = effects.last() else {
+        panic!("the first cell runs on the first model: {effects:?}");
+    };
+    update(&mut s, Action::CloseOverlay);
+    crate::tui_compare::open_models(&mut s);
+    let effects = update(
+        &mut s,
+        Action::Dialog(samplab::tui::DialogAction::RemoveModel),
+    );
+    assert!(
+        effects.contains(&Effect::RemoveEngine(ModelId(0))),
+        "{effects:?}"
+    );
+    let sweep = s.sweep.as_ref().unwrap();
+    assert_eq!(sweep.running, None);
+    for cell in &sweep.cells {
+        let why = cell.outcome.as_ref().unwrap().as_ref().unwrap_err();
+        assert!(why.contains("model was removed"), "{why}");
+    }
+    let status = render(&s, &Theme::dark());
+    assert!(find(&status, "the sweep stopped").is_some());
+}

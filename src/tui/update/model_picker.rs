@@ -128,6 +128,7 @@ fn drop_model(state: &mut State, id: ModelId) -> Vec<Effect> {
             column.cross.retain(|score| score.model != name);
         }
     }
+    update::sweep::model_gone(state, id);
     state.comparison.models.retain(|m| m.id != id);
     state.columns.mark_divergence();
     effects.push(Effect::RemoveEngine(id));

@@ -146,6 +146,25 @@ fn cancel(state: &mut State) -> Option<Effect> {
     Some(Effect::Cancel(sweep.model, sweep.running.take()?))
 }
 
+/// Model `id` is leaving the playground: a sweep on it ends, its waiting cells saying why, so
+/// that the grid does not wait on an engine that is gone.
+pub fn model_gone(state: &mut State, id: ModelId) {
+    let Some(sweep) = state.sweep.as_mut().filter(|s| s.model == id) else {
+        return;
+    };
+    if sweep.next_cell().is_none() {
+        return;
+    }
+    sweep.running = None;
+    let why = "not run: the sweep's model was removed";
+    for cell in sweep.cells.iter_mut().filter(|c| c.outcome.is_none()) {
+        cell.outcome = Some(Err(why.to_owned()));
+    }
+    state
+        .status
+        .notify("the sweep stopped: its model was removed".to_owned());
+}
+
 /// Asks the engine for the next cell's run, if a cell waits for one.
 fn run_next(state: &mut State) -> Option<Effect> {
     let sweep = state.sweep.as_mut()?;
