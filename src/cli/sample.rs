@@ -3,7 +3,7 @@
 
 use super::progress::LoadBar;
 use clap::Args;
-use samplab::engine::disagreement::{RowsRequest, row_channel};
+use samplab::engine::disagreement::row_channel;
 use samplab::engine::load::load_any;
 use samplab::engine::{
     Conversation, Engine, Event, Prompt, Request, RunId, Runner, ScoreRequest, random_seed,
@@ -401,7 +401,7 @@ fn cross_score(finished: &mut [Finished]) -> anyhow::Result<()> {
                 finished[source]
                     .worker
                     .engine
-                    .rows(RowsRequest::for_score(&request, to));
+                    .rows(request.rows_request(to));
                 request = request.with_feed(feed);
             }
             finished[scorer].worker.engine.score(request);

@@ -18,7 +18,6 @@
 
 use super::backend::Backend;
 use super::events::RunId;
-use super::score::ScoreRequest;
 use std::fmt;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
@@ -41,22 +40,6 @@ pub struct RowsRequest {
     /// Each sample's index and token ids.
     pub samples: Vec<(u32, Vec<u32>)>,
     pub to: SyncSender<Rows>,
-}
-
-impl RowsRequest {
-    /// The rows of the samples `score` asks another model to score, into `to`.
-    pub fn for_score(score: &ScoreRequest, to: SyncSender<Rows>) -> Self {
-        Self {
-            run_id: score.run_id,
-            prompt_token_ids: score.prompt_token_ids.clone(),
-            samples: score
-                .samples
-                .iter()
-                .map(|s| (s.index, s.token_ids.clone()))
-                .collect(),
-            to,
-        }
-    }
 }
 
 impl fmt::Debug for RowsRequest {

@@ -8,29 +8,8 @@
 //! tokenized with the edit. An edit that ends inside a word forces the word's head as typed, and
 //! the model continues after it, as mikupad's does (no token healing).
 
-use super::events::RunId;
 use crate::sampling::detokenizer::Detokenizer;
 use tokenizers::Tokenizer;
-
-/// Ask for an edited sample's forced tokens; answered with `Event::Edited`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EditRequest {
-    /// Names the answer; drawn from the run ids, so no run or other edit has it.
-    pub id: RunId,
-    /// The prompt's ids as the model saw them: they decide how the sample's first token reads.
-    pub prompt: Vec<u32>,
-    /// The sample's tokens when the user began to edit it.
-    pub sample: Vec<u32>,
-    /// The sample's text as edited.
-    pub text: String,
-}
-
-/// What an edited sample's branch is forced along: the sample's first `kept` tokens, then `ids`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Edit {
-    pub kept: usize,
-    pub ids: Vec<u32>,
-}
 
 /// Text after which the edited rest is tokenized, its own tokens then dropped: tokenizers that
 /// start every text with a space marker (SentencePiece's `▁`) would read the rest alone as a

@@ -1,6 +1,5 @@
 //! The engine's narrow boundary: `Request` in, `Event` out, every event tagged with its run.
 
-use super::edit::Edit;
 use super::prompt::Prompt;
 use crate::model::Activations;
 use crate::model::source::hub::Transfer;
@@ -266,4 +265,24 @@ mod tests {
         assert_eq!(json["vocab_size"], 49152);
         assert!(json.get("vocab").is_none(), "{json}");
     }
+}
+
+/// Ask for an edited sample's forced tokens; answered with `Event::Edited`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EditRequest {
+    /// Names the answer; drawn from the run ids, so no run or other edit has it.
+    pub id: RunId,
+    /// The prompt's ids as the model saw them: they decide how the sample's first token reads.
+    pub prompt: Vec<u32>,
+    /// The sample's tokens when the user began to edit it.
+    pub sample: Vec<u32>,
+    /// The sample's text as edited.
+    pub text: String,
+}
+
+/// What an edited sample's branch is forced along: the sample's first `kept` tokens, then `ids`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Edit {
+    pub kept: usize,
+    pub ids: Vec<u32>,
 }

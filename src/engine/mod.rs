@@ -21,8 +21,9 @@ pub mod watch;
 pub mod worker;
 
 pub use backend::{Backend, ParkedRow, Prefill, RowSource};
-pub use edit::{Edit, EditRequest};
-pub use events::{Alternative, Branch, Event, PromptToken, Request, RunId, TokenEvent};
+pub use events::{
+    Alternative, Branch, Edit, EditRequest, Event, PromptToken, Request, RunId, TokenEvent,
+};
 pub use prompt::{Conversation, Prompt};
 pub use replay::ReplayStore;
 pub use runner::Runner;

@@ -3,7 +3,7 @@
 //! them alike.
 
 use super::disagreement::RowsRequest;
-use super::edit::{Edit, EditRequest};
+use super::events::{Edit, EditRequest};
 use super::events::{Event, Request};
 use super::score::ScoreRequest;
 use super::trace::TraceRequest;

@@ -10,13 +10,14 @@
 //! sampling model's rendering instead, and the score says so.
 
 use super::backend::Backend;
-use super::disagreement::RowFeed;
+use super::disagreement::{RowFeed, Rows, RowsRequest};
 use super::events::RunId;
 use super::prompt::Prompt;
 use crate::params::SamplingParams;
 use crate::response::disagreement::{kl_divergence, rank_of};
 use crate::response::{CrossScore, PerToken, SampleResponse, mean_and_perplexity};
 use crate::sampling::Sampler;
+use std::sync::mpsc::SyncSender;
 
 /// The finished samples of one run, to be scored by another model.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,6 +63,20 @@ impl ScoreRequest {
                 })
                 .collect(),
             feed: None,
+        }
+    }
+
+    /// Asks the sampling model for the rows of the samples this request scores, into `to`.
+    pub fn rows_request(&self, to: SyncSender<Rows>) -> RowsRequest {
+        RowsRequest {
+            run_id: self.run_id,
+            prompt_token_ids: self.prompt_token_ids.clone(),
+            samples: self
+                .samples
+                .iter()
+                .map(|s| (s.index, s.token_ids.clone()))
+                .collect(),
+            to,
         }
     }
 

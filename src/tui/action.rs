@@ -12,29 +12,6 @@ use crate::tui::comparison::ModelId;
 use crate::tui::session::Session;
 use std::path::PathBuf;
 
-/// Which pane takes keys; a session file names it in lower case.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Focus {
-    Prompt,
-    Params,
-    Columns,
-}
-
-impl Focus {
-    const ORDER: [Focus; 3] = [Focus::Prompt, Focus::Params, Focus::Columns];
-
-    pub fn cycled(self, forward: bool) -> Focus {
-        let i = Self::ORDER.iter().position(|&f| f == self).unwrap_or(0);
-        let n = Self::ORDER.len();
-        Self::ORDER[if forward {
-            (i + 1) % n
-        } else {
-            (i + n - 1) % n
-        }]
-    }
-}
-
 /// A move of a list's selection (parameters, presets, models, turns): ↑/↓ step, PgUp/PgDn
 /// page, Home/End go to the ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -127,7 +127,7 @@ impl<E: EngineHandle> App<E> {
         match source {
             Some(source) if same_vocab && source != scorer => {
                 let (to, feed) = row_channel();
-                self.engine(source, |e| e.rows(RowsRequest::for_score(&request, to)));
+                self.engine(source, |e| e.rows(request.rows_request(to)));
                 request.with_feed(feed)
             }
             _ => request,

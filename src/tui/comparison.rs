@@ -4,10 +4,9 @@
 use crate::engine::{Branch, Prompt, RunId};
 use crate::params::SamplingParams;
 use crate::response::SampleResponse;
-use crate::tui::branch_tree::Tree;
+use crate::tui::branch_tree::{Parent, Tree};
 pub use crate::tui::model_slot::ModelId;
 use crate::tui::model_slot::{ModelSlot, ModelStatus};
-use crate::tui::update::edit_sample::PendingEdit;
 use crate::tui::widgets::params::ParamsState;
 use crate::tui::widgets::prompt::SeenPrompt;
 use std::ops::{Index, IndexMut};
@@ -315,4 +314,13 @@ impl Comparison {
         texts.dedup();
         texts
     }
+}
+
+/// An edit sent to the model to be tokenized, waiting for its answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingEdit {
+    pub id: RunId,
+    pub parent: Parent,
+    /// The sample's tokens the edit was made to.
+    pub sample: Vec<u32>,
 }

@@ -1,8 +1,8 @@
 //! The whole UI state, one field per domain; each domain lives in its widget's module.
 
 use crate::engine::RunId;
-use crate::tui::action::Focus;
 use crate::tui::comparison::{Comparison, Side};
+use crate::tui::focus::Focus;
 use crate::tui::input::keymap::Mode;
 use crate::tui::model_slot::ModelSlot;
 use crate::tui::overlays::conversation::ConversationDialog;

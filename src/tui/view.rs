@@ -1,6 +1,7 @@
 //! One draw of the whole screen from `&State`; nothing here changes state.
 
-use crate::tui::action::{Action, DialogAction, Focus};
+use crate::tui::action::{Action, DialogAction};
+use crate::tui::focus::Focus;
 use crate::tui::input::keymap::{KeyMap, Mode};
 use crate::tui::overlays::{
     conversation, export_dialog, help, messages, model_picker, preset_picker, sample_editor,

@@ -319,7 +319,7 @@ fn the_playground_gets_the_kl_of_every_token_from_two_real_engines() {
 /// cannot come, the KL is null with the reason and the other figures stay.
 #[test]
 fn the_scorer_reports_why_the_sampling_models_distributions_are_missing() {
-    use samplab::engine::disagreement::{RowsRequest, row_channel};
+    use samplab::engine::disagreement::row_channel;
     use samplab::engine::{Prompt, Request, Runner, ScoreRequest};
     let (Some(mut a), Some(mut b)) = (common::loaded_test_model(), common::loaded_test_model())
     else {
@@ -374,7 +374,7 @@ fn the_scorer_reports_why_the_sampling_models_distributions_are_missing() {
 
     // Asked: the sampling model's worker sends while the scorer takes, one sample at a time.
     let (to, feed) = row_channel();
-    let rows = RowsRequest::for_score(&request, to);
+    let rows = request.rows_request(to);
     let scores = std::thread::scope(|scope| {
         scope.spawn(|| a.rows(&rows, &mut || false).unwrap());
         b.score(&request.clone().with_feed(feed), vocab, &mut || false)

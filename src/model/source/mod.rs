@@ -5,6 +5,7 @@
 //! tools are reused and ours are reused by them. Offline, only the cache is consulted.
 
 pub mod cache;
+pub mod cancel;
 pub mod discover;
 pub mod embedded;
 pub mod hub;

@@ -6,7 +6,7 @@
 //! several GB never holds back a run's first token; a run that ends before the hash waits for
 //! it.
 
-use super::hub::Cancel;
+use super::cancel::Cancel;
 use super::sha256_cache::file_sha256;
 use super::{HF_OPTIONAL, ModelSource, embedded, sha256};
 use crate::model::formats::tensors::safetensors_files;

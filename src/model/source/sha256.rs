@@ -2,7 +2,7 @@
 //! in the provenance of its runs ([`super::sha256_cache`] keeps those so that a file is read
 //! once, not at every start).
 
-use super::hub::Cancel;
+use super::cancel::Cancel;
 use sha2::{Digest, Sha256};
 use std::io::{self, Read};
 

@@ -5,7 +5,7 @@
 //! instead, named after the file's full path.
 
 use super::cache::cache_dir;
-use super::hub::Cancel;
+use super::cancel::Cancel;
 use super::sha256::{self, Hashing};
 use serde::{Deserialize, Serialize};
 use std::io::Write;

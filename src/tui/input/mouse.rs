@@ -2,7 +2,8 @@
 //! the same layout the view draws (computed from the state, never stored while drawing).
 
 use crate::params::Field;
-use crate::tui::action::{Action, Focus};
+use crate::tui::action::Action;
+use crate::tui::focus::Focus;
 use crate::tui::state::State;
 use crate::tui::widgets::inspector;
 use crate::tui::widgets::layout::{Grid, areas};

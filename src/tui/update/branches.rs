@@ -5,23 +5,11 @@
 //! A branch's column is sample `num_samples + j` of its side's run, `j` its place in the tree.
 
 use super::edit_sample;
-use crate::tui::action::{BranchAction, Effect, Focus};
+use crate::tui::action::{BranchAction, Effect};
 use crate::tui::branch_tree::{BranchNode, NoUndo, Parent, Subtree, Tree, parent_of, run_index};
 use crate::tui::comparison::{ModelId, SideId};
+use crate::tui::focus::Focus;
 use crate::tui::state::State;
-
-/// The cursor's column as a side, its run's sample count and its index in the run.
-pub(super) fn cursor_place(state: &State) -> Option<(SideId, u32, u32, usize)> {
-    let (column, token) = state.columns.cursor_token()?;
-    let c = &state.columns.columns[column];
-    let num_samples = state
-        .comparison
-        .side(c.side)?
-        .run_params
-        .as_ref()?
-        .num_samples;
-    Some((c.side, num_samples, c.sample, token))
-}
 
 pub fn update(state: &mut State, action: BranchAction) -> Vec<Effect> {
     if state.focus != Focus::Columns {
@@ -92,7 +80,7 @@ fn pick(state: &mut State, delta: i32) {
 /// Enter: continue from the highlighted alternative in a new branch, or, on the token a step
 /// proposed, take it in the proposal's place.
 pub fn take(state: &mut State) -> Vec<Effect> {
-    let Some((side, num_samples, index, token)) = cursor_place(state) else {
+    let Some((side, num_samples, index, token)) = super::cursor_place(state) else {
         return Vec::new();
     };
     let column = &state.columns.columns[state.columns.cursor_token().map_or(0, |(c, _)| c)];
@@ -139,13 +127,13 @@ pub fn take(state: &mut State) -> Vec<Effect> {
             (num_samples + tree.nodes.len() as u32 - 1, Some(token))
         }
     };
-    run_side(state, side, sample, at)
+    super::run_side(state, side, sample, at)
 }
 
 /// `z`: step mode for the cursor's column from its cursor token on (a new branch that takes one
 /// token at a time); on a stepping branch, back to sampling up to max_tokens.
 fn toggle_step(state: &mut State) -> Vec<Effect> {
-    let Some((side, num_samples, index, token)) = cursor_place(state) else {
+    let Some((side, num_samples, index, token)) = super::cursor_place(state) else {
         return Vec::new();
     };
     let tree = &mut state.comparison.sides[side].tree;
@@ -153,7 +141,7 @@ fn toggle_step(state: &mut State) -> Vec<Effect> {
         && tree.nodes[j].stepping
     {
         tree.nodes[j].stepping = false;
-        return run_side(state, side, index, None);
+        return super::run_side(state, side, index, None);
     }
     let column = &state.columns.columns[state.columns.cursor_token().map_or(0, |(c, _)| c)];
     let path: Vec<u32> = column.tokens[..=token].iter().map(|t| t.id).collect();
@@ -164,12 +152,12 @@ fn toggle_step(state: &mut State) -> Vec<Effect> {
         stepping: true,
     });
     let sample = num_samples + tree.nodes.len() as u32 - 1;
-    run_side(state, side, sample, None)
+    super::run_side(state, side, sample, None)
 }
 
 /// Space on a stepping branch: take the token the sampler proposed and propose the next.
 fn step(state: &mut State) -> Vec<Effect> {
-    let Some((side, num_samples, index, _)) = cursor_place(state) else {
+    let Some((side, num_samples, index, _)) = super::cursor_place(state) else {
         return Vec::new();
     };
     let stepping = match parent_of(index, num_samples) {
@@ -204,13 +192,13 @@ fn step(state: &mut State) -> Vec<Effect> {
         return Vec::new();
     }
     state.comparison.sides[side].tree.nodes[j].path = tokens;
-    run_side(state, side, index, None)
+    super::run_side(state, side, index, None)
 }
 
 /// Deletes the cursor's branch and those under it, saying what went and how to bring it back;
 /// the cursor goes to its parent.
 fn delete(state: &mut State) -> Vec<Effect> {
-    let Some((side, num_samples, index, _)) = cursor_place(state) else {
+    let Some((side, num_samples, index, _)) = super::cursor_place(state) else {
         return Vec::new();
     };
     let Parent::Branch(j) = parent_of(index, num_samples) else {
@@ -228,7 +216,7 @@ fn delete(state: &mut State) -> Vec<Effect> {
         subtree_text(taken, num_samples),
         if taken.descendants == 0 { "it" } else { "them" }
     ));
-    run_side(state, side, run_index(parent, num_samples), Some(at))
+    super::run_side(state, side, run_index(parent, num_samples), Some(at))
 }
 
 /// `U`: puts back the branches the last Del took from the cursor's side, as they were; the
@@ -271,7 +259,7 @@ fn undelete(state: &mut State) -> Vec<Effect> {
         .status
         .notify(format!("brought back {}", subtree_text(taken, num_samples)));
     let at = state.comparison.sides[side].tree.nodes[taken.branch].at;
-    run_side(state, side, num_samples + taken.branch as u32, Some(at))
+    super::run_side(state, side, num_samples + taken.branch as u32, Some(at))
 }
 
 /// `branch #5 and its 2 descendants`, the branch named as its column is.
@@ -282,20 +270,6 @@ fn subtree_text(subtree: Subtree, num_samples: u32) -> String {
         1 => format!("branch #{name} and its descendant"),
         n => format!("branch #{name} and its {n} descendants"),
     }
-}
-
-/// Runs `side` again at once (its tree changed) and puts the cursor on `sample`'s `token`
-/// (`None`: its newest) once the run starts.
-pub(super) fn run_side(
-    state: &mut State,
-    side: SideId,
-    sample: u32,
-    token: Option<usize>,
-) -> Vec<Effect> {
-    state.columns.pick = None;
-    state.comparison.sides[side].follow = Some((sample, token));
-    state.comparison.sides[side].pending = true;
-    super::start_pending(state)
 }
 
 /// Model `model` has loaded with `vocab_size` tokens: a side's branches that take a token it
@@ -328,7 +302,7 @@ pub(super) fn drop_foreign(state: &mut State, model: ModelId, vocab_size: usize)
 
 /// `u`: to the parent, on the token where the branch parts from it.
 fn walk_to_parent(state: &mut State) {
-    let Some((side, num_samples, index, _)) = cursor_place(state) else {
+    let Some((side, num_samples, index, _)) = super::cursor_place(state) else {
         return;
     };
     let Parent::Branch(j) = parent_of(index, num_samples) else {
@@ -344,7 +318,7 @@ fn walk_to_parent(state: &mut State) {
 
 /// `d`: to the first branch made from this column, on the token where it parts.
 fn walk_to_child(state: &mut State) {
-    let Some((side, num_samples, index, _)) = cursor_place(state) else {
+    let Some((side, num_samples, index, _)) = super::cursor_place(state) else {
         return;
     };
     let tree = &state.comparison.sides[side].tree;
@@ -360,7 +334,7 @@ fn walk_to_child(state: &mut State) {
 
 /// `,` and `.`: to the previous or next branch of the same parent.
 fn walk_to_sibling(state: &mut State, delta: i32) {
-    let Some((side, num_samples, index, _)) = cursor_place(state) else {
+    let Some((side, num_samples, index, _)) = super::cursor_place(state) else {
         return;
     };
     let Parent::Branch(j) = parent_of(index, num_samples) else {

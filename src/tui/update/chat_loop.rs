@@ -7,7 +7,8 @@
 use super::{cancel_all, chat_mode, mark_all_pending, navigate, rerun, roll_seeds};
 use crate::engine::Prompt;
 use crate::model::text::chat_template::Message;
-use crate::tui::action::{Effect, Focus};
+use crate::tui::action::Effect;
+use crate::tui::focus::Focus;
 use crate::tui::state::State;
 use crate::tui::widgets::columns::Columns;
 use crate::tui::widgets::prompt::PromptView;

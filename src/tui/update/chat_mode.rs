@@ -6,8 +6,9 @@
 use super::params_changed;
 use crate::engine::{Conversation, Prompt};
 use crate::model::text::chat_template::Message;
-use crate::tui::action::{Effect, Focus};
+use crate::tui::action::Effect;
 use crate::tui::comparison::ModelId;
+use crate::tui::focus::Focus;
 use crate::tui::model_slot::ModelSlot;
 use crate::tui::state::State;
 use crate::tui::widgets::prompt::ChatModes;

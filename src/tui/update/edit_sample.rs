@@ -3,23 +3,14 @@
 //! the rest is tokenized after them), and the answer becomes a branch forced along them, from
 //! which the sample goes on with its own seed stream.
 
-use super::branches::{cursor_place, run_side};
+use super::{cursor_place, run_side};
 use crate::engine::{Edit, EditRequest, RunId};
 use crate::tui::action::Effect;
 use crate::tui::branch_tree::{BranchNode, Parent, parent_of};
-use crate::tui::comparison::SideId;
+use crate::tui::comparison::{PendingEdit, SideId};
 use crate::tui::overlays::sample_editor::SampleEditor;
 use crate::tui::state::{Overlay, State};
 use crate::tui::widgets::text::TextBuffer;
-
-/// An edit sent to the model to be tokenized, waiting for its answer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PendingEdit {
-    pub id: RunId,
-    pub parent: Parent,
-    /// The sample's tokens the edit was made to.
-    pub sample: Vec<u32>,
-}
 
 /// `E`: the cursor's sample in the editor, its text as sampled so far.
 pub fn open(state: &mut State) -> Vec<Effect> {

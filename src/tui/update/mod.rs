@@ -17,9 +17,10 @@ use crate::model::Activations;
 use crate::params::Field;
 use crate::presets::{MODEL_PRESET, Preset};
 use crate::response::StopReason;
-use crate::tui::action::{Action, Effect, Focus, ListMove};
+use crate::tui::action::{Action, Effect, ListMove};
 use crate::tui::branch_tree::keep_for_run;
 use crate::tui::comparison::{ModelId, SideId};
+use crate::tui::focus::Focus;
 use crate::tui::input::keymap::Mode;
 use crate::tui::input::mouse::{self, Target};
 use crate::tui::model_slot::ModelStatus;
@@ -854,4 +855,31 @@ fn score_request(state: &State, side: SideId) -> Option<ScoreRequest> {
         side.run_prompt.as_ref()?,
         response,
     ))
+}
+
+/// The cursor's column as a side, its run's sample count and its index in the run.
+pub(super) fn cursor_place(state: &State) -> Option<(SideId, u32, u32, usize)> {
+    let (column, token) = state.columns.cursor_token()?;
+    let c = &state.columns.columns[column];
+    let num_samples = state
+        .comparison
+        .side(c.side)?
+        .run_params
+        .as_ref()?
+        .num_samples;
+    Some((c.side, num_samples, c.sample, token))
+}
+
+/// Runs `side` again at once (its tree changed) and puts the cursor on `sample`'s `token`
+/// (`None`: its newest) once the run starts.
+pub(super) fn run_side(
+    state: &mut State,
+    side: SideId,
+    sample: u32,
+    token: Option<usize>,
+) -> Vec<Effect> {
+    state.columns.pick = None;
+    state.comparison.sides[side].follow = Some((sample, token));
+    state.comparison.sides[side].pending = true;
+    start_pending(state)
 }

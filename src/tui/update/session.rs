@@ -4,9 +4,10 @@
 
 use super::cancel_all;
 use crate::presets::{Preset, PresetSource};
-use crate::tui::action::{Effect, Focus};
+use crate::tui::action::Effect;
 use crate::tui::branch_tree::{BranchNode, Tree};
 use crate::tui::comparison::{ModelId, SetId};
+use crate::tui::focus::Focus;
 use crate::tui::overlays::save_prompt::{SavePrompt, Saving};
 use crate::tui::session::{
     SavedBranch, SavedCursor, SavedModel, SavedParams, SavedParent, SavedSet, Session, VERSION,

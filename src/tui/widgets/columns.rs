@@ -57,7 +57,7 @@ impl Heat {
         match self {
             Heat::Kept => Some(token.prob),
             Heat::Raw => Some(token.logprob.exp()),
-            Heat::Other => super::disagreement::other_prob(column, t),
+            Heat::Other => super::disagreement::other_prob(&column.cross, t),
         }
     }
 }
@@ -660,7 +660,7 @@ pub fn render(
             None => format!(" {own} seed {} ", column.seed),
         };
         let mut title = vec![Span::styled(name, theme.title)];
-        match (state.heat, super::disagreement::shown_model(column)) {
+        match (state.heat, super::disagreement::shown_model(&column.cross)) {
             (Heat::Raw, _) => title.push(Span::styled("raw p ", theme.dim)),
             (Heat::Other, Some(model)) => {
                 title.push(Span::styled(format!("⇄{model} p "), theme.dim));

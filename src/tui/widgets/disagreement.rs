@@ -2,14 +2,13 @@
 //! [`crate::response::disagreement`]): the probability the disagreement heatmap colours a token
 //! by, and the inspector's lines at the cursor.
 
-use super::columns::Column;
 use crate::response::{CrossScore, PerToken};
 use crate::tui::theme::Theme;
 use ratatui::text::{Line, Span};
 
-/// The first scoring model with figures for `column`'s tokens: the one the heatmap shows.
-fn first_with_figures(column: &Column) -> Option<(&CrossScore, &[f32])> {
-    column.cross.iter().find_map(|score| {
+/// The first scoring model with figures for a column's tokens: the one the heatmap shows.
+fn first_with_figures(cross: &[CrossScore]) -> Option<(&CrossScore, &[f32])> {
+    cross.iter().find_map(|score| {
         let logprobs = score.per_token.as_ref()?.logprobs.as_deref()?;
         Some((score, logprobs))
     })
@@ -17,21 +16,21 @@ fn first_with_figures(column: &Column) -> Option<(&CrossScore, &[f32])> {
 
 /// The raw probability the first other model with per-token figures gives token `token`;
 /// `None` before it scored the sample, or where it has no figures (another vocabulary).
-pub fn other_prob(column: &Column, token: usize) -> Option<f32> {
-    let (_, logprobs) = first_with_figures(column)?;
+pub fn other_prob(cross: &[CrossScore], token: usize) -> Option<f32> {
+    let (_, logprobs) = first_with_figures(cross)?;
     logprobs.get(token).map(|lp| lp.exp())
 }
 
-/// The model the disagreement heatmap of `column` shows.
-pub fn shown_model(column: &Column) -> Option<&str> {
-    first_with_figures(column).map(|(score, _)| score.model.as_str())
+/// The model the disagreement heatmap of a column shows.
+pub fn shown_model(cross: &[CrossScore]) -> Option<&str> {
+    first_with_figures(cross).map(|(score, _)| score.model.as_str())
 }
 
 /// For the inspector: per scoring model, token `token`'s logprob and rank under it and the KL
 /// there, or why they are missing.
-pub fn lines<'a>(column: &Column, token: usize, theme: &Theme) -> Vec<Line<'a>> {
+pub fn lines<'a>(cross: &[CrossScore], token: usize, theme: &Theme) -> Vec<Line<'a>> {
     let mut lines = Vec::new();
-    for score in &column.cross {
+    for score in cross {
         if lines.is_empty() {
             lines.push(Line::default());
         }

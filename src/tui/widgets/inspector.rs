@@ -131,7 +131,7 @@ pub fn render(frame: &mut Frame, area: Rect, columns: &Columns, context: &Contex
                 usize::from(inner.width),
                 theme,
             ));
-            lines.extend(super::disagreement::lines(column, token, theme));
+            lines.extend(super::disagreement::lines(&column.cross, token, theme));
             let trace = column.trace.as_ref().filter(|t| t.step == token);
             lines.extend(chain_view::lines(event, trace, theme));
             lines

@@ -14,9 +14,9 @@ pub mod progress;
 pub use cache::{Lookup, RepoCache};
 pub use progress::Transfer;
 
+use super::cancel::Cancel;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+
 use std::time::Duration;
 
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
@@ -145,20 +145,6 @@ impl HubSettings {
             },
             ..Self::new(cache_dir)
         }
-    }
-}
-
-/// A flag shared between whoever may cancel a download and the download, checked between reads.
-#[derive(Debug, Clone, Default)]
-pub struct Cancel(Arc<AtomicBool>);
-
-impl Cancel {
-    pub fn cancel(&self) {
-        self.0.store(true, Ordering::Release);
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::Acquire)
     }
 }
 
