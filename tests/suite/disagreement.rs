@@ -12,6 +12,14 @@ use std::process::Command;
 
 const PROMPT: &str = "Once upon a time";
 
+/// Two short samples drawn hot, so that the twins disagree on them.
+const TWO_HOT_SAMPLES: [&str; 4] = [
+    "num_samples=2",
+    "max_tokens=8",
+    "seed=11",
+    "temperature=1.5",
+];
+
 /// Two of them written with different seeds share the vocabulary but not the distributions.
 const TWIN: SyntheticSpec = SyntheticSpec {
     name: "twin",
@@ -111,13 +119,7 @@ fn check_figures(
 fn logprob_rank_and_kl_of_every_token_match_the_raw_logits_of_both_models() {
     let dir = tempfile::tempdir().unwrap();
     let [one, two] = twins(dir.path());
-    let sets = [
-        "num_samples=2",
-        "max_tokens=8",
-        "seed=11",
-        "temperature=1.5",
-    ];
-    let both = compare(&[&one, &two], &sets);
+    let both = compare(&[&one, &two], &TWO_HOT_SAMPLES);
     let mut models = [&one, &two].map(|p| common::load_at(p, DeviceChoice::Cpu));
     for (i, response) in both.iter().enumerate() {
         let [own, scorer] = if i == 0 {
@@ -147,17 +149,11 @@ fn logprob_rank_and_kl_of_every_token_match_the_raw_logits_of_both_models() {
 fn the_plain_output_gives_each_samples_mean_kl() {
     let dir = tempfile::tempdir().unwrap();
     let [one, two] = twins(dir.path());
-    let sets = [
-        "num_samples=2",
-        "max_tokens=8",
-        "seed=11",
-        "temperature=1.5",
-    ];
-    let json = compare(&[&one, &two], &sets);
+    let json = compare(&[&one, &two], &TWO_HOT_SAMPLES);
     let mut command = Command::new(env!("CARGO_BIN_EXE_samplab"));
     command.args(["sample", "--prompt", PROMPT]);
     command.arg("--model").arg(&one).arg("--model").arg(&two);
-    for set in sets {
+    for set in TWO_HOT_SAMPLES {
         command.args(["--set", set]);
     }
     let out = command.output().expect("the samplab binary runs");
