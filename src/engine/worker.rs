@@ -563,12 +563,14 @@ enum Job {
 }
 
 impl Job {
-    /// The run a queued score or rows job belongs to.
-    fn run_id(&self) -> Option<RunId> {
+    /// The run the job is or belongs to (an edit's own id): a cancel of it stops the job.
+    fn run_id(&self) -> RunId {
         match self {
-            Job::Score(request) => Some(request.run_id),
-            Job::Rows(request) => Some(request.run_id),
-            Job::Run(_) | Job::Trace(_) | Job::Edit(_) => None,
+            Job::Run(request) => request.run_id,
+            Job::Score(request) => request.run_id,
+            Job::Rows(request) => request.run_id,
+            Job::Trace(request) => request.run_id,
+            Job::Edit(request) => request.id,
         }
     }
 }
@@ -582,7 +584,7 @@ impl Queue {
             }
             Command::Cancel(id) => {
                 self.runs.retain(|queued| queued.run_id != id);
-                self.scores.retain(|queued| queued.run_id() != Some(id));
+                self.scores.retain(|queued| queued.run_id() != id);
             }
             Command::Score(request) => self.scores.push_back(Job::Score(request)),
             Command::Rows(request) => self.scores.push_back(Job::Rows(request)),
@@ -791,12 +793,10 @@ where
                 Err(_) => return,
             },
         };
-        let (run_id, lane) = match &job {
-            Job::Run(request) => (request.run_id, Some(request.lane)),
-            Job::Score(request) => (request.run_id, None),
-            Job::Rows(request) => (request.run_id, None),
-            Job::Trace(request) => (request.run_id, None),
-            Job::Edit(request) => (request.id, None),
+        let run_id = job.run_id();
+        let lane = match &job {
+            Job::Run(request) => Some(request.lane),
+            _ => None,
         };
         let mut disconnected = false;
         // Rows wait on another model's scorer: a run the user asked for meanwhile goes first.

@@ -119,6 +119,12 @@ impl SamplingParams {
 
     /// YAML with only the fields that differ from the defaults: what a preset file stores.
     pub fn to_yaml_non_default(&self) -> String {
+        serde_yaml_ng::to_string(&self.non_default_mapping())
+            .expect("a YAML mapping always serialises")
+    }
+
+    /// The fields that differ from the defaults, as the YAML mapping a preset holds.
+    pub fn non_default_mapping(&self) -> serde_yaml_ng::Mapping {
         // Compared as parsed YAML text, not as serde values: f32 fields widened to f64 would
         // print as 0.699999988079071 instead of the 0.7 the user typed.
         let as_mapping = |params: &Self| match serde_yaml_ng::from_str(&params.to_yaml()) {
@@ -128,7 +134,7 @@ impl SamplingParams {
         let defaults = as_mapping(&Self::default());
         let mut map = as_mapping(self);
         map.retain(|key, value| defaults.get(key) != Some(value));
-        serde_yaml_ng::to_string(&map).expect("a YAML mapping always serialises")
+        map
     }
 
     /// Applies `key=value`, the value written in YAML (`temperature=0.7`, `stop=["\n\n"]`).

@@ -72,9 +72,7 @@ pub struct SavedParams(pub SamplingParams);
 
 impl Serialize for SavedParams {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mapping: Value = serde_yaml_ng::from_str(&self.0.to_yaml_non_default())
-            .map_err(serde::ser::Error::custom)?;
-        mapping.serialize(serializer)
+        self.0.non_default_mapping().serialize(serializer)
     }
 }
 
@@ -210,10 +208,8 @@ impl Session {
         if !self.has_side(0, self.editing) {
             return Err("`editing` is B, but there is one parameter set".to_owned());
         }
-        let mut made: Vec<((usize, SetId), usize)> = Vec::new();
         for (i, branch) in self.branches.iter().enumerate() {
             let name = format!("branch {i} of `branches`");
-            let side = (branch.model, branch.set);
             if !self.has_side(branch.model, branch.set) {
                 return Err(format!(
                     "{name} is on model {} with set {}, which the session does not have",
@@ -221,7 +217,11 @@ impl Session {
                     branch.set.letter()
                 ));
             }
-            let before = made.iter().filter(|(s, _)| *s == side).count();
+            // The side's branches listed before this one: those a `branch N` parent may name.
+            let before = self.branches[..i]
+                .iter()
+                .filter(|b| (b.model, b.set) == (branch.model, branch.set))
+                .count();
             let num_samples = self.set(branch.set).params.0.num_samples;
             match branch.parent.0 {
                 Parent::Sample(sample) if sample >= num_samples => {
@@ -246,7 +246,6 @@ impl Session {
                     branch.path.len()
                 ));
             }
-            made.push((side, i));
         }
         if let Some(cursor) = &self.cursor
             && !self.has_side(cursor.model, cursor.set)
