@@ -10,7 +10,7 @@
 
 use super::Isa;
 use super::parallel::{Disjoint, for_each_range};
-use super::prefetch::{self, Keep};
+use super::prefetch;
 use crate::fast_exp::exp;
 use candle_core::{CpuStorage, CustomOp3, Layout, Shape};
 
@@ -70,7 +70,7 @@ impl<'a> View<'a> {
     /// Asks the memory for the head vector at `[a, b, c, ..]`, which may lie past the end.
     fn prefetch(&self, a: usize, b: usize, c: usize, len: usize) {
         let start = self.values.as_ptr().wrapping_add(self.at(a, b, c));
-        prefetch::elements(start, len, Keep::Cached);
+        prefetch::elements(start, len);
     }
 }
 

@@ -15,7 +15,7 @@ mod lanes;
 mod vnni;
 
 use super::parallel::{Disjoint, for_each_range};
-use super::prefetch::{self, Keep};
+use super::prefetch;
 use super::{Isa, ranges_per_thread, rows_through};
 use candle_core::quantized::GgmlDType;
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape};
@@ -133,28 +133,23 @@ impl Arithmetic {
 }
 
 /// One tile's weights in column order: its sub-blocks' quant planes, f16 scales (and
-/// mins), and K-quant multipliers; and how the tiles ahead are prefetched.
+/// mins), and K-quant multipliers.
 #[derive(Clone, Copy)]
 struct TileRef<'a> {
     quants: &'a [u8],
     halves: &'a [u16],
     multipliers: &'a [u8],
-    ahead: Keep,
 }
 
 impl TileRef<'_> {
-    /// Asks the memory, with the tile's hint, for the tile's first `bytes` of quants (the
-    /// whole tile if it is smaller) and the same share of its scales; returns the bytes left.
+    /// Asks the memory for the tile's first `bytes` of quants (the whole tile if it is
+    /// smaller) and the same share of its scales; returns the bytes left.
     fn prefetch_first(self, bytes: usize) -> usize {
         let quants = bytes.min(self.quants.len());
         let share = |len: usize| len * quants / self.quants.len();
-        prefetch::elements(self.quants.as_ptr(), quants, self.ahead);
-        prefetch::elements(self.halves.as_ptr(), share(self.halves.len()), self.ahead);
-        prefetch::elements(
-            self.multipliers.as_ptr(),
-            share(self.multipliers.len()),
-            self.ahead,
-        );
+        prefetch::elements(self.quants.as_ptr(), quants);
+        prefetch::elements(self.halves.as_ptr(), share(self.halves.len()));
+        prefetch::elements(self.multipliers.as_ptr(), share(self.multipliers.len()));
         bytes - quants
     }
 }
@@ -322,20 +317,19 @@ impl QuantMatrix {
             + size_of_val(self.multipliers.as_slice())
     }
 
-    fn tile(&self, t: usize, ahead: Keep) -> TileRef<'_> {
+    fn tile(&self, t: usize) -> TileRef<'_> {
         let sizes = self.sizes;
         TileRef {
             quants: &self.quants[t * sizes.quants..][..sizes.quants],
             halves: &self.halves[t * sizes.halves..][..sizes.halves],
             multipliers: &self.multipliers[t * sizes.multipliers..][..sizes.multipliers],
-            ahead,
         }
     }
 
     /// Row `r`, dequantized into `out` (`cols` long) to the values the kernel expands: an
     /// embedding lookup in a tied matrix, which then needs no copy of its own.
     pub(crate) fn row(&self, r: usize, out: &mut [f32]) {
-        (self.row_of)(self.tile(r / TILE, Keep::Once), r % TILE, out);
+        (self.row_of)(self.tile(r / TILE), r % TILE, out);
     }
 
     /// `x W^T` for `x` = `[m, cols]` f32 values (row-major): `[m, rows]`.
@@ -369,21 +363,13 @@ impl QuantMatrix {
             return y;
         }
         let out = Disjoint::new(&mut y);
-        // A batched decode step's activations stay in L1 beside a tile while its few sweeps
-        // reread it; a prefill's push it out between sweeps, and weights prefetched past the
-        // outer caches would then come from memory again.
-        let ahead = if m <= FEW_ROWS {
-            Keep::Once
-        } else {
-            Keep::Cached
-        };
         // Each task takes a run of tiles: their output rows are its own.
         for_each_range(self.rows.div_ceil(TILE), ranges_per_thread(m), |tiles| {
             // The kernel asks for the weights ahead as it goes; a run's first, which nothing
             // before them in this run asked for, are asked for here.
             let mut lead = PREFETCH_BYTES;
             for t in tiles.clone().take(PREFETCH_TILES) {
-                lead = self.tile(t, ahead).prefetch_first(lead);
+                lead = self.tile(t).prefetch_first(lead);
             }
             for chunk in (0..m).step_by(CHUNK_ROWS) {
                 let chunk = chunk..(chunk + CHUNK_ROWS).min(m);
@@ -394,7 +380,7 @@ impl QuantMatrix {
                         width: TILE.min(self.rows - t * TILE),
                         stride: self.rows,
                     };
-                    tile_times(self.tile(t, ahead), chunk.clone(), &sink);
+                    tile_times(self.tile(t), chunk.clone(), &sink);
                 }
             }
         });
@@ -602,21 +588,16 @@ fn row_of<F: Format>(w: TileRef, lane: usize, out: &mut [f32]) {
 
 /// How far ahead of the sub-block multiplying [`prefetch_ahead`] asks for, in bytes of quants:
 /// far enough to cover memory's latency, near enough that what arrives is still in L1 when the
-/// kernel gets there (a non-temporal line is kept nowhere else). A distance of two whole tiles
+/// kernel gets there. A distance of two whole tiles
 /// is 36 KB to 212 KB on a 1.7B model's matrices, more than L1 holds.
 const PREFETCH_BYTES: usize = 8 << 10;
 /// The most tiles ahead it asks for, for narrow matrices.
 const PREFETCH_TILES: usize = 2;
-/// Activation rows up to which a product's weights are prefetched non-temporally: a batched
-/// decode step's.
-const FEW_ROWS: usize = 8;
 
 /// Asks the memory for the weights [`PREFETCH_BYTES`] past sub-block `sb` of `w`, while `w`
 /// computes. With several activation rows (batched decode) a product is bound by its
 /// multiply-adds, and left to the hardware's prefetchers it also waits on the weights it
-/// streams: asked for ahead, they arrive during the arithmetic instead. In a decode step the
-/// hint is non-temporal (`w.ahead`): the step reads each weight once, and weights kept out of
-/// the outer caches leave them to the KV cache and the activations, which are read again.
+/// streams: asked for ahead, they arrive during the arithmetic instead.
 ///
 /// Each of a matrix's arrays holds its tiles one after another at a fixed size, so a distance
 /// in sub-blocks is the same share of a tile in every array of `w`, and runs on into the next
@@ -628,27 +609,22 @@ fn prefetch_ahead<F: Format>(w: TileRef, sb: usize, sizes: Sizes, multipliers: u
     let subs = w.quants.len() / planes;
     let ahead = (PREFETCH_BYTES / planes).clamp(1, PREFETCH_TILES * subs);
     let past = |slice_len: usize| slice_len * ahead / subs;
-    prefetch_past(
-        w.quants,
-        sb * planes + past(w.quants.len()),
-        planes,
-        w.ahead,
-    );
+    prefetch_past(w.quants, sb * planes + past(w.quants.len()), planes);
     let subs_per_group = if F::SUPER { F::BLOCK / SUB } else { 1 };
     if sb.is_multiple_of(subs_per_group) {
         let group = sb / subs_per_group * sizes.group;
-        prefetch_past(w.halves, group + past(w.halves.len()), sizes.group, w.ahead);
+        prefetch_past(w.halves, group + past(w.halves.len()), sizes.group);
     }
     if F::SUPER {
         let at = sb * multipliers + past(w.multipliers.len());
-        prefetch_past(w.multipliers, at, multipliers, w.ahead);
+        prefetch_past(w.multipliers, at, multipliers);
     }
 }
 
 /// Elements `at..at + len` from the start of `slice`, `at` possibly past its end.
 #[inline(always)]
-fn prefetch_past<T>(slice: &[T], at: usize, len: usize, keep: Keep) {
-    prefetch::elements(slice.as_ptr().wrapping_add(at), len, keep);
+fn prefetch_past<T>(slice: &[T], at: usize, len: usize) {
+    prefetch::elements(slice.as_ptr().wrapping_add(at), len);
 }
 
 /// Moves bits `from..` of every lane to bits `to..`.
