@@ -35,13 +35,20 @@ pub(super) fn available() -> bool {
         && is_x86_feature_detected!("avx512vbmi")
 }
 
-/// Activation rows split into two bytes per value.
+/// Activation rows split into two bytes per value, sub-block by sub-block: a sub-block's rows
+/// lie side by side, each as its 32 `hi` bytes then its 32 `lo` bytes, so that a tile finds
+/// every row of a group at a constant distance from the first (no address arithmetic per
+/// row in its inner loop).
 pub(super) struct Rows {
+    rows: usize,
     cols: usize,
-    hi: Vec<i8>,
-    lo: Vec<i8>,
+    bytes: Vec<i8>,
+    /// Per sub-block and row, as the bytes.
     blocks: Vec<Block>,
 }
+
+/// Bytes of one row's sub-block: `hi`, then `lo`.
+const PAIR: usize = 2 * SUB;
 
 /// One 32-value block of a row.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -59,28 +66,42 @@ struct Block {
 impl Rows {
     /// `x`, `[m, cols]` row-major with `cols` a multiple of 32, split block by block.
     pub(super) fn split(x: &[f32], cols: usize) -> Self {
-        let mut rows = Self {
+        let rows = x.len() / cols;
+        let mut split = Self {
+            rows,
             cols,
-            hi: vec![0; x.len()],
-            lo: vec![0; x.len()],
+            bytes: vec![0; 2 * x.len()],
             blocks: vec![Block::default(); x.len() / SUB],
         };
-        let parts = x
-            .chunks_exact(SUB)
-            .zip(rows.hi.chunks_exact_mut(SUB))
-            .zip(rows.lo.chunks_exact_mut(SUB));
-        for (((x, hi), lo), block) in parts.zip(&mut rows.blocks) {
-            // SAFETY: `available` was checked before a product took this path.
-            *block = unsafe { split_block(x, hi, lo) };
+        for (r, row) in x.chunks_exact(cols).enumerate() {
+            for (sb, x) in row.chunks_exact(SUB).enumerate() {
+                let at = sb * rows + r;
+                let (hi, lo) = split.bytes[at * PAIR..][..PAIR].split_at_mut(SUB);
+                // SAFETY: `available` was checked before a product took this path.
+                split.blocks[at] = unsafe { split_block(x, hi, lo) };
+            }
         }
-        rows
+        split
     }
 
-    /// The value a row's product sees at `i`: `s (256 hi + lo)`.
+    /// Row `r`'s `hi` and `lo` bytes at `i` and its block (a test's view of the split).
+    #[cfg(test)]
+    fn at(&self, r: usize, i: usize) -> (i32, i32, Block) {
+        let at = (i / SUB) * self.rows + r;
+        let pair = &self.bytes[at * PAIR..][..PAIR];
+        let k = i % SUB;
+        (
+            i32::from(pair[k]),
+            i32::from(pair[SUB + k]),
+            self.blocks[at],
+        )
+    }
+
+    /// The value a row's product sees at `i` of row 0: `s (256 hi + lo)`.
     #[cfg(test)]
     pub(super) fn value(&self, i: usize) -> f32 {
-        let scale = self.blocks[i / SUB].scale;
-        scale * (256 * i32::from(self.hi[i]) + i32::from(self.lo[i])) as f32
+        let (hi, lo, block) = self.at(0, i);
+        block.scale * (256 * hi + lo) as f32
     }
 }
 
@@ -212,7 +233,6 @@ unsafe fn tile<F: Format, const C: usize, const S: usize>(
     let multipliers = sizes.multipliers / (cols / SUB);
     // 8-bit quants are signed: offset by 128 they are unsigned, as VNNI multiplies them.
     let offset = if F::BITS == 8 { 128 } else { F::OFFSET };
-    let subs = cols / SUB;
     // SAFETY (whole body): every pointer is into a slice whose length was checked by the
     // surrounding indexing: 64 bytes of a sub-block's planes, 4 bytes of a row's block.
     unsafe {
@@ -250,11 +270,13 @@ unsafe fn tile<F: Format, const C: usize, const S: usize>(
                     weights[col / 4] = v;
                 }
             }
-            // Each row's bytes of this sub-block, cut once (the loops below index them by
-            // constants).
-            let at = |d: usize| (first + d) * cols + sb * SUB;
-            let his: [&[i8; SUB]; C] = std::array::from_fn(|d| sub_block(&x.hi, at(d)));
-            let los: [&[i8; SUB]; C] = std::array::from_fn(|d| sub_block(&x.lo, at(d)));
+            // The group's bytes of this sub-block, cut once: each row's lie at a constant
+            // distance from the first.
+            let at = sb * x.rows + first;
+            let group = &x.bytes[at * PAIR..][..C * PAIR];
+            let his: [&[i8; SUB]; C] = std::array::from_fn(|d| sub_block(group, d * PAIR));
+            let los: [&[i8; SUB]; C] = std::array::from_fn(|d| sub_block(group, d * PAIR + SUB));
+            let blocks = &x.blocks[at..][..C];
             // Per row and span, the sums with `hi` and with `lo`: independent chains.
             let mut sums = [[[_mm512_setzero_si512(); 2]; S]; C];
             let per_span = weights.len() / S;
@@ -266,7 +288,7 @@ unsafe fn tile<F: Format, const C: usize, const S: usize>(
                 }
             }
             for (d, (sums, acc)) in sums.iter().zip(&mut acc).enumerate() {
-                let block = x.blocks[(first + d) * subs + sb];
+                let block = blocks[d];
                 // Σ over spans of scale × the span's integer sum, in units of the block's `s`.
                 let mut scaled = Avx512::zero();
                 for (span, sum) in sums.iter().enumerate() {
@@ -357,8 +379,11 @@ mod tests {
             assert!((rows.value(i) - v).abs() <= block.scale / 2.0, "{i}: {v}");
         }
         let sum = |r: Range<usize>| {
-            r.map(|i| 256 * i32::from(rows.hi[i]) + i32::from(rows.lo[i]))
-                .sum::<i32>()
+            r.map(|i| {
+                let (hi, lo, _) = rows.at(0, i);
+                256 * hi + lo
+            })
+            .sum::<i32>()
         };
         assert_eq!(block.sums, [sum(0..16), sum(16..32), sum(0..32)]);
     }
