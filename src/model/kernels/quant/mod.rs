@@ -167,7 +167,7 @@ pub(crate) struct QuantMatrix {
     rows: usize,
     cols: usize,
     dtype: GgmlDType,
-    quants: Vec<u8>,
+    quants: Lines,
     /// Per tile and sub-block (or K-quant super-block): `[scale, min][lane]` f16 bits.
     halves: Vec<u16>,
     /// K-quants, per tile and sub-block: `[scale spans, min spans][lane]` as i8.
@@ -233,7 +233,7 @@ impl QuantMatrix {
             rows,
             cols,
             dtype: F::DTYPE,
-            quants: vec![0; tiles * sizes.quants],
+            quants: Lines::zeros(tiles * sizes.quants),
             halves: vec![0; tiles * sizes.halves],
             multipliers: vec![0; tiles * sizes.multipliers],
             sizes,
@@ -263,7 +263,7 @@ impl QuantMatrix {
         let (tile, lane, sizes) = (row / TILE, row % TILE, self.sizes);
         let planes_bytes = plane_bytes(F::BITS);
         let at = tile * sizes.quants + sb * planes_bytes;
-        let planes = &mut self.quants[at..][..planes_bytes];
+        let planes = &mut self.quants.bytes_mut()[at..][..planes_bytes];
         let (low, high) = (low_bits(F::BITS), F::BITS - low_bits(F::BITS));
         let mut put = |first: usize, bits: u32, c: usize, value: u8| {
             let rows = plane_rows(bits);
@@ -312,7 +312,7 @@ impl QuantMatrix {
     }
 
     pub(crate) fn storage_size_in_bytes(&self) -> usize {
-        size_of_val(self.quants.as_slice())
+        size_of_val(self.quants.bytes())
             + size_of_val(self.halves.as_slice())
             + size_of_val(self.multipliers.as_slice())
     }
@@ -320,7 +320,7 @@ impl QuantMatrix {
     fn tile(&self, t: usize) -> TileRef<'_> {
         let sizes = self.sizes;
         TileRef {
-            quants: &self.quants[t * sizes.quants..][..sizes.quants],
+            quants: &self.quants.bytes()[t * sizes.quants..][..sizes.quants],
             halves: &self.halves[t * sizes.halves..][..sizes.halves],
             multipliers: &self.multipliers[t * sizes.multipliers..][..sizes.multipliers],
         }
@@ -406,6 +406,36 @@ impl Sink<'_, '_> {
                     .write((i + j) * self.stride + self.first, &values[..self.width]);
             }
         }
+    }
+}
+
+/// Bytes that start on a cache line. A sub-block's planes are whole lines (64 to 512 bytes),
+/// so each then starts a line too, and prefetching one asks for its own lines only (at any
+/// other start, it asked for one line more, half of it its neighbour's, twice).
+#[derive(Clone)]
+struct Lines(Vec<Line>);
+
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
+impl Lines {
+    /// `len` zero bytes, `len` a multiple of a line.
+    fn zeros(len: usize) -> Self {
+        debug_assert!(len.is_multiple_of(size_of::<Line>()));
+        Self(vec![Line([0; 64]); len / size_of::<Line>()])
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: a `Line` is 64 bytes with no padding, so the lines are `64 n` initialised
+        // bytes, borrowed as long as the lines are.
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr().cast(), size_of_val(&self.0[..])) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        let len = size_of_val(&self.0[..]);
+        // SAFETY: as in `bytes`, borrowed mutably as long as the lines are.
+        unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast(), len) }
     }
 }
 
