@@ -173,12 +173,12 @@ pub(super) type TileTimes = fn(TileRef, &Rows, Range<usize>, &Sink);
 
 pub(super) fn tile_times<F: Format>(w: TileRef, x: &Rows, rows: Range<usize>, out: &Sink) {
     let mut i = rows.start;
-    // A row keeps two sums per span live: two spans take half as many rows at once.
     if F::SPANS == 1 {
         sweep::<F, 8, 1>(w, x, &mut i, rows.end, out);
         sweep::<F, 4, 1>(w, x, &mut i, rows.end, out);
         sweep::<F, 1, 1>(w, x, &mut i, rows.end, out);
     } else {
+        sweep::<F, 8, 2>(w, x, &mut i, rows.end, out);
         sweep::<F, 4, 2>(w, x, &mut i, rows.end, out);
         sweep::<F, 1, 2>(w, x, &mut i, rows.end, out);
     }
@@ -277,29 +277,33 @@ unsafe fn tile<F: Format, const C: usize, const S: usize>(
             let his: [&[i8; SUB]; C] = std::array::from_fn(|d| sub_block(group, d * PAIR));
             let los: [&[i8; SUB]; C] = std::array::from_fn(|d| sub_block(group, d * PAIR + SUB));
             let blocks = &x.blocks[at..][..C];
-            // Per row and span, the sums with `hi` and with `lo`: independent chains.
-            let mut sums = [[[_mm512_setzero_si512(); 2]; S]; C];
+            // Per row, Σ over spans of scale × the span's integer sum, in units of the
+            // block's `s`. A span's sums are scaled before the next span's begin, so that
+            // each row keeps only two integer sums live whatever the format's spans.
+            let mut scaled = [Avx512::zero(); C];
             let per_span = weights.len() / S;
-            for (g, &w) in weights.iter().enumerate() {
-                let span = g / per_span;
-                for ((sum, hi), lo) in sums.iter_mut().zip(his).zip(los) {
-                    sum[span][0] = _mm512_dpbusd_epi32(sum[span][0], w, four(hi, g));
-                    sum[span][1] = _mm512_dpbusd_epi32(sum[span][1], w, four(lo, g));
+            for (span, weights) in weights.chunks_exact(per_span).enumerate() {
+                // Per row, the sums with `hi` and with `lo`: independent chains.
+                let mut sums = [[_mm512_setzero_si512(); 2]; C];
+                for (k, &w) in weights.iter().enumerate() {
+                    let g = span * per_span + k;
+                    for ((sum, hi), lo) in sums.iter_mut().zip(his).zip(los) {
+                        sum[0] = _mm512_dpbusd_epi32(sum[0], w, four(hi, g));
+                        sum[1] = _mm512_dpbusd_epi32(sum[1], w, four(lo, g));
+                    }
                 }
-            }
-            for (d, (sums, acc)) in sums.iter().zip(&mut acc).enumerate() {
-                let block = blocks[d];
-                // Σ over spans of scale × the span's integer sum, in units of the block's `s`.
-                let mut scaled = Avx512::zero();
-                for (span, sum) in sums.iter().enumerate() {
-                    let part = if S == 1 { 2 } else { span };
+                let part = if S == 1 { 2 } else { span };
+                for ((sum, scaled), block) in sums.iter().zip(&mut scaled).zip(blocks) {
                     let mut sum = _mm512_add_epi32(_mm512_slli_epi32::<8>(sum[0]), sum[1]);
                     if offset != 0 {
                         sum = _mm512_sub_epi32(sum, _mm512_set1_epi32(offset * block.sums[part]));
                     }
-                    scaled = Avx512::fma(_mm512_cvtepi32_ps(sum), scale[span], scaled);
+                    *scaled = Avx512::fma(_mm512_cvtepi32_ps(sum), scale[span], *scaled);
                 }
-                *acc = Avx512::fma(scaled, Avx512::splat(block.scale), *acc);
+            }
+            for (d, (scaled, acc)) in scaled.iter().zip(&mut acc).enumerate() {
+                let block = blocks[d];
+                *acc = Avx512::fma(*scaled, Avx512::splat(block.scale), *acc);
                 if F::MIN {
                     for (span, &min) in min.iter().enumerate().take(S) {
                         let part = if S == 1 { 2 } else { span };
