@@ -648,9 +648,10 @@ fn k_colours_tokens_by_the_other_models_p_and_the_inspector_and_stats_show_the_f
         retokenized: false,
         foreign_prompt: false,
         per_token: Some(PerToken {
-            logprobs: Some(vec![first, second]),
-            ranks: Some(vec![1, 7]),
+            logprobs: Some(vec![Some(first), Some(second)]),
+            ranks: Some(vec![Some(1), Some(7)]),
             kl: Some(vec![0.01, 1.25]),
+            covers: None,
             null_reason: None,
         }),
     };
