@@ -135,7 +135,7 @@ mod tests {
         // A special token first, one inside a group, one at the end (EOS).
         let out = align(&[0, 2, 0, 1, 0], 3, &scorer(&[1, 3]));
         assert_eq!(out.logprobs, [None, None, None, Some(-3.0), None]);
-        assert_eq!(out.covers, [0, 0, 0, 3]);
+        assert_eq!(out.covers, [0, 0, 0, 3, 0]);
         // Scoring tokens of no bytes: at byte 0 they count in the first group, at a boundary
         // in the group before it; a rank needs the one token alone.
         let out = align(&[1, 1], 2, &scorer(&[0, 1, 1, 2]));

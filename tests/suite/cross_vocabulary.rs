@@ -100,7 +100,13 @@ fn check(
         })
         .collect();
     let total: f64 = figures.iter().map(|f| f.0).sum();
-    assert!((total / score.tokens as f64 - score.mean_logprob).abs() < 1e-6);
+    // f32 logits: the engine's logprobs agree with f64 ones to about 1e-5 each.
+    assert!(
+        (total / score.tokens as f64 - score.mean_logprob).abs() < 1e-4,
+        "{total} over {} tokens vs mean {}",
+        score.tokens,
+        score.mean_logprob
+    );
 
     // Boundaries both put a token edge on, within the spelled text.
     let shared: BTreeSet<usize> = own_ends
