@@ -45,10 +45,14 @@ pub fn lines<'a>(cross: &[CrossScore], token: usize, theme: &Theme) -> Vec<Line<
                 covers,
             }) => {
                 let rank = rank.map_or("rank –".to_owned(), |rank| format!("rank {rank}"));
-                let kl = kl.map_or("KL –".to_owned(), |kl| format!("KL {kl:.4}"));
-                match covers {
-                    Some(n) if n > 1 => format!("lp {lp:.3} of the last {n} tokens  {rank}  {kl}"),
-                    _ => format!("lp {lp:.3}  {rank}  {kl}"),
+                match (covers, kl) {
+                    // Another vocabulary: no KL, and the logprob may be of a group.
+                    (Some(n), _) if n > 1 => format!("lp {lp:.3} of {n} tokens  {rank}"),
+                    (Some(_), _) => format!("lp {lp:.3}  {rank}"),
+                    (None, kl) => {
+                        let kl = kl.map_or("KL –".to_owned(), |kl| format!("KL {kl:.4}"));
+                        format!("lp {lp:.3}  {rank}  {kl}")
+                    }
                 }
             }
             Some(Figures {
