@@ -764,8 +764,13 @@ fn k_dims_tokens_another_vocabulary_cannot_score_alone_and_the_inspector_names_t
     update(&mut s, Action::LastToken);
     let screen = render(&s, &theme);
     assert!(
-        find(&screen, "⇄tiny lp -1.700 of 2 tokens  rank –").is_some(),
-        "the inspector says the figure is of the group"
+        find(&screen, "⇄tiny lp -1.700 of 2 tokens").is_some(),
+        "the inspector says the figure is of the group: {}",
+        (0..screen.area.height)
+            .map(|y| common::tui::row(&screen, y))
+            .filter(|row| row.contains('⇄'))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     update(&mut s, Action::FirstToken);
     let screen = render(&s, &theme);
