@@ -8,6 +8,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use std::borrow::Borrow;
 
+pub mod alignment;
 pub mod disagreement;
 pub mod provenance;
 pub mod results_file;

@@ -3,7 +3,7 @@
 
 use super::progress::LoadBar;
 use clap::Args;
-use samplab::engine::disagreement::row_channel;
+use samplab::engine::disagreement::{Wanted, row_channel};
 use samplab::engine::load::load_any;
 use samplab::engine::{
     Conversation, Engine, Event, Prompt, Request, RunId, Runner, ScoreRequest, random_seed,
@@ -394,17 +394,22 @@ fn cross_score(finished: &mut [Finished]) -> anyhow::Result<()> {
             &finished[source].response,
         );
         for scorer in (0..finished.len()).filter(|&s| s != source) {
-            let mut request = request.clone();
-            // One vocabulary: the sampling model sends its distributions for KL per token.
-            if finished[scorer].worker.vocab == finished[source].worker.vocab {
-                let (to, feed) = row_channel();
-                finished[source]
-                    .worker
-                    .engine
-                    .rows(request.rows_request(to));
-                request = request.with_feed(feed);
-            }
-            finished[scorer].worker.engine.score(request);
+            // The sampling model sends its distributions for KL per token with one vocabulary,
+            // its tokens' bytes for lining the tokenizations up with two.
+            let wanted = if finished[scorer].worker.vocab == finished[source].worker.vocab {
+                Wanted::Rows
+            } else {
+                Wanted::Bytes
+            };
+            let (to, feed) = row_channel();
+            finished[source]
+                .worker
+                .engine
+                .rows(request.rows_request(wanted, to));
+            finished[scorer]
+                .worker
+                .engine
+                .score(request.clone().with_feed(feed));
             let scores = match wait_for_scores(&finished[scorer])? {
                 Ok(scores) => scores,
                 Err(message) => {

@@ -15,27 +15,48 @@
 //! behind the scores queued before it, so one worker's rows never wait on the other's. A run
 //! asked of the sampling model meanwhile goes first: its rows give up, and the KL of the
 //! (by then stale) samples is null with the reason.
+//!
+//! A model with another vocabulary cannot use the rows; it asks the same way for the bytes each
+//! sampled token stands for instead, to line its own tokenization up with the sample's (see
+//! [`crate::response::alignment`]). Those only the sampling model's tokenizer knows.
 
 use super::backend::Backend;
 use super::events::RunId;
+use crate::model::text::{Specials, text_bytes};
 use std::fmt;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokenizers::Tokenizer;
 
-/// One sample's raw logits: `rows[j]` is the distribution token `j` was sampled from.
+/// What the scorer needs of each sample: the rows with one vocabulary, the bytes with two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wanted {
+    Rows,
+    Bytes,
+}
+
+/// One sample's rows or bytes, as [`Wanted`].
 pub struct SampleRows {
     pub index: u32,
-    pub rows: Vec<Vec<f32>>,
+    pub facts: Facts,
+}
+
+pub enum Facts {
+    /// The raw logits: `rows[j]` is the distribution token `j` was sampled from.
+    Rows(Vec<Vec<f32>>),
+    /// The bytes token `j` adds to the sample's text (none for a special token).
+    Bytes(Vec<Vec<u8>>),
 }
 
 /// A sample's rows, or why the sampling model cannot give them.
 pub type Rows = Result<SampleRows, String>;
 
-/// Asks the sampling model for the rows of its samples, in order, into `to`.
+/// Asks the sampling model for the rows (or bytes) of its samples, in order, into `to`.
 pub struct RowsRequest {
     /// The run whose samples these are (a cancel of it stops the rows).
     pub run_id: RunId,
+    pub wanted: Wanted,
     pub prompt_token_ids: Vec<u32>,
     /// Each sample's index and token ids.
     pub samples: Vec<(u32, Vec<u32>)>,
@@ -46,6 +67,7 @@ impl fmt::Debug for RowsRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RowsRequest")
             .field("run_id", &self.run_id)
+            .field("wanted", &self.wanted)
             .field("samples", &self.samples.len())
             .finish_non_exhaustive()
     }
@@ -85,6 +107,21 @@ impl RowFeed {
     /// The rows of sample `index`, which the sampling model sends in the order of its samples;
     /// or why there are none.
     pub fn rows_of(&self, index: u32) -> Result<Vec<Vec<f32>>, String> {
+        match self.facts_of(index)? {
+            Facts::Rows(rows) => Ok(rows),
+            Facts::Bytes(_) => Err("the sampling model sent bytes, not distributions".to_owned()),
+        }
+    }
+
+    /// The bytes of each token of sample `index` (see [`Wanted::Bytes`]), or why there are none.
+    pub fn bytes_of(&self, index: u32) -> Result<Vec<Vec<u8>>, String> {
+        match self.facts_of(index)? {
+            Facts::Bytes(bytes) => Ok(bytes),
+            Facts::Rows(_) => Err("the sampling model sent distributions, not bytes".to_owned()),
+        }
+    }
+
+    fn facts_of(&self, index: u32) -> Result<Facts, String> {
         let mut feed = self
             .0
             .lock()
@@ -94,10 +131,10 @@ impl RowFeed {
         }
         loop {
             let why = match feed.from.recv() {
-                Ok(Ok(rows)) if rows.index == index => return Ok(rows.rows),
+                Ok(Ok(rows)) if rows.index == index => return Ok(rows.facts),
                 // A sample the scorer skipped (it had nothing to score).
                 Ok(Ok(rows)) if rows.index < index => continue,
-                Ok(Ok(_)) => return Err(format!("no distributions came for sample {index}")),
+                Ok(Ok(_)) => return Err(format!("nothing came for sample {index}")),
                 Ok(Err(why)) => why,
                 Err(_) => "the sampling model stopped before giving its distributions (a newer \
                            run went first, or it failed)"
@@ -135,7 +172,7 @@ pub fn serve_rows(
             &request.to,
             Ok(SampleRows {
                 index: *index,
-                rows,
+                facts: Facts::Rows(rows),
             }),
             interrupted,
         ) {
@@ -143,6 +180,25 @@ pub fn serve_rows(
         }
     }
     Ok(())
+}
+
+/// Sends the bytes of each sampled token of `request` (special tokens none, as the text is
+/// decoded without them); stops quietly when the scorer has gone.
+pub fn serve_bytes(
+    tokenizer: &Tokenizer,
+    request: &RowsRequest,
+    interrupted: &mut dyn FnMut() -> bool,
+) {
+    for (index, tokens) in &request.samples {
+        let bytes = text_bytes(tokenizer, tokens, Specials::Skipped);
+        let sample = SampleRows {
+            index: *index,
+            facts: Facts::Bytes(bytes),
+        };
+        if !send(&request.to, Ok(sample), interrupted) {
+            break;
+        }
+    }
 }
 
 /// Sends `rows` once the channel has room; false when the scorer has gone or the job was

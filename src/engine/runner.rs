@@ -36,14 +36,14 @@ pub trait Runner: Send {
         interrupted: &mut dyn FnMut() -> bool,
     ) -> anyhow::Result<Vec<CrossScore>>;
 
-    /// Sends the raw distributions of the samples of `request` to the model scoring them (see
-    /// [`super::disagreement`]); a served model has none to give.
+    /// Sends the raw distributions of the samples of `request` (or their tokens' bytes) to the
+    /// model scoring them (see [`super::disagreement`]); a served model has neither to give.
     fn rows(
         &mut self,
         _request: &RowsRequest,
         _interrupted: &mut dyn FnMut() -> bool,
     ) -> anyhow::Result<()> {
-        anyhow::bail!("a served model gives no full distributions")
+        anyhow::bail!("a served model gives neither full distributions nor its tokens' bytes")
     }
 
     /// What each stage of the chain did at one step of the last run.

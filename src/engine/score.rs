@@ -3,17 +3,19 @@
 //! With the same vocabulary the very token ids are teacher-forced (prompt and sample), so the
 //! score is exactly comparable to the sampling model's own logprobs. With another vocabulary
 //! the texts are tokenized again by the scoring model, and the result is marked as such: its
-//! per-token mean is over a different number of tokens.
+//! per-token mean is over a different number of tokens, and the sample's own tokens get the
+//! figures of the byte spans the two tokenizations share (see [`crate::response::alignment`]).
 //!
 //! A conversation is framed by the scoring model's own chat template, as it would have been
 //! had that model sampled it; a model without a template scores the samples after the
 //! sampling model's rendering instead, and the score says so.
 
 use super::backend::Backend;
-use super::disagreement::{RowFeed, Rows, RowsRequest};
+use super::disagreement::{RowFeed, Rows, RowsRequest, Wanted};
 use super::events::RunId;
 use super::prompt::Prompt;
 use crate::params::SamplingParams;
+use crate::response::alignment::{Scored, align};
 use crate::response::disagreement::{kl_divergence, rank_of};
 use crate::response::{CrossScore, PerToken, SampleResponse, mean_and_perplexity};
 use crate::sampling::Sampler;
@@ -33,8 +35,8 @@ pub struct ScoreRequest {
     pub rendered: Option<String>,
     pub prompt_token_ids: Vec<u32>,
     pub samples: Vec<ScoreSample>,
-    /// The sampling model's raw distributions, for KL per token (see [`super::disagreement`]);
-    /// without it the tokens' KL is null.
+    /// The sampling model's raw distributions, for KL per token, or with another vocabulary the
+    /// bytes of its tokens (see [`super::disagreement`]); without it those figures are null.
     pub feed: Option<RowFeed>,
 }
 
@@ -66,10 +68,12 @@ impl ScoreRequest {
         }
     }
 
-    /// Asks the sampling model for the rows of the samples this request scores, into `to`.
-    pub fn rows_request(&self, to: SyncSender<Rows>) -> RowsRequest {
+    /// Asks the sampling model for the rows (or bytes) of the samples this request scores,
+    /// into `to`.
+    pub fn rows_request(&self, wanted: Wanted, to: SyncSender<Rows>) -> RowsRequest {
         RowsRequest {
             run_id: self.run_id,
+            wanted,
             prompt_token_ids: self.prompt_token_ids.clone(),
             samples: self
                 .samples
@@ -93,12 +97,22 @@ impl ScoreRequest {
 pub struct Scoring {
     pub ids: Vec<u32>,
     pub start: usize,
-    pub retokenized: bool,
+    /// With another vocabulary: `ids` is this model's tokenization of the text.
+    pub retokenized: Option<Retokenized>,
+}
+
+/// A sample's text as this model tokenized it again.
+pub struct Retokenized {
+    /// The sample's text, which `ids` end with.
+    pub text: String,
+    /// The bytes each of `ids` stands for.
+    pub bytes: Vec<Vec<u8>>,
 }
 
 /// Scores one sequence: the raw logprob of every token from `start` on, given those before it,
 /// from a single prefill over the whole sequence. With the sample's own ids (one vocabulary)
-/// each token's figures come too, and its KL where `feed` gives the sampling model's rows.
+/// each token's figures come too, and its KL where `feed` gives the sampling model's rows;
+/// with another, each token's figures where `feed` gives the bytes of the sample's tokens.
 pub fn score_sequence(
     backend: &mut dyn Backend,
     model: &str,
@@ -124,31 +138,36 @@ pub fn score_sequence(
     let tokens = ids.len().saturating_sub(start);
     let mut figures = Figures::default();
     if tokens > 0 {
-        figures = token_figures(backend, ids, start, !*retokenized)?;
+        figures = token_figures(backend, ids, start, retokenized.is_none())?;
     }
     let sum = figures.logprobs.iter().map(|&l| f64::from(l)).sum::<f64>();
     let (mean_logprob, perplexity) = mean_and_perplexity(sum, tokens);
-    let per_token = if *retokenized {
-        PerToken::unavailable(
-            "the vocabularies differ: the sample was tokenized again, so its tokens are not \
-             the other model's, and KL needs one vocabulary",
-        )
-    } else {
-        let kl = match feed {
-            None => Err("the sampling model's distributions were not asked for".to_owned()),
-            Some(feed) => feed
-                .rows_of(sample)
-                .and_then(|own| kl_per_token(&own, &figures.rows)),
-        };
-        let (kl, null_reason) = match kl {
-            Ok(kl) => (Some(kl), None),
-            Err(reason) => (None, Some(format!("no KL: {reason}"))),
-        };
-        PerToken {
-            logprobs: Some(figures.logprobs),
-            ranks: Some(figures.ranks),
-            kl,
-            null_reason,
+    let per_token = match retokenized {
+        Some(retokenized) => {
+            let own = match feed {
+                None => Err("the sampling model's tokens were not asked for".to_owned()),
+                Some(feed) => feed.bytes_of(sample),
+            };
+            across_vocabularies(own, retokenized, start, &figures)
+        }
+        None => {
+            let kl = match feed {
+                None => Err("the sampling model's distributions were not asked for".to_owned()),
+                Some(feed) => feed
+                    .rows_of(sample)
+                    .and_then(|own| kl_per_token(&own, &figures.rows)),
+            };
+            let (kl, null_reason) = match kl {
+                Ok(kl) => (Some(kl), None),
+                Err(reason) => (None, Some(format!("no KL: {reason}"))),
+            };
+            PerToken {
+                logprobs: Some(figures.logprobs.into_iter().map(Some).collect()),
+                ranks: Some(figures.ranks.into_iter().map(Some).collect()),
+                kl,
+                covers: None,
+                null_reason,
+            }
         }
     };
     Ok(CrossScore {
@@ -157,13 +176,86 @@ pub fn score_sequence(
         tokens,
         mean_logprob,
         perplexity,
-        retokenized: *retokenized,
+        retokenized: retokenized.is_some(),
         foreign_prompt: false,
         per_token: Some(per_token),
     })
 }
 
-/// Each scored token's raw logprob, and with `keep` its rank and the rows it came from.
+/// The figures of the sample's own tokens, whose bytes are `own`, from this model's `figures`
+/// of its tokenization `ids[start..]` of the text (see [`crate::response::alignment`]).
+///
+/// This model's tokens are placed by bytes from the text's end, since the text ends the
+/// sequence; the first one may begin inside the prompt (merged across its end), and then counts
+/// as the sample's from byte 0. The sample's tokens are placed from the text's start, as far as
+/// they spell it: past a stop string that cut the text (or text the sampling model's decoder
+/// wrote otherwise than its tokens' bytes), a token has no figures.
+fn across_vocabularies(
+    own: Result<Vec<Vec<u8>>, String>,
+    retokenized: &Retokenized,
+    start: usize,
+    figures: &Figures,
+) -> PerToken {
+    const DIFFERENT: &str = "the vocabularies differ, so KL (which needs one) is null";
+    let own = match own {
+        Ok(own) => own,
+        Err(reason) => {
+            return PerToken::unavailable(format!(
+                "{DIFFERENT}, and the sampling model's tokens cannot be lined up with this \
+                 model's: {reason}"
+            ));
+        }
+    };
+    let text = retokenized.text.as_bytes();
+    let theirs = retokenized.bytes.get(start..).unwrap_or_default();
+    let spelled_by_scorer: Vec<u8> = theirs.concat();
+    let Some(offset) = spelled_by_scorer
+        .ends_with(text)
+        .then(|| spelled_by_scorer.len() - text.len())
+    else {
+        return PerToken::unavailable(format!(
+            "{DIFFERENT}, and this model's tokens do not spell the sample's text back"
+        ));
+    };
+    let mut end = 0;
+    let scorer: Vec<Scored> = theirs
+        .iter()
+        .zip(figures.logprobs.iter().zip(&figures.ranks))
+        .map(|(bytes, (&logprob, &rank))| {
+            end += bytes.len();
+            Scored {
+                end: end.saturating_sub(offset),
+                logprob,
+                rank,
+            }
+        })
+        .collect();
+    let spelled = common_prefix(&own.concat(), text);
+    let lengths: Vec<usize> = own.iter().map(Vec::len).collect();
+    let aligned = align(&lengths, spelled, &scorer);
+    let mut reason = format!(
+        "{DIFFERENT}; each logprob is of the bytes of the `covers` tokens ending with it, from \
+         this model's own tokens over them, null inside such a group and for a token of no \
+         text; a rank only where the token is one of this model's"
+    );
+    if spelled < text.len() || lengths.iter().sum::<usize>() > spelled {
+        reason.push_str(&format!(
+            "; tokens past byte {spelled} of the text are null: the sample's tokens spell \
+             {} bytes, its text has {} (a stop string cut it, or it was decoded otherwise)",
+            lengths.iter().sum::<usize>(),
+            text.len()
+        ));
+    }
+    PerToken {
+        logprobs: Some(aligned.logprobs),
+        ranks: Some(aligned.ranks),
+        kl: None,
+        covers: Some(aligned.covers),
+        null_reason: Some(reason),
+    }
+}
+
+/// Each scored token's raw logprob and rank, and with `keep` the rows they came from.
 #[derive(Default)]
 struct Figures {
     logprobs: Vec<f32>,
@@ -192,12 +284,10 @@ fn token_figures(
         })?;
         let id = ids[position];
         figures.logprobs.push(sampler.score(logits, id, 0)?.logprob);
-        if keep {
-            figures.ranks.push(
-                rank_of(logits, id)
-                    .ok_or_else(|| anyhow::anyhow!("token {id} is not in the vocabulary"))?,
-            );
-        }
+        figures.ranks.push(
+            rank_of(logits, id)
+                .ok_or_else(|| anyhow::anyhow!("token {id} is not in the vocabulary"))?,
+        );
     }
     if keep {
         rows.truncate(ids.len() - start);

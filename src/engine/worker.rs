@@ -6,7 +6,7 @@
 
 use super::backend::Backend;
 use super::contain::contain;
-use super::disagreement::{RowsRequest, send, serve_rows};
+use super::disagreement::{RowsRequest, Wanted, send, serve_bytes, serve_rows};
 use super::edit;
 use super::events::{Branch, Event, PromptToken, Request, RunId};
 use super::events::{Edit, EditRequest};
@@ -14,14 +14,14 @@ use super::generate::{RunContext, generate};
 use super::prompt::Prompt;
 use super::replay::ReplayStore;
 use super::runner::Runner;
-use super::score::{ScoreRequest, Scoring, common_prefix, score_sequence};
+use super::score::{Retokenized, ScoreRequest, Scoring, common_prefix, score_sequence};
 use super::structured::Structured;
 use super::trace::TraceRequest;
 use crate::model::source::LoadProgress;
 use crate::model::source::cancel::Cancel;
 use crate::model::source::origin::ModelOrigin;
 use crate::model::text::chat_template::{ChatTemplate, Message};
-use crate::model::text::token_text;
+use crate::model::text::{Specials, text_bytes, token_text};
 use crate::model::{Activations, memory};
 use crate::params::SamplingParams;
 use crate::response::provenance::{Kernel, ModelProvenance};
@@ -266,7 +266,7 @@ impl LoadedModel {
                 Before::Ids(prefix) => Scoring {
                     ids: [&prefix[..], &sample.token_ids[..]].concat(),
                     start: prefix.len(),
-                    retokenized: false,
+                    retokenized: None,
                 },
                 Before::Text {
                     text,
@@ -276,8 +276,11 @@ impl LoadedModel {
                     let ids = self.encode_text(&format!("{text}{}", sample.text), *how)?;
                     Scoring {
                         start: common_prefix(prefix, &ids),
+                        retokenized: Some(Retokenized {
+                            text: sample.text.clone(),
+                            bytes: text_bytes(&self.tokenizer, &ids, Specials::Spelled),
+                        }),
                         ids,
-                        retokenized: true,
                     }
                 }
             };
@@ -474,7 +477,13 @@ impl Runner for LoadedModel {
         request: &RowsRequest,
         interrupted: &mut dyn FnMut() -> bool,
     ) -> anyhow::Result<()> {
-        serve_rows(self.backend.as_mut(), request, interrupted)
+        match request.wanted {
+            Wanted::Rows => serve_rows(self.backend.as_mut(), request, interrupted),
+            Wanted::Bytes => {
+                serve_bytes(&self.tokenizer, request, interrupted);
+                Ok(())
+            }
+        }
     }
 
     fn record_traces(&mut self) -> anyhow::Result<()> {

@@ -11,17 +11,25 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// One sample's tokens as another model sees them, aligned with the sample's `token_ids`.
+/// With another vocabulary the figures are those of byte spans the two tokenizations share
+/// (see [`super::alignment`]), and null where a token has none.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PerToken {
-    /// The other model's raw logprob of each token.
-    pub logprobs: Option<Vec<f32>>,
+    /// The other model's raw logprob of each token; with another vocabulary, of the bytes of
+    /// the `covers` tokens that end with it.
+    pub logprobs: Option<Vec<Option<f32>>>,
     /// Each token's rank in the other model's raw distribution: 1 is its most likely token;
     /// tokens of equal logit rank by id, the lower first (as greedy decoding breaks ties).
-    pub ranks: Option<Vec<u32>>,
+    /// With another vocabulary only where the token is exactly one of the other model's.
+    pub ranks: Option<Vec<Option<u32>>>,
     /// KL(sampling model ‖ other model) of the two raw distributions at each step, in nats.
     pub kl: Option<Vec<f64>>,
-    /// Why a field above is null.
+    /// With another vocabulary: how many of the sample's tokens each logprob is of, this one
+    /// and those before it (1 where the token is a span of its own); 0 where it has none.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub covers: Option<Vec<u32>>,
+    /// Why a field above, or a figure in it, is null.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub null_reason: Option<String>,
 }

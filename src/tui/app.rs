@@ -2,7 +2,7 @@
 //! engine; the screen is drawn once per batch, behind a dirty flag, at most ~60 times a second.
 
 use super::Ending;
-use crate::engine::disagreement::{RowsRequest, row_channel};
+use crate::engine::disagreement::{RowsRequest, Wanted, row_channel};
 use crate::engine::{EditRequest, Engine, Event, Request, RunId, ScoreRequest, TraceRequest};
 use crate::tui::action::{Action, Effect, Outcome};
 use crate::tui::comparison::ModelId;
@@ -114,20 +114,26 @@ impl<E: EngineHandle> App<E> {
         self
     }
 
-    /// With one vocabulary the sampling model sends its distributions to the scorer, for KL
-    /// per token (see [`crate::engine::disagreement`]): both asked here, one after the other.
+    /// The sampling model sends the scorer its distributions with one vocabulary, for KL per
+    /// token, and its tokens' bytes with two, to line the tokenizations up (see
+    /// [`crate::engine::disagreement`]): both asked here, one after the other.
     fn feed_rows(&self, scorer: ModelId, request: ScoreRequest) -> ScoreRequest {
         let comparison = &self.state.comparison;
-        let same_vocab = comparison
+        let wanted = if comparison
             .slot(scorer)
-            .is_some_and(|slot| slot.vocab == request.vocab);
+            .is_some_and(|slot| slot.vocab == request.vocab)
+        {
+            Wanted::Rows
+        } else {
+            Wanted::Bytes
+        };
         let source = comparison
             .side_running(request.run_id)
             .map(|side| comparison.sides[side].model);
         match source {
-            Some(source) if same_vocab && source != scorer => {
+            Some(source) if source != scorer => {
                 let (to, feed) = row_channel();
-                self.engine(source, |e| e.rows(request.rows_request(to)));
+                self.engine(source, |e| e.rows(request.rows_request(wanted, to)));
                 request.with_feed(feed)
             }
             _ => request,

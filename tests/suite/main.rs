@@ -7,6 +7,7 @@ mod chat_scoring;
 mod chat_template;
 mod cli;
 mod compare;
+mod cross_vocabulary;
 mod default_model;
 mod detokenizer;
 mod disagreement;

@@ -648,9 +648,10 @@ fn k_colours_tokens_by_the_other_models_p_and_the_inspector_and_stats_show_the_f
         retokenized: false,
         foreign_prompt: false,
         per_token: Some(PerToken {
-            logprobs: Some(vec![first, second]),
-            ranks: Some(vec![1, 7]),
+            logprobs: Some(vec![Some(first), Some(second)]),
+            ranks: Some(vec![Some(1), Some(7)]),
             kl: Some(vec![0.01, 1.25]),
+            covers: None,
             null_reason: None,
         }),
     };
@@ -710,4 +711,68 @@ fn k_colours_tokens_by_the_other_models_p_and_the_inspector_and_stats_show_the_f
         find(&screen, "mean KL from tiny  0.6300 nats").is_some(),
         "the stats panel shows the mean KL"
     );
+}
+
+/// Another vocabulary: the second token carries the other model's probability of both (their
+/// bytes are one span of its tokens), the first none of its own.
+#[test]
+fn k_dims_tokens_another_vocabulary_cannot_score_alone_and_the_inspector_names_the_group() {
+    let (mut s, a, _) = two_models();
+    stream(&mut s, 0, a, &["A", "a"]);
+    update(
+        &mut s,
+        Action::Engine(ModelId(0), done(a, &[StopReason::Length])),
+    );
+    let both = -1.7f32;
+    let score = CrossScore {
+        model: "tiny".into(),
+        sample: 0,
+        tokens: 1,
+        mean_logprob: f64::from(both),
+        perplexity: (-f64::from(both)).exp(),
+        retokenized: true,
+        foreign_prompt: false,
+        per_token: Some(PerToken {
+            logprobs: Some(vec![None, Some(both)]),
+            ranks: Some(vec![None, None]),
+            kl: None,
+            covers: Some(vec![0, 2]),
+            null_reason: Some("the vocabularies differ".into()),
+        }),
+    };
+    let scored = Event::Scored {
+        run_id: a,
+        scores: vec![score],
+    };
+    update(&mut s, Action::Engine(ModelId(1), scored));
+    update(&mut s, Action::ToggleOtherHeat);
+    let theme = Theme::dark();
+    let screen = render(&s, &theme);
+    let (x, y) = find(&screen, "Aa").expect("the sample's text");
+    assert_eq!(
+        screen[(x, y)].style().fg,
+        theme.dim.fg,
+        "not comparable alone"
+    );
+    assert_eq!(
+        screen[(x + 1, y)].style().bg,
+        theme.token_style(both.exp()).bg,
+        "the group's probability"
+    );
+
+    s.focus = Focus::Columns;
+    update(&mut s, Action::LastToken);
+    let screen = render(&s, &theme);
+    assert!(
+        find(&screen, "⇄tiny lp -1.700 of 2 tokens").is_some(),
+        "the inspector says the figure is of the group: {}",
+        (0..screen.area.height)
+            .map(|y| common::tui::row(&screen, y))
+            .filter(|row| row.contains('⇄'))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    update(&mut s, Action::FirstToken);
+    let screen = render(&s, &theme);
+    assert!(find(&screen, "⇄tiny not comparable here").is_some());
 }

@@ -2,10 +2,9 @@
 //! marked, and one EOS id standing for all of the model's.
 
 use super::ConstraintError;
-use crate::model::text::byte_fallback;
+use crate::model::text::PieceBytes;
 use llguidance::ParserFactory;
 use llguidance::toktrie::{TokEnv, TokRxInfo, TokTrie, TokenId, TokenizerEnv};
-use std::collections::HashMap;
 use std::sync::Arc;
 use tokenizers::Tokenizer;
 
@@ -79,16 +78,10 @@ impl Vocabulary {
     }
 }
 
-/// The bytes each id stands for: byte-level BPE's pieces mapped back through its byte alphabet,
-/// SentencePiece's `▁` as a space and `<0xNN>` as the byte; special tokens behind llguidance's
+/// The bytes each id stands for (see [`PieceBytes`]); special tokens behind llguidance's
 /// marker so that only a grammar naming them (`<|im_end|>`) allows them.
 fn token_bytes(tokenizer: &Tokenizer, vocab_size: usize) -> Vec<Vec<u8>> {
-    let byte_level = decodes_byte_level(tokenizer);
-    // The alphabet read backwards: the byte each of its characters stands for.
-    let mut byte_of = HashMap::with_capacity(256);
-    for (byte, c) in byte_alphabet().into_iter().enumerate() {
-        byte_of.insert(c, byte as u8);
-    }
+    let pieces = PieceBytes::new(tokenizer);
     let added = tokenizer.get_added_tokens_decoder();
     (0..vocab_size as u32)
         .map(|id| {
@@ -99,48 +92,9 @@ fn token_bytes(tokenizer: &Tokenizer, vocab_size: usize) -> Vec<Vec<u8>> {
                 }
                 return bytes;
             }
-            let Some(piece) = tokenizer.id_to_token(id) else {
-                return Vec::new();
-            };
-            if byte_level {
-                let mapped: Option<Vec<u8>> =
-                    piece.chars().map(|c| byte_of.get(&c).copied()).collect();
-                return mapped.unwrap_or_else(|| piece.into_bytes());
-            }
-            match byte_fallback(&piece) {
-                Some(byte) => vec![byte],
-                None => piece.replace('\u{2581}', " ").into_bytes(),
-            }
+            pieces.of(tokenizer, id).unwrap_or_default()
         })
         .collect()
-}
-
-/// Whether the tokenizer's decoder reads pieces through GPT-2's byte alphabet.
-fn decodes_byte_level(tokenizer: &Tokenizer) -> bool {
-    let Some(Ok(decoder)) = tokenizer.get_decoder().map(serde_json::to_value) else {
-        return false;
-    };
-    decoder["type"] == "ByteLevel"
-        || decoder["decoders"]
-            .as_array()
-            .is_some_and(|all| all.iter().any(|d| d["type"] == "ByteLevel"))
-}
-
-/// GPT-2's byte alphabet: byte b is `alphabet[b]`. Printable Latin-1 bytes stand for
-/// themselves; the rest are moved, in order, to U+0100 onwards.
-fn byte_alphabet() -> [char; 256] {
-    let printable = |b: u8| matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
-    let mut alphabet = ['\0'; 256];
-    let mut moved = 0x100;
-    for b in 0..=255u8 {
-        alphabet[b as usize] = if printable(b) {
-            char::from(b)
-        } else {
-            moved += 1;
-            char::from_u32(moved - 1).expect("U+0100..U+0143 are characters")
-        };
-    }
-    alphabet
 }
 
 /// The trie and the tokenizer, for llguidance's lookups.
@@ -166,25 +120,5 @@ impl TokenizerEnv for Env {
             Ok(ids) if self.trie.decode_raw(&ids) == s => ids,
             _ => self.trie.greedy_tokenize(s),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_byte_alphabet_is_a_bijection_that_keeps_printable_bytes() {
-        let alphabet = byte_alphabet();
-        let mut seen: Vec<char> = alphabet.to_vec();
-        seen.sort_unstable();
-        seen.dedup();
-        assert_eq!(seen.len(), 256);
-        assert_eq!(alphabet[b'a' as usize], 'a');
-        assert_eq!(alphabet[b' ' as usize], '\u{120}', "a space is GPT-2's Ġ");
-        assert_eq!(
-            alphabet[b'\n' as usize], '\u{10A}',
-            "a newline is GPT-2's Ċ"
-        );
     }
 }
