@@ -753,7 +753,11 @@ fn a_reply_is_accepted_and_the_conversation_goes_on() {
     tmux.wait_for("replies to the next turn", |s| {
         finished_columns(s) == 2 && !s.contains("stale") && s.contains("Tell me more")
     });
-    tmux.keys(&["Escape", "c"]);
+    // Escape and c sent back to back can reach the terminal as one Alt+c: the prompt is seen
+    // left (the status bar offers q to quit, which typing would not) before c is sent.
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("the prompt left", |s| s.contains(" q quit"));
+    tmux.keys(&["c"]);
     let dialog = tmux.wait_for("the conversation", |s| s.contains("┌ conversation"));
     assert!(dialog.contains("assistant"), "{dialog}");
     tmux.keys(&["Escape"]);
