@@ -8,9 +8,8 @@ use samplab::engine::disagreement::{Wanted, row_channel};
 use samplab::engine::score::ScoreSample;
 use samplab::engine::{LoadedModel, Prompt, Runner, ScoreRequest};
 use samplab::model::text::{Specials, text_bytes};
-use samplab::response::{CrossScore, SampleResponse};
+use samplab::response::CrossScore;
 use std::collections::BTreeSet;
-use std::process::Command;
 
 const PROMPT: &str = "Once upon a time";
 
@@ -159,26 +158,13 @@ fn check(
     spelled
 }
 
-fn compare(models: &[&std::path::Path], sets: &[&str]) -> Vec<SampleResponse> {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_samplab"));
-    command.args(["sample", "--prompt", PROMPT, "--json"]);
-    for model in models {
-        command.arg("--model").arg(model);
-    }
-    for set in sets {
-        command.args(["--set", set]);
-    }
-    let out = command.output().expect("the samplab binary runs");
-    assert!(out.status.success(), "{}", common::stderr(&out));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 #[test]
 fn sample_json_gives_each_token_the_other_vocabularys_logprob_of_its_byte_span() {
     let (Some(stories), Some(smol)) = (common::test_model(), common::real_model()) else {
         return;
     };
-    let both = compare(
+    let both = common::compare(
+        PROMPT,
         &[&stories, &smol],
         &["num_samples=2", "max_tokens=12", "seed=5"],
     );

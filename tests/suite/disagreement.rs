@@ -26,20 +26,6 @@ const TWIN: SyntheticSpec = SyntheticSpec {
     ..common::TINY_LLAMA
 };
 
-fn compare(models: &[&Path], sets: &[&str]) -> Vec<SampleResponse> {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_samplab"));
-    command.args(["sample", "--prompt", PROMPT, "--json"]);
-    for model in models {
-        command.arg("--model").arg(model);
-    }
-    for set in sets {
-        command.args(["--set", set]);
-    }
-    let out = command.output().expect("the samplab binary runs");
-    assert!(out.status.success(), "{}", common::stderr(&out));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 /// Two twins of different weights in `dir`.
 fn twins(dir: &Path) -> [std::path::PathBuf; 2] {
     [1, 2].map(|seed| {
@@ -122,7 +108,7 @@ fn check_figures(
 fn logprob_rank_and_kl_of_every_token_match_the_raw_logits_of_both_models() {
     let dir = tempfile::tempdir().unwrap();
     let [one, two] = twins(dir.path());
-    let both = compare(&[&one, &two], &TWO_HOT_SAMPLES);
+    let both = common::compare(PROMPT, &[&one, &two], &TWO_HOT_SAMPLES);
     let mut models = [&one, &two].map(|p| common::load_at(p, DeviceChoice::Cpu));
     for (i, response) in both.iter().enumerate() {
         let [own, scorer] = if i == 0 {
@@ -152,7 +138,7 @@ fn logprob_rank_and_kl_of_every_token_match_the_raw_logits_of_both_models() {
 fn the_plain_output_gives_each_samples_mean_kl() {
     let dir = tempfile::tempdir().unwrap();
     let [one, two] = twins(dir.path());
-    let json = compare(&[&one, &two], &TWO_HOT_SAMPLES);
+    let json = common::compare(PROMPT, &[&one, &two], &TWO_HOT_SAMPLES);
     let mut command = Command::new(env!("CARGO_BIN_EXE_samplab"));
     command.args(["sample", "--prompt", PROMPT]);
     command.arg("--model").arg(&one).arg("--model").arg(&two);
@@ -183,7 +169,8 @@ fn the_plain_output_gives_each_samples_mean_kl() {
 fn a_model_against_itself_has_no_kl_and_ranks_its_greedy_tokens_first() {
     let dir = tempfile::tempdir().unwrap();
     let [one, _] = twins(dir.path());
-    let both = compare(
+    let both = common::compare(
+        PROMPT,
         &[&one, &one],
         &["num_samples=2", "max_tokens=8", "temperature=0"],
     );

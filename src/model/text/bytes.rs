@@ -95,7 +95,6 @@ fn byte_alphabet() -> [char; 256] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::str::FromStr;
 
     #[test]
     fn the_byte_alphabet_is_a_bijection_that_keeps_printable_bytes() {
@@ -113,16 +112,9 @@ mod tests {
     }
 
     fn tokenizer(vocab: &str, decoder: &str) -> Tokenizer {
-        let json = format!(
-            r#"{{"version":"1.0","truncation":null,"padding":null,
-            "added_tokens":[{{"id":9,"content":"<|end|>","single_word":false,"lstrip":false,
-            "rstrip":false,"normalized":false,"special":true}}],
-            "normalizer":null,"pre_tokenizer":null,"post_processor":null,"decoder":{decoder},
-            "model":{{"type":"BPE","dropout":null,"unk_token":null,"continuing_subword_prefix":null,
-            "end_of_word_suffix":null,"fuse_unk":false,"byte_fallback":false,
-            "vocab":{vocab},"merges":[]}}}}"#
-        );
-        Tokenizer::from_str(&json).unwrap()
+        let end = r#"[{"id":9,"content":"<|end|>","single_word":false,"lstrip":false,
+            "rstrip":false,"normalized":false,"special":true}]"#;
+        super::super::unmerged_bpe(vocab, decoder, end)
     }
 
     #[test]

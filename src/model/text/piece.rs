@@ -26,18 +26,10 @@ pub fn byte_fallback(piece: &str) -> Option<u8> {
 #[cfg(test)]
 mod tests {
     use super::{byte_fallback, token_text};
-    use std::str::FromStr;
     use tokenizers::Tokenizer;
 
     fn tokenizer(vocab: &str, decoder: &str) -> Tokenizer {
-        let json = format!(
-            r#"{{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],
-            "normalizer":null,"pre_tokenizer":null,"post_processor":null,"decoder":{decoder},
-            "model":{{"type":"BPE","dropout":null,"unk_token":null,"continuing_subword_prefix":null,
-            "end_of_word_suffix":null,"fuse_unk":false,"byte_fallback":false,
-            "vocab":{vocab},"merges":[]}}}}"#
-        );
-        Tokenizer::from_str(&json).unwrap()
+        super::super::unmerged_bpe(vocab, decoder, "[]")
     }
 
     #[test]

@@ -18,6 +18,26 @@ pub fn samplab(args: &[&str]) -> Output {
         .expect("the samplab binary runs")
 }
 
+/// `samplab sample --json` after `prompt` on every model of `models` (compared, so each
+/// sample is scored by the others), with `--set` values `sets`: one response per model.
+pub fn compare(
+    prompt: &str,
+    models: &[&std::path::Path],
+    sets: &[&str],
+) -> Vec<samplab::response::SampleResponse> {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_samplab"));
+    command.args(["sample", "--prompt", prompt, "--json"]);
+    for model in models {
+        command.arg("--model").arg(model);
+    }
+    for set in sets {
+        command.args(["--set", set]);
+    }
+    let out = command.output().expect("the samplab binary runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// What a run of the binary wrote to stderr.
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
