@@ -7,6 +7,7 @@ use samplab::engine::load::{load_model_with, synthetic_model};
 use samplab::engine::{Backend, LoadedModel, RowSource};
 use samplab::model::device::DeviceChoice;
 use samplab::model::source::HubSettings;
+use samplab::model::source::hub::progress;
 use samplab::model::source::synthetic::SYNTHETIC_SPECS;
 use samplab::model::{Activations, bandwidth};
 use samplab::response::provenance::Kernel;
@@ -76,6 +77,9 @@ struct Report {
     /// The machine's read bandwidth on the kernels' threads (CPU runs only): what a decode
     /// step that reads every weight once cannot pass.
     read_gb_per_s: Option<f64>,
+    /// The CPU's largest cache (Linux): weights no larger can stay in it between decode
+    /// steps, which then read them faster than `read_gb_per_s`.
+    last_level_cache_bytes: Option<u64>,
     decode: Vec<DecodeRow>,
     /// Where the products round activations (`--activations 16bit`, or `auto` on a CPU that
     /// has it): how far that moves the logprobs from f32 activations.
@@ -209,6 +213,9 @@ fn measure(model: &mut LoadedModel, args: &BenchArgs) -> anyhow::Result<Report> 
 
     let weight_bytes = backend.weight_bytes();
     let read_gb_per_s = (model.device == "cpu").then(bandwidth::read_gb_per_s);
+    let last_level_cache_bytes = (model.device == "cpu")
+        .then(bandwidth::last_level_cache_bytes)
+        .flatten();
     let vocab = backend.vocab_size() as u32;
     let mut decode = Vec::new();
     for &samples in &args.samples {
@@ -241,6 +248,7 @@ fn measure(model: &mut LoadedModel, args: &BenchArgs) -> anyhow::Result<Report> 
         prefill_tokens: prompt_tokens,
         prefill_tok_per_s,
         read_gb_per_s,
+        last_level_cache_bytes,
         decode,
         error_against_exact: None,
     })
@@ -272,6 +280,14 @@ fn print_table(report: &Report) {
     );
     if let Some(limit) = report.read_gb_per_s {
         println!("memory   {limit:.1} GB/s read (the decode limit below is its share)");
+    }
+    if let Some(cache) = report.last_level_cache_bytes {
+        let fits = if report.weight_bytes <= cache {
+            "holds these weights: a decode step can read them faster than the limit"
+        } else {
+            "is smaller than these weights"
+        };
+        println!("cache    {} last level {fits}", progress::bytes(cache));
     }
     println!("samples  tok/s/sample  aggregate tok/s  weights GB/s  of limit");
     for row in &report.decode {
