@@ -5,6 +5,7 @@
 //! ```text
 //! <MODELSCOPE_CACHE>/models/<org>/<name, each `.` as `___`>/<file>   complete files only
 //! <MODELSCOPE_CACHE>/models/._____temp/<org>/<name>/<file>.incomplete   a download under way
+//! <MODELSCOPE_CACHE>/.samplab_no_exist/<org>/<name>/<file>   samplab's own: the listing lacked it
 //! ```
 //!
 //! `GET <domain>/api/v1/models/<org>/<name>/repo/files?Revision=master&Recursive=True` lists
@@ -24,6 +25,9 @@ pub const PREFIX: &str = "ms://";
 const REVISION: &str = "master";
 /// The SDK's folder for downloads under way.
 const TEMPORARY: &str = "._____temp";
+/// samplab's markers of files a repository lacks, outside the SDK's folders, so that a model
+/// whose optional files are missing loads again without asking (the Hub cache's `.no_exist`).
+const NO_EXIST: &str = ".samplab_no_exist";
 
 /// Where ModelScope is and where its cache is; offline mode, timeouts, retries and cancel are
 /// the [`HubSettings`]' own, so one switch and one cancel cover both sites.
@@ -92,6 +96,10 @@ impl ModelScopeSettings {
     /// The folder the SDK keeps repository `org/name` in.
     pub fn model_dir(&self, id: &str) -> PathBuf {
         self.cache_dir.join("models").join(safe_id(id))
+    }
+
+    fn absent_marker(&self, id: &str, file: &str) -> PathBuf {
+        self.cache_dir.join(NO_EXIST).join(safe_id(id)).join(file)
     }
 
     fn partial_path(&self, id: &str, file: &str) -> PathBuf {
@@ -191,6 +199,13 @@ pub fn fetch(
     if path.is_file() {
         return Ok(Some(path));
     }
+    let absent = site.absent_marker(id, file);
+    if absent.is_file() {
+        return Err(ModelScopeError::FileNotFound {
+            id: id.to_owned(),
+            file: file.to_owned(),
+        });
+    }
     if hub.offline {
         return Ok(None);
     }
@@ -202,7 +217,15 @@ pub fn fetch(
         ..hub.clone()
     };
     let client = Client::modelscope(&transport, id);
-    let remote = listed(&client, &transport, id, file)?;
+    let remote = listed(&client, &transport, id, file).inspect_err(|e| {
+        if matches!(e, ModelScopeError::FileNotFound { .. }) {
+            // Only saves a request next time: a failure changes nothing now.
+            let _ = absent
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| std::fs::write(&absent, b""));
+        }
+    })?;
     let partial = site.partial_path(id, file);
     let in_dir = |e: std::io::Error| ModelScopeError::Cache {
         path: path.clone(),
