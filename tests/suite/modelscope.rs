@@ -237,7 +237,7 @@ fn a_cut_download_resumes_with_a_range_request_now_or_on_the_next_run() {
     let partial = cache
         .join("models/._____temp/test/stories___260K-GGUF")
         .join(format!("{GGUF_FILE}.incomplete"));
-    assert_eq!(files_under(&cache), [partial.clone()]);
+    assert_eq!(files_under(&cache), std::slice::from_ref(&partial));
     assert_eq!(std::fs::metadata(&partial).unwrap().len(), half as u64);
     let path = fetch(&hub, GGUF_REPO, GGUF_FILE).expect("the next run resumes");
     assert_eq!(std::fs::read(path).unwrap(), gguf);

@@ -253,7 +253,7 @@ fn listed(
         domain: domain.clone(),
         what,
     };
-    let response = match client.get_api(&url) {
+    let response = match client.get_api(&url).map_err(|e| *e) {
         Ok(response) => response,
         Err(ureq::Error::Status(status, _)) => {
             let (id, domain) = (id.to_owned(), domain.clone());

@@ -85,8 +85,8 @@ impl<'a> Client<'a> {
     pub(in crate::model::source) fn get_api(
         &self,
         url: &str,
-    ) -> Result<ureq::Response, ureq::Error> {
-        self.request(&self.meta, "GET", url).call()
+    ) -> Result<ureq::Response, Box<ureq::Error>> {
+        self.request(&self.meta, "GET", url).call().map_err(Box::new)
     }
 
     /// Fetches `file` into `repo`'s cache and links it into the snapshot of its commit.
