@@ -13,9 +13,9 @@ use samplab::model::source::modelscope::{self, ModelScopeError, ModelScopeSettin
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// A name with a dot, which the SDK's folder spells `___`.
+/// A name with a dot, which older SDKs' folders spell `___`.
 const GGUF_REPO: &str = "test/stories.260K-GGUF";
-const GGUF_DIR: &str = "models/test/stories___260K-GGUF";
+const GGUF_DIR: &str = "models/test--stories.260K-GGUF/snapshots/master";
 const GGUF_FILE: &str = "stories260K.gguf";
 const HF_REPO: &str = "test/tiny";
 
@@ -127,7 +127,11 @@ fn a_gguf_downloads_into_the_modelscope_cache_and_loads_again_with_the_server_go
         .join("modelscope")
         .join(GGUF_DIR)
         .join(GGUF_FILE);
-    assert!(files_under(&home.path().join("modelscope/models/._____temp")).is_empty());
+    assert!(
+        files_under(&home.path().join("modelscope"))
+            .iter()
+            .all(|f| !f.to_string_lossy().ends_with(".incomplete"))
+    );
     assert_eq!(
         sha256_hex(&std::fs::read(&path).unwrap()),
         sha256_hex(&gguf)
@@ -165,7 +169,9 @@ fn a_safetensors_repository_downloads_and_loads() {
         &mut |_| {},
     )
     .expect("the downloaded repository loads");
-    let dir = home.path().join("modelscope/models").join(HF_REPO);
+    let dir = home
+        .path()
+        .join("modelscope/models/test--tiny/snapshots/master");
     for (file, bytes) in tiny_safetensors() {
         assert_eq!(std::fs::read(dir.join(&file)).unwrap(), bytes, "{file}");
     }
@@ -219,7 +225,7 @@ fn a_cut_download_resumes_with_a_range_request_now_or_on_the_next_run() {
         [None, Some(format!("bytes={half}-"))]
     );
 
-    // Without retries: the part waits outside the model folder and the next run resumes it.
+    // Without retries: the part waits under another name beside the file and the next run resumes it.
     let other = tempfile::tempdir().unwrap();
     let server = server_with(&gguf);
     server.behave(cut);
@@ -234,9 +240,7 @@ fn a_cut_download_resumes_with_a_range_request_now_or_on_the_next_run() {
     );
     assert!(err.to_string().contains("resumes"), "{err}");
     let cache = other.path().join("modelscope");
-    let partial = cache
-        .join("models/._____temp/test/stories___260K-GGUF")
-        .join(format!("{GGUF_FILE}.incomplete"));
+    let partial = cache.join(GGUF_DIR).join(format!("{GGUF_FILE}.incomplete"));
     assert_eq!(files_under(&cache), std::slice::from_ref(&partial));
     assert_eq!(std::fs::metadata(&partial).unwrap().len(), half as u64);
     let path = fetch(&hub, GGUF_REPO, GGUF_FILE).expect("the next run resumes");
@@ -336,7 +340,7 @@ fn without_a_network_the_message_names_the_domain() {
     let message = load_error(&format!("ms://{HF_REPO}"), &hub);
     assert!(
         message.contains(&format!("cannot reach {domain}"))
-            && message.contains("MODELSCOPE_DOMAIN"),
+            && message.contains("MODELSCOPE_ENDPOINT"),
         "{message}"
     );
 
@@ -363,4 +367,121 @@ fn an_ms_id_that_is_not_org_and_name_says_what_one_looks_like() {
             "{message}"
         );
     }
+}
+
+#[test]
+fn samplab_sample_downloads_through_modelscope_domain_and_cache_variables() {
+    let server = FakeModelScope::start();
+    server.repo(HF_REPO, tiny_safetensors());
+    let home = tempfile::tempdir().unwrap();
+    let cache = home.path().join("ms-cache");
+    let host = server.url.trim_start_matches("http://");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_samplab"))
+        .args([
+            "sample",
+            "--model",
+            &format!("ms://{HF_REPO}"),
+            "--prompt",
+            "Once upon a time",
+            "--set",
+            "max_tokens=4",
+            "--set",
+            "seed=1",
+        ])
+        .env("MODELSCOPE_DOMAIN", format!("http://{host}/"))
+        .env("MODELSCOPE_CACHE", &cache)
+        .env("MODELSCOPE_API_TOKEN", "ms-token")
+        .env("HF_HOME", home.path())
+        .env("XDG_CACHE_HOME", home.path())
+        .env_remove("HF_HUB_OFFLINE")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("Once upon a time"));
+    assert!(
+        cache
+            .join("models/test--tiny/snapshots/master/config.json")
+            .is_file()
+    );
+    let log = server.log();
+    assert!(
+        log.iter()
+            .all(|r| r.authorization.as_deref() == Some("Bearer ms-token")),
+        "{log:?}"
+    );
+}
+
+/// The Python with ModelScope's SDK (`pip install modelscope`), named by
+/// `$SAMPLAB_MODELSCOPE_PYTHON`; `None` (said) skips the test. CI does not install it.
+fn modelscope_python() -> Option<std::ffi::OsString> {
+    const VAR: &str = "SAMPLAB_MODELSCOPE_PYTHON";
+    let python = std::env::var_os(VAR);
+    if python.is_none() {
+        eprintln!("skipping: {VAR} is not set (a Python with the modelscope package)");
+    }
+    python
+}
+
+/// ModelScope's own `model_file_download` of `file` of `id` from `domain` into `cache`: the
+/// path it returns.
+fn python_download(
+    python: &std::ffi::OsStr,
+    domain: &str,
+    cache: &Path,
+    id: &str,
+    file: &str,
+) -> PathBuf {
+    let out = std::process::Command::new(python)
+        .args([
+            "-c",
+            "import sys; from modelscope import model_file_download as d; \
+             print(d(sys.argv[1], sys.argv[2]))",
+            id,
+            file,
+        ])
+        .env("MODELSCOPE_ENDPOINT", domain)
+        .env("MODELSCOPE_CACHE", cache)
+        .env("HOME", cache)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(stdout.lines().last().unwrap_or_default().trim())
+}
+
+#[test]
+fn the_modelscope_sdk_and_samplab_reuse_each_others_downloads() {
+    let Some(python) = modelscope_python() else {
+        return;
+    };
+    let Some(gguf) = stories() else { return };
+    let server = server_with(&gguf);
+    server.repo(
+        "test/other-GGUF",
+        vec![(GGUF_FILE.to_owned(), gguf.clone())],
+    );
+    let home = tempfile::tempdir().unwrap();
+    let hub = settings(&server.url, home.path());
+    let cache = &hub.modelscope.cache_dir;
+
+    // samplab's download is the SDK's cache hit: it asks for no bytes.
+    let ours = fetch(&hub, GGUF_REPO, GGUF_FILE).unwrap();
+    let asked = server.log().len();
+    let theirs = python_download(&python, &server.url, cache, GGUF_REPO, GGUF_FILE);
+    assert_eq!(theirs, ours);
+    let later = &server.log()[asked..];
+    assert!(
+        later.iter().all(|r| !r.path.contains("FilePath=")),
+        "{later:?}"
+    );
+
+    // The SDK's download loads in samplab with the server gone.
+    let theirs = python_download(&python, &server.url, cache, "test/other-GGUF", GGUF_FILE);
+    let gone = settings(&dead_address(), home.path());
+    assert_eq!(fetch(&gone, "test/other-GGUF", GGUF_FILE).unwrap(), theirs);
 }

@@ -1,18 +1,20 @@
 //! Files of ModelScope model repositories (`ms://org/name`, as twinkle names models), fetched
-//! with ModelScope's own HTTP API into the cache its Python SDK reads, so that each reuses the
-//! other's downloads:
+//! with ModelScope's own HTTP API into the cache its Python SDK (modelscope >= 1.38, through
+//! modelscope_hub) reads and writes, so that each reuses the other's downloads:
 //!
 //! ```text
-//! <MODELSCOPE_CACHE>/models/<org>/<name, each `.` as `___`>/<file>   complete files only
-//! <MODELSCOPE_CACHE>/models/._____temp/<org>/<name>/<file>.incomplete   a download under way
-//! <MODELSCOPE_CACHE>/.samplab_no_exist/<org>/<name>/<file>   samplab's own: the listing lacked it
+//! <MODELSCOPE_CACHE>/models/<org>--<name>/snapshots/master/<file>   where new downloads go
+//! <MODELSCOPE_CACHE>/models/<org>/<name, each `.` as `___`>/<file>  older SDKs' folder: used
+//! <MODELSCOPE_CACHE>/hub/models/<org>/<name___>/<file>              instead when it holds files
+//! <target>.incomplete                                               a download under way
+//! <MODELSCOPE_CACHE>/.samplab_no_exist/<org>/<name>/<file>  samplab's own: the listing lacked it
 //! ```
 //!
 //! `GET <domain>/api/v1/models/<org>/<name>/repo/files?Revision=master&Recursive=True` lists
 //! each file's `Path`, `Size` and `Sha256`; `GET .../repo?Revision=master&FilePath=<file>`
 //! gives its bytes, resumed with a range request by the Hub client's download, which also
-//! brings progress, retries, timeouts and cancel. A file moves into the model folder only once
-//! its size and sha256 match the listing; a file already there is used without a request.
+//! brings progress, retries, timeouts and cancel. A file takes its name only once its size and
+//! sha256 match the listing; a file already there is used without a request.
 
 use super::hub::client::{Client, Remote};
 use super::hub::{HubError, HubSettings, Transfer, cache::is_safe_file};
@@ -23,8 +25,6 @@ pub const DEFAULT_DOMAIN: &str = "https://www.modelscope.cn";
 /// The prefix that marks a ModelScope id.
 pub const PREFIX: &str = "ms://";
 const REVISION: &str = "master";
-/// The SDK's folder for downloads under way.
-const TEMPORARY: &str = "._____temp";
 /// samplab's markers of files a repository lacks, outside the SDK's folders, so that a model
 /// whose optional files are missing loads again without asking (the Hub cache's `.no_exist`).
 const NO_EXIST: &str = ".samplab_no_exist";
@@ -33,7 +33,7 @@ const NO_EXIST: &str = ".samplab_no_exist";
 /// the [`HubSettings`]' own, so one switch and one cancel cover both sites.
 #[derive(Clone)]
 pub struct ModelScopeSettings {
-    /// `$MODELSCOPE_CACHE`, holding `models/`.
+    /// `$MODELSCOPE_CACHE`, holding `models/` (and older SDKs' `hub/models/`).
     pub cache_dir: PathBuf,
     /// `https://host`, without a trailing `/`.
     pub domain: String,
@@ -61,8 +61,9 @@ impl ModelScopeSettings {
         }
     }
 
-    /// MODELSCOPE_CACHE (else `~/.cache/modelscope/hub`), MODELSCOPE_DOMAIN (a bare host, as
-    /// the SDK takes it, or a URL) and MODELSCOPE_API_TOKEN, read through `var`.
+    /// MODELSCOPE_CACHE (else `~/.cache/modelscope`), MODELSCOPE_ENDPOINT (else the older
+    /// MODELSCOPE_DOMAIN; a bare host, as the SDK takes it, or a URL) and MODELSCOPE_API_TOKEN,
+    /// read through `var`.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Self {
         let cache_dir = var("MODELSCOPE_CACHE")
             .map(PathBuf::from)
@@ -70,9 +71,10 @@ impl ModelScopeSettings {
                 directories::BaseDirs::new()
                     .map(|b| b.home_dir().join(".cache"))
                     .unwrap_or_default()
-                    .join("modelscope/hub")
+                    .join("modelscope")
             });
-        let domain = var("MODELSCOPE_DOMAIN")
+        let domain = var("MODELSCOPE_ENDPOINT")
+            .or_else(|| var("MODELSCOPE_DOMAIN"))
             .map(|d| d.trim().trim_end_matches('/').to_owned())
             .filter(|d| !d.is_empty())
             .map(|d| {
@@ -93,25 +95,31 @@ impl ModelScopeSettings {
         }
     }
 
-    /// The folder the SDK keeps repository `org/name` in.
+    /// The folder the SDK keeps repository `org/name`'s files in: an older SDK's, when it
+    /// holds files, else the snapshot of `master`.
     pub fn model_dir(&self, id: &str) -> PathBuf {
-        self.cache_dir.join("models").join(safe_id(id))
+        let models = self.cache_dir.join("models");
+        let older = [
+            models.join(safe_id(id)),
+            self.cache_dir.join("hub/models").join(safe_id(id)),
+        ];
+        let holds_files = |dir: &PathBuf| {
+            std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some())
+        };
+        older.into_iter().find(holds_files).unwrap_or_else(|| {
+            models
+                .join(id.replace('/', "--"))
+                .join("snapshots")
+                .join(REVISION)
+        })
     }
 
     fn absent_marker(&self, id: &str, file: &str) -> PathBuf {
         self.cache_dir.join(NO_EXIST).join(safe_id(id)).join(file)
     }
-
-    fn partial_path(&self, id: &str, file: &str) -> PathBuf {
-        self.cache_dir
-            .join("models")
-            .join(TEMPORARY)
-            .join(safe_id(id))
-            .join(format!("{file}.incomplete"))
-    }
 }
 
-/// `org/name` as the SDK names its folder: each `.` of the name becomes `___`.
+/// `org/name` as older SDKs name its folder: each `.` of the name becomes `___`.
 fn safe_id(id: &str) -> String {
     let (org, name) = id.split_once('/').unwrap_or(("", id));
     format!("{org}/{}", name.replace('.', "___"))
@@ -145,7 +153,7 @@ pub enum ModelScopeError {
     #[error("the repository `{PREFIX}{id}` has no file `{file}` (404): check the file name")]
     FileNotFound { id: String, file: String },
     #[error(
-        "cannot reach {domain} ({reason}): check your network or MODELSCOPE_DOMAIN; models \
+        "cannot reach {domain} ({reason}): check your network or MODELSCOPE_ENDPOINT; models \
          already in the ModelScope cache load without the network"
     )]
     Unreachable { domain: String, reason: String },
@@ -162,7 +170,7 @@ pub enum ModelScopeError {
     },
     #[error(
         "`{file}` of `{PREFIX}{id}` arrived damaged twice ({what}); it was deleted: try again, \
-         or check MODELSCOPE_DOMAIN"
+         or check MODELSCOPE_ENDPOINT"
     )]
     Corrupt {
         id: String,
@@ -226,7 +234,7 @@ pub fn fetch(
                 .and_then(|()| std::fs::write(&absent, b""));
         }
     })?;
-    let partial = site.partial_path(id, file);
+    let partial = PathBuf::from(format!("{}.incomplete", path.display()));
     let in_dir = |e: std::io::Error| ModelScopeError::Cache {
         path: path.clone(),
         source: e,
@@ -372,20 +380,33 @@ mod tests {
         assert_eq!(local.domain, "http://127.0.0.1:8000");
         let default = read(&[]);
         assert_eq!(default.domain, DEFAULT_DOMAIN);
-        assert!(default.cache_dir.ends_with(".cache/modelscope/hub"));
+        assert!(default.cache_dir.ends_with(".cache/modelscope"));
+        let newer = read(&[
+            ("MODELSCOPE_ENDPOINT", "https://modelscope.ai"),
+            ("MODELSCOPE_DOMAIN", "www.modelscope.cn"),
+        ]);
+        assert_eq!(newer.domain, "https://modelscope.ai");
         assert_eq!(default.token, None);
     }
 
     #[test]
-    fn model_folders_are_named_as_the_sdk_names_them() {
-        let set = ModelScopeSettings::new(PathBuf::from("/c"));
-        assert_eq!(
-            set.model_dir("Qwen/Qwen3.5-4B"),
-            PathBuf::from("/c/models/Qwen/Qwen3___5-4B")
-        );
-        assert_eq!(
-            set.partial_path("org/m", "a/b.gguf"),
-            PathBuf::from("/c/models/._____temp/org/m/a/b.gguf.incomplete")
-        );
+    fn model_folders_are_found_as_the_sdk_finds_them() {
+        let cache = tempfile::tempdir().unwrap();
+        let set = ModelScopeSettings::new(cache.path().to_owned());
+        let id = "Qwen/Qwen3.5-4B";
+        let snapshot = cache
+            .path()
+            .join("models/Qwen--Qwen3.5-4B/snapshots/master");
+        assert_eq!(set.model_dir(id), snapshot);
+        // An older SDK's folder is used once it holds files, the plain one before `hub/`.
+        let hub = cache.path().join("hub/models/Qwen/Qwen3___5-4B");
+        std::fs::create_dir_all(&hub).unwrap();
+        assert_eq!(set.model_dir(id), snapshot, "an empty folder is not used");
+        std::fs::write(hub.join("config.json"), "{}").unwrap();
+        assert_eq!(set.model_dir(id), hub);
+        let plain = cache.path().join("models/Qwen/Qwen3___5-4B");
+        std::fs::create_dir_all(&plain).unwrap();
+        std::fs::write(plain.join("config.json"), "{}").unwrap();
+        assert_eq!(set.model_dir(id), plain);
     }
 }

@@ -86,7 +86,9 @@ impl<'a> Client<'a> {
         &self,
         url: &str,
     ) -> Result<ureq::Response, Box<ureq::Error>> {
-        self.request(&self.meta, "GET", url).call().map_err(Box::new)
+        self.request(&self.meta, "GET", url)
+            .call()
+            .map_err(Box::new)
     }
 
     /// Fetches `file` into `repo`'s cache and links it into the snapshot of its commit.
