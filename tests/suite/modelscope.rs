@@ -253,6 +253,41 @@ fn a_cut_download_resumes_with_a_range_request_now_or_on_the_next_run() {
 }
 
 #[test]
+fn a_cancelled_download_keeps_its_part_and_the_next_run_resumes_it() {
+    let Some(gguf) = stories() else { return };
+    let server = server_with(&gguf);
+    let home = tempfile::tempdir().unwrap();
+    let hub = settings(&server.url, home.path());
+    let cancel = hub.cancel.clone();
+    let err = modelscope::fetch(&hub, GGUF_REPO, GGUF_FILE, &mut |t| {
+        if t.done > 0 {
+            cancel.cancel();
+        }
+    })
+    .unwrap_err();
+    assert!(
+        matches!(err, ModelScopeError::Download(HubError::Cancelled { .. })),
+        "{err}"
+    );
+    let target = home
+        .path()
+        .join("modelscope")
+        .join(GGUF_DIR)
+        .join(GGUF_FILE);
+    assert!(!target.exists(), "a cancelled file is never shown whole");
+    let mut partial = target.clone().into_os_string();
+    partial.push(".incomplete");
+    let kept = std::fs::metadata(&partial).unwrap().len();
+    assert!(kept > 0 && kept < gguf.len() as u64, "{kept}");
+
+    let again = settings(&server.url, home.path());
+    let path = fetch(&again, GGUF_REPO, GGUF_FILE).expect("the next run resumes");
+    assert_eq!(std::fs::read(path).unwrap(), gguf);
+    let last = server.log().pop().unwrap();
+    assert_eq!(last.range, Some(format!("bytes={kept}-")));
+}
+
+#[test]
 fn a_private_repository_says_to_set_modelscope_api_token_and_never_prints_it() {
     let server = FakeModelScope::start();
     server.repo(HF_REPO, tiny_safetensors());

@@ -438,4 +438,25 @@ mod tests {
         assert_eq!(parse_hub_id("a/b/c"), None);
         assert_eq!(parse_hub_id("org/na me"), None);
     }
+
+    #[test]
+    fn modelscope_ids_are_named_as_twinkle_writes_them() {
+        let Ok(Named::Remote(repo, file)) = named("ms://Qwen/Qwen3.5-4B:q4.gguf") else {
+            panic!("a ModelScope id with its file");
+        };
+        assert_eq!(
+            (repo.site, repo.id, file),
+            (Site::ModelScope, "Qwen/Qwen3.5-4B", Some("q4.gguf"))
+        );
+        assert_eq!(repo.to_string(), "ms://Qwen/Qwen3.5-4B");
+        // A session or preset naming one passes the check before loading.
+        assert!(check_named("ms://Qwen/Qwen3.5-4B").is_ok());
+        for bad in ["ms://Qwen", "ms://a/b/c", "ms://org/name:f.bin", "ms://"] {
+            let err = check_named(bad).unwrap_err();
+            assert!(
+                matches!(err, SourceError::NotAModelScopeId(_)),
+                "{bad}: {err}"
+            );
+        }
+    }
 }

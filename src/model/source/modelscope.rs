@@ -234,7 +234,9 @@ pub fn fetch(
                 .and_then(|()| std::fs::write(&absent, b""));
         }
     })?;
-    let partial = PathBuf::from(format!("{}.incomplete", path.display()));
+    let mut partial = path.clone().into_os_string();
+    partial.push(".incomplete");
+    let partial = PathBuf::from(partial);
     let in_dir = |e: std::io::Error| ModelScopeError::Cache {
         path: path.clone(),
         source: e,
