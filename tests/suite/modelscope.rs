@@ -8,6 +8,7 @@ use crate::common::fake_hub::{Behaviour, sha256_hex};
 use crate::common::fake_modelscope::FakeModelScope;
 use samplab::engine::load::load_model;
 use samplab::model::device::DeviceChoice;
+use samplab::model::source::discover::in_modelscope_cache;
 use samplab::model::source::hub::{HubError, HubSettings, Timeouts, Transfer};
 use samplab::model::source::modelscope::{self, ModelScopeError, ModelScopeSettings};
 use std::path::{Path, PathBuf};
@@ -150,6 +151,13 @@ fn a_gguf_downloads_into_the_modelscope_cache_and_loads_again_with_the_server_go
             format!("/api/v1/models/{GGUF_REPO}/repo?Revision=master&FilePath={GGUF_FILE}"),
         ]
     );
+
+    // The model picker offers it by the id it was asked for.
+    let offered: Vec<String> = in_modelscope_cache(&hub.modelscope)
+        .into_iter()
+        .map(|c| c.spec)
+        .collect();
+    assert_eq!(offered, std::slice::from_ref(&spec));
 
     let gone = settings(&dead_address(), home.path());
     load_model(&spec, &gone, DeviceChoice::Cpu, &mut |_| {})
