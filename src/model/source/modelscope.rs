@@ -179,7 +179,11 @@ pub enum ModelScopeError {
     },
     #[error("{domain} is not a ModelScope server: {what}")]
     NotModelScope { domain: String, what: String },
-    #[error("cannot write the ModelScope cache at {}: {source}; set MODELSCOPE_CACHE to a writable directory", path.display())]
+    #[error(
+        "cannot write the ModelScope cache at {}: {source}; set MODELSCOPE_CACHE to a writable \
+         directory",
+        path.display()
+    )]
     Cache {
         path: PathBuf,
         source: std::io::Error,
@@ -237,13 +241,6 @@ pub fn fetch(
     let mut partial = path.clone().into_os_string();
     partial.push(".incomplete");
     let partial = PathBuf::from(partial);
-    let in_dir = |e: std::io::Error| ModelScopeError::Cache {
-        path: path.clone(),
-        source: e,
-    };
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(in_dir)?;
-    }
     client
         .fetch_into(&path, &partial, file, &remote, observe)
         .map_err(|e| from_download(e, id, &site.domain))?;
