@@ -1023,3 +1023,16 @@ fn a_constraint_reads_back_exactly_in_python() {
     assert_eq!(grammar["grammar"], "root ::= item+\nitem ::= [a-z] \"\\n\"");
     assert!(!to_vllm(&rich(), &HUB).contains("StructuredOutputsParams"));
 }
+
+#[test]
+fn a_modelscope_id_passes_into_the_twinkle_snippet_as_twinkle_writes_it() {
+    let context = ExportContext {
+        prompt: "Once upon a time",
+        model: "ms://Qwen/Qwen3.5-4B",
+    };
+    let snippet = to_twinkle(&greedy(), &context);
+    assert!(
+        snippet.contains("\nmodel_id = \"ms://Qwen/Qwen3.5-4B\"\n"),
+        "{snippet}"
+    );
+}

@@ -28,6 +28,7 @@ mod model_memory;
 mod model_qtypes;
 mod model_real;
 mod model_stories;
+mod modelscope;
 mod provenance;
 mod remote;
 mod render;

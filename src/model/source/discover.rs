@@ -1,7 +1,8 @@
 //! Models already on this machine, offered by the playground's model picker: GGUF files and
-//! model directories in a folder, and what the Hugging Face cache holds (including models
-//! that Python tools downloaded).
+//! model directories in a folder, and what the Hugging Face and ModelScope caches hold
+//! (including models that Python tools downloaded).
 
+use super::modelscope::{self, ModelScopeSettings};
 use std::path::Path;
 
 /// Something `--model` accepts, with how the picker shows it.
@@ -66,29 +67,85 @@ fn in_hub_cache(hub_cache: &Path) -> Vec<Candidate> {
                 }
             }
         }
-        files.sort();
-        let has = |suffix: &str| files.iter().any(|(f, _)| f.ends_with(suffix));
-        if has("config.json") && has(".safetensors") {
-            let size = files
-                .iter()
-                .filter(|(f, _)| !f.ends_with(".gguf"))
-                .map(|(_, size)| size)
-                .sum();
-            found.push(Candidate {
-                label: format!("{id} (HF cache)"),
-                spec: id.clone(),
-                size: Some(size),
-            });
-        }
-        for (gguf, size) in files.iter().filter(|(f, _)| f.ends_with(".gguf")) {
-            found.push(Candidate {
-                spec: format!("{id}:{gguf}"),
-                label: format!("{id}:{gguf} (HF cache)"),
-                size: Some(*size),
-            });
-        }
+        found.extend(offer(&id, files, "HF cache"));
     }
     found.sort_by(|a, b| a.label.cmp(&b.label));
+    found
+}
+
+/// Repositories in the ModelScope cache, in whichever folder the SDK (and so samplab) reads
+/// each from: offered as `ms://org/name` and `ms://org/name:file.gguf`. Parts of downloads
+/// under way (`*.incomplete`) and the SDK's own dotfiles are left out.
+pub fn in_modelscope_cache(settings: &ModelScopeSettings) -> Vec<Candidate> {
+    let models = settings.cache_dir.join("models");
+    // `org--name` (the snapshot layout), and `org/name___` in older SDKs' folders.
+    let mut ids: Vec<String> = entries(&models)
+        .iter()
+        .filter_map(|dir| {
+            file_name(dir)
+                .split_once("--")
+                .map(|(o, n)| format!("{o}/{n}"))
+        })
+        .collect();
+    for root in [models, settings.cache_dir.join("hub/models")] {
+        for org in entries(&root).iter().filter(|d| d.is_dir()) {
+            for repo in entries(org).iter().filter(|d| d.is_dir()) {
+                let (org, name) = (file_name(org), file_name(repo));
+                if !org.contains("--") && !org.starts_with('.') {
+                    ids.push(format!("{org}/{}", name.replace("___", ".")));
+                }
+            }
+        }
+    }
+    ids.sort();
+    ids.dedup();
+    let mut found = Vec::new();
+    for id in ids {
+        let mut files: Vec<(String, u64)> = entries(&settings.model_dir(&id))
+            .iter()
+            .map(|file| (file_name(file), file_size(file)))
+            .filter(|(name, _)| {
+                !name.starts_with('.')
+                    && !name.ends_with(".incomplete")
+                    && !super::sha256_cache::is_entry(name)
+            })
+            .collect();
+        files.sort();
+        found.extend(offer(
+            &format!("{}{id}", modelscope::PREFIX),
+            files,
+            "ModelScope cache",
+        ));
+    }
+    found.sort_by(|a, b| a.label.cmp(&b.label));
+    found
+}
+
+/// What one cached repository `id` offers from its `files` (name, size): the safetensors
+/// model when config.json and weights are there, and each GGUF file.
+fn offer(id: &str, mut files: Vec<(String, u64)>, cache: &str) -> Vec<Candidate> {
+    files.sort();
+    let has = |suffix: &str| files.iter().any(|(f, _)| f.ends_with(suffix));
+    let mut found = Vec::new();
+    if has("config.json") && has(".safetensors") {
+        let size = files
+            .iter()
+            .filter(|(f, _)| !f.ends_with(".gguf"))
+            .map(|(_, size)| size)
+            .sum();
+        found.push(Candidate {
+            label: format!("{id} ({cache})"),
+            spec: id.to_owned(),
+            size: Some(size),
+        });
+    }
+    for (gguf, size) in files.iter().filter(|(f, _)| f.ends_with(".gguf")) {
+        found.push(Candidate {
+            spec: format!("{id}:{gguf}"),
+            label: format!("{id}:{gguf} ({cache})"),
+            size: Some(*size),
+        });
+    }
     found
 }
 

@@ -1,20 +1,23 @@
-//! What `--model` names: a GGUF file, a Hugging Face model directory, a Hub id, or the
-//! built-in samplab-tiny.
+//! What `--model` names: a GGUF file, a Hugging Face model directory, a Hub id, a ModelScope
+//! id (`ms://org/name`), or the built-in samplab-tiny.
 //!
-//! Hub ids resolve into the standard HF cache (`$HF_HOME/hub`), so models downloaded by Python
-//! tools are reused and ours are reused by them. Offline, only the cache is consulted.
+//! Hub ids resolve into the standard HF cache (`$HF_HOME/hub`) and ModelScope ids into
+//! ModelScope's (`$MODELSCOPE_CACHE`), so models downloaded by Python tools are reused and ours
+//! are reused by them. Offline, only the cache is consulted.
 
 pub mod cache;
 pub mod cancel;
 pub mod discover;
 pub mod embedded;
 pub mod hub;
+pub mod modelscope;
 pub mod origin;
 mod sha256;
 mod sha256_cache;
 pub mod synthetic;
 
 use hub::{HubError, Transfer};
+use modelscope::ModelScopeError;
 use std::path::{Path, PathBuf};
 
 pub use hub::HubSettings;
@@ -40,10 +43,15 @@ pub enum SourceError {
     )]
     NotAModel(String),
     #[error(
-        "`{id}` is not in the Hugging Face cache at {cache} ({missing} missing) and HF_HUB_OFFLINE is set: run once online, or point --model at a local file"
+        "`{0}` is not a ModelScope id: write `ms://org/name` for a safetensors repository or `ms://org/name:file.gguf` for one GGUF file of it"
+    )]
+    NotAModelScopeId(String),
+    #[error(
+        "`{id}` is not in the {site} cache at {cache} ({missing} missing) and HF_HUB_OFFLINE is set: run once online, or point --model at a local file"
     )]
     NotCached {
         id: String,
+        site: &'static str,
         cache: PathBuf,
         missing: String,
     },
@@ -54,6 +62,8 @@ pub enum SourceError {
     Embedded { source: std::io::Error },
     #[error(transparent)]
     Hub(#[from] HubError),
+    #[error(transparent)]
+    ModelScope(#[from] ModelScopeError),
     #[error(
         "the repository `{id}` has no config.json, so it is not a transformers model; for a GGUF \
          repository name the file too: `{id}:file.gguf`"
@@ -116,19 +126,22 @@ pub fn resolve(
             Ok(ModelSource::HfDir(dir))
         }
         Named::Local(source) => Ok(source),
-        Named::Hub(id, Some(file)) => Ok(ModelSource::Gguf(fetch(id, file, hub, progress)?)),
-        Named::Hub(id, None) => {
-            let config = fetch(id, "config.json", hub, progress).map_err(|e| match e {
-                SourceError::Hub(HubError::FileNotFound { id, .. }) => {
-                    SourceError::NotATransformersRepo { id }
+        Named::Remote(repo, Some(file)) => Ok(ModelSource::Gguf(fetch(repo, file, hub, progress)?)),
+        Named::Remote(repo, None) => {
+            let config = fetch(repo, "config.json", hub, progress).map_err(|e| {
+                if e.is_file_not_found() {
+                    SourceError::NotATransformersRepo {
+                        id: repo.to_string(),
+                    }
+                } else {
+                    e
                 }
-                e => e,
             })?;
-            fetch(id, "tokenizer.json", hub, progress)?;
+            fetch(repo, "tokenizer.json", hub, progress)?;
             for file in HF_OPTIONAL {
-                fetch_optional(id, file, hub, progress)?;
+                fetch_optional(repo, file, hub, progress)?;
             }
-            fetch_weights(id, hub, progress)?;
+            fetch_weights(repo, hub, progress)?;
             let dir = config.parent().map(Path::to_path_buf).unwrap_or_default();
             Ok(ModelSource::HfDir(dir))
         }
@@ -139,27 +152,77 @@ pub fn resolve(
 enum Named<'a> {
     Embedded,
     Local(ModelSource),
-    /// A Hub id, with the GGUF file it picks.
-    Hub(&'a str, Option<&'a str>),
+    /// A repository id, with the GGUF file it picks.
+    Remote(Repo<'a>, Option<&'a str>),
+}
+
+/// The sites whose repositories `--model` can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Site {
+    HuggingFace,
+    ModelScope,
+}
+
+/// Repository `id` (`org/name`) on `site`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Repo<'a> {
+    site: Site,
+    id: &'a str,
+}
+
+/// As the user writes it: `org/name` or `ms://org/name`.
+impl std::fmt::Display for Repo<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.site {
+            Site::HuggingFace => write!(f, "{}", self.id),
+            Site::ModelScope => write!(f, "{}{}", modelscope::PREFIX, self.id),
+        }
+    }
+}
+
+impl SourceError {
+    /// The repository exists but lacks the file.
+    fn is_file_not_found(&self) -> bool {
+        matches!(
+            self,
+            SourceError::Hub(HubError::FileNotFound { .. })
+                | SourceError::ModelScope(ModelScopeError::FileNotFound { .. })
+        )
+    }
 }
 
 fn named(spec: &str) -> Result<Named<'_>, SourceError> {
     if embedded::is_embedded(spec) {
         return Ok(Named::Embedded);
     }
+    if let Some(rest) = spec.strip_prefix(modelscope::PREFIX) {
+        let (id, file) =
+            parse_hub_id(rest).ok_or_else(|| SourceError::NotAModelScopeId(spec.to_owned()))?;
+        let repo = Repo {
+            site: Site::ModelScope,
+            id,
+        };
+        return Ok(Named::Remote(repo, file));
+    }
     let path = Path::new(spec);
     if path.exists() {
         return local(path).map(Named::Local);
     }
     match parse_hub_id(spec) {
-        Some((id, file)) => Ok(Named::Hub(id, file)),
+        Some((id, file)) => {
+            let repo = Repo {
+                site: Site::HuggingFace,
+                id,
+            };
+            Ok(Named::Remote(repo, file))
+        }
         None if looks_like_path(spec) => Err(SourceError::NotFound(path.to_owned())),
         None => Err(SourceError::NotAModel(spec.to_owned())),
     }
 }
 
 /// Refuses a spec that can no longer name a model (a path gone, a directory that is no
-/// model's) before anything is loaded; a Hub id passes, as only its download can tell.
+/// model's) before anything is loaded; a repository id passes, as only its download can tell.
 pub fn check_named(spec: &str) -> Result<(), SourceError> {
     named(spec).map(drop)
 }
@@ -202,17 +265,17 @@ fn parse_hub_id(spec: &str) -> Option<(&str, Option<&str>)> {
 
 /// The weights: one model.safetensors, or the shards an index names.
 fn fetch_weights(
-    id: &str,
+    repo: Repo,
     hub: &HubSettings,
     progress: &mut dyn FnMut(LoadProgress),
 ) -> Result<(), SourceError> {
     let index = "model.safetensors.index.json";
-    let Some(index_path) = fetch_optional(id, index, hub, progress)? else {
-        fetch(id, "model.safetensors", hub, progress)?;
+    let Some(index_path) = fetch_optional(repo, index, hub, progress)? else {
+        fetch(repo, "model.safetensors", hub, progress)?;
         return Ok(());
     };
     let bad_index = |message: String| SourceError::BadIndex {
-        id: id.to_owned(),
+        id: repo.to_string(),
         file: index.to_owned(),
         message,
     };
@@ -226,41 +289,58 @@ fn fetch_weights(
     shards.sort_unstable();
     shards.dedup();
     for shard in shards {
-        fetch(id, shard, hub, progress)?;
+        fetch(repo, shard, hub, progress)?;
     }
     Ok(())
 }
 
-/// One file of a Hub repo: from the cache when present, downloaded otherwise.
+/// One file of a repository: from its site's cache when present, downloaded otherwise;
+/// `None` when offline and not cached.
+fn fetch_from(
+    repo: Repo,
+    file: &str,
+    hub: &HubSettings,
+    progress: &mut dyn FnMut(LoadProgress),
+) -> Result<Option<PathBuf>, SourceError> {
+    let observe = &mut |transfer: &Transfer| progress(LoadProgress::download(transfer));
+    Ok(match repo.site {
+        Site::HuggingFace => hub::fetch(hub, repo.id, file, observe)?,
+        Site::ModelScope => modelscope::fetch(hub, repo.id, file, observe)?,
+    })
+}
+
+/// A file the model needs: offline and not cached, an error that says so.
 fn fetch(
-    id: &str,
+    repo: Repo,
     file: &str,
     hub: &HubSettings,
     progress: &mut dyn FnMut(LoadProgress),
 ) -> Result<PathBuf, SourceError> {
-    let found = hub::fetch(hub, id, file, &mut |transfer| {
-        progress(LoadProgress::download(transfer))
-    })?;
-    found.ok_or_else(|| SourceError::NotCached {
-        id: id.to_owned(),
-        cache: hub.cache_dir.clone(),
-        missing: file.to_owned(),
+    fetch_from(repo, file, hub, progress)?.ok_or_else(|| {
+        let (site, cache) = match repo.site {
+            Site::HuggingFace => ("Hugging Face", hub.cache_dir.clone()),
+            Site::ModelScope => ("ModelScope", hub.modelscope.cache_dir.clone()),
+        };
+        SourceError::NotCached {
+            id: repo.to_string(),
+            site,
+            cache,
+            missing: file.to_owned(),
+        }
     })
 }
 
 /// A file the repository may lack: `None` when it does (or when offline and not cached).
 fn fetch_optional(
-    id: &str,
+    repo: Repo,
     file: &str,
     hub: &HubSettings,
     progress: &mut dyn FnMut(LoadProgress),
 ) -> Result<Option<PathBuf>, SourceError> {
-    match hub::fetch(hub, id, file, &mut |transfer| {
-        progress(LoadProgress::download(transfer))
-    }) {
-        Ok(found) => Ok(found),
-        Err(HubError::FileNotFound { .. } | HubError::NotFound { .. }) => Ok(None),
-        Err(e) => Err(e.into()),
+    match fetch_from(repo, file, hub, progress) {
+        Err(SourceError::Hub(HubError::NotFound { .. })) => Ok(None),
+        Err(e) if e.is_file_not_found() => Ok(None),
+        found => found,
     }
 }
 
@@ -357,5 +437,26 @@ mod tests {
         assert_eq!(parse_hub_id("org/"), None);
         assert_eq!(parse_hub_id("a/b/c"), None);
         assert_eq!(parse_hub_id("org/na me"), None);
+    }
+
+    #[test]
+    fn modelscope_ids_are_named_as_twinkle_writes_them() {
+        let Ok(Named::Remote(repo, file)) = named("ms://Qwen/Qwen3.5-4B:q4.gguf") else {
+            panic!("a ModelScope id with its file");
+        };
+        assert_eq!(
+            (repo.site, repo.id, file),
+            (Site::ModelScope, "Qwen/Qwen3.5-4B", Some("q4.gguf"))
+        );
+        assert_eq!(repo.to_string(), "ms://Qwen/Qwen3.5-4B");
+        // A session or preset naming one passes the check before loading.
+        assert!(check_named("ms://Qwen/Qwen3.5-4B").is_ok());
+        for bad in ["ms://Qwen", "ms://a/b/c", "ms://org/name:f.bin", "ms://"] {
+            let err = check_named(bad).unwrap_err();
+            assert!(
+                matches!(err, SourceError::NotAModelScopeId(_)),
+                "{bad}: {err}"
+            );
+        }
     }
 }

@@ -5,7 +5,7 @@ use super::{clipboard, results_file};
 use crate::atomic_file;
 use crate::engine::RunId;
 use crate::model::source::HubSettings;
-use crate::model::source::discover::discover;
+use crate::model::source::discover::{discover, in_modelscope_cache};
 use crate::params::SamplingParams;
 use crate::preset_store::{PresetStore, SaveError};
 use crate::tui::action::Outcome;
@@ -94,11 +94,14 @@ pub fn open_session(path: &Path) -> Outcome {
     )
 }
 
-/// GGUF files and model directories where the playground was started, and the HF cache.
+/// GGUF files and model directories where the playground was started, and the HF and
+/// ModelScope caches.
 pub fn discover_models() -> Outcome {
     let here = std::env::current_dir().unwrap_or_default();
     let hub = HubSettings::from_env();
-    Outcome::ModelsFound(discover(&here, &hub.cache_dir))
+    let mut found = discover(&here, &hub.cache_dir);
+    found.extend(in_modelscope_cache(&hub.modelscope));
+    Outcome::ModelsFound(found)
 }
 
 #[cfg(test)]

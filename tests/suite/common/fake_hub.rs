@@ -121,14 +121,14 @@ fn small_etag(bytes: &[u8]) -> String {
     sha256_hex(bytes)[..40].to_owned()
 }
 
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
 }
 
 impl Answer {
-    fn new(status: u16) -> Self {
+    pub fn new(status: u16) -> Self {
         Self {
             status,
             headers: Vec::new(),
@@ -136,13 +136,14 @@ impl Answer {
         }
     }
 
-    fn header(mut self, name: &str, value: impl Into<String>) -> Self {
+    pub fn header(mut self, name: &str, value: impl Into<String>) -> Self {
         self.headers.push((name.to_owned(), value.into()));
         self
     }
 }
 
-fn serve(stream: TcpStream, shared: &Mutex<Shared>, base: &str) -> std::io::Result<()> {
+/// The request line and the headers a fake server looks at.
+pub fn read_request(stream: &TcpStream) -> std::io::Result<Logged> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut line = String::new();
     reader.read_line(&mut line)?;
@@ -159,12 +160,17 @@ fn serve(stream: TcpStream, shared: &Mutex<Shared>, base: &str) -> std::io::Resu
             headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_owned());
         }
     }
-    let logged = Logged {
-        method: method.clone(),
-        path: path.clone(),
+    Ok(Logged {
+        method,
+        path,
         range: headers.get("range").cloned(),
         authorization: headers.get("authorization").cloned(),
-    };
+    })
+}
+
+fn serve(stream: TcpStream, shared: &Mutex<Shared>, base: &str) -> std::io::Result<()> {
+    let logged = read_request(&stream)?;
+    let (method, path) = (logged.method.clone(), logged.path.clone());
     let (answer, behaviour) = {
         let mut shared = shared.lock().unwrap();
         shared.log.push(logged.clone());
@@ -250,7 +256,8 @@ fn answer(shared: &Shared, request: &Logged, base: &str) -> Answer {
         .header("ETag", format!("\"{}\"", small_etag(bytes)))
 }
 
-fn bytes_answer(bytes: &[u8], request: &Logged, behaviour: &Behaviour) -> Answer {
+/// The bytes from where the request's `Range` starts (206), or all of them (200).
+pub fn bytes_answer(bytes: &[u8], request: &Logged, behaviour: &Behaviour) -> Answer {
     let start = request
         .range
         .as_deref()
@@ -275,7 +282,8 @@ fn bytes_answer(bytes: &[u8], request: &Logged, behaviour: &Behaviour) -> Answer
     }
 }
 
-fn write_answer(
+/// Writes `answer`, cutting or stalling its bytes as `behaviour` asks.
+pub fn write_answer(
     mut stream: TcpStream,
     method: &str,
     answer: Answer,

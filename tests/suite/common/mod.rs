@@ -7,6 +7,7 @@ use std::process::{Command, Output};
 pub mod chromium;
 pub mod fake_hub;
 pub mod fake_model;
+pub mod fake_modelscope;
 pub mod fake_openai;
 pub mod tui;
 

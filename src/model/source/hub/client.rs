@@ -14,9 +14,11 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, sync_channel};
 use std::time::Duration;
 
-pub(super) struct Client<'a> {
+pub(in crate::model::source) struct Client<'a> {
     hub: &'a HubSettings,
     id: &'a str,
+    /// ModelScope's downloads also read the token from an `m_session_id` cookie.
+    session_cookie: bool,
     /// For HEAD: no redirects followed by ureq (relative ones are followed here).
     meta: ureq::Agent,
     /// For the bytes: follows the CDN's redirects, never carrying the token along.
@@ -27,9 +29,15 @@ pub(super) struct Client<'a> {
 struct Metadata {
     commit: String,
     etag: String,
-    size: Option<u64>,
-    /// Where the bytes are: the resolve URL, or the CDN it redirects to.
-    url: String,
+    remote: Remote,
+}
+
+/// Where one file's bytes are and what they must add up to.
+pub(in crate::model::source) struct Remote {
+    pub url: String,
+    pub size: Option<u64>,
+    /// Checked once the bytes are in, when known.
+    pub sha256: Option<String>,
 }
 
 /// How one GET ended when it did not end well.
@@ -45,7 +53,7 @@ const CANCEL_POLL: Duration = Duration::from_millis(100);
 const CHUNK: usize = 256 * 1024;
 
 impl<'a> Client<'a> {
-    pub(super) fn new(hub: &'a HubSettings, id: &'a str) -> Self {
+    pub(in crate::model::source) fn new(hub: &'a HubSettings, id: &'a str) -> Self {
         let agent = |read: Duration, redirects: u32| {
             ureq::AgentBuilder::new()
                 .timeout_connect(hub.timeouts.connect)
@@ -60,7 +68,27 @@ impl<'a> Client<'a> {
             id,
             meta: agent(hub.timeouts.metadata, 0),
             data: agent(hub.timeouts.read, 5),
+            session_cookie: false,
         }
+    }
+
+    /// As [`Self::new`], for a ModelScope server: `hub.endpoint` is its domain and `hub.token`
+    /// its token, sent in both forms ModelScope reads.
+    pub(in crate::model::source) fn modelscope(hub: &'a HubSettings, id: &'a str) -> Self {
+        Self {
+            session_cookie: true,
+            ..Self::new(hub, id)
+        }
+    }
+
+    /// A GET of an API answer on the endpoint (a listing), with the metadata timeout.
+    pub(in crate::model::source) fn get_api(
+        &self,
+        url: &str,
+    ) -> Result<ureq::Response, Box<ureq::Error>> {
+        self.request(&self.meta, "GET", url)
+            .call()
+            .map_err(Box::new)
     }
 
     /// Fetches `file` into `repo`'s cache and links it into the snapshot of its commit.
@@ -78,11 +106,12 @@ impl<'a> Client<'a> {
             observe(&Transfer {
                 file: file.to_owned(),
                 done: size,
-                total: meta.size.unwrap_or(size),
+                total: meta.remote.size.unwrap_or(size),
                 bytes_per_second: None,
             });
         } else {
-            self.fetch_blob(repo, file, &meta, observe)?;
+            let partial = repo.incomplete_path(&meta.etag);
+            self.fetch_into(&blob, &partial, file, &meta.remote, observe)?;
         }
         let path = repo
             .link(&meta.commit, file, &meta.etag)
@@ -108,7 +137,12 @@ impl<'a> Client<'a> {
             .set("Accept-Encoding", "identity");
         match &self.hub.token {
             Some(token) if same_origin(url, &self.hub.endpoint) => {
-                request.set("Authorization", &format!("Bearer {token}"))
+                let request = request.set("Authorization", &format!("Bearer {token}"));
+                if self.session_cookie {
+                    request.set("Cookie", &format!("m_session_id={token}"))
+                } else {
+                    request
+                }
             }
             _ => request,
         }
@@ -159,28 +193,32 @@ impl<'a> Client<'a> {
             let size = linked_size
                 .or_else(|| header("Content-Length").filter(|_| !redirect))
                 .and_then(|s| s.trim().parse().ok());
+            // An LFS file's ETag is its sha256.
+            let sha256 = is_sha256(&etag).then(|| etag.clone());
             return Ok(Metadata {
                 commit,
                 etag,
-                size,
-                url: download_url,
+                remote: Remote {
+                    url: download_url,
+                    size,
+                    sha256,
+                },
             });
         }
         Err(self.not_a_hub(format!("too many redirects for `{file}`")))
     }
 
-    /// Downloads into `blobs/<etag>.incomplete`, resuming what is there, and renames it to the
-    /// blob once size and hash check out.
-    fn fetch_blob(
+    /// Downloads `file` into `partial`, resuming what is there, and renames it to `blob` once
+    /// size and hash check out.
+    pub(in crate::model::source) fn fetch_into(
         &self,
-        repo: &RepoCache,
+        blob: &Path,
+        partial: &Path,
         file: &str,
-        meta: &Metadata,
+        meta: &Remote,
         observe: &mut dyn FnMut(&Transfer),
     ) -> Result<(), HubError> {
-        let blob = repo.blob_path(&meta.etag);
-        let partial = repo.incomplete_path(&meta.etag);
-        let cache_error = |e| self.cache_error(&partial, e);
+        let cache_error = |e| self.cache_error(partial, e);
         if let Some(parent) = partial.parent() {
             std::fs::create_dir_all(parent).map_err(cache_error)?;
         }
@@ -189,7 +227,7 @@ impl<'a> Client<'a> {
             .write(true)
             .create(true)
             .truncate(false)
-            .open(&partial)
+            .open(partial)
             .map_err(cache_error)?;
         // Another samplab (or Python) writing the same blob: wait for it rather than interleave.
         loop {
@@ -210,7 +248,7 @@ impl<'a> Client<'a> {
         if blob.is_file() {
             // Another process finished it while this one waited; an empty part is ours.
             if out.metadata().is_ok_and(|m| m.len() == 0) {
-                let _ = std::fs::remove_file(&partial);
+                let _ = std::fs::remove_file(partial);
             }
             return Ok(());
         }
@@ -226,7 +264,7 @@ impl<'a> Client<'a> {
                 });
             }
         };
-        let sha256 = is_sha256(&meta.etag).then_some(meta.etag.as_str());
+        let sha256 = meta.sha256.as_deref();
         let (mut cuts, mut damaged) = (0, false);
         loop {
             let attempt = self.get_into(
@@ -277,7 +315,7 @@ impl<'a> Client<'a> {
             out.set_len(0).map_err(cache_error)?;
             if damaged {
                 drop(out);
-                let _ = std::fs::remove_file(&partial);
+                let _ = std::fs::remove_file(partial);
                 return Err(HubError::Corrupt {
                     id: self.id.to_owned(),
                     file: file.to_owned(),
@@ -287,7 +325,7 @@ impl<'a> Client<'a> {
             damaged = true;
         }
         out.sync_all().map_err(cache_error)?;
-        std::fs::rename(&partial, &blob).map_err(|e| self.cache_error(&blob, e))
+        std::fs::rename(partial, blob).map_err(|e| self.cache_error(blob, e))
     }
 
     /// One GET from where `out` ends to the end of the file.
@@ -295,7 +333,7 @@ impl<'a> Client<'a> {
         &self,
         out: &mut File,
         file: &str,
-        meta: &Metadata,
+        meta: &Remote,
         report: &mut dyn FnMut(u64, &mut Meter),
         meter: &mut Meter,
     ) -> Result<(), Attempt> {
@@ -444,7 +482,12 @@ impl<'a> Client<'a> {
         }
     }
 
-    fn transport_error(&self, file: &str, t: &ureq::Transport, waited: Duration) -> HubError {
+    pub(in crate::model::source) fn transport_error(
+        &self,
+        file: &str,
+        t: &ureq::Transport,
+        waited: Duration,
+    ) -> HubError {
         use ureq::ErrorKind as K;
         let endpoint = self.hub.endpoint.clone();
         let io_kind = io_source(t).map(io::Error::kind);
@@ -582,7 +625,7 @@ fn range_start(header: &str) -> Option<u64> {
 }
 
 /// Percent-encodes a repository path, keeping its `/`.
-fn encode_path(file: &str) -> String {
+pub(in crate::model::source) fn encode_path(file: &str) -> String {
     let mut out = String::with_capacity(file.len());
     for byte in file.bytes() {
         if byte.is_ascii_alphanumeric() || b"-._~/".contains(&byte) {

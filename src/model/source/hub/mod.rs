@@ -7,14 +7,15 @@
 //! a cut connection, a stall or a cancel, and becomes the blob only once its size (and, for an
 //! LFS file, its sha256) is checked.
 
-mod cache;
-mod client;
+pub(super) mod cache;
+pub(super) mod client;
 pub mod progress;
 
 pub use cache::{Lookup, RepoCache};
 pub use progress::Transfer;
 
 use super::cancel::Cancel;
+use super::modelscope::ModelScopeSettings;
 use std::path::PathBuf;
 
 use std::time::Duration;
@@ -38,6 +39,8 @@ pub struct HubSettings {
     pub progress_interval: Duration,
     /// Set to stop a download; what arrived stays for the next try.
     pub cancel: Cancel,
+    /// ModelScope for `ms://` ids; it shares the switches above but not endpoint, token or cache.
+    pub modelscope: ModelScopeSettings,
 }
 
 /// How long to wait before a server counts as unreachable or stalled.
@@ -70,14 +73,18 @@ impl std::fmt::Debug for HubSettings {
             .field("token", &self.token.as_ref().map(|_| "<set>"))
             .field("timeouts", &self.timeouts)
             .field("retries", &self.retries)
+            .field("modelscope", &self.modelscope)
             .finish_non_exhaustive()
     }
 }
 
 impl HubSettings {
-    /// The Hub at its usual address, online, no token, with the cache at `cache_dir`.
+    /// The Hub at its usual address, online, no token, with the cache at `cache_dir` and
+    /// ModelScope's beside it (`../modelscope`), so that settings made for a temporary folder
+    /// stay inside it.
     pub fn new(cache_dir: PathBuf) -> Self {
         Self {
+            modelscope: ModelScopeSettings::new(cache_dir.with_file_name("modelscope")),
             cache_dir,
             endpoint: DEFAULT_ENDPOINT.to_owned(),
             offline: false,
@@ -91,7 +98,8 @@ impl HubSettings {
 
     /// HF_HOME (else `$XDG_CACHE_HOME/huggingface`, else `~/.cache/huggingface`), HF_HUB_CACHE,
     /// HF_ENDPOINT, HF_HUB_OFFLINE, HF_TOKEN (else the token file `huggingface-cli login`
-    /// writes), HF_HUB_ETAG_TIMEOUT and HF_HUB_DOWNLOAD_TIMEOUT.
+    /// writes), HF_HUB_ETAG_TIMEOUT and HF_HUB_DOWNLOAD_TIMEOUT; and ModelScope's own
+    /// (see [`ModelScopeSettings::from_vars`]). HF_HUB_OFFLINE keeps both to their caches.
     pub fn from_env() -> Self {
         Self::from_vars(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
     }
@@ -135,6 +143,7 @@ impl HubSettings {
         };
         let defaults = Timeouts::default();
         Self {
+            modelscope: ModelScopeSettings::from_vars(&var),
             endpoint,
             offline,
             token,
