@@ -456,7 +456,7 @@ fn samplab_sample_downloads_through_modelscope_domain_and_cache_variables() {
 }
 
 /// The Python with ModelScope's SDK (`pip install modelscope`), named by
-/// `$SAMPLAB_MODELSCOPE_PYTHON`; `None` (said) skips the test. CI does not install it.
+/// `$SAMPLAB_MODELSCOPE_PYTHON`; `None` (said) skips the test. CI installs it (see `.ci/run`).
 fn modelscope_python() -> Option<std::ffi::OsString> {
     const VAR: &str = "SAMPLAB_MODELSCOPE_PYTHON";
     let python = std::env::var_os(VAR);
