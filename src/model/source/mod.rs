@@ -11,6 +11,7 @@ pub mod discover;
 pub mod embedded;
 pub mod hub;
 pub mod modelscope;
+mod modelscope_settings;
 pub mod origin;
 mod sha256;
 mod sha256_cache;

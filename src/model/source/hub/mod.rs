@@ -15,7 +15,7 @@ pub use cache::{Lookup, RepoCache};
 pub use progress::Transfer;
 
 use super::cancel::Cancel;
-use super::modelscope::ModelScopeSettings;
+use super::modelscope_settings::ModelScopeSettings;
 use std::path::PathBuf;
 
 use std::time::Duration;
