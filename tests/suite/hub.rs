@@ -37,29 +37,12 @@ fn tiny_gguf() -> Vec<u8> {
     std::fs::read(path).unwrap()
 }
 
-/// samplab-tiny's files (config.json, model.safetensors, tokenizer.json…), as a Hub repo.
-fn tiny_safetensors() -> Vec<(String, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/samplab-tiny");
-    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                std::fs::read(e.path()).unwrap(),
-            )
-        })
-        .collect();
-    files.sort();
-    files
-}
-
 /// A fake Hub serving both repositories, and the GGUF's bytes.
 fn hub_with_models() -> (FakeHub, Vec<u8>) {
     let gguf = tiny_gguf();
     let server = FakeHub::start();
     server.repo(GGUF_REPO, vec![(GGUF_FILE.to_owned(), gguf.clone())]);
-    server.repo(HF_REPO, tiny_safetensors());
+    server.repo(HF_REPO, crate::common::tiny_safetensors());
     (server, gguf)
 }
 
@@ -160,7 +143,7 @@ fn a_safetensors_repo_downloads_and_loads_and_a_second_run_asks_nothing() {
         .expect("the downloaded repo loads");
     assert_eq!(model.name, HF_REPO);
     let repo = RepoCache::new(&hub.cache_dir, HF_REPO);
-    for (file, bytes) in tiny_safetensors() {
+    for (file, bytes) in crate::common::tiny_safetensors() {
         let Lookup::Present(path) = repo.lookup(&file) else {
             panic!("{file} is in the snapshot");
         };
@@ -187,7 +170,10 @@ fn the_model_picker_offers_downloaded_models_with_their_sizes() {
     load_model(HF_REPO, &hub, DeviceChoice::Cpu, &mut |_| {}).unwrap();
     let empty = tempfile::tempdir().unwrap();
     let found = discover(empty.path(), &hub.cache_dir);
-    let safetensors_size: usize = tiny_safetensors().iter().map(|(_, b)| b.len()).sum();
+    let safetensors_size: usize = crate::common::tiny_safetensors()
+        .iter()
+        .map(|(_, b)| b.len())
+        .sum();
     let offered: Vec<(&str, Option<u64>)> =
         found.iter().map(|c| (c.spec.as_str(), c.size)).collect();
     assert_eq!(

@@ -25,27 +25,10 @@ fn stories() -> Option<Vec<u8>> {
     crate::common::test_model().map(|path| std::fs::read(path).unwrap())
 }
 
-/// samplab-tiny's files (config.json, model.safetensors, tokenizer.json…), as a repository.
-fn tiny_safetensors() -> Vec<(String, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/samplab-tiny");
-    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                std::fs::read(e.path()).unwrap(),
-            )
-        })
-        .collect();
-    files.sort();
-    files
-}
-
 fn server_with(gguf: &[u8]) -> FakeModelScope {
     let server = FakeModelScope::start();
     server.repo(GGUF_REPO, vec![(GGUF_FILE.to_owned(), gguf.to_vec())]);
-    server.repo(HF_REPO, tiny_safetensors());
+    server.repo(HF_REPO, crate::common::tiny_safetensors());
     server
 }
 
@@ -167,7 +150,7 @@ fn a_gguf_downloads_into_the_modelscope_cache_and_loads_again_with_the_server_go
 #[test]
 fn a_safetensors_repository_downloads_and_loads() {
     let server = FakeModelScope::start();
-    server.repo(HF_REPO, tiny_safetensors());
+    server.repo(HF_REPO, crate::common::tiny_safetensors());
     let home = tempfile::tempdir().unwrap();
     let hub = settings(&server.url, home.path());
     load_model(
@@ -180,7 +163,7 @@ fn a_safetensors_repository_downloads_and_loads() {
     let dir = home
         .path()
         .join("modelscope/models/test--tiny/snapshots/master");
-    for (file, bytes) in tiny_safetensors() {
+    for (file, bytes) in crate::common::tiny_safetensors() {
         assert_eq!(std::fs::read(dir.join(&file)).unwrap(), bytes, "{file}");
     }
     // Files the repository lacks are remembered as missing, outside the SDK's folders.
@@ -298,7 +281,7 @@ fn a_cancelled_download_keeps_its_part_and_the_next_run_resumes_it() {
 #[test]
 fn a_private_repository_says_to_set_modelscope_api_token_and_never_prints_it() {
     let server = FakeModelScope::start();
-    server.repo(HF_REPO, tiny_safetensors());
+    server.repo(HF_REPO, crate::common::tiny_safetensors());
     server.behave(Behaviour {
         token: Some("ms-right".into()),
         ..Behaviour::default()
@@ -350,7 +333,7 @@ fn a_private_repository_says_to_set_modelscope_api_token_and_never_prints_it() {
 #[test]
 fn a_missing_repository_or_file_is_named() {
     let server = FakeModelScope::start();
-    server.repo(HF_REPO, tiny_safetensors());
+    server.repo(HF_REPO, crate::common::tiny_safetensors());
     server.repo(
         "test/only-gguf",
         vec![("m.gguf".to_owned(), b"GGUF".to_vec())],
@@ -415,7 +398,7 @@ fn an_ms_id_that_is_not_org_and_name_says_what_one_looks_like() {
 #[test]
 fn samplab_sample_downloads_through_modelscope_domain_and_cache_variables() {
     let server = FakeModelScope::start();
-    server.repo(HF_REPO, tiny_safetensors());
+    server.repo(HF_REPO, crate::common::tiny_safetensors());
     let home = tempfile::tempdir().unwrap();
     let cache = home.path().join("ms-cache");
     let host = server.url.trim_start_matches("http://");

@@ -39,6 +39,24 @@ pub fn compare(
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// samplab-tiny's files (config.json, model.safetensors, tokenizer.json…), as a repository
+/// on a fake Hub or ModelScope.
+pub fn tiny_safetensors() -> Vec<(String, Vec<u8>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/samplab-tiny");
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
 /// What a run of the binary wrote to stderr.
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
