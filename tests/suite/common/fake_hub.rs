@@ -41,17 +41,56 @@ pub struct Behaviour {
     pub relative_redirects: bool,
 }
 
+/// What a fake server holds: its repositories, what it saw, how it misbehaves.
 #[derive(Default)]
-struct Shared {
-    repos: HashMap<String, Vec<(String, Vec<u8>)>>,
-    log: Vec<Logged>,
-    behaviour: Behaviour,
+pub struct Shared {
+    pub repos: HashMap<String, Vec<(String, Vec<u8>)>>,
+    pub log: Vec<Logged>,
+    pub behaviour: Behaviour,
+}
+
+/// A fake server's state, shared by its threads and the test, which reaches it through the
+/// server (the fake Hub and the fake ModelScope both deref to it).
+#[derive(Clone, Default)]
+pub struct Serving(Arc<Mutex<Shared>>);
+
+impl Serving {
+    /// What the server's threads lock.
+    pub fn state(&self) -> &Mutex<Shared> {
+        &self.0
+    }
+
+    /// Adds repository `id` with these files.
+    pub fn repo(&self, id: &str, files: Vec<(String, Vec<u8>)>) -> &Self {
+        self.0.lock().unwrap().repos.insert(id.to_owned(), files);
+        self
+    }
+
+    pub fn behave(&self, behaviour: Behaviour) {
+        self.0.lock().unwrap().behaviour = behaviour;
+    }
+
+    pub fn log(&self) -> Vec<Logged> {
+        self.0.lock().unwrap().log.clone()
+    }
+
+    pub fn requests(&self) -> usize {
+        self.0.lock().unwrap().log.len()
+    }
 }
 
 pub struct FakeHub {
     /// `http://127.0.0.1:<port>`, for `HF_ENDPOINT`.
     pub url: String,
-    shared: Arc<Mutex<Shared>>,
+    serving: Serving,
+}
+
+impl std::ops::Deref for FakeHub {
+    type Target = Serving;
+
+    fn deref(&self) -> &Serving {
+        &self.serving
+    }
 }
 
 /// How long a stalled answer stays silent: far beyond the timeouts the tests give the client.
@@ -61,47 +100,25 @@ impl FakeHub {
     /// Listens on two ports: the Hub's, and the CDN's that LFS files redirect to (another
     /// origin, as on the real Hub, where the token must not follow).
     pub fn start() -> Self {
-        let shared = Arc::new(Mutex::new(Shared::default()));
+        let serving = Serving::default();
         let bind = || TcpListener::bind("127.0.0.1:0").expect("a free port on 127.0.0.1");
         let (hub, cdn) = (bind(), bind());
         let url_of = |l: &TcpListener| format!("http://{}", l.local_addr().expect("bound"));
         let (url, cdn_url) = (url_of(&hub), url_of(&cdn));
         for listener in [hub, cdn] {
-            let (serving, cdn_url) = (Arc::clone(&shared), cdn_url.clone());
+            let (serving, cdn_url) = (serving.clone(), cdn_url.clone());
             std::thread::spawn(move || {
                 for stream in listener.incoming() {
                     let Ok(stream) = stream else { continue };
-                    let (shared, cdn_url) = (Arc::clone(&serving), cdn_url.clone());
+                    let (serving, cdn_url) = (serving.clone(), cdn_url.clone());
                     std::thread::spawn(move || {
                         // A client that hangs up early is not the server's failure.
-                        let _ = serve(stream, &shared, &cdn_url);
+                        let _ = serve(stream, serving.state(), &cdn_url);
                     });
                 }
             });
         }
-        Self { url, shared }
-    }
-
-    /// Adds repository `id` with these files.
-    pub fn repo(&self, id: &str, files: Vec<(String, Vec<u8>)>) -> &Self {
-        self.shared
-            .lock()
-            .unwrap()
-            .repos
-            .insert(id.to_owned(), files);
-        self
-    }
-
-    pub fn behave(&self, behaviour: Behaviour) {
-        self.shared.lock().unwrap().behaviour = behaviour;
-    }
-
-    pub fn log(&self) -> Vec<Logged> {
-        self.shared.lock().unwrap().log.clone()
-    }
-
-    pub fn requests(&self) -> usize {
-        self.shared.lock().unwrap().log.len()
+        Self { url, serving }
     }
 }
 

@@ -2,62 +2,44 @@
 //! `GET /api/v1/models/<org>/<name>/repo/files?Revision=master&Recursive=True` lists the files
 //! (`{"Code":200,"Data":{"Files":[{"Path","Name","Size","Sha256","Type"}]}}`), and
 //! `GET /api/v1/models/<org>/<name>/repo?Revision=master&FilePath=<file>` sends one file's
-//! bytes, with range support. It misbehaves as the fake Hub does (see its [`Behaviour`]): a
+//! bytes, with range support. It misbehaves as the fake Hub does (see its [`super::fake_hub::Behaviour`]): a
 //! token to demand, a connection cut in the middle once.
 
 use super::fake_hub::{
-    Answer, Behaviour, Logged, bytes_answer, read_request, sha256_hex, write_answer,
+    Answer, Logged, Serving, Shared, bytes_answer, read_request, sha256_hex, write_answer,
 };
-use std::collections::HashMap;
 use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
-
-#[derive(Default)]
-struct Shared {
-    repos: HashMap<String, Vec<(String, Vec<u8>)>>,
-    log: Vec<Logged>,
-    behaviour: Behaviour,
-}
+use std::sync::Mutex;
 
 pub struct FakeModelScope {
     /// `http://127.0.0.1:<port>`, for `MODELSCOPE_DOMAIN`.
     pub url: String,
-    shared: Arc<Mutex<Shared>>,
+    serving: Serving,
+}
+
+impl std::ops::Deref for FakeModelScope {
+    type Target = Serving;
+
+    fn deref(&self) -> &Serving {
+        &self.serving
+    }
 }
 
 impl FakeModelScope {
     pub fn start() -> Self {
-        let shared = Arc::new(Mutex::new(Shared::default()));
+        let serving = Serving::default();
         let listener = TcpListener::bind("127.0.0.1:0").expect("a free port on 127.0.0.1");
         let url = format!("http://{}", listener.local_addr().expect("bound"));
-        let serving = Arc::clone(&shared);
+        let threads = serving.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
-                let shared = Arc::clone(&serving);
+                let serving = threads.clone();
                 // A client that hangs up early is not the server's failure.
-                std::thread::spawn(move || drop(serve(stream, &shared)));
+                std::thread::spawn(move || drop(serve(stream, serving.state())));
             }
         });
-        Self { url, shared }
-    }
-
-    /// Adds repository `id` with these files.
-    pub fn repo(&self, id: &str, files: Vec<(String, Vec<u8>)>) -> &Self {
-        self.shared
-            .lock()
-            .unwrap()
-            .repos
-            .insert(id.to_owned(), files);
-        self
-    }
-
-    pub fn behave(&self, behaviour: Behaviour) {
-        self.shared.lock().unwrap().behaviour = behaviour;
-    }
-
-    pub fn log(&self) -> Vec<Logged> {
-        self.shared.lock().unwrap().log.clone()
+        Self { url, serving }
     }
 }
 
