@@ -3,7 +3,7 @@
 
 use super::progress::LoadBar;
 use clap::Args;
-use samplab::engine::disagreement::{Wanted, row_channel};
+use samplab::engine::disagreement::row_channel;
 use samplab::engine::load::load_any;
 use samplab::engine::{
     Conversation, Engine, Event, Prompt, Request, RunId, Runner, ScoreRequest, random_seed,
@@ -396,11 +396,7 @@ fn cross_score(finished: &mut [Finished]) -> anyhow::Result<()> {
         for scorer in (0..finished.len()).filter(|&s| s != source) {
             // The sampling model sends its distributions for KL per token with one vocabulary,
             // its tokens' bytes for lining the tokenizations up with two.
-            let wanted = if finished[scorer].worker.vocab == finished[source].worker.vocab {
-                Wanted::Rows
-            } else {
-                Wanted::Bytes
-            };
+            let wanted = request.wanted_by(finished[scorer].worker.vocab);
             let (to, feed) = row_channel();
             finished[source]
                 .worker

@@ -68,6 +68,16 @@ impl ScoreRequest {
         }
     }
 
+    /// What a scorer whose vocabulary fingerprint is `scorer_vocab` needs of the sampling
+    /// model: its distributions with the same vocabulary, its tokens' bytes with another.
+    pub fn wanted_by(&self, scorer_vocab: u64) -> Wanted {
+        if scorer_vocab == self.vocab {
+            Wanted::Rows
+        } else {
+            Wanted::Bytes
+        }
+    }
+
     /// Asks the sampling model for the rows (or bytes) of the samples this request scores,
     /// into `to`.
     pub fn rows_request(&self, wanted: Wanted, to: SyncSender<Rows>) -> RowsRequest {

@@ -119,14 +119,9 @@ impl<E: EngineHandle> App<E> {
     /// [`crate::engine::disagreement`]): both asked here, one after the other.
     fn feed_rows(&self, scorer: ModelId, request: ScoreRequest) -> ScoreRequest {
         let comparison = &self.state.comparison;
-        let wanted = if comparison
+        let wanted = comparison
             .slot(scorer)
-            .is_some_and(|slot| slot.vocab == request.vocab)
-        {
-            Wanted::Rows
-        } else {
-            Wanted::Bytes
-        };
+            .map_or(Wanted::Bytes, |slot| request.wanted_by(slot.vocab));
         let source = comparison
             .side_running(request.run_id)
             .map(|side| comparison.sides[side].model);
