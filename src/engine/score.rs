@@ -242,17 +242,18 @@ fn across_vocabularies(
         .collect();
     let spelled = common_prefix(&own.concat(), text);
     let lengths: Vec<usize> = own.iter().map(Vec::len).collect();
+    let own_bytes: usize = lengths.iter().sum();
     let aligned = align(&lengths, spelled, &scorer);
     let mut reason = format!(
         "{DIFFERENT}; each logprob is of the bytes of the `covers` tokens ending with it, from \
          this model's own tokens over them, null inside such a group and for a token of no \
          text; a rank only where the token is one of this model's"
     );
-    if spelled < text.len() || lengths.iter().sum::<usize>() > spelled {
+    if spelled < text.len() || own_bytes > spelled {
         reason.push_str(&format!(
             "; tokens past byte {spelled} of the text are null: the sample's tokens spell \
-             {} bytes, its text has {} (a stop string cut it, or it was decoded otherwise)",
-            lengths.iter().sum::<usize>(),
+             {own_bytes} bytes, its text has {} (a stop string cut it, or it was decoded \
+             otherwise)",
             text.len()
         ));
     }
