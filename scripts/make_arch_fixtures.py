@@ -272,12 +272,74 @@ def mistral3():
     )
 
 
+DELTA = dict(k_heads=2, v_heads=4, state=8, conv=4)
+
+
+def qwen35():
+    """Qwen3.5: six layers, every third full attention (q and a gate from one projection,
+    RoPE over half of each head), the others Gated DeltaNet layers whose four value heads
+    share two key heads."""
+    layers, interval = 6, 3
+    hidden, heads, kv_heads, head_dim, ffn = (SHAPE[k] for k in ("hidden", "heads", "kv_heads", "head_dim", "ffn"))
+    k_heads, v_heads, state, conv = (DELTA[k] for k in ("k_heads", "v_heads", "state", "conv"))
+    inner = v_heads * state
+    conv_dim = 2 * k_heads * state + inner
+    rng = np.random.default_rng(13)
+
+    def matrix(rows, cols, scale=0.2):
+        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+
+    def norm(size):
+        return (1.0 + rng.standard_normal(size) * 0.1).astype(np.float32)
+
+    tensors = {"token_embd.weight": matrix(len(TOKENS), hidden, 0.5), "output_norm.weight": norm(hidden)}
+    for i in range(layers):
+        blk = f"blk.{i}"
+        tensors[f"{blk}.attn_norm.weight"] = norm(hidden)
+        if (i + 1) % interval == 0:
+            tensors.update({
+                f"{blk}.attn_q.weight": matrix(2 * heads * head_dim, hidden),
+                f"{blk}.attn_k.weight": matrix(kv_heads * head_dim, hidden),
+                f"{blk}.attn_v.weight": matrix(kv_heads * head_dim, hidden),
+                f"{blk}.attn_output.weight": matrix(hidden, heads * head_dim),
+                f"{blk}.attn_q_norm.weight": norm(head_dim),
+                f"{blk}.attn_k_norm.weight": norm(head_dim),
+            })
+        else:
+            tensors.update({
+                f"{blk}.attn_qkv.weight": matrix(conv_dim, hidden),
+                f"{blk}.attn_gate.weight": matrix(inner, hidden),
+                f"{blk}.ssm_conv1d.weight": matrix(conv_dim, conv, 0.5),
+                f"{blk}.ssm_dt.bias": (rng.standard_normal(v_heads) * 0.5).astype(np.float32),
+                f"{blk}.ssm_a": -np.exp(rng.standard_normal(v_heads) * 0.5).astype(np.float32),
+                f"{blk}.ssm_beta.weight": matrix(v_heads, hidden),
+                f"{blk}.ssm_alpha.weight": matrix(v_heads, hidden),
+                f"{blk}.ssm_norm.weight": norm(state),
+                f"{blk}.ssm_out.weight": matrix(hidden, inner),
+            })
+        tensors[f"{blk}.post_attention_norm.weight"] = norm(hidden)
+        tensors[f"{blk}.ffn_gate.weight"] = matrix(ffn, hidden)
+        tensors[f"{blk}.ffn_up.weight"] = matrix(ffn, hidden)
+        tensors[f"{blk}.ffn_down.weight"] = matrix(hidden, ffn)
+    metadata = {
+        "context_length": 64, "embedding_length": hidden, "block_count": layers, "feed_forward_length": ffn,
+        "attention.head_count": heads, "attention.head_count_kv": kv_heads, "attention.key_length": head_dim,
+        "attention.value_length": head_dim, "attention.layer_norm_rms_epsilon": 1e-6,
+        "rope.freq_base": 10_000.0, "rope.dimension_count": head_dim // 2, "rope.dimension_sections": [2, 1, 1, 0],
+        "ssm.conv_kernel": conv, "ssm.state_size": state, "ssm.group_count": k_heads,
+        "ssm.time_step_rank": v_heads, "ssm.inner_size": inner, "full_attention_interval": interval,
+    }
+    return "qwen35", tensors, metadata, {"model_type": None}, None
+
+
 def write_gguf(path, arch, tensors, metadata, qtype=None):
     writer = GGUFWriter(path, arch)
     for key, value in metadata.items():
         full = f"{arch}.{key}"
         if isinstance(value, str):
             writer.add_string(full, value)
+        elif isinstance(value, list):
+            writer.add_array(full, value)
         elif isinstance(value, float):
             writer.add_float32(full, value)
         else:
@@ -323,14 +385,14 @@ def write_safetensors(path, tensors):
 def llama_logits(path):
     from llama_cpp import Llama
 
-    # llama-cpp-python's YaRN defaults (betas 32 and 1) override the file's; -1 leaves the
-    # file's values in force, as llama.cpp's own tools do.
-    llm = Llama(model_path=path, n_ctx=64, n_threads=2, logits_all=True, type_k=0, type_v=0,
-                flash_attn=False, verbose=False, yarn_beta_fast=-1.0, yarn_beta_slow=-1.0,
-                yarn_attn_factor=-1.0)
     out = []
     for prompt in PROMPTS:
-        llm.reset()
+        # A fresh context per prompt: llama.cpp's reuse of a cached prefix is unreliable on
+        # recurrent layers. llama-cpp-python's YaRN defaults (betas 32 and 1) override the
+        # file's; -1 leaves the file's values in force, as llama.cpp's own tools do.
+        llm = Llama(model_path=path, n_ctx=64, n_threads=2, logits_all=True, type_k=0, type_v=0,
+                    flash_attn=False, verbose=False, yarn_beta_fast=-1.0, yarn_beta_slow=-1.0,
+                    yarn_attn_factor=-1.0)
         llm.eval(prompt)
         out.append([[round(float(x), 6) for x in row] for row in np.array(llm.scores[: len(prompt)])])
     return out
@@ -341,7 +403,7 @@ def main():
     import llama_cpp
 
     wanted = sys.argv[2:]
-    for make in [gemma3, smollm3, olmo2, olmo3, phi3, mistral3, qwen3moe, mixtral, granite, granitemoe]:
+    for make in [gemma3, smollm3, olmo2, olmo3, phi3, mistral3, qwen3moe, mixtral, granite, granitemoe, qwen35]:
         if wanted and make.__name__ not in wanted:
             continue
         family, tensors, metadata, config, hf = make()

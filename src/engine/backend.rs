@@ -4,6 +4,7 @@
 //! The trait keeps the generation loop independent of candle, so it is tested with a
 //! deterministic fake model as well as the real llama forward.
 
+use crate::model::Cuts;
 use crate::model::memory::{self, Free, MemoryError};
 use std::any::Any;
 
@@ -52,9 +53,10 @@ pub trait Backend {
     /// hands them back, in order, to join a later batch.
     fn retire(&mut self, keep: &[bool]) -> anyhow::Result<Vec<ParkedRow>>;
 
-    /// A copy of the first `len` positions of a parked row, which stays as it is: a branch
-    /// starts from the keys and values of the sample it branches from. `None` where the
-    /// backend cannot copy rows (the branch then computes its own).
+    /// A copy of the first `len` positions of a parked row (or fewer, where it can be cut back
+    /// only to an earlier snapshot), which stays as it is: a branch starts from the keys and
+    /// values of the sample it branches from. `None` where the backend cannot copy rows (the
+    /// branch then computes its own).
     fn fork(&self, _row: &ParkedRow, _len: usize) -> anyhow::Result<Option<ParkedRow>> {
         Ok(None)
     }
@@ -77,10 +79,10 @@ pub enum RowSource {
     /// The prompt cache's positions, then these tokens of the row's own run through the model:
     /// none for a sample's first step, or a sample's tokens where its parked row is gone or
     /// cannot be cut back far enough.
-    Prompt {
-        then: Vec<u32>,
-    },
-    Parked(ParkedRow),
+    Prompt { then: Vec<u32> },
+    /// A parked row cut to its `then`'s start (one of its cuts), then these tokens of its own
+    /// run through the model: none, or those after a recurrent state's snapshot.
+    Parked { row: ParkedRow, then: Vec<u32> },
 }
 
 impl RowSource {
@@ -95,7 +97,7 @@ pub struct ParkedRow {
     row: Box<dyn Any + Send>,
     positions: usize,
     bytes: usize,
-    earliest_cut: usize,
+    cuts: Cuts,
 }
 
 impl ParkedRow {
@@ -105,22 +107,24 @@ impl ParkedRow {
             row: Box::new(row),
             positions,
             bytes,
-            earliest_cut: 0,
+            cuts: Cuts::from(0),
         }
     }
 
-    /// The row can be cut back to `len` positions and no fewer (a windowed layer has dropped
-    /// what a shorter row would need).
-    pub fn cuttable_from(self, len: usize) -> Self {
-        Self {
-            earliest_cut: len,
-            ..self
-        }
+    /// The row can be cut back only where `cuts` allow (a windowed layer has dropped what a
+    /// shorter row would need; a recurrent one keeps snapshots).
+    pub fn with_cuts(self, cuts: Cuts) -> Self {
+        Self { cuts, ..self }
+    }
+
+    /// The latest position at or before `len` the row can be cut back to and go on from.
+    pub fn nearest_cut(&self, len: usize) -> usize {
+        self.cuts.nearest(len.min(self.positions))
     }
 
     /// Whether the row can be cut to `len` positions and go on from there.
     pub fn can_cut_to(&self, len: usize) -> bool {
-        (self.earliest_cut..=self.positions).contains(&len)
+        self.nearest_cut(len) == len
     }
 
     pub fn positions(&self) -> usize {

@@ -50,14 +50,25 @@ impl LlamaBackend {
     /// A row of `len` positions: the prompt cache's first `len - then.len()`, then `then` run
     /// through the model.
     fn prompt_then(&self, then: &[u32], len: usize) -> anyhow::Result<Session<Arc<Model>>> {
-        let Some(prompt_len) = len.checked_sub(then.len()).filter(|&at| at > 0) else {
+        Self::row_then(&self.model, &self.prompt, then, len)
+    }
+
+    /// A copy of `source` cut to `len - then.len()` positions, then `then` run through the
+    /// model: a row of `len` positions.
+    fn row_then(
+        model: &Arc<Model>,
+        source: &Session<Arc<Model>>,
+        then: &[u32],
+        len: usize,
+    ) -> anyhow::Result<Session<Arc<Model>>> {
+        let Some(start) = len.checked_sub(then.len()).filter(|&at| at > 0) else {
             anyhow::bail!(
                 "a row of {len} positions cannot hold {} of its own",
                 then.len()
             );
         };
-        let mut row = Session::batch(Arc::clone(&self.model));
-        row.extend(&[&self.prompt], prompt_len)?;
+        let mut row = Session::batch(Arc::clone(model));
+        row.extend(&[source], start)?;
         row.prefill(then, false)?;
         Ok(row)
     }
@@ -90,9 +101,10 @@ impl Backend for LlamaBackend {
 
     fn prefill(&mut self, prompt: &[u32], logits_from: usize) -> anyhow::Result<Prefill> {
         let mut reused = common_prefix(&self.prompt_ids, prompt).min(logits_from);
-        if reused < self.prompt.position() && reused < self.prompt.earliest_cut() {
-            // A windowed layer dropped positions the shorter prompt needs: start over.
-            reused = 0;
+        if reused < self.prompt.position() {
+            // A windowed layer may have dropped positions the shorter prompt needs, and a
+            // recurrent one keeps only snapshots: go on from the latest cut before.
+            reused = self.prompt.cuts().nearest(reused);
         }
         self.prompt.truncate(reused)?;
         self.prompt_ids.truncate(reused);
@@ -127,10 +139,15 @@ impl Backend for LlamaBackend {
             own.push(match row {
                 RowSource::Prompt { then } if then.is_empty() => None,
                 RowSource::Prompt { then } => Some(self.prompt_then(&then, len)?),
-                RowSource::Parked(row) => Some(
-                    row.into_inner()
-                        .ok_or_else(|| anyhow::anyhow!("a parked row of another backend"))?,
-                ),
+                RowSource::Parked { row, then } => {
+                    let row: Session<Arc<Model>> = row
+                        .into_inner()
+                        .ok_or_else(|| anyhow::anyhow!("a parked row of another backend"))?;
+                    Some(match then.is_empty() {
+                        true => row,
+                        false => Self::row_then(&self.model, &row, &then, len)?,
+                    })
+                }
             });
         }
         if own.iter().any(Option::is_none) && self.prompt.position() < len {
@@ -156,9 +173,8 @@ impl Backend for LlamaBackend {
             .split_off(keep)?
             .into_iter()
             .map(|row| {
-                let (positions, bytes) = (row.position(), row.cache_bytes());
-                let earliest = row.earliest_cut();
-                ParkedRow::new(row, positions, bytes).cuttable_from(earliest)
+                let (positions, bytes, cuts) = (row.position(), row.cache_bytes(), row.cuts());
+                ParkedRow::new(row, positions, bytes).with_cuts(cuts)
             })
             .collect())
     }
@@ -167,15 +183,15 @@ impl Backend for LlamaBackend {
         let Some(parent) = row.inner::<Session<Arc<Model>>>() else {
             return Ok(None);
         };
-        if !row.can_cut_to(len) {
+        // A recurrent state is copied at its latest snapshot before `len`.
+        let len = row.nearest_cut(len);
+        if len == 0 {
             return Ok(None);
         }
         let mut copy = Session::batch(Arc::clone(&self.model));
         copy.extend(&[parent], len)?;
-        let (bytes, earliest) = (copy.cache_bytes(), copy.earliest_cut());
-        Ok(Some(
-            ParkedRow::new(copy, len, bytes).cuttable_from(earliest),
-        ))
+        let (bytes, cuts) = (copy.cache_bytes(), copy.cuts());
+        Ok(Some(ParkedRow::new(copy, len, bytes).with_cuts(cuts)))
     }
 
     fn reset(&mut self) {

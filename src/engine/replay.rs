@@ -208,13 +208,20 @@ impl ReplayStore {
         let position = prompt_len + tokens.len() - 1;
         let record = self.records.entry(key).or_default();
         record.tokens.truncate(tokens.len());
+        // The latest position the kept row can be cut back to (a recurrent state's snapshot),
+        // if it lies past the prompt: the tokens from there on run again.
+        let valid = record.kv_valid.min(position);
         let kv = record
             .kv
             .take()
-            .filter(|row| record.kv_valid >= position && row.can_cut_to(position));
+            .map(|row| (row.nearest_cut(valid), row))
+            .filter(|(cut, _)| *cut == position || *cut > prompt_len);
         record.kv_valid = 0;
         match kv {
-            Some(row) => RowSource::Parked(row),
+            Some((cut, row)) => RowSource::Parked {
+                row,
+                then: tokens[cut - prompt_len..tokens.len() - 1].to_vec(),
+            },
             None => RowSource::Prompt {
                 then: tokens[..tokens.len() - 1].to_vec(),
             },

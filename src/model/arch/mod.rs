@@ -1,5 +1,6 @@
 //! The llama-family forward pass and the per-run state that decodes a batch of samples.
 
+mod delta_net;
 mod moe;
 pub(crate) mod registry;
 mod rope;
@@ -12,7 +13,7 @@ use crate::model::kernels::attention::CausalAttention;
 use crate::model::kernels::fused::{gated, rope_heads};
 use crate::model::kernels::{Activations, Arithmetic};
 use crate::model::parallel::inline_rayon;
-use crate::model::state::{LONGEST_APPEND, SequenceState};
+use crate::model::state::{Cuts, LONGEST_APPEND, SequenceState, Snapshots};
 use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device, Tensor};
 use registry::QkNorm;
@@ -21,7 +22,11 @@ use std::fs::File;
 use std::io::BufReader;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
-use weights::{Ffn, Layer, Weights};
+use weights::{Attention, Ffn, Mixer, Weights};
+
+/// What one row's snapshots of its recurrent state may take unless the engine says: the replay
+/// budget's default (512 MiB) shared by eight samples.
+const DEFAULT_SNAPSHOT_BYTES: usize = 64 << 20;
 
 /// A loaded model: immutable weights; runs happen in [`Session`]s.
 #[derive(Debug)]
@@ -34,6 +39,8 @@ pub struct Model {
     device: Device,
     /// On the CPU with every matrix in our products: candle's small ops run inline.
     inline_small_ops: bool,
+    /// When recurrent layers keep snapshots of a row's state.
+    snapshots: Snapshots,
 }
 
 /// A GGUF file with its header read and its tensors still on disk.
@@ -149,6 +156,7 @@ impl Model {
             rope: Rope::global(&config),
             rope_local: Rope::local(&config),
             inline_small_ops: device.is_cpu() && weights.all_ours(),
+            snapshots: Snapshots::within(&config, DEFAULT_SNAPSHOT_BYTES),
             config,
             weights,
             device: device.clone(),
@@ -157,6 +165,17 @@ impl Model {
 
     pub fn config(&self) -> &ModelConfig {
         &self.config
+    }
+
+    /// Lets each row's snapshots of its recurrent state take up to `bytes` (64 MiB unless
+    /// set); models without recurrent layers take none.
+    pub fn set_snapshot_budget(&mut self, bytes: usize) {
+        self.snapshots = Snapshots::within(&self.config, bytes);
+    }
+
+    /// When recurrent layers keep snapshots of a row's state.
+    pub fn snapshots(&self) -> Snapshots {
+        self.snapshots
     }
 
     pub fn context_length(&self) -> usize {
@@ -249,16 +268,22 @@ impl Model {
             };
             let normed = self.norm(&x, layer.attn_norm.as_ref())?;
             let rope = plan.rope.then_some((cos, sin));
-            let mut attn = self.attention(
-                layer,
-                i,
-                plan.window,
-                &normed,
-                cache,
-                rope,
-                q_scale.as_ref(),
-                &mut masks,
-            )?;
+            let mut attn = match &layer.mixer {
+                Mixer::Attention(attention) => self.attention(
+                    attention,
+                    i,
+                    plan.window,
+                    &normed,
+                    cache,
+                    rope,
+                    q_scale.as_ref(),
+                    &mut masks,
+                )?,
+                Mixer::DeltaNet(net) => {
+                    let start = cache.len();
+                    net.forward(&normed, cache.recurrent(i)?, start)?
+                }
+            };
             if let Some(norm) = &layer.post_attn_norm {
                 attn = candle_nn::ops::rms_norm(&attn, norm, self.eps())?;
             }
@@ -303,7 +328,7 @@ impl Model {
     #[allow(clippy::too_many_arguments)]
     fn attention(
         &self,
-        layer: &Layer,
+        layer: &Attention,
         index: usize,
         window: Option<usize>,
         x: &Tensor,
@@ -328,7 +353,19 @@ impl Model {
                 None => Ok(t),
             }
         };
-        let q = split(layer.q.forward(x)?, c.num_heads, layer.q_norm.as_ref())?;
+        let q = layer.q.forward(x)?;
+        // A gated attention's heads each hold the query then the gate.
+        let (q, gate) = match c.architecture.family().gated_attention {
+            true => {
+                let both = q.reshape((rows, len, c.num_heads, 2, c.head_dim))?;
+                let gate = both.narrow(3, 1, 1)?;
+                let gate = gate.reshape((rows, len, c.num_heads * c.head_dim))?;
+                (both.narrow(3, 0, 1)?.contiguous()?, Some(gate))
+            }
+            false => (q, None),
+        };
+        let q = q.reshape((rows, len, c.num_heads * c.head_dim))?;
+        let q = split(q, c.num_heads, layer.q_norm.as_ref())?;
         let k = split(layer.k.forward(x)?, c.num_kv_heads, layer.k_norm.as_ref())?;
         let v = split(layer.v.forward(x)?, c.num_kv_heads, None)?;
         // Heads in attention's layout `[rows, heads, len, head_dim]`, rotated where the layer
@@ -351,12 +388,16 @@ impl Model {
         let start = cache.len();
         let (k, v) = cache.kv(index)?.append(start, &k, &v)?;
         let scale = f64::from(c.attention_scale);
+        let output = |out: Tensor| match &gate {
+            Some(gate) => layer.o.forward(&(out * candle_nn::ops::sigmoid(gate)?)?),
+            None => layer.o.forward(&out),
+        };
         if q.device().is_cpu() && q.dtype() == DType::F32 {
             let op = CausalAttention {
                 scale: scale as f32,
                 window,
             };
-            return layer.o.forward(&q.apply_op3_no_bwd(&k, &v, &op)?);
+            return output(q.apply_op3_no_bwd(&k, &v, &op)?);
         }
         let total = k.dim(2)?;
 
@@ -377,7 +418,7 @@ impl Model {
             .reshape((rows, c.num_heads, len, c.head_dim))?
             .transpose(1, 2)?
             .reshape((rows, len, c.num_heads * c.head_dim))?;
-        layer.o.forward(&out)
+        output(out)
     }
 }
 
@@ -445,13 +486,13 @@ pub struct Session<M: Deref<Target = Model>> {
 impl<M: Deref<Target = Model>> Session<M> {
     /// An empty cache of one row.
     pub fn new(model: M) -> Self {
-        let cache = SequenceState::new(&model.config);
+        let cache = SequenceState::new(&model.config, model.snapshots);
         Self { model, cache }
     }
 
     /// A batch of no rows, which [`Session::extend`] fills.
     pub fn batch(model: M) -> Self {
-        let cache = SequenceState::empty_batch(&model.config);
+        let cache = SequenceState::empty_batch(&model.config, model.snapshots);
         Self { model, cache }
     }
 
@@ -460,7 +501,7 @@ impl<M: Deref<Target = Model>> Session<M> {
     }
 
     /// Appends one row per source (each a one-row session of the same model), cut to its first
-    /// `len` positions (at least its [`Session::earliest_cut`]). The batch must be empty or
+    /// `len` positions (where its [`Session::cuts`] allow). The batch must be empty or
     /// hold `len` positions itself.
     pub fn extend(&mut self, sources: &[&Session<M>], len: usize) -> Result<(), ModelError> {
         let caches: Vec<&SequenceState> = sources.iter().map(|s| &s.cache).collect();
@@ -554,17 +595,18 @@ impl<M: Deref<Target = Model>> Session<M> {
     }
 
     /// Forgets every position from `len` on, so that a prompt sharing only the first `len`
-    /// tokens can continue from there. `len` must be 0 or at least [`Session::earliest_cut`].
+    /// tokens can continue from there. [`Session::cuts`] must allow `len`.
     pub fn truncate(&mut self, len: usize) -> Result<(), ModelError> {
         self.cache
             .truncate(len)
             .map_err(|e| ModelError::Usage(e.to_string()))
     }
 
-    /// The shortest length the session can be cut back to without recomputing: 0 unless a
-    /// windowed layer has dropped positions that a shorter sequence would need.
-    pub fn earliest_cut(&self) -> usize {
-        self.cache.earliest_cut()
+    /// Where the session can be cut back to without recomputing: anywhere, unless a windowed
+    /// layer has dropped positions a shorter sequence would need or recurrent layers keep
+    /// their state only at snapshots.
+    pub fn cuts(&self) -> Cuts {
+        self.cache.cuts()
     }
 
     /// Bytes of keys and values the cached positions hold.

@@ -35,6 +35,9 @@ pub enum Architecture {
     /// Phi-3 and Phi-4: q, k and v in one matrix, gate and up in another, RoPE over part of
     /// each head with LongRoPE's factors.
     Phi3,
+    /// Qwen3.5: three layers of four are Gated DeltaNet (a recurrent state, no keys), the
+    /// fourth gated attention over part of each head.
+    Qwen35,
 }
 
 /// Where q and k are RMS-normed before RoPE.
@@ -81,6 +84,14 @@ pub(crate) struct Family {
     pub fused_gate_up: bool,
     /// Per-layer names of config.json tensors that differ from llama's.
     pub hf_names: &'static [(Part, &'static str)],
+    /// Per-layer names of GGUF tensors that differ from llama.cpp's usual ones.
+    pub gguf_names: &'static [(Part, &'static str)],
+    /// The q projection yields a gate beside each head's query; attention's output is
+    /// multiplied by its sigmoid before `o` (Qwen3.5).
+    pub gated_attention: bool,
+    /// Gated DeltaNet layers in place of attention: all but every n-th layer, where the
+    /// files do not list them (Qwen3.5's 4).
+    pub recurrent: Option<usize>,
 }
 
 /// Sliding-window layers: each but every `period`-th one, where the files do not list them.
@@ -123,6 +134,17 @@ pub(crate) enum Part {
     Down,
     /// The router of a mixture of experts: one logit per expert.
     Router,
+    /// A Gated DeltaNet layer's parts: the output gate's projection (`z`), the causal
+    /// convolution over q, k and v, the decay's bias and rate, the projections to β and to
+    /// the decay's input, the norm of each head's output, and the output projection.
+    SsmGate,
+    SsmConv,
+    SsmDt,
+    SsmA,
+    SsmBeta,
+    SsmAlpha,
+    SsmNorm,
+    SsmOut,
     GateExperts,
     UpExperts,
     DownExperts,
@@ -145,6 +167,9 @@ const LLAMA_LIKE: Family = Family {
     no_rope_period: None,
     fused_gate_up: false,
     hf_names: &[],
+    gguf_names: &[],
+    gated_attention: false,
+    recurrent: None,
 };
 
 /// Every family, in the order the "supported" lists name them.
@@ -263,6 +288,18 @@ pub(crate) const FAMILIES: &[Family] = &[
         hf_names: &[(Part::Up, "mlp.gate_up_proj")],
         ..LLAMA_LIKE
     },
+    Family {
+        architecture: Architecture::Qwen35,
+        name: "qwen35",
+        gguf: &["qwen35"],
+        hf: &[],
+        gguf_rope: RopeLayout::HalfSplit,
+        qk_norm: QkNorm::PerHead,
+        gguf_names: &[(Part::FfnNorm, "post_attention_norm")],
+        gated_attention: true,
+        recurrent: Some(4),
+        ..LLAMA_LIKE
+    },
 ];
 
 impl Architecture {
@@ -311,8 +348,12 @@ pub(crate) fn supported_hf() -> String {
 }
 
 impl Part {
-    /// The tensor's name in GGUF files (llama.cpp's names, shared by every family).
-    pub(crate) fn gguf(self) -> &'static str {
+    /// The tensor's name in GGUF files (llama.cpp's names, shared by every family but where
+    /// a family's `gguf_names` override them).
+    pub(crate) fn gguf(self, family: &Family) -> &'static str {
+        if let Some((_, name)) = family.gguf_names.iter().find(|(p, _)| *p == self) {
+            return name;
+        }
         match self {
             Part::Embed => "token_embd",
             Part::Norm => "output_norm",
@@ -338,6 +379,14 @@ impl Part {
             Part::GateExperts => "ffn_gate_exps",
             Part::UpExperts => "ffn_up_exps",
             Part::DownExperts => "ffn_down_exps",
+            Part::SsmGate => "attn_gate",
+            Part::SsmConv => "ssm_conv1d",
+            Part::SsmDt => "ssm_dt",
+            Part::SsmA => "ssm_a",
+            Part::SsmBeta => "ssm_beta",
+            Part::SsmAlpha => "ssm_alpha",
+            Part::SsmNorm => "ssm_norm",
+            Part::SsmOut => "ssm_out",
         }
     }
 
@@ -374,6 +423,14 @@ impl Part {
             Part::GateExperts => "gate_proj",
             Part::UpExperts => "up_proj",
             Part::DownExperts => "down_proj",
+            Part::SsmGate => "linear_attn.in_proj_z",
+            Part::SsmConv => "linear_attn.conv1d",
+            Part::SsmDt => "linear_attn.dt_bias",
+            Part::SsmA => "linear_attn.A_log",
+            Part::SsmBeta => "linear_attn.in_proj_b",
+            Part::SsmAlpha => "linear_attn.in_proj_a",
+            Part::SsmNorm => "linear_attn.norm",
+            Part::SsmOut => "linear_attn.out_proj",
         }
     }
 }
@@ -395,7 +452,7 @@ mod tests {
         }
         assert_eq!(
             supported_gguf(),
-            "llama, qwen2, qwen3, gemma3, smollm3, qwen3moe, granite, granitemoe, olmo2, mistral3, phi3"
+            "llama, qwen2, qwen3, gemma3, smollm3, qwen3moe, granite, granitemoe, olmo2, mistral3, phi3, qwen35"
         );
         assert_eq!(Architecture::from_gguf("gpt2"), None);
     }

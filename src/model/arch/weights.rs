@@ -1,6 +1,7 @@
 //! Loading a model's tensors from GGUF (kept quantized) or safetensors (f32, f16 and bf16
 //! kept as stored) into one in-memory form, so that the forward pass has a single code path.
 
+use super::delta_net::DeltaNet;
 use super::registry::{Part, QkNorm};
 use crate::model::error::ModelError;
 use crate::model::formats::config::ModelConfig;
@@ -154,6 +155,33 @@ fn ggml_name(dtype: GgmlDType) -> String {
 pub(crate) struct Layer {
     /// Norms of the block's input and of the attention's residual sum (all but OLMo 2).
     pub attn_norm: Option<Tensor>,
+    pub mixer: Mixer,
+    /// Norms of the attention's and the feed-forward's outputs (Gemma 3).
+    pub post_attn_norm: Option<Tensor>,
+    pub ffn_norm: Option<Tensor>,
+    pub post_ffn_norm: Option<Tensor>,
+    pub ffn: Ffn,
+}
+
+/// What mixes positions in a layer: attention over the cached keys, or a recurrent state.
+#[derive(Debug)]
+pub(crate) enum Mixer {
+    Attention(Attention),
+    DeltaNet(DeltaNet),
+}
+
+impl Mixer {
+    fn matrices(&self) -> Vec<&Linear> {
+        match self {
+            Mixer::Attention(a) => vec![&a.q, &a.k, &a.v, &a.o],
+            Mixer::DeltaNet(d) => d.matrices().to_vec(),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Attention {
+    /// With a gated attention, each head's query then its gate.
     pub q: Linear,
     pub k: Linear,
     pub v: Linear,
@@ -161,11 +189,6 @@ pub(crate) struct Layer {
     /// Per-head norms, applied to q and k before RoPE (Qwen3, Gemma 3).
     pub q_norm: Option<Tensor>,
     pub k_norm: Option<Tensor>,
-    /// Norms of the attention's and the feed-forward's outputs (Gemma 3).
-    pub post_attn_norm: Option<Tensor>,
-    pub ffn_norm: Option<Tensor>,
-    pub post_ffn_norm: Option<Tensor>,
-    pub ffn: Ffn,
 }
 
 /// A layer's feed-forward: one, or a mixture of experts.
@@ -274,7 +297,7 @@ impl Weights {
     fn shared_matrices(&self) -> impl Iterator<Item = &Linear> {
         self.layers
             .iter()
-            .flat_map(|l| [&l.q, &l.k, &l.v, &l.o].into_iter().chain(l.ffn.shared()))
+            .flat_map(|l| l.mixer.matrices().into_iter().chain(l.ffn.shared()))
             .chain([&self.output])
     }
 
@@ -326,8 +349,7 @@ impl Weights {
         config: &ModelConfig,
         ours: Option<Arithmetic>,
     ) -> Result<Self, ModelError> {
-        let (h, kv) = (config.hidden_size, config.num_kv_heads * config.head_dim);
-        let q_dim = config.num_heads * config.head_dim;
+        let h = config.hidden_size;
         let ffn_size = config.intermediate_size;
         let embed_name = source.name(None, Part::Embed, "weight");
         let embed = require(source, &embed_name, |s, n| {
@@ -345,12 +367,9 @@ impl Weights {
             let linear = |source: &mut S, part: Part, shape: (usize, usize)| {
                 load_linear(source, i, part, shape, ours)
             };
-            let (q, k, v) = match load_stacked(source, i, Part::Qkv, &[q_dim, kv, kv], h, ours)? {
-                Some(mut qkv) => {
-                    let (v, k) = (qkv.pop(), qkv.pop());
-                    (qkv.pop(), k, v)
-                }
-                None => (None, None, None),
+            let mixer = match config.delta_net.filter(|_| config.layers[i].recurrent) {
+                Some(shape) => Mixer::DeltaNet(DeltaNet::load(source, i, config, shape, ours)?),
+                None => Mixer::Attention(load_attention(source, i, config, ours)?),
             };
             let fused_gate_up = if family.fused_gate_up {
                 let name = source.name(Some(i), Part::Up, "weight");
@@ -361,12 +380,6 @@ impl Weights {
             } else {
                 None
             };
-            let (q, k, v, o) = (
-                q.map_or_else(|| linear(source, Part::Q, (q_dim, h)), Ok)?,
-                k.map_or_else(|| linear(source, Part::K, (kv, h)), Ok)?,
-                v.map_or_else(|| linear(source, Part::V, (kv, h)), Ok)?,
-                linear(source, Part::O, (h, q_dim))?,
-            );
             let ffn = match config.experts {
                 None => {
                     let (up, gate) = match fused_gate_up {
@@ -419,17 +432,6 @@ impl Weights {
             } else {
                 (None, None)
             };
-            let (q_norm, k_norm) = match family.qk_norm {
-                QkNorm::None => (None, None),
-                QkNorm::PerHead => (
-                    Some(norm(Part::QNorm, config.head_dim)?),
-                    Some(norm(Part::KNorm, config.head_dim)?),
-                ),
-                QkNorm::Whole => (
-                    Some(norm(Part::QNorm, q_dim)?),
-                    Some(norm(Part::KNorm, kv)?),
-                ),
-            };
             let (post_attn_norm, post_ffn_norm) = if family.post_norms {
                 (
                     Some(norm(Part::PostAttnNorm, h)?),
@@ -440,12 +442,7 @@ impl Weights {
             };
             layers.push(Layer {
                 attn_norm,
-                q,
-                k,
-                v,
-                o,
-                q_norm,
-                k_norm,
+                mixer,
                 post_attn_norm,
                 ffn_norm,
                 post_ffn_norm,
@@ -493,8 +490,64 @@ impl Weights {
     }
 }
 
+/// Layer `layer`'s attention: q, k, v and o (or q, k and v stacked), and q's and k's norms.
+fn load_attention<S: Source>(
+    source: &mut S,
+    layer: usize,
+    config: &ModelConfig,
+    ours: Option<Arithmetic>,
+) -> Result<Attention, ModelError> {
+    let family = config.architecture.family();
+    let (h, kv) = (config.hidden_size, config.num_kv_heads * config.head_dim);
+    let q_dim = config.num_heads * config.head_dim;
+    // A gated attention's q projection yields each head's gate beside its query.
+    let q_rows = if family.gated_attention {
+        2 * q_dim
+    } else {
+        q_dim
+    };
+    let (q, k, v) = match load_stacked(source, layer, Part::Qkv, &[q_rows, kv, kv], h, ours)? {
+        Some(mut qkv) => {
+            let (v, k) = (qkv.pop(), qkv.pop());
+            (qkv.pop(), k, v)
+        }
+        None => (None, None, None),
+    };
+    let mut linear =
+        |part: Part, shape: (usize, usize)| load_linear(source, layer, part, shape, ours);
+    let (q, k, v, o) = (
+        q.map_or_else(|| linear(Part::Q, (q_rows, h)), Ok)?,
+        k.map_or_else(|| linear(Part::K, (kv, h)), Ok)?,
+        v.map_or_else(|| linear(Part::V, (kv, h)), Ok)?,
+        linear(Part::O, (h, q_dim))?,
+    );
+    let mut norm = |part: Part, len: usize| {
+        let name = source.name(Some(layer), part, "weight");
+        require(source, &name, |s, n| s.norm(n, len))
+    };
+    let (q_norm, k_norm) = match family.qk_norm {
+        QkNorm::None => (None, None),
+        QkNorm::PerHead => (
+            Some(norm(Part::QNorm, config.head_dim)?),
+            Some(norm(Part::KNorm, config.head_dim)?),
+        ),
+        QkNorm::Whole => (
+            Some(norm(Part::QNorm, q_dim)?),
+            Some(norm(Part::KNorm, kv)?),
+        ),
+    };
+    Ok(Attention {
+        q,
+        k,
+        v,
+        o,
+        q_norm,
+        k_norm,
+    })
+}
+
 /// Layer `layer`'s matrix `part` of `shape`, with its bias if the file has one.
-fn load_linear(
+pub(crate) fn load_linear(
     source: &mut impl Source,
     layer: usize,
     part: Part,

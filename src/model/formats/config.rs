@@ -112,6 +112,110 @@ pub struct LayerAttention {
     pub local_rope: bool,
     /// Rotated at all (SmolLM3 leaves every fourth layer unrotated).
     pub rope: bool,
+    /// A Gated DeltaNet layer (Qwen3.5): a recurrent state in place of attention.
+    pub recurrent: bool,
+}
+
+/// The shape of a model's Gated DeltaNet layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeltaNetShape {
+    /// The causal convolution's width, the current position included.
+    pub conv_kernel: usize,
+    pub k_heads: usize,
+    pub v_heads: usize,
+    /// Each key's and value's size: the state is `head_dim x head_dim` per value head.
+    pub head_dim: usize,
+    /// Value head `j` reads key head `j / (v_heads / k_heads)` (config.json checkpoints);
+    /// else `j % k_heads` (GGUF, whose converter reorders the value heads).
+    pub grouped: bool,
+}
+
+impl DeltaNetShape {
+    /// Channels the convolution runs over: q, k and v.
+    pub fn conv_channels(&self) -> usize {
+        2 * self.k_heads * self.head_dim + self.v_heads * self.head_dim
+    }
+
+    /// Floats one row's state holds in one layer: the convolution's window and the matrix.
+    pub fn state_floats(&self) -> usize {
+        (self.conv_kernel - 1) * self.conv_channels() + self.v_heads * self.head_dim * self.head_dim
+    }
+
+    /// The key head value head `v` reads.
+    pub fn k_head(&self, v: usize) -> usize {
+        match self.grouped {
+            true => v / (self.v_heads / self.k_heads),
+            false => v % self.k_heads,
+        }
+    }
+
+    /// The shape a GGUF file's `ssm.*` keys give (llama.cpp's names: the state size is the
+    /// head size, the group count the key heads, the time-step rank the value heads).
+    fn from_gguf(md: &Metadata, key: &impl Fn(&str) -> String) -> Result<Self, ModelError> {
+        let shape = Self {
+            conv_kernel: md.usize(&key("ssm.conv_kernel"))?,
+            k_heads: md.usize(&key("ssm.group_count"))?,
+            v_heads: md.usize(&key("ssm.time_step_rank"))?,
+            head_dim: md.usize(&key("ssm.state_size"))?,
+            grouped: false,
+        };
+        let inner_key = key("ssm.inner_size");
+        let inner = md.usize(&inner_key)?;
+        shape.check(
+            md.path,
+            [
+                &key("ssm.conv_kernel"),
+                &key("ssm.group_count"),
+                &key("ssm.time_step_rank"),
+                &key("ssm.state_size"),
+            ],
+        )?;
+        if inner != shape.v_heads * shape.head_dim {
+            return Err(config_error(
+                md.path,
+                format!(
+                    "`{inner_key}` is {inner}; it must be `{}` ({}) x `{}` ({}) = {}",
+                    key("ssm.time_step_rank"),
+                    shape.v_heads,
+                    key("ssm.state_size"),
+                    shape.head_dim,
+                    shape.v_heads * shape.head_dim
+                ),
+            ));
+        }
+        Ok(shape)
+    }
+
+    /// Refuses sizes no layer can run: `keys` name the kernel, key heads, value heads and
+    /// head size as the file does.
+    fn check(&self, path: &Path, keys: [&str; 4]) -> Result<(), ModelError> {
+        let [kernel, k_heads, v_heads, head_dim] = keys;
+        let bounded = [
+            (kernel, self.conv_kernel, 2, 64, "4 is usual"),
+            (k_heads, self.k_heads, 1, 1 << 10, "16 is usual"),
+            (v_heads, self.v_heads, 1, 1 << 10, "16 to 64 are usual"),
+            (head_dim, self.head_dim, 1, 1 << 12, "128 is usual"),
+        ];
+        for (key, value, least, most, usual) in bounded {
+            if !(least..=most).contains(&value) {
+                return Err(config_error(
+                    path,
+                    format!("`{key}` is {value}; it must be {least} to {most} ({usual})"),
+                ));
+            }
+        }
+        if self.v_heads % self.k_heads != 0 {
+            return Err(config_error(
+                path,
+                format!(
+                    "`{v_heads}` ({}) is not a multiple of `{k_heads}` ({}): each key head serves \
+                     the same number of value heads",
+                    self.v_heads, self.k_heads
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// How many experts a layer has, how many each token takes, and each expert's size.
@@ -200,6 +304,8 @@ pub struct ModelConfig {
     pub layers: Vec<LayerAttention>,
     /// A mixture of experts in every layer's feed-forward (Qwen3 MoE, Mixtral).
     pub experts: Option<Experts>,
+    /// The Gated DeltaNet layers' shape, where the model has any.
+    pub delta_net: Option<DeltaNetShape>,
     /// Scores are multiplied by this before the softmax: `1 / sqrt(head_dim)` unless the
     /// model says otherwise.
     pub attention_scale: f32,
@@ -327,12 +433,31 @@ impl ModelConfig {
                 ),
             ));
         }
-        let layers = layer_plan(
+        let mut layers = layer_plan(
             num_layers,
             windowed,
             |i| windowed.is_some_and(|(_, p)| (i + 1) % p != 0),
             |i| family.no_rope_period.is_none_or(|p| (i + 1) % p != 0),
         );
+        let delta_net = match family.recurrent {
+            Some(period) => {
+                let interval_key = key("full_attention_interval");
+                let period = md.opt_usize(&interval_key)?.unwrap_or(period);
+                if period == 0 {
+                    return Err(config_error(
+                        path,
+                        format!(
+                            "`{interval_key}` is 0; every n-th layer is full attention, n >= 1 (4 is usual)"
+                        ),
+                    ));
+                }
+                for (i, plan) in layers.iter_mut().enumerate() {
+                    plan.recurrent = (i + 1) % period != 0;
+                }
+                Some(DeltaNetShape::from_gguf(&md, &key)?)
+            }
+            None => None,
+        };
         let rope_theta = md.opt_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0);
         let config = Self {
             architecture,
@@ -340,6 +465,7 @@ impl ModelConfig {
             intermediate_size,
             num_layers,
             experts,
+            delta_net,
             num_heads,
             num_kv_heads,
             head_dim,
@@ -578,6 +704,7 @@ impl ModelConfig {
             intermediate_size: hf.intermediate_size,
             num_layers: hf.num_hidden_layers,
             experts,
+            delta_net: None,
             layers: layer_plan(
                 hf.num_hidden_layers,
                 windowed,
@@ -835,6 +962,7 @@ fn layer_plan(
                 window,
                 local_rope: window.is_some(),
                 rope: is_rotated(i),
+                recurrent: false,
             }
         })
         .collect()

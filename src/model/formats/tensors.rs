@@ -19,7 +19,11 @@ use std::sync::Arc;
 pub(crate) trait Source {
     fn name(&self, layer: Option<usize>, part: Part, suffix: &str) -> String;
     fn matrix(&mut self, name: &str, shape: (usize, usize)) -> Result<Option<QMatMul>, ModelError>;
-    fn vector(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError>;
+    /// A small f32 tensor of `shape` (vectors, a convolution's kernel), dequantized.
+    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Option<Tensor>, ModelError>;
+    fn vector(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
+        self.tensor(name, &[len])
+    }
     /// An RMSNorm's weight as the forward pass multiplies by it.
     fn norm(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
         self.vector(name, len)
@@ -174,10 +178,14 @@ impl<'a> GgufSource<'a> {
 
 impl Source for GgufSource<'_> {
     fn name(&self, layer: Option<usize>, part: Part, suffix: &str) -> String {
-        match layer {
-            Some(i) => format!("blk.{i}.{}.{suffix}", part.gguf()),
-            None => format!("{}.{suffix}", part.gguf()),
-        }
+        let part = part.gguf(self.family);
+        with_suffix(
+            match layer {
+                Some(i) => format!("blk.{i}.{part}"),
+                None => part.to_owned(),
+            },
+            suffix,
+        )
     }
 
     fn matrix(&mut self, name: &str, shape: (usize, usize)) -> Result<Option<QMatMul>, ModelError> {
@@ -204,8 +212,8 @@ impl Source for GgufSource<'_> {
             .map_err(|e| corrupt(&self.path, e))
     }
 
-    fn vector(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
-        self.qtensor(name, &[len])?
+    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Option<Tensor>, ModelError> {
+        self.qtensor(name, shape)?
             .map(|t| {
                 t.dequantize(&self.device)
                     .map_err(|e| corrupt(&self.path, e))
@@ -219,6 +227,14 @@ impl Source for GgufSource<'_> {
 
     fn family(&self) -> &'static Family {
         self.family
+    }
+}
+
+/// `name.suffix`, or `name` alone for a tensor stored without one (GGUF's `ssm_a`).
+fn with_suffix(name: String, suffix: &str) -> String {
+    match suffix {
+        "" => name,
+        _ => format!("{name}.{suffix}"),
     }
 }
 
@@ -327,10 +343,14 @@ fn stored_type(dtype: DType) -> GgmlDType {
 
 impl Source for HfSource {
     fn name(&self, layer: Option<usize>, part: Part, suffix: &str) -> String {
-        match layer {
-            Some(i) => format!("model.layers.{i}.{}.{suffix}", part.hf(self.family)),
-            None => format!("{}.{suffix}", part.hf(self.family)),
-        }
+        let part = part.hf(self.family);
+        with_suffix(
+            match layer {
+                Some(i) => format!("model.layers.{i}.{part}"),
+                None => part.to_owned(),
+            },
+            suffix,
+        )
     }
 
     fn matrix(&mut self, name: &str, shape: (usize, usize)) -> Result<Option<QMatMul>, ModelError> {
@@ -346,9 +366,9 @@ impl Source for HfSource {
         Ok(Some(QMatMul::QTensor(Arc::new(stored))))
     }
 
-    fn vector(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
+    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Option<Tensor>, ModelError> {
         Ok(self
-            .take(name, &[len])?
+            .take(name, shape)?
             .map(|t| t.to_dtype(DType::F32))
             .transpose()?)
     }

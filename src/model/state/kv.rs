@@ -5,7 +5,7 @@
 //! every token). A windowed layer, when its buffer is full, drops the positions no query will
 //! see again beyond some room to rewind: its memory is bounded by its window, not the context.
 
-use super::{LONGEST_APPEND, LayerState};
+use super::{Cuts, LONGEST_APPEND, LayerState};
 use candle_core::{DType, Device, Result, Tensor};
 use std::any::Any;
 
@@ -105,6 +105,15 @@ impl KvLayer {
         Ok((ck.narrow(2, 0, at + new)?, cv.narrow(2, 0, at + new)?))
     }
 
+    /// The shortest length a layer holding `len` positions can be cut back to and go on from.
+    fn earliest_cut(&self, len: usize) -> usize {
+        match self.window {
+            // The next query at the cut sees `w - 1` positions before it.
+            Some(w) if self.offset > 0 => (self.offset + w - 1).min(len),
+            _ => 0,
+        }
+    }
+
     /// `self`'s buffers as another layer of its kind.
     fn same_kind<'a>(&self, other: &'a dyn LayerState) -> Result<&'a KvLayer> {
         other
@@ -118,20 +127,17 @@ impl KvLayer {
 }
 
 impl LayerState for KvLayer {
-    fn earliest_cut(&self, len: usize) -> usize {
-        match self.window {
-            // The next query at the cut sees `w - 1` positions before it.
-            Some(w) if self.offset > 0 => (self.offset + w - 1).min(len),
-            _ => 0,
-        }
+    fn cuts(&self, len: usize) -> Cuts {
+        Cuts::from(self.earliest_cut(len))
     }
 
-    fn truncate(&mut self, len: usize) {
+    fn truncate(&mut self, len: usize, _held: usize) -> Result<()> {
         // Positions from `len` on are overwritten by the next appends; cut to 0, the buffers
         // start over at position 0.
         if len <= self.offset {
             self.offset = 0;
         }
+        Ok(())
     }
 
     fn fork(&mut self, n: usize) -> Result<()> {
@@ -166,7 +172,7 @@ impl LayerState for KvLayer {
         }))
     }
 
-    fn extend(&mut self, sources: &[&dyn LayerState], len: usize) -> Result<()> {
+    fn extend(&mut self, sources: &[&dyn LayerState], len: usize, _held: &[usize]) -> Result<()> {
         let sources: Vec<&KvLayer> = sources
             .iter()
             .map(|s| self.same_kind(*s))
@@ -336,15 +342,15 @@ mod tests {
         }
         let cut = windowed.earliest_cut(40);
         assert!(cut > 0 && cut < 40, "{cut}");
-        full.truncate(cut);
-        windowed.truncate(cut);
+        full.truncate(cut, 40).unwrap();
+        windowed.truncate(cut, 40).unwrap();
         for at in cut..positions {
             let want = inputs.step(&mut full, (0, 1), at, 1);
             assert_eq!(inputs.step(&mut windowed, (0, 1), at, 1), want, "at {at}");
         }
         // Cut to nothing, it starts over.
-        windowed.truncate(0);
-        assert_eq!(windowed.earliest_cut(0), 0);
+        windowed.truncate(0, positions).unwrap();
+        assert_eq!(windowed.cuts(0), Cuts::from(0));
         let fresh = inputs.step(&mut KvLayer::new(Some(WINDOW), positions), (0, 1), 0, 5);
         assert_eq!(inputs.step(&mut windowed, (0, 1), 0, 5), fresh);
     }
@@ -369,7 +375,7 @@ mod tests {
         let alone0 = alone0.as_any_mut().downcast_mut::<KvLayer>().unwrap();
         let alone1 = alone1.as_any_mut().downcast_mut::<KvLayer>().unwrap();
         let mut batch = KvLayer::new(Some(WINDOW), positions);
-        batch.extend(&[&row0, &row1], 30).unwrap();
+        batch.extend(&[&row0, &row1], 30, &[30, 30]).unwrap();
         for at in 30..positions {
             let both = inputs.step(&mut batch, (0, 2), at, 1);
             let mut each = inputs.step(alone0, (0, 1), at, 1);

@@ -3,14 +3,16 @@
 //! Replay, branches, step mode and the prompt cache all cut a sequence back to an earlier
 //! position and copy rows between batches. A full KV cache can be cut anywhere; a sliding-window
 //! layer keeps only its window (and some room to rewind), and a recurrent layer keeps no past
-//! positions at all, so each state says how far back it can be cut ([`LayerState::earliest_cut`])
-//! and the engine recomputes what lies further back.
+//! positions at all but the snapshots it took, so each state says where it can be cut back to
+//! ([`LayerState::cuts`]) and the engine recomputes from there.
 
 pub(crate) mod kv;
+pub(crate) mod recurrent;
 
 use crate::model::formats::config::ModelConfig;
 use candle_core::Result;
 use kv::KvLayer;
+use recurrent::RecurrentLayer;
 use std::any::Any;
 use std::fmt::Debug;
 
@@ -18,27 +20,107 @@ use std::fmt::Debug;
 /// bounds its `[heads, slice, context]` attention scores and a windowed layer's buffer.
 pub(crate) const LONGEST_APPEND: usize = 512;
 
+/// Where a state holding some positions can be cut back to and go on from: every position from
+/// `from` on, the `points` before it, and 0 (starting over).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cuts {
+    from: usize,
+    points: Vec<usize>,
+}
+
+impl Cuts {
+    /// Anywhere from `from` on (a KV cache: 0 unless a window dropped earlier positions).
+    pub fn from(from: usize) -> Self {
+        Self {
+            from,
+            points: Vec::new(),
+        }
+    }
+
+    /// At `len` itself and at `points` (a recurrent state's snapshots).
+    pub fn at(len: usize, points: Vec<usize>) -> Self {
+        Self { from: len, points }
+    }
+
+    /// The latest position at or before `want` a cut can reach.
+    pub fn nearest(&self, want: usize) -> usize {
+        if want >= self.from {
+            return want;
+        }
+        let points = self.points.iter().copied();
+        points.filter(|&p| p <= want).max().unwrap_or(0)
+    }
+
+    pub fn allows(&self, len: usize) -> bool {
+        self.nearest(len) == len
+    }
+
+    /// The cuts both allow.
+    pub fn and(&self, other: &Cuts) -> Cuts {
+        let from = self.from.max(other.from);
+        let mut points: Vec<usize> = [self.from, other.from]
+            .into_iter()
+            .chain(self.points.iter().chain(&other.points).copied())
+            .filter(|&p| p < from && self.allows(p) && other.allows(p))
+            .collect();
+        points.sort_unstable();
+        points.dedup();
+        Cuts { from, points }
+    }
+}
+
+/// When a recurrent layer keeps snapshots of a row: at every `every`-th position, at most
+/// `cap` of them (past it, every other one goes and the spacing doubles).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Snapshots {
+    pub every: usize,
+    pub cap: usize,
+}
+
+/// Positions between a row's first snapshots.
+const SNAPSHOT_EVERY: usize = 32;
+
+/// Snapshots kept of a row at most, whatever the budget: past it they thin out.
+const MOST_SNAPSHOTS: usize = 64;
+
+impl Snapshots {
+    /// For a row whose snapshots may take `bytes` in all.
+    pub fn within(config: &ModelConfig, bytes: usize) -> Snapshots {
+        let recurrent = config.layers.iter().filter(|p| p.recurrent).count();
+        let each = match config.delta_net {
+            Some(shape) => recurrent * shape.state_floats() * size_of::<f32>(),
+            None => 0,
+        };
+        match bytes.checked_div(each) {
+            Some(cap) if cap > 0 => Snapshots {
+                every: SNAPSHOT_EVERY,
+                cap: cap.min(MOST_SNAPSHOTS),
+            },
+            _ => Snapshots { every: 0, cap: 0 },
+        }
+    }
+}
+
 /// One layer's memory of a batch of rows that share one length. The sequence's length is kept
 /// by [`SequenceState`] and handed in, so that every layer agrees on it.
 pub(crate) trait LayerState: Debug + Send + Sync {
-    /// The shortest length that a state holding `len` positions can be cut back to and go on
-    /// from (0 is always allowed: it starts over).
-    fn earliest_cut(&self, len: usize) -> usize;
+    /// Where a state holding `len` positions can be cut back to.
+    fn cuts(&self, len: usize) -> Cuts;
 
-    /// Forgets every position from `len` on (`len` at least [`LayerState::earliest_cut`], or 0).
-    fn truncate(&mut self, len: usize);
+    /// Forgets every position from `len` on (one [`LayerState::cuts`] of `held` allows).
+    fn truncate(&mut self, len: usize, held: usize) -> Result<()>;
 
     /// Copies the single row to `n` rows.
     fn fork(&mut self, n: usize) -> Result<()>;
 
-    /// A one-row copy of row `row` cut to `len` positions, which must be at least
-    /// [`LayerState::earliest_cut`] of `held`, the positions held now.
+    /// A one-row copy of row `row` cut to `len` positions, which [`LayerState::cuts`] of
+    /// `held`, the positions held now, must allow.
     fn snapshot(&self, row: usize, len: usize, held: usize) -> Result<Box<dyn LayerState>>;
 
-    /// Appends one row per source (one-row states of the same kind, each holding at least
-    /// `len` positions and cuttable to `len`), all cut to `len`. The batch holds `len`
+    /// Appends one row per source (one-row states of the same kind, source `i` holding
+    /// `held[i]` positions and cuttable to `len`), all cut to `len`. The batch holds `len`
     /// positions itself, or no rows.
-    fn extend(&mut self, sources: &[&dyn LayerState], len: usize) -> Result<()>;
+    fn extend(&mut self, sources: &[&dyn LayerState], len: usize, held: &[usize]) -> Result<()>;
 
     /// Keeps the rows whose flag is true, in order.
     fn retain_rows(&mut self, keep: &[bool]) -> Result<()>;
@@ -61,26 +143,30 @@ pub(crate) struct SequenceState {
 
 impl SequenceState {
     /// An empty state of one row, for a prompt: one layer state per layer of the plan.
-    pub(crate) fn new(config: &ModelConfig) -> Self {
+    pub(crate) fn new(config: &ModelConfig, snapshots: Snapshots) -> Self {
+        Self::with_rows(config, snapshots, 1)
+    }
+
+    /// A batch of no rows, which [`SequenceState::extend`] fills.
+    pub(crate) fn empty_batch(config: &ModelConfig, snapshots: Snapshots) -> Self {
+        Self::with_rows(config, snapshots, 0)
+    }
+
+    fn with_rows(config: &ModelConfig, snapshots: Snapshots, rows: usize) -> Self {
         let layers = config
             .layers
             .iter()
-            .map(|plan| {
-                Box::new(KvLayer::new(plan.window, config.context_length)) as Box<dyn LayerState>
+            .map(|plan| match config.delta_net.filter(|_| plan.recurrent) {
+                Some(shape) => {
+                    Box::new(RecurrentLayer::new(shape, snapshots, rows)) as Box<dyn LayerState>
+                }
+                None => Box::new(KvLayer::new(plan.window, config.context_length)),
             })
             .collect();
         Self {
             layers,
             len: 0,
-            rows: 1,
-        }
-    }
-
-    /// A batch of no rows, which [`SequenceState::extend`] fills.
-    pub(crate) fn empty_batch(config: &ModelConfig) -> Self {
-        Self {
-            rows: 0,
-            ..Self::new(config)
+            rows,
         }
     }
 
@@ -101,36 +187,45 @@ impl SequenceState {
             .ok_or_else(|| candle_core::Error::Msg(format!("layer {layer} keeps no keys")))
     }
 
+    /// Layer `layer`'s recurrent state; an error where that layer keeps another kind.
+    pub(crate) fn recurrent(&mut self, layer: usize) -> Result<&mut RecurrentLayer> {
+        self.layers[layer]
+            .as_any_mut()
+            .downcast_mut()
+            .ok_or_else(|| {
+                candle_core::Error::Msg(format!("layer {layer} keeps no recurrent state"))
+            })
+    }
+
     /// Notes `new` positions appended by every layer.
     pub(crate) fn advance(&mut self, new: usize) {
         self.len += new;
     }
 
-    /// The shortest length every layer can be cut back to.
-    pub(crate) fn earliest_cut(&self) -> usize {
+    /// Where every layer can be cut back to.
+    pub(crate) fn cuts(&self) -> Cuts {
         self.layers
             .iter()
-            .map(|layer| layer.earliest_cut(self.len))
-            .max()
-            .unwrap_or(0)
+            .fold(Cuts::from(0), |cuts, layer| cuts.and(&layer.cuts(self.len)))
     }
 
-    /// Forgets every position from `len` on. Below [`SequenceState::earliest_cut`] (and above
-    /// 0) that is an error: the caller recomputes instead.
+    /// Forgets every position from `len` on. Where [`SequenceState::cuts`] does not allow
+    /// `len` that is an error: the caller recomputes instead.
     pub(crate) fn truncate(&mut self, len: usize) -> Result<()> {
         if len >= self.len {
             return Ok(());
         }
-        if len > 0 && len < self.earliest_cut() {
+        let cuts = self.cuts();
+        if !cuts.allows(len) {
             candle_core::bail!(
-                "cannot cut a sequence of {} positions back to {len}: its windowed layers keep \
-                 positions from {} on",
+                "cannot cut a sequence of {} positions back to {len}: its windowed or \
+                 recurrent layers can go back to {} at most",
                 self.len,
-                self.earliest_cut()
+                cuts.nearest(len)
             );
         }
         for layer in &mut self.layers {
-            layer.truncate(len);
+            layer.truncate(len, self.len)?;
         }
         self.len = len;
         Ok(())
@@ -190,19 +285,17 @@ impl SequenceState {
                 short.len
             );
         }
-        if let Some(far) = sources
-            .iter()
-            .find(|s| s.len > len && s.earliest_cut() > len)
-        {
+        if let Some(far) = sources.iter().find(|s| !s.cuts().allows(len)) {
             candle_core::bail!(
                 "a joining row of {} positions cannot be cut back to {len}, only to {}",
                 far.len,
-                far.earliest_cut()
+                far.cuts().nearest(len)
             );
         }
+        let held: Vec<usize> = sources.iter().map(|s| s.len).collect();
         for (i, layer) in self.layers.iter_mut().enumerate() {
             let parts: Vec<&dyn LayerState> = sources.iter().map(|s| &*s.layers[i]).collect();
-            layer.extend(&parts, len)?;
+            layer.extend(&parts, len, &held)?;
         }
         self.rows += sources.len();
         self.len = len;

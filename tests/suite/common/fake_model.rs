@@ -79,7 +79,11 @@ impl Backend for FakeModel {
         for row in rows {
             let history = match row {
                 RowSource::Prompt { then } => [self.prompt.as_slice(), &then].concat(),
-                RowSource::Parked(row) => row.into_inner::<Vec<u32>>().expect("a fake row"),
+                RowSource::Parked { row, then } => {
+                    let mut history = row.into_inner::<Vec<u32>>().expect("a fake row");
+                    history.truncate(len - then.len());
+                    [history, then].concat()
+                }
             };
             assert!(
                 history.len() >= len,
