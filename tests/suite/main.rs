@@ -26,6 +26,7 @@ mod model_families;
 mod model_gemma;
 mod model_memory;
 mod model_qtypes;
+mod model_qwen35;
 mod model_real;
 mod model_stories;
 mod modelscope;

@@ -167,15 +167,10 @@ impl Model {
         &self.config
     }
 
-    /// Lets each row's snapshots of its recurrent state take up to `bytes` (64 MiB unless
-    /// set); models without recurrent layers take none.
-    pub fn set_snapshot_budget(&mut self, bytes: usize) {
-        self.snapshots = Snapshots::within(&self.config, bytes);
-    }
-
-    /// When recurrent layers keep snapshots of a row's state.
-    pub fn snapshots(&self) -> Snapshots {
-        self.snapshots
+    /// When recurrent layers keep snapshots of a row's state (unless set, as many as 64 MiB
+    /// per row holds: [`Snapshots::within`]).
+    pub fn set_snapshots(&mut self, snapshots: Snapshots) {
+        self.snapshots = snapshots;
     }
 
     pub fn context_length(&self) -> usize {

@@ -84,6 +84,8 @@ const SNAPSHOT_EVERY: usize = 32;
 const MOST_SNAPSHOTS: usize = 64;
 
 impl Snapshots {
+    pub const NONE: Snapshots = Snapshots { every: 0, cap: 0 };
+
     /// For a row whose snapshots may take `bytes` in all.
     pub fn within(config: &ModelConfig, bytes: usize) -> Snapshots {
         let recurrent = config.layers.iter().filter(|p| p.recurrent).count();
@@ -96,7 +98,7 @@ impl Snapshots {
                 every: SNAPSHOT_EVERY,
                 cap: cap.min(MOST_SNAPSHOTS),
             },
-            _ => Snapshots { every: 0, cap: 0 },
+            _ => Snapshots::NONE,
         }
     }
 }
