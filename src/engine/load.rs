@@ -17,7 +17,7 @@ use crate::model::source::synthetic::{qtype_from_name, synthetic_spec, write_syn
 use crate::model::source::{HubSettings, LoadProgress, ModelSource, resolve};
 use crate::model::text::chat_template::ChatTemplate;
 use crate::model::text::gguf_tokenizer::{GgufTokenizer, tokenizer_from_gguf};
-use crate::model::{Model, Session};
+use crate::model::{Model, Session, Snapshots};
 use anyhow::Context;
 use candle_core::Device;
 use std::path::Path;
@@ -331,6 +331,11 @@ fn load_on(
     progress(LoadProgress::step(1.0, "ready"));
     let defaults = model.config().generation.sampling_params().ok();
     let warnings = model.config().warnings.clone();
+    let replay = ReplayStore::from_env()?;
+    // Snapshots of recurrent states count against the replay budget: each of eight samples
+    // may take an eighth of it.
+    let mut model = model;
+    model.set_snapshots(Snapshots::within(model.config(), replay.budget() / 8));
     let model = Arc::new(model);
     Ok(LoadedModel {
         warnings,
@@ -339,7 +344,7 @@ fn load_on(
         name,
         backend: Box::new(LlamaBackend::new(model, device_name.clone())),
         device: device_name,
-        replay: ReplayStore::from_env()?,
+        replay,
         tokenizer,
         eos_ids,
         defaults,

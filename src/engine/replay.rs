@@ -117,6 +117,11 @@ impl ReplayStore {
         )?))
     }
 
+    /// Bytes of logits it may keep.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
     /// Bytes of logits kept now.
     pub fn used(&self) -> usize {
         self.used

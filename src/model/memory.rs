@@ -7,7 +7,7 @@ use super::device::gpu_memory;
 use super::error::ModelError;
 use super::formats::config::{ModelConfig, io_error};
 use super::formats::tensors;
-use super::state::positions_held;
+use super::state::{DEFAULT_SNAPSHOT_BYTES, Snapshots, positions_held};
 use candle_core::Device;
 use candle_core::quantized::GgmlDType;
 use std::fmt;
@@ -161,23 +161,29 @@ fn for_config(config: &ModelConfig, weights: u64) -> MemoryEstimate {
 }
 
 /// f32 keys and values of every layer for one sequence of `positions`, from the layer plan: a
-/// windowed layer holds its window's worth at most. A header's absurd figures saturate (and
-/// so are refused) instead of wrapping to a small number.
+/// windowed layer holds its window's worth at most, a recurrent one its state and as many
+/// snapshots of it as the default allows. A header's absurd figures saturate (and so are
+/// refused) instead of wrapping to a small number.
 pub fn kv_bytes(config: &ModelConfig, positions: usize) -> u64 {
     let per_layer_position = [config.num_kv_heads, config.head_dim]
         .iter()
         .fold(2 * 4u64, |bytes, &n| bytes.saturating_mul(n as u64));
-    let windows: Vec<usize> = config
-        .layers
-        .iter()
-        .filter_map(|plan| plan.window)
-        .collect();
-    let full = config.num_layers.saturating_sub(windows.len()) as u64;
-    let held = windows
-        .iter()
-        .map(|&w| positions_held(Some(w), positions) as u64)
-        .fold(full.saturating_mul(positions as u64), u64::saturating_add);
-    per_layer_position.saturating_mul(held)
+    let attending = config.layers.iter().filter(|plan| !plan.recurrent);
+    let held = attending
+        .map(|plan| positions_held(plan.window, positions) as u64)
+        .fold(0u64, u64::saturating_add);
+    let recurrent = config.layers.iter().filter(|plan| plan.recurrent).count() as u64;
+    let state = match config.delta_net {
+        Some(shape) => {
+            let each = recurrent.saturating_mul(shape.state_floats() as u64 * 4);
+            let snapshots = Snapshots::within(config, DEFAULT_SNAPSHOT_BYTES).cap as u64;
+            each.saturating_mul(1 + snapshots)
+        }
+        None => 0,
+    };
+    per_layer_position
+        .saturating_mul(held)
+        .saturating_add(state)
 }
 
 /// Bytes a safetensors file's tensors take once loaded, from its JSON header: on the CPU f16

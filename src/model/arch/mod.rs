@@ -13,7 +13,7 @@ use crate::model::kernels::attention::CausalAttention;
 use crate::model::kernels::fused::{gated, rope_heads};
 use crate::model::kernels::{Activations, Arithmetic};
 use crate::model::parallel::inline_rayon;
-use crate::model::state::{Cuts, LONGEST_APPEND, SequenceState, Snapshots};
+use crate::model::state::{Cuts, DEFAULT_SNAPSHOT_BYTES, LONGEST_APPEND, SequenceState, Snapshots};
 use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device, Tensor};
 use registry::QkNorm;
@@ -23,10 +23,6 @@ use std::io::BufReader;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use weights::{Attention, Ffn, Mixer, Weights};
-
-/// What one row's snapshots of its recurrent state may take unless the engine says: the replay
-/// budget's default (512 MiB) shared by eight samples.
-const DEFAULT_SNAPSHOT_BYTES: usize = 64 << 20;
 
 /// A loaded model: immutable weights; runs happen in [`Session`]s.
 #[derive(Debug)]

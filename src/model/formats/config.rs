@@ -204,7 +204,7 @@ impl DeltaNetShape {
                 ));
             }
         }
-        if self.v_heads % self.k_heads != 0 {
+        if !self.v_heads.is_multiple_of(self.k_heads) {
             return Err(config_error(
                 path,
                 format!(

@@ -77,6 +77,10 @@ pub struct Snapshots {
     pub cap: usize,
 }
 
+/// What one row's snapshots of its recurrent state may take unless the engine says: the replay
+/// budget's default (512 MiB) shared by eight samples.
+pub(crate) const DEFAULT_SNAPSHOT_BYTES: usize = 64 << 20;
+
 /// Positions between a row's first snapshots.
 const SNAPSHOT_EVERY: usize = 32;
 
@@ -320,5 +324,24 @@ pub(crate) fn positions_held(window: Option<usize>, positions: usize) -> usize {
     match window {
         Some(window) => positions.min(kv::window_capacity(window)),
         None => positions,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_windows_cuts_and_a_recurrent_states_combine_to_what_both_allow() {
+        let window = Cuts::from(10);
+        let snapshots = Cuts::at(40, vec![8, 16, 32]);
+        let both = window.and(&snapshots);
+        assert_eq!(both.nearest(40), 40);
+        assert_eq!(both.nearest(39), 32);
+        assert_eq!(both.nearest(20), 16);
+        // 8 is a snapshot, but the window dropped what position 8 needs.
+        assert_eq!(both.nearest(9), 0);
+        assert!(both.allows(0) && both.allows(16) && !both.allows(31));
+        assert_eq!(Cuts::from(0).and(&Cuts::from(0)).nearest(7), 7);
     }
 }

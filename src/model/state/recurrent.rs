@@ -45,14 +45,14 @@ pub(crate) struct Row {
 impl Row {
     /// Notes that `now` holds `len` positions: a snapshot is kept where one falls due.
     pub(crate) fn reached(&mut self, len: usize, policy: Snapshots) {
-        if policy.cap == 0 || self.spacing == 0 || len % self.spacing != 0 {
+        if policy.cap == 0 || self.spacing == 0 || !len.is_multiple_of(self.spacing) {
             return;
         }
         self.snapshots.push((len, self.now.clone()));
         if self.snapshots.len() > policy.cap {
             self.spacing *= 2;
             let spacing = self.spacing;
-            self.snapshots.retain(|(at, _)| at % spacing == 0);
+            self.snapshots.retain(|(at, _)| at.is_multiple_of(spacing));
         }
     }
 
