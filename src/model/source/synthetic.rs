@@ -13,13 +13,16 @@ use std::path::Path;
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyntheticSpec {
     pub name: &'static str,
-    /// `llama`, `qwen3` (per-head q/k norms), `qwen3moe` (the same, experts in every layer) or
-    /// `gemma3`
+    /// `llama`, `qwen3` (per-head q/k norms), `qwen3moe` (the same, experts in every layer),
+    /// `qwen35` (see `delta_net`) or `gemma3`
     /// (per-head q/k norms, norms after attention and the feed-forward, a 512-position window
     /// on five layers of six).
     pub architecture: &'static str,
     /// (count, used per token, each one's feed-forward size) for `qwen3moe`.
     pub experts: Option<(usize, usize, usize)>,
+    /// (key heads, value heads, head size) of the Gated DeltaNet layers of `qwen35`: three
+    /// of every four layers; the fourth is gated attention over a quarter of each head.
+    pub delta_net: Option<(usize, usize, usize)>,
     pub hidden_size: usize,
     pub num_layers: usize,
     pub num_heads: usize,
@@ -38,6 +41,7 @@ pub const SMOLLM2_135M: SyntheticSpec = SyntheticSpec {
     name: "smollm2-135m",
     architecture: "llama",
     experts: None,
+    delta_net: None,
     hidden_size: 576,
     num_layers: 30,
     num_heads: 9,
@@ -56,6 +60,7 @@ pub const SMOLLM2_1_7B: SyntheticSpec = SyntheticSpec {
     name: "smollm2-1.7b",
     architecture: "llama",
     experts: None,
+    delta_net: None,
     hidden_size: 2048,
     num_layers: 24,
     num_heads: 32,
@@ -74,6 +79,7 @@ pub const QWEN3MOE_A0_3B: SyntheticSpec = SyntheticSpec {
     name: "qwen3moe-a0.3b",
     architecture: "qwen3moe",
     experts: Some((64, 8, 512)),
+    delta_net: None,
     hidden_size: 1024,
     num_layers: 16,
     num_heads: 16,
@@ -92,6 +98,7 @@ pub const GEMMA3_270M: SyntheticSpec = SyntheticSpec {
     name: "gemma3-270m",
     architecture: "gemma3",
     experts: None,
+    delta_net: None,
     hidden_size: 640,
     num_layers: 18,
     num_heads: 4,
@@ -110,6 +117,7 @@ pub const QWEN3_4B: SyntheticSpec = SyntheticSpec {
     name: "qwen3-4b",
     architecture: "qwen3",
     experts: None,
+    delta_net: None,
     hidden_size: 2560,
     num_layers: 36,
     num_heads: 32,
@@ -128,6 +136,7 @@ pub const LLAMA3_8B: SyntheticSpec = SyntheticSpec {
     name: "llama3-8b",
     architecture: "llama",
     experts: None,
+    delta_net: None,
     hidden_size: 4096,
     num_layers: 32,
     num_heads: 32,
@@ -140,6 +149,45 @@ pub const LLAMA3_8B: SyntheticSpec = SyntheticSpec {
     tie_word_embeddings: false,
 };
 
+/// Qwen3.5-0.8B's shapes: 24 layers, three of four Gated DeltaNet (16 key and 16 value heads
+/// of 128), every fourth gated attention (8 heads of 256 sharing 2 kv heads, RoPE over 64 of
+/// them), a tied 248,320-token vocabulary.
+pub const QWEN35_0_8B: SyntheticSpec = SyntheticSpec {
+    name: "qwen35-0.8b",
+    architecture: "qwen35",
+    experts: None,
+    delta_net: Some((16, 16, 128)),
+    hidden_size: 1024,
+    num_layers: 24,
+    num_heads: 8,
+    num_kv_heads: 2,
+    head_dim: Some(256),
+    intermediate_size: 3584,
+    vocab_size: 248_320,
+    context_length: 262_144,
+    rope_theta: 10_000_000.0,
+    tie_word_embeddings: true,
+};
+
+/// Qwen3.5-4B's shapes: 32 layers, Gated DeltaNet with 16 key and 32 value heads of 128,
+/// gated attention with 16 heads of 256 sharing 4 kv heads.
+pub const QWEN35_4B: SyntheticSpec = SyntheticSpec {
+    name: "qwen35-4b",
+    architecture: "qwen35",
+    experts: None,
+    delta_net: Some((16, 32, 128)),
+    hidden_size: 2560,
+    num_layers: 32,
+    num_heads: 16,
+    num_kv_heads: 4,
+    head_dim: Some(256),
+    intermediate_size: 9216,
+    vocab_size: 248_320,
+    context_length: 262_144,
+    rope_theta: 10_000_000.0,
+    tie_word_embeddings: true,
+};
+
 /// The specs `--synthetic` accepts, by name.
 pub const SYNTHETIC_SPECS: &[&SyntheticSpec] = &[
     &SMOLLM2_135M,
@@ -148,7 +196,16 @@ pub const SYNTHETIC_SPECS: &[&SyntheticSpec] = &[
     &LLAMA3_8B,
     &QWEN3MOE_A0_3B,
     &GEMMA3_270M,
+    &QWEN35_0_8B,
+    &QWEN35_4B,
 ];
+
+/// Every `FULL_ATTENTION_EVERY`-th layer of a synthetic `qwen35` attends; the rest recur.
+const FULL_ATTENTION_EVERY: usize = 4;
+
+fn recurrent_layer(spec: &SyntheticSpec, layer: usize) -> bool {
+    spec.delta_net.is_some() && !(layer + 1).is_multiple_of(FULL_ATTENTION_EVERY)
+}
 
 pub fn synthetic_spec(name: &str) -> Result<&'static SyntheticSpec, ModelError> {
     SYNTHETIC_SPECS
@@ -279,11 +336,33 @@ pub fn write_synthetic_gguf(
     if !spec.tie_word_embeddings {
         matrix("output.weight".to_owned(), &[spec.vocab_size, h])?;
     }
+    // Gated DeltaNet layers' small f32 tensors: (name, values, dims).
+    let mut small: Vec<(String, Vec<f32>, Vec<usize>)> = Vec::new();
+    let mut conv_noise = Noise(seed.wrapping_add(2) | 1);
     for i in 0..spec.num_layers {
-        matrix(format!("blk.{i}.attn_q.weight"), &[q, h])?;
-        matrix(format!("blk.{i}.attn_k.weight"), &[kv, h])?;
-        matrix(format!("blk.{i}.attn_v.weight"), &[kv, h])?;
-        matrix(format!("blk.{i}.attn_output.weight"), &[h, q])?;
+        match spec.delta_net.filter(|_| recurrent_layer(spec, i)) {
+            Some((k_heads, v_heads, dim)) => {
+                let (channels, inner) = (2 * k_heads * dim + v_heads * dim, v_heads * dim);
+                matrix(format!("blk.{i}.attn_qkv.weight"), &[channels, h])?;
+                matrix(format!("blk.{i}.attn_gate.weight"), &[inner, h])?;
+                matrix(format!("blk.{i}.ssm_beta.weight"), &[v_heads, h])?;
+                matrix(format!("blk.{i}.ssm_alpha.weight"), &[v_heads, h])?;
+                matrix(format!("blk.{i}.ssm_out.weight"), &[h, inner])?;
+                let conv = (0..channels * 4).map(|_| 0.5 * conv_noise.uniform()).collect();
+                small.push((format!("blk.{i}.ssm_conv1d.weight"), conv, vec![channels, 4]));
+                small.push((format!("blk.{i}.ssm_a"), vec![-0.5; v_heads], vec![v_heads]));
+                small.push((format!("blk.{i}.ssm_dt.bias"), vec![0.0; v_heads], vec![v_heads]));
+                small.push((format!("blk.{i}.ssm_norm.weight"), vec![1.0; dim], vec![dim]));
+            }
+            None => {
+                // A gated attention's q projection holds each head's gate too.
+                let q_rows = if spec.delta_net.is_some() { 2 * q } else { q };
+                matrix(format!("blk.{i}.attn_q.weight"), &[q_rows, h])?;
+                matrix(format!("blk.{i}.attn_k.weight"), &[kv, h])?;
+                matrix(format!("blk.{i}.attn_v.weight"), &[kv, h])?;
+                matrix(format!("blk.{i}.attn_output.weight"), &[h, q])?;
+            }
+        }
         let ffn = spec.intermediate_size;
         match spec.experts {
             None => {
@@ -311,8 +390,15 @@ pub fn write_synthetic_gguf(
     let mut head_norms = Vec::new();
     for i in 0..spec.num_layers {
         norms.push(format!("blk.{i}.attn_norm.weight"));
-        norms.push(format!("blk.{i}.ffn_norm.weight"));
-        if matches!(spec.architecture, "qwen3" | "qwen3moe" | "gemma3") {
+        // Qwen3.5 names the feed-forward's norm after the attention it follows.
+        norms.push(match spec.architecture {
+            "qwen35" => format!("blk.{i}.post_attention_norm.weight"),
+            _ => format!("blk.{i}.ffn_norm.weight"),
+        });
+        if recurrent_layer(spec, i) {
+            continue;
+        }
+        if matches!(spec.architecture, "qwen3" | "qwen3moe" | "gemma3" | "qwen35") {
             head_norms.push(format!("blk.{i}.attn_q_norm.weight"));
             head_norms.push(format!("blk.{i}.attn_k_norm.weight"));
         }
@@ -328,6 +414,14 @@ pub fn write_synthetic_gguf(
     let mut all: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
     all.extend(norms.iter().map(|n| (n.as_str(), &ones)));
     all.extend(head_norms.iter().map(|n| (n.as_str(), &head_ones)));
+    let small: Vec<(String, QTensor)> = small
+        .into_iter()
+        .map(|(name, values, dims)| {
+            let tensor = Tensor::from_vec(values, dims, &Device::Cpu)?;
+            Ok((name, QTensor::quantize(&tensor, GgmlDType::F32)?))
+        })
+        .collect::<Result<_, ModelError>>()?;
+    all.extend(small.iter().map(|(n, t)| (n.as_str(), t)));
     let file = std::fs::File::create(path).map_err(|source| ModelError::Io {
         path: path.to_owned(),
         source,
@@ -365,7 +459,7 @@ fn metadata(spec: &SyntheticSpec, head_dim: usize) -> Vec<(String, gguf_file::Va
         ("attention.head_count_kv", u32(spec.num_kv_heads)),
         ("attention.layer_norm_rms_epsilon", F32(1e-5)),
         ("rope.freq_base", F32(spec.rope_theta)),
-        ("rope.dimension_count", u32(head_dim)),
+        ("rope.dimension_count", u32(rope_dims(spec, head_dim))),
         ("vocab_size", u32(spec.vocab_size)),
     ];
     entries.extend(
@@ -379,6 +473,23 @@ fn metadata(spec: &SyntheticSpec, head_dim: usize) -> Vec<(String, gguf_file::Va
     }
     if arch == "gemma3" {
         entries.push((format!("{arch}.attention.sliding_window"), u32(512)));
+    }
+    if let Some((k_heads, v_heads, dim)) = spec.delta_net {
+        // llama.cpp's names: the state size is the head size, the group count the key heads,
+        // the time-step rank the value heads. Text rotates every section alike.
+        let pairs = rope_dims(spec, head_dim) / 2;
+        let third = pairs.div_ceil(3);
+        let sections = [third, third, pairs - 2 * third, 0].map(|n| gguf_file::Value::I32(n as i32));
+        let ssm = [
+            ("ssm.conv_kernel", u32(4)),
+            ("ssm.state_size", u32(dim)),
+            ("ssm.group_count", u32(k_heads)),
+            ("ssm.time_step_rank", u32(v_heads)),
+            ("ssm.inner_size", u32(v_heads * dim)),
+            ("full_attention_interval", u32(FULL_ATTENTION_EVERY)),
+            ("rope.dimension_sections", Array(sections.to_vec())),
+        ];
+        entries.extend(ssm.into_iter().map(|(k, v)| (format!("{arch}.{k}"), v)));
     }
     if let Some((count, used, size)) = spec.experts {
         entries.push((format!("{arch}.expert_count"), u32(count)));
@@ -402,6 +513,14 @@ fn metadata(spec: &SyntheticSpec, head_dim: usize) -> Vec<(String, gguf_file::Va
     ];
     entries.extend(tokenizer.into_iter().map(|(k, v)| (k.to_owned(), v)));
     entries
+}
+
+/// Dimensions of each head RoPE rotates: a quarter for Qwen3.5, all elsewhere.
+fn rope_dims(spec: &SyntheticSpec, head_dim: usize) -> usize {
+    match spec.delta_net {
+        Some(_) => head_dim / 4,
+        None => head_dim,
+    }
 }
 
 const END_OF_TEXT: &str = "<|endoftext|>";
@@ -487,6 +606,7 @@ mod tests {
         name: "tiny",
         architecture: "llama",
         experts: None,
+        delta_net: None,
         hidden_size: 64,
         num_layers: 2,
         num_heads: 4,
@@ -604,6 +724,32 @@ mod tests {
         let config = model.config();
         assert_eq!(config.architecture, crate::model::Architecture::Qwen3);
         assert_eq!(config.head_dim, 32);
+        let logits = model.session().prefill(&[1, 2, 3], false).unwrap();
+        assert!(logits[0].iter().all(|l| l.is_finite()));
+    }
+
+    /// A synthetic Qwen3.5 writes three Gated DeltaNet layers of every four, and loads so.
+    #[test]
+    fn a_small_synthetic_qwen35_loads_and_runs() {
+        let qwen35 = SyntheticSpec {
+            name: "tiny-qwen35",
+            architecture: "qwen35",
+            delta_net: Some((2, 4, 32)),
+            head_dim: Some(64),
+            hidden_size: 256,
+            intermediate_size: 256,
+            num_layers: 4,
+            ..TINY
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("qwen35.gguf");
+        write_synthetic_gguf(&path, &qwen35, Quantization::Q4KM, 7).unwrap();
+        let model = crate::model::Model::load(&path, &Device::Cpu).unwrap();
+        let config = model.config();
+        assert_eq!(config.architecture, crate::model::Architecture::Qwen35);
+        let recurrent: Vec<bool> = config.layers.iter().map(|l| l.recurrent).collect();
+        assert_eq!(recurrent, [true, true, true, false]);
+        assert_eq!(config.rope_dims, 16);
         let logits = model.session().prefill(&[1, 2, 3], false).unwrap();
         assert!(logits[0].iter().all(|l| l.is_finite()));
     }
