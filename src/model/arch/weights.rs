@@ -6,8 +6,8 @@ use crate::model::error::ModelError;
 use crate::model::formats::config::ModelConfig;
 use crate::model::formats::tensors::{GgufSource, HfSource, Source, require, split_rows};
 use crate::model::kernels::dense::DenseMatrix;
-use crate::model::kernels::{Activations, Arithmetic, QuantMatrix};
-use candle_core::quantized::{GgmlDType, QMatMul, gguf_file};
+use crate::model::kernels::{Activations, Arithmetic, QuantMatrix, QuantType};
+use candle_core::quantized::{QMatMul, gguf_file};
 use candle_core::{Device, Module, Tensor};
 use std::fs::File;
 use std::io::BufReader;
@@ -53,7 +53,8 @@ impl Linear {
                 return Ok(Self { weight, bias });
             }
             if let Some(arithmetic) = ours
-                && let Some(matrix) = QuantMatrix::from_gguf(q.dtype(), rows, cols, &data)?
+                && let Some(matrix) =
+                    QuantMatrix::from_gguf(QuantType::Ggml(q.dtype()), rows, cols, &data)?
             {
                 let weight = Matrix::Ours(Arc::new(matrix.with(arithmetic)));
                 return Ok(Self { weight, bias });
@@ -68,11 +69,12 @@ impl Linear {
     fn kernel(&self) -> (String, String) {
         match &self.weight {
             Matrix::Ours(q) => (
-                ggml_name(q.dtype()),
+                q.dtype().name(),
                 format!("samplab {}", q.arithmetic().name()),
             ),
             Matrix::Candle(QMatMul::QTensor(q)) => {
-                (ggml_name(q.dtype()), "candle, 8-bit activations".to_owned())
+                let dtype = QuantType::Ggml(q.dtype());
+                (dtype.name(), "candle, 8-bit activations".to_owned())
             }
             Matrix::Candle(QMatMul::Tensor(t) | QMatMul::TensorF16(t)) => (
                 format!("{:?}", t.dtype()).to_lowercase(),
@@ -138,15 +140,6 @@ impl Linear {
             Some(b) => y.broadcast_add(b),
             None => Ok(y),
         }
-    }
-}
-
-/// llama.cpp's name of a GGML type: `q4_1`, `q6_k`, `f16`.
-fn ggml_name(dtype: GgmlDType) -> String {
-    let name = format!("{dtype:?}").to_lowercase();
-    match name.strip_suffix('k') {
-        Some(base) => format!("{base}_k"),
-        None => name,
     }
 }
 
