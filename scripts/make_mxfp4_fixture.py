@@ -1,14 +1,19 @@
-"""MXFP4 blocks and GGML's dequantization of them, for the kernels' bit-for-bit test.
+"""MXFP4 blocks and GGML's dequantization of them, and a small MXFP4 model.
 
-    python scripts/make_mxfp4_fixture.py [tests/fixtures/mxfp4.bin]
+    python scripts/make_mxfp4_fixture.py [tests/fixtures]
 
-Writes a [ROWS, COLS] matrix: little-endian u32 ROWS and COLS, its MXFP4 blocks (17 bytes
+`mxfp4.bin`, for the kernels' bit-for-bit test: a [ROWS, COLS] matrix: little-endian u32 ROWS and COLS, its MXFP4 blocks (17 bytes
 per 32 values, row by row), then the f32 values the gguf package (0.19) dequantizes them to.
 Some rows are the package's quantization of random values (ordinary, huge and tiny ones);
 the rest are written by hand, to reach every code (8, the "negative zero", among them) under
 the extreme scales E8M0 0, 1 and 254 that quantizing finite values rarely or never gives.
+
+`mxfp4-qwen3moe.gguf`: the random-weight qwen3moe of make_arch_fixtures.py with every matrix
+(attention, router, the experts' stacks, the embedding) in MXFP4, for the loader's tests.
+Needs gguf (0.19) and numpy.
 """
 
+import os
 import struct
 import sys
 
@@ -31,7 +36,18 @@ def hand_written_row(rng, scales, codes_for):
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/mxfp4.bin"
+    root = sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures"
+    write_blocks(os.path.join(root, "mxfp4.bin"))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from make_arch_fixtures import qwen3moe, write_gguf
+
+    family, tensors, metadata, _, _ = qwen3moe()
+    model = os.path.join(root, "mxfp4-qwen3moe.gguf")
+    write_gguf(model, family, tensors, metadata, GGMLQuantizationType.MXFP4)
+    print(f"wrote {model}")
+
+
+def write_blocks(out):
     rng = np.random.default_rng(39)
     quantized_rows = np.stack(
         [

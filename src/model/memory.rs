@@ -136,7 +136,8 @@ pub fn estimate(path: &Path, device: &Device) -> Result<MemoryEstimate, ModelErr
 }
 
 /// Estimates an opened GGUF file: on the CPU its tensors take what they take on disk; a GPU
-/// widens 16-bit matrices to f32 for candle's product.
+/// widens 16-bit matrices to f32 for candle's product, and MXFP4 ones (4.25 bits a value),
+/// which candle cannot run.
 pub fn estimate_gguf(gguf: &OpenGguf, device: &Device) -> Result<MemoryEstimate, ModelError> {
     let mut bytes = std::fs::metadata(gguf.path())
         .map_err(|e| io_error(gguf.path(), e))?
@@ -147,6 +148,9 @@ pub fn estimate_gguf(gguf: &OpenGguf, device: &Device) -> Result<MemoryEstimate,
                 bytes = bytes.saturating_add(2 * info.shape.elem_count() as u64);
             }
         }
+        // 32 bits a value for 17 bytes a block of 32: 111 more bytes per block.
+        let mxfp4_blocks = gguf.mxfp4_values() / 32;
+        bytes = bytes.saturating_add(mxfp4_blocks.saturating_mul(4 * 32 - 17));
     }
     Ok(for_config(gguf.config(), bytes))
 }

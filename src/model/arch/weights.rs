@@ -4,10 +4,12 @@
 use super::registry::{Part, QkNorm};
 use crate::model::error::ModelError;
 use crate::model::formats::config::ModelConfig;
-use crate::model::formats::tensors::{GgufSource, HfSource, Source, require, split_rows};
+use crate::model::formats::tensors::{
+    GgufSource, GgufTables, HfSource, Source, Stored, require, split_rows,
+};
 use crate::model::kernels::dense::DenseMatrix;
 use crate::model::kernels::{Activations, Arithmetic, QuantMatrix, QuantType};
-use candle_core::quantized::{QMatMul, gguf_file};
+use candle_core::quantized::QMatMul;
 use candle_core::{Device, Module, Tensor};
 use std::fs::File;
 use std::io::BufReader;
@@ -19,6 +21,9 @@ use std::sync::Arc;
 pub(crate) struct Linear {
     weight: Matrix,
     bias: Option<Tensor>,
+    /// The type the file stores, where it was widened to f32 at load because no product
+    /// here runs it (MXFP4 off the CPU, or with candle's kernels).
+    widened_from: Option<QuantType>,
 }
 
 #[derive(Debug, Clone)]
@@ -39,34 +44,70 @@ impl Linear {
     /// multiply with that arithmetic; `None` keeps candle's product, for comparisons.
     /// candle's copy is freed unless shared, as a tied embedding is.
     fn new(
-        weight: QMatMul,
+        weight: Stored,
         bias: Option<Tensor>,
         ours: Option<Arithmetic>,
     ) -> candle_core::Result<Self> {
+        let weight = match weight {
+            Stored::Candle(weight) => weight,
+            Stored::Mxfp4(m) => {
+                if let Some(arithmetic) = ours
+                    && m.device.is_cpu()
+                    && let Some(matrix) =
+                        QuantMatrix::from_gguf(QuantType::Mxfp4, m.rows, m.cols, &m.data)?
+                {
+                    let weight = Matrix::Ours(Arc::new(matrix.with(arithmetic)));
+                    return Ok(Self::built(weight, bias));
+                }
+                let widened = Self::new(Stored::Candle(m.widened()?), bias, ours)?;
+                return Ok(Self {
+                    widened_from: Some(QuantType::Mxfp4),
+                    ..widened
+                });
+            }
+        };
         if let QMatMul::QTensor(q) = &weight
             && q.device().is_cpu()
         {
             let (rows, cols) = q.shape().dims2()?;
             let data = q.data()?;
             if let Some(dense) = DenseMatrix::from_ggml(q.dtype(), rows, cols, &data)? {
-                let weight = Matrix::Dense(Arc::new(dense));
-                return Ok(Self { weight, bias });
+                return Ok(Self::built(Matrix::Dense(Arc::new(dense)), bias));
             }
             if let Some(arithmetic) = ours
                 && let Some(matrix) =
                     QuantMatrix::from_gguf(QuantType::Ggml(q.dtype()), rows, cols, &data)?
             {
                 let weight = Matrix::Ours(Arc::new(matrix.with(arithmetic)));
-                return Ok(Self { weight, bias });
+                return Ok(Self::built(weight, bias));
             }
         }
-        let weight = Matrix::Candle(weight);
-        Ok(Self { weight, bias })
+        Ok(Self::built(Matrix::Candle(weight), bias))
+    }
+
+    fn built(weight: Matrix, bias: Option<Tensor>) -> Self {
+        Self {
+            weight,
+            bias,
+            widened_from: None,
+        }
     }
 
     /// The weight type and the product that runs it, e.g. `("q4_1", "samplab avx512, f32
     /// activations")`.
     fn kernel(&self) -> (String, String) {
+        let (dtype, kernel) = self.stored_kernel();
+        match self.widened_from {
+            Some(stored) => (
+                stored.name(),
+                format!("{kernel} (widened to {dtype} at load)"),
+            ),
+            None => (dtype, kernel),
+        }
+    }
+
+    /// The type of the matrix as held and the product that runs it.
+    fn stored_kernel(&self) -> (String, String) {
         match &self.weight {
             Matrix::Ours(q) => (
                 q.dtype().name(),
@@ -293,7 +334,7 @@ impl Weights {
     /// `ours`: quantized matrices on the CPU run through our kernels, with that arithmetic
     /// (see [`Linear::new`]).
     pub(crate) fn load_gguf(
-        content: &gguf_file::Content,
+        tables: &GgufTables,
         reader: BufReader<File>,
         config: &ModelConfig,
         path: &Path,
@@ -301,7 +342,7 @@ impl Weights {
         ours: Option<Arithmetic>,
     ) -> Result<Self, ModelError> {
         let mut source =
-            GgufSource::new(content, reader, path, device, config.architecture.family());
+            GgufSource::new(tables, reader, path, device, config.architecture.family());
         Self::load(&mut source, config, ours)
     }
 
@@ -473,7 +514,7 @@ impl Weights {
         let embed = if tied_output && output.holds_rows() {
             Embedding::Output
         } else {
-            Embedding::Table(embed)
+            Embedding::Table(embed.into_candle()?)
         };
         Ok(Self {
             embed,
