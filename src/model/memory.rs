@@ -6,7 +6,7 @@ use super::arch::{Model, OpenGguf};
 use super::device::gpu_memory;
 use super::error::ModelError;
 use super::formats::config::{ModelConfig, io_error};
-use super::formats::tensors;
+use super::formats::{mxfp4, tensors};
 use super::state::positions_held;
 use candle_core::Device;
 use candle_core::quantized::GgmlDType;
@@ -148,9 +148,10 @@ pub fn estimate_gguf(gguf: &OpenGguf, device: &Device) -> Result<MemoryEstimate,
                 bytes = bytes.saturating_add(2 * info.shape.elem_count() as u64);
             }
         }
-        // 32 bits a value for 17 bytes a block of 32: 111 more bytes per block.
-        let mxfp4_blocks = gguf.mxfp4_values() / 32;
-        bytes = bytes.saturating_add(mxfp4_blocks.saturating_mul(4 * 32 - 17));
+        // Four bytes a value where a block took 17 bytes.
+        let widened = (4 * mxfp4::BLOCK - mxfp4::BLOCK_BYTES) as u64;
+        let blocks = gguf.mxfp4_values() / mxfp4::BLOCK as u64;
+        bytes = bytes.saturating_add(blocks.saturating_mul(widened));
     }
     Ok(for_config(gguf.config(), bytes))
 }

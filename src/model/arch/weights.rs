@@ -41,7 +41,8 @@ enum Matrix {
 impl Linear {
     /// A float matrix on the CPU moves into our batch-invariant product. With `ours`, a
     /// quantized CPU matrix in a format we have a kernel for moves into our layout, to
-    /// multiply with that arithmetic; `None` keeps candle's product, for comparisons.
+    /// multiply with that arithmetic; `None` keeps candle's product, for comparisons. MXFP4,
+    /// which candle cannot run, moves into ours on the CPU and is widened to f32 otherwise.
     /// candle's copy is freed unless shared, as a tied embedding is.
     fn new(
         weight: Stored,

@@ -48,7 +48,8 @@ pub(crate) fn dequantize(data: &[u8], out: &mut [f32]) {
     }
 }
 
-/// A reader that shows the 4-byte type fields at `fields` (offsets in the stream) as F32's.
+/// A reader that shows the 4-byte type fields at `fields` (offsets in the stream, ascending)
+/// as F32's.
 pub(crate) struct StandIn<R> {
     inner: R,
     fields: Vec<u64>,
@@ -66,12 +67,15 @@ impl<R: Read> Read for StandIn<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
         let read = self.at..self.at + n as u64;
-        for &field in &self.fields {
-            for byte in field..field + 4 {
-                if read.contains(&byte) {
-                    // F32 is type 0.
-                    buf[(byte - self.at) as usize] = 0;
-                }
+        // The fields lie in file order: only those from the first that ends past the read's
+        // start can be in it.
+        let first = self
+            .fields
+            .partition_point(|&field| field + 4 <= read.start);
+        for &field in self.fields[first..].iter().take_while(|&&f| f < read.end) {
+            for byte in (field..field + 4).filter(|byte| read.contains(byte)) {
+                // F32 is type 0.
+                buf[(byte - self.at) as usize] = 0;
             }
         }
         self.at = read.end;
@@ -159,6 +163,31 @@ mod tests {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/mxfp4-qwen3moe.gguf"
     );
+
+    #[test]
+    fn a_stand_in_shows_each_field_as_f32_however_the_reads_fall() {
+        let bytes: Vec<u8> = (1..=40).collect();
+        let fields = |i: usize| (5..9).contains(&i) || (20..24).contains(&i);
+        for chunk in [1, 3, 7, 40] {
+            let mut reader = StandIn::new(std::io::Cursor::new(&bytes), vec![5, 20]).unwrap();
+            let (mut seen, mut buf) = (Vec::new(), vec![0; chunk]);
+            loop {
+                let n = reader.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                seen.extend_from_slice(&buf[..n]);
+            }
+            let want: Vec<u8> = (0..40)
+                .map(|i| if fields(i) { 0 } else { bytes[i] })
+                .collect();
+            assert_eq!(seen, want, "reads of {chunk}");
+            reader.seek(SeekFrom::Start(7)).unwrap();
+            let mut four = [9; 4];
+            reader.read_exact(&mut four).unwrap();
+            assert_eq!(four, [0, 0, 10, 11]);
+        }
+    }
 
     /// Our kernel and the f32 widening (the path off the CPU, or with candle's kernels) both
     /// multiply by the exact weights: the logits differ only by the order of f32 sums.
