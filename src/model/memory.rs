@@ -6,7 +6,7 @@ use super::arch::{Model, OpenGguf};
 use super::device::gpu_memory;
 use super::error::ModelError;
 use super::formats::config::{ModelConfig, io_error};
-use super::formats::tensors;
+use super::formats::{mxfp4, tensors};
 use super::state::{DEFAULT_SNAPSHOT_BYTES, Snapshots, positions_held};
 use candle_core::Device;
 use candle_core::quantized::GgmlDType;
@@ -136,7 +136,8 @@ pub fn estimate(path: &Path, device: &Device) -> Result<MemoryEstimate, ModelErr
 }
 
 /// Estimates an opened GGUF file: on the CPU its tensors take what they take on disk; a GPU
-/// widens 16-bit matrices to f32 for candle's product.
+/// widens 16-bit matrices to f32 for candle's product, and MXFP4 ones (4.25 bits a value),
+/// which candle cannot run.
 pub fn estimate_gguf(gguf: &OpenGguf, device: &Device) -> Result<MemoryEstimate, ModelError> {
     let mut bytes = std::fs::metadata(gguf.path())
         .map_err(|e| io_error(gguf.path(), e))?
@@ -147,6 +148,10 @@ pub fn estimate_gguf(gguf: &OpenGguf, device: &Device) -> Result<MemoryEstimate,
                 bytes = bytes.saturating_add(2 * info.shape.elem_count() as u64);
             }
         }
+        // Four bytes a value where a block took 17 bytes.
+        let widened = (4 * mxfp4::BLOCK - mxfp4::BLOCK_BYTES) as u64;
+        let blocks = gguf.mxfp4_values() / mxfp4::BLOCK as u64;
+        bytes = bytes.saturating_add(blocks.saturating_mul(widened));
     }
     Ok(for_config(gguf.config(), bytes))
 }
@@ -168,11 +173,18 @@ pub fn kv_bytes(config: &ModelConfig, positions: usize) -> u64 {
     let per_layer_position = [config.num_kv_heads, config.head_dim]
         .iter()
         .fold(2 * 4u64, |bytes, &n| bytes.saturating_mul(n as u64));
-    let attending = config.layers.iter().filter(|plan| !plan.recurrent);
-    let held = attending
-        .map(|plan| positions_held(plan.window, positions) as u64)
-        .fold(0u64, u64::saturating_add);
     let recurrent = config.layers.iter().filter(|plan| plan.recurrent).count() as u64;
+    let windows: Vec<usize> = config
+        .layers
+        .iter()
+        .filter(|plan| !plan.recurrent)
+        .filter_map(|plan| plan.window)
+        .collect();
+    let full = (config.num_layers as u64).saturating_sub(windows.len() as u64 + recurrent);
+    let held = windows
+        .iter()
+        .map(|&w| positions_held(Some(w), positions) as u64)
+        .fold(full.saturating_mul(positions as u64), u64::saturating_add);
     let state = match config.delta_net {
         Some(shape) => {
             let each = recurrent.saturating_mul(shape.state_floats() as u64 * 4);

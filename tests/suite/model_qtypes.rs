@@ -12,6 +12,7 @@ const SPEC: SyntheticSpec = SyntheticSpec {
     name: "qtype-test",
     architecture: "llama",
     experts: None,
+    delta_net: None,
     hidden_size: 256,
     num_layers: 2,
     num_heads: 4,

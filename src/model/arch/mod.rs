@@ -42,7 +42,7 @@ pub struct Model {
 /// A GGUF file with its header read and its tensors still on disk.
 pub struct OpenGguf {
     path: PathBuf,
-    content: gguf_file::Content,
+    tables: tensors::GgufTables,
     reader: BufReader<File>,
     config: ModelConfig,
 }
@@ -56,9 +56,14 @@ impl OpenGguf {
         &self.config
     }
 
-    /// The tensors' types and shapes, as the header lists them.
+    /// The tensors' types and shapes, as the header lists them: those of types candle reads.
     pub fn tensor_infos(&self) -> impl Iterator<Item = &gguf_file::TensorInfo> {
-        self.content.tensor_infos.values()
+        self.tables.content.tensor_infos.values()
+    }
+
+    /// Values in the MXFP4 tensors, which candle has no type for.
+    pub fn mxfp4_values(&self) -> u64 {
+        self.tables.mxfp4.values()
     }
 
     /// Reads the weights; hands back the metadata too, so that the tokenizer is built from
@@ -78,7 +83,7 @@ impl OpenGguf {
         ours: Option<Arithmetic>,
     ) -> Result<(Model, gguf_file::Content), ModelError> {
         let weights = Weights::load_gguf(
-            &self.content,
+            &self.tables,
             self.reader,
             &self.config,
             &self.path,
@@ -88,7 +93,10 @@ impl OpenGguf {
         if let Some(factors) = &weights.rope_freqs {
             self.config.rope_scaling = Some(RopeScaling::FreqFactors(factors.clone()));
         }
-        Ok((Model::new(self.config, weights, device), self.content))
+        Ok((
+            Model::new(self.config, weights, device),
+            self.tables.content,
+        ))
     }
 }
 
@@ -138,10 +146,10 @@ impl Model {
     /// Reads a `.gguf` file's header and config, leaving the tensors on disk: the config can be
     /// checked (does it fit in memory?) before [`OpenGguf::load`] reads the weights.
     pub fn open_gguf(path: &Path) -> Result<OpenGguf, ModelError> {
-        let (content, reader, config) = tensors::open_gguf(path)?;
+        let (tables, reader, config) = tensors::open_gguf(path)?;
         Ok(OpenGguf {
             path: path.to_owned(),
-            content,
+            tables,
             reader,
             config,
         })

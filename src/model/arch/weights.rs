@@ -5,10 +5,12 @@ use super::delta_net::DeltaNet;
 use super::registry::{Part, QkNorm};
 use crate::model::error::ModelError;
 use crate::model::formats::config::ModelConfig;
-use crate::model::formats::tensors::{GgufSource, HfSource, Source, require, split_rows};
+use crate::model::formats::tensors::{
+    GgufSource, GgufTables, HfSource, Source, Stored, require, split_rows,
+};
 use crate::model::kernels::dense::DenseMatrix;
-use crate::model::kernels::{Activations, Arithmetic, QuantMatrix};
-use candle_core::quantized::{GgmlDType, QMatMul, gguf_file};
+use crate::model::kernels::{Activations, Arithmetic, QuantMatrix, QuantType};
+use candle_core::quantized::QMatMul;
 use candle_core::{Device, Module, Tensor};
 use std::fs::File;
 use std::io::BufReader;
@@ -20,6 +22,9 @@ use std::sync::Arc;
 pub(crate) struct Linear {
     weight: Matrix,
     bias: Option<Tensor>,
+    /// The type the file stores, where it was widened to f32 at load because no product
+    /// here runs it (MXFP4 off the CPU, or with candle's kernels).
+    widened_from: Option<QuantType>,
 }
 
 #[derive(Debug, Clone)]
@@ -37,43 +42,82 @@ enum Matrix {
 impl Linear {
     /// A float matrix on the CPU moves into our batch-invariant product. With `ours`, a
     /// quantized CPU matrix in a format we have a kernel for moves into our layout, to
-    /// multiply with that arithmetic; `None` keeps candle's product, for comparisons.
+    /// multiply with that arithmetic; `None` keeps candle's product, for comparisons. MXFP4,
+    /// which candle cannot run, moves into ours on the CPU and is widened to f32 otherwise.
     /// candle's copy is freed unless shared, as a tied embedding is.
     fn new(
-        weight: QMatMul,
+        weight: Stored,
         bias: Option<Tensor>,
         ours: Option<Arithmetic>,
     ) -> candle_core::Result<Self> {
+        let weight = match weight {
+            Stored::Candle(weight) => weight,
+            Stored::Mxfp4(m) => {
+                if let Some(arithmetic) = ours
+                    && m.device.is_cpu()
+                    && let Some(matrix) =
+                        QuantMatrix::from_gguf(QuantType::Mxfp4, m.rows, m.cols, &m.data)?
+                {
+                    let weight = Matrix::Ours(Arc::new(matrix.with(arithmetic)));
+                    return Ok(Self::built(weight, bias));
+                }
+                let widened = Self::new(Stored::Candle(m.widened()?), bias, ours)?;
+                return Ok(Self {
+                    widened_from: Some(QuantType::Mxfp4),
+                    ..widened
+                });
+            }
+        };
         if let QMatMul::QTensor(q) = &weight
             && q.device().is_cpu()
         {
             let (rows, cols) = q.shape().dims2()?;
             let data = q.data()?;
             if let Some(dense) = DenseMatrix::from_ggml(q.dtype(), rows, cols, &data)? {
-                let weight = Matrix::Dense(Arc::new(dense));
-                return Ok(Self { weight, bias });
+                return Ok(Self::built(Matrix::Dense(Arc::new(dense)), bias));
             }
             if let Some(arithmetic) = ours
-                && let Some(matrix) = QuantMatrix::from_gguf(q.dtype(), rows, cols, &data)?
+                && let Some(matrix) =
+                    QuantMatrix::from_gguf(QuantType::Ggml(q.dtype()), rows, cols, &data)?
             {
                 let weight = Matrix::Ours(Arc::new(matrix.with(arithmetic)));
-                return Ok(Self { weight, bias });
+                return Ok(Self::built(weight, bias));
             }
         }
-        let weight = Matrix::Candle(weight);
-        Ok(Self { weight, bias })
+        Ok(Self::built(Matrix::Candle(weight), bias))
+    }
+
+    fn built(weight: Matrix, bias: Option<Tensor>) -> Self {
+        Self {
+            weight,
+            bias,
+            widened_from: None,
+        }
     }
 
     /// The weight type and the product that runs it, e.g. `("q4_1", "samplab avx512, f32
     /// activations")`.
     fn kernel(&self) -> (String, String) {
+        let (dtype, kernel) = self.stored_kernel();
+        match self.widened_from {
+            Some(stored) => (
+                stored.name(),
+                format!("{kernel} (widened to {dtype} at load)"),
+            ),
+            None => (dtype, kernel),
+        }
+    }
+
+    /// The type of the matrix as held and the product that runs it.
+    fn stored_kernel(&self) -> (String, String) {
         match &self.weight {
             Matrix::Ours(q) => (
-                ggml_name(q.dtype()),
+                q.dtype().name(),
                 format!("samplab {}", q.arithmetic().name()),
             ),
             Matrix::Candle(QMatMul::QTensor(q)) => {
-                (ggml_name(q.dtype()), "candle, 8-bit activations".to_owned())
+                let dtype = QuantType::Ggml(q.dtype());
+                (dtype.name(), "candle, 8-bit activations".to_owned())
             }
             Matrix::Candle(QMatMul::Tensor(t) | QMatMul::TensorF16(t)) => (
                 format!("{:?}", t.dtype()).to_lowercase(),
@@ -139,15 +183,6 @@ impl Linear {
             Some(b) => y.broadcast_add(b),
             None => Ok(y),
         }
-    }
-}
-
-/// llama.cpp's name of a GGML type: `q4_1`, `q6_k`, `f16`.
-fn ggml_name(dtype: GgmlDType) -> String {
-    let name = format!("{dtype:?}").to_lowercase();
-    match name.strip_suffix('k') {
-        Some(base) => format!("{base}_k"),
-        None => name,
     }
 }
 
@@ -323,7 +358,7 @@ impl Weights {
     /// `ours`: quantized matrices on the CPU run through our kernels, with that arithmetic
     /// (see [`Linear::new`]).
     pub(crate) fn load_gguf(
-        content: &gguf_file::Content,
+        tables: &GgufTables,
         reader: BufReader<File>,
         config: &ModelConfig,
         path: &Path,
@@ -331,7 +366,7 @@ impl Weights {
         ours: Option<Arithmetic>,
     ) -> Result<Self, ModelError> {
         let mut source =
-            GgufSource::new(content, reader, path, device, config.architecture.family());
+            GgufSource::new(tables, reader, path, device, config.architecture.family());
         Self::load(&mut source, config, ours)
     }
 
@@ -477,7 +512,7 @@ impl Weights {
         let embed = if tied_output && output.holds_rows() {
             Embedding::Output
         } else {
-            Embedding::Table(embed)
+            Embedding::Table(embed.into_candle()?)
         };
         Ok(Self {
             embed,

@@ -4,6 +4,8 @@
 //! takes 2 GB), and trusts each tensor's dimensions, type and offset. llama.cpp refuses all of
 //! these; so do we, naming the key or tensor.
 
+use super::mxfp4::{self, Mxfp4Tensors};
+use crate::model::kernels::QuantType;
 use candle_core::quantized::gguf_file::{Content, Value};
 use std::collections::HashSet;
 use std::io::{BufReader, Read, Seek};
@@ -16,10 +18,12 @@ const METADATA_SLACK: u64 = 64 << 20;
 /// candle's limit on arrays nested in arrays.
 const MAX_DEPTH: usize = 64;
 
-/// What the first pass learns for the checks after candle has read the header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the first pass learns for candle's read of the header and the checks after it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Header {
     pub alignment: u64,
+    /// MXFP4 tensors (which candle refuses): names, and where each one's type field lies.
+    pub mxfp4: Vec<(String, u64)>,
 }
 
 /// Walks the header without keeping values. A header cut short or otherwise unreadable is left
@@ -38,6 +42,7 @@ pub(crate) fn scan<R: Read + Seek>(
         Ok(header) => header,
         Err(Unreadable) => Ok(Header {
             alignment: DEFAULT_ALIGNMENT,
+            mxfp4: Vec::new(),
         }),
     }
 }
@@ -94,6 +99,7 @@ impl<R: Read + Seek> Scan<'_, R> {
             }
         }
         let mut names = HashSet::new();
+        let mut mxfp4 = Vec::new();
         for _ in 0..tensors {
             let name = self.string()?;
             let dims = self.u32()?;
@@ -101,7 +107,21 @@ impl<R: Read + Seek> Scan<'_, R> {
                 return Err(Unreadable);
             }
             let dim_bytes = if self.wide { 8 } else { 4 };
-            self.skip(i64::from(dims) * dim_bytes + 4 + 8)?;
+            self.skip(i64::from(dims) * dim_bytes)?;
+            let type_at = self.reader.stream_position()?;
+            match self.u32()? {
+                mxfp4::GGML_TYPE => mxfp4.push((candle_name(&name), type_at)),
+                // The types candle 0.11 reads.
+                0..=3 | 6..=15 | 30 => {}
+                kind => {
+                    return Ok(Err(format!(
+                        "tensor `{}` has GGML type {kind}, which samplab cannot read (it reads \
+                         F32, F16, BF16, the Q*_0, Q*_1 and K-quant types, and MXFP4)",
+                        candle_name(&name)
+                    )));
+                }
+            }
+            self.skip(8)?;
             if !names.insert(name.clone()) {
                 return Ok(Err(format!(
                     "tensor `{}` is listed twice",
@@ -109,7 +129,7 @@ impl<R: Read + Seek> Scan<'_, R> {
                 )));
             }
         }
-        Ok(Ok(Header { alignment }))
+        Ok(Ok(Header { alignment, mxfp4 }))
     }
 
     fn alignment(&mut self, kind: u32) -> Step<Result<u64, String>> {
@@ -196,6 +216,15 @@ impl<R: Read + Seek> Scan<'_, R> {
     }
 }
 
+/// A tensor's name as candle keeps it: trailing NULs dropped, invalid UTF-8 replaced.
+fn candle_name(bytes: &[u8]) -> String {
+    let end = bytes
+        .iter()
+        .rposition(|&b| b != 0)
+        .map_or(0, |last| last + 1);
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
 /// Bytes of a fixed-size GGUF value type; `None` for strings and arrays.
 fn fixed_size(kind: u32) -> Option<u64> {
     match kind {
@@ -214,14 +243,53 @@ struct Extent<'a> {
     bytes: u64,
 }
 
+/// What the rules need of a tensor in either table.
+struct Listed<'a> {
+    name: &'a str,
+    dims: &'a [usize],
+    type_name: String,
+    /// Values and bytes of a block of its type.
+    block: (usize, usize),
+    offset: u64,
+}
+
 /// llama.cpp's rules for the tensor table: every tensor has dimensions whose element count
 /// fits and fills whole blocks of its type, and the tensors lie one after another, each at an
 /// aligned offset, in the data section. A type changed after writing breaks the second rule.
 /// Returns the bytes the data section needs, from the start of the file.
-pub(crate) fn check_tensors(content: &Content, header: Header) -> Result<u64, String> {
+pub(crate) fn check_tensors(
+    content: &Content,
+    mxfp4: &Mxfp4Tensors,
+    header: &Header,
+) -> Result<u64, String> {
+    let not_stand_in = |(name, _): &(&String, _)| mxfp4.get(name).is_none();
+    let candle = content
+        .tensor_infos
+        .iter()
+        .filter(not_stand_in)
+        .map(|(name, info)| Listed {
+            name,
+            dims: info.shape.dims(),
+            type_name: format!("{:?}", info.ggml_dtype),
+            block: QuantType::Ggml(info.ggml_dtype).block(),
+            offset: info.offset,
+        });
+    let ours = mxfp4.iter().map(|(name, info)| Listed {
+        name,
+        dims: &info.dims,
+        type_name: "MXFP4".to_owned(),
+        block: QuantType::Mxfp4.block(),
+        offset: info.offset,
+    });
     let mut extents = Vec::with_capacity(content.tensor_infos.len());
-    for (name, info) in &content.tensor_infos {
-        let dims = info.shape.dims();
+    for Listed {
+        name,
+        dims,
+        type_name,
+        block: (block, type_size),
+        offset,
+    } in candle.chain(ours)
+    {
         if dims.is_empty() {
             return Err(format!("tensor `{name}` has no dimensions"));
         }
@@ -230,27 +298,25 @@ pub(crate) fn check_tensors(content: &Content, header: Header) -> Result<u64, St
             .try_fold(1u64, |n, &d| n.checked_mul(d as u64))
             .filter(|&n| n <= isize::MAX as u64)
             .ok_or_else(|| format!("tensor `{name}` has dimensions {dims:?}, too many elements"))?;
-        let dtype = info.ggml_dtype;
-        let block = dtype.block_size() as u64;
-        if !dims[dims.len() - 1].is_multiple_of(dtype.block_size()) {
+        if !dims[dims.len() - 1].is_multiple_of(block) {
             return Err(format!(
-                "tensor `{name}` of type {dtype:?} has rows of {} values, not a multiple of its \
-                 block of {block}",
+                "tensor `{name}` of type {type_name} has rows of {} values, not a multiple of \
+                 its block of {block}",
                 dims[dims.len() - 1]
             ));
         }
-        if !info.offset.is_multiple_of(header.alignment) {
+        if !offset.is_multiple_of(header.alignment) {
             return Err(format!(
-                "tensor `{name}` starts at offset {}, not a multiple of the alignment {}",
-                info.offset, header.alignment
+                "tensor `{name}` starts at offset {offset}, not a multiple of the alignment {}",
+                header.alignment
             ));
         }
-        let bytes = (elements / block)
-            .checked_mul(dtype.type_size() as u64)
+        let bytes = (elements / block as u64)
+            .checked_mul(type_size as u64)
             .ok_or_else(|| format!("tensor `{name}` has dimensions {dims:?}, too many bytes"))?;
         extents.push(Extent {
             name,
-            offset: info.offset,
+            offset,
             bytes,
         });
     }

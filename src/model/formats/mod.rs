@@ -3,4 +3,5 @@
 
 pub mod config;
 pub(crate) mod gguf_checks;
+pub(crate) mod mxfp4;
 pub(crate) mod tensors;

@@ -6,6 +6,7 @@ use crate::model::arch::registry::{Family, Part};
 use crate::model::error::{ModelError, without_backtrace};
 use crate::model::formats::config::{ModelConfig, io_error};
 use crate::model::formats::gguf_checks;
+use crate::model::formats::mxfp4::{self, Mxfp4Tensors};
 use candle_core::quantized::ggml_file::qtensor_from_ggml;
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Tensor};
@@ -18,7 +19,7 @@ use std::sync::Arc;
 /// Where tensors come from: by name, shape-checked, `None` when absent.
 pub(crate) trait Source {
     fn name(&self, layer: Option<usize>, part: Part, suffix: &str) -> String;
-    fn matrix(&mut self, name: &str, shape: (usize, usize)) -> Result<Option<QMatMul>, ModelError>;
+    fn matrix(&mut self, name: &str, shape: (usize, usize)) -> Result<Option<Stored>, ModelError>;
     /// A small f32 tensor of `shape` (vectors, a convolution's kernel), dequantized.
     fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Option<Tensor>, ModelError>;
     fn vector(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
@@ -36,16 +37,83 @@ pub(crate) trait Source {
         part: Part,
         count: usize,
         shape: (usize, usize),
-    ) -> Result<Option<Vec<QMatMul>>, ModelError>;
+    ) -> Result<Option<Vec<Stored>>, ModelError>;
     fn path(&self) -> &Path;
     /// The family whose tensors these are, for errors.
     fn family(&self) -> &'static Family;
 }
 
+/// A matrix as a file stores it: in a form candle holds, or MXFP4 blocks, which it has no
+/// type for.
+#[derive(Debug, Clone)]
+pub(crate) enum Stored {
+    Candle(QMatMul),
+    Mxfp4(Arc<Mxfp4Matrix>),
+}
+
+impl Stored {
+    /// candle's form: MXFP4 widened to f32.
+    pub(crate) fn into_candle(self) -> candle_core::Result<QMatMul> {
+        match self {
+            Stored::Candle(m) => Ok(m),
+            Stored::Mxfp4(m) => m.widened(),
+        }
+    }
+}
+
+/// A `[rows, cols]` matrix of MXFP4 blocks, row by row, for `device`.
+#[derive(Debug)]
+pub(crate) struct Mxfp4Matrix {
+    pub rows: usize,
+    pub cols: usize,
+    pub data: Vec<u8>,
+    pub device: Device,
+}
+
+impl Mxfp4Matrix {
+    /// Its values in f32, for where our kernel does not run: f32 stays as stored on the CPU
+    /// (our dense product takes it), and is candle's matrix elsewhere.
+    pub(crate) fn widened(&self) -> candle_core::Result<QMatMul> {
+        let mut values = vec![0f32; self.rows * self.cols];
+        mxfp4::dequantize(&self.data, &mut values);
+        let cpu = Tensor::from_vec(values, (self.rows, self.cols), &Device::Cpu)?;
+        if self.device.is_cpu() {
+            let stored = QTensor::quantize(&cpu, GgmlDType::F32)?;
+            Ok(QMatMul::QTensor(Arc::new(stored)))
+        } else {
+            Ok(QMatMul::Tensor(cpu.to_device(&self.device)?))
+        }
+    }
+
+    /// Its rows cut into matrices of `rows[i]` rows each.
+    fn cut_rows(&self, rows: &[usize]) -> Vec<Stored> {
+        let row_bytes = self.cols / mxfp4::BLOCK * mxfp4::BLOCK_BYTES;
+        let mut start = 0;
+        rows.iter()
+            .map(|&n| {
+                let data = self.data[start * row_bytes..(start + n) * row_bytes].to_vec();
+                start += n;
+                Stored::Mxfp4(Arc::new(Self {
+                    rows: n,
+                    cols: self.cols,
+                    data,
+                    device: self.device.clone(),
+                }))
+            })
+            .collect()
+    }
+}
+
+/// A GGUF file's header, read: candle's table of tensors and our own of the MXFP4 ones.
+pub(crate) struct GgufTables {
+    pub content: gguf_file::Content,
+    pub mxfp4: Mxfp4Tensors,
+}
+
 /// Reads a GGUF file's header and config; the tensors stay on disk until `load_gguf`.
 pub(crate) fn open_gguf(
     path: &Path,
-) -> Result<(gguf_file::Content, BufReader<File>, ModelConfig), ModelError> {
+) -> Result<(GgufTables, BufReader<File>, ModelConfig), ModelError> {
     let file = crate::regular_file::open(path).map_err(|e| io_error(path, e))?;
     let file_size = file.metadata().map_err(|e| io_error(path, e))?.len();
     let mut reader = BufReader::new(file);
@@ -58,8 +126,13 @@ pub(crate) fn open_gguf(
     std::io::Seek::rewind(&mut reader).map_err(|e| io_error(path, e))?;
     let header = gguf_checks::scan(&mut reader, file_size).map_err(|r| corrupt_as(path, r))?;
     std::io::Seek::rewind(&mut reader).map_err(|e| io_error(path, e))?;
-    let content = gguf_file::Content::read(&mut reader).map_err(|e| corrupt(path, e))?;
-    let needed = gguf_checks::check_tensors(&content, header).map_err(|r| corrupt_as(path, r))?;
+    let fields = header.mxfp4.iter().map(|(_, at)| *at).collect();
+    let mut stand_in = mxfp4::StandIn::new(&mut reader, fields).map_err(|e| io_error(path, e))?;
+    let mut content = gguf_file::Content::read(&mut stand_in).map_err(|e| corrupt(path, e))?;
+    let names: Vec<String> = header.mxfp4.iter().map(|(name, _)| name.clone()).collect();
+    let mxfp4 = Mxfp4Tensors::listed(&content, &names);
+    let needed =
+        gguf_checks::check_tensors(&content, &mxfp4, &header).map_err(|r| corrupt_as(path, r))?;
     if needed > file_size {
         return Err(ModelError::Truncated {
             path: path.to_owned(),
@@ -67,7 +140,9 @@ pub(crate) fn open_gguf(
             actual: file_size,
         });
     }
+    // The config reads the tensors' shapes, the stand-ins' too; then they leave candle's table.
     let mut config = ModelConfig::from_gguf(&content, path)?;
+    mxfp4.remove_from(&mut content);
     // llama.cpp accepts bytes after the last tensor, as a type changed to a smaller one
     // leaves them; past the alignment padding they are worth a word.
     let trailing = file_size - needed;
@@ -78,7 +153,7 @@ pub(crate) fn open_gguf(
             path.display()
         ));
     }
-    Ok((content, reader, config))
+    Ok((GgufTables { content, mxfp4 }, reader, config))
 }
 
 /// The `*.safetensors` files of a Hugging Face model directory, in name order.
@@ -139,7 +214,7 @@ fn corrupt_as(path: &Path, reason: String) -> ModelError {
 }
 
 pub(crate) struct GgufSource<'a> {
-    content: &'a gguf_file::Content,
+    tables: &'a GgufTables,
     reader: BufReader<File>,
     path: PathBuf,
     device: Device,
@@ -148,14 +223,14 @@ pub(crate) struct GgufSource<'a> {
 
 impl<'a> GgufSource<'a> {
     pub(crate) fn new(
-        content: &'a gguf_file::Content,
+        tables: &'a GgufTables,
         reader: BufReader<File>,
         path: &Path,
         device: &Device,
         family: &'static Family,
     ) -> Self {
         Self {
-            content,
+            tables,
             reader,
             path: path.to_owned(),
             device: device.clone(),
@@ -163,11 +238,48 @@ impl<'a> GgufSource<'a> {
         }
     }
 
+    /// A tensor of `shape` as stored: MXFP4 as its blocks (`[.., rows, cols]` in one
+    /// matrix of all its rows), any other as candle reads it.
+    fn stored(&mut self, name: &str, shape: &[usize]) -> Result<Option<Stored>, ModelError> {
+        let Some(info) = self.tables.mxfp4.get(name) else {
+            return Ok(self
+                .qtensor(name, shape)?
+                .map(|t| Stored::Candle(QMatMul::QTensor(Arc::new(t)))));
+        };
+        check_shape(&self.path, self.family, name, shape, &info.dims)?;
+        let (Some(bytes), Some(at)) = (
+            info.bytes(),
+            self.tables
+                .content
+                .tensor_data_offset
+                .checked_add(info.offset),
+        ) else {
+            return Err(corrupt_as(
+                &self.path,
+                format!("tensor `{name}` lies past any file"),
+            ));
+        };
+        let data = read_at(&mut self.reader, at, bytes).map_err(|e| io_error(&self.path, e))?;
+        let cols = shape[shape.len() - 1];
+        let matrix = Mxfp4Matrix {
+            rows: shape
+                .iter()
+                .product::<usize>()
+                .checked_div(cols)
+                .unwrap_or(0),
+            cols,
+            data,
+            device: self.device.clone(),
+        };
+        Ok(Some(Stored::Mxfp4(Arc::new(matrix))))
+    }
+
     fn qtensor(&mut self, name: &str, shape: &[usize]) -> Result<Option<QTensor>, ModelError> {
-        if !self.content.tensor_infos.contains_key(name) {
+        if !self.tables.content.tensor_infos.contains_key(name) {
             return Ok(None);
         }
         let tensor = self
+            .tables
             .content
             .tensor(&mut self.reader, name, &self.device)
             .map_err(|e| corrupt(&self.path, e))?;
@@ -188,10 +300,13 @@ impl Source for GgufSource<'_> {
         )
     }
 
-    fn matrix(&mut self, name: &str, shape: (usize, usize)) -> Result<Option<QMatMul>, ModelError> {
-        self.qtensor(name, &[shape.0, shape.1])?
-            .map(|t| as_stored(t).map_err(|e| corrupt(&self.path, e)))
-            .transpose()
+    fn matrix(&mut self, name: &str, shape: (usize, usize)) -> Result<Option<Stored>, ModelError> {
+        match self.stored(name, &[shape.0, shape.1])? {
+            Some(Stored::Candle(QMatMul::QTensor(t))) => as_stored(t)
+                .map(|m| Some(Stored::Candle(m)))
+                .map_err(|e| corrupt(&self.path, e)),
+            other => Ok(other),
+        }
     }
 
     /// GGUF stacks a layer's experts in one `[count, rows, cols]` tensor, each expert's
@@ -202,12 +317,12 @@ impl Source for GgufSource<'_> {
         part: Part,
         count: usize,
         (rows, cols): (usize, usize),
-    ) -> Result<Option<Vec<QMatMul>>, ModelError> {
+    ) -> Result<Option<Vec<Stored>>, ModelError> {
         let name = self.name(Some(layer), part, "weight");
-        let Some(stacked) = self.qtensor(&name, &[count, rows, cols])? else {
+        let Some(stacked) = self.stored(&name, &[count, rows, cols])? else {
             return Ok(None);
         };
-        cut_rows(&stacked, &vec![rows; count], cols)
+        split_rows(stacked, &vec![rows; count])
             .map(Some)
             .map_err(|e| corrupt(&self.path, e))
     }
@@ -238,8 +353,19 @@ fn with_suffix(name: String, suffix: &str) -> String {
     }
 }
 
+/// `len` bytes from `at`, which the header checks found inside the file.
+fn read_at(reader: &mut BufReader<File>, at: u64, len: u64) -> std::io::Result<Vec<u8>> {
+    std::io::Seek::seek(reader, std::io::SeekFrom::Start(at))?;
+    let mut data = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(reader, len), &mut data)?;
+    if data.len() as u64 != len {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(data)
+}
+
 /// `tensor`'s rows, stored one after another, cut into matrices of `rows[i]` rows each.
-fn cut_rows(tensor: &QTensor, rows: &[usize], cols: usize) -> candle_core::Result<Vec<QMatMul>> {
+fn cut_rows(tensor: &QTensor, rows: &[usize], cols: usize) -> candle_core::Result<Vec<Stored>> {
     let data = tensor.data()?;
     let row_bytes = data.len() / rows.iter().sum::<usize>().max(1);
     let mut start = 0;
@@ -248,35 +374,39 @@ fn cut_rows(tensor: &QTensor, rows: &[usize], cols: usize) -> candle_core::Resul
             let bytes = &data[start * row_bytes..(start + n) * row_bytes];
             start += n;
             qtensor_from_ggml(tensor.dtype(), bytes, vec![n, cols], &tensor.device())
-                .and_then(as_stored)
+                .and_then(|t| as_stored(Arc::new(t)))
+                .map(Stored::Candle)
         })
         .collect()
 }
 
-/// A matrix that stacks several along its rows (a fused qkv or gate-up), cut into them.
-pub(crate) fn split_rows(matrix: QMatMul, rows: &[usize]) -> candle_core::Result<Vec<QMatMul>> {
+/// A matrix that stacks several along its rows (a fused qkv or gate-up, a layer's experts),
+/// cut into them.
+pub(crate) fn split_rows(matrix: Stored, rows: &[usize]) -> candle_core::Result<Vec<Stored>> {
     let narrow = |t: &Tensor, wrap: fn(Tensor) -> QMatMul| {
         let mut start = 0;
         rows.iter()
             .map(|&n| {
                 let part = t.narrow(0, start, n)?.contiguous()?;
                 start += n;
-                Ok(wrap(part))
+                Ok(Stored::Candle(wrap(part)))
             })
             .collect()
     };
     match &matrix {
-        QMatMul::QTensor(q) => cut_rows(q, rows, q.shape().dims2()?.1),
-        QMatMul::Tensor(t) => narrow(t, QMatMul::Tensor),
-        QMatMul::TensorF16(t) => narrow(t, QMatMul::TensorF16),
+        Stored::Mxfp4(m) => Ok(m.cut_rows(rows)),
+        Stored::Candle(QMatMul::QTensor(q)) => {
+            cut_rows(q, rows, *q.shape().dims().last().unwrap_or(&0))
+        }
+        Stored::Candle(QMatMul::Tensor(t)) => narrow(t, QMatMul::Tensor),
+        Stored::Candle(QMatMul::TensorF16(t)) => narrow(t, QMatMul::TensorF16),
     }
 }
 
 /// On the CPU a GGUF matrix stays as stored (quantized, f32, f16 or bf16) for our products
 /// ([`Linear::new`]) and the embedding lookup; elsewhere candle widens float matrices to f32
 /// for its own product.
-fn as_stored(tensor: QTensor) -> candle_core::Result<QMatMul> {
-    let tensor = Arc::new(tensor);
+fn as_stored(tensor: Arc<QTensor>) -> candle_core::Result<QMatMul> {
     if tensor.device().is_cpu() {
         Ok(QMatMul::QTensor(tensor))
     } else {
@@ -353,17 +483,18 @@ impl Source for HfSource {
         )
     }
 
-    fn matrix(&mut self, name: &str, shape: (usize, usize)) -> Result<Option<QMatMul>, ModelError> {
+    fn matrix(&mut self, name: &str, shape: (usize, usize)) -> Result<Option<Stored>, ModelError> {
         let Some(tensor) = self.take(name, &[shape.0, shape.1])? else {
             return Ok(None);
         };
         if !tensor.device().is_cpu() {
-            return Ok(Some(QMatMul::Tensor(tensor.to_dtype(DType::F32)?)));
+            let widened = QMatMul::Tensor(tensor.to_dtype(DType::F32)?);
+            return Ok(Some(Stored::Candle(widened)));
         }
         // The conversion passes through f32 one tensor at a time; the values are exact in
         // their own type, so they come back unchanged.
         let stored = QTensor::quantize(&tensor, stored_type(tensor.dtype()))?;
-        Ok(Some(QMatMul::QTensor(Arc::new(stored))))
+        Ok(Some(Stored::Candle(QMatMul::QTensor(Arc::new(stored)))))
     }
 
     fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Option<Tensor>, ModelError> {
@@ -381,7 +512,7 @@ impl Source for HfSource {
         part: Part,
         count: usize,
         shape: (usize, usize),
-    ) -> Result<Option<Vec<QMatMul>>, ModelError> {
+    ) -> Result<Option<Vec<Stored>>, ModelError> {
         let name = |e: usize| {
             format!(
                 "model.layers.{layer}.mlp.experts.{e}.{}.weight",

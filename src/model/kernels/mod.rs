@@ -12,7 +12,7 @@ mod quant;
 
 use candle_core::{CpuStorage, Layout, Shape};
 pub use quant::{Activations, ActivationsError};
-pub(crate) use quant::{Arithmetic, QuantMatrix, f16_to_f32};
+pub(crate) use quant::{Arithmetic, QuantMatrix, QuantType, f16_to_f32};
 
 /// The instruction set a product runs with, chosen from the running CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -348,11 +348,25 @@ pub fn write_synthetic_gguf(
                 matrix(format!("blk.{i}.ssm_beta.weight"), &[v_heads, h])?;
                 matrix(format!("blk.{i}.ssm_alpha.weight"), &[v_heads, h])?;
                 matrix(format!("blk.{i}.ssm_out.weight"), &[h, inner])?;
-                let conv = (0..channels * 4).map(|_| 0.5 * conv_noise.uniform()).collect();
-                small.push((format!("blk.{i}.ssm_conv1d.weight"), conv, vec![channels, 4]));
+                let conv = (0..channels * 4)
+                    .map(|_| 0.5 * conv_noise.uniform())
+                    .collect();
+                small.push((
+                    format!("blk.{i}.ssm_conv1d.weight"),
+                    conv,
+                    vec![channels, 4],
+                ));
                 small.push((format!("blk.{i}.ssm_a"), vec![-0.5; v_heads], vec![v_heads]));
-                small.push((format!("blk.{i}.ssm_dt.bias"), vec![0.0; v_heads], vec![v_heads]));
-                small.push((format!("blk.{i}.ssm_norm.weight"), vec![1.0; dim], vec![dim]));
+                small.push((
+                    format!("blk.{i}.ssm_dt.bias"),
+                    vec![0.0; v_heads],
+                    vec![v_heads],
+                ));
+                small.push((
+                    format!("blk.{i}.ssm_norm.weight"),
+                    vec![1.0; dim],
+                    vec![dim],
+                ));
             }
             None => {
                 // A gated attention's q projection holds each head's gate too.
@@ -398,7 +412,10 @@ pub fn write_synthetic_gguf(
         if recurrent_layer(spec, i) {
             continue;
         }
-        if matches!(spec.architecture, "qwen3" | "qwen3moe" | "gemma3" | "qwen35") {
+        if matches!(
+            spec.architecture,
+            "qwen3" | "qwen3moe" | "gemma3" | "qwen35"
+        ) {
             head_norms.push(format!("blk.{i}.attn_q_norm.weight"));
             head_norms.push(format!("blk.{i}.attn_k_norm.weight"));
         }
@@ -479,7 +496,8 @@ fn metadata(spec: &SyntheticSpec, head_dim: usize) -> Vec<(String, gguf_file::Va
         // the time-step rank the value heads. Text rotates every section alike.
         let pairs = rope_dims(spec, head_dim) / 2;
         let third = pairs.div_ceil(3);
-        let sections = [third, third, pairs - 2 * third, 0].map(|n| gguf_file::Value::I32(n as i32));
+        let sections =
+            [third, third, pairs - 2 * third, 0].map(|n| gguf_file::Value::I32(n as i32));
         let ssm = [
             ("ssm.conv_kernel", u32(4)),
             ("ssm.state_size", u32(dim)),

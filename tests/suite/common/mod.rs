@@ -310,6 +310,7 @@ pub const TINY_LLAMA: samplab::model::source::synthetic::SyntheticSpec =
         name: "tiny",
         architecture: "llama",
         experts: None,
+        delta_net: None,
         hidden_size: 64,
         num_layers: 2,
         num_heads: 4,

@@ -8,7 +8,13 @@
 //! Scales stay as compact as in the file: the 32-value formats keep their f16 scale (and
 //! min) per sub-block; the K-quants keep their f16 `d` (and `dmin`) per 256 values and a
 //! small integer multiplier per span, `scale = d * multiplier`, exact in f32.
+//!
+//! MXFP4 is the one format whose codes are not its values: each 4-bit code picks one of 16
+//! integers ([`Format::VALUES`]), and its scale, a power of two beyond f16's range, is kept as
+//! bf16 bits (exact for every power of two f32 has).
 
+use super::QuantType;
+use crate::model::formats::mxfp4;
 use candle_core::quantized::GgmlDType;
 
 /// Values per sub-block, the unit the kernels walk.
@@ -25,7 +31,7 @@ pub(crate) struct Sub {
 }
 
 pub(crate) trait Format {
-    const DTYPE: GgmlDType;
+    const DTYPE: QuantType;
     /// Values and bytes of one GGUF block.
     const BLOCK: usize;
     const BLOCK_BYTES: usize;
@@ -39,8 +45,31 @@ pub(crate) trait Format {
     const MIN: bool;
     /// K-quants: `half` is per super-block of `BLOCK` values, with per-span multipliers.
     const SUPER: bool = false;
+    /// How `half` holds a scale.
+    const SCALES: Scales = Scales::F16;
+    /// The value of each code, where a code is not its own value (then `OFFSET` is 0 and
+    /// there is no min): integers, as f32.
+    const VALUES: Option<[f32; 16]> = None;
     /// Unpacks one block (`BLOCK_BYTES` bytes) into `BLOCK / SUB` sub-blocks.
     fn unpack(block: &[u8], out: &mut [Sub]);
+}
+
+/// The bits a sub-block's `half` holds its scale (and min) in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scales {
+    F16,
+    /// The top half of an f32, for scales that are powers of two f16 cannot hold.
+    Bf16,
+}
+
+impl Scales {
+    /// The scale `half` holds, exactly.
+    pub(crate) fn value(self, half: u16) -> f32 {
+        match self {
+            Scales::F16 => f16_to_f32(half),
+            Scales::Bf16 => f32::from_bits(u32::from(half) << 16),
+        }
+    }
 }
 
 fn half(block: &[u8], at: usize) -> u16 {
@@ -70,7 +99,7 @@ fn fifth_bits(qh: &[u8], q: &mut [u8; SUB]) {
 
 pub(crate) struct Q4_0;
 impl Format for Q4_0 {
-    const DTYPE: GgmlDType = GgmlDType::Q4_0;
+    const DTYPE: QuantType = QuantType::Ggml(GgmlDType::Q4_0);
     const BLOCK: usize = 32;
     const BLOCK_BYTES: usize = 18;
     const BITS: u32 = 4;
@@ -85,7 +114,7 @@ impl Format for Q4_0 {
 
 pub(crate) struct Q4_1;
 impl Format for Q4_1 {
-    const DTYPE: GgmlDType = GgmlDType::Q4_1;
+    const DTYPE: QuantType = QuantType::Ggml(GgmlDType::Q4_1);
     const BLOCK: usize = 32;
     const BLOCK_BYTES: usize = 20;
     const BITS: u32 = 4;
@@ -100,7 +129,7 @@ impl Format for Q4_1 {
 
 pub(crate) struct Q5_0;
 impl Format for Q5_0 {
-    const DTYPE: GgmlDType = GgmlDType::Q5_0;
+    const DTYPE: QuantType = QuantType::Ggml(GgmlDType::Q5_0);
     const BLOCK: usize = 32;
     const BLOCK_BYTES: usize = 22;
     const BITS: u32 = 5;
@@ -116,7 +145,7 @@ impl Format for Q5_0 {
 
 pub(crate) struct Q5_1;
 impl Format for Q5_1 {
-    const DTYPE: GgmlDType = GgmlDType::Q5_1;
+    const DTYPE: QuantType = QuantType::Ggml(GgmlDType::Q5_1);
     const BLOCK: usize = 32;
     const BLOCK_BYTES: usize = 24;
     const BITS: u32 = 5;
@@ -132,7 +161,7 @@ impl Format for Q5_1 {
 
 pub(crate) struct Q8_0;
 impl Format for Q8_0 {
-    const DTYPE: GgmlDType = GgmlDType::Q8_0;
+    const DTYPE: QuantType = QuantType::Ggml(GgmlDType::Q8_0);
     const BLOCK: usize = 32;
     const BLOCK_BYTES: usize = 34;
     const BITS: u32 = 8;
@@ -186,7 +215,7 @@ fn unpack_k(block: &[u8], fifth: bool, out: &mut [Sub]) {
 
 pub(crate) struct Q4K;
 impl Format for Q4K {
-    const DTYPE: GgmlDType = GgmlDType::Q4K;
+    const DTYPE: QuantType = QuantType::Ggml(GgmlDType::Q4K);
     const BLOCK: usize = 256;
     const BLOCK_BYTES: usize = 144;
     const BITS: u32 = 4;
@@ -201,7 +230,7 @@ impl Format for Q4K {
 
 pub(crate) struct Q5K;
 impl Format for Q5K {
-    const DTYPE: GgmlDType = GgmlDType::Q5K;
+    const DTYPE: QuantType = QuantType::Ggml(GgmlDType::Q5K);
     const BLOCK: usize = 256;
     const BLOCK_BYTES: usize = 176;
     const BITS: u32 = 5;
@@ -219,7 +248,7 @@ impl Format for Q5K {
 /// and bits `2t..2t + 2` of the high bytes `32h..`; a scale covers 16 values.
 pub(crate) struct Q6K;
 impl Format for Q6K {
-    const DTYPE: GgmlDType = GgmlDType::Q6K;
+    const DTYPE: QuantType = QuantType::Ggml(GgmlDType::Q6K);
     const BLOCK: usize = 256;
     const BLOCK_BYTES: usize = 210;
     const BITS: u32 = 6;
@@ -256,7 +285,7 @@ fn crumbs(qs: &[u8], j: usize, q: &mut [u8; SUB]) {
 /// quants, `d`, `dmin`: `w = d scale q - dmin min`.
 pub(crate) struct Q2K;
 impl Format for Q2K {
-    const DTYPE: GgmlDType = GgmlDType::Q2K;
+    const DTYPE: QuantType = QuantType::Ggml(GgmlDType::Q2K);
     const BLOCK: usize = 256;
     const BLOCK_BYTES: usize = 84;
     const BITS: u32 = 2;
@@ -284,7 +313,7 @@ impl Format for Q2K {
 /// one per 16 values), `d`: `w = d (scale - 32) (q - 4)`, where a set high bit adds 4.
 pub(crate) struct Q3K;
 impl Format for Q3K {
-    const DTYPE: GgmlDType = GgmlDType::Q3K;
+    const DTYPE: QuantType = QuantType::Ggml(GgmlDType::Q3K);
     const BLOCK: usize = 256;
     const BLOCK_BYTES: usize = 110;
     const BITS: u32 = 3;
@@ -310,6 +339,33 @@ impl Format for Q3K {
             sub.half[0] = d;
             sub.multiplier[0] = [scale(2 * j), scale(2 * j + 1)];
         }
+    }
+}
+
+/// MXFP4: an E8M0 scale byte, then 16 bytes of codes laid out as Q4_0's nibbles.
+pub(crate) struct Mxfp4;
+impl Format for Mxfp4 {
+    const DTYPE: QuantType = QuantType::Mxfp4;
+    const BLOCK: usize = mxfp4::BLOCK;
+    const BLOCK_BYTES: usize = mxfp4::BLOCK_BYTES;
+    const BITS: u32 = 4;
+    const OFFSET: i32 = 0;
+    const SPANS: usize = 1;
+    const MIN: bool = false;
+    const SCALES: Scales = Scales::Bf16;
+    const VALUES: Option<[f32; 16]> = Some({
+        let mut values = [0.0; 16];
+        let mut i = 0;
+        while i < 16 {
+            values[i] = mxfp4::VALUES[i] as f32;
+            i += 1;
+        }
+        values
+    });
+    fn unpack(block: &[u8], out: &mut [Sub]) {
+        // A power of two: its low 16 bits are zero.
+        out[0].half[0] = (mxfp4::scale(block[0]).to_bits() >> 16) as u16;
+        nibbles(&block[1..17], &mut out[0].q);
     }
 }
 

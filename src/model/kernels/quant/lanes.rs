@@ -17,6 +17,10 @@ pub(super) trait Lanes {
     unsafe fn float(a: Self::I) -> Self::F;
     /// 16 f16 values, widened exactly.
     unsafe fn load_f16(p: *const u16) -> Self::F;
+    /// 16 bf16 values (the top halves of f32), widened exactly.
+    unsafe fn load_bf16(p: *const u16) -> Self::F;
+    /// `table[i]` for each lane's `i`, which must be in `0..16`.
+    unsafe fn lookup(i: Self::I, table: &[f32; 16]) -> Self::F;
     unsafe fn splat(v: f32) -> Self::F;
     unsafe fn zero() -> Self::F;
     unsafe fn mul(a: Self::F, b: Self::F) -> Self::F;
@@ -57,6 +61,13 @@ impl Lanes for Portable {
     unsafe fn load_f16(p: *const u16) -> Self::F {
         // SAFETY: the caller guarantees 16 readable u16.
         std::array::from_fn(|i| super::format::f16_to_f32(unsafe { *p.add(i) }))
+    }
+    unsafe fn load_bf16(p: *const u16) -> Self::F {
+        // SAFETY: the caller guarantees 16 readable u16.
+        std::array::from_fn(|i| f32::from_bits(u32::from(unsafe { *p.add(i) }) << 16))
+    }
+    unsafe fn lookup(i: Self::I, table: &[f32; 16]) -> Self::F {
+        i.map(|i| table[i as usize])
     }
     unsafe fn splat(v: f32) -> Self::F {
         [v; 16]
@@ -150,6 +161,35 @@ mod x86 {
             }
         }
         #[inline(always)]
+        unsafe fn load_bf16(p: *const u16) -> Self::F {
+            // SAFETY: 16 readable u16, AVX2 enabled by the caller.
+            unsafe {
+                let v = _mm256_cvtepu16_epi32(_mm_loadu_si128(p.cast()));
+                let w = _mm256_cvtepu16_epi32(_mm_loadu_si128(p.add(8).cast()));
+                [
+                    _mm256_castsi256_ps(_mm256_slli_epi32::<16>(v)),
+                    _mm256_castsi256_ps(_mm256_slli_epi32::<16>(w)),
+                ]
+            }
+        }
+        /// Each half of the table by the index's low three bits, the pick by its fourth.
+        #[inline(always)]
+        unsafe fn lookup(i: Self::I, table: &[f32; 16]) -> Self::F {
+            // SAFETY: 16 readable f32, AVX2 enabled by the caller.
+            unsafe {
+                let low = _mm256_loadu_ps(table.as_ptr());
+                let high = _mm256_loadu_ps(table.as_ptr().add(8));
+                i.map(|i| {
+                    let pick = _mm256_castsi256_ps(_mm256_slli_epi32::<28>(i));
+                    _mm256_blendv_ps(
+                        _mm256_permutevar8x32_ps(low, i),
+                        _mm256_permutevar8x32_ps(high, i),
+                        pick,
+                    )
+                })
+            }
+        }
+        #[inline(always)]
         unsafe fn splat(v: f32) -> Self::F {
             // SAFETY: AVX2 enabled by the caller.
             unsafe { [_mm256_set1_ps(v); 2] }
@@ -229,6 +269,19 @@ mod x86 {
         unsafe fn load_f16(p: *const u16) -> Self::F {
             // SAFETY: 16 readable u16, AVX-512F enabled by the caller.
             unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p.cast())) }
+        }
+        #[inline(always)]
+        unsafe fn load_bf16(p: *const u16) -> Self::F {
+            // SAFETY: 16 readable u16, AVX-512F enabled by the caller.
+            unsafe {
+                let v = _mm512_cvtepu16_epi32(_mm256_loadu_si256(p.cast()));
+                _mm512_castsi512_ps(_mm512_slli_epi32::<16>(v))
+            }
+        }
+        #[inline(always)]
+        unsafe fn lookup(i: Self::I, table: &[f32; 16]) -> Self::F {
+            // SAFETY: 16 readable f32, AVX-512F enabled by the caller.
+            unsafe { _mm512_permutexvar_ps(i, _mm512_loadu_ps(table.as_ptr())) }
         }
         #[inline(always)]
         unsafe fn splat(v: f32) -> Self::F {

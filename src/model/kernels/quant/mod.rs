@@ -20,7 +20,7 @@ use super::{Isa, ranges_per_thread, rows_through};
 use candle_core::quantized::GgmlDType;
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape};
 pub(crate) use format::f16_to_f32;
-use format::{Format, SUB, Sub};
+use format::{Format, SUB, Scales, Sub};
 use lanes::{Lanes, Portable};
 
 /// Output rows per tile: one lane each.
@@ -132,6 +132,37 @@ impl Arithmetic {
     }
 }
 
+/// A weight type our kernels run: one of candle's GGML types, or MXFP4, which candle lacks
+/// (see [`crate::model::formats::mxfp4`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QuantType {
+    Ggml(GgmlDType),
+    Mxfp4,
+}
+
+impl QuantType {
+    /// llama.cpp's name of the type: `q4_1`, `q6_k`, `f16`, `mxfp4`.
+    pub(crate) fn name(self) -> String {
+        let QuantType::Ggml(dtype) = self else {
+            return "mxfp4".to_owned();
+        };
+        let name = format!("{dtype:?}").to_lowercase();
+        match name.strip_suffix('k') {
+            Some(base) => format!("{base}_k"),
+            None => name,
+        }
+    }
+
+    /// Values and bytes of one block.
+    pub(crate) fn block(self) -> (usize, usize) {
+        use crate::model::formats::mxfp4;
+        match self {
+            QuantType::Ggml(dtype) => (dtype.block_size(), dtype.type_size()),
+            QuantType::Mxfp4 => (mxfp4::BLOCK, mxfp4::BLOCK_BYTES),
+        }
+    }
+}
+
 /// One tile's weights in column order: its sub-blocks' quant planes, f16 scales (and
 /// mins), and K-quant multipliers.
 #[derive(Clone, Copy)]
@@ -166,7 +197,7 @@ type RowOf = fn(TileRef, usize, &mut [f32]);
 pub(crate) struct QuantMatrix {
     rows: usize,
     cols: usize,
-    dtype: GgmlDType,
+    dtype: QuantType,
     quants: Lines,
     /// Per tile and sub-block (or K-quant super-block): `[scale, min][lane]` f16 bits.
     halves: Vec<u16>,
@@ -193,12 +224,15 @@ impl std::fmt::Debug for QuantMatrix {
 impl QuantMatrix {
     /// Takes over a GGUF tensor's bytes; `None` for a type we have no kernel for.
     pub(crate) fn from_gguf(
-        dtype: GgmlDType,
+        dtype: QuantType,
         rows: usize,
         cols: usize,
         data: &[u8],
     ) -> candle_core::Result<Option<Self>> {
         use format::*;
+        let QuantType::Ggml(dtype) = dtype else {
+            return Self::repack::<Mxfp4>(rows, cols, data).map(Some);
+        };
         Ok(Some(match dtype {
             GgmlDType::Q4_0 => Self::repack::<Q4_0>(rows, cols, data)?,
             GgmlDType::Q4_1 => Self::repack::<Q4_1>(rows, cols, data)?,
@@ -222,8 +256,8 @@ impl QuantMatrix {
             || data.len() != blocks * F::BLOCK_BYTES
         {
             candle_core::bail!(
-                "{:?} matrix [{rows}, {cols}] does not match {} bytes of blocks",
-                F::DTYPE,
+                "{} matrix [{rows}, {cols}] does not match {} bytes of blocks",
+                F::DTYPE.name(),
                 data.len()
             );
         }
@@ -303,7 +337,7 @@ impl QuantMatrix {
         self.arithmetic
     }
 
-    pub(crate) fn dtype(&self) -> GgmlDType {
+    pub(crate) fn dtype(&self) -> QuantType {
         self.dtype
     }
 
@@ -562,8 +596,8 @@ unsafe fn tile_avx512<F: Format, const C: usize>(w: TileRef, x: [&[f32]; C]) -> 
 }
 
 /// One lane of a tile, one weight at a time, with the kernel's arithmetic: `q * scale` is
-/// exact in f32 for every format (an f16 times at most 6 + 8 bits), so fused or not, each
-/// weight is the kernel's.
+/// exact in f32 for every format (an f16 times at most 6 + 8 bits, or MXFP4's power of two
+/// times a value of two bits), so fused or not, each weight is the kernel's.
 fn row_of<F: Format>(w: TileRef, lane: usize, out: &mut [f32]) {
     let cols = out.len();
     let sizes = Sizes::of::<F>(cols);
@@ -573,7 +607,7 @@ fn row_of<F: Format>(w: TileRef, lane: usize, out: &mut [f32]) {
     for (sb, (q, out)) in planes.zip(out.chunks_exact_mut(SUB)).enumerate() {
         let group = if F::SUPER { sb / (F::BLOCK / SUB) } else { sb };
         let halves = &w.halves[group * sizes.group..][..sizes.group];
-        let d = f16_to_f32(halves[lane]);
+        let d = F::SCALES.value(halves[lane]);
         let dmin = if F::MIN {
             f16_to_f32(halves[TILE + lane])
         } else {
@@ -606,7 +640,10 @@ fn row_of<F: Format>(w: TileRef, lane: usize, out: &mut [f32]) {
             if high > 0 {
                 qi |= bits(plane_rows(low) * TILE, high, col) << low;
             }
-            let qf = (qi - F::OFFSET) as f32;
+            let qf = match F::VALUES {
+                Some(values) => values[qi as usize],
+                None => (qi - F::OFFSET) as f32,
+            };
             *out = if F::MIN {
                 qf.mul_add(scale, min)
             } else {
@@ -687,7 +724,10 @@ unsafe fn sub_block_scales<L: Lanes, F: Format>(
     unsafe {
         let group = if F::SUPER { sb / (F::BLOCK / SUB) } else { sb };
         let halves = &w.halves[group * sizes.group..][..sizes.group];
-        let d = L::load_f16(halves.as_ptr());
+        let d = match F::SCALES {
+            Scales::F16 => L::load_f16(halves.as_ptr()),
+            Scales::Bf16 => L::load_bf16(halves.as_ptr()),
+        };
         let dmin = if F::MIN {
             L::load_f16(halves[TILE..].as_ptr())
         } else {
@@ -831,7 +871,9 @@ unsafe fn byte_row<L: Lanes, F: Format, const C: usize>(
                 qi = L::or(qi, L::and(shift::<L>(bits, from, low), mask(high) << low));
             }
             let span = col * F::SPANS / SUB;
-            let weights = if F::MIN || F::OFFSET != 0 {
+            let weights = if let Some(values) = &F::VALUES {
+                L::mul(L::lookup(qi, values), sub.scale[span])
+            } else if F::MIN || F::OFFSET != 0 {
                 L::fma(L::float(qi), sub.scale[span], sub.min[span])
             } else {
                 L::mul(L::float(qi), sub.scale[span])

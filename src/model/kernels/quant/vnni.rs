@@ -15,7 +15,7 @@
 //! They stay unsigned (8-bit quants offset by 128); the offset is taken off in integers, so
 //! the only rounding besides the activations' is the f32 sum of the blocks.
 
-use super::format::{Format, SUB};
+use super::format::{Format, SUB, Scales};
 use super::lanes::{Avx512, Lanes};
 use super::{
     Sink, Sizes, TILE, TileRef, low_bits, mask, plane_bytes, plane_rows, prefetch_ahead,
@@ -232,11 +232,21 @@ unsafe fn tile<F: Format, const C: usize, const S: usize>(
     let sizes = Sizes::of::<F>(cols);
     let multipliers = sizes.multipliers / (cols / SUB);
     // 8-bit quants are signed: offset by 128 they are unsigned, as VNNI multiplies them.
-    let offset = if F::BITS == 8 { 128 } else { F::OFFSET };
+    // Codes that pick values (MXFP4) become the values raised by their table's least, so
+    // that they are unsigned too.
+    // Scales of any power of two (MXFP4's) meet the activations' scale first, so that the
+    // integer sums (up to 2^25) times the weights' scale overflow only where the product does.
+    let wide_scales = matches!(F::SCALES, Scales::Bf16);
+    let (values, offset) = match values_table::<F>() {
+        Some((table, raised)) => (table, raised),
+        None if F::BITS == 8 => ([0; 64], 128),
+        None => ([0; 64], F::OFFSET),
+    };
     // SAFETY (whole body): every pointer is into a slice whose length was checked by the
     // surrounding indexing: 64 bytes of a sub-block's planes, 4 bytes of a row's block.
     unsafe {
         let order = _mm512_loadu_si512(LANE_MAJOR.as_ptr().cast());
+        let values = _mm512_loadu_si512(values.as_ptr().cast());
         let mut acc = [Avx512::zero(); C];
         for (sb, q) in w.quants.chunks_exact(planes).enumerate() {
             prefetch_ahead::<F>(w, sb, sizes, multipliers);
@@ -266,6 +276,9 @@ unsafe fn tile<F: Format, const C: usize, const S: usize>(
                             _mm512_srl_epi16(high_quad, shift(high * (col / high_rows) as u32));
                         let bits = _mm512_and_si512(bits, bytes(mask(high)));
                         v = _mm512_or_si512(v, _mm512_sll_epi16(bits, shift(low)));
+                    }
+                    if F::VALUES.is_some() {
+                        v = _mm512_shuffle_epi8(values, v);
                     }
                     weights[col / 4] = v;
                 }
@@ -298,12 +311,22 @@ unsafe fn tile<F: Format, const C: usize, const S: usize>(
                     if offset != 0 {
                         sum = _mm512_sub_epi32(sum, _mm512_set1_epi32(offset * block.sums[part]));
                     }
-                    *scaled = Avx512::fma(_mm512_cvtepi32_ps(sum), scale[span], *scaled);
+                    let sum = _mm512_cvtepi32_ps(sum);
+                    *scaled = if wide_scales {
+                        let sum = Avx512::mul(sum, Avx512::splat(block.scale));
+                        Avx512::fma(sum, scale[span], *scaled)
+                    } else {
+                        Avx512::fma(sum, scale[span], *scaled)
+                    };
                 }
             }
             for (d, (scaled, acc)) in scaled.iter().zip(&mut acc).enumerate() {
                 let block = blocks[d];
-                *acc = Avx512::fma(*scaled, Avx512::splat(block.scale), *acc);
+                *acc = if wide_scales {
+                    _mm512_add_ps(*acc, *scaled)
+                } else {
+                    Avx512::fma(*scaled, Avx512::splat(block.scale), *acc)
+                };
                 if F::MIN {
                     for (span, &min) in min.iter().enumerate().take(S) {
                         let part = if S == 1 { 2 } else { span };
@@ -318,6 +341,15 @@ unsafe fn tile<F: Format, const C: usize, const S: usize>(
         }
         out
     }
+}
+
+/// A format's values (see [`Format::VALUES`]) raised by their least to be unsigned bytes, in
+/// each 16-byte lane of a register as `vpshufb` looks them up, and the raise.
+fn values_table<F: Format>() -> Option<([u8; 64], i32)> {
+    let values = F::VALUES?;
+    let least = values.iter().fold(0f32, |m, &v| m.min(v)) as i32;
+    let table = std::array::from_fn(|i| (values[i % 16] as i32 - least) as u8);
+    Some((table, -least))
 }
 
 /// 64 bytes of planes from `p`, lane-major (see [`LANE_MAJOR`]).
