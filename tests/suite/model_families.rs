@@ -88,6 +88,13 @@ const FIXTURES: &[Fixture] = &[
         tolerance: (1e-4, 1e-5),
         hf: false,
     },
+    // gpt-oss: sinks, biases, a window on every other layer, YaRN, clamped SwiGLU experts.
+    Fixture {
+        family: "gpt-oss",
+        architecture: Architecture::GptOss,
+        tolerance: (1e-4, 1e-5),
+        hf: true,
+    },
 ];
 
 fn folder(family: &str) -> PathBuf {

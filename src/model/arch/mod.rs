@@ -355,6 +355,7 @@ impl Model {
             let op = CausalAttention {
                 scale: scale as f32,
                 window,
+                sinks: layer.sinks.as_deref(),
             };
             return layer.o.forward(&q.apply_op3_no_bwd(&k, &v, &op)?);
         }
@@ -371,7 +372,10 @@ impl Model {
                 .broadcast_add(mask)?
                 .reshape((rows, c.num_kv_heads, group * len, total))?;
         }
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+        let probs = match &layer.sinks {
+            Some(sinks) => with_sinks(&scores, sinks, len)?,
+            None => candle_nn::ops::softmax_last_dim(&scores)?,
+        };
         let out = probs
             .matmul(&v)?
             .reshape((rows, c.num_heads, len, c.head_dim))?
@@ -379,6 +383,21 @@ impl Model {
             .reshape((rows, len, c.num_heads * c.head_dim))?;
         layer.o.forward(&out)
     }
+}
+
+/// The softmax of `scores` `[rows, kv_heads, group * len, keys]` with each query head's sink
+/// logit as one more key that holds no value: its column joins the softmax, then is dropped.
+fn with_sinks(scores: &Tensor, sinks: &[f32], len: usize) -> candle_core::Result<Tensor> {
+    let (rows, kv_heads, queries, keys) = scores.dims4()?;
+    let column: Vec<f32> = sinks
+        .iter()
+        .flat_map(|&s| std::iter::repeat_n(s, len))
+        .collect();
+    let column = Tensor::from_vec(column, (1, kv_heads, queries, 1), scores.device())?
+        .to_dtype(scores.dtype())?
+        .broadcast_as((rows, kv_heads, queries, 1))?;
+    let probs = candle_nn::ops::softmax_last_dim(&Tensor::cat(&[scores, &column], 3)?)?;
+    probs.narrow(3, 0, keys)
 }
 
 /// The causal masks of one forward, by window and keys held.

@@ -35,6 +35,10 @@ pub enum Architecture {
     /// Phi-3 and Phi-4: q, k and v in one matrix, gate and up in another, RoPE over part of
     /// each head with LongRoPE's factors.
     Phi3,
+    /// gpt-oss: biases on every projection, a learned sink logit per head in attention's
+    /// softmax, a window on every other layer, YaRN, and experts with a clamped SwiGLU chosen
+    /// by the router's largest logits.
+    GptOss,
 }
 
 /// Where q and k are RMS-normed before RoPE.
@@ -81,6 +85,29 @@ pub(crate) struct Family {
     pub fused_gate_up: bool,
     /// Per-layer names of config.json tensors that differ from llama's.
     pub hf_names: &'static [(Part, &'static str)],
+    /// Per-layer names of GGUF tensors that differ from llama.cpp's usual ones.
+    pub gguf_names: &'static [(Part, &'static str)],
+    /// Each attention head has a learned sink logit (gpt-oss): its share of the softmax goes
+    /// to no value.
+    pub sinks: bool,
+    /// How the router's logits choose and weigh a token's experts.
+    pub gating: Gating,
+    /// GGUF metadata's YaRN betas are read (llama.cpp reads them for Ministral 3 alone;
+    /// every other family rotates with its defaults, 32 and 1, whatever the file says).
+    pub gguf_yarn_betas: bool,
+    /// config.json keeps a layer's experts in fused tensors, gate and up interleaved
+    /// (gpt-oss), not one tensor per expert.
+    pub hf_fused_experts: bool,
+}
+
+/// How a mixture of experts turns the router's logits into each token's experts and weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gating {
+    /// Softmax over all experts, the most likely taken, their weights renormalised (Qwen3 MoE,
+    /// Mixtral).
+    SoftmaxThenTopK,
+    /// The largest logits taken, then a softmax over those alone (gpt-oss).
+    TopKThenSoftmax,
 }
 
 /// Sliding-window layers: each but every `period`-th one, where the files do not list them.
@@ -94,6 +121,9 @@ pub(crate) enum Window {
     /// Windowed only where the files give a window (OLMo 3, not OLMo 2); its layers rotate
     /// with the global base, unscaled, as llama.cpp rotates them.
     Optional { period: usize },
+    /// The files must give the window; its layers rotate as the others do, YaRN included
+    /// (gpt-oss, whose first layer of each pair is windowed).
+    Alternating { period: usize },
 }
 
 /// The tensors of a block and of the model around the blocks.
@@ -126,6 +156,8 @@ pub(crate) enum Part {
     GateExperts,
     UpExperts,
     DownExperts,
+    /// Attention's per-head sink logits (gpt-oss).
+    Sinks,
 }
 
 const LLAMA_LIKE: Family = Family {
@@ -145,6 +177,11 @@ const LLAMA_LIKE: Family = Family {
     no_rope_period: None,
     fused_gate_up: false,
     hf_names: &[],
+    gguf_names: &[],
+    sinks: false,
+    gating: Gating::SoftmaxThenTopK,
+    gguf_yarn_betas: false,
+    hf_fused_experts: false,
 };
 
 /// Every family, in the order the "supported" lists name them.
@@ -251,6 +288,7 @@ pub(crate) const FAMILIES: &[Family] = &[
         name: "mistral3",
         gguf: &["mistral3"],
         hf: &["ministral3"],
+        gguf_yarn_betas: true,
         ..LLAMA_LIKE
     },
     Family {
@@ -261,6 +299,23 @@ pub(crate) const FAMILIES: &[Family] = &[
         gguf_rope: RopeLayout::HalfSplit,
         fused_gate_up: true,
         hf_names: &[(Part::Up, "mlp.gate_up_proj")],
+        ..LLAMA_LIKE
+    },
+    // The norm before the experts is llama's `ffn_norm` under another GGUF name.
+    Family {
+        architecture: Architecture::GptOss,
+        name: "gpt-oss",
+        gguf: &["gpt-oss"],
+        hf: &["gpt_oss"],
+        gguf_rope: RopeLayout::HalfSplit,
+        activation: Activation::SwigluOai,
+        moe: true,
+        window: Window::Alternating { period: 2 },
+        hf_names: &[(Part::Router, "mlp.router")],
+        gguf_names: &[(Part::FfnNorm, "post_attention_norm")],
+        sinks: true,
+        gating: Gating::TopKThenSoftmax,
+        hf_fused_experts: true,
         ..LLAMA_LIKE
     },
 ];
@@ -311,8 +366,12 @@ pub(crate) fn supported_hf() -> String {
 }
 
 impl Part {
-    /// The tensor's name in GGUF files (llama.cpp's names, shared by every family).
-    pub(crate) fn gguf(self) -> &'static str {
+    /// The tensor's name in GGUF files (llama.cpp's names, shared by every family); a
+    /// family's `gguf_names` override it.
+    pub(crate) fn gguf(self, family: &Family) -> &'static str {
+        if let Some((_, name)) = family.gguf_names.iter().find(|(p, _)| *p == self) {
+            return name;
+        }
         match self {
             Part::Embed => "token_embd",
             Part::Norm => "output_norm",
@@ -338,6 +397,7 @@ impl Part {
             Part::GateExperts => "ffn_gate_exps",
             Part::UpExperts => "ffn_up_exps",
             Part::DownExperts => "ffn_down_exps",
+            Part::Sinks => "attn_sinks",
         }
     }
 
@@ -374,6 +434,8 @@ impl Part {
             Part::GateExperts => "gate_proj",
             Part::UpExperts => "up_proj",
             Part::DownExperts => "down_proj",
+            // `self_attn.sinks` in the checkpoint, named so when it is read.
+            Part::Sinks => "self_attn.sinks",
         }
     }
 }
@@ -395,7 +457,7 @@ mod tests {
         }
         assert_eq!(
             supported_gguf(),
-            "llama, qwen2, qwen3, gemma3, smollm3, qwen3moe, granite, granitemoe, olmo2, mistral3, phi3"
+            "llama, qwen2, qwen3, gemma3, smollm3, qwen3moe, granite, granitemoe, olmo2, mistral3, phi3, gpt-oss"
         );
         assert_eq!(Architecture::from_gguf("gpt2"), None);
     }

@@ -1,7 +1,7 @@
 //! Loading a model's tensors from GGUF (kept quantized) or safetensors (f32, f16 and bf16
 //! kept as stored) into one in-memory form, so that the forward pass has a single code path.
 
-use super::registry::{Part, QkNorm};
+use super::registry::{Gating, Part, QkNorm};
 use crate::model::error::ModelError;
 use crate::model::formats::config::ModelConfig;
 use crate::model::formats::tensors::{GgufSource, HfSource, Source, require, split_rows};
@@ -165,6 +165,8 @@ pub(crate) struct Layer {
     pub post_attn_norm: Option<Tensor>,
     pub ffn_norm: Option<Tensor>,
     pub post_ffn_norm: Option<Tensor>,
+    /// Each query head's sink logit (gpt-oss).
+    pub sinks: Option<Vec<f32>>,
     pub ffn: Ffn,
 }
 
@@ -187,6 +189,7 @@ pub(crate) struct Moe {
     pub up: Vec<Linear>,
     pub down: Vec<Linear>,
     pub used: usize,
+    pub gating: Gating,
 }
 
 impl Ffn {
@@ -393,9 +396,14 @@ impl Weights {
                             name,
                             family: source.family().name,
                         })?;
+                        let biases = source.expert_biases(i, part, experts.count, shape.0)?;
+                        let mut biases = biases.map(Vec::into_iter);
                         found
                             .into_iter()
-                            .map(|m| Linear::new(m, None, ours).map_err(ModelError::from))
+                            .map(|m| {
+                                let bias = biases.as_mut().and_then(Iterator::next);
+                                Linear::new(m, bias, ours).map_err(ModelError::from)
+                            })
                             .collect::<Result<Vec<_>, _>>()
                     };
                     Ffn::Experts(Moe {
@@ -404,8 +412,16 @@ impl Weights {
                         up: matrices(Part::UpExperts, (size, h))?,
                         down: matrices(Part::DownExperts, (h, size))?,
                         used: experts.used,
+                        gating: family.gating,
                     })
                 }
+            };
+            let sinks = if family.sinks {
+                let name = source.name(Some(i), Part::Sinks, "weight");
+                let sinks = require(source, &name, |s, n| s.vector(n, config.num_heads))?;
+                Some(sinks.to_vec1::<f32>()?)
+            } else {
+                None
             };
             let mut norm = |part: Part, len: usize| {
                 let name = source.name(Some(i), part, "weight");
@@ -449,6 +465,7 @@ impl Weights {
                 post_attn_norm,
                 ffn_norm,
                 post_ffn_norm,
+                sinks,
                 ffn,
             });
         }

@@ -2,5 +2,6 @@
 //! of GGUF metadata and config.json, and the tensors of GGUF and safetensors files.
 
 pub mod config;
+mod fused_experts;
 pub(crate) mod gguf_checks;
 pub(crate) mod tensors;

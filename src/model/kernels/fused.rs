@@ -16,7 +16,14 @@ pub(crate) enum Activation {
     Silu,
     /// GeGLU with GELU's tanh approximation (`gelu_pytorch_tanh`).
     GeluTanh,
+    /// gpt-oss's clamped SwiGLU: `x sigmoid(1.702 x) (y + 1)` with the gate `x` clamped
+    /// from above and `y` (up) from both sides at 7.
+    SwigluOai,
 }
+
+/// gpt-oss's SwiGLU constants (its config.json's `swiglu_limit`; llama.cpp fixes both).
+const OAI_ALPHA: f32 = 1.702;
+const OAI_LIMIT: f32 = 7.0;
 
 /// How the two halves of each rotated pair are laid out inside a head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +106,7 @@ impl CustomOp2 for GatedTimes {
         match self.activation {
             Activation::Silu => "silu-times",
             Activation::GeluTanh => "gelu-times",
+            Activation::SwigluOai => "swiglu-oai",
         }
     }
 
@@ -171,6 +179,12 @@ fn gated_into(activation: Activation, gate: &[f32], up: &[f32], out: &mut [f32])
                 *o = g / (1.0 + exp(-2.0 * y)) * u;
             }
         }
+        Activation::SwigluOai => {
+            for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+                let (x, y) = (g.min(OAI_LIMIT), u.clamp(-OAI_LIMIT, OAI_LIMIT));
+                *o = x / (1.0 + exp(-OAI_ALPHA * x)) * (y + 1.0);
+            }
+        }
     }
 }
 
@@ -214,6 +228,11 @@ pub(crate) fn gated(
     match activation {
         Activation::Silu => gate.silu()? * up,
         Activation::GeluTanh => gate.gelu()? * up,
+        Activation::SwigluOai => {
+            let x = gate.minimum(OAI_LIMIT)?;
+            let y = (up.clamp(-OAI_LIMIT, OAI_LIMIT)? + 1.0)?;
+            (candle_nn::ops::sigmoid(&(&x * f64::from(OAI_ALPHA))?)? * x)? * y
+        }
     }
 }
 
