@@ -489,11 +489,7 @@ fn a_gpt_oss_file_missing_a_sink_or_with_counts_that_do_not_fit_says_so() {
     let u32 = |n| Some(gguf_file::Value::U32(n));
     for (key, value, said) in [
         // The file's tensors hold four experts.
-        (
-            "gpt-oss.expert_count",
-            u32(3),
-            "blk.0.ffn_gate_inp.weight",
-        ),
+        ("gpt-oss.expert_count", u32(3), "blk.0.ffn_gate_inp.weight"),
         (
             "gpt-oss.expert_used_count",
             u32(5),
@@ -521,7 +517,10 @@ fn a_gpt_oss_file_missing_a_sink_or_with_counts_that_do_not_fit_says_so() {
         "",
     ));
     assert!(err.contains("ffn_gate_exps"), "{err}");
-    let model = Model::load(&altered("gpt-oss", dir.path(), &[], expert_bias), &Device::Cpu);
+    let model = Model::load(
+        &altered("gpt-oss", dir.path(), &[], expert_bias),
+        &Device::Cpu,
+    );
     assert!(model.is_ok(), "a file without expert biases loads");
 }
 
@@ -532,8 +531,8 @@ fn a_gpt_oss_checkpoint_whose_fused_experts_do_not_cut_says_so() {
     std::fs::copy(hf.join("config.json"), dir.path().join("config.json")).unwrap();
     // The fused gate-up of layer 0 with an odd last axis.
     let name = "model.layers.0.mlp.experts.gate_up_proj";
-    let mut tensors = candle_core::safetensors::load(hf.join("model.safetensors"), &Device::Cpu)
-        .unwrap();
+    let mut tensors =
+        candle_core::safetensors::load(hf.join("model.safetensors"), &Device::Cpu).unwrap();
     let fused = &tensors[name];
     let width = fused.dim(2).unwrap();
     tensors.insert(name.to_owned(), fused.narrow(2, 0, width - 1).unwrap());
@@ -541,8 +540,8 @@ fn a_gpt_oss_checkpoint_whose_fused_experts_do_not_cut_says_so() {
     let err = load_error(dir.path());
     assert!(err.contains(name) && err.contains("cannot be cut"), "{err}");
     // A sink missing from the checkpoint is named as the loader looks for it.
-    let mut tensors = candle_core::safetensors::load(hf.join("model.safetensors"), &Device::Cpu)
-        .unwrap();
+    let mut tensors =
+        candle_core::safetensors::load(hf.join("model.safetensors"), &Device::Cpu).unwrap();
     tensors.remove("model.layers.2.self_attn.sinks");
     candle_core::safetensors::save(&tensors, dir.path().join("model.safetensors")).unwrap();
     let err = load_error(dir.path());

@@ -15,11 +15,18 @@ const SINKS: &str = ".self_attn.sinks";
 pub(crate) fn split(tensors: &mut HashMap<String, Tensor>) -> std::result::Result<(), String> {
     let fused: Vec<String> = tensors
         .keys()
-        .filter(|n| [GATE_UP, DOWN, SINKS].iter().any(|s| n.ends_with(s) || n.ends_with(&format!("{s}_bias"))))
+        .filter(|n| {
+            n.ends_with(SINKS)
+                || [GATE_UP, DOWN]
+                    .iter()
+                    .any(|s| n.ends_with(s) || n.ends_with(&format!("{s}_bias")))
+        })
         .cloned()
         .collect();
     for name in fused {
-        let tensor = tensors.remove(&name).expect("listed above");
+        let Some(tensor) = tensors.remove(&name) else {
+            continue;
+        };
         let cut = cut(&name, &tensor).map_err(|e| {
             format!(
                 "tensor `{name}` of shape {:?} cannot be cut into experts: {e}",
@@ -48,19 +55,27 @@ fn cut(name: &str, tensor: &Tensor) -> Result<Vec<(String, Tensor)>> {
     let deinterleave = |t: &Tensor| -> Result<(Tensor, Tensor)> {
         let mut dims = t.dims().to_vec();
         let last = dims.pop().unwrap_or(0);
-        if last % 2 != 0 {
+        if !last.is_multiple_of(2) {
             candle_core::bail!("its last axis ({last}) is not gate and up interleaved");
         }
         dims.extend([last / 2, 2]);
         let pairs = t.contiguous()?.reshape(dims)?;
         let at = pairs.rank() - 1;
-        Ok((pairs.narrow(at, 0, 1)?.squeeze(at)?, pairs.narrow(at, 1, 1)?.squeeze(at)?))
+        Ok((
+            pairs.narrow(at, 0, 1)?.squeeze(at)?,
+            pairs.narrow(at, 1, 1)?.squeeze(at)?,
+        ))
     };
     let mut out = Vec::new();
     if let Some(layer) = name.strip_suffix(GATE_UP) {
         tensor.dims3()?;
         let (gate, up) = deinterleave(tensor)?;
-        out.extend(per_expert(layer, "gate_proj", "weight", gate.transpose(1, 2)?)?);
+        out.extend(per_expert(
+            layer,
+            "gate_proj",
+            "weight",
+            gate.transpose(1, 2)?,
+        )?);
         out.extend(per_expert(layer, "up_proj", "weight", up.transpose(1, 2)?)?);
     } else if let Some(layer) = name.strip_suffix(&format!("{GATE_UP}_bias")) {
         tensor.dims2()?;
@@ -69,7 +84,12 @@ fn cut(name: &str, tensor: &Tensor) -> Result<Vec<(String, Tensor)>> {
         out.extend(per_expert(layer, "up_proj", "bias", up)?);
     } else if let Some(layer) = name.strip_suffix(DOWN) {
         tensor.dims3()?;
-        out.extend(per_expert(layer, "down_proj", "weight", tensor.transpose(1, 2)?)?);
+        out.extend(per_expert(
+            layer,
+            "down_proj",
+            "weight",
+            tensor.transpose(1, 2)?,
+        )?);
     } else if let Some(layer) = name.strip_suffix(&format!("{DOWN}_bias")) {
         tensor.dims2()?;
         out.extend(per_expert(layer, "down_proj", "bias", tensor.clone())?);

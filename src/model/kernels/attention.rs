@@ -275,13 +275,7 @@ fn attend<const AVX2: bool>(task: &Task, queries: std::ops::Range<usize>) -> Vec
 /// weights become their exponentials, summed in order, and the values' weighted sum is divided
 /// by that sum, which counts the sink's exponential last where the head has one.
 #[inline(always)]
-fn mix_values(
-    task: &Task,
-    oldest: usize,
-    weights: &mut [f32],
-    sink: Option<f32>,
-    out: &mut [f32],
-) {
+fn mix_values(task: &Task, oldest: usize, weights: &mut [f32], sink: Option<f32>, out: &mut [f32]) {
     let dim = task.dim;
     let mut max = sink.unwrap_or(f32::NEG_INFINITY);
     for w in weights.iter_mut() {
@@ -495,11 +489,15 @@ pub(crate) mod tests {
             .unwrap();
         let scale = 0.3f32;
         let out = q
-            .apply_op3_no_bwd(&k, &v, &CausalAttention {
-                scale,
-                window,
-                sinks,
-            })
+            .apply_op3_no_bwd(
+                &k,
+                &v,
+                &CausalAttention {
+                    scale,
+                    window,
+                    sinks,
+                },
+            )
             .unwrap();
         assert_eq!(out.dims(), [rows, len, heads * dim]);
         let out = out.to_vec3::<f32>().unwrap();
