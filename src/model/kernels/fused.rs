@@ -356,6 +356,47 @@ mod tests {
         );
     }
 
+    /// Against the clamped SwiGLU in f64, across both clamps; the CPU pass and the candle ops
+    /// other devices take agree with it.
+    #[test]
+    fn swiglu_oai_clamps_the_gate_above_and_up_on_both_sides() {
+        let gate: Vec<f32> = (-600..=600).map(|i| i as f32 / 40.0).collect();
+        let up: Vec<f32> = gate.iter().rev().map(|g| g * 0.9).collect();
+        let (g, u) = (
+            Tensor::new(gate.as_slice(), &Device::Cpu).unwrap(),
+            Tensor::new(up.as_slice(), &Device::Cpu).unwrap(),
+        );
+        let ours = gated(Activation::SwigluOai, &g, &u).unwrap();
+        // The same formula in candle's ops, as a GPU runs it (f64 skips the CPU pass).
+        let (g64, u64) = (
+            g.to_dtype(candle_core::DType::F64).unwrap(),
+            u.to_dtype(candle_core::DType::F64).unwrap(),
+        );
+        let ops = gated(Activation::SwigluOai, &g64, &u64)
+            .unwrap()
+            .to_vec1::<f64>()
+            .unwrap();
+        for (((&g, &u), o), op) in gate
+            .iter()
+            .zip(&up)
+            .zip(ours.to_vec1::<f32>().unwrap())
+            .zip(ops)
+        {
+            let x = f64::from(g).min(7.0);
+            let y = f64::from(u).clamp(-7.0, 7.0);
+            let want = x / (1.0 + (-1.702 * x).exp()) * (y + 1.0);
+            let tolerance = 1e-6 * want.abs().max(1e-3);
+            assert!(
+                (f64::from(o) - want).abs() <= tolerance,
+                "({g}, {u}): {o} vs {want}"
+            );
+            assert!(
+                (op - want).abs() <= tolerance,
+                "ops ({g}, {u}): {op} vs {want}"
+            );
+        }
+    }
+
     #[test]
     fn mismatched_shapes_are_refused() {
         let x = noise(&[1, 2, 2, 8], 5);
