@@ -546,4 +546,27 @@ fn a_gpt_oss_checkpoint_whose_fused_experts_do_not_cut_says_so() {
     candle_core::safetensors::save(&tensors, dir.path().join("model.safetensors")).unwrap();
     let err = load_error(dir.path());
     assert!(err.contains("model.layers.2.self_attn.sinks"), "{err}");
+    // OpenAI's MXFP4 layout is refused by name.
+    let mut tensors =
+        candle_core::safetensors::load(hf.join("model.safetensors"), &Device::Cpu).unwrap();
+    let blocks = "model.layers.0.mlp.experts.down_proj_blocks";
+    tensors.insert(
+        blocks.to_owned(),
+        candle_core::Tensor::zeros((4, 32, 1, 16), candle_core::DType::U8, &Device::Cpu).unwrap(),
+    );
+    candle_core::safetensors::save(&tensors, dir.path().join("model.safetensors")).unwrap();
+    let err = load_error(dir.path());
+    assert!(err.contains(blocks) && err.contains("MXFP4"), "{err}");
+    // A clamp other than llama.cpp's.
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(hf.join("config.json")).unwrap()).unwrap();
+    config["swiglu_limit"] = serde_json::json!(10.0);
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    std::fs::copy(
+        hf.join("model.safetensors"),
+        dir.path().join("model.safetensors"),
+    )
+    .unwrap();
+    let err = load_error(dir.path());
+    assert!(err.contains("swiglu_limit 10"), "{err}");
 }

@@ -643,3 +643,40 @@ impl<M: Deref<Target = Model>> Session<M> {
 fn rows_to_vec(logits: &Tensor) -> Result<Vec<Vec<f32>>, ModelError> {
     Ok(logits.to_dtype(DType::F32)?.to_vec2::<f32>()?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The generic path's sinks (what a GPU runs): each head's own sink joins its softmax,
+    /// heads grouped as the grouped-query matmul stacks them.
+    #[test]
+    fn a_sink_column_joins_each_heads_softmax_and_is_dropped() {
+        let (kv_heads, group, len, keys) = (2, 2, 3, 5);
+        let sinks = [-1.0f32, 0.5, 2.0, -3.0];
+        let scores: Vec<f32> = (0..kv_heads * group * len * keys)
+            .map(|i| ((i * 7919) % 13) as f32 / 4.0 - 1.5)
+            .collect();
+        let tensor = Tensor::from_vec(
+            scores.clone(),
+            (1, kv_heads, group * len, keys),
+            &Device::Cpu,
+        )
+        .unwrap();
+        let probs = with_sinks(&tensor, &sinks, len).unwrap();
+        assert_eq!(probs.dims(), [1, kv_heads, group * len, keys]);
+        let probs = probs.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        for (row, (scores, probs)) in scores
+            .chunks_exact(keys)
+            .zip(probs.chunks_exact(keys))
+            .enumerate()
+        {
+            let sink = f64::from(sinks[row / len]);
+            let exps: Vec<f64> = scores.iter().map(|&s| f64::from(s).exp()).collect();
+            let total = exps.iter().sum::<f64>() + sink.exp();
+            for (p, e) in probs.iter().zip(&exps) {
+                assert!((f64::from(*p) - e / total).abs() < 1e-6, "row {row}");
+            }
+        }
+    }
+}

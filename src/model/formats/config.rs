@@ -523,6 +523,19 @@ impl ModelConfig {
                 ),
             ));
         }
+        if let Some(limit) = hf.swiglu_limit
+            && family.activation == crate::model::kernels::fused::Activation::SwigluOai
+            && limit != 7.0
+        {
+            return Err(config_error(
+                path,
+                format!(
+                    "swiglu_limit {limit} is not supported for {}: samplab clamps at 7.0, as \
+                     llama.cpp does",
+                    hf.model_type
+                ),
+            ));
+        }
         // transformers 5 writes `rope_parameters` (the base inside) where 4 wrote `rope_scaling`.
         let rope_scaling_value = hf.rope_scaling.as_ref().or(hf.rope_parameters.as_ref());
         let rope_theta = hf
@@ -974,6 +987,8 @@ struct HfConfig {
     no_rope_layer_interval: Option<usize>,
     query_pre_attn_scalar: Option<f64>,
     hidden_activation: Option<String>,
+    /// gpt-oss: where its SwiGLU clamps.
+    swiglu_limit: Option<f64>,
     bos_token_id: Option<u32>,
     eos_token_id: Option<Ids>,
     #[serde(default)]

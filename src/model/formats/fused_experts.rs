@@ -13,6 +13,13 @@ const SINKS: &str = ".self_attn.sinks";
 
 /// Rewrites `tensors` in place; `Err` names the fused tensor whose shape cannot be cut.
 pub(crate) fn split(tensors: &mut HashMap<String, Tensor>) -> std::result::Result<(), String> {
+    // OpenAI's own checkpoints keep the experts in MXFP4 blocks and scales.
+    if let Some(name) = tensors.keys().find(|n| n.ends_with("_blocks")) {
+        return Err(format!(
+            "tensor `{name}` holds MXFP4 experts, which samplab reads from GGUF files only; \
+             load the model's GGUF, or a checkpoint with its experts dequantized (bf16)"
+        ));
+    }
     let fused: Vec<String> = tensors
         .keys()
         .filter(|n| {
