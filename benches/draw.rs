@@ -43,6 +43,7 @@ fn token(run_id: u64, sample: u32, i: usize) -> Event {
             entropy: Some((i % 7) as f32 * 0.5),
             watched: Vec::new(),
             constraint: None,
+            channel: None,
         },
     }
 }

@@ -332,6 +332,74 @@ def qwen35():
     return "qwen35", tensors, metadata, {"model_type": None}, None
 
 
+def gpt_oss():
+    """Biases on every projection, a sink logit per head, a window of 4 positions on every
+    other layer (the first of each pair), YaRN, and four experts with biases of which each
+    token takes the two largest logits. Its checkpoints fuse each layer's experts: gate and up
+    interleaved in one `[experts, hidden, 2 * size]` tensor, down as `[experts, size, hidden]`."""
+    layers, (count, used, size) = 3, (4, 2, 32)
+    # llama.cpp reads no YaRN betas from a gpt-oss file: its defaults, which the checkpoints state.
+    yarn = {"factor": 4.0, "original_max_position_embeddings": 16, "beta_fast": 32.0, "beta_slow": 1.0}
+    arch, tensors, metadata, config, _ = family(
+        "gpt-oss", "gpt_oss", layers, 13,
+        ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "post_attention_norm"],
+        untied=True, experts=(count, used, size),
+        metadata={"attention.sliding_window": 4, "rope.freq_base": 150_000.0, "expert_feed_forward_length": size,
+                  "rope.scaling.type": "yarn", "rope.scaling.factor": 4.0,
+                  "rope.scaling.original_context_length": 16},
+        config={"sliding_window": 4, "rope_theta": 150_000.0, "intermediate_size": size,
+                "layer_types": ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)],
+                "rope_scaling": {"rope_type": "yarn", "truncate": False, **yarn}, "attention_bias": True,
+                "swiglu_limit": 7.0, "num_local_experts": count, "experts_per_token": used},
+    )
+    for key in ("num_experts", "moe_intermediate_size", "norm_topk_prob"):
+        config.pop(key)
+    config["num_local_experts"] = count
+    rng = np.random.default_rng(14)
+    heads, kv = SHAPE["heads"] * SHAPE["head_dim"], SHAPE["kv_heads"] * SHAPE["head_dim"]
+    hidden = SHAPE["hidden"]
+    extra = {}
+    for i in range(layers):
+        for part, n in [("attn_q", heads), ("attn_k", kv), ("attn_v", kv), ("attn_output", hidden),
+                        ("ffn_gate_inp", count)]:
+            extra[f"blk.{i}.{part}.bias"] = (rng.standard_normal(n) * 0.2).astype(np.float32)
+        # Sinks from well below to well above the scores, so that they matter.
+        extra[f"blk.{i}.attn_sinks.weight"] = rng.uniform(-2.0, 3.0, SHAPE["heads"]).astype(np.float32)
+        for part, n in [("ffn_gate_exps", size), ("ffn_up_exps", size), ("ffn_down_exps", hidden)]:
+            extra[f"blk.{i}.{part}.bias"] = (rng.standard_normal((count, n)) * 0.2).astype(np.float32)
+        # Gates big enough that the clamp at 7 bites.
+        tensors[f"blk.{i}.ffn_gate_exps.weight"] *= 6.0
+    tensors.update(extra)
+    names = {"attn_norm": "input_layernorm", "post_attention_norm": "post_attention_layernorm",
+             "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+             "attn_output": "self_attn.o_proj", "ffn_gate_inp": "mlp.router"}
+
+    def hf(name, value):
+        if name in ("token_embd.weight", "output.weight", "output_norm.weight"):
+            return [({"token_embd.weight": "model.embed_tokens.weight", "output.weight": "lm_head.weight",
+                      "output_norm.weight": "model.norm.weight"}[name], value)]
+        _, layer, part, suffix = name.split(".")
+        prefix = f"model.layers.{layer}"
+        if part == "attn_sinks":
+            return [(f"{prefix}.self_attn.sinks", value)]
+        if part == "ffn_gate_exps":
+            up = tensors[f"blk.{layer}.ffn_up_exps.{suffix}"]
+            fused = np.stack([value, up], axis=-1 if suffix == "bias" else 2)
+            if suffix == "weight":  # [experts, size, 2, hidden] -> [experts, hidden, 2 * size]
+                fused = fused.reshape(count, 2 * size, hidden).transpose(0, 2, 1)
+            else:
+                fused = fused.reshape(count, 2 * size)
+            return [(f"{prefix}.mlp.experts.gate_up_proj{'_bias' if suffix == 'bias' else ''}", fused)]
+        if part == "ffn_up_exps":
+            return []
+        if part == "ffn_down_exps":
+            stored = value if suffix == "bias" else value.transpose(0, 2, 1)
+            return [(f"{prefix}.mlp.experts.down_proj{'_bias' if suffix == 'bias' else ''}", stored)]
+        return [(f"{prefix}.{names[part]}.{suffix}", value)]
+
+    return arch, tensors, metadata, config, hf
+
+
 def write_gguf(path, arch, tensors, metadata, qtype=None):
     writer = GGUFWriter(path, arch)
     for key, value in metadata.items():
@@ -355,7 +423,7 @@ def write_gguf(path, arch, tensors, metadata, qtype=None):
     writer.add_add_bos_token(True)
     writer.add_add_space_prefix(False)
     for name, value in tensors.items():
-        if qtype is not None and value.ndim >= 2 and value.shape[-1] % 32 == 0:
+        if qtype is not None and name.endswith(".weight") and value.ndim >= 2 and value.shape[-1] % 32 == 0:
             writer.add_tensor(name, quantize(value, qtype), raw_dtype=qtype)
         else:
             writer.add_tensor(name, value)
@@ -403,11 +471,13 @@ def main():
     import llama_cpp
 
     wanted = sys.argv[2:]
-    for make in [gemma3, smollm3, olmo2, olmo3, phi3, mistral3, qwen3moe, mixtral, granite, granitemoe, qwen35]:
-        if wanted and make.__name__ not in wanted:
+    for make in [gemma3, smollm3, olmo2, olmo3, phi3, mistral3, qwen3moe, mixtral, granite, granitemoe, qwen35,
+                 gpt_oss]:
+        name = make.__name__.replace("_", "-")
+        if wanted and name not in wanted:
             continue
         family, tensors, metadata, config, hf = make()
-        folder = os.path.join(root, make.__name__)
+        folder = os.path.join(root, name)
         os.makedirs(os.path.join(folder, "hf"), exist_ok=True)
         write_gguf(os.path.join(folder, "model.gguf"), family, tensors, metadata)
         write_gguf(os.path.join(folder, "model.q8_0.gguf"), family, tensors, metadata, GGMLQuantizationType.Q8_0)

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Borrow;
 
 pub mod alignment;
+pub mod channels;
 pub mod disagreement;
 pub mod provenance;
 pub mod results_file;
@@ -192,6 +193,10 @@ pub struct Trajectory {
     /// recorded only when asked (`samplab sample --trace`), for a page that shows it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub trace: Option<Vec<StepTrace>>,
+    /// Per generated token, the harmony channel it is written in (gpt-oss: `analysis` or
+    /// `final`; null for the format's own tokens); absent where no token was in a channel.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub channels: Option<Vec<Option<channels::Channel>>>,
 }
 
 /// One step traced through the chain: the tokens followed (the best alternatives by raw
@@ -223,6 +228,7 @@ impl Trajectory {
             branch: None,
             constraint: None,
             trace: None,
+            channels: None,
         }
     }
 }
@@ -392,6 +398,7 @@ mod tests {
                 branch: None,
                 constraint: None,
                 trace: None,
+                channels: None,
             }],
             stats: None,
             watch: None,

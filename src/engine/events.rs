@@ -4,6 +4,7 @@ use super::prompt::Prompt;
 use crate::model::Activations;
 use crate::model::source::hub::Transfer;
 use crate::params::{Field, SamplingParams};
+use crate::response::channels::Channel;
 use crate::response::{
     BranchOrigin, ConstraintStep, CrossScore, SampleResponse, StopMatched, StopReason, TopLogprob,
 };
@@ -66,6 +67,8 @@ pub struct TokenEvent {
     pub watched: Vec<f32>,
     /// What the run's constraint cut at this step; `None` without one, and from a served model.
     pub constraint: Option<ConstraintStep>,
+    /// The harmony channel the token is written in (gpt-oss); `None` outside one.
+    pub channel: Option<Channel>,
 }
 
 /// One token of the prompt as the model sees it, for the playground's token view.

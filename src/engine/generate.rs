@@ -9,6 +9,7 @@ use super::events::{Alternative, Branch, Event, RunId, TokenEvent};
 use super::replay::{PromptLogits, Record, ReplayStore};
 use crate::model::text::token_text;
 use crate::params::SamplingParams;
+use crate::response::channels::ChannelTracker;
 use crate::response::{
     RunStats, SampleResponse, StepTrace, StopMatched, StopReason, Timings, TopLogprob, Trajectory,
 };
@@ -47,6 +48,8 @@ struct Slot<'a> {
     state: SampleState,
     detokenizer: Detokenizer<'a>,
     stops: StopMatcher,
+    /// Which harmony channel each token is written in (gpt-oss).
+    channels: ChannelTracker,
     trajectory: Trajectory,
     end: Option<(StopReason, Option<StopMatched>)>,
     /// Tokens sampled from kept logits, and from logits computed in this run.
@@ -287,8 +290,10 @@ impl<'c> Run<'_, 'c> {
                         .constrained(self.ctx.constraint),
                     detokenizer: Detokenizer::new(self.ctx.tokenizer, &prompt_ids),
                     stops,
+                    channels: ChannelTracker::default(),
                     trajectory: Trajectory {
                         branch: branch.map(|b| b.origin),
+                        channels: Some(Vec::new()),
                         entropy: Some(Vec::new()),
                         kept_entropy: Some(Vec::new()),
                         watched: watch.as_deref().map(super::watch::series),
@@ -317,7 +322,21 @@ impl<'c> Run<'_, 'c> {
 
         let replayed: u32 = slots.iter().map(|s| s.replayed).sum();
         let decoded: u32 = slots.iter().map(|s| s.decoded).sum();
-        let trajectories: Vec<Trajectory> = slots.into_iter().map(|slot| slot.trajectory).collect();
+        let trajectories: Vec<Trajectory> = slots
+            .into_iter()
+            .map(|slot| {
+                let mut trajectory = slot.trajectory;
+                // Only a harmony reply says which channel its tokens are in.
+                if trajectory
+                    .channels
+                    .as_ref()
+                    .is_some_and(|c| c.iter().all(Option::is_none))
+                {
+                    trajectory.channels = None;
+                }
+                trajectory
+            })
+            .collect();
         let stats = RunStats::of(&trajectories);
         Ok(SampleResponse {
             model: self.ctx.model_name.to_owned(),
@@ -737,8 +756,12 @@ fn accept(
     emit: &mut dyn FnMut(Event),
 ) {
     let delta = slot.detokenizer.push(token.id);
+    let channel = slot.channels.push(&token_text(ctx.tokenizer, token.id));
     let trajectory = &mut slot.trajectory;
     trajectory.token_ids.push(token.id);
+    if let Some(channels) = &mut trajectory.channels {
+        channels.push(channel);
+    }
     trajectory.logprobs.push(token.logprob);
     if let (Some(raw), Some(kept)) = (&mut trajectory.entropy, &mut trajectory.kept_entropy) {
         raw.push(token.entropy);
@@ -791,6 +814,7 @@ fn accept(
             entropy: Some(token.entropy),
             watched: token.watched,
             constraint: token.constraint,
+            channel,
         },
     });
     match step.finished {

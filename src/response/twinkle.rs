@@ -141,6 +141,7 @@ mod tests {
                     kept_entropy: None,
                     watched: None,
                     trace: None,
+                    channels: None,
                 })
                 .collect(),
             stats: None,

@@ -95,6 +95,13 @@ const FIXTURES: &[Fixture] = &[
         tolerance: (1e-4, 1e-5),
         hf: false,
     },
+    // gpt-oss: sinks, biases, a window on every other layer, YaRN, clamped SwiGLU experts.
+    Fixture {
+        family: "gpt-oss",
+        architecture: Architecture::GptOss,
+        tolerance: (1e-4, 1e-5),
+        hf: true,
+    },
 ];
 
 pub(crate) fn folder(family: &str) -> PathBuf {
@@ -356,7 +363,7 @@ fn expert_counts_that_no_model_has_are_refused() {
 /// bits, whichever experts the other rows chose.
 #[test]
 fn batched_rows_of_a_mixture_of_experts_equal_single_rows() {
-    for family in ["qwen3moe", "mixtral"] {
+    for family in ["qwen3moe", "mixtral", "gpt-oss"] {
         let model = Model::load(&folder(family).join("model.q8_0.gguf"), &Device::Cpu).unwrap();
         let prompt = [2u32, 260, 262, 264, 261];
         let next = [263u32, 10, 40, 266];
@@ -436,4 +443,137 @@ fn olmo3_windows_three_layers_of_four_and_olmo2_none() {
     };
     assert_eq!(windows("olmo3"), [Some(4), Some(4), Some(4), None, Some(4)]);
     assert_eq!(windows("olmo2"), [None, None, None]);
+}
+
+#[test]
+fn gpt_oss_windows_every_other_layer_from_the_first() {
+    let gguf = Model::load(&folder("gpt-oss").join("model.gguf"), &Device::Cpu).unwrap();
+    let hf = Model::load(&folder("gpt-oss").join("hf"), &Device::Cpu).unwrap();
+    let windows: Vec<Option<usize>> = gguf.config().layers.iter().map(|l| l.window).collect();
+    assert_eq!(windows, [Some(4), None, Some(4)]);
+    assert_eq!(hf.config().layers, gguf.config().layers);
+    // The windowed layers rotate as the others do: YaRN, no base of their own.
+    assert_eq!(gguf.config().rope_theta_local, None);
+    assert_eq!(hf.config().rope_theta_local, None);
+}
+
+/// llama.cpp reads YaRN's betas from Ministral 3 files alone: a gpt-oss file that states
+/// others rotates with the defaults all the same.
+#[test]
+fn gpt_oss_ignores_yarn_betas_in_its_metadata_as_llama_cpp_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let f32 = |x| Some(gguf_file::Value::F32(x));
+    let with_betas = altered(
+        "gpt-oss",
+        dir.path(),
+        &[
+            ("gpt-oss.rope.scaling.yarn_beta_fast", f32(4.0)),
+            ("gpt-oss.rope.scaling.yarn_beta_slow", f32(0.25)),
+        ],
+        "",
+    );
+    let prompts = prompts(&reference("gpt-oss"));
+    let plain = Model::load(&folder("gpt-oss").join("model.gguf"), &Device::Cpu).unwrap();
+    let stated = Model::load(&with_betas, &Device::Cpu).unwrap();
+    assert_eq!(stated.config().rope_scaling, plain.config().rope_scaling);
+    let (worst, _) = distance(
+        &our_logprobs(&stated, &prompts),
+        &our_logprobs(&plain, &prompts),
+    );
+    assert_eq!(worst, 0.0);
+}
+
+#[test]
+fn a_gpt_oss_file_missing_a_sink_or_with_counts_that_do_not_fit_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let sinks = "blk.1.attn_sinks.weight";
+    let err = load_error(&altered("gpt-oss", dir.path(), &[], sinks));
+    assert!(
+        err.contains(sinks) && err.contains("gpt-oss model"),
+        "{err}"
+    );
+    let expert_bias = "blk.2.ffn_up_exps.bias";
+    let u32 = |n| Some(gguf_file::Value::U32(n));
+    for (key, value, said) in [
+        // The file's tensors hold four experts.
+        ("gpt-oss.expert_count", u32(3), "blk.0.ffn_gate_inp.weight"),
+        (
+            "gpt-oss.expert_used_count",
+            u32(5),
+            "`gpt-oss.expert_used_count` is 5",
+        ),
+        (
+            "gpt-oss.attention.head_count_kv",
+            u32(3),
+            "2 heads are not a multiple of 3 kv heads",
+        ),
+        (
+            "gpt-oss.attention.sliding_window",
+            None,
+            "gpt-oss.attention.sliding_window",
+        ),
+    ] {
+        let err = load_error(&altered("gpt-oss", dir.path(), &[(key, value)], ""));
+        assert!(err.contains(said), "{key}: {err}");
+    }
+    // Expert biases are optional as a whole; present, each must fit.
+    let err = load_error(&altered(
+        "gpt-oss",
+        dir.path(),
+        &[("gpt-oss.expert_feed_forward_length", u32(16))],
+        "",
+    ));
+    assert!(err.contains("ffn_gate_exps"), "{err}");
+    let model = Model::load(
+        &altered("gpt-oss", dir.path(), &[], expert_bias),
+        &Device::Cpu,
+    );
+    assert!(model.is_ok(), "a file without expert biases loads");
+}
+
+#[test]
+fn a_gpt_oss_checkpoint_whose_fused_experts_do_not_cut_says_so() {
+    let hf = folder("gpt-oss").join("hf");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(hf.join("config.json"), dir.path().join("config.json")).unwrap();
+    // The fused gate-up of layer 0 with an odd last axis.
+    let name = "model.layers.0.mlp.experts.gate_up_proj";
+    let mut tensors =
+        candle_core::safetensors::load(hf.join("model.safetensors"), &Device::Cpu).unwrap();
+    let fused = &tensors[name];
+    let width = fused.dim(2).unwrap();
+    tensors.insert(name.to_owned(), fused.narrow(2, 0, width - 1).unwrap());
+    candle_core::safetensors::save(&tensors, dir.path().join("model.safetensors")).unwrap();
+    let err = load_error(dir.path());
+    assert!(err.contains(name) && err.contains("cannot be cut"), "{err}");
+    // A sink missing from the checkpoint is named as the loader looks for it.
+    let mut tensors =
+        candle_core::safetensors::load(hf.join("model.safetensors"), &Device::Cpu).unwrap();
+    tensors.remove("model.layers.2.self_attn.sinks");
+    candle_core::safetensors::save(&tensors, dir.path().join("model.safetensors")).unwrap();
+    let err = load_error(dir.path());
+    assert!(err.contains("model.layers.2.self_attn.sinks"), "{err}");
+    // OpenAI's MXFP4 layout is refused by name.
+    let mut tensors =
+        candle_core::safetensors::load(hf.join("model.safetensors"), &Device::Cpu).unwrap();
+    let blocks = "model.layers.0.mlp.experts.down_proj_blocks";
+    tensors.insert(
+        blocks.to_owned(),
+        candle_core::Tensor::zeros((4, 32, 1, 16), candle_core::DType::U8, &Device::Cpu).unwrap(),
+    );
+    candle_core::safetensors::save(&tensors, dir.path().join("model.safetensors")).unwrap();
+    let err = load_error(dir.path());
+    assert!(err.contains(blocks) && err.contains("MXFP4"), "{err}");
+    // A clamp other than llama.cpp's.
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(hf.join("config.json")).unwrap()).unwrap();
+    config["swiglu_limit"] = serde_json::json!(10.0);
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    std::fs::copy(
+        hf.join("model.safetensors"),
+        dir.path().join("model.safetensors"),
+    )
+    .unwrap();
+    let err = load_error(dir.path());
+    assert!(err.contains("swiglu_limit 10"), "{err}");
 }

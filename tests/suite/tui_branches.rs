@@ -37,6 +37,7 @@ fn token_with(run_id: RunId, sample: u32, id: u32) -> Event {
             entropy: Some(1.0),
             watched: Vec::new(),
             constraint: None,
+            channel: None,
         },
     }
 }

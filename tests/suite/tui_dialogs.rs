@@ -938,6 +938,7 @@ fn token(run_id: RunId, text: &str, prob: f32) -> Event {
             entropy: None,
             watched: Vec::new(),
             constraint: None,
+            channel: None,
         },
     }
 }

@@ -44,6 +44,7 @@ fn inspected(run_id: RunId, sample: u32) -> Event {
             entropy: Some(1.2),
             watched: Vec::new(),
             constraint: None,
+            channel: None,
         },
     }
 }
@@ -613,6 +614,34 @@ fn the_cursor_token_is_drawn_reversed_only_while_the_columns_have_focus() {
     let buffer = render(&s, &Theme::plain());
     let (x, y) = find(&buffer, "Hello").unwrap();
     assert!(!buffer[(x, y)].modifier.contains(Modifier::REVERSED));
+}
+
+/// gpt-oss's reasoning (its `analysis` channel) is drawn dim beside the answer (`final`).
+#[test]
+fn reasoning_is_dimmed_and_the_answer_is_not() {
+    use samplab::response::channels::Channel;
+    let mut s = state_sized(80, 24);
+    update(&mut s, Action::Engine(ModelId(0), loaded()));
+    update(&mut s, Action::Engine(ModelId(0), started(1, vec![42])));
+    for (text, channel) in [
+        ("Think", Some(Channel::Analysis)),
+        ("assistant", None),
+        ("Yes", Some(Channel::Final)),
+    ] {
+        let mut event = token(1, 0, text, 0.5);
+        if let Event::Token { token, .. } = &mut event {
+            token.channel = channel;
+        }
+        update(&mut s, Action::Engine(ModelId(0), event));
+    }
+    let buffer = render(&s, &Theme::dark());
+    let (x, y) = find(&buffer, "ThinkassistantYes").unwrap();
+    let dim = |dx: u16| buffer[(x + dx, y)].modifier.contains(Modifier::DIM);
+    assert!(dim(0) && dim(4), "analysis");
+    assert!(
+        !dim(5) && !dim(14) && !dim(16),
+        "outside a channel, and final"
+    );
 }
 
 #[test]

@@ -31,6 +31,7 @@ fn token(sample: u32, id: u32, entropy: f32) -> Action {
                 // Two watched tokens: " Yes" as likely as the entropy is high, #13 never.
                 watched: vec![(entropy / 4.0).ln(), f32::NEG_INFINITY],
                 constraint: None,
+                channel: None,
             },
         },
     )

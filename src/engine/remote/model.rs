@@ -241,6 +241,7 @@ impl RemoteModel {
                 entropy: None,
                 watched: Vec::new(),
                 constraint: None,
+                channel: None,
             },
         });
     }

@@ -395,6 +395,7 @@ impl Model {
             let op = CausalAttention {
                 scale: scale as f32,
                 window,
+                sinks: layer.sinks.as_deref(),
             };
             return output(q.apply_op3_no_bwd(&k, &v, &op)?);
         }
@@ -411,7 +412,10 @@ impl Model {
                 .broadcast_add(mask)?
                 .reshape((rows, c.num_kv_heads, group * len, total))?;
         }
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+        let probs = match &layer.sinks {
+            Some(sinks) => with_sinks(&scores, sinks, len)?,
+            None => candle_nn::ops::softmax_last_dim(&scores)?,
+        };
         let out = probs
             .matmul(&v)?
             .reshape((rows, c.num_heads, len, c.head_dim))?
@@ -419,6 +423,21 @@ impl Model {
             .reshape((rows, len, c.num_heads * c.head_dim))?;
         output(out)
     }
+}
+
+/// The softmax of `scores` `[rows, kv_heads, group * len, keys]` with each query head's sink
+/// logit as one more key that holds no value: its column joins the softmax, then is dropped.
+fn with_sinks(scores: &Tensor, sinks: &[f32], len: usize) -> candle_core::Result<Tensor> {
+    let (rows, kv_heads, queries, keys) = scores.dims4()?;
+    let column: Vec<f32> = sinks
+        .iter()
+        .flat_map(|&s| std::iter::repeat_n(s, len))
+        .collect();
+    let column = Tensor::from_vec(column, (1, kv_heads, queries, 1), scores.device())?
+        .to_dtype(scores.dtype())?
+        .broadcast_as((rows, kv_heads, queries, 1))?;
+    let probs = candle_nn::ops::softmax_last_dim(&Tensor::cat(&[scores, &column], 3)?)?;
+    probs.narrow(3, 0, keys)
 }
 
 /// The causal masks of one forward, by window and keys held.
@@ -664,4 +683,41 @@ impl<M: Deref<Target = Model>> Session<M> {
 
 fn rows_to_vec(logits: &Tensor) -> Result<Vec<Vec<f32>>, ModelError> {
     Ok(logits.to_dtype(DType::F32)?.to_vec2::<f32>()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The generic path's sinks (what a GPU runs): each head's own sink joins its softmax,
+    /// heads grouped as the grouped-query matmul stacks them.
+    #[test]
+    fn a_sink_column_joins_each_heads_softmax_and_is_dropped() {
+        let (kv_heads, group, len, keys) = (2, 2, 3, 5);
+        let sinks = [-1.0f32, 0.5, 2.0, -3.0];
+        let scores: Vec<f32> = (0..kv_heads * group * len * keys)
+            .map(|i| ((i * 7919) % 13) as f32 / 4.0 - 1.5)
+            .collect();
+        let tensor = Tensor::from_vec(
+            scores.clone(),
+            (1, kv_heads, group * len, keys),
+            &Device::Cpu,
+        )
+        .unwrap();
+        let probs = with_sinks(&tensor, &sinks, len).unwrap();
+        assert_eq!(probs.dims(), [1, kv_heads, group * len, keys]);
+        let probs = probs.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        for (row, (scores, probs)) in scores
+            .chunks_exact(keys)
+            .zip(probs.chunks_exact(keys))
+            .enumerate()
+        {
+            let sink = f64::from(sinks[row / len]);
+            let exps: Vec<f64> = scores.iter().map(|&s| f64::from(s).exp()).collect();
+            let total = exps.iter().sum::<f64>() + sink.exp();
+            for (p, e) in probs.iter().zip(&exps) {
+                assert!((f64::from(*p) - e / total).abs() < 1e-6, "row {row}");
+            }
+        }
+    }
 }

@@ -1,12 +1,14 @@
 //! A mixture of experts in place of the feed-forward: the router's softmax picks each token's
 //! `used` most likely experts, their weights are renormalised to sum to one (llama.cpp's
 //! `build_moe_ffn` with softmax gating and `norm_w`; Qwen3 MoE's `norm_topk_prob`, Mixtral),
+//! or the `used` largest logits are taken and weighed by a softmax over them alone (gpt-oss),
 //! and each chosen expert runs once over all the tokens routed to it.
 //!
 //! A token's output is the sum of its experts' weighted outputs in the order of their rank,
 //! whatever other tokens are in the batch: our products compute each row on its own, so a row
 //! decoded beside others equals the row decoded alone.
 
+use super::registry::Gating;
 use super::weights::Moe;
 use crate::model::kernels::fused::Activation;
 use crate::model::kernels::fused::gated;
@@ -28,7 +30,10 @@ impl Moe {
             .forward(&flat)?
             .to_dtype(DType::F32)?
             .to_vec2::<f32>()?;
-        let routes: Vec<Vec<(usize, f32)>> = logits.iter().map(|l| route(l, self.used)).collect();
+        let routes: Vec<Vec<(usize, f32)>> = logits
+            .iter()
+            .map(|l| route(l, self.used, self.gating))
+            .collect();
         // (token, rank) of every token each chosen expert serves.
         let mut served: Vec<Vec<(usize, usize)>> = vec![Vec::new(); self.gate.len()];
         for (token, chosen) in routes.iter().enumerate() {
@@ -99,29 +104,41 @@ impl Moe {
     }
 }
 
-/// The `used` most likely experts under the softmax of `logits`, most likely first (the
-/// lower index first among equals), with their probabilities renormalised to sum to one.
-fn route(logits: &[f32], used: usize) -> Vec<(usize, f32)> {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let exps: Vec<f32> = logits.iter().map(|&l| (l - max).exp()).collect();
-    let total: f32 = exps.iter().sum();
+/// The `used` most likely experts, most likely first (the lower index first among equals),
+/// with weights that sum to one: their probabilities under the softmax of all `logits`
+/// renormalised, or the softmax of their logits alone.
+fn route(logits: &[f32], used: usize, gating: Gating) -> Vec<(usize, f32)> {
+    let softmax = |logits: &[f32]| -> Vec<f32> {
+        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let exps: Vec<f32> = logits.iter().map(|&l| (l - max).exp()).collect();
+        let total: f32 = exps.iter().sum();
+        exps.iter().map(|e| e / total).collect()
+    };
+    // Ranked as llama.cpp ranks them: by probability, or by logit.
+    let probs = match gating {
+        Gating::SoftmaxThenTopK => softmax(logits),
+        Gating::TopKThenSoftmax => logits.to_vec(),
+    };
     let mut order: Vec<usize> = (0..logits.len()).collect();
-    order.sort_by(|&a, &b| exps[b].total_cmp(&exps[a]).then(a.cmp(&b)));
-    let chosen: Vec<(usize, f32)> = order[..used]
-        .iter()
-        .map(|&e| (e, exps[e] / total))
-        .collect();
-    let sum: f32 = chosen.iter().map(|&(_, p)| p).sum();
-    chosen.into_iter().map(|(e, p)| (e, p / sum)).collect()
+    order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
+    let chosen = &order[..used];
+    let weights = match gating {
+        Gating::SoftmaxThenTopK => {
+            let sum: f32 = chosen.iter().map(|&e| probs[e]).sum();
+            chosen.iter().map(|&e| probs[e] / sum).collect()
+        }
+        Gating::TopKThenSoftmax => softmax(&chosen.iter().map(|&e| logits[e]).collect::<Vec<_>>()),
+    };
+    chosen.iter().copied().zip(weights).collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::route;
+    use super::{Gating, route};
 
     #[test]
     fn a_token_takes_its_most_likely_experts_with_weights_that_sum_to_one() {
-        let chosen = route(&[0.0, 2.0, 1.0, 2.0, -1.0], 3);
+        let chosen = route(&[0.0, 2.0, 1.0, 2.0, -1.0], 3, Gating::SoftmaxThenTopK);
         let experts: Vec<usize> = chosen.iter().map(|&(e, _)| e).collect();
         assert_eq!(experts, [1, 3, 2], "ties keep the lower index first");
         let sum: f32 = chosen.iter().map(|&(_, w)| w).sum();
@@ -132,5 +149,16 @@ mod tests {
             (chosen[2].1 - 1.0 / (2.0 * e + 1.0)).abs() < 1e-6,
             "{chosen:?}"
         );
+    }
+
+    #[test]
+    fn top_k_then_softmax_weighs_the_chosen_logits_alone() {
+        let chosen = route(&[0.5, 3.0, -2.0, 1.0], 2, Gating::TopKThenSoftmax);
+        let experts: Vec<usize> = chosen.iter().map(|&(e, _)| e).collect();
+        assert_eq!(experts, [1, 3]);
+        // e^3 : e^1, whatever the experts left out.
+        let want = 1.0 / (1.0 + (-2f32).exp());
+        assert!((chosen[0].1 - want).abs() < 1e-6, "{chosen:?}");
+        assert!((chosen[0].1 + chosen[1].1 - 1.0).abs() < 1e-6);
     }
 }

@@ -38,6 +38,10 @@ pub enum Architecture {
     /// Qwen3.5: three layers of four are Gated DeltaNet (a recurrent state, no keys), the
     /// fourth gated attention over part of each head.
     Qwen35,
+    /// gpt-oss: biases on every projection, a learned sink logit per head in attention's
+    /// softmax, a window on every other layer, YaRN, and experts with a clamped SwiGLU chosen
+    /// by the router's largest logits.
+    GptOss,
 }
 
 /// Where q and k are RMS-normed before RoPE.
@@ -92,6 +96,27 @@ pub(crate) struct Family {
     /// Gated DeltaNet layers in place of attention: all but every n-th layer, where the
     /// files do not list them (Qwen3.5's 4).
     pub recurrent: Option<usize>,
+    /// Each attention head has a learned sink logit (gpt-oss): its share of the softmax goes
+    /// to no value.
+    pub sinks: bool,
+    /// How the router's logits choose and weigh a token's experts.
+    pub gating: Gating,
+    /// GGUF metadata's YaRN betas are read (llama.cpp reads them for Ministral 3 alone;
+    /// every other family rotates with its defaults, 32 and 1, whatever the file says).
+    pub gguf_yarn_betas: bool,
+    /// config.json keeps a layer's experts in fused tensors, gate and up interleaved
+    /// (gpt-oss), not one tensor per expert.
+    pub hf_fused_experts: bool,
+}
+
+/// How a mixture of experts turns the router's logits into each token's experts and weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gating {
+    /// Softmax over all experts, the most likely taken, their weights renormalised (Qwen3 MoE,
+    /// Mixtral).
+    SoftmaxThenTopK,
+    /// The largest logits taken, then a softmax over those alone (gpt-oss).
+    TopKThenSoftmax,
 }
 
 /// Sliding-window layers: each but every `period`-th one, where the files do not list them.
@@ -105,6 +130,9 @@ pub(crate) enum Window {
     /// Windowed only where the files give a window (OLMo 3, not OLMo 2); its layers rotate
     /// with the global base, unscaled, as llama.cpp rotates them.
     Optional { period: usize },
+    /// The files must give the window; its layers rotate as the others do, YaRN included
+    /// (gpt-oss, whose first layer of each pair is windowed).
+    Alternating { period: usize },
 }
 
 /// The tensors of a block and of the model around the blocks.
@@ -148,6 +176,8 @@ pub(crate) enum Part {
     GateExperts,
     UpExperts,
     DownExperts,
+    /// Attention's per-head sink logits (gpt-oss).
+    Sinks,
 }
 
 const LLAMA_LIKE: Family = Family {
@@ -170,6 +200,10 @@ const LLAMA_LIKE: Family = Family {
     gguf_names: &[],
     gated_attention: false,
     recurrent: None,
+    sinks: false,
+    gating: Gating::SoftmaxThenTopK,
+    gguf_yarn_betas: false,
+    hf_fused_experts: false,
 };
 
 /// Every family, in the order the "supported" lists name them.
@@ -276,6 +310,7 @@ pub(crate) const FAMILIES: &[Family] = &[
         name: "mistral3",
         gguf: &["mistral3"],
         hf: &["ministral3"],
+        gguf_yarn_betas: true,
         ..LLAMA_LIKE
     },
     Family {
@@ -298,6 +333,23 @@ pub(crate) const FAMILIES: &[Family] = &[
         gguf_names: &[(Part::FfnNorm, "post_attention_norm")],
         gated_attention: true,
         recurrent: Some(4),
+        ..LLAMA_LIKE
+    },
+    // The norm before the experts is llama's `ffn_norm` under another GGUF name.
+    Family {
+        architecture: Architecture::GptOss,
+        name: "gpt-oss",
+        gguf: &["gpt-oss"],
+        hf: &["gpt_oss"],
+        gguf_rope: RopeLayout::HalfSplit,
+        activation: Activation::SwigluOai,
+        moe: true,
+        window: Window::Alternating { period: 2 },
+        hf_names: &[(Part::Router, "mlp.router")],
+        gguf_names: &[(Part::FfnNorm, "post_attention_norm")],
+        sinks: true,
+        gating: Gating::TopKThenSoftmax,
+        hf_fused_experts: true,
         ..LLAMA_LIKE
     },
 ];
@@ -387,6 +439,7 @@ impl Part {
             Part::SsmAlpha => "ssm_alpha",
             Part::SsmNorm => "ssm_norm",
             Part::SsmOut => "ssm_out",
+            Part::Sinks => "attn_sinks",
         }
     }
 
@@ -431,6 +484,8 @@ impl Part {
             Part::SsmAlpha => "linear_attn.in_proj_a",
             Part::SsmNorm => "linear_attn.norm",
             Part::SsmOut => "linear_attn.out_proj",
+            // `self_attn.sinks` in the checkpoint, named so when it is read.
+            Part::Sinks => "self_attn.sinks",
         }
     }
 }
@@ -452,7 +507,7 @@ mod tests {
         }
         assert_eq!(
             supported_gguf(),
-            "llama, qwen2, qwen3, gemma3, smollm3, qwen3moe, granite, granitemoe, olmo2, mistral3, phi3, qwen35"
+            "llama, qwen2, qwen3, gemma3, smollm3, qwen3moe, granite, granitemoe, olmo2, mistral3, phi3, qwen35, gpt-oss"
         );
         assert_eq!(Architecture::from_gguf("gpt2"), None);
     }

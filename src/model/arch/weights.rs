@@ -2,7 +2,7 @@
 //! kept as stored) into one in-memory form, so that the forward pass has a single code path.
 
 use super::delta_net::DeltaNet;
-use super::registry::{Part, QkNorm};
+use super::registry::{Gating, Part, QkNorm};
 use crate::model::error::ModelError;
 use crate::model::formats::config::ModelConfig;
 use crate::model::formats::tensors::{
@@ -224,6 +224,8 @@ pub(crate) struct Attention {
     /// Per-head norms, applied to q and k before RoPE (Qwen3, Gemma 3).
     pub q_norm: Option<Tensor>,
     pub k_norm: Option<Tensor>,
+    /// Each query head's sink logit (gpt-oss).
+    pub sinks: Option<Vec<f32>>,
 }
 
 /// A layer's feed-forward: one, or a mixture of experts.
@@ -245,6 +247,7 @@ pub(crate) struct Moe {
     pub up: Vec<Linear>,
     pub down: Vec<Linear>,
     pub used: usize,
+    pub gating: Gating,
 }
 
 impl Ffn {
@@ -441,9 +444,14 @@ impl Weights {
                             name,
                             family: source.family().name,
                         })?;
+                        let biases = source.expert_biases(i, part, experts.count, shape.0)?;
+                        let mut biases = biases.map(Vec::into_iter);
                         found
                             .into_iter()
-                            .map(|m| Linear::new(m, None, ours).map_err(ModelError::from))
+                            .map(|m| {
+                                let bias = biases.as_mut().and_then(Iterator::next);
+                                Linear::new(m, bias, ours).map_err(ModelError::from)
+                            })
                             .collect::<Result<Vec<_>, _>>()
                     };
                     Ffn::Experts(Moe {
@@ -452,6 +460,7 @@ impl Weights {
                         up: matrices(Part::UpExperts, (size, h))?,
                         down: matrices(Part::DownExperts, (h, size))?,
                         used: experts.used,
+                        gating: family.gating,
                     })
                 }
             };
@@ -571,7 +580,15 @@ fn load_attention<S: Source>(
             Some(norm(Part::KNorm, kv)?),
         ),
     };
+    let sinks = if family.sinks {
+        let name = source.name(Some(layer), Part::Sinks, "weight");
+        let sinks = require(source, &name, |s, n| s.vector(n, config.num_heads))?;
+        Some(sinks.to_vec1::<f32>()?)
+    } else {
+        None
+    };
     Ok(Attention {
+        sinks,
         q,
         k,
         v,

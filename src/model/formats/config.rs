@@ -378,12 +378,16 @@ impl ModelConfig {
             Some("yarn") => Some(RopeScaling::Yarn {
                 factor: md.f32(&key("rope.scaling.factor"))?,
                 original_context: original_or_trained,
-                beta_fast: md
-                    .opt_f32(&key("rope.scaling.yarn_beta_fast"))?
-                    .unwrap_or(32.0),
-                beta_slow: md
-                    .opt_f32(&key("rope.scaling.yarn_beta_slow"))?
-                    .unwrap_or(1.0),
+                beta_fast: match family.gguf_yarn_betas {
+                    true => md.opt_f32(&key("rope.scaling.yarn_beta_fast"))?,
+                    false => None,
+                }
+                .unwrap_or(32.0),
+                beta_slow: match family.gguf_yarn_betas {
+                    true => md.opt_f32(&key("rope.scaling.yarn_beta_slow"))?,
+                    false => None,
+                }
+                .unwrap_or(1.0),
             }),
             Some(other) => {
                 return Err(config_error(
@@ -422,7 +426,9 @@ impl ModelConfig {
         let window_key = key("attention.sliding_window");
         let windowed = match family.window {
             Window::None => None,
-            Window::Required { period } => Some((md.usize(&window_key)?, period)),
+            Window::Required { period } | Window::Alternating { period } => {
+                Some((md.usize(&window_key)?, period))
+            }
             Window::Optional { period } => md.opt_usize(&window_key)?.map(|w| (w, period)),
         };
         if windowed.is_some_and(|(w, _)| w == 0) {
@@ -499,7 +505,7 @@ impl ModelConfig {
             },
             rope_original_context,
             rope_theta_local: match (windowed, family.window) {
-                (None, _) | (_, Window::None) => None,
+                (None, _) | (_, Window::None | Window::Alternating { .. }) => None,
                 (Some(_), Window::Required { .. }) => {
                     Some(md.opt_f32(&key("rope.freq_base_swa"))?.unwrap_or(10_000.0))
                 }
@@ -571,7 +577,7 @@ impl ModelConfig {
             .filter(|_| hf.use_sliding_window != Some(false));
         let period = match family.window {
             Window::None => None,
-            Window::Required { period } => Some(period),
+            Window::Required { period } | Window::Alternating { period } => Some(period),
             Window::Optional { period } => sliding_window.map(|_| period),
         };
         let (context_length, windowed, sliding) = match period {
@@ -639,6 +645,19 @@ impl ModelConfig {
                 path,
                 format!(
                     "hidden_activation `{activation}` is not supported for {} (gelu_pytorch_tanh is)",
+                    hf.model_type
+                ),
+            ));
+        }
+        if let Some(limit) = hf.swiglu_limit
+            && family.activation == crate::model::kernels::fused::Activation::SwigluOai
+            && limit != 7.0
+        {
+            return Err(config_error(
+                path,
+                format!(
+                    "swiglu_limit {limit} is not supported for {}: samplab clamps at 7.0, as \
+                     llama.cpp does",
                     hf.model_type
                 ),
             ));
@@ -713,6 +732,7 @@ impl ModelConfig {
             ),
             rope_theta_local: match family.window {
                 Window::Optional { .. } => windowed.map(|_| rope_theta),
+                Window::Alternating { .. } => None,
                 _ => windowed.map(|_| hf.rope_local_base_freq.unwrap_or(10_000.0)),
             },
             attention_scale: match hf.attention_multiplier {
@@ -1095,6 +1115,8 @@ struct HfConfig {
     no_rope_layer_interval: Option<usize>,
     query_pre_attn_scalar: Option<f64>,
     hidden_activation: Option<String>,
+    /// gpt-oss: where its SwiGLU clamps.
+    swiglu_limit: Option<f64>,
     bos_token_id: Option<u32>,
     eos_token_id: Option<Ids>,
     #[serde(default)]

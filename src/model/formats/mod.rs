@@ -2,6 +2,7 @@
 //! of GGUF metadata and config.json, and the tensors of GGUF and safetensors files.
 
 pub mod config;
+mod fused_experts;
 pub(crate) mod gguf_checks;
 pub(crate) mod mxfp4;
 pub(crate) mod tensors;

@@ -38,6 +38,15 @@ pub(crate) trait Source {
         count: usize,
         shape: (usize, usize),
     ) -> Result<Option<Vec<Stored>>, ModelError>;
+    /// The biases of layer `layer`'s `count` expert matrices of one kind, `len` each (gpt-oss);
+    /// `None` when the file has none.
+    fn expert_biases(
+        &mut self,
+        layer: usize,
+        part: Part,
+        count: usize,
+        len: usize,
+    ) -> Result<Option<Vec<Tensor>>, ModelError>;
     fn path(&self) -> &Path;
     /// The family whose tensors these are, for errors.
     fn family(&self) -> &'static Family;
@@ -327,6 +336,28 @@ impl Source for GgufSource<'_> {
             .map_err(|e| corrupt(&self.path, e))
     }
 
+    /// GGUF stacks them in one `[count, len]` tensor.
+    fn expert_biases(
+        &mut self,
+        layer: usize,
+        part: Part,
+        count: usize,
+        len: usize,
+    ) -> Result<Option<Vec<Tensor>>, ModelError> {
+        let name = self.name(Some(layer), part, "bias");
+        let Some(stacked) = self.qtensor(&name, &[count, len])? else {
+            return Ok(None);
+        };
+        let stacked = stacked
+            .dequantize(&self.device)
+            .map_err(|e| corrupt(&self.path, e))?;
+        Ok(Some(
+            (0..count)
+                .map(|e| stacked.get(e))
+                .collect::<candle_core::Result<_>>()?,
+        ))
+    }
+
     fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Option<Tensor>, ModelError> {
         self.qtensor(name, shape)?
             .map(|t| {
@@ -444,11 +475,45 @@ impl HfSource {
                 tensors.insert(name, tensor);
             }
         }
+        if family.hf_fused_experts {
+            super::fused_experts::split(&mut tensors).map_err(|r| corrupt_as(dir, r))?;
+        }
         Ok(Self {
             tensors,
             path: dir.to_owned(),
             family,
         })
+    }
+
+    /// One tensor per expert, `model.layers.{layer}.mlp.experts.{e}.gate_proj.{suffix}`: all
+    /// of them, or none.
+    fn per_expert<T>(
+        &mut self,
+        layer: usize,
+        part: Part,
+        count: usize,
+        suffix: &str,
+        get: impl Fn(&mut Self, &str) -> Result<Option<T>, ModelError>,
+    ) -> Result<Option<Vec<T>>, ModelError> {
+        let mut found = Vec::new();
+        for e in 0..count {
+            let name = format!(
+                "model.layers.{layer}.mlp.experts.{e}.{}.{suffix}",
+                part.hf(self.family)
+            );
+            match get(self, &name)? {
+                Some(t) => found.push(t),
+                None if e == 0 => return Ok(None),
+                None => {
+                    return Err(ModelError::MissingTensor {
+                        path: self.path.clone(),
+                        name,
+                        family: self.family.name,
+                    });
+                }
+            }
+        }
+        Ok(Some(found))
     }
 
     /// Takes a tensor out of the loaded files, so that each is freed once converted.
@@ -504,8 +569,6 @@ impl Source for HfSource {
             .transpose()?)
     }
 
-    /// One tensor per expert, `model.layers.{layer}.mlp.experts.{e}.gate_proj.weight`: all of
-    /// them, or none.
     fn experts(
         &mut self,
         layer: usize,
@@ -513,28 +576,17 @@ impl Source for HfSource {
         count: usize,
         shape: (usize, usize),
     ) -> Result<Option<Vec<Stored>>, ModelError> {
-        let name = |e: usize| {
-            format!(
-                "model.layers.{layer}.mlp.experts.{e}.{}.weight",
-                part.hf(self.family)
-            )
-        };
-        let mut matrices = Vec::new();
-        for e in 0..count {
-            let expert = name(e);
-            match self.matrix(&expert, shape)? {
-                Some(m) => matrices.push(m),
-                None if e == 0 => return Ok(None),
-                None => {
-                    return Err(ModelError::MissingTensor {
-                        path: self.path.clone(),
-                        name: expert,
-                        family: self.family.name,
-                    });
-                }
-            }
-        }
-        Ok(Some(matrices))
+        self.per_expert(layer, part, count, "weight", |s, n| s.matrix(n, shape))
+    }
+
+    fn expert_biases(
+        &mut self,
+        layer: usize,
+        part: Part,
+        count: usize,
+        len: usize,
+    ) -> Result<Option<Vec<Tensor>>, ModelError> {
+        self.per_expert(layer, part, count, "bias", |s, n| s.vector(n, len))
     }
 
     /// Gemma's checkpoints store `w - 1`; convert adds the one for GGUF, we add it here.

@@ -24,11 +24,14 @@ const MIN_GROUPED_TASKS: usize = 8;
 /// `softmax(q k^T * scale + causal mask) v` for q `[rows, heads, len, head_dim]` and k, v
 /// `[rows, kv_heads, total, head_dim]` (query `i` sits at position `total - len + i`); query
 /// heads share kv heads in consecutive groups. With a window, a query sees only the last
-/// `window` positions up to its own.
+/// `window` positions up to its own. With sinks (one logit per query head, gpt-oss), each
+/// head's softmax has one more term in its denominator, as if a key of that score held a zero
+/// value.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct CausalAttention {
+pub(crate) struct CausalAttention<'a> {
     pub scale: f32,
     pub window: Option<usize>,
+    pub sinks: Option<&'a [f32]>,
 }
 
 /// A 4-d tensor's f32 values with the strides to index them.
@@ -78,7 +81,7 @@ fn dims4(layout: &Layout) -> candle_core::Result<(usize, usize, usize, usize)> {
     layout.shape().dims4()
 }
 
-impl CustomOp3 for CausalAttention {
+impl CustomOp3 for CausalAttention<'_> {
     fn name(&self) -> &'static str {
         "causal-attention"
     }
@@ -100,6 +103,7 @@ impl CustomOp3 for CausalAttention {
             || kv_heads == 0
             || heads % kv_heads != 0
             || total < len
+            || self.sinks.is_some_and(|s| s.len() != heads)
         {
             candle_core::bail!(
                 "attention: q {:?} does not fit k {:?}, v {:?}",
@@ -145,6 +149,7 @@ impl CustomOp3 for CausalAttention {
                     start,
                     scale: self.scale,
                     window: self.window,
+                    sinks: self.sinks,
                 };
                 let part = attend_with(isa, &task, queries);
                 let per_query = part.chunks_exact(per_task * dim);
@@ -172,6 +177,7 @@ struct Task<'a> {
     start: usize,
     scale: f32,
     window: Option<usize>,
+    sinks: Option<&'a [f32]>,
 }
 
 /// [`attend`] compiled for the running CPU: with AVX2 and FMA the fused multiply-adds are
@@ -252,8 +258,14 @@ fn attend<const AVX2: bool>(task: &Task, queries: std::ops::Range<usize>) -> Vec
                 weights.push(dots::<1, AVX2>(query, [key])[0]);
             }
         }
-        for (weights, out) in weights.iter_mut().zip(out.chunks_exact_mut(dim)) {
-            mix_values(task, oldest, weights, out);
+        for ((h, weights), out) in task
+            .heads
+            .clone()
+            .zip(weights.iter_mut())
+            .zip(out.chunks_exact_mut(dim))
+        {
+            let sink = task.sinks.map(|s| s[h]);
+            mix_values(task, oldest, weights, sink, out);
         }
     }
     out
@@ -261,11 +273,11 @@ fn attend<const AVX2: bool>(task: &Task, queries: std::ops::Range<usize>) -> Vec
 
 /// `out = softmax(weights * scale) · values` (weight `j` for the value at `oldest + j`): the
 /// weights become their exponentials, summed in order, and the values' weighted sum is divided
-/// by that sum.
+/// by that sum, which counts the sink's exponential last where the head has one.
 #[inline(always)]
-fn mix_values(task: &Task, oldest: usize, weights: &mut [f32], out: &mut [f32]) {
+fn mix_values(task: &Task, oldest: usize, weights: &mut [f32], sink: Option<f32>, out: &mut [f32]) {
     let dim = task.dim;
-    let mut max = f32::NEG_INFINITY;
+    let mut max = sink.unwrap_or(f32::NEG_INFINITY);
     for w in weights.iter_mut() {
         *w *= task.scale;
         max = max.max(*w);
@@ -277,6 +289,9 @@ fn mix_values(task: &Task, oldest: usize, weights: &mut [f32], out: &mut [f32]) 
     let mut sum = 0f32;
     for &w in weights.iter() {
         sum += w;
+    }
+    if let Some(sink) = sink {
+        sum += exp(sink - max);
     }
     match dim {
         64 => weighted_sum::<64>(task, oldest, weights, out),
@@ -404,8 +419,14 @@ pub(crate) mod tests {
         Tensor::from_vec(values, shape, &Device::Cpu).unwrap()
     }
 
-    /// The f64 reference for one query.
-    fn reference(q: &[f32], keys: &[Vec<f32>], values: &[Vec<f32>], scale: f64) -> Vec<f64> {
+    /// The f64 reference for one query; a sink adds its exponential to the denominator.
+    fn reference(
+        q: &[f32],
+        keys: &[Vec<f32>],
+        values: &[Vec<f32>],
+        scale: f64,
+        sink: Option<f64>,
+    ) -> Vec<f64> {
         let scores: Vec<f64> = keys
             .iter()
             .map(|k| {
@@ -416,9 +437,12 @@ pub(crate) mod tests {
                     * scale
             })
             .collect();
-        let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let max = scores
+            .iter()
+            .copied()
+            .fold(sink.unwrap_or(f64::NEG_INFINITY), f64::max);
         let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
-        let sum: f64 = weights.iter().sum();
+        let sum = weights.iter().sum::<f64>() + sink.map_or(0.0, |s| (s - max).exp());
         (0..q.len())
             .map(|d| {
                 weights
@@ -437,12 +461,23 @@ pub(crate) mod tests {
         // one that cuts (with keys four at a time and one by one) and one wider than the cache.
         for dim in [12, 64, 128, 256] {
             for window in [None, Some(1), Some(2), Some(5), Some(64)] {
-                check_against_f64(dim, window);
+                check_against_f64(dim, window, None);
             }
         }
     }
 
-    fn check_against_f64(dim: usize, window: Option<usize>) {
+    /// Sinks well below, among and above the scores: each head's own takes its share.
+    #[test]
+    fn a_sink_takes_its_share_of_each_heads_softmax() {
+        let sinks = [-3.0, 0.1, 0.7, 4.0];
+        for dim in [12, 64] {
+            for window in [None, Some(2)] {
+                check_against_f64(dim, window, Some(&sinks));
+            }
+        }
+    }
+
+    fn check_against_f64(dim: usize, window: Option<usize>, sinks: Option<&[f32]>) {
         let (rows, heads, kv_heads, len, total) = (2, 4, 2, 3, 7);
         let q = noise((rows, heads, len, dim), 1);
         // k and v as a narrowed view of a larger cache, as the KV cache hands them over.
@@ -454,7 +489,15 @@ pub(crate) mod tests {
             .unwrap();
         let scale = 0.3f32;
         let out = q
-            .apply_op3_no_bwd(&k, &v, &CausalAttention { scale, window })
+            .apply_op3_no_bwd(
+                &k,
+                &v,
+                &CausalAttention {
+                    scale,
+                    window,
+                    sinks,
+                },
+            )
             .unwrap();
         assert_eq!(out.dims(), [rows, len, heads * dim]);
         let out = out.to_vec3::<f32>().unwrap();
@@ -469,6 +512,7 @@ pub(crate) mod tests {
                         &k4[r][h / 2][oldest..seen],
                         &v4[r][h / 2][oldest..seen],
                         f64::from(scale),
+                        sinks.map(|s| f64::from(s[h])),
                     );
                     let got = &out[r][i][h * dim..(h + 1) * dim];
                     for (g, w) in got.iter().zip(&want) {
@@ -519,6 +563,7 @@ pub(crate) mod tests {
                                 start: 6,
                                 scale: 0.3,
                                 window,
+                                sinks: None,
                             };
                             let bits = |isa| -> Vec<u32> {
                                 let out = attend_with(isa, &task, 0..3);
@@ -542,6 +587,7 @@ pub(crate) mod tests {
         let op = CausalAttention {
             scale: 0.25,
             window: Some(7),
+            sinks: None,
         };
         let all = q.apply_op3_no_bwd(&k, &v, &op).unwrap();
         let bits = |t: &Tensor| {

@@ -16,7 +16,14 @@ pub(crate) enum Activation {
     Silu,
     /// GeGLU with GELU's tanh approximation (`gelu_pytorch_tanh`).
     GeluTanh,
+    /// gpt-oss's clamped SwiGLU: `x sigmoid(1.702 x) (y + 1)` with the gate `x` clamped
+    /// from above and `y` (up) from both sides at 7.
+    SwigluOai,
 }
+
+/// gpt-oss's SwiGLU constants (its config.json's `swiglu_limit`; llama.cpp fixes both).
+const OAI_ALPHA: f32 = 1.702;
+const OAI_LIMIT: f32 = 7.0;
 
 /// How the two halves of each rotated pair are laid out inside a head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +106,7 @@ impl CustomOp2 for GatedTimes {
         match self.activation {
             Activation::Silu => "silu-times",
             Activation::GeluTanh => "gelu-times",
+            Activation::SwigluOai => "swiglu-oai",
         }
     }
 
@@ -171,6 +179,12 @@ fn gated_into(activation: Activation, gate: &[f32], up: &[f32], out: &mut [f32])
                 *o = g / (1.0 + exp(-2.0 * y)) * u;
             }
         }
+        Activation::SwigluOai => {
+            for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+                let (x, y) = (g.min(OAI_LIMIT), u.clamp(-OAI_LIMIT, OAI_LIMIT));
+                *o = x / (1.0 + exp(-OAI_ALPHA * x)) * (y + 1.0);
+            }
+        }
     }
 }
 
@@ -214,6 +228,11 @@ pub(crate) fn gated(
     match activation {
         Activation::Silu => gate.silu()? * up,
         Activation::GeluTanh => gate.gelu()? * up,
+        Activation::SwigluOai => {
+            let x = gate.minimum(OAI_LIMIT)?;
+            let y = (up.clamp(-OAI_LIMIT, OAI_LIMIT)? + 1.0)?;
+            (candle_nn::ops::sigmoid(&(&x * f64::from(OAI_ALPHA))?)? * x)? * y
+        }
     }
 }
 
@@ -335,6 +354,47 @@ mod tests {
             "gelu(-20) is about 0, not NaN: {}",
             ours[0]
         );
+    }
+
+    /// Against the clamped SwiGLU in f64, across both clamps; the CPU pass and the candle ops
+    /// other devices take agree with it.
+    #[test]
+    fn swiglu_oai_clamps_the_gate_above_and_up_on_both_sides() {
+        let gate: Vec<f32> = (-600..=600).map(|i| i as f32 / 40.0).collect();
+        let up: Vec<f32> = gate.iter().rev().map(|g| g * 0.9).collect();
+        let (g, u) = (
+            Tensor::new(gate.as_slice(), &Device::Cpu).unwrap(),
+            Tensor::new(up.as_slice(), &Device::Cpu).unwrap(),
+        );
+        let ours = gated(Activation::SwigluOai, &g, &u).unwrap();
+        // The same formula in candle's ops, as a GPU runs it (f64 skips the CPU pass).
+        let (g64, u64) = (
+            g.to_dtype(candle_core::DType::F64).unwrap(),
+            u.to_dtype(candle_core::DType::F64).unwrap(),
+        );
+        let ops = gated(Activation::SwigluOai, &g64, &u64)
+            .unwrap()
+            .to_vec1::<f64>()
+            .unwrap();
+        for (((&g, &u), o), op) in gate
+            .iter()
+            .zip(&up)
+            .zip(ours.to_vec1::<f32>().unwrap())
+            .zip(ops)
+        {
+            let x = f64::from(g).min(7.0);
+            let y = f64::from(u).clamp(-7.0, 7.0);
+            let want = x / (1.0 + (-1.702 * x).exp()) * (y + 1.0);
+            let tolerance = 1e-6 * want.abs().max(1e-3);
+            assert!(
+                (f64::from(o) - want).abs() <= tolerance,
+                "({g}, {u}): {o} vs {want}"
+            );
+            assert!(
+                (op - want).abs() <= tolerance,
+                "ops ({g}, {u}): {op} vs {want}"
+            );
+        }
     }
 
     #[test]

@@ -291,6 +291,7 @@ mod tests {
             let op = CausalAttention {
                 scale: 0.5,
                 window: Some(WINDOW),
+                sinks: None,
             };
             let q = cut(&self.q).unwrap().contiguous().unwrap();
             q.apply_op3_no_bwd(&k, &v, &op)

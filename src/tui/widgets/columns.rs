@@ -8,6 +8,7 @@ use super::spark;
 use super::wrap::Wrapped;
 use crate::engine::TokenEvent;
 use crate::engine::score::common_prefix;
+use crate::response::channels::Channel;
 use crate::response::{
     BranchOrigin, CrossScore, StopMatched, StopReason, mean_and_perplexity, stop_label,
 };
@@ -706,8 +707,12 @@ pub fn render(
             }
             // Where the sample parts from its run's first sample.
             Some(t) if Some(t) == column.parts => tinted(t).add_modifier(Modifier::UNDERLINED),
-            // Forced by the constraint: dimmed, since the model did not choose it.
-            Some(t) if column.tokens[t].constraint.is_some_and(|c| c.forced()) => {
+            // Forced by the constraint: dimmed, since the model did not choose it; reasoning
+            // (gpt-oss's analysis channel) too, since it is not the answer.
+            Some(t)
+                if column.tokens[t].constraint.is_some_and(|c| c.forced())
+                    || column.tokens[t].channel == Some(Channel::Analysis) =>
+            {
                 tinted(t).add_modifier(Modifier::DIM)
             }
             Some(t) => tinted(t),
@@ -767,6 +772,7 @@ mod tests {
             entropy: None,
             watched: Vec::new(),
             constraint: None,
+            channel: None,
         }
     }
 

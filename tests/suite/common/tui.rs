@@ -47,6 +47,7 @@ pub fn token(run_id: RunId, sample: u32, text: &str, prob: f32) -> Event {
             entropy: None,
             watched: Vec::new(),
             constraint: None,
+            channel: None,
         },
     }
 }
