@@ -164,20 +164,16 @@ fn for_config(config: &ModelConfig, weights: u64) -> MemoryEstimate {
 /// windowed layer holds its window's worth at most. A header's absurd figures saturate (and
 /// so are refused) instead of wrapping to a small number.
 pub fn kv_bytes(config: &ModelConfig, positions: usize) -> u64 {
-    let per_layer_position = [config.num_kv_heads, config.head_dim]
-        .iter()
-        .fold(2 * 4u64, |bytes, &n| bytes.saturating_mul(n as u64));
-    let windows: Vec<usize> = config
+    config
         .layers
         .iter()
-        .filter_map(|plan| plan.window)
-        .collect();
-    let full = config.num_layers.saturating_sub(windows.len()) as u64;
-    let held = windows
-        .iter()
-        .map(|&w| positions_held(Some(w), positions) as u64)
-        .fold(full.saturating_mul(positions as u64), u64::saturating_add);
-    per_layer_position.saturating_mul(held)
+        .filter(|plan| plan.kv_from.is_none())
+        .map(|plan| {
+            [plan.kv_heads, plan.head_dim, positions_held(plan.window, positions)]
+                .iter()
+                .fold(2 * 4u64, |bytes, &n| bytes.saturating_mul(n as u64))
+        })
+        .fold(0, u64::saturating_add)
 }
 
 /// Bytes a safetensors file's tensors take once loaded, from its JSON header: on the CPU f16

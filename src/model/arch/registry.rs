@@ -32,6 +32,10 @@ pub enum Architecture {
     /// Ministral 3: Llama with YaRN and queries scaled up with their position (Llama 4's
     /// attention temperature).
     Mistral3,
+    /// Gemma 4: Gemma 3's blocks with the windowed layers listed, wider heads on the global
+    /// ones with proportional RoPE, v normed too, unscaled scores, the last layers reusing
+    /// earlier layers' keys, per-layer embeddings (E2B, E4B) and a final logit softcap.
+    Gemma4,
     /// Phi-3 and Phi-4: q, k and v in one matrix, gate and up in another, RoPE over part of
     /// each head with LongRoPE's factors.
     Phi3,
@@ -81,6 +85,8 @@ pub(crate) struct Family {
     pub fused_gate_up: bool,
     /// Per-layer names of config.json tensors that differ from llama's.
     pub hf_names: &'static [(Part, &'static str)],
+    /// Values are RMS-normed per head (no weight) before attention (Gemma 4).
+    pub v_norm: bool,
 }
 
 /// Sliding-window layers: each but every `period`-th one, where the files do not list them.
@@ -94,6 +100,10 @@ pub(crate) enum Window {
     /// Windowed only where the files give a window (OLMo 3, not OLMo 2); its layers rotate
     /// with the global base, unscaled, as llama.cpp rotates them.
     Optional { period: usize },
+    /// The files must give the window and list its layers (Gemma 4's
+    /// `attention.sliding_window_pattern`, config.json's `layer_types`); they rotate as
+    /// `Required`'s do.
+    Listed,
 }
 
 /// The tensors of a block and of the model around the blocks.
@@ -126,6 +136,17 @@ pub(crate) enum Part {
     GateExperts,
     UpExperts,
     DownExperts,
+    /// Each layer's output is multiplied by this scalar (Gemma 4).
+    OutputScale,
+    /// Per-layer embeddings (Gemma 4's E2B, E4B): a table of every layer's per token, a
+    /// projection of the embeddings to every layer's and its norm...
+    PerLayerEmbed,
+    PerLayerModelProj,
+    PerLayerProjNorm,
+    /// ...and in each layer the gate that reads it, the projection back and its norm.
+    PerLayerGate,
+    PerLayerProj,
+    PerLayerPostNorm,
 }
 
 const LLAMA_LIKE: Family = Family {
@@ -145,6 +166,7 @@ const LLAMA_LIKE: Family = Family {
     no_rope_period: None,
     fused_gate_up: false,
     hf_names: &[],
+    v_norm: false,
 };
 
 /// Every family, in the order the "supported" lists name them.
@@ -253,6 +275,21 @@ pub(crate) const FAMILIES: &[Family] = &[
         hf: &["ministral3"],
         ..LLAMA_LIKE
     },
+    // GGUF only: its config.json checkpoints are multimodal wrappers.
+    Family {
+        architecture: Architecture::Gemma4,
+        name: "gemma4",
+        gguf: &["gemma4"],
+        hf: &[],
+        gguf_rope: RopeLayout::HalfSplit,
+        qk_norm: QkNorm::PerHead,
+        post_norms: true,
+        activation: Activation::GeluTanh,
+        scaled_embeddings: true,
+        window: Window::Listed,
+        v_norm: true,
+        ..LLAMA_LIKE
+    },
     Family {
         architecture: Architecture::Phi3,
         name: "phi3",
@@ -338,6 +375,13 @@ impl Part {
             Part::GateExperts => "ffn_gate_exps",
             Part::UpExperts => "ffn_up_exps",
             Part::DownExperts => "ffn_down_exps",
+            Part::OutputScale => "layer_output_scale",
+            Part::PerLayerEmbed => "per_layer_token_embd",
+            Part::PerLayerModelProj => "per_layer_model_proj",
+            Part::PerLayerProjNorm => "per_layer_proj_norm",
+            Part::PerLayerGate => "inp_gate",
+            Part::PerLayerProj => "proj",
+            Part::PerLayerPostNorm => "post_norm",
         }
     }
 
@@ -374,6 +418,13 @@ impl Part {
             Part::GateExperts => "gate_proj",
             Part::UpExperts => "up_proj",
             Part::DownExperts => "down_proj",
+            Part::OutputScale => "layer_scalar",
+            Part::PerLayerEmbed => "model.embed_tokens_per_layer",
+            Part::PerLayerModelProj => "model.per_layer_model_projection",
+            Part::PerLayerProjNorm => "model.per_layer_projection_norm",
+            Part::PerLayerGate => "per_layer_input_gate",
+            Part::PerLayerProj => "per_layer_projection",
+            Part::PerLayerPostNorm => "post_per_layer_input_norm",
         }
     }
 }
@@ -395,7 +446,7 @@ mod tests {
         }
         assert_eq!(
             supported_gguf(),
-            "llama, qwen2, qwen3, gemma3, smollm3, qwen3moe, granite, granitemoe, olmo2, mistral3, phi3"
+            "llama, qwen2, qwen3, gemma3, smollm3, qwen3moe, granite, granitemoe, olmo2, mistral3, gemma4, phi3"
         );
         assert_eq!(Architecture::from_gguf("gpt2"), None);
     }

@@ -155,8 +155,11 @@ pub(crate) struct Layer {
     /// Norms of the block's input and of the attention's residual sum (all but OLMo 2).
     pub attn_norm: Option<Tensor>,
     pub q: Linear,
-    pub k: Linear,
-    pub v: Linear,
+    /// None in a layer that reads an earlier layer's keys (Gemma 4).
+    pub k: Option<Linear>,
+    /// None where the keys serve as values too (Gemma 4's `attention_k_eq_v`), or the layer
+    /// reads an earlier layer's.
+    pub v: Option<Linear>,
     pub o: Linear,
     /// Per-head norms, applied to q and k before RoPE (Qwen3, Gemma 3).
     pub q_norm: Option<Tensor>,
@@ -166,6 +169,27 @@ pub(crate) struct Layer {
     pub ffn_norm: Option<Tensor>,
     pub post_ffn_norm: Option<Tensor>,
     pub ffn: Ffn,
+    /// The layer's output is multiplied by this one-element vector (Gemma 4).
+    pub output_scale: Option<Tensor>,
+    pub per_layer: Option<PerLayerGate>,
+}
+
+/// How a layer mixes in its per-layer embedding (Gemma 4's E2B, E4B): `x + norm(proj(
+/// gelu(gate(x)) * embedding))`.
+#[derive(Debug)]
+pub(crate) struct PerLayerGate {
+    pub gate: Linear,
+    pub proj: Linear,
+    pub norm: Tensor,
+}
+
+/// Every layer's per-layer embedding of a token: a table looked up by id, plus a projection
+/// of the token's (scaled) embedding, normed.
+#[derive(Debug)]
+pub(crate) struct PerLayerInputs {
+    pub table: QMatMul,
+    pub model_proj: Linear,
+    pub norm: Tensor,
 }
 
 /// A layer's feed-forward: one, or a mixture of experts.
@@ -236,6 +260,7 @@ pub(crate) struct Weights {
     /// GGUF `rope_freqs.weight` (Llama 3.1 RoPE scaling baked in by convert), or the
     /// LongRoPE factors that serve the model's context (Phi-3).
     pub rope_freqs: Option<Vec<f32>>,
+    pub per_layer_inputs: Option<PerLayerInputs>,
 }
 
 impl Weights {
@@ -274,7 +299,15 @@ impl Weights {
     fn shared_matrices(&self) -> impl Iterator<Item = &Linear> {
         self.layers
             .iter()
-            .flat_map(|l| [&l.q, &l.k, &l.v, &l.o].into_iter().chain(l.ffn.shared()))
+            .flat_map(|l| {
+                let gates = l.per_layer.iter().flat_map(|p| [&p.gate, &p.proj]);
+                [Some(&l.q), l.k.as_ref(), l.v.as_ref(), Some(&l.o)]
+                    .into_iter()
+                    .flatten()
+                    .chain(l.ffn.shared())
+                    .chain(gates)
+            })
+            .chain(self.per_layer_inputs.iter().map(|p| &p.model_proj))
             .chain([&self.output])
     }
 
@@ -326,8 +359,7 @@ impl Weights {
         config: &ModelConfig,
         ours: Option<Arithmetic>,
     ) -> Result<Self, ModelError> {
-        let (h, kv) = (config.hidden_size, config.num_kv_heads * config.head_dim);
-        let q_dim = config.num_heads * config.head_dim;
+        let h = config.hidden_size;
         let ffn_size = config.intermediate_size;
         let embed_name = source.name(None, Part::Embed, "weight");
         let embed = require(source, &embed_name, |s, n| {
@@ -342,6 +374,9 @@ impl Weights {
         let family = config.architecture.family();
         let mut layers = Vec::new();
         for i in 0..config.num_layers {
+            let plan = config.layers[i];
+            let kv = plan.kv_heads * plan.head_dim;
+            let q_dim = config.num_heads * plan.head_dim;
             let linear = |source: &mut S, part: Part, shape: (usize, usize)| {
                 load_linear(source, i, part, shape, ours)
             };
@@ -361,10 +396,23 @@ impl Weights {
             } else {
                 None
             };
+            let own_kv = plan.kv_from.is_none();
             let (q, k, v, o) = (
                 q.map_or_else(|| linear(source, Part::Q, (q_dim, h)), Ok)?,
-                k.map_or_else(|| linear(source, Part::K, (kv, h)), Ok)?,
-                v.map_or_else(|| linear(source, Part::V, (kv, h)), Ok)?,
+                match k {
+                    Some(k) => Some(k),
+                    None if own_kv => Some(linear(source, Part::K, (kv, h))?),
+                    None => None,
+                },
+                match v {
+                    Some(v) => Some(v),
+                    // Gemma 4 reads its keys as values where a layer has no v.
+                    None if own_kv && family.v_norm => {
+                        optional_linear(source, i, Part::V, (kv, h), ours)?
+                    }
+                    None if own_kv => Some(linear(source, Part::V, (kv, h))?),
+                    None => None,
+                },
                 linear(source, Part::O, (h, q_dim))?,
             );
             let ffn = match config.experts {
@@ -422,8 +470,10 @@ impl Weights {
             let (q_norm, k_norm) = match family.qk_norm {
                 QkNorm::None => (None, None),
                 QkNorm::PerHead => (
-                    Some(norm(Part::QNorm, config.head_dim)?),
-                    Some(norm(Part::KNorm, config.head_dim)?),
+                    Some(norm(Part::QNorm, plan.head_dim)?),
+                    own_kv
+                        .then(|| norm(Part::KNorm, plan.head_dim))
+                        .transpose()?,
                 ),
                 QkNorm::Whole => (
                     Some(norm(Part::QNorm, q_dim)?),
@@ -438,6 +488,20 @@ impl Weights {
             } else {
                 (None, None)
             };
+            let per_layer_norm = match config.per_layer_input {
+                Some(_) => Some(norm(Part::PerLayerPostNorm, h)?),
+                None => None,
+            };
+            let per_layer = match (config.per_layer_input, per_layer_norm) {
+                (Some(size), Some(norm)) => Some(PerLayerGate {
+                    gate: linear(source, Part::PerLayerGate, (size, h))?,
+                    proj: linear(source, Part::PerLayerProj, (h, size))?,
+                    norm,
+                }),
+                _ => None,
+            };
+            let scale_name = source.name(Some(i), Part::OutputScale, "weight");
+            let output_scale = source.vector(&scale_name, 1)?;
             layers.push(Layer {
                 attn_norm,
                 q,
@@ -450,6 +514,8 @@ impl Weights {
                 ffn_norm,
                 post_ffn_norm,
                 ffn,
+                output_scale,
+                per_layer,
             });
         }
         let norm_name = source.name(None, Part::Norm, "weight");
@@ -475,6 +541,26 @@ impl Weights {
                 break;
             }
         }
+        let per_layer_inputs = match config.per_layer_input {
+            Some(size) => {
+                let all = size * config.num_layers;
+                let table_name = source.name(None, Part::PerLayerEmbed, "weight");
+                let proj_name = source.name(None, Part::PerLayerModelProj, "weight");
+                let norm_name = source.name(None, Part::PerLayerProjNorm, "weight");
+                Some(PerLayerInputs {
+                    table: require(source, &table_name, |s, n| {
+                        s.matrix(n, (config.vocab_size, all))
+                    })?,
+                    model_proj: Linear::new(
+                        require(source, &proj_name, |s, n| s.matrix(n, (all, h)))?,
+                        None,
+                        ours,
+                    )?,
+                    norm: require(source, &norm_name, |s, n| s.norm(n, size))?,
+                })
+            }
+            None => None,
+        };
         let output = Linear::new(output, None, ours)?;
         // A tied matrix in our layout serves the lookups too, and candle's copy is dropped.
         let embed = if tied_output && output.holds_rows() {
@@ -489,6 +575,7 @@ impl Weights {
             output,
             tied_output,
             rope_freqs,
+            per_layer_inputs,
         })
     }
 }
@@ -506,6 +593,21 @@ fn load_linear(
     let bias_name = source.name(Some(layer), part, "bias");
     let bias = source.vector(&bias_name, shape.0)?;
     Ok(Linear::new(weight, bias, ours)?)
+}
+
+/// Layer `layer`'s matrix `part` of `shape` where the file has it.
+fn optional_linear(
+    source: &mut impl Source,
+    layer: usize,
+    part: Part,
+    shape: (usize, usize),
+    ours: Option<Arithmetic>,
+) -> Result<Option<Linear>, ModelError> {
+    let name = source.name(Some(layer), part, "weight");
+    match source.matrix(&name, shape)? {
+        Some(weight) => Ok(Some(Linear::new(weight, None, ours)?)),
+        None => Ok(None),
+    }
 }
 
 /// Layer `layer`'s matrix `part` that stacks matrices of `rows` rows each (and its bias, if

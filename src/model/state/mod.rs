@@ -6,10 +6,12 @@
 //! positions at all, so each state says how far back it can be cut ([`LayerState::earliest_cut`])
 //! and the engine recomputes what lies further back.
 
+mod borrowed;
 pub(crate) mod kv;
 
 use crate::model::formats::config::ModelConfig;
 use candle_core::Result;
+use borrowed::Borrowed;
 use kv::KvLayer;
 use std::any::Any;
 use std::fmt::Debug;
@@ -65,8 +67,9 @@ impl SequenceState {
         let layers = config
             .layers
             .iter()
-            .map(|plan| {
-                Box::new(KvLayer::new(plan.window, config.context_length)) as Box<dyn LayerState>
+            .map(|plan| match plan.kv_from {
+                Some(_) => Box::new(Borrowed) as Box<dyn LayerState>,
+                None => Box::new(KvLayer::new(plan.window, config.context_length)),
             })
             .collect();
         Self {
