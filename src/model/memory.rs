@@ -164,16 +164,29 @@ fn for_config(config: &ModelConfig, weights: u64) -> MemoryEstimate {
 /// windowed layer holds its window's worth at most. A header's absurd figures saturate (and
 /// so are refused) instead of wrapping to a small number.
 pub fn kv_bytes(config: &ModelConfig, positions: usize) -> u64 {
+    let bytes = |sizes: [usize; 3]| {
+        sizes
+            .iter()
+            .fold(2 * 4u64, |bytes, &n| bytes.saturating_mul(n as u64))
+    };
+    // Layers that read another layer's keys hold none; layers past the plan (a config made
+    // by hand) count as full ones.
+    let beyond = config.num_layers.saturating_sub(config.layers.len());
     config
         .layers
         .iter()
         .filter(|plan| plan.kv_from.is_none())
         .map(|plan| {
-            [plan.kv_heads, plan.head_dim, positions_held(plan.window, positions)]
-                .iter()
-                .fold(2 * 4u64, |bytes, &n| bytes.saturating_mul(n as u64))
+            bytes([
+                plan.kv_heads,
+                plan.head_dim,
+                positions_held(plan.window, positions),
+            ])
         })
-        .fold(0, u64::saturating_add)
+        .fold(
+            bytes([beyond, config.num_kv_heads, config.head_dim]).saturating_mul(positions as u64),
+            u64::saturating_add,
+        )
 }
 
 /// Bytes a safetensors file's tensors take once loaded, from its JSON header: on the CPU f16

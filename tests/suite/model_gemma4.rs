@@ -26,13 +26,18 @@ fn the_file_lists_windowed_layers_head_sizes_and_the_layers_that_share_keys() {
     let windowed: Vec<bool> = layers.iter().map(|l| l.window.is_some()).collect();
     assert_eq!(windowed, [true, true, true, false, true, false]);
     let shapes: Vec<(usize, usize)> = layers.iter().map(|l| (l.head_dim, l.kv_heads)).collect();
-    assert_eq!(shapes, [(16, 1), (16, 1), (16, 1), (32, 2), (16, 1), (32, 2)]);
+    assert_eq!(
+        shapes,
+        [(16, 1), (16, 1), (16, 1), (32, 2), (16, 1), (32, 2)]
+    );
     let from: Vec<Option<usize>> = layers.iter().map(|l| l.kv_from).collect();
     assert_eq!(from, [None, None, None, None, Some(2), Some(3)]);
     // f32 keys and values of the four layers that keep their own, over 3 positions.
     assert_eq!(kv_bytes(model.config(), 3), 3 * 2 * 4 * (3 * 16 + 2 * 32));
     let mut session = model.session();
-    let logits = session.prefill(&prompts(&reference("gemma4"))[0], true).unwrap();
+    let logits = session
+        .prefill(&prompts(&reference("gemma4"))[0], true)
+        .unwrap();
     assert_eq!(session.cache_bytes(), 15 * 2 * 4 * (3 * 16 + 2 * 32));
     let cap = model.config().final_logit_softcap.unwrap();
     assert!(logits.iter().flatten().all(|x| x.abs() < cap));
@@ -68,7 +73,12 @@ fn layers_reading_other_layers_keys_decode_in_batches_and_cut_back_as_fresh_runs
     let mut forked = model.session();
     forked.prefill(&prompt, false).unwrap();
     forked.fork(next.len()).unwrap();
-    let rows: Vec<Vec<u32>> = forked.decode_step(&next).unwrap().iter().map(|l| bits(l)).collect();
+    let rows: Vec<Vec<u32>> = forked
+        .decode_step(&next)
+        .unwrap()
+        .iter()
+        .map(|l| bits(l))
+        .collect();
     assert_eq!(rows, single);
 
     let sources: Vec<_> = (0..2)
@@ -79,14 +89,26 @@ fn layers_reading_other_layers_keys_decode_in_batches_and_cut_back_as_fresh_runs
         })
         .collect();
     let mut joined = samplab::model::Session::batch(&model);
-    joined.extend(&sources.iter().collect::<Vec<_>>(), prompt.len()).unwrap();
-    let rows: Vec<Vec<u32>> = joined.decode_step(&next[..2]).unwrap().iter().map(|l| bits(l)).collect();
+    joined
+        .extend(&sources.iter().collect::<Vec<_>>(), prompt.len())
+        .unwrap();
+    let rows: Vec<Vec<u32>> = joined
+        .decode_step(&next[..2])
+        .unwrap()
+        .iter()
+        .map(|l| bits(l))
+        .collect();
     assert_eq!(rows, single[..2]);
 
     let mut cut = model.session();
     cut.prefill(&prompt, false).unwrap();
     cut.truncate(0).unwrap();
-    let again: Vec<Vec<u32>> = cut.prefill(&prompt, true).unwrap().iter().map(|l| bits(l)).collect();
+    let again: Vec<Vec<u32>> = cut
+        .prefill(&prompt, true)
+        .unwrap()
+        .iter()
+        .map(|l| bits(l))
+        .collect();
     assert_eq!(again, fresh);
 }
 
@@ -121,7 +143,11 @@ fn its_tokenizer_gives_llama_cpps_ids_and_always_adds_bos() {
 #[test]
 fn a_gemma4_file_with_a_missing_tensor_or_a_wrong_layer_list_says_which() {
     let dir = tempfile::tempdir().unwrap();
-    for name in ["blk.2.inp_gate.weight", "blk.3.attn_k.weight", "per_layer_token_embd.weight"] {
+    for name in [
+        "blk.2.inp_gate.weight",
+        "blk.3.attn_k.weight",
+        "per_layer_token_embd.weight",
+    ] {
         let err = load_error(&altered("gemma4", dir.path(), &[], name));
         assert!(err.contains(name) && err.contains("gemma4 model"), "{err}");
     }
@@ -133,11 +159,23 @@ fn a_gemma4_file_with_a_missing_tensor_or_a_wrong_layer_list_says_which() {
         (pattern, Some(five), "lists 5 layers, but the model has 6"),
         (pattern, None, "is missing"),
         (pattern, Some(Value::U32(6)), pattern),
-        (kv_heads, Some(Value::Array(vec![Value::I32(1); 7])), "lists 7 layers"),
-        (kv_heads, Some(Value::Array(vec![Value::I32(3); 6])), "not a multiple of 3 kv heads"),
+        (
+            kv_heads,
+            Some(Value::Array(vec![Value::I32(1); 7])),
+            "lists 7 layers",
+        ),
+        (
+            kv_heads,
+            Some(Value::Array(vec![Value::I32(3); 6])),
+            "not a multiple of 3 kv heads",
+        ),
         (shared, Some(Value::U32(5)), "at least two of the 6 layers"),
         // Layer 3 (global) would read layer 2's (windowed) keys.
-        (shared, Some(Value::U32(3)), "layer 3 would reuse the keys of layer 2"),
+        (
+            shared,
+            Some(Value::U32(3)),
+            "layer 3 would reuse the keys of layer 2",
+        ),
         ("gemma4.expert_count", Some(Value::U32(4)), "26B-A4B"),
     ];
     for (key, value, says) in cases {

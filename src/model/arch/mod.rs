@@ -355,14 +355,20 @@ impl Model {
             Some((cos, sin)) => rope_heads(&t, cos, sin, c.rope_layout),
             None => t.transpose(1, 2)?.contiguous(),
         };
-        let q = rotate(split(layer.q.forward(x)?, c.num_heads, layer.q_norm.as_ref())?)?;
+        let q = rotate(split(
+            layer.q.forward(x)?,
+            c.num_heads,
+            layer.q_norm.as_ref(),
+        )?)?;
         let q = match q_scale {
             Some(scale) => q.broadcast_mul(scale)?,
             None => q,
         };
         let (k, v) = match (plan.kv_from, &layer.k) {
             (Some(source), _) => lent[source].clone().ok_or_else(|| {
-                candle_core::Error::Msg(format!("layer {index} reads layer {source}'s keys, which it has not written"))
+                candle_core::Error::Msg(format!(
+                    "layer {index} reads layer {source}'s keys, which it has not written"
+                ))
             })?,
             (None, None) => candle_core::bail!("layer {index} has no keys"),
             (None, Some(k_proj)) => {

@@ -897,10 +897,17 @@ impl ModelConfig {
             {
                 return Err(config_error(
                     path,
-                    format!("layer {i}: head dim {} is not a positive even number", layer.head_dim),
+                    format!(
+                        "layer {i}: head dim {} is not a positive even number",
+                        layer.head_dim
+                    ),
                 ));
             }
-            let dims = if layer.local_rope { self.rope_dims_local } else { self.rope_dims };
+            let dims = if layer.local_rope {
+                self.rope_dims_local
+            } else {
+                self.rope_dims
+            };
             if layer.rope && (dims == 0 || dims > layer.head_dim || !dims.is_multiple_of(2)) {
                 return Err(config_error(
                     path,
@@ -987,7 +994,8 @@ fn share_kv(
     for i in first..layers.len() {
         let source = first - if layers[i].window.is_some() { 2 } else { 1 };
         let (from, to) = (&layers[source], &layers[i]);
-        if from.window != to.window || from.head_dim != to.head_dim || from.kv_heads != to.kv_heads {
+        if from.window != to.window || from.head_dim != to.head_dim || from.kv_heads != to.kv_heads
+        {
             return Err(config_error(
                 path,
                 format!(
@@ -1495,9 +1503,11 @@ impl Metadata<'_> {
         let layers = layers.min(1 << 16);
         match self.get(key) {
             None => Ok(vec![None; layers]),
-            Some(gguf_file::Value::Array(_)) => {
-                Ok(self.listed(key, layers, read)?.into_iter().map(Some).collect())
-            }
+            Some(gguf_file::Value::Array(_)) => Ok(self
+                .listed(key, layers, read)?
+                .into_iter()
+                .map(Some)
+                .collect()),
             Some(value) => Ok(vec![Some(read(value)?); layers]),
         }
     }

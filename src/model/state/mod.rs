@@ -10,8 +10,8 @@ mod borrowed;
 pub(crate) mod kv;
 
 use crate::model::formats::config::ModelConfig;
-use candle_core::Result;
 use borrowed::Borrowed;
+use candle_core::Result;
 use kv::KvLayer;
 use std::any::Any;
 use std::fmt::Debug;

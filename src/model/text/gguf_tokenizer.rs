@@ -416,7 +416,10 @@ fn gemma4_tokenizer(tokens: &[String], merges: &[Value]) -> Result<Tokenizer, Gg
 }
 
 fn vocab(tokens: &[String]) -> Vocab {
-    (0u32..).zip(tokens).map(|(id, t)| (t.clone(), id)).collect()
+    (0u32..)
+        .zip(tokens)
+        .map(|(id, t)| (t.clone(), id))
+        .collect()
 }
 
 /// `tokenizer.ggml.merges` as pairs of tokens whose joined text is a token too.
