@@ -281,11 +281,14 @@ GEMMA4_TOKENS = TOKENS + [t for t in dict.fromkeys(GEMMA4_CHARS + [a + b for a, 
 GEMMA4_TEXTS = ["the cat sat on a mat", " the dog\n\nran", "a cat\n\n\nand a dog", "the ünïcat"]
 
 
-def gemma4():
+def gemma4(experts=None):
     """Six layers: a window of 4 positions on layers 0, 1, 2 and 4; 16-wide heads (one kv head)
     on windowed layers, 32-wide (two kv heads) with proportional RoPE (a quarter rotated) on the
     global ones; layers 4 and 5 reuse the keys of layers 2 and 3; layer 1 has no v (its keys
-    serve); per-layer embeddings of 8; a final softcap of 5. GGUF only."""
+    serve); per-layer embeddings of 8; a final softcap of 5. GGUF only.
+
+    experts: (count, used, size): beside each dense feed-forward a mixture of experts, as in
+    26B-A4B, with its router's input scale and each expert's output scale."""
     layers, hidden, heads, ffn, per_layer = 6, SHAPE["hidden"], 2, SHAPE["ffn"], 8
     swa = [True, True, True, False, True, False]
     shared = 2
@@ -325,6 +328,15 @@ def gemma4():
         for part, shape in parts.items():
             tensors[f"blk.{i}.{part}.weight"] = norm(shape[0]) if len(shape) == 1 else matrix(*shape)
         tensors[f"blk.{i}.layer_output_scale.weight"] = np.array([0.5 + rng.random()], dtype=np.float32)
+        if experts:
+            count, _, size = experts
+            tensors[f"blk.{i}.ffn_gate_inp.weight"] = matrix(count, hidden, 1.0)
+            tensors[f"blk.{i}.ffn_gate_inp.scale"] = norm(hidden)
+            for part, shape in (("gate", (size, hidden)), ("up", (size, hidden)), ("down", (hidden, size))):
+                tensors[f"blk.{i}.ffn_{part}_exps.weight"] = np.stack([matrix(*shape) for _ in range(count)])
+            tensors[f"blk.{i}.ffn_down_exps.scale"] = (0.5 + rng.random(count)).astype(np.float32)
+            for part in ("pre_ffw_norm_2", "post_ffw_norm_1", "post_ffw_norm_2"):
+                tensors[f"blk.{i}.{part}.weight"] = norm(hidden)
     metadata = {
         "context_length": 64, "embedding_length": hidden, "block_count": layers, "feed_forward_length": ffn,
         "attention.head_count": heads, "attention.head_count_kv": [dims[s][1] for s in swa],
@@ -335,10 +347,18 @@ def gemma4():
         "rope.freq_base": 1_000_000.0, "rope.freq_base_swa": 10_000.0, "rope.dimension_count": 32,
         "rope.dimension_count_swa": 16, "final_logit_softcapping": 5.0,
     }
+    if experts:
+        metadata.update({"expert_count": experts[0], "expert_used_count": experts[1],
+                         "expert_feed_forward_length": experts[2]})
     tokenizer = {"model": "gemma4", "tokens": GEMMA4_TOKENS,
                  "types": TYPES + [1] * (len(GEMMA4_TOKENS) - len(TOKENS)),
                  "merges": [f"{a} {b}" for a, b in GEMMA4_MERGES]}
     return "gemma4", tensors, metadata, {"model_type": None}, None, tokenizer
+
+
+def gemma4moe():
+    """Gemma 4 with four experts beside each dense feed-forward, two per token."""
+    return gemma4(experts=(4, 2, 16))
 
 
 def write_gguf(path, arch, tensors, metadata, qtype=None, tokenizer=None):
@@ -425,7 +445,7 @@ def main():
     import llama_cpp
 
     wanted = sys.argv[2:]
-    for make in [gemma3, smollm3, olmo2, olmo3, phi3, mistral3, qwen3moe, mixtral, granite, granitemoe, gemma4]:
+    for make in [gemma3, smollm3, olmo2, olmo3, phi3, mistral3, qwen3moe, mixtral, granite, granitemoe, gemma4, gemma4moe]:
         if wanted and make.__name__ not in wanted:
             continue
         family, tensors, metadata, config, hf, *tokenizer = make()
@@ -449,7 +469,7 @@ def main():
             "f32": llama_logits(os.path.join(folder, "model.gguf")),
             "q8_0": llama_logits(os.path.join(folder, "model.q8_0.gguf")),
         }
-        if tokenizer:
+        if make is gemma4:
             reference["tokenized"] = llama_tokens(os.path.join(folder, "model.gguf"), GEMMA4_TEXTS)
         with open(os.path.join(folder, "reference.json"), "w") as f:
             json.dump(reference, f)

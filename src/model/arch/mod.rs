@@ -277,6 +277,9 @@ impl Model {
                     down.forward(&gated(family.activation, &gate, &up)?)?
                 }
                 Ffn::Experts(moe) => moe.forward(&normed, family.activation)?,
+                Ffn::Beside(beside) => {
+                    beside.forward(&x, &normed, family.activation, self.eps())?
+                }
             };
             if let Some(norm) = &layer.post_ffn_norm {
                 ffn = candle_nn::ops::rms_norm(&ffn, norm, self.eps())?;

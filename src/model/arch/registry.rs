@@ -87,6 +87,9 @@ pub(crate) struct Family {
     pub hf_names: &'static [(Part, &'static str)],
     /// Values are RMS-normed per head (no weight) before attention (Gemma 4).
     pub v_norm: bool,
+    /// A layer with a router runs its experts beside the dense feed-forward, each branch
+    /// normed on its own (Gemma 4's 26B-A4B), not in its place.
+    pub experts_beside_dense: bool,
 }
 
 /// Sliding-window layers: each but every `period`-th one, where the files do not list them.
@@ -138,6 +141,14 @@ pub(crate) enum Part {
     DownExperts,
     /// Each layer's output is multiplied by this scalar (Gemma 4).
     OutputScale,
+    /// Experts beside a dense feed-forward (Gemma 4's 26B-A4B): the router's input scale,
+    /// each expert's output scale, the dense branch's norm after, the experts' before and
+    /// after.
+    RouterScale,
+    ExpertScales,
+    PostDenseNorm,
+    PreExpertsNorm,
+    PostExpertsNorm,
     /// Per-layer embeddings (Gemma 4's E2B, E4B): a table of every layer's per token, a
     /// projection of the embeddings to every layer's and its norm...
     PerLayerEmbed,
@@ -167,6 +178,7 @@ const LLAMA_LIKE: Family = Family {
     fused_gate_up: false,
     hf_names: &[],
     v_norm: false,
+    experts_beside_dense: false,
 };
 
 /// Every family, in the order the "supported" lists name them.
@@ -288,6 +300,7 @@ pub(crate) const FAMILIES: &[Family] = &[
         scaled_embeddings: true,
         window: Window::Listed,
         v_norm: true,
+        experts_beside_dense: true,
         ..LLAMA_LIKE
     },
     Family {
@@ -376,6 +389,12 @@ impl Part {
             Part::UpExperts => "ffn_up_exps",
             Part::DownExperts => "ffn_down_exps",
             Part::OutputScale => "layer_output_scale",
+            // Read with the suffix `scale` rather than `weight`.
+            Part::RouterScale => "ffn_gate_inp",
+            Part::ExpertScales => "ffn_down_exps",
+            Part::PostDenseNorm => "post_ffw_norm_1",
+            Part::PreExpertsNorm => "pre_ffw_norm_2",
+            Part::PostExpertsNorm => "post_ffw_norm_2",
             Part::PerLayerEmbed => "per_layer_token_embd",
             Part::PerLayerModelProj => "per_layer_model_proj",
             Part::PerLayerProjNorm => "per_layer_proj_norm",
@@ -419,6 +438,11 @@ impl Part {
             Part::UpExperts => "up_proj",
             Part::DownExperts => "down_proj",
             Part::OutputScale => "layer_scalar",
+            Part::RouterScale => "router.scale",
+            Part::ExpertScales => "router.per_expert_scale",
+            Part::PostDenseNorm => "post_feedforward_layernorm_1",
+            Part::PreExpertsNorm => "pre_feedforward_layernorm_2",
+            Part::PostExpertsNorm => "post_feedforward_layernorm_2",
             Part::PerLayerEmbed => "model.embed_tokens_per_layer",
             Part::PerLayerModelProj => "model.per_layer_model_projection",
             Part::PerLayerProjNorm => "model.per_layer_projection_norm",

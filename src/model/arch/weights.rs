@@ -3,7 +3,7 @@
 
 use super::registry::{Part, QkNorm};
 use crate::model::error::ModelError;
-use crate::model::formats::config::ModelConfig;
+use crate::model::formats::config::{Experts, ModelConfig};
 use crate::model::formats::tensors::{GgufSource, HfSource, Source, require, split_rows};
 use crate::model::kernels::dense::DenseMatrix;
 use crate::model::kernels::{Activations, Arithmetic, QuantMatrix};
@@ -201,6 +201,7 @@ pub(crate) enum Ffn {
         down: Linear,
     },
     Experts(Moe),
+    Beside(Box<Beside>),
 }
 
 /// A mixture of experts: the router's logits choose `used` experts for each token.
@@ -211,31 +212,57 @@ pub(crate) struct Moe {
     pub up: Vec<Linear>,
     pub down: Vec<Linear>,
     pub used: usize,
+    /// Each expert's output is multiplied by its scale (Gemma 4).
+    pub scales: Option<Vec<f32>>,
+}
+
+/// Experts beside a dense feed-forward (Gemma 4's 26B-A4B): `post_dense(dense(x)) +
+/// post_experts(experts(pre_experts(x)))`, the router reading `x` RMS-normed, divided by
+/// `sqrt(hidden)` and scaled by `router_scale`.
+#[derive(Debug)]
+pub(crate) struct Beside {
+    /// An [`Ffn::Dense`].
+    pub dense: Ffn,
+    pub post_dense_norm: Tensor,
+    pub experts: Moe,
+    pub router_scale: Tensor,
+    pub pre_experts_norm: Tensor,
+    pub post_experts_norm: Tensor,
 }
 
 impl Ffn {
-    fn experts(&self) -> impl Iterator<Item = &Linear> {
-        let experts = match self {
+    fn moe(&self) -> Option<&Moe> {
+        match self {
             Ffn::Dense { .. } => None,
-            Ffn::Experts(moe) => Some(moe.gate.iter().chain(&moe.up).chain(&moe.down)),
-        };
-        experts.into_iter().flatten()
+            Ffn::Experts(moe) => Some(moe),
+            Ffn::Beside(beside) => Some(&beside.experts),
+        }
     }
 
-    /// The matrices every token reads: a dense feed-forward's three, or the router.
+    fn experts(&self) -> impl Iterator<Item = &Linear> {
+        self.moe()
+            .map(|moe| moe.gate.iter().chain(&moe.up).chain(&moe.down))
+            .into_iter()
+            .flatten()
+    }
+
+    /// The matrices every token reads: a dense feed-forward's three, the router, or both.
     fn shared(&self) -> Vec<&Linear> {
         match self {
             Ffn::Dense { gate, up, down } => vec![gate, up, down],
             Ffn::Experts(moe) => vec![&moe.router],
+            Ffn::Beside(beside) => {
+                let mut shared = beside.dense.shared();
+                shared.push(&beside.experts.router);
+                shared
+            }
         }
     }
 
     /// The share of the experts' bytes one token reads: `used` of them.
     fn expert_share(&self) -> f64 {
-        match self {
-            Ffn::Dense { .. } => 0.0,
-            Ffn::Experts(moe) => moe.used as f64 / moe.gate.len() as f64,
-        }
+        self.moe()
+            .map_or(0.0, |moe| moe.used as f64 / moe.gate.len() as f64)
     }
 }
 
@@ -415,45 +442,36 @@ impl Weights {
                 },
                 linear(source, Part::O, (h, q_dim))?,
             );
+            let dense = |source: &mut S, fused_gate_up: Option<(Linear, Linear)>| {
+                let (up, gate) = match fused_gate_up {
+                    Some(pair) => pair,
+                    None => (
+                        linear(source, Part::Up, (ffn_size, h))?,
+                        linear(source, Part::Gate, (ffn_size, h))?,
+                    ),
+                };
+                let down = linear(source, Part::Down, (h, ffn_size))?;
+                Ok::<_, ModelError>(Ffn::Dense { gate, up, down })
+            };
             let ffn = match config.experts {
-                None => {
-                    let (up, gate) = match fused_gate_up {
-                        Some(pair) => pair,
-                        None => (
-                            linear(source, Part::Up, (ffn_size, h))?,
-                            linear(source, Part::Gate, (ffn_size, h))?,
-                        ),
+                None => dense(source, fused_gate_up)?,
+                Some(experts) if family.experts_beside_dense => {
+                    let dense = dense(source, fused_gate_up)?;
+                    let experts = load_experts(source, i, experts, h, ours)?;
+                    let mut norm = |part: Part, suffix: &str, len: usize| {
+                        let name = source.name(Some(i), part, suffix);
+                        require(source, &name, |s, n| s.norm(n, len))
                     };
-                    Ffn::Dense {
-                        gate,
-                        up,
-                        down: linear(source, Part::Down, (h, ffn_size))?,
-                    }
+                    Ffn::Beside(Box::new(Beside {
+                        dense,
+                        post_dense_norm: norm(Part::PostDenseNorm, "weight", h)?,
+                        router_scale: norm(Part::RouterScale, "scale", h)?,
+                        pre_experts_norm: norm(Part::PreExpertsNorm, "weight", h)?,
+                        post_experts_norm: norm(Part::PostExpertsNorm, "weight", h)?,
+                        experts,
+                    }))
                 }
-                Some(experts) => {
-                    let router = linear(source, Part::Router, (experts.count, h))?;
-                    let size = experts.intermediate_size;
-                    let mut matrices = |part: Part, shape: (usize, usize)| {
-                        let found = source.experts(i, part, experts.count, shape)?;
-                        let name = source.name(Some(i), part, "weight");
-                        let found = found.ok_or_else(|| ModelError::MissingTensor {
-                            path: source.path().to_owned(),
-                            name,
-                            family: source.family().name,
-                        })?;
-                        found
-                            .into_iter()
-                            .map(|m| Linear::new(m, None, ours).map_err(ModelError::from))
-                            .collect::<Result<Vec<_>, _>>()
-                    };
-                    Ffn::Experts(Moe {
-                        router,
-                        gate: matrices(Part::GateExperts, (size, h))?,
-                        up: matrices(Part::UpExperts, (size, h))?,
-                        down: matrices(Part::DownExperts, (h, size))?,
-                        used: experts.used,
-                    })
-                }
+                Some(experts) => Ffn::Experts(load_experts(source, i, experts, h, ours)?),
             };
             let mut norm = |part: Part, len: usize| {
                 let name = source.name(Some(i), part, "weight");
@@ -593,6 +611,50 @@ fn load_linear(
     let bias_name = source.name(Some(layer), part, "bias");
     let bias = source.vector(&bias_name, shape.0)?;
     Ok(Linear::new(weight, bias, ours)?)
+}
+
+/// Layer `layer`'s mixture of experts, with each expert's output scale where the file has
+/// them (Gemma 4).
+fn load_experts<S: Source>(
+    source: &mut S,
+    layer: usize,
+    experts: Experts,
+    h: usize,
+    ours: Option<Arithmetic>,
+) -> Result<Moe, ModelError> {
+    let router = load_linear(source, layer, Part::Router, (experts.count, h), ours)?;
+    let size = experts.intermediate_size;
+    let mut matrices = |part: Part, shape: (usize, usize)| {
+        let found = source.experts(layer, part, experts.count, shape)?;
+        let name = source.name(Some(layer), part, "weight");
+        let found = found.ok_or_else(|| ModelError::MissingTensor {
+            path: source.path().to_owned(),
+            name,
+            family: source.family().name,
+        })?;
+        found
+            .into_iter()
+            .map(|m| Linear::new(m, None, ours).map_err(ModelError::from))
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let (gate, up, down) = (
+        matrices(Part::GateExperts, (size, h))?,
+        matrices(Part::UpExperts, (size, h))?,
+        matrices(Part::DownExperts, (h, size))?,
+    );
+    let scales_name = source.name(Some(layer), Part::ExpertScales, "scale");
+    let scales = match source.vector(&scales_name, experts.count)? {
+        Some(t) => Some(t.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?),
+        None => None,
+    };
+    Ok(Moe {
+        router,
+        gate,
+        up,
+        down,
+        used: experts.used,
+        scales,
+    })
 }
 
 /// Layer `layer`'s matrix `part` of `shape` where the file has it.

@@ -299,16 +299,6 @@ impl ModelConfig {
         };
         let num_layers = md.usize(&key("block_count"))?;
         let intermediate_size = md.usize(&key("feed_forward_length"))?;
-        if architecture == Architecture::Gemma4 && md.get(&key("expert_count")).is_some() {
-            return Err(config_error(
-                path,
-                format!(
-                    "`{}` is set: Gemma 4's expert branch (26B-A4B) does not run yet; its dense \
-                     models (E2B, E4B, 31B) do",
-                    key("expert_count")
-                ),
-            ));
-        }
         let experts = match md.opt_usize(&key("expert_count"))? {
             None if family.moe => {
                 return Err(config_error(
