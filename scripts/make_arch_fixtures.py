@@ -432,6 +432,18 @@ def llama_logits(path):
     return out
 
 
+def fuse_gate_up(tensors):
+    """`ffn_gate_exps` and `ffn_up_exps` of each layer stacked as `ffn_gate_up_exps`, gate first."""
+    fused = {}
+    for name, value in tensors.items():
+        if name.endswith("ffn_gate_exps.weight"):
+            up = tensors[name.replace("gate_exps", "up_exps")]
+            fused[name.replace("gate_exps", "gate_up_exps")] = np.concatenate([value, up], axis=1)
+        elif not name.endswith("ffn_up_exps.weight"):
+            fused[name] = value
+    return fused
+
+
 def llama_tokens(path, texts):
     """llama.cpp's ids for each text, BOS added as the file says, specials read as text."""
     from llama_cpp import Llama
@@ -455,6 +467,10 @@ def main():
         write_gguf(os.path.join(folder, "model.gguf"), family, tensors, metadata, tokenizer=tokenizer)
         write_gguf(os.path.join(folder, "model.q8_0.gguf"), family, tensors, metadata, GGMLQuantizationType.Q8_0,
                    tokenizer)
+        if make is gemma4moe:
+            # The same weights with each layer's expert gates and ups in one tensor.
+            write_gguf(os.path.join(folder, "model.fused.gguf"), family, fuse_gate_up(tensors), metadata,
+                       tokenizer=tokenizer)
         if config["model_type"]:
             with open(os.path.join(folder, "hf", "config.json"), "w") as f:
                 json.dump(config, f, indent=1)

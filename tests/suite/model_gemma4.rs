@@ -186,3 +186,16 @@ fn a_gemma4_file_with_a_missing_tensor_or_a_wrong_layer_list_says_which() {
         assert!(err.contains(key) && err.contains(says), "{key}: {err}");
     }
 }
+
+/// 26B-A4B's experts stored with gate and up in one tensor (`ffn_gate_up_exps`, as llama.cpp
+/// also reads them: it gives this file the reference's logits exactly) run as stored apart.
+#[test]
+fn experts_with_gate_and_up_in_one_tensor_equal_experts_stored_apart() {
+    let prompt = &prompts(&reference("gemma4moe"))[0];
+    let logits = |file: &str| -> Vec<Vec<u32>> {
+        let model = Model::load(&folder("gemma4moe").join(file), &Device::Cpu).unwrap();
+        let out = model.session().prefill(prompt, true).unwrap();
+        out.iter().map(|l| bits(l)).collect()
+    };
+    assert_eq!(logits("model.fused.gguf"), logits("model.gguf"));
+}

@@ -138,6 +138,9 @@ pub(crate) enum Part {
     Router,
     GateExperts,
     UpExperts,
+    /// Every expert's gate and up stacked, gate's rows first (Gemma 4's converter may write
+    /// them so).
+    GateUpExperts,
     DownExperts,
     /// Each layer's output is multiplied by this scalar (Gemma 4).
     OutputScale,
@@ -387,6 +390,7 @@ impl Part {
             Part::Router => "ffn_gate_inp",
             Part::GateExperts => "ffn_gate_exps",
             Part::UpExperts => "ffn_up_exps",
+            Part::GateUpExperts => "ffn_gate_up_exps",
             Part::DownExperts => "ffn_down_exps",
             Part::OutputScale => "layer_output_scale",
             // Read with the suffix `scale` rather than `weight`.
@@ -436,6 +440,7 @@ impl Part {
             // One tensor per expert `e`: `mlp.experts.{e}.gate_proj`.
             Part::GateExperts => "gate_proj",
             Part::UpExperts => "up_proj",
+            Part::GateUpExperts => "gate_up_proj",
             Part::DownExperts => "down_proj",
             Part::OutputScale => "layer_scalar",
             Part::RouterScale => "router.scale",

@@ -624,7 +624,7 @@ fn load_experts<S: Source>(
 ) -> Result<Moe, ModelError> {
     let router = load_linear(source, layer, Part::Router, (experts.count, h), ours)?;
     let size = experts.intermediate_size;
-    let mut matrices = |part: Part, shape: (usize, usize)| {
+    let matrices = |source: &mut S, part: Part, shape: (usize, usize)| {
         let found = source.experts(layer, part, experts.count, shape)?;
         let name = source.name(Some(layer), part, "weight");
         let found = found.ok_or_else(|| ModelError::MissingTensor {
@@ -637,11 +637,25 @@ fn load_experts<S: Source>(
             .map(|m| Linear::new(m, None, ours).map_err(ModelError::from))
             .collect::<Result<Vec<_>, _>>()
     };
-    let (gate, up, down) = (
-        matrices(Part::GateExperts, (size, h))?,
-        matrices(Part::UpExperts, (size, h))?,
-        matrices(Part::DownExperts, (h, size))?,
-    );
+    // Gate and up stacked in one tensor per expert, gate's rows first, or apart.
+    let (gate, up) =
+        match source.experts(layer, Part::GateUpExperts, experts.count, (2 * size, h))? {
+            Some(fused) => {
+                let (mut gate, mut up) = (Vec::new(), Vec::new());
+                for matrix in fused {
+                    let mut halves = split_rows(matrix, &[size, size])?.into_iter();
+                    for (half, into) in halves.by_ref().zip([&mut gate, &mut up]) {
+                        into.push(Linear::new(half, None, ours)?);
+                    }
+                }
+                (gate, up)
+            }
+            None => (
+                matrices(source, Part::GateExperts, (size, h))?,
+                matrices(source, Part::UpExperts, (size, h))?,
+            ),
+        };
+    let down = matrices(source, Part::DownExperts, (h, size))?;
     let scales_name = source.name(Some(layer), Part::ExpertScales, "scale");
     let scales = match source.vector(&scales_name, experts.count)? {
         Some(t) => Some(t.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?),
