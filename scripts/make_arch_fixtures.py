@@ -400,7 +400,96 @@ def gpt_oss():
     return arch, tensors, metadata, config, hf
 
 
-def write_gguf(path, arch, tensors, metadata, qtype=None):
+GEMMA4_CHARS = sorted({c for w in WORDS for c in w})
+GEMMA4_MERGES = [(w[:i], w[i]) for w in WORDS for i in range(1, len(w))]
+# The gemma4 tokenizer's vocabulary: the shared one, each word's characters and the pieces its
+# left-to-right merges make, and newline runs (which llama.cpp takes whole).
+GEMMA4_TOKENS = TOKENS + [t for t in dict.fromkeys(GEMMA4_CHARS + [a + b for a, b in GEMMA4_MERGES] + ["\n", "\n\n"])
+                          if t not in TOKENS]
+GEMMA4_TEXTS = ["the cat sat on a mat", " the dog\n\nran", "a cat\n\n\nand a dog", "the ünïcat"]
+
+
+def gemma4(experts=None):
+    """Six layers: a window of 4 positions on layers 0, 1, 2 and 4; 16-wide heads (one kv head)
+    on windowed layers, 32-wide (two kv heads) with proportional RoPE (a quarter rotated) on the
+    global ones; layers 4 and 5 reuse the keys of layers 2 and 3; layer 1 has no v (its keys
+    serve); per-layer embeddings of 8; a final softcap of 5. GGUF only.
+
+    experts: (count, used, size): beside each dense feed-forward a mixture of experts, as in
+    26B-A4B, with its router's input scale and each expert's output scale."""
+    layers, hidden, heads, ffn, per_layer = 6, SHAPE["hidden"], 2, SHAPE["ffn"], 8
+    swa = [True, True, True, False, True, False]
+    shared = 2
+    dims = {True: (16, 1), False: (32, 2)}
+    rng = np.random.default_rng(13)
+    vocab = len(GEMMA4_TOKENS)
+
+    def matrix(rows, cols, scale=0.2):
+        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+
+    def norm(size):
+        return (1.0 + rng.standard_normal(size) * 0.1).astype(np.float32)
+
+    rotated = 32 // 8
+    tensors = {
+        "token_embd.weight": matrix(vocab, hidden, 0.5), "output_norm.weight": norm(hidden),
+        "rope_freqs.weight": np.array([1.0] * rotated + [1e30] * (16 - rotated), dtype=np.float32),
+        "per_layer_token_embd.weight": matrix(vocab, per_layer * layers, 0.5),
+        "per_layer_model_proj.weight": matrix(per_layer * layers, hidden),
+        "per_layer_proj_norm.weight": norm(per_layer),
+    }
+    for i in range(layers):
+        head_dim, kv_heads = dims[swa[i]]
+        parts = {
+            "attn_norm": (hidden,), "attn_q": (heads * head_dim, hidden), "attn_k": (kv_heads * head_dim, hidden),
+            "attn_v": (kv_heads * head_dim, hidden), "attn_output": (hidden, heads * head_dim),
+            "attn_q_norm": (head_dim,), "attn_k_norm": (head_dim,), "post_attention_norm": (hidden,),
+            "ffn_norm": (hidden,), "ffn_gate": (ffn, hidden), "ffn_up": (ffn, hidden), "ffn_down": (hidden, ffn),
+            "post_ffw_norm": (hidden,), "inp_gate": (per_layer, hidden), "proj": (hidden, per_layer),
+            "post_norm": (hidden,),
+        }
+        if i >= layers - shared:
+            for part in ("attn_k", "attn_v", "attn_k_norm"):
+                del parts[part]
+        if i == 1:
+            del parts["attn_v"]
+        for part, shape in parts.items():
+            tensors[f"blk.{i}.{part}.weight"] = norm(shape[0]) if len(shape) == 1 else matrix(*shape)
+        tensors[f"blk.{i}.layer_output_scale.weight"] = np.array([0.5 + rng.random()], dtype=np.float32)
+        if experts:
+            count, _, size = experts
+            tensors[f"blk.{i}.ffn_gate_inp.weight"] = matrix(count, hidden, 1.0)
+            tensors[f"blk.{i}.ffn_gate_inp.scale"] = norm(hidden)
+            for part, shape in (("gate", (size, hidden)), ("up", (size, hidden)), ("down", (hidden, size))):
+                tensors[f"blk.{i}.ffn_{part}_exps.weight"] = np.stack([matrix(*shape) for _ in range(count)])
+            tensors[f"blk.{i}.ffn_down_exps.scale"] = (0.5 + rng.random(count)).astype(np.float32)
+            for part in ("pre_ffw_norm_2", "post_ffw_norm_1", "post_ffw_norm_2"):
+                tensors[f"blk.{i}.{part}.weight"] = norm(hidden)
+    metadata = {
+        "context_length": 64, "embedding_length": hidden, "block_count": layers, "feed_forward_length": ffn,
+        "attention.head_count": heads, "attention.head_count_kv": [dims[s][1] for s in swa],
+        "attention.key_length": 32, "attention.value_length": 32, "attention.key_length_swa": 16,
+        "attention.value_length_swa": 16, "attention.layer_norm_rms_epsilon": 1e-6,
+        "attention.sliding_window": 4, "attention.sliding_window_pattern": swa,
+        "attention.shared_kv_layers": shared, "embedding_length_per_layer_input": per_layer,
+        "rope.freq_base": 1_000_000.0, "rope.freq_base_swa": 10_000.0, "rope.dimension_count": 32,
+        "rope.dimension_count_swa": 16, "final_logit_softcapping": 5.0,
+    }
+    if experts:
+        metadata.update({"expert_count": experts[0], "expert_used_count": experts[1],
+                         "expert_feed_forward_length": experts[2]})
+    tokenizer = {"model": "gemma4", "tokens": GEMMA4_TOKENS,
+                 "types": TYPES + [1] * (len(GEMMA4_TOKENS) - len(TOKENS)),
+                 "merges": [f"{a} {b}" for a, b in GEMMA4_MERGES]}
+    return "gemma4", tensors, metadata, {"model_type": None}, None, tokenizer
+
+
+def gemma4moe():
+    """Gemma 4 with four experts beside each dense feed-forward, two per token."""
+    return gemma4(experts=(4, 2, 16))
+
+
+def write_gguf(path, arch, tensors, metadata, qtype=None, tokenizer=None):
     writer = GGUFWriter(path, arch)
     for key, value in metadata.items():
         full = f"{arch}.{key}"
@@ -412,10 +501,13 @@ def write_gguf(path, arch, tensors, metadata, qtype=None):
             writer.add_float32(full, value)
         else:
             writer.add_uint32(full, value)
-    writer.add_tokenizer_model("llama")
-    writer.add_token_list(TOKENS)
-    writer.add_token_scores([0.0] * len(TOKENS))
-    writer.add_token_types(TYPES)
+    tokenizer = tokenizer or {"model": "llama", "tokens": TOKENS, "types": TYPES}
+    writer.add_tokenizer_model(tokenizer["model"])
+    writer.add_token_list(tokenizer["tokens"])
+    writer.add_token_scores([0.0] * len(tokenizer["tokens"]))
+    writer.add_token_types(tokenizer["types"])
+    if "merges" in tokenizer:
+        writer.add_token_merges(tokenizer["merges"])
     writer.add_bos_token_id(2)
     writer.add_eos_token_id(1)
     writer.add_unk_token_id(3)
@@ -466,21 +558,47 @@ def llama_logits(path):
     return out
 
 
+def fuse_gate_up(tensors):
+    """`ffn_gate_exps` and `ffn_up_exps` of each layer stacked as `ffn_gate_up_exps`, gate first."""
+    fused = {}
+    for name, value in tensors.items():
+        if name.endswith("ffn_gate_exps.weight"):
+            up = tensors[name.replace("gate_exps", "up_exps")]
+            fused[name.replace("gate_exps", "gate_up_exps")] = np.concatenate([value, up], axis=1)
+        elif not name.endswith("ffn_up_exps.weight"):
+            fused[name] = value
+    return fused
+
+
+def llama_tokens(path, texts):
+    """llama.cpp's ids for each text, BOS added as the file says, specials read as text."""
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=path, n_ctx=64, vocab_only=True, verbose=False)
+    return [[text, llm.tokenize(text.encode(), add_bos=True, special=False)] for text in texts]
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/archs"
     import llama_cpp
 
     wanted = sys.argv[2:]
     for make in [gemma3, smollm3, olmo2, olmo3, phi3, mistral3, qwen3moe, mixtral, granite, granitemoe, qwen35,
-                 gpt_oss]:
+                 gpt_oss, gemma4, gemma4moe]:
         name = make.__name__.replace("_", "-")
         if wanted and name not in wanted:
             continue
-        family, tensors, metadata, config, hf = make()
+        family, tensors, metadata, config, hf, *tokenizer = make()
+        tokenizer = tokenizer[0] if tokenizer else None
         folder = os.path.join(root, name)
         os.makedirs(os.path.join(folder, "hf"), exist_ok=True)
-        write_gguf(os.path.join(folder, "model.gguf"), family, tensors, metadata)
-        write_gguf(os.path.join(folder, "model.q8_0.gguf"), family, tensors, metadata, GGMLQuantizationType.Q8_0)
+        write_gguf(os.path.join(folder, "model.gguf"), family, tensors, metadata, tokenizer=tokenizer)
+        write_gguf(os.path.join(folder, "model.q8_0.gguf"), family, tensors, metadata, GGMLQuantizationType.Q8_0,
+                   tokenizer)
+        if make is gemma4moe:
+            # The same weights with each layer's expert gates and ups in one tensor.
+            write_gguf(os.path.join(folder, "model.fused.gguf"), family, fuse_gate_up(tensors), metadata,
+                       tokenizer=tokenizer)
         if config["model_type"]:
             with open(os.path.join(folder, "hf", "config.json"), "w") as f:
                 json.dump(config, f, indent=1)
@@ -495,6 +613,8 @@ def main():
             "f32": llama_logits(os.path.join(folder, "model.gguf")),
             "q8_0": llama_logits(os.path.join(folder, "model.q8_0.gguf")),
         }
+        if make is gemma4:
+            reference["tokenized"] = llama_tokens(os.path.join(folder, "model.gguf"), GEMMA4_TEXTS)
         with open(os.path.join(folder, "reference.json"), "w") as f:
             json.dump(reference, f)
             f.write("\n")

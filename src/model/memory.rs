@@ -170,21 +170,30 @@ fn for_config(config: &ModelConfig, weights: u64) -> MemoryEstimate {
 /// snapshots of it as the default allows. A header's absurd figures saturate (and so are
 /// refused) instead of wrapping to a small number.
 pub fn kv_bytes(config: &ModelConfig, positions: usize) -> u64 {
-    let per_layer_position = [config.num_kv_heads, config.head_dim]
-        .iter()
-        .fold(2 * 4u64, |bytes, &n| bytes.saturating_mul(n as u64));
-    let recurrent = config.layers.iter().filter(|plan| plan.recurrent).count() as u64;
-    let windows: Vec<usize> = config
+    let bytes = |sizes: [usize; 3]| {
+        sizes
+            .iter()
+            .fold(2 * 4u64, |bytes, &n| bytes.saturating_mul(n as u64))
+    };
+    // Layers that read another layer's keys hold none, recurrent ones a state of their own;
+    // layers past the plan (a config made by hand) count as full ones.
+    let beyond = config.num_layers.saturating_sub(config.layers.len());
+    let keys = config
         .layers
         .iter()
-        .filter(|plan| !plan.recurrent)
-        .filter_map(|plan| plan.window)
-        .collect();
-    let full = (config.num_layers as u64).saturating_sub(windows.len() as u64 + recurrent);
-    let held = windows
-        .iter()
-        .map(|&w| positions_held(Some(w), positions) as u64)
-        .fold(full.saturating_mul(positions as u64), u64::saturating_add);
+        .filter(|plan| plan.kv_from.is_none() && !plan.recurrent)
+        .map(|plan| {
+            bytes([
+                plan.kv_heads,
+                plan.head_dim,
+                positions_held(plan.window, positions),
+            ])
+        })
+        .fold(
+            bytes([beyond, config.num_kv_heads, config.head_dim]).saturating_mul(positions as u64),
+            u64::saturating_add,
+        );
+    let recurrent = config.layers.iter().filter(|plan| plan.recurrent).count() as u64;
     let state = match config.delta_net {
         Some(shape) => {
             let each = recurrent.saturating_mul(shape.state_floats() as u64 * 4);
@@ -193,9 +202,7 @@ pub fn kv_bytes(config: &ModelConfig, positions: usize) -> u64 {
         }
         None => 0,
     };
-    per_layer_position
-        .saturating_mul(held)
-        .saturating_add(state)
+    keys.saturating_add(state)
 }
 
 /// Bytes a safetensors file's tensors take once loaded, from its JSON header: on the CPU f16

@@ -278,7 +278,7 @@ fn the_corpus_renders_byte_for_byte_as_transformers_does() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 14 * 5, "every template with every conversation");
+    assert_eq!(checked, 15 * 5, "every template with every conversation");
     assert!(
         failures.is_empty(),
         "{} of {checked} differ from transformers:\n{}",

@@ -24,6 +24,7 @@ mod model_discover;
 mod model_errors;
 mod model_families;
 mod model_gemma;
+mod model_gemma4;
 mod model_memory;
 mod model_qtypes;
 mod model_qwen35;

@@ -102,6 +102,24 @@ const FIXTURES: &[Fixture] = &[
         tolerance: (1e-4, 1e-5),
         hf: true,
     },
+    // Gemma 4: listed windowed layers, two head sizes, proportional RoPE, shared keys,
+    // per-layer embeddings, a softcap. llama.cpp rounds its GELUs as Gemma 3's, here in the
+    // per-layer gates too: measured worst 9.4e-3, mean 7.3e-4; with both GELUs rounded to f16
+    // (a scratch experiment, not kept) worst 7.9e-4, mean 4.4e-5.
+    Fixture {
+        family: "gemma4",
+        architecture: Architecture::Gemma4,
+        tolerance: (1.5e-2, 1e-3),
+        hf: false,
+    },
+    // Gemma 4 with experts beside each dense feed-forward (26B-A4B's layers): worst 4.9e-3,
+    // mean 5.7e-4; with the GELUs rounded as above worst 3.2e-4, mean 2.5e-5.
+    Fixture {
+        family: "gemma4moe",
+        architecture: Architecture::Gemma4,
+        tolerance: (1.5e-2, 1e-3),
+        hf: false,
+    },
 ];
 
 pub(crate) fn folder(family: &str) -> PathBuf {
@@ -363,7 +381,7 @@ fn expert_counts_that_no_model_has_are_refused() {
 /// bits, whichever experts the other rows chose.
 #[test]
 fn batched_rows_of_a_mixture_of_experts_equal_single_rows() {
-    for family in ["qwen3moe", "mixtral", "gpt-oss"] {
+    for family in ["qwen3moe", "mixtral", "gpt-oss", "gemma4moe"] {
         let model = Model::load(&folder(family).join("model.q8_0.gguf"), &Device::Cpu).unwrap();
         let prompt = [2u32, 260, 262, 264, 261];
         let next = [263u32, 10, 40, 266];

@@ -2,6 +2,7 @@
 
 mod delta_net;
 mod moe;
+mod per_layer;
 pub(crate) mod registry;
 mod rope;
 pub(crate) mod weights;
@@ -255,6 +256,12 @@ impl Model {
         if let Some(scale) = self.config.embedding_scale {
             x = (x * f64::from(scale))?;
         }
+        let per_layer_inputs = match &self.weights.per_layer_inputs {
+            Some(inputs) => Some(per_layer::inputs(inputs, ids, &x, &self.config)?),
+            None => None,
+        };
+        // Keys and values of the layers that later layers read (Gemma 4), in this forward.
+        let mut lent: Vec<Option<(Tensor, Tensor)>> = vec![None; self.weights.layers.len()];
         let residual = |branch: Tensor| match self.config.residual_scale {
             Some(scale) => branch * f64::from(scale),
             None => Ok(branch),
@@ -271,12 +278,12 @@ impl Model {
                 Mixer::Attention(attention) => self.attention(
                     attention,
                     i,
-                    plan.window,
                     &normed,
                     cache,
                     rope,
                     q_scale.as_ref(),
                     &mut masks,
+                    &mut lent,
                 )?,
                 Mixer::DeltaNet(net) => {
                     let start = cache.len();
@@ -294,11 +301,20 @@ impl Model {
                     down.forward(&gated(family.activation, &gate, &up)?)?
                 }
                 Ffn::Experts(moe) => moe.forward(&normed, family.activation)?,
+                Ffn::Beside(beside) => {
+                    beside.forward(&x, &normed, family.activation, self.eps())?
+                }
             };
             if let Some(norm) = &layer.post_ffn_norm {
                 ffn = candle_nn::ops::rms_norm(&ffn, norm, self.eps())?;
             }
             x = (x + residual(ffn)?)?;
+            if let (Some(gate), Some(inputs)) = (&layer.per_layer, &per_layer_inputs) {
+                x = per_layer::mix(gate, &x, inputs, i, self.eps())?;
+            }
+            if let Some(scale) = &layer.output_scale {
+                x = x.broadcast_mul(scale)?;
+            }
         }
         cache.advance(len);
         if last_only {
@@ -308,6 +324,9 @@ impl Model {
         let mut logits = self.weights.output.forward(&x)?;
         if let Some(divisor) = self.config.logit_divisor {
             logits = (logits / f64::from(divisor))?;
+        }
+        if let Some(cap) = self.config.final_logit_softcap {
+            logits = ((logits / f64::from(cap))?.tanh()? * f64::from(cap))?;
         }
         logits.flatten_to(1)
     }
@@ -324,21 +343,26 @@ impl Model {
         }
     }
 
+    /// `lent`: the keys and values each layer attended over in this forward, kept for the
+    /// layers that read them instead of their own.
     #[allow(clippy::too_many_arguments)]
     fn attention(
         &self,
         layer: &Attention,
         index: usize,
-        window: Option<usize>,
         x: &Tensor,
         cache: &mut SequenceState,
         rope: Option<(&Tensor, &Tensor)>,
         q_scale: Option<&Tensor>,
         masks: &mut Masks,
+        lent: &mut [Option<(Tensor, Tensor)>],
     ) -> candle_core::Result<Tensor> {
         let c = &self.config;
+        let plan = c.layers[index];
+        let (window, head_dim, kv_heads) = (plan.window, plan.head_dim, plan.kv_heads);
         let (rows, len, _) = x.dims3()?;
-        let whole = c.architecture.family().qk_norm == QkNorm::Whole;
+        let family = c.architecture.family();
+        let whole = family.qk_norm == QkNorm::Whole;
         // `[rows, len, n, head_dim]`, normed where the model says: each head (Qwen3, Gemma 3)
         // or the whole projection (OLMo 2).
         let split = |t: Tensor, n: usize, norm: Option<&Tensor>| -> candle_core::Result<Tensor> {
@@ -346,7 +370,7 @@ impl Model {
                 Some(w) => candle_nn::ops::rms_norm(&t, w, self.eps())?,
                 None => t,
             };
-            let t = t.reshape((rows, len, n, c.head_dim))?;
+            let t = t.reshape((rows, len, n, head_dim))?;
             match norm.filter(|_| !whole) {
                 Some(w) => candle_nn::ops::rms_norm(&t, w, self.eps()),
                 None => Ok(t),
@@ -354,38 +378,56 @@ impl Model {
         };
         let q = layer.q.forward(x)?;
         // A gated attention's heads each hold the query then the gate.
-        let (q, gate) = match c.architecture.family().gated_attention {
+        let (q, gate) = match family.gated_attention {
             true => {
-                let both = q.reshape((rows, len, c.num_heads, 2, c.head_dim))?;
+                let both = q.reshape((rows, len, c.num_heads, 2, head_dim))?;
                 let gate = both.narrow(3, 1, 1)?;
-                let gate = gate.reshape((rows, len, c.num_heads * c.head_dim))?;
+                let gate = gate.reshape((rows, len, c.num_heads * head_dim))?;
                 (both.narrow(3, 0, 1)?.contiguous()?, Some(gate))
             }
             false => (q, None),
         };
-        let q = q.reshape((rows, len, c.num_heads * c.head_dim))?;
-        let q = split(q, c.num_heads, layer.q_norm.as_ref())?;
-        let k = split(layer.k.forward(x)?, c.num_kv_heads, layer.k_norm.as_ref())?;
-        let v = split(layer.v.forward(x)?, c.num_kv_heads, None)?;
+        let q = q.reshape((rows, len, c.num_heads * head_dim))?;
         // Heads in attention's layout `[rows, heads, len, head_dim]`, rotated where the layer
         // rotates.
-        let (q, k) = match rope {
-            Some((cos, sin)) => (
-                rope_heads(&q, cos, sin, c.rope_layout)?,
-                rope_heads(&k, cos, sin, c.rope_layout)?,
-            ),
-            None => (
-                q.transpose(1, 2)?.contiguous()?,
-                k.transpose(1, 2)?.contiguous()?,
-            ),
+        let rotate = |t: Tensor| match rope {
+            Some((cos, sin)) => rope_heads(&t, cos, sin, c.rope_layout),
+            None => t.transpose(1, 2)?.contiguous(),
         };
+        let q = rotate(split(q, c.num_heads, layer.q_norm.as_ref())?)?;
         let q = match q_scale {
             Some(scale) => q.broadcast_mul(scale)?,
             None => q,
         };
-        let v = v.transpose(1, 2)?.contiguous()?;
-        let start = cache.len();
-        let (k, v) = cache.kv(index)?.append(start, &k, &v)?;
+        let (k, v) = match (plan.kv_from, &layer.k) {
+            (Some(source), _) => lent[source].clone().ok_or_else(|| {
+                candle_core::Error::Msg(format!(
+                    "layer {index} reads layer {source}'s keys, which it has not written"
+                ))
+            })?,
+            (None, None) => candle_core::bail!("layer {index} has no keys"),
+            (None, Some(k_proj)) => {
+                let keys = k_proj.forward(x)?;
+                // Without a v of its own the layer's keys (before their norm) are its values.
+                let values = match &layer.v {
+                    Some(v) => v.forward(x)?,
+                    None => keys.clone(),
+                };
+                let k = rotate(split(keys, kv_heads, layer.k_norm.as_ref())?)?;
+                let mut v = split(values, kv_heads, None)?;
+                if family.v_norm {
+                    let ones = Tensor::ones(head_dim, v.dtype(), v.device())?;
+                    v = candle_nn::ops::rms_norm(&v, &ones, self.eps())?;
+                }
+                let v = v.transpose(1, 2)?.contiguous()?;
+                let start = cache.len();
+                let (k, v) = cache.kv(index)?.append(start, &k, &v)?;
+                if c.layers.iter().any(|l| l.kv_from == Some(index)) {
+                    lent[index] = Some((k.clone(), v.clone()));
+                }
+                (k, v)
+            }
+        };
         let scale = f64::from(c.attention_scale);
         let output = |out: Tensor| match &gate {
             Some(gate) => layer.o.forward(&(out * candle_nn::ops::sigmoid(gate)?)?),
@@ -403,14 +445,14 @@ impl Model {
 
         // Grouped-query attention without copying k/v per query head: the query heads that
         // share a kv head are stacked along the sequence axis of one matmul.
-        let group = c.heads_per_kv();
-        let q = q.reshape((rows, c.num_kv_heads, group * len, c.head_dim))?;
+        let group = c.num_heads / kv_heads;
+        let q = q.reshape((rows, kv_heads, group * len, head_dim))?;
         let mut scores = (q.matmul(&k.t()?)? * scale)?;
         if let Some(mask) = masks.get(window, total - len, len, q.device())? {
             scores = scores
-                .reshape((rows, c.num_kv_heads, group, len, total))?
+                .reshape((rows, kv_heads, group, len, total))?
                 .broadcast_add(mask)?
-                .reshape((rows, c.num_kv_heads, group * len, total))?;
+                .reshape((rows, kv_heads, group * len, total))?;
         }
         let probs = match &layer.sinks {
             Some(sinks) => with_sinks(&scores, sinks, len)?,
@@ -418,9 +460,9 @@ impl Model {
         };
         let out = probs
             .matmul(&v)?
-            .reshape((rows, c.num_heads, len, c.head_dim))?
+            .reshape((rows, c.num_heads, len, head_dim))?
             .transpose(1, 2)?
-            .reshape((rows, len, c.num_heads * c.head_dim))?;
+            .reshape((rows, len, c.num_heads * head_dim))?;
         output(out)
     }
 }

@@ -9,7 +9,7 @@
 //! decoded beside others equals the row decoded alone.
 
 use super::registry::Gating;
-use super::weights::Moe;
+use super::weights::{Beside, Ffn, Moe};
 use crate::model::kernels::fused::Activation;
 use crate::model::kernels::fused::gated;
 use crate::model::kernels::parallel::{Disjoint, for_each_range};
@@ -22,12 +22,22 @@ impl Moe {
     /// a decode step's experts are small, and one parallel section for all of them costs far
     /// less than three for each.
     pub(crate) fn forward(&self, x: &Tensor, activation: Activation) -> Result<Tensor> {
+        self.forward_routed(x, x, activation)
+    }
+
+    /// [`Moe::forward`] with the router reading `routed` instead of `x`.
+    fn forward_routed(
+        &self,
+        x: &Tensor,
+        routed: &Tensor,
+        activation: Activation,
+    ) -> Result<Tensor> {
         let dims = x.dims().to_vec();
         let hidden = *dims.last().expect("a feed-forward input has a hidden axis");
         let flat = x.reshape(((), hidden))?.contiguous()?;
         let logits = self
             .router
-            .forward(&flat)?
+            .forward(&routed.reshape(((), hidden))?.contiguous()?)?
             .to_dtype(DType::F32)?
             .to_vec2::<f32>()?;
         let routes: Vec<Vec<(usize, f32)>> = logits
@@ -70,7 +80,8 @@ impl Moe {
                     for (&(token, rank), values) in
                         served[expert].iter().zip(out.chunks_exact(hidden))
                     {
-                        let weight = routes[token][rank].1;
+                        let scale = self.scales.as_ref().map_or(1.0, |s| s[expert]);
+                        let weight = routes[token][rank].1 * scale;
                         let weighted: Vec<f32> = values.iter().map(|v| v * weight).collect();
                         // SAFETY: slot (token, rank) names one expert, this one alone.
                         unsafe { shared.write((token * self.used + rank) * hidden, &weighted) };
@@ -101,6 +112,35 @@ impl Moe {
             }
         }
         Tensor::from_vec(sums, dims, x.device())
+    }
+}
+
+impl Beside {
+    /// The two branches over `x` (the residual stream) and `normed` (it normed for the dense
+    /// branch), each normed after.
+    pub(crate) fn forward(
+        &self,
+        x: &Tensor,
+        normed: &Tensor,
+        activation: Activation,
+        eps: f32,
+    ) -> Result<Tensor> {
+        let Ffn::Dense { gate, up, down } = &self.dense else {
+            candle_core::bail!("the branch beside the experts is a dense feed-forward");
+        };
+        let dense = down.forward(&gated(
+            activation,
+            &gate.forward(normed)?,
+            &up.forward(normed)?,
+        )?)?;
+        let dense = candle_nn::ops::rms_norm(&dense, &self.post_dense_norm, eps)?;
+        let hidden = x.dim(candle_core::D::Minus1)?;
+        let ones = Tensor::ones(hidden, x.dtype(), x.device())?;
+        let routed = (candle_nn::ops::rms_norm(x, &ones, eps)? / (hidden as f64).sqrt())?
+            .broadcast_mul(&self.router_scale)?;
+        let inputs = candle_nn::ops::rms_norm(x, &self.pre_experts_norm, eps)?;
+        let experts = self.experts.forward_routed(&inputs, &routed, activation)?;
+        dense + candle_nn::ops::rms_norm(&experts, &self.post_experts_norm, eps)?
     }
 }
 

@@ -32,6 +32,10 @@ pub enum Architecture {
     /// Ministral 3: Llama with YaRN and queries scaled up with their position (Llama 4's
     /// attention temperature).
     Mistral3,
+    /// Gemma 4: Gemma 3's blocks with the windowed layers listed, wider heads on the global
+    /// ones with proportional RoPE, v normed too, unscaled scores, the last layers reusing
+    /// earlier layers' keys, per-layer embeddings (E2B, E4B) and a final logit softcap.
+    Gemma4,
     /// Phi-3 and Phi-4: q, k and v in one matrix, gate and up in another, RoPE over part of
     /// each head with LongRoPE's factors.
     Phi3,
@@ -107,6 +111,11 @@ pub(crate) struct Family {
     /// config.json keeps a layer's experts in fused tensors, gate and up interleaved
     /// (gpt-oss), not one tensor per expert.
     pub hf_fused_experts: bool,
+    /// Values are RMS-normed per head (no weight) before attention (Gemma 4).
+    pub v_norm: bool,
+    /// A layer with a router runs its experts beside the dense feed-forward, each branch
+    /// normed on its own (Gemma 4's 26B-A4B), not in its place.
+    pub experts_beside_dense: bool,
 }
 
 /// How a mixture of experts turns the router's logits into each token's experts and weights.
@@ -133,6 +142,10 @@ pub(crate) enum Window {
     /// The files must give the window; its layers rotate as the others do, YaRN included
     /// (gpt-oss, whose first layer of each pair is windowed).
     Alternating { period: usize },
+    /// The files must give the window and list its layers (Gemma 4's
+    /// `attention.sliding_window_pattern`, config.json's `layer_types`); they rotate as
+    /// `Required`'s do.
+    Listed,
 }
 
 /// The tensors of a block and of the model around the blocks.
@@ -175,9 +188,31 @@ pub(crate) enum Part {
     SsmOut,
     GateExperts,
     UpExperts,
+    /// Every expert's gate and up stacked, gate's rows first (Gemma 4's converter may write
+    /// them so).
+    GateUpExperts,
     DownExperts,
     /// Attention's per-head sink logits (gpt-oss).
     Sinks,
+    /// Each layer's output is multiplied by this scalar (Gemma 4).
+    OutputScale,
+    /// Experts beside a dense feed-forward (Gemma 4's 26B-A4B): the router's input scale,
+    /// each expert's output scale, the dense branch's norm after, the experts' before and
+    /// after.
+    RouterScale,
+    ExpertScales,
+    PostDenseNorm,
+    PreExpertsNorm,
+    PostExpertsNorm,
+    /// Per-layer embeddings (Gemma 4's E2B, E4B): a table of every layer's per token, a
+    /// projection of the embeddings to every layer's and its norm...
+    PerLayerEmbed,
+    PerLayerModelProj,
+    PerLayerProjNorm,
+    /// ...and in each layer the gate that reads it, the projection back and its norm.
+    PerLayerGate,
+    PerLayerProj,
+    PerLayerPostNorm,
 }
 
 const LLAMA_LIKE: Family = Family {
@@ -204,6 +239,8 @@ const LLAMA_LIKE: Family = Family {
     gating: Gating::SoftmaxThenTopK,
     gguf_yarn_betas: false,
     hf_fused_experts: false,
+    v_norm: false,
+    experts_beside_dense: false,
 };
 
 /// Every family, in the order the "supported" lists name them.
@@ -311,6 +348,22 @@ pub(crate) const FAMILIES: &[Family] = &[
         gguf: &["mistral3"],
         hf: &["ministral3"],
         gguf_yarn_betas: true,
+        ..LLAMA_LIKE
+    },
+    // GGUF only: its config.json checkpoints are multimodal wrappers.
+    Family {
+        architecture: Architecture::Gemma4,
+        name: "gemma4",
+        gguf: &["gemma4"],
+        hf: &[],
+        gguf_rope: RopeLayout::HalfSplit,
+        qk_norm: QkNorm::PerHead,
+        post_norms: true,
+        activation: Activation::GeluTanh,
+        scaled_embeddings: true,
+        window: Window::Listed,
+        v_norm: true,
+        experts_beside_dense: true,
         ..LLAMA_LIKE
     },
     Family {
@@ -430,6 +483,7 @@ impl Part {
             Part::Router => "ffn_gate_inp",
             Part::GateExperts => "ffn_gate_exps",
             Part::UpExperts => "ffn_up_exps",
+            Part::GateUpExperts => "ffn_gate_up_exps",
             Part::DownExperts => "ffn_down_exps",
             Part::SsmGate => "attn_gate",
             Part::SsmConv => "ssm_conv1d",
@@ -440,6 +494,19 @@ impl Part {
             Part::SsmNorm => "ssm_norm",
             Part::SsmOut => "ssm_out",
             Part::Sinks => "attn_sinks",
+            Part::OutputScale => "layer_output_scale",
+            // Read with the suffix `scale` rather than `weight`.
+            Part::RouterScale => "ffn_gate_inp",
+            Part::ExpertScales => "ffn_down_exps",
+            Part::PostDenseNorm => "post_ffw_norm_1",
+            Part::PreExpertsNorm => "pre_ffw_norm_2",
+            Part::PostExpertsNorm => "post_ffw_norm_2",
+            Part::PerLayerEmbed => "per_layer_token_embd",
+            Part::PerLayerModelProj => "per_layer_model_proj",
+            Part::PerLayerProjNorm => "per_layer_proj_norm",
+            Part::PerLayerGate => "inp_gate",
+            Part::PerLayerProj => "proj",
+            Part::PerLayerPostNorm => "post_norm",
         }
     }
 
@@ -475,6 +542,7 @@ impl Part {
             // One tensor per expert `e`: `mlp.experts.{e}.gate_proj`.
             Part::GateExperts => "gate_proj",
             Part::UpExperts => "up_proj",
+            Part::GateUpExperts => "gate_up_proj",
             Part::DownExperts => "down_proj",
             Part::SsmGate => "linear_attn.in_proj_z",
             Part::SsmConv => "linear_attn.conv1d",
@@ -486,6 +554,18 @@ impl Part {
             Part::SsmOut => "linear_attn.out_proj",
             // `self_attn.sinks` in the checkpoint, named so when it is read.
             Part::Sinks => "self_attn.sinks",
+            Part::OutputScale => "layer_scalar",
+            Part::RouterScale => "router.scale",
+            Part::ExpertScales => "router.per_expert_scale",
+            Part::PostDenseNorm => "post_feedforward_layernorm_1",
+            Part::PreExpertsNorm => "pre_feedforward_layernorm_2",
+            Part::PostExpertsNorm => "post_feedforward_layernorm_2",
+            Part::PerLayerEmbed => "model.embed_tokens_per_layer",
+            Part::PerLayerModelProj => "model.per_layer_model_projection",
+            Part::PerLayerProjNorm => "model.per_layer_projection_norm",
+            Part::PerLayerGate => "per_layer_input_gate",
+            Part::PerLayerProj => "per_layer_projection",
+            Part::PerLayerPostNorm => "post_per_layer_input_norm",
         }
     }
 }
@@ -507,7 +587,7 @@ mod tests {
         }
         assert_eq!(
             supported_gguf(),
-            "llama, qwen2, qwen3, gemma3, smollm3, qwen3moe, granite, granitemoe, olmo2, mistral3, phi3, qwen35, gpt-oss"
+            "llama, qwen2, qwen3, gemma3, smollm3, qwen3moe, granite, granitemoe, olmo2, mistral3, gemma4, phi3, qwen35, gpt-oss"
         );
         assert_eq!(Architecture::from_gguf("gpt2"), None);
     }

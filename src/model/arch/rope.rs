@@ -26,7 +26,7 @@ impl Rope {
     pub(crate) fn local(config: &ModelConfig) -> Option<Self> {
         config
             .rope_theta_local
-            .map(|theta| Self::new(config.rope_dims, theta, None, 1.0))
+            .map(|theta| Self::new(config.rope_dims_local, theta, None, 1.0))
     }
 
     /// `dims`: how many of a head's dimensions rotate.

@@ -4,7 +4,7 @@
 use super::delta_net::DeltaNet;
 use super::registry::{Gating, Part, QkNorm};
 use crate::model::error::ModelError;
-use crate::model::formats::config::ModelConfig;
+use crate::model::formats::config::{Experts, ModelConfig};
 use crate::model::formats::tensors::{
     GgufSource, GgufTables, HfSource, Source, Stored, require, split_rows,
 };
@@ -196,6 +196,9 @@ pub(crate) struct Layer {
     pub ffn_norm: Option<Tensor>,
     pub post_ffn_norm: Option<Tensor>,
     pub ffn: Ffn,
+    /// The layer's output is multiplied by this one-element vector (Gemma 4).
+    pub output_scale: Option<Tensor>,
+    pub per_layer: Option<PerLayerGate>,
 }
 
 /// What mixes positions in a layer: attention over the cached keys, or a recurrent state.
@@ -208,7 +211,10 @@ pub(crate) enum Mixer {
 impl Mixer {
     fn matrices(&self) -> Vec<&Linear> {
         match self {
-            Mixer::Attention(a) => vec![&a.q, &a.k, &a.v, &a.o],
+            Mixer::Attention(a) => [Some(&a.q), a.k.as_ref(), a.v.as_ref(), Some(&a.o)]
+                .into_iter()
+                .flatten()
+                .collect(),
             Mixer::DeltaNet(d) => d.matrices().to_vec(),
         }
     }
@@ -218,14 +224,35 @@ impl Mixer {
 pub(crate) struct Attention {
     /// With a gated attention, each head's query then its gate.
     pub q: Linear,
-    pub k: Linear,
-    pub v: Linear,
+    /// None in a layer that reads an earlier layer's keys (Gemma 4).
+    pub k: Option<Linear>,
+    /// None where the keys serve as values too (Gemma 4's `attention_k_eq_v`), or the layer
+    /// reads an earlier layer's.
+    pub v: Option<Linear>,
     pub o: Linear,
     /// Per-head norms, applied to q and k before RoPE (Qwen3, Gemma 3).
     pub q_norm: Option<Tensor>,
     pub k_norm: Option<Tensor>,
     /// Each query head's sink logit (gpt-oss).
     pub sinks: Option<Vec<f32>>,
+}
+
+/// How a layer mixes in its per-layer embedding (Gemma 4's E2B, E4B): `x + norm(proj(
+/// gelu(gate(x)) * embedding))`.
+#[derive(Debug)]
+pub(crate) struct PerLayerGate {
+    pub gate: Linear,
+    pub proj: Linear,
+    pub norm: Tensor,
+}
+
+/// Every layer's per-layer embedding of a token: a table looked up by id, plus a projection
+/// of the token's (scaled) embedding, normed.
+#[derive(Debug)]
+pub(crate) struct PerLayerInputs {
+    pub table: QMatMul,
+    pub model_proj: Linear,
+    pub norm: Tensor,
 }
 
 /// A layer's feed-forward: one, or a mixture of experts.
@@ -237,6 +264,7 @@ pub(crate) enum Ffn {
         down: Linear,
     },
     Experts(Moe),
+    Beside(Box<Beside>),
 }
 
 /// A mixture of experts: the router's logits choose `used` experts for each token.
@@ -248,31 +276,57 @@ pub(crate) struct Moe {
     pub down: Vec<Linear>,
     pub used: usize,
     pub gating: Gating,
+    /// Each expert's output is multiplied by its scale (Gemma 4).
+    pub scales: Option<Vec<f32>>,
+}
+
+/// Experts beside a dense feed-forward (Gemma 4's 26B-A4B): `post_dense(dense(x)) +
+/// post_experts(experts(pre_experts(x)))`, the router reading `x` RMS-normed, divided by
+/// `sqrt(hidden)` and scaled by `router_scale`.
+#[derive(Debug)]
+pub(crate) struct Beside {
+    /// An [`Ffn::Dense`].
+    pub dense: Ffn,
+    pub post_dense_norm: Tensor,
+    pub experts: Moe,
+    pub router_scale: Tensor,
+    pub pre_experts_norm: Tensor,
+    pub post_experts_norm: Tensor,
 }
 
 impl Ffn {
-    fn experts(&self) -> impl Iterator<Item = &Linear> {
-        let experts = match self {
+    fn moe(&self) -> Option<&Moe> {
+        match self {
             Ffn::Dense { .. } => None,
-            Ffn::Experts(moe) => Some(moe.gate.iter().chain(&moe.up).chain(&moe.down)),
-        };
-        experts.into_iter().flatten()
+            Ffn::Experts(moe) => Some(moe),
+            Ffn::Beside(beside) => Some(&beside.experts),
+        }
     }
 
-    /// The matrices every token reads: a dense feed-forward's three, or the router.
+    fn experts(&self) -> impl Iterator<Item = &Linear> {
+        self.moe()
+            .map(|moe| moe.gate.iter().chain(&moe.up).chain(&moe.down))
+            .into_iter()
+            .flatten()
+    }
+
+    /// The matrices every token reads: a dense feed-forward's three, the router, or both.
     fn shared(&self) -> Vec<&Linear> {
         match self {
             Ffn::Dense { gate, up, down } => vec![gate, up, down],
             Ffn::Experts(moe) => vec![&moe.router],
+            Ffn::Beside(beside) => {
+                let mut shared = beside.dense.shared();
+                shared.push(&beside.experts.router);
+                shared
+            }
         }
     }
 
     /// The share of the experts' bytes one token reads: `used` of them.
     fn expert_share(&self) -> f64 {
-        match self {
-            Ffn::Dense { .. } => 0.0,
-            Ffn::Experts(moe) => moe.used as f64 / moe.gate.len() as f64,
-        }
+        self.moe()
+            .map_or(0.0, |moe| moe.used as f64 / moe.gate.len() as f64)
     }
 }
 
@@ -297,6 +351,7 @@ pub(crate) struct Weights {
     /// GGUF `rope_freqs.weight` (Llama 3.1 RoPE scaling baked in by convert), or the
     /// LongRoPE factors that serve the model's context (Phi-3).
     pub rope_freqs: Option<Vec<f32>>,
+    pub per_layer_inputs: Option<PerLayerInputs>,
 }
 
 impl Weights {
@@ -335,7 +390,15 @@ impl Weights {
     fn shared_matrices(&self) -> impl Iterator<Item = &Linear> {
         self.layers
             .iter()
-            .flat_map(|l| l.mixer.matrices().into_iter().chain(l.ffn.shared()))
+            .flat_map(|l| {
+                let gates = l.per_layer.iter().flat_map(|p| [&p.gate, &p.proj]);
+                l.mixer
+                    .matrices()
+                    .into_iter()
+                    .chain(l.ffn.shared())
+                    .chain(gates)
+            })
+            .chain(self.per_layer_inputs.iter().map(|p| &p.model_proj))
             .chain([&self.output])
     }
 
@@ -418,51 +481,36 @@ impl Weights {
             } else {
                 None
             };
+            let dense = |source: &mut S, fused_gate_up: Option<(Linear, Linear)>| {
+                let (up, gate) = match fused_gate_up {
+                    Some(pair) => pair,
+                    None => (
+                        linear(source, Part::Up, (ffn_size, h))?,
+                        linear(source, Part::Gate, (ffn_size, h))?,
+                    ),
+                };
+                let down = linear(source, Part::Down, (h, ffn_size))?;
+                Ok::<_, ModelError>(Ffn::Dense { gate, up, down })
+            };
             let ffn = match config.experts {
-                None => {
-                    let (up, gate) = match fused_gate_up {
-                        Some(pair) => pair,
-                        None => (
-                            linear(source, Part::Up, (ffn_size, h))?,
-                            linear(source, Part::Gate, (ffn_size, h))?,
-                        ),
+                None => dense(source, fused_gate_up)?,
+                Some(experts) if family.experts_beside_dense => {
+                    let dense = dense(source, fused_gate_up)?;
+                    let experts = load_experts(source, i, experts, h, ours)?;
+                    let mut norm = |part: Part, suffix: &str, len: usize| {
+                        let name = source.name(Some(i), part, suffix);
+                        require(source, &name, |s, n| s.norm(n, len))
                     };
-                    Ffn::Dense {
-                        gate,
-                        up,
-                        down: linear(source, Part::Down, (h, ffn_size))?,
-                    }
+                    Ffn::Beside(Box::new(Beside {
+                        dense,
+                        post_dense_norm: norm(Part::PostDenseNorm, "weight", h)?,
+                        router_scale: norm(Part::RouterScale, "scale", h)?,
+                        pre_experts_norm: norm(Part::PreExpertsNorm, "weight", h)?,
+                        post_experts_norm: norm(Part::PostExpertsNorm, "weight", h)?,
+                        experts,
+                    }))
                 }
-                Some(experts) => {
-                    let router = linear(source, Part::Router, (experts.count, h))?;
-                    let size = experts.intermediate_size;
-                    let mut matrices = |part: Part, shape: (usize, usize)| {
-                        let found = source.experts(i, part, experts.count, shape)?;
-                        let name = source.name(Some(i), part, "weight");
-                        let found = found.ok_or_else(|| ModelError::MissingTensor {
-                            path: source.path().to_owned(),
-                            name,
-                            family: source.family().name,
-                        })?;
-                        let biases = source.expert_biases(i, part, experts.count, shape.0)?;
-                        let mut biases = biases.map(Vec::into_iter);
-                        found
-                            .into_iter()
-                            .map(|m| {
-                                let bias = biases.as_mut().and_then(Iterator::next);
-                                Linear::new(m, bias, ours).map_err(ModelError::from)
-                            })
-                            .collect::<Result<Vec<_>, _>>()
-                    };
-                    Ffn::Experts(Moe {
-                        router,
-                        gate: matrices(Part::GateExperts, (size, h))?,
-                        up: matrices(Part::UpExperts, (size, h))?,
-                        down: matrices(Part::DownExperts, (h, size))?,
-                        used: experts.used,
-                        gating: family.gating,
-                    })
-                }
+                Some(experts) => Ffn::Experts(load_experts(source, i, experts, h, ours)?),
             };
             let mut norm = |part: Part, len: usize| {
                 let name = source.name(Some(i), part, "weight");
@@ -484,6 +532,20 @@ impl Weights {
             } else {
                 (None, None)
             };
+            let per_layer_norm = match config.per_layer_input {
+                Some(_) => Some(norm(Part::PerLayerPostNorm, h)?),
+                None => None,
+            };
+            let per_layer = match (config.per_layer_input, per_layer_norm) {
+                (Some(size), Some(norm)) => Some(PerLayerGate {
+                    gate: linear(source, Part::PerLayerGate, (size, h))?,
+                    proj: linear(source, Part::PerLayerProj, (h, size))?,
+                    norm,
+                }),
+                _ => None,
+            };
+            let scale_name = source.name(Some(i), Part::OutputScale, "weight");
+            let output_scale = source.vector(&scale_name, 1)?;
             layers.push(Layer {
                 attn_norm,
                 mixer,
@@ -491,6 +553,8 @@ impl Weights {
                 ffn_norm,
                 post_ffn_norm,
                 ffn,
+                output_scale,
+                per_layer,
             });
         }
         let norm_name = source.name(None, Part::Norm, "weight");
@@ -516,6 +580,27 @@ impl Weights {
                 break;
             }
         }
+        let per_layer_inputs = match config.per_layer_input {
+            Some(size) => {
+                let all = size * config.num_layers;
+                let table_name = source.name(None, Part::PerLayerEmbed, "weight");
+                let proj_name = source.name(None, Part::PerLayerModelProj, "weight");
+                let norm_name = source.name(None, Part::PerLayerProjNorm, "weight");
+                Some(PerLayerInputs {
+                    table: require(source, &table_name, |s, n| {
+                        s.matrix(n, (config.vocab_size, all))
+                    })?
+                    .into_candle()?,
+                    model_proj: Linear::new(
+                        require(source, &proj_name, |s, n| s.matrix(n, (all, h)))?,
+                        None,
+                        ours,
+                    )?,
+                    norm: require(source, &norm_name, |s, n| s.norm(n, size))?,
+                })
+            }
+            None => None,
+        };
         let output = Linear::new(output, None, ours)?;
         // A tied matrix in our layout serves the lookups too, and candle's copy is dropped.
         let embed = if tied_output && output.holds_rows() {
@@ -530,6 +615,7 @@ impl Weights {
             output,
             tied_output,
             rope_freqs,
+            per_layer_inputs,
         })
     }
 }
@@ -542,8 +628,9 @@ fn load_attention<S: Source>(
     ours: Option<Arithmetic>,
 ) -> Result<Attention, ModelError> {
     let family = config.architecture.family();
-    let (h, kv) = (config.hidden_size, config.num_kv_heads * config.head_dim);
-    let q_dim = config.num_heads * config.head_dim;
+    let plan = config.layers[layer];
+    let (h, kv) = (config.hidden_size, plan.kv_heads * plan.head_dim);
+    let q_dim = config.num_heads * plan.head_dim;
     // A gated attention's q projection yields each head's gate beside its query.
     let q_rows = if family.gated_attention {
         2 * q_dim
@@ -557,13 +644,28 @@ fn load_attention<S: Source>(
         }
         None => (None, None, None),
     };
-    let mut linear =
-        |part: Part, shape: (usize, usize)| load_linear(source, layer, part, shape, ours);
+    // A layer that reads an earlier layer's keys has none of its own (Gemma 4).
+    let own_kv = plan.kv_from.is_none();
     let (q, k, v, o) = (
-        q.map_or_else(|| linear(Part::Q, (q_rows, h)), Ok)?,
-        k.map_or_else(|| linear(Part::K, (kv, h)), Ok)?,
-        v.map_or_else(|| linear(Part::V, (kv, h)), Ok)?,
-        linear(Part::O, (h, q_dim))?,
+        q.map_or_else(
+            || load_linear(source, layer, Part::Q, (q_rows, h), ours),
+            Ok,
+        )?,
+        match k {
+            Some(k) => Some(k),
+            None if own_kv => Some(load_linear(source, layer, Part::K, (kv, h), ours)?),
+            None => None,
+        },
+        match v {
+            Some(v) => Some(v),
+            // Gemma 4 reads its keys as values where a layer has no v.
+            None if own_kv && family.v_norm => {
+                optional_linear(source, layer, Part::V, (kv, h), ours)?
+            }
+            None if own_kv => Some(load_linear(source, layer, Part::V, (kv, h), ours)?),
+            None => None,
+        },
+        load_linear(source, layer, Part::O, (h, q_dim), ours)?,
     );
     let mut norm = |part: Part, len: usize| {
         let name = source.name(Some(layer), part, "weight");
@@ -572,8 +674,10 @@ fn load_attention<S: Source>(
     let (q_norm, k_norm) = match family.qk_norm {
         QkNorm::None => (None, None),
         QkNorm::PerHead => (
-            Some(norm(Part::QNorm, config.head_dim)?),
-            Some(norm(Part::KNorm, config.head_dim)?),
+            Some(norm(Part::QNorm, plan.head_dim)?),
+            own_kv
+                .then(|| norm(Part::KNorm, plan.head_dim))
+                .transpose()?,
         ),
         QkNorm::Whole => (
             Some(norm(Part::QNorm, q_dim)?),
@@ -611,6 +715,85 @@ pub(crate) fn load_linear(
     let bias_name = source.name(Some(layer), part, "bias");
     let bias = source.vector(&bias_name, shape.0)?;
     Ok(Linear::new(weight, bias, ours)?)
+}
+
+/// Layer `layer`'s mixture of experts, with each expert's output scale where the file has
+/// them (Gemma 4).
+fn load_experts<S: Source>(
+    source: &mut S,
+    layer: usize,
+    experts: Experts,
+    h: usize,
+    ours: Option<Arithmetic>,
+) -> Result<Moe, ModelError> {
+    let router = load_linear(source, layer, Part::Router, (experts.count, h), ours)?;
+    let size = experts.intermediate_size;
+    let matrices = |source: &mut S, part: Part, shape: (usize, usize)| {
+        let found = source.experts(layer, part, experts.count, shape)?;
+        let name = source.name(Some(layer), part, "weight");
+        let found = found.ok_or_else(|| ModelError::MissingTensor {
+            path: source.path().to_owned(),
+            name,
+            family: source.family().name,
+        })?;
+        let biases = source.expert_biases(layer, part, experts.count, shape.0)?;
+        let mut biases = biases.map(Vec::into_iter);
+        found
+            .into_iter()
+            .map(|m| {
+                let bias = biases.as_mut().and_then(Iterator::next);
+                Linear::new(m, bias, ours).map_err(ModelError::from)
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    // Gate and up stacked in one tensor per expert, gate's rows first, or apart.
+    let (gate, up) =
+        match source.experts(layer, Part::GateUpExperts, experts.count, (2 * size, h))? {
+            Some(fused) => {
+                let (mut gate, mut up) = (Vec::new(), Vec::new());
+                for matrix in fused {
+                    let mut halves = split_rows(matrix, &[size, size])?.into_iter();
+                    for (half, into) in halves.by_ref().zip([&mut gate, &mut up]) {
+                        into.push(Linear::new(half, None, ours)?);
+                    }
+                }
+                (gate, up)
+            }
+            None => (
+                matrices(source, Part::GateExperts, (size, h))?,
+                matrices(source, Part::UpExperts, (size, h))?,
+            ),
+        };
+    let down = matrices(source, Part::DownExperts, (h, size))?;
+    let scales_name = source.name(Some(layer), Part::ExpertScales, "scale");
+    let scales = match source.vector(&scales_name, experts.count)? {
+        Some(t) => Some(t.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?),
+        None => None,
+    };
+    Ok(Moe {
+        router,
+        gate,
+        up,
+        down,
+        used: experts.used,
+        gating: source.family().gating,
+        scales,
+    })
+}
+
+/// Layer `layer`'s matrix `part` of `shape` where the file has it.
+fn optional_linear(
+    source: &mut impl Source,
+    layer: usize,
+    part: Part,
+    shape: (usize, usize),
+    ours: Option<Arithmetic>,
+) -> Result<Option<Linear>, ModelError> {
+    let name = source.name(Some(layer), part, "weight");
+    match source.matrix(&name, shape)? {
+        Some(weight) => Ok(Some(Linear::new(weight, None, ours)?)),
+        None => Ok(None),
+    }
 }
 
 /// Layer `layer`'s matrix `part` that stacks matrices of `rows` rows each (and its bias, if

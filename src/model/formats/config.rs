@@ -114,6 +114,12 @@ pub struct LayerAttention {
     pub rope: bool,
     /// A Gated DeltaNet layer (Qwen3.5): a recurrent state in place of attention.
     pub recurrent: bool,
+    /// The width of its heads: Gemma 4's global layers are wider than its windowed ones.
+    pub head_dim: usize,
+    pub kv_heads: usize,
+    /// Attends over the keys and values this earlier layer wrote, keeping none of its own
+    /// (Gemma 4's last layers).
+    pub kv_from: Option<usize>,
 }
 
 /// The shape of a model's Gated DeltaNet layers.
@@ -300,6 +306,14 @@ pub struct ModelConfig {
     /// The RoPE base of windowed layers where the model gives them their own (Gemma 3's local
     /// layers, which no scaling stretches).
     pub rope_theta_local: Option<f32>,
+    /// How many dimensions of a windowed layer's head its own RoPE rotates (`rope_dims`
+    /// unless the model says otherwise).
+    pub rope_dims_local: usize,
+    /// Each layer adds an embedding of this size looked up for the token (Gemma 4's E2B and
+    /// E4B).
+    pub per_layer_input: Option<usize>,
+    /// Logits pass through `cap * tanh(logits / cap)` (Gemma 4).
+    pub final_logit_softcap: Option<f32>,
     /// Each layer's attention, in order.
     pub layers: Vec<LayerAttention>,
     /// A mixture of experts in every layer's feed-forward (Qwen3 MoE, Mixtral).
@@ -342,9 +356,6 @@ impl ModelConfig {
         let key = |k: &str| format!("{arch_name}.{k}");
         let hidden_size = md.usize(&key("embedding_length"))?;
         let num_heads = md.usize(&key("attention.head_count"))?;
-        let num_kv_heads = md
-            .opt_usize(&key("attention.head_count_kv"))?
-            .unwrap_or(num_heads);
         let head_dim = match md.opt_usize(&key("attention.key_length"))? {
             Some(d) => d,
             None => div_exact(hidden_size, num_heads, path)?,
@@ -423,13 +434,25 @@ impl ModelConfig {
                 )?)
             }
         };
+        // One count for every layer, or one per layer (Gemma 4's global layers have more).
+        let kv_heads_key = key("attention.head_count_kv");
+        let kv_heads = md.per_layer(&kv_heads_key, num_layers, |v| md.count(&kv_heads_key, v))?;
         let window_key = key("attention.sliding_window");
         let windowed = match family.window {
             Window::None => None,
             Window::Required { period } | Window::Alternating { period } => {
                 Some((md.usize(&window_key)?, period))
             }
+            // The pattern below says which layers; no period.
+            Window::Listed => Some((md.usize(&window_key)?, 0)),
             Window::Optional { period } => md.opt_usize(&window_key)?.map(|w| (w, period)),
+        };
+        let pattern_key = key("attention.sliding_window_pattern");
+        let pattern = match family.window {
+            Window::Listed => Some(md.listed(&pattern_key, num_layers, |v| {
+                v.to_bool().map_err(|e| md.wrong(&pattern_key, e))
+            })?),
+            _ => None,
         };
         if windowed.is_some_and(|(w, _)| w == 0) {
             return Err(config_error(
@@ -442,8 +465,12 @@ impl ModelConfig {
         let mut layers = layer_plan(
             num_layers,
             windowed,
-            |i| windowed.is_some_and(|(_, p)| (i + 1) % p != 0),
+            |i| match &pattern {
+                Some(pattern) => pattern[i],
+                None => windowed.is_some_and(|(_, p)| (i + 1) % p != 0),
+            },
             |i| family.no_rope_period.is_none_or(|p| (i + 1) % p != 0),
+            (head_dim, num_heads),
         );
         let delta_net = match family.recurrent {
             Some(period) => {
@@ -464,6 +491,25 @@ impl ModelConfig {
             }
             None => None,
         };
+        let local_head_dim = md
+            .opt_usize(&key("attention.key_length_swa"))?
+            .unwrap_or(head_dim);
+        for (plan, kv) in layers.iter_mut().zip(&kv_heads) {
+            plan.kv_heads = kv.unwrap_or(num_heads);
+            if plan.window.is_some() {
+                plan.head_dim = local_head_dim;
+            }
+        }
+        let shared_key = key("attention.shared_kv_layers");
+        if let Some(shared) = md.opt_usize(&shared_key)?.filter(|&n| n > 0) {
+            share_kv(&mut layers, shared, &shared_key, path)?;
+        }
+        // The global layers' count stands for the model's where the layers differ.
+        let num_kv_heads = layers
+            .iter()
+            .find(|l| l.window.is_none())
+            .or(layers.first())
+            .map_or(num_heads, |l| l.kv_heads);
         let rope_theta = md.opt_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0);
         let config = Self {
             architecture,
@@ -506,11 +552,18 @@ impl ModelConfig {
             rope_original_context,
             rope_theta_local: match (windowed, family.window) {
                 (None, _) | (_, Window::None | Window::Alternating { .. }) => None,
-                (Some(_), Window::Required { .. }) => {
+                (Some(_), Window::Required { .. } | Window::Listed) => {
                     Some(md.opt_f32(&key("rope.freq_base_swa"))?.unwrap_or(10_000.0))
                 }
                 (Some(_), Window::Optional { .. }) => Some(rope_theta),
             },
+            rope_dims_local: md
+                .opt_usize(&key("rope.dimension_count_swa"))?
+                .unwrap_or(rope_dims),
+            per_layer_input: md
+                .opt_usize(&key("embedding_length_per_layer_input"))?
+                .filter(|&n| n > 0),
+            final_logit_softcap: md.opt_f32(&key("final_logit_softcapping"))?,
             attention_scale: match md.opt_f32(&key("attention.scale"))? {
                 Some(scale) => scale,
                 None => {
@@ -578,6 +631,8 @@ impl ModelConfig {
         let period = match family.window {
             Window::None => None,
             Window::Required { period } | Window::Alternating { period } => Some(period),
+            // `layer_types` lists the windowed layers.
+            Window::Listed => Some(0),
             Window::Optional { period } => sliding_window.map(|_| period),
         };
         let (context_length, windowed, sliding) = match period {
@@ -729,7 +784,14 @@ impl ModelConfig {
                 windowed,
                 |i| sliding.get(i).copied().unwrap_or(false),
                 |i| rotated.get(i).copied().unwrap_or(true),
+                (
+                    head_dim,
+                    hf.num_key_value_heads.unwrap_or(hf.num_attention_heads),
+                ),
             ),
+            rope_dims_local: rope_dims,
+            per_layer_input: None,
+            final_logit_softcap: None,
             rope_theta_local: match family.window {
                 Window::Optional { .. } => windowed.map(|_| rope_theta),
                 Window::Alternating { .. } => None,
@@ -954,6 +1016,63 @@ impl ModelConfig {
                 ),
             ));
         }
+        let kv_key = match arch {
+            Some(arch) => format!("{arch}.attention.head_count_kv"),
+            None => "num_key_value_heads".to_owned(),
+        };
+        for (i, layer) in self.layers.iter().enumerate() {
+            if layer.kv_heads == 0 || !self.num_heads.is_multiple_of(layer.kv_heads) {
+                return Err(config_error(
+                    path,
+                    format!(
+                        "layer {i}: {} heads are not a multiple of {} kv heads (`{kv_key}`)",
+                        self.num_heads, layer.kv_heads
+                    ),
+                ));
+            }
+            if layer.head_dim == 0 || layer.head_dim > 1 << 16 || !layer.head_dim.is_multiple_of(2)
+            {
+                return Err(config_error(
+                    path,
+                    format!(
+                        "layer {i}: head dim {} is not a positive even number",
+                        layer.head_dim
+                    ),
+                ));
+            }
+            let dims = if layer.local_rope {
+                self.rope_dims_local
+            } else {
+                self.rope_dims
+            };
+            if layer.rope && (dims == 0 || dims > layer.head_dim || !dims.is_multiple_of(2)) {
+                return Err(config_error(
+                    path,
+                    format!(
+                        "layer {i}: RoPE rotates {dims} dimensions of a {}-dimension head; it \
+                         must rotate an even number from 2 up to the head size",
+                        layer.head_dim
+                    ),
+                ));
+            }
+        }
+        if let Some(cap) = self.final_logit_softcap
+            && !(cap.is_finite() && cap > 0.0)
+        {
+            return Err(config_error(
+                path,
+                format!("final logit softcap {cap} is not a finite number above 0 (30 is usual)"),
+            ));
+        }
+        if self.per_layer_input.is_some_and(|n| n > 1 << 16) {
+            return Err(config_error(
+                path,
+                format!(
+                    "per-layer embeddings of {} are more than any model has",
+                    self.per_layer_input.unwrap_or(0)
+                ),
+            ));
+        }
         if !self.num_heads.is_multiple_of(self.num_kv_heads) {
             return Err(config_error(
                 path,
@@ -974,6 +1093,7 @@ fn layer_plan(
     windowed: Option<(usize, usize)>,
     is_windowed: impl Fn(usize) -> bool,
     is_rotated: impl Fn(usize) -> bool,
+    (head_dim, kv_heads): (usize, usize),
 ) -> Vec<LayerAttention> {
     (0..layers.min(1 << 16))
         .map(|i| {
@@ -983,9 +1103,49 @@ fn layer_plan(
                 local_rope: window.is_some(),
                 rope: is_rotated(i),
                 recurrent: false,
+                head_dim,
+                kv_heads,
+                kv_from: None,
             }
         })
         .collect()
+}
+
+/// The last `shared` layers read the keys and values of an earlier layer of their kind, as
+/// llama.cpp pairs them: the last layer that keeps its own is global, the one before windowed.
+fn share_kv(
+    layers: &mut [LayerAttention],
+    shared: usize,
+    key: &str,
+    path: &Path,
+) -> Result<(), ModelError> {
+    let first = layers.len().saturating_sub(shared);
+    if first < 2 {
+        return Err(config_error(
+            path,
+            format!(
+                "`{key}` is {shared}, but at least two of the {} layers must keep their own keys",
+                layers.len()
+            ),
+        ));
+    }
+    for i in first..layers.len() {
+        let source = first - if layers[i].window.is_some() { 2 } else { 1 };
+        let (from, to) = (&layers[source], &layers[i]);
+        if from.window != to.window || from.head_dim != to.head_dim || from.kv_heads != to.kv_heads
+        {
+            return Err(config_error(
+                path,
+                format!(
+                    "`{key}` is {shared}: layer {i} would reuse the keys of layer {source}, \
+                     whose attention differs (the last two layers that keep their own must be \
+                     a windowed one, then a global one)"
+                ),
+            ));
+        }
+        layers[i].kv_from = Some(source);
+    }
+    Ok(())
 }
 
 /// Which layers a config.json rotates: SmolLM3's `no_rope_layers` (1: rotated, 0: not), else
@@ -1067,6 +1227,9 @@ fn gguf_attention_scale(
 ) -> f32 {
     let scalar = if architecture == Architecture::Gemma3 && layers == 62 && heads > 0 {
         hidden / heads
+    } else if architecture == Architecture::Gemma4 {
+        // Its q and k are RMS-normed: scores are not scaled.
+        1
     } else {
         head_dim
     };
@@ -1418,25 +1581,75 @@ impl Metadata<'_> {
     }
 
     fn opt_usize(&self, key: &str) -> Result<Option<usize>, ModelError> {
-        self.get(key)
-            .map(|v| {
-                // GGUF writers disagree on integer widths; accept any non-negative one.
-                let n = match v {
-                    gguf_file::Value::U8(_)
-                    | gguf_file::Value::U16(_)
-                    | gguf_file::Value::U32(_)
-                    | gguf_file::Value::U64(_) => v.to_u64(),
-                    _ => v.to_i64().and_then(|n| {
-                        u64::try_from(n).map_err(|_| candle_core::Error::Msg(format!("{n} < 0")))
-                    }),
-                };
-                n.map(|n| n as usize).map_err(|e| self.wrong(key, e))
-            })
-            .transpose()
+        self.get(key).map(|v| self.count(key, v)).transpose()
     }
 
     fn usize(&self, key: &str) -> Result<usize, ModelError> {
         self.opt_usize(key)?.ok_or_else(|| self.missing(key))
+    }
+
+    /// `v`, a value of `key` (or an element of its array), as a non-negative integer.
+    fn count(&self, key: &str, v: &gguf_file::Value) -> Result<usize, ModelError> {
+        // GGUF writers disagree on integer widths; accept any non-negative one.
+        let n = match v {
+            gguf_file::Value::U8(_)
+            | gguf_file::Value::U16(_)
+            | gguf_file::Value::U32(_)
+            | gguf_file::Value::U64(_) => v.to_u64(),
+            gguf_file::Value::I32(n) => Ok(i64::from(*n)).and_then(|n| {
+                u64::try_from(n).map_err(|_| candle_core::Error::Msg(format!("{n} < 0")))
+            }),
+            _ => v.to_i64().and_then(|n| {
+                u64::try_from(n).map_err(|_| candle_core::Error::Msg(format!("{n} < 0")))
+            }),
+        };
+        n.map(|n| n as usize).map_err(|e| self.wrong(key, e))
+    }
+
+    /// An array of `key` with one element per layer, each read by `read`: an error naming the
+    /// key where it is missing, not an array, or of another length.
+    fn listed<T>(
+        &self,
+        key: &str,
+        layers: usize,
+        read: impl Fn(&gguf_file::Value) -> Result<T, ModelError>,
+    ) -> Result<Vec<T>, ModelError> {
+        let Some(value) = self.get(key) else {
+            return Err(config_error(
+                self.path,
+                format!("metadata `{key}` is missing: it lists each of the {layers} layers"),
+            ));
+        };
+        let items = value.to_vec().map_err(|e| self.wrong(key, e))?;
+        if items.len() != layers {
+            return Err(config_error(
+                self.path,
+                format!(
+                    "metadata `{key}` lists {} layers, but the model has {layers} (`block_count`)",
+                    items.len()
+                ),
+            ));
+        }
+        items.iter().map(read).collect()
+    }
+
+    /// `key` as one value for every layer or an array of one per layer; `None`s where absent.
+    fn per_layer<T: Clone>(
+        &self,
+        key: &str,
+        layers: usize,
+        read: impl Fn(&gguf_file::Value) -> Result<T, ModelError>,
+    ) -> Result<Vec<Option<T>>, ModelError> {
+        let layers = layers.min(1 << 16);
+        match self.get(key) {
+            None => Ok(vec![None; layers]),
+            Some(gguf_file::Value::Array(_)) => Ok(self
+                .listed(key, layers, read)?
+                .into_iter()
+                .map(Some)
+                .collect()),
+            Some(value) => Ok(vec![Some(read(value)?); layers]),
+        }
     }
 
     fn opt_f32(&self, key: &str) -> Result<Option<f32>, ModelError> {

@@ -6,10 +6,12 @@
 //! positions at all but the snapshots it took, so each state says where it can be cut back to
 //! ([`LayerState::cuts`]) and the engine recomputes from there.
 
+mod borrowed;
 pub(crate) mod kv;
 pub(crate) mod recurrent;
 
 use crate::model::formats::config::ModelConfig;
+use borrowed::Borrowed;
 use candle_core::Result;
 use kv::KvLayer;
 use recurrent::RecurrentLayer;
@@ -162,12 +164,15 @@ impl SequenceState {
         let layers = config
             .layers
             .iter()
-            .map(|plan| match config.delta_net.filter(|_| plan.recurrent) {
-                Some(shape) => {
-                    Box::new(RecurrentLayer::new(shape, snapshots, rows)) as Box<dyn LayerState>
-                }
-                None => Box::new(KvLayer::new(plan.window, config.context_length)),
-            })
+            .map(
+                |plan| match (config.delta_net.filter(|_| plan.recurrent), plan.kv_from) {
+                    (Some(shape), _) => {
+                        Box::new(RecurrentLayer::new(shape, snapshots, rows)) as Box<dyn LayerState>
+                    }
+                    (None, Some(_)) => Box::new(Borrowed),
+                    (None, None) => Box::new(KvLayer::new(plan.window, config.context_length)),
+                },
+            )
             .collect();
         Self {
             layers,

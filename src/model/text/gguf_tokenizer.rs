@@ -17,6 +17,9 @@
 //!   is the extreme case.
 //! - `gpt2` (byte-level BPE with `tokenizer.ggml.merges`), split into words first by the regex
 //!   llama.cpp uses for `tokenizer.ggml.pre` (see `pre_tokenizer_for`).
+//! - `gemma4` (BPE with merges over raw UTF-8, spaces as `▁`, `<0xNN>` byte tokens for the
+//!   rest): split only into runs of newlines and runs of anything else; a run that is a token
+//!   itself is taken whole. BOS is always added, as llama.cpp forces it.
 //!
 //! Token types follow llama.cpp: control and unknown tokens are special (never produced from
 //! plain text, dropped by `decode(.., skip_special_tokens = true)`), user-defined tokens are cut
@@ -138,7 +141,9 @@ pub enum GgufTokenizerError {
         expected: &'static str,
         found: String,
     },
-    #[error("unsupported tokenizer model `{0}` in `tokenizer.ggml.model`; supported: llama, gpt2")]
+    #[error(
+        "unsupported tokenizer model `{0}` in `tokenizer.ggml.model`; supported: llama, gpt2, gemma4"
+    )]
     UnsupportedModel(String),
     #[error("`{key}` has {len} entries but `tokenizer.ggml.tokens` has {tokens}")]
     TooShort {
@@ -164,7 +169,7 @@ pub enum GgufTokenizerError {
         id_key: &'static str,
     },
     #[error(
-        "`{KEY_MERGES}` has no usable merge ({given} given): a byte-level BPE vocabulary needs \
+        "`{KEY_MERGES}` has no usable merge ({given} given): a BPE vocabulary needs \
          merges of two tokens whose joined text is a token too"
     )]
     NoMerges { given: usize },
@@ -181,6 +186,7 @@ pub fn tokenizer_from_gguf(content: &Content) -> Result<GgufTokenizer, GgufToken
     let kind = match model {
         "llama" => VocabKind::Spm,
         "gpt2" => VocabKind::Bpe,
+        "gemma4" => VocabKind::Gemma4,
         other => return Err(GgufTokenizerError::UnsupportedModel(other.to_owned())),
     };
     let tokens = tokens(md)?;
@@ -198,7 +204,8 @@ pub fn tokenizer_from_gguf(content: &Content) -> Result<GgufTokenizer, GgufToken
 
     let pre = string(md, KEY_PRE)?;
     let add_bos = boolean(md, KEY_ADD_BOS)?
-        .unwrap_or(kind == VocabKind::Spm || pre.is_some_and(|p| LLAMA3_PRES.contains(&p)));
+        .unwrap_or(kind == VocabKind::Spm || pre.is_some_and(|p| LLAMA3_PRES.contains(&p)))
+        || kind == VocabKind::Gemma4;
     let add_eos = boolean(md, KEY_ADD_EOS)?.unwrap_or(false);
     if add_bos && bos_id.is_none() {
         return Err(GgufTokenizerError::MissingSpecialToken {
@@ -224,6 +231,7 @@ pub fn tokenizer_from_gguf(content: &Content) -> Result<GgufTokenizer, GgufToken
             let merges = merges(md)?;
             bpe_tokenizer(&tokens, merges, pre)?
         }
+        VocabKind::Gemma4 => gemma4_tokenizer(&tokens, merges(md)?)?,
     };
 
     let is_eog_text = |text: &str| EOG_TEXTS.contains(&text);
@@ -266,6 +274,7 @@ pub fn tokenizer_from_gguf(content: &Content) -> Result<GgufTokenizer, GgufToken
 enum VocabKind {
     Spm,
     Bpe,
+    Gemma4,
 }
 
 /// `pre` names that llama.cpp splits with the Llama 3 regex; they also add BOS by default and
@@ -356,10 +365,68 @@ fn bpe_tokenizer(
     merges: &[Value],
     pre: Option<&str>,
 ) -> Result<Tokenizer, GgufTokenizerError> {
-    let vocab: Vocab = (0u32..)
+    let vocab = vocab(tokens);
+    let pairs = merge_pairs(&vocab, merges)?;
+    let ignore_merges = pre.is_some_and(|p| LLAMA3_PRES.contains(&p));
+    let model = BPE::builder()
+        .vocab_and_merges(vocab, pairs)
+        .ignore_merges(ignore_merges)
+        .build()
+        .map_err(GgufTokenizerError::Build)?;
+
+    let mut tokenizer = Tokenizer::new(model);
+    tokenizer.with_pre_tokenizer(Some(pre_tokenizer_for(pre)?));
+    tokenizer.with_decoder(Some(ByteLevel::default()));
+    Ok(tokenizer)
+}
+
+/// Gemma 4's BPE: merges over raw UTF-8 after spaces become `▁`, within runs of newlines and
+/// runs of other text; a run that is a token is taken whole (llama.cpp does so for newline
+/// runs, and merges rebuild any other run that is a token); `<0xNN>` for what no token spells.
+fn gemma4_tokenizer(tokens: &[String], merges: &[Value]) -> Result<Tokenizer, GgufTokenizerError> {
+    let vocab = vocab(tokens);
+    let pairs = merge_pairs(&vocab, merges)?;
+    let model = BPE::builder()
+        .vocab_and_merges(vocab, pairs)
+        .ignore_merges(true)
+        .byte_fallback(true)
+        .build()
+        .map_err(GgufTokenizerError::Build)?;
+    let mut tokenizer = Tokenizer::new(model);
+    tokenizer
+        .with_normalizer(Some(
+            Replace::new(" ", SPACE_MARKER).map_err(GgufTokenizerError::Build)?,
+        ))
+        .map_err(GgufTokenizerError::Build)?;
+    let runs = Split::new(
+        SplitPattern::Regex(r"[^\n]+|\n+".to_owned()),
+        SplitDelimiterBehavior::Isolated,
+        false,
+    )
+    .map_err(GgufTokenizerError::Build)?;
+    tokenizer.with_pre_tokenizer(Some(runs));
+    tokenizer.with_decoder(Some(DecoderSequence::new(vec![
+        Replace::new(SPACE_MARKER, " ")
+            .map_err(GgufTokenizerError::Build)?
+            .into(),
+        ByteFallback::new().into(),
+        Fuse::new().into(),
+    ])));
+    Ok(tokenizer)
+}
+
+fn vocab(tokens: &[String]) -> Vocab {
+    (0u32..)
         .zip(tokens)
         .map(|(id, t)| (t.clone(), id))
-        .collect();
+        .collect()
+}
+
+/// `tokenizer.ggml.merges` as pairs of tokens whose joined text is a token too.
+fn merge_pairs(
+    vocab: &Vocab,
+    merges: &[Value],
+) -> Result<Vec<(String, String)>, GgufTokenizerError> {
     let mut pairs = Vec::with_capacity(merges.len());
     for merge in merges {
         let Value::String(merge) = merge else {
@@ -385,17 +452,7 @@ fn bpe_tokenizer(
             given: merges.len(),
         });
     }
-    let ignore_merges = pre.is_some_and(|p| LLAMA3_PRES.contains(&p));
-    let model = BPE::builder()
-        .vocab_and_merges(vocab, pairs)
-        .ignore_merges(ignore_merges)
-        .build()
-        .map_err(GgufTokenizerError::Build)?;
-
-    let mut tokenizer = Tokenizer::new(model);
-    tokenizer.with_pre_tokenizer(Some(pre_tokenizer_for(pre)?));
-    tokenizer.with_decoder(Some(ByteLevel::default()));
-    Ok(tokenizer)
+    Ok(pairs)
 }
 
 /// The word split llama.cpp applies for a `tokenizer.ggml.pre` name, then the byte-to-unicode
