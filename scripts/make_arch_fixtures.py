@@ -275,10 +275,13 @@ def mistral3():
 DELTA = dict(k_heads=2, v_heads=4, state=8, conv=4)
 
 
-def qwen35():
+def qwen35(experts=None):
     """Qwen3.5: six layers, every third full attention (q and a gate from one projection,
     RoPE over half of each head), the others Gated DeltaNet layers whose four value heads
-    share two key heads."""
+    share two key heads.
+
+    experts: (count, used, size, shared size): Qwen3.5 MoE's feed-forward instead, the routed
+    experts beside one that every token takes, weighed by the sigmoid of its own gate."""
     layers, interval = 6, 3
     hidden, heads, kv_heads, head_dim, ffn = (SHAPE[k] for k in ("hidden", "heads", "kv_heads", "head_dim", "ffn"))
     k_heads, v_heads, state, conv = (DELTA[k] for k in ("k_heads", "v_heads", "state", "conv"))
@@ -318,9 +321,22 @@ def qwen35():
                 f"{blk}.ssm_out.weight": matrix(hidden, inner),
             })
         tensors[f"{blk}.post_attention_norm.weight"] = norm(hidden)
-        tensors[f"{blk}.ffn_gate.weight"] = matrix(ffn, hidden)
-        tensors[f"{blk}.ffn_up.weight"] = matrix(ffn, hidden)
-        tensors[f"{blk}.ffn_down.weight"] = matrix(hidden, ffn)
+        if experts:
+            count, _, size, shared = experts
+            tensors.update({
+                f"{blk}.ffn_gate_inp.weight": matrix(count, hidden),
+                f"{blk}.ffn_gate_exps.weight": np.stack([matrix(size, hidden) for _ in range(count)]),
+                f"{blk}.ffn_up_exps.weight": np.stack([matrix(size, hidden) for _ in range(count)]),
+                f"{blk}.ffn_down_exps.weight": np.stack([matrix(hidden, size) for _ in range(count)]),
+                f"{blk}.ffn_gate_inp_shexp.weight": (rng.standard_normal(hidden) * 0.3).astype(np.float32),
+                f"{blk}.ffn_gate_shexp.weight": matrix(shared, hidden),
+                f"{blk}.ffn_up_shexp.weight": matrix(shared, hidden),
+                f"{blk}.ffn_down_shexp.weight": matrix(hidden, shared),
+            })
+        else:
+            tensors[f"{blk}.ffn_gate.weight"] = matrix(ffn, hidden)
+            tensors[f"{blk}.ffn_up.weight"] = matrix(ffn, hidden)
+            tensors[f"{blk}.ffn_down.weight"] = matrix(hidden, ffn)
     metadata = {
         "context_length": 64, "embedding_length": hidden, "block_count": layers, "feed_forward_length": ffn,
         "attention.head_count": heads, "attention.head_count_kv": kv_heads, "attention.key_length": head_dim,
@@ -329,7 +345,17 @@ def qwen35():
         "ssm.conv_kernel": conv, "ssm.state_size": state, "ssm.group_count": k_heads,
         "ssm.time_step_rank": v_heads, "ssm.inner_size": inner, "full_attention_interval": interval,
     }
+    if experts:
+        count, used, size, shared = experts
+        metadata.update({"expert_count": count, "expert_used_count": used, "expert_feed_forward_length": size,
+                         "expert_shared_feed_forward_length": shared})
+        return "qwen35moe", tensors, metadata, {"model_type": None}, None
     return "qwen35", tensors, metadata, {"model_type": None}, None
+
+
+def qwen35moe():
+    """Qwen3.5 with four experts of which each token takes two, and a shared expert."""
+    return qwen35(experts=(4, 2, 32, 48))
 
 
 def gpt_oss():
@@ -584,7 +610,7 @@ def main():
 
     wanted = sys.argv[2:]
     for make in [gemma3, smollm3, olmo2, olmo3, phi3, mistral3, qwen3moe, mixtral, granite, granitemoe, qwen35,
-                 gpt_oss, gemma4, gemma4moe]:
+                 qwen35moe, gpt_oss, gemma4, gemma4moe]:
         name = make.__name__.replace("_", "-")
         if wanted and name not in wanted:
             continue

@@ -95,6 +95,13 @@ const FIXTURES: &[Fixture] = &[
         tolerance: (1e-4, 1e-5),
         hf: false,
     },
+    // Qwen3.5 MoE: the same layers, experts beside a sigmoid-gated shared expert.
+    Fixture {
+        family: "qwen35moe",
+        architecture: Architecture::Qwen35Moe,
+        tolerance: (1e-4, 1e-5),
+        hf: false,
+    },
     // gpt-oss: sinks, biases, a window on every other layer, YaRN, clamped SwiGLU experts.
     Fixture {
         family: "gpt-oss",
@@ -381,7 +388,7 @@ fn expert_counts_that_no_model_has_are_refused() {
 /// bits, whichever experts the other rows chose.
 #[test]
 fn batched_rows_of_a_mixture_of_experts_equal_single_rows() {
-    for family in ["qwen3moe", "mixtral", "gpt-oss", "gemma4moe"] {
+    for family in ["qwen3moe", "mixtral", "gpt-oss", "gemma4moe", "qwen35moe"] {
         let model = Model::load(&folder(family).join("model.q8_0.gguf"), &Device::Cpu).unwrap();
         let prompt = [2u32, 260, 262, 264, 261];
         let next = [263u32, 10, 40, 266];

@@ -9,7 +9,7 @@
 //! decoded beside others equals the row decoded alone.
 
 use super::registry::Gating;
-use super::weights::{Beside, Ffn, Moe};
+use super::weights::{Beside, Ffn, Moe, SharedExpert};
 use crate::model::kernels::fused::Activation;
 use crate::model::kernels::fused::gated;
 use crate::model::kernels::parallel::{Disjoint, for_each_range};
@@ -111,7 +111,11 @@ impl Moe {
                 }
             }
         }
-        Tensor::from_vec(sums, dims, x.device())
+        let routed = Tensor::from_vec(sums, dims, x.device())?;
+        match &self.shared {
+            Some(shared) => routed + shared.forward(x, activation)?,
+            None => Ok(routed),
+        }
     }
 }
 
@@ -141,6 +145,22 @@ impl Beside {
         let inputs = candle_nn::ops::rms_norm(x, &self.pre_experts_norm, eps)?;
         let experts = self.experts.forward_routed(&inputs, &routed, activation)?;
         dense + candle_nn::ops::rms_norm(&experts, &self.post_experts_norm, eps)?
+    }
+}
+
+impl SharedExpert {
+    /// Every token's pass through the shared expert, weighed by the sigmoid of its gate's
+    /// logit (`x . router`).
+    fn forward(&self, x: &Tensor, activation: Activation) -> Result<Tensor> {
+        let out = self.down.forward(&gated(
+            activation,
+            &self.gate.forward(x)?,
+            &self.up.forward(x)?,
+        )?)?;
+        let logit = x
+            .broadcast_mul(&self.router)?
+            .sum_keepdim(candle_core::D::Minus1)?;
+        out.broadcast_mul(&candle_nn::ops::sigmoid(&logit)?)
     }
 }
 

@@ -42,6 +42,8 @@ pub enum Architecture {
     /// Qwen3.5: three layers of four are Gated DeltaNet (a recurrent state, no keys), the
     /// fourth gated attention over part of each head.
     Qwen35,
+    /// Qwen3.5's layers with a mixture of experts beside a sigmoid-gated shared expert.
+    Qwen35Moe,
     /// gpt-oss: biases on every projection, a learned sink logit per head in attention's
     /// softmax, a window on every other layer, YaRN, and experts with a clamped SwiGLU chosen
     /// by the router's largest logits.
@@ -175,6 +177,12 @@ pub(crate) enum Part {
     Down,
     /// The router of a mixture of experts: one logit per expert.
     Router,
+    /// A shared expert that every token takes (Qwen3.5 MoE): its gate's weight vector (one
+    /// logit per token, through a sigmoid) and its feed-forward.
+    SharedRouter,
+    SharedGate,
+    SharedUp,
+    SharedDown,
     /// A Gated DeltaNet layer's parts: the output gate's projection (`z`), the causal
     /// convolution over q, k and v, the decay's bias and rate, the projections to β and to
     /// the decay's input, the norm of each head's output, and the output projection.
@@ -388,6 +396,19 @@ pub(crate) const FAMILIES: &[Family] = &[
         recurrent: Some(4),
         ..LLAMA_LIKE
     },
+    Family {
+        architecture: Architecture::Qwen35Moe,
+        name: "qwen35moe",
+        gguf: &["qwen35moe"],
+        hf: &[],
+        gguf_rope: RopeLayout::HalfSplit,
+        qk_norm: QkNorm::PerHead,
+        gguf_names: &[(Part::FfnNorm, "post_attention_norm")],
+        gated_attention: true,
+        recurrent: Some(4),
+        moe: true,
+        ..LLAMA_LIKE
+    },
     // The norm before the experts is llama's `ffn_norm` under another GGUF name.
     Family {
         architecture: Architecture::GptOss,
@@ -485,6 +506,10 @@ impl Part {
             Part::UpExperts => "ffn_up_exps",
             Part::GateUpExperts => "ffn_gate_up_exps",
             Part::DownExperts => "ffn_down_exps",
+            Part::SharedRouter => "ffn_gate_inp_shexp",
+            Part::SharedGate => "ffn_gate_shexp",
+            Part::SharedUp => "ffn_up_shexp",
+            Part::SharedDown => "ffn_down_shexp",
             Part::SsmGate => "attn_gate",
             Part::SsmConv => "ssm_conv1d",
             Part::SsmDt => "ssm_dt",
@@ -544,6 +569,10 @@ impl Part {
             Part::UpExperts => "up_proj",
             Part::GateUpExperts => "gate_up_proj",
             Part::DownExperts => "down_proj",
+            Part::SharedRouter => "mlp.shared_expert_gate",
+            Part::SharedGate => "mlp.shared_expert.gate_proj",
+            Part::SharedUp => "mlp.shared_expert.up_proj",
+            Part::SharedDown => "mlp.shared_expert.down_proj",
             Part::SsmGate => "linear_attn.in_proj_z",
             Part::SsmConv => "linear_attn.conv1d",
             Part::SsmDt => "linear_attn.dt_bias",
@@ -587,7 +616,7 @@ mod tests {
         }
         assert_eq!(
             supported_gguf(),
-            "llama, qwen2, qwen3, gemma3, smollm3, qwen3moe, granite, granitemoe, olmo2, mistral3, gemma4, phi3, qwen35, gpt-oss"
+            "llama, qwen2, qwen3, gemma3, smollm3, qwen3moe, granite, granitemoe, olmo2, mistral3, gemma4, phi3, qwen35, qwen35moe, gpt-oss"
         );
         assert_eq!(Architecture::from_gguf("gpt2"), None);
     }

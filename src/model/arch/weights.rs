@@ -278,6 +278,17 @@ pub(crate) struct Moe {
     pub gating: Gating,
     /// Each expert's output is multiplied by its scale (Gemma 4).
     pub scales: Option<Vec<f32>>,
+    /// An expert every token takes beside its chosen ones (Qwen3.5 MoE).
+    pub shared: Option<SharedExpert>,
+}
+
+/// A feed-forward every token runs, weighed by the sigmoid of `x . router`.
+#[derive(Debug)]
+pub(crate) struct SharedExpert {
+    pub router: Tensor,
+    pub gate: Linear,
+    pub up: Linear,
+    pub down: Linear,
 }
 
 /// Experts beside a dense feed-forward (Gemma 4's 26B-A4B): `post_dense(dense(x)) +
@@ -310,11 +321,15 @@ impl Ffn {
             .flatten()
     }
 
-    /// The matrices every token reads: a dense feed-forward's three, the router, or both.
+    /// The matrices every token reads: a dense feed-forward's three, the router (and a shared
+    /// expert's), or both.
     fn shared(&self) -> Vec<&Linear> {
         match self {
             Ffn::Dense { gate, up, down } => vec![gate, up, down],
-            Ffn::Experts(moe) => vec![&moe.router],
+            Ffn::Experts(moe) => {
+                let shared = moe.shared.iter().flat_map(|s| [&s.gate, &s.up, &s.down]);
+                std::iter::once(&moe.router).chain(shared).collect()
+            }
             Ffn::Beside(beside) => {
                 let mut shared = beside.dense.shared();
                 shared.push(&beside.experts.router);
@@ -702,6 +717,28 @@ fn load_attention<S: Source>(
     })
 }
 
+/// Layer `layer`'s shared expert, where the file has one: its gate vector and feed-forward
+/// (of the file's shared size, else the model's feed-forward size).
+fn load_shared_expert<S: Source>(
+    source: &mut S,
+    layer: usize,
+    experts: Experts,
+    h: usize,
+    ours: Option<Arithmetic>,
+) -> Result<Option<SharedExpert>, ModelError> {
+    let router_name = source.name(Some(layer), Part::SharedRouter, "weight");
+    let Some(router) = source.vector(&router_name, h)? else {
+        return Ok(None);
+    };
+    let size = experts.shared_size.unwrap_or(experts.intermediate_size);
+    Ok(Some(SharedExpert {
+        router,
+        gate: load_linear(source, layer, Part::SharedGate, (size, h), ours)?,
+        up: load_linear(source, layer, Part::SharedUp, (size, h), ours)?,
+        down: load_linear(source, layer, Part::SharedDown, (h, size), ours)?,
+    }))
+}
+
 /// Layer `layer`'s matrix `part` of `shape`, with its bias if the file has one.
 pub(crate) fn load_linear(
     source: &mut impl Source,
@@ -778,6 +815,7 @@ fn load_experts<S: Source>(
         used: experts.used,
         gating: source.family().gating,
         scales,
+        shared: load_shared_expert(source, layer, experts, h, ours)?,
     })
 }
 

@@ -231,6 +231,9 @@ pub struct Experts {
     pub used: usize,
     /// Each expert's feed-forward size.
     pub intermediate_size: usize,
+    /// The shared expert's feed-forward size, where the file gives one (Qwen3.5 MoE's shared
+    /// expert is otherwise the model's feed-forward size).
+    pub shared_size: Option<usize>,
 }
 
 impl Experts {
@@ -272,6 +275,7 @@ impl Experts {
             count,
             used,
             intermediate_size,
+            shared_size: None,
         })
     }
 }
@@ -425,13 +429,13 @@ impl ModelConfig {
                 ];
                 let size = md.opt_usize(&keys[2])?.unwrap_or(intermediate_size);
                 let used = md.usize(&keys[1])?;
-                Some(Experts::checked(
-                    count,
-                    used,
-                    size,
-                    [&keys[0], &keys[1], &keys[2]],
-                    path,
-                )?)
+                let experts =
+                    Experts::checked(count, used, size, [&keys[0], &keys[1], &keys[2]], path)?;
+                let shared_key = key("expert_shared_feed_forward_length");
+                Some(Experts {
+                    shared_size: md.opt_usize(&shared_key)?,
+                    ..experts
+                })
             }
         };
         // One count for every layer, or one per layer (Gemma 4's global layers have more).

@@ -43,12 +43,18 @@ pub(crate) struct Row {
 }
 
 impl Row {
-    /// Notes that `now` holds `len` positions: a snapshot is kept where one falls due.
-    pub(crate) fn reached(&mut self, len: usize, policy: Snapshots) {
-        if policy.cap == 0 || self.spacing == 0 || !len.is_multiple_of(self.spacing) {
+    /// Whether a snapshot falls due when the row holds `len` positions.
+    pub(crate) fn due(&self, len: usize, policy: Snapshots) -> bool {
+        policy.cap > 0 && self.spacing > 0 && len.is_multiple_of(self.spacing)
+    }
+
+    /// Keeps `state`, the row at `len` positions, if a snapshot is due there (the spacing
+    /// may have doubled since [`Row::due`] said so); past the cap every other one goes.
+    pub(crate) fn offer(&mut self, len: usize, state: RowState, policy: Snapshots) {
+        if !self.due(len, policy) {
             return;
         }
-        self.snapshots.push((len, self.now.clone()));
+        self.snapshots.push((len, state));
         if self.snapshots.len() > policy.cap {
             self.spacing *= 2;
             let spacing = self.spacing;
