@@ -515,7 +515,7 @@ def gemma4moe():
     return gemma4(experts=(4, 2, 16))
 
 
-def write_gguf(path, arch, tensors, metadata, qtype=None, tokenizer=None):
+def write_gguf(path, arch, tensors, metadata, qtype=None, tokenizer=None, expert_qtype=None):
     writer = GGUFWriter(path, arch)
     for key, value in metadata.items():
         full = f"{arch}.{key}"
@@ -541,7 +541,9 @@ def write_gguf(path, arch, tensors, metadata, qtype=None, tokenizer=None):
     writer.add_add_bos_token(True)
     writer.add_add_space_prefix(False)
     for name, value in tensors.items():
-        if qtype is not None and name.endswith(".weight") and value.ndim >= 2 and value.shape[-1] % 32 == 0:
+        if expert_qtype is not None and name.endswith("_exps.weight"):
+            writer.add_tensor(name, quantize(value, expert_qtype), raw_dtype=expert_qtype)
+        elif qtype is not None and name.endswith(".weight") and value.ndim >= 2 and value.shape[-1] % 32 == 0:
             writer.add_tensor(name, quantize(value, qtype), raw_dtype=qtype)
         else:
             writer.add_tensor(name, value)
@@ -621,6 +623,10 @@ def main():
         write_gguf(os.path.join(folder, "model.gguf"), family, tensors, metadata, tokenizer=tokenizer)
         write_gguf(os.path.join(folder, "model.q8_0.gguf"), family, tensors, metadata, GGMLQuantizationType.Q8_0,
                    tokenizer)
+        if make is gpt_oss:
+            # gpt-oss as released: its experts in MXFP4, the rest in F32.
+            write_gguf(os.path.join(folder, "model.mxfp4.gguf"), family, tensors, metadata, tokenizer=tokenizer,
+                       expert_qtype=GGMLQuantizationType.MXFP4)
         if make is gemma4moe:
             # The same weights with each layer's expert gates and ups in one tensor.
             write_gguf(os.path.join(folder, "model.fused.gguf"), family, fuse_gate_up(tensors), metadata,
@@ -639,6 +645,8 @@ def main():
             "f32": llama_logits(os.path.join(folder, "model.gguf")),
             "q8_0": llama_logits(os.path.join(folder, "model.q8_0.gguf")),
         }
+        if make is gpt_oss:
+            reference["mxfp4"] = llama_logits(os.path.join(folder, "model.mxfp4.gguf"))
         if make is gemma4:
             reference["tokenized"] = llama_tokens(os.path.join(folder, "model.gguf"), GEMMA4_TEXTS)
         with open(os.path.join(folder, "reference.json"), "w") as f:

@@ -602,3 +602,27 @@ fn a_gpt_oss_checkpoint_whose_fused_experts_do_not_cut_says_so() {
     let err = load_error(dir.path());
     assert!(err.contains("swiglu_limit 10"), "{err}");
 }
+
+/// gpt-oss as released, its experts in MXFP4: MXFP4 itself moves the logprobs far from the F32
+/// model's (about a nat per position on this fixture, whose gates are scaled up), and our run of
+/// the file lands where llama.cpp's does, within a tenth of that (we dequantize MXFP4 exactly;
+/// llama.cpp also rounds the activations to 8 bits).
+#[test]
+fn gpt_oss_with_mxfp4_experts_runs_as_llama_cpp_runs_it() {
+    let reference = reference("gpt-oss");
+    let model = Model::load(&folder("gpt-oss").join("model.mxfp4.gguf"), &Device::Cpu).unwrap();
+    let kernels = model.kernels();
+    assert!(
+        kernels.iter().any(|(dtype, _)| dtype == "mxfp4"),
+        "{kernels:?}"
+    );
+    let ours = our_logprobs(&model, &prompts(&reference));
+    let theirs = their_logprobs(&reference, "mxfp4");
+    let (_, quantization) = distance(&theirs, &their_logprobs(&reference, "f32"));
+    let (worst, mean) = distance(&ours, &theirs);
+    eprintln!(
+        "gpt-oss mxfp4: llama.cpp's mean |logprob - f32| {quantization:.2e}; samplab vs \
+         llama.cpp on the same file worst {worst:.2e}, mean {mean:.2e}"
+    );
+    assert!(mean < quantization / 10.0, "{mean} vs {quantization}");
+}
