@@ -277,6 +277,16 @@ pub(crate) fn altered(
     path
 }
 
+/// `family`'s config.json checkpoint copied into `dir`, its config's `key` set to `value`.
+fn edited_config(family: &str, dir: &Path, key: &str, value: serde_json::Value) {
+    let hf = folder(family).join("hf");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(hf.join("config.json")).unwrap()).unwrap();
+    config[key] = value;
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    std::fs::copy(hf.join("model.safetensors"), dir.join("model.safetensors")).unwrap();
+}
+
 pub(crate) fn load_error(path: &Path) -> String {
     Model::load(path, &Device::Cpu)
         .expect_err("loading must fail")
@@ -342,17 +352,7 @@ fn a_gemma_config_json_with_bad_layer_types_or_scales_says_so() {
     ];
     for (key, value, said) in cases {
         let dir = tempfile::tempdir().unwrap();
-        let hf = folder("gemma3").join("hf");
-        let mut config: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(hf.join("config.json")).unwrap())
-                .unwrap();
-        config[*key] = value.clone();
-        std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
-        std::fs::copy(
-            hf.join("model.safetensors"),
-            dir.path().join("model.safetensors"),
-        )
-        .unwrap();
+        edited_config("gemma3", dir.path(), key, value.clone());
         let err = load_error(dir.path());
         assert!(err.contains(said), "{key} = {value}: {err}");
     }
@@ -590,15 +590,12 @@ fn a_gpt_oss_checkpoint_whose_fused_experts_do_not_cut_says_so() {
     let err = load_error(dir.path());
     assert!(err.contains(blocks) && err.contains("MXFP4"), "{err}");
     // A clamp other than llama.cpp's.
-    let mut config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(hf.join("config.json")).unwrap()).unwrap();
-    config["swiglu_limit"] = serde_json::json!(10.0);
-    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
-    std::fs::copy(
-        hf.join("model.safetensors"),
-        dir.path().join("model.safetensors"),
-    )
-    .unwrap();
+    edited_config(
+        "gpt-oss",
+        dir.path(),
+        "swiglu_limit",
+        serde_json::json!(10.0),
+    );
     let err = load_error(dir.path());
     assert!(err.contains("swiglu_limit 10"), "{err}");
 }

@@ -4,11 +4,12 @@
 
 use crate::common;
 use crate::model_families::{altered, folder, load_error};
+use crate::replay::stories_branches;
 use candle_core::Device;
 use candle_core::quantized::gguf_file::Value;
 use proptest::prelude::*;
 use samplab::engine::score::common_prefix;
-use samplab::engine::{Branch, LoadedModel, Prompt, Request};
+use samplab::engine::{Branch, LoadedModel};
 use samplab::model::{Model, Snapshots};
 use samplab::params::SamplingParams;
 use samplab::response::{BranchOrigin, SampleResponse};
@@ -112,14 +113,7 @@ fn run(
     params: &SamplingParams,
     branches: &[Branch],
 ) -> SampleResponse {
-    let request = Request {
-        run_id: 1,
-        prompt: Prompt::raw(prompt),
-        lane: 0,
-        params: params.clone(),
-        branches: branches.to_vec(),
-    };
-    model.run(&request, &mut || false, &mut |_| {}).unwrap()
+    stories_branches(model, prompt, params, branches, None)
 }
 
 fn fresh(model: &mut LoadedModel, prompt: &str, params: &SamplingParams) -> SampleResponse {

@@ -380,7 +380,7 @@ fn stories_run(
     stories_branches(model, prompt, params, &[], interrupt_after)
 }
 
-fn stories_branches(
+pub(crate) fn stories_branches(
     model: &mut LoadedModel,
     prompt: &str,
     params: &SamplingParams,

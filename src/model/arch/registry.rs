@@ -251,6 +251,20 @@ const LLAMA_LIKE: Family = Family {
     experts_beside_dense: false,
 };
 
+/// Qwen3.5: GGUF names the feed-forward's norm after the attention it follows.
+const QWEN35: Family = Family {
+    architecture: Architecture::Qwen35,
+    name: "qwen35",
+    gguf: &["qwen35"],
+    hf: &[],
+    gguf_rope: RopeLayout::HalfSplit,
+    qk_norm: QkNorm::PerHead,
+    gguf_names: &[(Part::FfnNorm, "post_attention_norm")],
+    gated_attention: true,
+    recurrent: Some(4),
+    ..LLAMA_LIKE
+};
+
 /// Every family, in the order the "supported" lists name them.
 pub(crate) const FAMILIES: &[Family] = &[
     LLAMA_LIKE,
@@ -384,30 +398,13 @@ pub(crate) const FAMILIES: &[Family] = &[
         hf_names: &[(Part::Up, "mlp.gate_up_proj")],
         ..LLAMA_LIKE
     },
-    Family {
-        architecture: Architecture::Qwen35,
-        name: "qwen35",
-        gguf: &["qwen35"],
-        hf: &[],
-        gguf_rope: RopeLayout::HalfSplit,
-        qk_norm: QkNorm::PerHead,
-        gguf_names: &[(Part::FfnNorm, "post_attention_norm")],
-        gated_attention: true,
-        recurrent: Some(4),
-        ..LLAMA_LIKE
-    },
+    QWEN35,
     Family {
         architecture: Architecture::Qwen35Moe,
         name: "qwen35moe",
         gguf: &["qwen35moe"],
-        hf: &[],
-        gguf_rope: RopeLayout::HalfSplit,
-        qk_norm: QkNorm::PerHead,
-        gguf_names: &[(Part::FfnNorm, "post_attention_norm")],
-        gated_attention: true,
-        recurrent: Some(4),
         moe: true,
-        ..LLAMA_LIKE
+        ..QWEN35
     },
     // The norm before the experts is llama's `ffn_norm` under another GGUF name.
     Family {

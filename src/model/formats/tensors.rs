@@ -299,14 +299,7 @@ impl<'a> GgufSource<'a> {
 
 impl Source for GgufSource<'_> {
     fn name(&self, layer: Option<usize>, part: Part, suffix: &str) -> String {
-        let part = part.gguf(self.family);
-        with_suffix(
-            match layer {
-                Some(i) => format!("blk.{i}.{part}"),
-                None => part.to_owned(),
-            },
-            suffix,
-        )
+        tensor_name("blk", layer, part.gguf(self.family), suffix)
     }
 
     fn matrix(&mut self, name: &str, shape: (usize, usize)) -> Result<Option<Stored>, ModelError> {
@@ -376,8 +369,13 @@ impl Source for GgufSource<'_> {
     }
 }
 
-/// `name.suffix`, or `name` alone for a tensor stored without one (GGUF's `ssm_a`).
-fn with_suffix(name: String, suffix: &str) -> String {
+/// `part` of layer `layer` (under `layers`, e.g. `blk.3.attn_q`) or of the model, then
+/// `.suffix`, or nothing for a tensor stored without one (GGUF's `ssm_a`).
+fn tensor_name(layers: &str, layer: Option<usize>, part: &str, suffix: &str) -> String {
+    let name = match layer {
+        Some(i) => format!("{layers}.{i}.{part}"),
+        None => part.to_owned(),
+    };
     match suffix {
         "" => name,
         _ => format!("{name}.{suffix}"),
@@ -538,14 +536,7 @@ fn stored_type(dtype: DType) -> GgmlDType {
 
 impl Source for HfSource {
     fn name(&self, layer: Option<usize>, part: Part, suffix: &str) -> String {
-        let part = part.hf(self.family);
-        with_suffix(
-            match layer {
-                Some(i) => format!("model.layers.{i}.{part}"),
-                None => part.to_owned(),
-            },
-            suffix,
-        )
+        tensor_name("model.layers", layer, part.hf(self.family), suffix)
     }
 
     fn matrix(&mut self, name: &str, shape: (usize, usize)) -> Result<Option<Stored>, ModelError> {
