@@ -280,3 +280,42 @@ fn files_with_missing_recurrent_tensors_or_impossible_shapes_say_so() {
         );
     }
 }
+
+/// Multi-token-prediction blocks after the trunk are counted by `block_count` but not run: the
+/// model is the trunk alone (its logits are not the whole file's), with a warning; a file of
+/// nothing but such blocks is refused.
+#[test]
+fn next_n_blocks_after_the_trunk_are_left_out_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = "qwen35.nextn_predict_layers";
+    // The fixture's last layer (full attention) read as a next-n block.
+    let path = altered("qwen35", dir.path(), &[(key, Some(Value::U32(1)))], "");
+    let trunk = Model::load(&path, &Device::Cpu).unwrap();
+    assert_eq!(trunk.config().num_layers, 5);
+    assert!(
+        trunk
+            .config()
+            .warnings
+            .iter()
+            .any(|w| w.contains("multi-token-prediction")),
+        "{:?}",
+        trunk.config().warnings
+    );
+    let full = Model::load(&folder("qwen35").join("model.gguf"), &Device::Cpu).unwrap();
+    assert_eq!(full.config().num_layers, 6);
+    let ours = trunk.session().prefill(&PROMPT, false).unwrap();
+    assert_ne!(
+        bits(&ours),
+        bits(&full.session().prefill(&PROMPT, false).unwrap())
+    );
+    let err = load_error(&altered(
+        "qwen35",
+        dir.path(),
+        &[(key, Some(Value::U32(6)))],
+        "",
+    ));
+    assert!(
+        err.contains("`qwen35.nextn_predict_layers` is 6 of 6 blocks"),
+        "{err}"
+    );
+}

@@ -411,7 +411,30 @@ impl ModelConfig {
                 ));
             }
         };
-        let num_layers = md.usize(&key("block_count"))?;
+        let mut warnings = Vec::new();
+        let blocks = md.usize(&key("block_count"))?;
+        // Multi-token-prediction blocks follow the trunk's layers (Qwen3.5's next-n): counted
+        // by `block_count`, run only to draft tokens, which samplab does not do.
+        let nextn = md.opt_usize(&key("nextn_predict_layers"))?.unwrap_or(0);
+        let num_layers = match nextn {
+            0 => blocks,
+            n if n < blocks => {
+                warnings.push(format!(
+                    "the last {n} of {blocks} blocks are multi-token-prediction layers; they are \
+                     not run (samplab samples one token at a time)"
+                ));
+                blocks - n
+            }
+            n => {
+                return Err(config_error(
+                    path,
+                    format!(
+                        "`{}` is {n} of {blocks} blocks; the trunk needs at least one",
+                        key("nextn_predict_layers")
+                    ),
+                ));
+            }
+        };
         let intermediate_size = md.usize(&key("feed_forward_length"))?;
         let experts = match md.opt_usize(&key("expert_count"))? {
             None if family.moe => {
@@ -594,7 +617,7 @@ impl ModelConfig {
                     .map(f64::from),
                 ..GenerationDefaults::default()
             },
-            warnings: Vec::new(),
+            warnings,
         };
         config.check(path, Some(&arch_name))?;
         Ok(config)
