@@ -6,12 +6,7 @@
 //! depend on how its prompt was split or which rows decode beside it. The projections run
 //! through the usual matrix products; the rest is here, on the CPU's f32.
 
-use super::weights::{Linear, load_linear};
-use crate::model::arch::registry::Part;
-use crate::model::error::ModelError;
-use crate::model::formats::config::{DeltaNetShape, ModelConfig};
-use crate::model::formats::tensors::{Source, require};
-use crate::model::kernels::Arithmetic;
+use super::weights::DeltaNet;
 use crate::model::kernels::Isa;
 use crate::model::kernels::parallel::for_each_range;
 use crate::model::state::Snapshots;
@@ -19,69 +14,7 @@ use crate::model::state::recurrent::{RecurrentLayer, Row, RowState};
 use candle_core::Tensor;
 use std::sync::Mutex;
 
-#[derive(Debug)]
-pub(crate) struct DeltaNet {
-    shape: DeltaNetShape,
-    /// q, k and v of every head, before the convolution.
-    qkv: Linear,
-    /// The output gate `z`, one value per value channel.
-    gate: Linear,
-    /// β's and the decay's inputs, one per value head.
-    beta: Linear,
-    alpha: Linear,
-    /// `[channels, kernel]`: each channel's own filter, oldest input first.
-    conv: Vec<f32>,
-    dt_bias: Vec<f32>,
-    /// The decay rate per value head, `-exp(A_log)` (negative).
-    a: Vec<f32>,
-    /// Each head's output norm, `[head_dim]`.
-    norm: Vec<f32>,
-    out: Linear,
-    eps: f32,
-}
-
 impl DeltaNet {
-    pub(crate) fn load<S: Source>(
-        source: &mut S,
-        layer: usize,
-        config: &ModelConfig,
-        shape: DeltaNetShape,
-        ours: Option<Arithmetic>,
-    ) -> Result<Self, ModelError> {
-        let h = config.hidden_size;
-        let (channels, inner) = (shape.conv_channels(), shape.v_heads * shape.head_dim);
-        let mut linear = |part: Part, rows: usize, cols: usize| {
-            load_linear(source, layer, part, (rows, cols), ours)
-        };
-        let qkv = linear(Part::Qkv, channels, h)?;
-        let gate = linear(Part::SsmGate, inner, h)?;
-        let beta = linear(Part::SsmBeta, shape.v_heads, h)?;
-        let alpha = linear(Part::SsmAlpha, shape.v_heads, h)?;
-        let out = linear(Part::SsmOut, h, inner)?;
-        let mut small = |part: Part, suffix: &str, dims: &[usize]| {
-            let name = source.name(Some(layer), part, suffix);
-            let t = require(source, &name, |s, n| s.tensor(n, dims))?;
-            Ok::<_, ModelError>(t.flatten_all()?.to_vec1::<f32>()?)
-        };
-        Ok(Self {
-            conv: small(Part::SsmConv, "weight", &[channels, shape.conv_kernel])?,
-            dt_bias: small(Part::SsmDt, "bias", &[shape.v_heads])?,
-            a: small(Part::SsmA, "", &[shape.v_heads])?,
-            norm: small(Part::SsmNorm, "weight", &[shape.head_dim])?,
-            shape,
-            qkv,
-            gate,
-            beta,
-            alpha,
-            out,
-            eps: config.rms_norm_eps as f32,
-        })
-    }
-
-    pub(crate) fn matrices(&self) -> [&Linear; 5] {
-        [&self.qkv, &self.gate, &self.beta, &self.alpha, &self.out]
-    }
-
     /// `x` (`[rows, len, hidden]`, normed) through the layer, after the `start` positions its
     /// state holds.
     pub(crate) fn forward(

@@ -1,10 +1,9 @@
 //! Loading a model's tensors from GGUF (kept quantized) or safetensors (f32, f16 and bf16
 //! kept as stored) into one in-memory form, so that the forward pass has a single code path.
 
-use super::delta_net::DeltaNet;
 use super::registry::{Gating, Part, QkNorm};
 use crate::model::error::ModelError;
-use crate::model::formats::config::{Experts, ModelConfig};
+use crate::model::formats::config::{DeltaNetShape, Experts, ModelConfig};
 use crate::model::formats::tensors::{
     GgufSource, GgufTables, HfSource, Source, Stored, require, split_rows,
 };
@@ -265,6 +264,71 @@ pub(crate) enum Ffn {
     },
     Experts(Moe),
     Beside(Box<Beside>),
+}
+
+/// A Gated DeltaNet layer's weights (Qwen3.5); its forward pass is in `delta_net`.
+#[derive(Debug)]
+pub(crate) struct DeltaNet {
+    pub(crate) shape: DeltaNetShape,
+    /// q, k and v of every head, before the convolution.
+    pub(crate) qkv: Linear,
+    /// The output gate `z`, one value per value channel.
+    pub(crate) gate: Linear,
+    /// β's and the decay's inputs, one per value head.
+    pub(crate) beta: Linear,
+    pub(crate) alpha: Linear,
+    /// `[channels, kernel]`: each channel's own filter, oldest input first.
+    pub(crate) conv: Vec<f32>,
+    pub(crate) dt_bias: Vec<f32>,
+    /// The decay rate per value head, `-exp(A_log)` (negative).
+    pub(crate) a: Vec<f32>,
+    /// Each head's output norm, `[head_dim]`.
+    pub(crate) norm: Vec<f32>,
+    pub(crate) out: Linear,
+    pub(crate) eps: f32,
+}
+
+impl DeltaNet {
+    pub(crate) fn load<S: Source>(
+        source: &mut S,
+        layer: usize,
+        config: &ModelConfig,
+        shape: DeltaNetShape,
+        ours: Option<Arithmetic>,
+    ) -> Result<Self, ModelError> {
+        let h = config.hidden_size;
+        let (channels, inner) = (shape.conv_channels(), shape.v_heads * shape.head_dim);
+        let mut linear = |part: Part, rows: usize, cols: usize| {
+            load_linear(source, layer, part, (rows, cols), ours)
+        };
+        let qkv = linear(Part::Qkv, channels, h)?;
+        let gate = linear(Part::SsmGate, inner, h)?;
+        let beta = linear(Part::SsmBeta, shape.v_heads, h)?;
+        let alpha = linear(Part::SsmAlpha, shape.v_heads, h)?;
+        let out = linear(Part::SsmOut, h, inner)?;
+        let mut small = |part: Part, suffix: &str, dims: &[usize]| {
+            let name = source.name(Some(layer), part, suffix);
+            let t = require(source, &name, |s, n| s.tensor(n, dims))?;
+            Ok::<_, ModelError>(t.flatten_all()?.to_vec1::<f32>()?)
+        };
+        Ok(Self {
+            conv: small(Part::SsmConv, "weight", &[channels, shape.conv_kernel])?,
+            dt_bias: small(Part::SsmDt, "bias", &[shape.v_heads])?,
+            a: small(Part::SsmA, "", &[shape.v_heads])?,
+            norm: small(Part::SsmNorm, "weight", &[shape.head_dim])?,
+            shape,
+            qkv,
+            gate,
+            beta,
+            alpha,
+            out,
+            eps: config.rms_norm_eps as f32,
+        })
+    }
+
+    pub(crate) fn matrices(&self) -> [&Linear; 5] {
+        [&self.qkv, &self.gate, &self.beta, &self.alpha, &self.out]
+    }
 }
 
 /// A mixture of experts: the router's logits choose `used` experts for each token.
