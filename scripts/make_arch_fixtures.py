@@ -350,7 +350,58 @@ def qwen35(experts=None):
         metadata.update({"expert_count": count, "expert_used_count": used, "expert_feed_forward_length": size,
                          "expert_shared_feed_forward_length": shared})
         return "qwen35moe", tensors, metadata, {"model_type": None}, None
-    return "qwen35", tensors, metadata, {"model_type": None}, None
+    config = {
+        "model_type": "qwen3_5_text", "hidden_size": hidden, "intermediate_size": ffn, "num_hidden_layers": layers,
+        "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": head_dim, "vocab_size": len(TOKENS),
+        "max_position_embeddings": 64, "rms_norm_eps": 1e-6, "rope_theta": 10_000.0, "partial_rotary_factor": 0.5,
+        "tie_word_embeddings": True, "bos_token_id": 2, "eos_token_id": 1,
+        "linear_num_key_heads": k_heads, "linear_num_value_heads": v_heads, "linear_key_head_dim": state,
+        "linear_value_head_dim": state, "linear_conv_kernel_dim": conv,
+        "layer_types": ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)],
+    }
+    # config.json groups the value heads by the key head they read; GGUF tiles them (value head
+    # j reads key head j mod k_heads). grouped[g] = tiled[(g % per_key) * k_heads + g // per_key].
+    per_key = v_heads // k_heads
+    order = [(g % per_key) * k_heads + g // per_key for g in range(v_heads)]
+
+    def grouped(value, axis, block):
+        parts = np.split(value, v_heads, axis=axis) if block else None
+        return np.concatenate([parts[j] for j in order], axis=axis)
+
+    names = {"attn_norm": "input_layernorm", "post_attention_norm": "post_attention_layernorm",
+             "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+             "attn_output": "self_attn.o_proj", "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm",
+             "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+             "attn_qkv": "linear_attn.in_proj_qkv", "attn_gate": "linear_attn.in_proj_z",
+             "ssm_conv1d": "linear_attn.conv1d", "ssm_dt": "linear_attn.dt_bias", "ssm_a": "linear_attn.A_log",
+             "ssm_beta": "linear_attn.in_proj_b", "ssm_alpha": "linear_attn.in_proj_a", "ssm_norm": "linear_attn.norm",
+             "ssm_out": "linear_attn.out_proj"}
+
+    def hf(name, value):
+        if name == "token_embd.weight":
+            return [("model.embed_tokens.weight", value)]
+        if name == "output_norm.weight":
+            return [("model.norm.weight", value - 1.0)]
+        _, layer, part, *_ = name.split(".")
+        key = f"model.layers.{layer}.{names[part]}"
+        if part.endswith("norm") and part != "ssm_norm":
+            value = value - 1.0
+        if part == "attn_qkv":
+            qk = 2 * k_heads * state
+            value = np.concatenate([value[:qk], grouped(value[qk:], 0, True)])
+        elif part in ("attn_gate", "ssm_beta", "ssm_alpha", "ssm_dt"):
+            value = grouped(value, 0, True)
+        elif part == "ssm_a":
+            value = np.log(-grouped(value, 0, True))
+        elif part == "ssm_conv1d":
+            qk = 2 * k_heads * state
+            value = np.concatenate([value[:qk], grouped(value[qk:], 0, True)])[:, None, :]
+        elif part == "ssm_out":
+            value = grouped(value, 1, True)
+        suffix = "" if part in ("ssm_dt", "ssm_a") else ".weight"
+        return [(key + suffix, value.astype(np.float32))]
+
+    return "qwen35", tensors, metadata, config, hf
 
 
 def qwen35moe():

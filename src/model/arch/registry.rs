@@ -256,7 +256,10 @@ const QWEN35: Family = Family {
     architecture: Architecture::Qwen35,
     name: "qwen35",
     gguf: &["qwen35"],
-    hf: &[],
+    hf: &["qwen3_5_text"],
+    // Every norm but the DeltaNet heads' output norm is stored as `w - 1`.
+    hf_norm_plus_one: true,
+    hf_names: &[(Part::Qkv, "linear_attn.in_proj_qkv")],
     gguf_rope: RopeLayout::HalfSplit,
     qk_norm: QkNorm::PerHead,
     gguf_names: &[(Part::FfnNorm, "post_attention_norm")],
@@ -403,6 +406,7 @@ pub(crate) const FAMILIES: &[Family] = &[
         architecture: Architecture::Qwen35Moe,
         name: "qwen35moe",
         gguf: &["qwen35moe"],
+        hf: &["qwen3_5_moe_text"],
         moe: true,
         ..QWEN35
     },
@@ -509,7 +513,8 @@ impl Part {
             Part::SharedDown => "ffn_down_shexp",
             Part::SsmGate => "attn_gate",
             Part::SsmConv => "ssm_conv1d",
-            Part::SsmDt => "ssm_dt",
+            // Read without a suffix: config.json's `dt_bias` has none.
+            Part::SsmDt => "ssm_dt.bias",
             Part::SsmA => "ssm_a",
             Part::SsmBeta => "ssm_beta",
             Part::SsmAlpha => "ssm_alpha",

@@ -306,15 +306,23 @@ impl DeltaNet {
         let beta = linear(Part::SsmBeta, shape.v_heads, h)?;
         let alpha = linear(Part::SsmAlpha, shape.v_heads, h)?;
         let out = linear(Part::SsmOut, h, inner)?;
+        let conv_name = source.name(Some(layer), Part::SsmConv, "weight");
+        let conv = require(source, &conv_name, |s, n| {
+            s.conv_kernel(n, channels, shape.conv_kernel)
+        })?;
+        let conv = conv.flatten_all()?.to_vec1::<f32>()?;
+        let a_name = source.name(Some(layer), Part::SsmA, "");
+        let a = require(source, &a_name, |s, n| s.decay_rates(n, shape.v_heads))?;
+        let a = a.to_vec1::<f32>()?;
         let mut small = |part: Part, suffix: &str, dims: &[usize]| {
             let name = source.name(Some(layer), part, suffix);
             let t = require(source, &name, |s, n| s.tensor(n, dims))?;
             Ok::<_, ModelError>(t.flatten_all()?.to_vec1::<f32>()?)
         };
         Ok(Self {
-            conv: small(Part::SsmConv, "weight", &[channels, shape.conv_kernel])?,
-            dt_bias: small(Part::SsmDt, "bias", &[shape.v_heads])?,
-            a: small(Part::SsmA, "", &[shape.v_heads])?,
+            conv,
+            dt_bias: small(Part::SsmDt, "", &[shape.v_heads])?,
+            a,
             norm: small(Part::SsmNorm, "weight", &[shape.head_dim])?,
             shape,
             qkv,

@@ -693,6 +693,13 @@ impl ModelConfig {
             ),
         };
         let rotated = hf_rotated_layers(&hf, family.no_rope_period, path)?;
+        let (delta_net, recurrent) = match family.recurrent {
+            Some(period) => {
+                let (shape, layers) = hf_delta_net(&hf, period, path)?;
+                (Some(shape), layers)
+            }
+            None => (None, Vec::new()),
+        };
         let experts = match (
             hf.num_experts.or(hf.num_local_experts),
             hf.num_experts_per_tok,
@@ -799,13 +806,13 @@ impl ModelConfig {
                 eos_token_ids.push(id);
             }
         }
-        let config = Self {
+        let mut config = Self {
             architecture,
             hidden_size: hf.hidden_size,
             intermediate_size: hf.intermediate_size,
             num_layers: hf.num_hidden_layers,
             experts,
-            delta_net: None,
+            delta_net,
             layers: layer_plan(
                 hf.num_hidden_layers,
                 windowed,
@@ -861,6 +868,9 @@ impl ModelConfig {
             },
             warnings: Vec::new(),
         };
+        for (plan, &recurrent) in config.layers.iter_mut().zip(&recurrent) {
+            plan.recurrent = recurrent;
+        }
         config.check(path, None)?;
         Ok(config)
     }
@@ -1207,28 +1217,8 @@ fn hf_rotated_layers(
 /// Which layers a config.json windows: its `layer_types` list, else every layer but each
 /// `sliding_window_pattern`-th (the family's period when it is silent).
 fn hf_sliding_layers(hf: &HfConfig, period: usize, path: &Path) -> Result<Vec<bool>, ModelError> {
-    if let Some(types) = &hf.layer_types {
-        if types.len() != hf.num_hidden_layers {
-            return Err(config_error(
-                path,
-                format!(
-                    "`layer_types` lists {} layers for {} hidden layers; write one per layer",
-                    types.len(),
-                    hf.num_hidden_layers
-                ),
-            ));
-        }
-        return types
-            .iter()
-            .map(|t| match t.as_str() {
-                "sliding_attention" => Ok(true),
-                "full_attention" => Ok(false),
-                other => Err(config_error(
-                    path,
-                    format!("`layer_types` has `{other}`; sliding_attention or full_attention are"),
-                )),
-            })
-            .collect();
+    if let Some(layers) = hf_layer_types(hf, path, ["sliding_attention", "full_attention"])? {
+        return Ok(layers);
     }
     let period = hf.sliding_window_pattern.unwrap_or(period);
     if period == 0 {
@@ -1241,6 +1231,101 @@ fn hf_sliding_layers(hf: &HfConfig, period: usize, path: &Path) -> Result<Vec<bo
     Ok((0..hf.num_hidden_layers.min(1 << 16))
         .map(|i| (i + 1) % period != 0)
         .collect())
+}
+
+/// Per layer, whether config.json's `layer_types` names it the first of `kinds` (rather than
+/// the second); `None` where it lists no layer types.
+fn hf_layer_types(
+    hf: &HfConfig,
+    path: &Path,
+    kinds: [&str; 2],
+) -> Result<Option<Vec<bool>>, ModelError> {
+    let Some(types) = &hf.layer_types else {
+        return Ok(None);
+    };
+    if types.len() != hf.num_hidden_layers {
+        return Err(config_error(
+            path,
+            format!(
+                "`layer_types` lists {} layers for {} hidden layers; write one per layer",
+                types.len(),
+                hf.num_hidden_layers
+            ),
+        ));
+    }
+    let [first, second] = kinds;
+    types
+        .iter()
+        .map(|t| match t.as_str() {
+            t if t == first => Ok(true),
+            t if t == second => Ok(false),
+            other => Err(config_error(
+                path,
+                format!("`layer_types` has `{other}`; {first} or {second} are"),
+            )),
+        })
+        .collect::<Result<_, _>>()
+        .map(Some)
+}
+
+/// A config.json's Gated DeltaNet shape (its value heads grouped by key head) and which layers
+/// recur: `layer_types`' `linear_attention` ones, else all but every `full_attention_interval`-th.
+fn hf_delta_net(
+    hf: &HfConfig,
+    period: usize,
+    path: &Path,
+) -> Result<(DeltaNetShape, Vec<bool>), ModelError> {
+    let need = |value: Option<usize>, key: &str| {
+        value.ok_or_else(|| {
+            config_error(
+                path,
+                format!("`{key}` is missing; {} needs it", hf.model_type),
+            )
+        })
+    };
+    let head_dim = need(hf.linear_key_head_dim, "linear_key_head_dim")?;
+    let value_dim = need(hf.linear_value_head_dim, "linear_value_head_dim")?;
+    if value_dim != head_dim {
+        return Err(config_error(
+            path,
+            format!(
+                "`linear_value_head_dim` is {value_dim} and `linear_key_head_dim` {head_dim}; \
+                 Gated DeltaNet needs them equal"
+            ),
+        ));
+    }
+    let shape = DeltaNetShape {
+        conv_kernel: need(hf.linear_conv_kernel_dim, "linear_conv_kernel_dim")?,
+        k_heads: need(hf.linear_num_key_heads, "linear_num_key_heads")?,
+        v_heads: need(hf.linear_num_value_heads, "linear_num_value_heads")?,
+        head_dim,
+        grouped: true,
+    };
+    shape.check(
+        path,
+        [
+            "linear_conv_kernel_dim",
+            "linear_num_key_heads",
+            "linear_num_value_heads",
+            "linear_key_head_dim",
+        ],
+    )?;
+    let layers = match hf_layer_types(hf, path, ["linear_attention", "full_attention"])? {
+        Some(layers) => layers,
+        None => {
+            let period = hf.full_attention_interval.unwrap_or(period);
+            if period == 0 {
+                return Err(config_error(
+                    path,
+                    "`full_attention_interval` is 0; every n-th layer is full attention, n >= 1 (4 is usual)".to_owned(),
+                ));
+            }
+            (0..hf.num_hidden_layers.min(1 << 16))
+                .map(|i| (i + 1) % period != 0)
+                .collect()
+        }
+    };
+    Ok((shape, layers))
 }
 
 /// The score scale llama.cpp gives a GGUF model: Gemma 3 27B (62 layers) scales by
@@ -1289,6 +1374,13 @@ struct HfConfig {
     /// Gemma 3: `sliding_attention` or `full_attention` per layer (newer configs).
     layer_types: Option<Vec<String>>,
     rope_local_base_freq: Option<f32>,
+    /// Qwen3.5's Gated DeltaNet layers.
+    linear_num_key_heads: Option<usize>,
+    linear_num_value_heads: Option<usize>,
+    linear_key_head_dim: Option<usize>,
+    linear_value_head_dim: Option<usize>,
+    linear_conv_kernel_dim: Option<usize>,
+    full_attention_interval: Option<usize>,
     /// Granite's four scalars.
     embedding_multiplier: Option<f32>,
     residual_multiplier: Option<f32>,

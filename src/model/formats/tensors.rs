@@ -25,6 +25,19 @@ pub(crate) trait Source {
     fn vector(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
         self.tensor(name, &[len])
     }
+    /// A Gated DeltaNet's decay rates per value head, negative: GGUF's `ssm_a` as stored.
+    fn decay_rates(&mut self, name: &str, heads: usize) -> Result<Option<Tensor>, ModelError> {
+        self.vector(name, heads)
+    }
+    /// A causal convolution's filters, `[channels, kernel]`.
+    fn conv_kernel(
+        &mut self,
+        name: &str,
+        channels: usize,
+        kernel: usize,
+    ) -> Result<Option<Tensor>, ModelError> {
+        self.tensor(name, &[channels, kernel])
+    }
     /// An RMSNorm's weight as the forward pass multiplies by it.
     fn norm(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
         self.vector(name, len)
@@ -578,6 +591,27 @@ impl Source for HfSource {
         len: usize,
     ) -> Result<Option<Vec<Tensor>>, ModelError> {
         self.per_expert(layer, part, count, "bias", |s, n| s.vector(n, len))
+    }
+
+    /// config.json stores `A_log`; the rates are `-exp(A_log)`, as convert writes them.
+    fn decay_rates(&mut self, name: &str, heads: usize) -> Result<Option<Tensor>, ModelError> {
+        Ok(self
+            .vector(name, heads)?
+            .map(|log| log.exp()?.neg())
+            .transpose()?)
+    }
+
+    /// config.json keeps a depthwise convolution's filters as `[channels, 1, kernel]`.
+    fn conv_kernel(
+        &mut self,
+        name: &str,
+        channels: usize,
+        kernel: usize,
+    ) -> Result<Option<Tensor>, ModelError> {
+        Ok(self
+            .tensor(name, &[channels, 1, kernel])?
+            .map(|t| t.reshape((channels, kernel)))
+            .transpose()?)
     }
 
     /// Gemma's checkpoints store `w - 1`; convert adds the one for GGUF, we add it here.
