@@ -122,11 +122,6 @@ impl ParkedRow {
         self.cuts.nearest(len.min(self.positions))
     }
 
-    /// Whether the row can be cut to `len` positions and go on from there.
-    pub fn can_cut_to(&self, len: usize) -> bool {
-        self.nearest_cut(len) == len
-    }
-
     pub fn positions(&self) -> usize {
         self.positions
     }

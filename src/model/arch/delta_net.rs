@@ -8,7 +8,7 @@
 
 use super::weights::DeltaNet;
 use crate::model::kernels::Isa;
-use crate::model::kernels::parallel::for_each_range;
+use crate::model::kernels::parallel::in_parallel;
 use crate::model::state::Snapshots;
 use crate::model::state::recurrent::{RecurrentLayer, Row, RowState};
 use candle_core::Tensor;
@@ -64,7 +64,7 @@ impl DeltaNet {
             .collect();
         let runs = in_parallel(tasks.len(), |i| {
             let mut matrix = tasks[i].lock().unwrap_or_else(|p| p.into_inner());
-            self.run_head(&prepared[i / heads], i % heads, &mut matrix)
+            self.run_head(&prepared[i / heads], i % heads, &mut matrix, start)
         });
         drop(tasks);
         let mut out = vec![0f32; rows * len * inner];
@@ -119,25 +119,20 @@ impl DeltaNet {
                 (sigmoid(inputs.beta[i]), decay)
             })
             .collect();
-        Prepared {
-            mixed,
-            gates,
-            due,
-            start,
-        }
+        Prepared { mixed, gates, due }
     }
 
     /// Value head `h`'s state matrix through the row's positions: each decays, takes the
     /// delta rule's update towards the value, and is read by the query. The outputs, and the
     /// matrix at each position the row keeps a snapshot of.
-    fn run_head(&self, row: &Prepared, h: usize, matrix: &mut [f32]) -> HeadRun {
+    fn run_head(&self, row: &Prepared, h: usize, matrix: &mut [f32], start: usize) -> HeadRun {
         match Isa::detect() {
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 | Isa::Avx512 => {
                 // SAFETY: the CPU has AVX2.
-                unsafe { self.run_head_avx2(row, h, matrix) }
+                unsafe { self.run_head_avx2(row, h, matrix, start) }
             }
-            _ => self.run_head_with(row, h, matrix),
+            _ => self.run_head_with(row, h, matrix, start),
         }
     }
 
@@ -145,12 +140,18 @@ impl DeltaNet {
     /// eight lanes at once.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn run_head_avx2(&self, row: &Prepared, h: usize, matrix: &mut [f32]) -> HeadRun {
-        self.run_head_with(row, h, matrix)
+    unsafe fn run_head_avx2(
+        &self,
+        row: &Prepared,
+        h: usize,
+        matrix: &mut [f32],
+        start: usize,
+    ) -> HeadRun {
+        self.run_head_with(row, h, matrix, start)
     }
 
     #[inline(always)]
-    fn run_head_with(&self, row: &Prepared, h: usize, matrix: &mut [f32]) -> HeadRun {
+    fn run_head_with(&self, row: &Prepared, h: usize, matrix: &mut [f32], start: usize) -> HeadRun {
         let s = self.shape;
         let (channels, heads, dim) = (s.conv_channels(), s.v_heads, s.head_dim);
         let (key_span, kh) = (s.k_heads * dim, s.k_head(h));
@@ -176,7 +177,7 @@ impl DeltaNet {
                     .for_each(|(x, &kk)| *x = decay * *x + delta * kk);
                 *oj = (decay * mq + delta * qk) * scale;
             }
-            if due.next_if_eq(&(row.start + t + 1)).is_some() {
+            if due.next_if_eq(&(start + t + 1)).is_some() {
                 snapshots.push(matrix.to_vec());
             }
         }
@@ -228,8 +229,6 @@ struct Prepared {
     gates: Vec<(f32, f32)>,
     /// Positions a snapshot may fall on, with the convolution's window there.
     due: Vec<(usize, Vec<f32>)>,
-    /// The positions the row held before these.
-    start: usize,
 }
 
 /// One head's outputs `[len, dim]` and its matrix at each due position.
@@ -243,22 +242,6 @@ fn l2_normalize(x: &mut [f32], eps: f32) {
     let sum: f32 = x.iter().map(|v| v * v).sum();
     let inv = 1.0 / (sum + eps).sqrt();
     x.iter_mut().for_each(|v| *v *= inv);
-}
-
-/// `work(i)` for each `i` in `0..items` on the barrier pool's threads, in order.
-fn in_parallel<T: Send>(items: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
-    let slots: Vec<Mutex<Option<T>>> = (0..items).map(|_| Mutex::new(None)).collect();
-    for_each_range(items, 4, |range| {
-        for i in range {
-            let value = work(i);
-            *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(value);
-        }
-    });
-    slots
-        .into_iter()
-        .map(|slot| slot.into_inner().unwrap_or_else(|p| p.into_inner()))
-        .map(|value| value.expect("every item ran"))
-        .collect()
 }
 
 /// `(a . b, a . c)` in one pass over `a`.

@@ -8,6 +8,7 @@
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ops::Range;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Runs `work` over `0..items`, in `ranges` contiguous ranges per thread (the pool's and the
@@ -58,6 +59,23 @@ impl Drop for Splitting {
     fn drop(&mut self) {
         SPLITTING.with(|s| s.set(false));
     }
+}
+
+/// `work(i)` for each `i` in `0..items` on the barrier pool's threads (several per thread), its
+/// results in order.
+pub(crate) fn in_parallel<T: Send>(items: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let slots: Vec<Mutex<Option<T>>> = (0..items).map(|_| Mutex::new(None)).collect();
+    for_each_range(items, 4, |range| {
+        for i in range {
+            let value = work(i);
+            *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(value);
+        }
+    });
+    slots
+        .into_iter()
+        .map(|slot| slot.into_inner().unwrap_or_else(|p| p.into_inner()))
+        .map(|value| value.expect("every item ran"))
+        .collect()
 }
 
 /// Whether this thread is one of the pool's workers (read from its name once per thread).
@@ -133,6 +151,16 @@ pub(crate) fn inline_rayon<R: Send>(work: impl FnOnce() -> R + Send) -> R {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn in_parallel_returns_every_result_in_order() {
+        for items in [0, 1, 2, 7, 65] {
+            assert_eq!(
+                in_parallel(items, |i| i * 3),
+                (0..items).map(|i| i * 3).collect::<Vec<_>>()
+            );
+        }
+    }
 
     #[test]
     fn every_item_is_taken_once_whatever_the_split() {
