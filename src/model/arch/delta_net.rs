@@ -7,7 +7,11 @@
 //! through the usual matrix products; the rest is here, on the CPU's f32.
 
 use super::weights::DeltaNet;
+use crate::model::formats::config::DeltaNetShape;
 use crate::model::kernels::Isa;
+#[cfg(target_arch = "x86_64")]
+use crate::model::kernels::lanes::{Avx2, Avx512};
+use crate::model::kernels::lanes::{Lanes, Portable};
 use crate::model::kernels::parallel::in_parallel;
 use crate::model::state::Snapshots;
 use crate::model::state::recurrent::{RecurrentLayer, Row, RowState};
@@ -64,7 +68,7 @@ impl DeltaNet {
             .collect();
         let runs = in_parallel(tasks.len(), |i| {
             let mut matrix = tasks[i].lock().unwrap_or_else(|p| p.into_inner());
-            self.run_head(&prepared[i / heads], i % heads, &mut matrix, start)
+            run_head(s, &prepared[i / heads], i % heads, &mut matrix, start)
         });
         drop(tasks);
         let mut out = vec![0f32; rows * len * inner];
@@ -122,68 +126,6 @@ impl DeltaNet {
         Prepared { mixed, gates, due }
     }
 
-    /// Value head `h`'s state matrix through the row's positions: each decays, takes the
-    /// delta rule's update towards the value, and is read by the query. The outputs, and the
-    /// matrix at each position the row keeps a snapshot of.
-    fn run_head(&self, row: &Prepared, h: usize, matrix: &mut [f32], start: usize) -> HeadRun {
-        match Isa::detect() {
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 | Isa::Avx512 => {
-                // SAFETY: the CPU has AVX2.
-                unsafe { self.run_head_avx2(row, h, matrix, start) }
-            }
-            _ => self.run_head_with(row, h, matrix, start),
-        }
-    }
-
-    /// [`DeltaNet::run_head`] compiled for AVX2: the same operations in the same order, on
-    /// eight lanes at once.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn run_head_avx2(
-        &self,
-        row: &Prepared,
-        h: usize,
-        matrix: &mut [f32],
-        start: usize,
-    ) -> HeadRun {
-        self.run_head_with(row, h, matrix, start)
-    }
-
-    #[inline(always)]
-    fn run_head_with(&self, row: &Prepared, h: usize, matrix: &mut [f32], start: usize) -> HeadRun {
-        let s = self.shape;
-        let (channels, heads, dim) = (s.conv_channels(), s.v_heads, s.head_dim);
-        let (key_span, kh) = (s.k_heads * dim, s.k_head(h));
-        let scale = 1.0 / (dim as f32).sqrt();
-        let len = row.gates.len() / heads;
-        let mut out = vec![0f32; len * dim];
-        let mut snapshots = Vec::with_capacity(row.due.len());
-        let mut due = row.due.iter().map(|(at, _)| *at).peekable();
-        for (t, o) in out.chunks_exact_mut(dim).enumerate() {
-            let mixed = &row.mixed[t * channels..(t + 1) * channels];
-            let q = &mixed[kh * dim..(kh + 1) * dim];
-            let k = &mixed[key_span + kh * dim..key_span + (kh + 1) * dim];
-            let v = &mixed[2 * key_span + h * dim..2 * key_span + (h + 1) * dim];
-            let (beta, decay) = row.gates[t * heads + h];
-            let qk = dot(q, k);
-            // One read of each row of the matrix for both dot products, one update: the same
-            // sums as decaying first, up to rounding.
-            for ((m, &vj), oj) in matrix.chunks_exact_mut(dim).zip(v).zip(o.iter_mut()) {
-                let (mk, mq) = dot2(m, k, q);
-                let delta = (vj - decay * mk) * beta;
-                m.iter_mut()
-                    .zip(k)
-                    .for_each(|(x, &kk)| *x = decay * *x + delta * kk);
-                *oj = (decay * mq + delta * qk) * scale;
-            }
-            if due.next_if_eq(&(start + t + 1)).is_some() {
-                snapshots.push(matrix.to_vec());
-            }
-        }
-        HeadRun { out, snapshots }
-    }
-
     /// The causal convolution of one position: `window` (the last `kernel - 1` inputs, oldest
     /// first) then `input`, each channel through its own filter and SiLU, into `mixed`; the
     /// window moves on by `input`.
@@ -214,6 +156,107 @@ impl DeltaNet {
     }
 }
 
+/// Value head `h`'s state matrix through the row's positions: each decays, takes the
+/// delta rule's update towards the value, and is read by the query. The outputs, and the
+/// matrix at each position the row keeps a snapshot of.
+fn run_head(
+    s: DeltaNetShape,
+    row: &Prepared,
+    h: usize,
+    matrix: &mut [f32],
+    start: usize,
+) -> HeadRun {
+    match Isa::detect() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX-512F.
+        Isa::Avx512 => unsafe { run_head_avx512(s, row, h, matrix, start) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX2 and FMA.
+        Isa::Avx2 => unsafe { run_head_avx2(s, row, h, matrix, start) },
+        // SAFETY: plain arrays need no instructions beyond the target's.
+        Isa::Portable => unsafe { run_head_with::<Portable>(s, row, h, matrix, start) },
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn run_head_avx512(
+    s: DeltaNetShape,
+    row: &Prepared,
+    h: usize,
+    matrix: &mut [f32],
+    start: usize,
+) -> HeadRun {
+    // SAFETY: AVX-512F is enabled here, as `Avx512` requires.
+    unsafe { run_head_with::<Avx512>(s, row, h, matrix, start) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn run_head_avx2(
+    s: DeltaNetShape,
+    row: &Prepared,
+    h: usize,
+    matrix: &mut [f32],
+    start: usize,
+) -> HeadRun {
+    // SAFETY: AVX2 and FMA are enabled here, as `Avx2` requires.
+    unsafe { run_head_with::<Avx2>(s, row, h, matrix, start) }
+}
+
+/// # Safety
+/// The CPU must have what `L` needs.
+#[inline(always)]
+unsafe fn run_head_with<L: Lanes>(
+    s: DeltaNetShape,
+    row: &Prepared,
+    h: usize,
+    matrix: &mut [f32],
+    start: usize,
+) -> HeadRun {
+    let (channels, heads, dim) = (s.conv_channels(), s.v_heads, s.head_dim);
+    let (key_span, kh) = (s.k_heads * dim, s.k_head(h));
+    let len = row.gates.len() / heads;
+    let wide = dim / COLUMNS * COLUMNS;
+    let mut out = vec![0f32; len * dim];
+    let mut snapshots = Vec::with_capacity(row.due.len());
+    let mut due = row.due.iter().map(|(at, _)| *at).peekable();
+    let mut spare = Spare::new(dim, dim - wide);
+    for (t, o) in out.chunks_exact_mut(dim).enumerate() {
+        let mixed = &row.mixed[t * channels..(t + 1) * channels];
+        let q = &mixed[kh * dim..(kh + 1) * dim];
+        let k = &mixed[key_span + kh * dim..key_span + (kh + 1) * dim];
+        let v = &mixed[2 * key_span + h * dim..2 * key_span + (h + 1) * dim];
+        let (beta, decay) = row.gates[t * heads + h];
+        let step = Step {
+            q,
+            k,
+            beta,
+            decay,
+            scale: 1.0 / (dim as f32).sqrt(),
+        };
+        let (blocks, rest) = matrix.split_at_mut(wide * dim);
+        let (v_wide, v_rest) = v.split_at(wide);
+        let (o_wide, o_rest) = o.split_at_mut(wide);
+        let blocks = blocks.chunks_exact_mut(COLUMNS * dim);
+        let v_blocks = v_wide.chunks_exact(COLUMNS);
+        for ((block, v), o) in blocks.zip(v_blocks).zip(o_wide.chunks_exact_mut(COLUMNS)) {
+            // SAFETY: as this function's.
+            unsafe { step.columns::<L>(block, v, o) };
+        }
+        if !rest.is_empty() {
+            spare.fill(rest, v_rest);
+            // SAFETY: as this function's.
+            unsafe { step.columns::<L>(&mut spare.block, &spare.v, &mut spare.o) };
+            spare.empty(rest, o_rest);
+        }
+        if due.next_if_eq(&(start + t + 1)).is_some() {
+            snapshots.push(matrix.to_vec());
+        }
+    }
+    HeadRun { out, snapshots }
+}
+
 /// One row's projections over its positions.
 struct Inputs<'a> {
     qkv: &'a [f32],
@@ -237,53 +280,130 @@ struct HeadRun {
     snapshots: Vec<Vec<f32>>,
 }
 
+/// Value columns a head's matrix keeps side by side: its first `dim / COLUMNS` blocks hold
+/// `COLUMNS` columns each, key row by key row (`[dim][COLUMNS]`), and the columns left over
+/// follow as one narrower block. A block streams through once per position and every sum
+/// runs down its lanes, with no sum across lanes.
+const COLUMNS: usize = 16;
+
+/// Interleaved chains of the sums over the key rows, so that the multiply-adds overlap.
+const CHAINS: usize = 4;
+
+/// One position's inputs to a head's matrix.
+struct Step<'a> {
+    q: &'a [f32],
+    k: &'a [f32],
+    beta: f32,
+    decay: f32,
+    scale: f32,
+}
+
+impl Step<'_> {
+    /// `COLUMNS` value columns of the matrix (`block`, `[dim][COLUMNS]`) through the
+    /// position, in llama.cpp's order: the decayed columns read by the key, the update, the
+    /// updated columns read by the query; the second pass finds the block in the nearest
+    /// cache. Each column's arithmetic is its own lane's, so neither the layout nor the
+    /// columns beside it change its bits.
+    ///
+    /// # Safety
+    /// The CPU must have what `L` needs.
+    #[inline(always)]
+    unsafe fn columns<L: Lanes>(&self, block: &mut [f32], v: &[f32], o: &mut [f32]) {
+        assert!(block.len() == self.k.len() * COLUMNS && v.len() == COLUMNS && o.len() == COLUMNS);
+        // Row `i` sums into chain `i % CHAINS`; the chains are indexed by constants only, so
+        // that they stay in registers.
+        // SAFETY (whole body): each load and store is of one 16-value row of `block`, or of
+        // `v` or `o`, whose lengths were checked above; the CPU has what `L` needs.
+        unsafe {
+            let decay = L::splat(self.decay);
+            let mut by_k = [L::zero(); CHAINS];
+            for (group, k) in block.chunks(CHAINS * COLUMNS).zip(self.k.chunks(CHAINS)) {
+                for (chain, sum) in by_k.iter_mut().enumerate().take(k.len()) {
+                    let m = L::mul(decay, L::load(group[chain * COLUMNS..].as_ptr()));
+                    *sum = L::fma(L::splat(k[chain]), m, *sum);
+                }
+            }
+            let by_k = chained::<L>(by_k);
+            let delta = L::mul(
+                L::add(L::load(v.as_ptr()), L::mul(L::splat(-1.0), by_k)),
+                L::splat(self.beta),
+            );
+            let mut by_q = [L::zero(); CHAINS];
+            let keys = self.k.chunks(CHAINS).zip(self.q.chunks(CHAINS));
+            for (group, (k, q)) in block.chunks_mut(CHAINS * COLUMNS).zip(keys) {
+                for (chain, sum) in by_q.iter_mut().enumerate().take(k.len()) {
+                    let row = group[chain * COLUMNS..].as_mut_ptr();
+                    let m = L::fma(L::splat(k[chain]), delta, L::mul(decay, L::load(row)));
+                    L::store(m, row);
+                    *sum = L::fma(L::splat(q[chain]), m, *sum);
+                }
+            }
+            L::store(
+                L::mul(chained::<L>(by_q), L::splat(self.scale)),
+                o.as_mut_ptr(),
+            );
+        }
+    }
+}
+
+/// The chains' sums, in chain order.
+///
+/// # Safety
+/// The CPU must have what `L` needs.
+#[inline(always)]
+unsafe fn chained<L: Lanes>(chains: [L::F; CHAINS]) -> L::F {
+    let mut sum = chains[0];
+    for &chain in &chains[1..] {
+        // SAFETY: as this function's.
+        sum = unsafe { L::add(sum, chain) };
+    }
+    sum
+}
+
+/// A whole block for the columns left over past the last whole one (`[dim][n]`, `n` under
+/// `COLUMNS`): they go through it padded with zeros, a lane each as in any block.
+struct Spare {
+    n: usize,
+    block: Vec<f32>,
+    v: [f32; COLUMNS],
+    o: [f32; COLUMNS],
+}
+
+impl Spare {
+    fn new(dim: usize, n: usize) -> Self {
+        let len = if n == 0 { 0 } else { dim * COLUMNS };
+        Self {
+            n,
+            block: vec![0.0; len],
+            v: [0.0; COLUMNS],
+            o: [0.0; COLUMNS],
+        }
+    }
+
+    fn fill(&mut self, rest: &[f32], v: &[f32]) {
+        let rows = self.block.chunks_exact_mut(COLUMNS);
+        for (padded, row) in rows.zip(rest.chunks_exact(self.n)) {
+            padded[..self.n].copy_from_slice(row);
+        }
+        self.v[..self.n].copy_from_slice(v);
+    }
+
+    fn empty(&self, rest: &mut [f32], o: &mut [f32]) {
+        for (row, padded) in rest
+            .chunks_exact_mut(self.n)
+            .zip(self.block.chunks_exact(COLUMNS))
+        {
+            row.copy_from_slice(&padded[..self.n]);
+        }
+        o.copy_from_slice(&self.o[..self.n]);
+    }
+}
+
 /// `x / sqrt(sum(x²) + eps)`, llama.cpp's L2 norm of the heads.
 fn l2_normalize(x: &mut [f32], eps: f32) {
     let sum: f32 = x.iter().map(|v| v * v).sum();
     let inv = 1.0 / (sum + eps).sqrt();
     x.iter_mut().for_each(|v| *v *= inv);
-}
-
-/// `(a . b, a . c)` in one pass over `a`.
-#[inline(always)]
-fn dot2(a: &[f32], b: &[f32], c: &[f32]) -> (f32, f32) {
-    let (mut lb, mut lc) = ([0f32; 8], [0f32; 8]);
-    let chunks = a
-        .chunks_exact(8)
-        .zip(b.chunks_exact(8))
-        .zip(c.chunks_exact(8));
-    for ((x, y), z) in chunks {
-        for i in 0..8 {
-            lb[i] += x[i] * y[i];
-            lc[i] += x[i] * z[i];
-        }
-    }
-    let tail = a.len() - a.len() % 8;
-    let (mut tb, mut tc) = (0f32, 0f32);
-    for i in tail..a.len() {
-        tb += a[i] * b[i];
-        tc += a[i] * c[i];
-    }
-    (lb.iter().sum::<f32>() + tb, lc.iter().sum::<f32>() + tc)
-}
-
-/// A dot product in eight lanes, so that it vectorises.
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for i in 0..8 {
-            lanes[i] += x[i] * y[i];
-        }
-    }
-    lanes.iter().sum::<f32>() + tail
 }
 
 fn sigmoid(x: f32) -> f32 {
@@ -297,4 +417,121 @@ fn silu(x: f32) -> f32 {
 /// `ln(1 + e^x)`, as ggml computes it (linear past 20).
 fn softplus(x: f32) -> f32 {
     if x > 20.0 { x } else { x.exp().ln_1p() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Values in `-1..1` from a fixed seed.
+    fn noise(n: usize, seed: u64) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+            })
+            .collect()
+    }
+
+    fn shape(dim: usize) -> DeltaNetShape {
+        DeltaNetShape {
+            conv_kernel: 4,
+            k_heads: 1,
+            v_heads: 2,
+            head_dim: dim,
+            grouped: false,
+        }
+    }
+
+    /// `len` positions of normed queries and keys, values, and gates; a snapshot due at 3.
+    fn prepared(s: DeltaNetShape, len: usize) -> Prepared {
+        let channels = s.conv_channels();
+        let mut mixed = noise(len * channels, s.head_dim as u64);
+        for position in mixed.chunks_exact_mut(channels) {
+            for head in position[..2 * s.k_heads * s.head_dim].chunks_exact_mut(s.head_dim) {
+                l2_normalize(head, 1e-6);
+            }
+        }
+        let gates = noise(2 * len * s.v_heads, 7)
+            .chunks_exact(2)
+            .map(|g| (0.5 + 0.5 * g[0], 0.6 + 0.4 * g[1]))
+            .collect();
+        Prepared {
+            mixed,
+            gates,
+            due: vec![(3, Vec::new())],
+        }
+    }
+
+    /// Head `h`'s outputs as the recurrence is written, in f64: decay, read by the key,
+    /// the delta rule, read by the query.
+    fn by_the_book(s: DeltaNetShape, row: &Prepared, h: usize) -> Vec<f64> {
+        let (dim, channels) = (s.head_dim, s.conv_channels());
+        let mut state = vec![vec![0f64; dim]; dim];
+        let mut out = Vec::new();
+        for (t, mixed) in row.mixed.chunks_exact(channels).enumerate() {
+            let at = |from: usize| -> Vec<f64> {
+                mixed[from..from + dim]
+                    .iter()
+                    .map(|&x| f64::from(x))
+                    .collect()
+            };
+            let kh = s.k_head(h) * dim;
+            let (q, k) = (at(kh), at(s.k_heads * dim + kh));
+            let v = at(2 * s.k_heads * dim + h * dim);
+            let (beta, decay) = row.gates[t * s.v_heads + h];
+            state
+                .iter_mut()
+                .flatten()
+                .for_each(|x| *x *= f64::from(decay));
+            for j in 0..dim {
+                let read: f64 = (0..dim).map(|i| state[i][j] * k[i]).sum();
+                let delta = (v[j] - read) * f64::from(beta);
+                (0..dim).for_each(|i| state[i][j] += k[i] * delta);
+            }
+            let scale = 1.0 / (dim as f64).sqrt();
+            out.extend((0..dim).map(|j| (0..dim).map(|i| state[i][j] * q[i]).sum::<f64>() * scale));
+        }
+        out
+    }
+
+    #[test]
+    fn heads_of_any_size_run_the_recurrence_on_every_path_and_resume_from_snapshots() {
+        // Narrower than a block, one block, blocks and a rest, and a rest under the chains.
+        for dim in [8, 16, 20, 50] {
+            let s = shape(dim);
+            let row = prepared(s, 6);
+            for h in 0..s.v_heads {
+                let expected = by_the_book(s, &row, h);
+                let mut matrix = vec![0f32; dim * dim];
+                let run = run_head(s, &row, h, &mut matrix, 0);
+                for (i, (&got, &want)) in run.out.iter().zip(&expected).enumerate() {
+                    let err = (f64::from(got) - want).abs();
+                    assert!(err < 1e-5, "dim {dim} head {h} output {i}: {got} vs {want}");
+                }
+                let mut plain = vec![0f32; dim * dim];
+                // SAFETY: plain arrays need nothing of the CPU.
+                let portable = unsafe { run_head_with::<Portable>(s, &row, h, &mut plain, 0) };
+                for (&a, &b) in portable.out.iter().zip(&run.out) {
+                    assert!((a - b).abs() < 1e-5, "dim {dim}: portable {a} vs {b}");
+                }
+                // From the snapshot at position 3 the last three positions come out again, to
+                // the bit.
+                assert_eq!(run.snapshots.len(), 1);
+                let channels = s.conv_channels();
+                let rest = Prepared {
+                    mixed: row.mixed[3 * channels..].to_vec(),
+                    gates: row.gates[3 * s.v_heads..].to_vec(),
+                    due: Vec::new(),
+                };
+                let mut resumed = run.snapshots[0].clone();
+                let again = run_head(s, &rest, h, &mut resumed, 3);
+                assert_eq!(again.out, run.out[3 * dim..], "dim {dim} head {h}");
+                assert_eq!(resumed, matrix, "dim {dim} head {h}");
+            }
+        }
+    }
 }

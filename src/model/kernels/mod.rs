@@ -6,6 +6,7 @@ pub(crate) mod attention;
 pub mod bandwidth;
 pub(crate) mod dense;
 pub(crate) mod fused;
+pub(crate) mod lanes;
 pub(crate) mod parallel;
 mod prefetch;
 mod quant;

@@ -10,10 +10,10 @@
 //! activation rows, so batched decode and prefill reuse it from L1.
 
 mod format;
-mod lanes;
 #[cfg(target_arch = "x86_64")]
 mod vnni;
 
+use super::lanes::{self, Lanes, Portable};
 use super::parallel::{Disjoint, for_each_range};
 use super::prefetch;
 use super::{Isa, ranges_per_thread, rows_through};
@@ -21,7 +21,6 @@ use candle_core::quantized::GgmlDType;
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape};
 pub(crate) use format::f16_to_f32;
 use format::{Format, SUB, Scales, Sub};
-use lanes::{Lanes, Portable};
 
 /// Output rows per tile: one lane each.
 const TILE: usize = 16;

@@ -16,11 +16,11 @@
 //! the only rounding besides the activations' is the f32 sum of the blocks.
 
 use super::format::{Format, SUB, Scales};
-use super::lanes::{Avx512, Lanes};
 use super::{
     Sink, Sizes, TILE, TileRef, low_bits, mask, plane_bytes, plane_rows, prefetch_ahead,
     sub_block_scales,
 };
+use crate::model::kernels::lanes::{Avx512, Lanes};
 use std::arch::x86_64::*;
 use std::ops::Range;
 

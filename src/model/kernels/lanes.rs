@@ -1,9 +1,10 @@
-//! Sixteen lanes, one per output row of a tile, in three instruction sets: the kernel body
-//! is written once against [`Lanes`] and compiled for each.
+//! Sixteen f32 lanes in three instruction sets: a kernel body is written once against
+//! [`Lanes`] and compiled for each (a tile's 16 output rows, 16 columns of a recurrent
+//! state).
 
-/// The operations the tile kernel needs. Pointers must be readable (or, for `store`,
+/// The operations the kernels need. Pointers must be readable (or, for `store`,
 /// writable) for 16 elements; callers guarantee it.
-pub(super) trait Lanes {
+pub(crate) trait Lanes {
     type I: Copy;
     type F: Copy;
     /// 16 bytes, zero-extended.
@@ -21,8 +22,10 @@ pub(super) trait Lanes {
     unsafe fn load_bf16(p: *const u16) -> Self::F;
     /// `table[i]` for each lane's `i`, which must be in `0..16`.
     unsafe fn lookup(i: Self::I, table: &[f32; 16]) -> Self::F;
+    unsafe fn load(p: *const f32) -> Self::F;
     unsafe fn splat(v: f32) -> Self::F;
     unsafe fn zero() -> Self::F;
+    unsafe fn add(a: Self::F, b: Self::F) -> Self::F;
     unsafe fn mul(a: Self::F, b: Self::F) -> Self::F;
     /// `a * b + c`, fused where the CPU can.
     unsafe fn fma(a: Self::F, b: Self::F, c: Self::F) -> Self::F;
@@ -30,7 +33,7 @@ pub(super) trait Lanes {
 }
 
 /// Plain arrays: the portable fallback (the compiler vectorizes what it can).
-pub(super) struct Portable;
+pub(crate) struct Portable;
 
 impl Lanes for Portable {
     type I = [i32; 16];
@@ -60,7 +63,7 @@ impl Lanes for Portable {
     }
     unsafe fn load_f16(p: *const u16) -> Self::F {
         // SAFETY: the caller guarantees 16 readable u16.
-        std::array::from_fn(|i| super::format::f16_to_f32(unsafe { *p.add(i) }))
+        std::array::from_fn(|i| super::quant::f16_to_f32(unsafe { *p.add(i) }))
     }
     unsafe fn load_bf16(p: *const u16) -> Self::F {
         // SAFETY: the caller guarantees 16 readable u16.
@@ -69,11 +72,18 @@ impl Lanes for Portable {
     unsafe fn lookup(i: Self::I, table: &[f32; 16]) -> Self::F {
         i.map(|i| table[i as usize])
     }
+    unsafe fn load(p: *const f32) -> Self::F {
+        // SAFETY: the caller guarantees 16 readable f32.
+        std::array::from_fn(|i| unsafe { *p.add(i) })
+    }
     unsafe fn splat(v: f32) -> Self::F {
         [v; 16]
     }
     unsafe fn zero() -> Self::F {
         [0.0; 16]
+    }
+    unsafe fn add(a: Self::F, b: Self::F) -> Self::F {
+        std::array::from_fn(|i| a[i] + b[i])
     }
     unsafe fn mul(a: Self::F, b: Self::F) -> Self::F {
         std::array::from_fn(|i| a[i] * b[i])
@@ -90,7 +100,7 @@ impl Lanes for Portable {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(super) use x86::{Avx2, Avx512};
+pub(crate) use x86::{Avx2, Avx512};
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
@@ -98,7 +108,7 @@ mod x86 {
     use std::arch::x86_64::*;
 
     /// Two 8-lane halves. Only called from functions compiled with `avx2,fma,f16c`.
-    pub(in super::super) struct Avx2;
+    pub(crate) struct Avx2;
 
     impl Lanes for Avx2 {
         type I = [__m256i; 2];
@@ -190,9 +200,19 @@ mod x86 {
             }
         }
         #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self::F {
+            // SAFETY: 16 readable f32; `loadu` needs no alignment.
+            unsafe { [_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))] }
+        }
+        #[inline(always)]
         unsafe fn splat(v: f32) -> Self::F {
             // SAFETY: AVX2 enabled by the caller.
             unsafe { [_mm256_set1_ps(v); 2] }
+        }
+        #[inline(always)]
+        unsafe fn add(a: Self::F, b: Self::F) -> Self::F {
+            // SAFETY: AVX2 enabled by the caller.
+            unsafe { [_mm256_add_ps(a[0], b[0]), _mm256_add_ps(a[1], b[1])] }
         }
         #[inline(always)]
         unsafe fn zero() -> Self::F {
@@ -225,7 +245,7 @@ mod x86 {
     }
 
     /// One 16-lane register. Only called from functions compiled with `avx512f`.
-    pub(in super::super) struct Avx512;
+    pub(crate) struct Avx512;
 
     impl Lanes for Avx512 {
         type I = __m512i;
@@ -289,9 +309,19 @@ mod x86 {
             unsafe { _mm512_set1_ps(v) }
         }
         #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self::F {
+            // SAFETY: 16 readable f32; `loadu` needs no alignment.
+            unsafe { _mm512_loadu_ps(p) }
+        }
+        #[inline(always)]
         unsafe fn zero() -> Self::F {
             // SAFETY: AVX-512F enabled by the caller.
             unsafe { _mm512_setzero_ps() }
+        }
+        #[inline(always)]
+        unsafe fn add(a: Self::F, b: Self::F) -> Self::F {
+            // SAFETY: AVX-512F enabled by the caller.
+            unsafe { _mm512_add_ps(a, b) }
         }
         #[inline(always)]
         unsafe fn mul(a: Self::F, b: Self::F) -> Self::F {
