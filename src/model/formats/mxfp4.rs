@@ -67,8 +67,13 @@ pub(crate) fn quantize(values: &[f32], out: &mut Vec<u8>) {
         };
         let d = scale(e);
         let code = |v: f32| {
-            let error = |m: usize| (f32::from(VALUES[m]) * d - v.abs()).abs();
-            let magnitude = (1..8).fold(0, |best, m| if error(m) < error(best) { m } else { best });
+            let (mut magnitude, mut nearest) = (0, v.abs());
+            for (m, &value) in VALUES[..8].iter().enumerate().skip(1) {
+                let error = (f32::from(value) * d - v.abs()).abs();
+                if error < nearest {
+                    (magnitude, nearest) = (m, error);
+                }
+            }
             match magnitude {
                 0 => 0,
                 m if v < 0.0 => m as u8 | 8,
