@@ -13,7 +13,7 @@ use candle_core::{Device, Tensor};
 use std::io::Write;
 use std::path::Path;
 
-/// The shape of a llama-architecture model, or of a Qwen3 mixture of experts.
+/// The shape of a real model of one of the families `architecture` names.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyntheticSpec {
     pub name: &'static str,
@@ -561,7 +561,7 @@ fn plan(
     (tensors, fills)
 }
 
-/// Values drawn for more rows than this at once are written a slice of rows at a time, so
+/// A tensor's values are made and quantized at most this many at a time (in whole rows), so
 /// that a 600M-value embedding never sits in memory whole.
 const CHUNK_VALUES: usize = 1 << 24;
 
