@@ -39,8 +39,9 @@ pub struct BenchArgs {
     #[arg(long, value_parser = synthetic_names())]
     synthetic: Option<String>,
     /// Weight type of the synthetic model: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k,
-    /// q3_k, q4_k, q5_k, q6_k, or q4_k_m (Q4_K with Q6_K for the output and ffn_down, as
-    /// llama.cpp's Q4_K_M).
+    /// q3_k, q4_k, q5_k, q6_k, q4_k_m (Q4_K with Q6_K for the output and ffn_down, as
+    /// llama.cpp's Q4_K_M), or mxfp4_moe (experts in MXFP4, the rest in Q8_0, as llama.cpp's
+    /// MXFP4_MOE; for shapes with experts).
     #[arg(long, default_value = "q8_0", requires = "synthetic")]
     qtype: String,
     /// Where the model runs: cpu, cuda, cuda:N or metal (default: the first GPU this build

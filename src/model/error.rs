@@ -11,6 +11,11 @@ pub enum ModelError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error(
         "{} is not a GGUF file (expected a .gguf file or a Hugging Face model directory with config.json)",
         .0.display()

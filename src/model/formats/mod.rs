@@ -4,5 +4,6 @@
 pub mod config;
 mod fused_experts;
 pub(crate) mod gguf_checks;
+pub(crate) mod gguf_write;
 pub(crate) mod mxfp4;
 pub(crate) mod tensors;

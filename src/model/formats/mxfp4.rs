@@ -48,6 +48,43 @@ pub(crate) fn dequantize(data: &[u8], out: &mut [f32]) {
     }
 }
 
+/// Whole blocks of `values` (32 a block) into `out`, with GGML's rounding: the scale is the
+/// largest magnitude's power of two less two (so that 6, E2M1's largest, times the scale spans
+/// it), and each value takes the code whose value lies nearest in f32, the smaller magnitude on
+/// a tie. A code of the wrong sign is never nearer than zero, so only the value's own sign is
+/// searched; a zero is code 0, never the "negative zero" 8. Where GGML's exponent leaves E8M0's
+/// range (all values below 2^-125, or an infinity) ours saturates to 0 or 255.
+pub(crate) fn quantize(values: &[f32], out: &mut Vec<u8>) {
+    for block in values.chunks_exact(BLOCK) {
+        let amax = block
+            .iter()
+            .fold(0f32, |m, v| if m < v.abs() { v.abs() } else { m });
+        // The float-to-byte cast saturates; the exponent is floor(log2) - 2, biased by 127.
+        let e = if amax > 0.0 {
+            (amax.log2().floor() + 125.0) as u8
+        } else {
+            0
+        };
+        let d = scale(e);
+        let code = |v: f32| {
+            let (mut magnitude, mut nearest) = (0, v.abs());
+            for (m, &value) in VALUES[..8].iter().enumerate().skip(1) {
+                let error = (f32::from(value) * d - v.abs()).abs();
+                if error < nearest {
+                    (magnitude, nearest) = (m, error);
+                }
+            }
+            match magnitude {
+                0 => 0,
+                m if v < 0.0 => m as u8 | 8,
+                m => m as u8,
+            }
+        };
+        out.push(e);
+        out.extend((0..BLOCK / 2).map(|j| code(block[j]) | code(block[j + BLOCK / 2]) << 4));
+    }
+}
+
 /// A reader that shows the 4-byte type fields at `fields` (offsets in the stream, ascending)
 /// as F32's.
 pub(crate) struct StandIn<R> {
@@ -306,5 +343,77 @@ mod tests {
         assert_eq!(out[15], 2.0);
         assert_eq!(out[31], 24.0);
         assert_eq!(out[1].to_bits(), 0);
+    }
+
+    /// Blocks the gguf package (GGML's rule in numpy) quantized, written by
+    /// `scripts/make_mxfp4_fixture.py`: ours gives the same bytes, block by block.
+    #[test]
+    fn quantizing_gives_the_gguf_packages_blocks() {
+        let bytes = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/mxfp4-quantize.bin"
+        ))
+        .unwrap();
+        let blocks = u32::from_le_bytes(bytes[..4].try_into().unwrap()) as usize;
+        let (values, theirs) = bytes[4..].split_at(blocks * BLOCK * 4);
+        assert_eq!(theirs.len(), blocks * BLOCK_BYTES);
+        let values: Vec<f32> = values
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let mut ours = Vec::new();
+        quantize(&values, &mut ours);
+        for (i, (a, b)) in ours
+            .chunks(BLOCK_BYTES)
+            .zip(theirs.chunks(BLOCK_BYTES))
+            .enumerate()
+        {
+            assert_eq!(a, b, "block {i}: {:?}", &values[i * BLOCK..][..BLOCK]);
+        }
+        assert_eq!(ours.len(), theirs.len());
+    }
+
+    fn quantized(values: &[f32]) -> (Vec<u8>, Vec<f32>) {
+        let mut bytes = Vec::new();
+        quantize(values, &mut bytes);
+        let mut back = vec![f32::NAN; values.len()];
+        dequantize(&bytes, &mut back);
+        (bytes, back)
+    }
+
+    #[test]
+    fn zeros_of_either_sign_quantize_to_plus_zero_under_the_smallest_scale() {
+        let values: Vec<f32> = (0..BLOCK).map(|i| [0.0, -0.0][i % 2]).collect();
+        let (bytes, back) = quantized(&values);
+        assert_eq!(bytes, [0; BLOCK_BYTES]);
+        assert!(back.iter().all(|v| v.to_bits() == 0));
+    }
+
+    /// Values that are codes times the scale come back exactly, at the largest scale finite
+    /// values reach (2^127 gives E8M0 252) and a tiny one; far below, where GGML's exponent
+    /// would leave E8M0's range, ours saturates at 0 (2^-128) and the values flush to zero.
+    #[test]
+    fn extreme_scales_keep_exact_values_and_saturate_below_e8m0() {
+        for d in [2f32.powi(124), 2f32.powi(-124), 1.0] {
+            let values: Vec<f32> = (0..BLOCK).map(|i| f32::from(VALUES[i % 16]) * d).collect();
+            let (bytes, back) = quantized(&values);
+            assert_eq!(scale(bytes[0]), d);
+            assert_eq!(back, values, "scale {d:e}");
+        }
+        let (bytes, back) = quantized(&[2f32.powi(-140); BLOCK]);
+        assert_eq!(bytes[0], 0);
+        assert!(back.iter().all(|&v| v == 0.0));
+    }
+
+    /// Halfway between two codes' values the smaller magnitude wins, for either sign.
+    #[test]
+    fn ties_round_to_the_smaller_magnitude() {
+        let mut values = [0f32; BLOCK];
+        values[0] = 6.0; // scale 0.5: codes 0, 0.5, 1, 1.5, 2, 3, 4, 6
+        values[1] = 2.5;
+        values[2] = -5.0;
+        values[3] = -0.25;
+        let (_, back) = quantized(&values);
+        assert_eq!(&back[..4], [6.0, 2.0, -4.0, 0.0]);
     }
 }

@@ -5,20 +5,24 @@
 //! tokenizer (the 256 byte tokens, one merge, `<|endoftext|>`, filler control tokens).
 
 use crate::model::error::ModelError;
+use crate::model::formats::gguf_write::{self, TensorEntry};
+use crate::model::formats::mxfp4;
+use crate::model::kernels::QuantType;
 use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
 use candle_core::{Device, Tensor};
+use std::io::Write;
 use std::path::Path;
 
-/// The shape of a llama-architecture model, or of a Qwen3 mixture of experts.
+/// The shape of a real model of one of the families `architecture` names.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyntheticSpec {
     pub name: &'static str,
     /// `llama`, `qwen3` (per-head q/k norms), `qwen3moe` (the same, experts in every layer),
-    /// `qwen35` (see `delta_net`) or `gemma3`
-    /// (per-head q/k norms, norms after attention and the feed-forward, a 512-position window
-    /// on five layers of six).
+    /// `qwen35` (see `delta_net`), `gemma3` (per-head q/k norms, norms after attention and the
+    /// feed-forward, a 512-position window on five layers of six) or `gpt-oss` (experts, biases,
+    /// attention sinks, a 128-position window on every other layer, YaRN).
     pub architecture: &'static str,
-    /// (count, used per token, each one's feed-forward size) for `qwen3moe`.
+    /// (count, used per token, each one's feed-forward size) for `qwen3moe` and `gpt-oss`.
     pub experts: Option<(usize, usize, usize)>,
     /// (key heads, value heads, head size) of the Gated DeltaNet layers of `qwen35`: three
     /// of every four layers; the fourth is gated attention over a quarter of each head.
@@ -188,6 +192,30 @@ pub const QWEN35_4B: SyntheticSpec = SyntheticSpec {
     tie_word_embeddings: true,
 };
 
+/// gpt-oss-20b's layers (64 query heads of 64 sharing 8 kv heads over a 2880-wide model,
+/// 2880-wide experts, biases, attention sinks, a 128-token window on every other layer, YaRN)
+/// with 8 experts of which each token takes 4, where it has 32: 4.5 GB in `mxfp4_moe`.
+pub const GPT_OSS_SMALL: SyntheticSpec = SyntheticSpec {
+    name: "gpt-oss-small",
+    architecture: "gpt-oss",
+    experts: Some((8, 4, 2880)),
+    delta_net: None,
+    hidden_size: 2880,
+    num_layers: 24,
+    num_heads: 64,
+    num_kv_heads: 8,
+    head_dim: Some(64),
+    intermediate_size: 2880,
+    vocab_size: 201_088,
+    context_length: 131_072,
+    rope_theta: 150_000.0,
+    tie_word_embeddings: false,
+};
+
+/// gpt-oss's window on its windowed layers, and its YaRN factor over the original context.
+const GPT_OSS_WINDOW: usize = 128;
+const GPT_OSS_YARN: (f32, usize) = (32.0, 4096);
+
 /// The specs `--synthetic` accepts, by name.
 pub const SYNTHETIC_SPECS: &[&SyntheticSpec] = &[
     &SMOLLM2_135M,
@@ -198,6 +226,7 @@ pub const SYNTHETIC_SPECS: &[&SyntheticSpec] = &[
     &GEMMA3_270M,
     &QWEN35_0_8B,
     &QWEN35_4B,
+    &GPT_OSS_SMALL,
 ];
 
 /// Every `FULL_ATTENTION_EVERY`-th layer of a synthetic `qwen35` attends; the rest recur.
@@ -221,12 +250,15 @@ pub fn synthetic_spec(name: &str) -> Result<&'static SyntheticSpec, ModelError> 
         })
 }
 
-/// The weights' types: one for every matrix, or llama.cpp's Q4_K_M mix.
+/// The weights' types: one for every matrix, or llama.cpp's Q4_K_M or MXFP4_MOE mix.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Quantization {
     Uniform(GgmlDType),
     /// Q4_K, with Q6_K for the output matrix and every `ffn_down`.
     Q4KM,
+    /// The experts' stacks in MXFP4 and every other matrix, the output's and the embedding's
+    /// too, in Q8_0 (gpt-oss's own files): only for a mixture of experts.
+    Mxfp4Moe,
 }
 
 impl From<GgmlDType> for Quantization {
@@ -236,16 +268,22 @@ impl From<GgmlDType> for Quantization {
 }
 
 impl Quantization {
-    /// The type of the matrix `name` whose rows hold `cols` values; `tied`: the embedding is
-    /// the output matrix too, and is typed as one (as llama.cpp's quantizer does).
-    fn for_matrix(self, name: &str, cols: usize, tied: bool) -> GgmlDType {
+    /// The type of the matrix (or stack of experts' matrices) `name` of `dims`; `tied`: the
+    /// embedding is the output matrix too, and is typed as one (as llama.cpp's quantizer does).
+    fn for_matrix(self, name: &str, dims: &[usize], tied: bool) -> QuantType {
+        let cols = *dims.last().expect("a matrix has columns");
         let output = name == "output.weight" || (tied && name == "token_embd.weight");
+        let experts = dims.len() == 3;
         let wanted = match self {
             Quantization::Uniform(dtype) => dtype,
             Quantization::Q4KM if output || name.contains("ffn_down") => GgmlDType::Q6K,
             Quantization::Q4KM => GgmlDType::Q4K,
+            Quantization::Mxfp4Moe if experts && cols.is_multiple_of(mxfp4::BLOCK) => {
+                return QuantType::Mxfp4;
+            }
+            Quantization::Mxfp4Moe => GgmlDType::Q8_0,
         };
-        fitting(wanted, cols)
+        QuantType::Ggml(fitting(wanted, cols))
     }
 }
 
@@ -280,6 +318,7 @@ const QTYPES: &[(&str, Quantization)] = &[
     ("q5_k", Quantization::Uniform(GgmlDType::Q5K)),
     ("q6_k", Quantization::Uniform(GgmlDType::Q6K)),
     ("q4_k_m", Quantization::Q4KM),
+    ("mxfp4_moe", Quantization::Mxfp4Moe),
 ];
 
 /// Weight types from their llama.cpp name (`q8_0`, `Q4_K`, `q4_k_m`…).
@@ -300,7 +339,9 @@ pub fn qtype_from_name(name: &str) -> Result<Quantization, ModelError> {
 
 /// Writes `spec` with uniform random weights (scaled by 1/sqrt(fan-in), so activations stay
 /// in a realistic range) quantized to `qtype`. Matrices whose rows do not fit a type's
-/// block fall back as llama.cpp's quantizer does (see [`fitting`]); norms stay f32.
+/// block fall back as llama.cpp's quantizer does (see [`fitting`]); norms, biases and
+/// attention sinks stay f32 (norms 1, biases and sinks 0). The file is written atomically,
+/// one tensor in memory at a time.
 pub fn write_synthetic_gguf(
     path: &Path,
     spec: &SyntheticSpec,
@@ -308,143 +349,256 @@ pub fn write_synthetic_gguf(
     seed: u64,
 ) -> Result<(), ModelError> {
     let qtype = qtype.into();
+    if qtype == Quantization::Mxfp4Moe && spec.experts.is_none() {
+        let with_experts: Vec<&str> = SYNTHETIC_SPECS
+            .iter()
+            .filter(|s| s.experts.is_some())
+            .map(|s| s.name)
+            .collect();
+        return Err(ModelError::Usage(format!(
+            "`mxfp4_moe` puts a mixture's experts in MXFP4, and `{}` has no experts; use it \
+             with {}, or pick another --qtype",
+            spec.name,
+            with_experts.join(" or ")
+        )));
+    }
     let head_dim = spec.head_dim.unwrap_or(spec.hidden_size / spec.num_heads);
+    let (tensors, fills) = plan(spec, qtype, head_dim, seed);
+    let metadata = metadata(spec, head_dim);
+    let mut noise = Noise(seed | 1);
+    crate::atomic_file::write(path, true, |file| {
+        let mut out = std::io::BufWriter::new(file);
+        gguf_write::write(&mut out, &metadata, &tensors, |i, out| {
+            write_values(&tensors[i], &fills[i], &mut noise, out)
+        })
+    })
+    .map_err(|source| ModelError::Write {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// How a tensor's values are made.
+enum Fill {
+    /// Uniform in ±1/sqrt(row length), drawn in file order from the writer's one stream.
+    Random,
+    Constant(f32),
+    Values(Vec<f32>),
+}
+
+/// Every tensor of `spec`, in file order, with its type and values.
+fn plan(
+    spec: &SyntheticSpec,
+    qtype: Quantization,
+    head_dim: usize,
+    seed: u64,
+) -> (Vec<TensorEntry>, Vec<Fill>) {
     let (h, q, kv) = (
         spec.hidden_size,
         spec.num_heads * head_dim,
         spec.num_kv_heads * head_dim,
     );
-    let mut noise = Noise(seed | 1);
-    let mut tensors: Vec<(String, QTensor)> = Vec::new();
+    let mut tensors = Vec::new();
+    let mut fills = Vec::new();
+    let mut tensor = |name: String, dims: &[usize], dtype: QuantType, fill: Fill| {
+        tensors.push(TensorEntry {
+            name,
+            dims: dims.to_vec(),
+            dtype,
+        });
+        fills.push(fill);
+    };
     // A matrix, or a stack of experts' matrices (`[count, rows, cols]`).
-    let mut matrix = |name: String, dims: &[usize]| -> Result<(), ModelError> {
-        let cols = *dims.last().expect("a matrix has columns");
-        let scale = 1.0 / (cols as f32).sqrt();
-        let len: usize = dims.iter().product();
-        let values: Vec<f32> = (0..len).map(|_| scale * noise.uniform()).collect();
-        let tensor = Tensor::from_vec(values, dims, &Device::Cpu)?;
+    let mut matrix = |name: String, dims: &[usize]| {
         // The router stays f32, as llama.cpp's quantizer leaves it.
         let dtype = if name.ends_with("ffn_gate_inp.weight") {
-            GgmlDType::F32
+            QuantType::Ggml(GgmlDType::F32)
         } else {
-            qtype.for_matrix(&name, cols, spec.tie_word_embeddings)
+            qtype.for_matrix(&name, dims, spec.tie_word_embeddings)
         };
-        tensors.push((name, QTensor::quantize(&tensor, dtype)?));
-        Ok(())
+        tensor(name, dims, dtype, Fill::Random);
     };
-    matrix("token_embd.weight".to_owned(), &[spec.vocab_size, h])?;
+    // Norms, biases, sinks and the Gated DeltaNet's small tensors, after the matrices.
+    let mut small: Vec<(String, Vec<usize>, Fill)> = vec![(
+        "output_norm.weight".to_owned(),
+        vec![h],
+        Fill::Constant(1.0),
+    )];
+    let mut vector =
+        |name: String, dims: &[usize], fill: Fill| small.push((name, dims.to_vec(), fill));
+    let biases = spec.architecture == "gpt-oss";
+    matrix("token_embd.weight".to_owned(), &[spec.vocab_size, h]);
     if !spec.tie_word_embeddings {
-        matrix("output.weight".to_owned(), &[spec.vocab_size, h])?;
+        matrix("output.weight".to_owned(), &[spec.vocab_size, h]);
     }
-    // Gated DeltaNet layers' small f32 tensors: (name, values, dims).
-    let mut small: Vec<(String, Vec<f32>, Vec<usize>)> = Vec::new();
     let mut conv_noise = Noise(seed.wrapping_add(2) | 1);
     for i in 0..spec.num_layers {
+        vector(
+            format!("blk.{i}.attn_norm.weight"),
+            &[h],
+            Fill::Constant(1.0),
+        );
+        // Qwen3.5 and gpt-oss name the feed-forward's norm after the attention it follows.
+        let ffn_norm = match spec.architecture {
+            "qwen35" | "gpt-oss" => "post_attention_norm",
+            _ => "ffn_norm",
+        };
+        vector(
+            format!("blk.{i}.{ffn_norm}.weight"),
+            &[h],
+            Fill::Constant(1.0),
+        );
         match spec.delta_net.filter(|_| recurrent_layer(spec, i)) {
             Some((k_heads, v_heads, dim)) => {
                 let (channels, inner) = (2 * k_heads * dim + v_heads * dim, v_heads * dim);
-                matrix(format!("blk.{i}.attn_qkv.weight"), &[channels, h])?;
-                matrix(format!("blk.{i}.attn_gate.weight"), &[inner, h])?;
-                matrix(format!("blk.{i}.ssm_beta.weight"), &[v_heads, h])?;
-                matrix(format!("blk.{i}.ssm_alpha.weight"), &[v_heads, h])?;
-                matrix(format!("blk.{i}.ssm_out.weight"), &[h, inner])?;
+                matrix(format!("blk.{i}.attn_qkv.weight"), &[channels, h]);
+                matrix(format!("blk.{i}.attn_gate.weight"), &[inner, h]);
+                matrix(format!("blk.{i}.ssm_beta.weight"), &[v_heads, h]);
+                matrix(format!("blk.{i}.ssm_alpha.weight"), &[v_heads, h]);
+                matrix(format!("blk.{i}.ssm_out.weight"), &[h, inner]);
                 let conv = (0..channels * 4)
                     .map(|_| 0.5 * conv_noise.uniform())
                     .collect();
-                small.push((
+                vector(
                     format!("blk.{i}.ssm_conv1d.weight"),
-                    conv,
-                    vec![channels, 4],
-                ));
-                small.push((format!("blk.{i}.ssm_a"), vec![-0.5; v_heads], vec![v_heads]));
-                small.push((
+                    &[channels, 4],
+                    Fill::Values(conv),
+                );
+                vector(format!("blk.{i}.ssm_a"), &[v_heads], Fill::Constant(-0.5));
+                vector(
                     format!("blk.{i}.ssm_dt.bias"),
-                    vec![0.0; v_heads],
-                    vec![v_heads],
-                ));
-                small.push((
+                    &[v_heads],
+                    Fill::Constant(0.0),
+                );
+                vector(
                     format!("blk.{i}.ssm_norm.weight"),
-                    vec![1.0; dim],
-                    vec![dim],
-                ));
+                    &[dim],
+                    Fill::Constant(1.0),
+                );
             }
             None => {
                 // A gated attention's q projection holds each head's gate too.
                 let q_rows = if spec.delta_net.is_some() { 2 * q } else { q };
-                matrix(format!("blk.{i}.attn_q.weight"), &[q_rows, h])?;
-                matrix(format!("blk.{i}.attn_k.weight"), &[kv, h])?;
-                matrix(format!("blk.{i}.attn_v.weight"), &[kv, h])?;
-                matrix(format!("blk.{i}.attn_output.weight"), &[h, q])?;
+                matrix(format!("blk.{i}.attn_q.weight"), &[q_rows, h]);
+                matrix(format!("blk.{i}.attn_k.weight"), &[kv, h]);
+                matrix(format!("blk.{i}.attn_v.weight"), &[kv, h]);
+                matrix(format!("blk.{i}.attn_output.weight"), &[h, q]);
+                if matches!(
+                    spec.architecture,
+                    "qwen3" | "qwen3moe" | "gemma3" | "qwen35"
+                ) {
+                    vector(
+                        format!("blk.{i}.attn_q_norm.weight"),
+                        &[head_dim],
+                        Fill::Constant(1.0),
+                    );
+                    vector(
+                        format!("blk.{i}.attn_k_norm.weight"),
+                        &[head_dim],
+                        Fill::Constant(1.0),
+                    );
+                }
+                if spec.architecture == "gemma3" {
+                    vector(
+                        format!("blk.{i}.post_attention_norm.weight"),
+                        &[h],
+                        Fill::Constant(1.0),
+                    );
+                    vector(
+                        format!("blk.{i}.post_ffw_norm.weight"),
+                        &[h],
+                        Fill::Constant(1.0),
+                    );
+                }
+                if biases {
+                    for (part, len) in [("q", q), ("k", kv), ("v", kv), ("output", h)] {
+                        vector(
+                            format!("blk.{i}.attn_{part}.bias"),
+                            &[len],
+                            Fill::Constant(0.0),
+                        );
+                    }
+                    vector(
+                        format!("blk.{i}.attn_sinks.weight"),
+                        &[spec.num_heads],
+                        Fill::Constant(0.0),
+                    );
+                }
             }
         }
         let ffn = spec.intermediate_size;
         match spec.experts {
             None => {
-                matrix(format!("blk.{i}.ffn_gate.weight"), &[ffn, h])?;
-                matrix(format!("blk.{i}.ffn_up.weight"), &[ffn, h])?;
-                matrix(format!("blk.{i}.ffn_down.weight"), &[h, ffn])?;
+                matrix(format!("blk.{i}.ffn_gate.weight"), &[ffn, h]);
+                matrix(format!("blk.{i}.ffn_up.weight"), &[ffn, h]);
+                matrix(format!("blk.{i}.ffn_down.weight"), &[h, ffn]);
             }
             Some((count, _, size)) => {
-                matrix(format!("blk.{i}.ffn_gate_inp.weight"), &[count, h])?;
-                matrix(format!("blk.{i}.ffn_gate_exps.weight"), &[count, size, h])?;
-                matrix(format!("blk.{i}.ffn_up_exps.weight"), &[count, size, h])?;
-                matrix(format!("blk.{i}.ffn_down_exps.weight"), &[count, h, size])?;
+                matrix(format!("blk.{i}.ffn_gate_inp.weight"), &[count, h]);
+                matrix(format!("blk.{i}.ffn_gate_exps.weight"), &[count, size, h]);
+                matrix(format!("blk.{i}.ffn_up_exps.weight"), &[count, size, h]);
+                matrix(format!("blk.{i}.ffn_down_exps.weight"), &[count, h, size]);
+                if biases {
+                    for (part, dims) in [
+                        ("gate_inp", vec![count]),
+                        ("gate_exps", vec![count, size]),
+                        ("up_exps", vec![count, size]),
+                        ("down_exps", vec![count, h]),
+                    ] {
+                        vector(
+                            format!("blk.{i}.ffn_{part}.bias"),
+                            &dims,
+                            Fill::Constant(0.0),
+                        );
+                    }
+                }
             }
         }
     }
-    let ones = QTensor::quantize(
-        &Tensor::ones(h, candle_core::DType::F32, &Device::Cpu)?,
-        GgmlDType::F32,
-    )?;
-    let head_ones = QTensor::quantize(
-        &Tensor::ones(head_dim, candle_core::DType::F32, &Device::Cpu)?,
-        GgmlDType::F32,
-    )?;
-    let mut norms = vec!["output_norm.weight".to_owned()];
-    let mut head_norms = Vec::new();
-    for i in 0..spec.num_layers {
-        norms.push(format!("blk.{i}.attn_norm.weight"));
-        // Qwen3.5 names the feed-forward's norm after the attention it follows.
-        norms.push(match spec.architecture {
-            "qwen35" => format!("blk.{i}.post_attention_norm.weight"),
-            _ => format!("blk.{i}.ffn_norm.weight"),
-        });
-        if recurrent_layer(spec, i) {
-            continue;
-        }
-        if matches!(
-            spec.architecture,
-            "qwen3" | "qwen3moe" | "gemma3" | "qwen35"
-        ) {
-            head_norms.push(format!("blk.{i}.attn_q_norm.weight"));
-            head_norms.push(format!("blk.{i}.attn_k_norm.weight"));
-        }
-        if spec.architecture == "gemma3" {
-            norms.push(format!("blk.{i}.post_attention_norm.weight"));
-            norms.push(format!("blk.{i}.post_ffw_norm.weight"));
+    for (name, dims, fill) in small {
+        tensor(name, &dims, QuantType::Ggml(GgmlDType::F32), fill);
+    }
+    (tensors, fills)
+}
+
+/// A tensor's values are made and quantized at most this many at a time (in whole rows), so
+/// that a 600M-value embedding never sits in memory whole.
+const CHUNK_VALUES: usize = 1 << 24;
+
+/// `tensor`'s values, made by `fill` and quantized to its type, into `out`. Quantizing whole
+/// rows at a time gives the bytes quantizing the whole tensor would.
+fn write_values(
+    tensor: &TensorEntry,
+    fill: &Fill,
+    noise: &mut Noise,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let cols = *tensor.dims.last().expect("every tensor has a dimension");
+    let len: usize = tensor.dims.iter().product();
+    let scale = 1.0 / (cols as f32).sqrt();
+    let chunk = (CHUNK_VALUES / cols).max(1) * cols;
+    for start in (0..len).step_by(chunk) {
+        let n = chunk.min(len - start);
+        let values: Vec<f32> = match fill {
+            Fill::Random => (0..n).map(|_| scale * noise.uniform()).collect(),
+            Fill::Constant(value) => vec![*value; n],
+            Fill::Values(values) => values[start..start + n].to_vec(),
+        };
+        match tensor.dtype {
+            QuantType::Mxfp4 => {
+                let mut blocks = Vec::with_capacity(n / mxfp4::BLOCK * mxfp4::BLOCK_BYTES);
+                mxfp4::quantize(&values, &mut blocks);
+                out.write_all(&blocks)?;
+            }
+            QuantType::Ggml(dtype) => {
+                let quantized = Tensor::from_vec(values, n, &Device::Cpu)
+                    .and_then(|values| QTensor::quantize(&values, dtype))
+                    .and_then(|quantized| Ok(quantized.data()?.into_owned()))
+                    .map_err(std::io::Error::other)?;
+                out.write_all(&quantized)?;
+            }
         }
     }
-
-    let metadata = metadata(spec, head_dim);
-    let metadata: Vec<(&str, &gguf_file::Value)> =
-        metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let mut all: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    all.extend(norms.iter().map(|n| (n.as_str(), &ones)));
-    all.extend(head_norms.iter().map(|n| (n.as_str(), &head_ones)));
-    let small: Vec<(String, QTensor)> = small
-        .into_iter()
-        .map(|(name, values, dims)| {
-            let tensor = Tensor::from_vec(values, dims, &Device::Cpu)?;
-            Ok((name, QTensor::quantize(&tensor, GgmlDType::F32)?))
-        })
-        .collect::<Result<_, ModelError>>()?;
-    all.extend(small.iter().map(|(n, t)| (n.as_str(), t)));
-    let file = std::fs::File::create(path).map_err(|source| ModelError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
-    let mut writer = std::io::BufWriter::new(file);
-    gguf_file::write(&mut writer, &metadata, &all)?;
     Ok(())
 }
 
@@ -490,6 +644,16 @@ fn metadata(spec: &SyntheticSpec, head_dim: usize) -> Vec<(String, gguf_file::Va
     }
     if arch == "gemma3" {
         entries.push((format!("{arch}.attention.sliding_window"), u32(512)));
+    }
+    if arch == "gpt-oss" {
+        // llama.cpp windows every other layer, from the first, as gpt-oss's files leave it to.
+        let gpt_oss = [
+            ("attention.sliding_window", u32(GPT_OSS_WINDOW)),
+            ("rope.scaling.type", Str("yarn".to_owned())),
+            ("rope.scaling.factor", F32(GPT_OSS_YARN.0)),
+            ("rope.scaling.original_context_length", u32(GPT_OSS_YARN.1)),
+        ];
+        entries.extend(gpt_oss.into_iter().map(|(k, v)| (format!("{arch}.{k}"), v)));
     }
     if let Some((k_heads, v_heads, dim)) = spec.delta_net {
         // llama.cpp's names: the state size is the head size, the group count the key heads,
@@ -607,17 +771,32 @@ mod tests {
     #[test]
     fn q4_k_m_mixes_types_as_llama_cpp_does() {
         let mix = Quantization::Q4KM;
-        let untied = |name, cols| mix.for_matrix(name, cols, false);
-        assert_eq!(untied("blk.0.ffn_down.weight", 1536), GgmlDType::Q6K);
-        assert_eq!(untied("blk.0.ffn_up.weight", 576), GgmlDType::Q5_0);
-        assert_eq!(untied("blk.0.ffn_up.weight", 512), GgmlDType::Q4K);
-        assert_eq!(untied("output.weight", 576), GgmlDType::Q8_0);
-        assert_eq!(untied("output.weight", 768), GgmlDType::Q6K);
-        assert_eq!(untied("token_embd.weight", 768), GgmlDType::Q4K);
+        let untied = |name, cols| mix.for_matrix(name, &[64, cols], false);
+        let ggml = QuantType::Ggml;
+        assert_eq!(untied("blk.0.ffn_down.weight", 1536), ggml(GgmlDType::Q6K));
+        assert_eq!(untied("blk.0.ffn_up.weight", 576), ggml(GgmlDType::Q5_0));
+        assert_eq!(untied("blk.0.ffn_up.weight", 512), ggml(GgmlDType::Q4K));
+        assert_eq!(untied("output.weight", 576), ggml(GgmlDType::Q8_0));
+        assert_eq!(untied("output.weight", 768), ggml(GgmlDType::Q6K));
+        assert_eq!(untied("token_embd.weight", 768), ggml(GgmlDType::Q4K));
         assert_eq!(
-            mix.for_matrix("token_embd.weight", 768, true),
-            GgmlDType::Q6K
+            mix.for_matrix("token_embd.weight", &[64, 768], true),
+            ggml(GgmlDType::Q6K)
         );
+    }
+
+    /// llama.cpp's MXFP4_MOE: stacks of experts in MXFP4, every other matrix in Q8_0, the
+    /// output and embedding too.
+    #[test]
+    fn mxfp4_moe_puts_experts_in_mxfp4_and_the_rest_in_q8_0() {
+        let mix = qtype_from_name("MXFP4_MOE").unwrap();
+        assert_eq!(mix, Quantization::Mxfp4Moe);
+        let experts = mix.for_matrix("blk.0.ffn_down_exps.weight", &[8, 2880, 2880], false);
+        assert_eq!(experts, QuantType::Mxfp4);
+        for name in ["blk.0.attn_q.weight", "output.weight", "token_embd.weight"] {
+            let dtype = mix.for_matrix(name, &[4096, 2880], false);
+            assert_eq!(dtype, QuantType::Ggml(GgmlDType::Q8_0), "{name}");
+        }
     }
 
     const TINY: SyntheticSpec = SyntheticSpec {
@@ -810,5 +989,75 @@ mod tests {
                 );
             }
         }
+    }
+
+    const TINY_GPT_OSS: SyntheticSpec = SyntheticSpec {
+        name: "tiny-gpt-oss",
+        architecture: "gpt-oss",
+        experts: Some((4, 2, 64)),
+        head_dim: Some(16),
+        num_layers: 3,
+        tie_word_embeddings: false,
+        ..TINY
+    };
+
+    /// A gpt-oss shape in MXFP4_MOE loads as gpt-oss: MXFP4 experts in our kernel, Q8_0
+    /// attention with biases and sinks, the window on the first and third layers, YaRN.
+    #[test]
+    fn a_small_synthetic_gpt_oss_in_mxfp4_moe_loads_and_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gpt-oss.gguf");
+        write_synthetic_gguf(&path, &TINY_GPT_OSS, Quantization::Mxfp4Moe, 7).unwrap();
+        let (tables, _, _) = crate::model::formats::tensors::open_gguf(&path).unwrap();
+        let expert_stacks = ["gate", "up", "down"].map(|m| format!("blk.2.ffn_{m}_exps.weight"));
+        for name in &expert_stacks {
+            assert!(tables.mxfp4.get(name).is_some(), "{name} is MXFP4");
+        }
+        let infos = &tables.content.tensor_infos;
+        assert_eq!(infos["blk.0.attn_q.weight"].ggml_dtype, GgmlDType::Q8_0);
+        assert_eq!(infos["output.weight"].ggml_dtype, GgmlDType::Q8_0);
+        assert_eq!(
+            infos["blk.1.ffn_gate_inp.weight"].ggml_dtype,
+            GgmlDType::F32
+        );
+        assert_eq!(infos["blk.1.attn_sinks.weight"].shape.dims(), [4]);
+        assert_eq!(infos["blk.1.ffn_up_exps.bias"].shape.dims(), [4, 64]);
+        assert_eq!(tables.mxfp4.values(), 3 * 3 * 4 * 64 * 64);
+
+        let model = crate::model::Model::load(&path, &Device::Cpu).unwrap();
+        let config = model.config();
+        assert_eq!(config.architecture, crate::model::Architecture::GptOss);
+        assert_eq!(config.head_dim, 16);
+        let windows: Vec<Option<usize>> = config.layers.iter().map(|l| l.window).collect();
+        assert_eq!(windows, [Some(128), None, Some(128)]);
+        assert!(matches!(
+            config.rope_scaling,
+            Some(crate::model::formats::config::RopeScaling::Yarn {
+                factor: 32.0,
+                original_context: 4096,
+                ..
+            })
+        ));
+        assert!(
+            model.kernels().iter().any(|(dtype, _)| dtype == "mxfp4"),
+            "{:?}",
+            model.kernels()
+        );
+        let logits = model.session().prefill(&[1, 2, 3], false).unwrap();
+        assert_eq!(logits[0].len(), 300);
+        assert!(logits[0].iter().all(|l| l.is_finite()));
+    }
+
+    /// MXFP4_MOE on a model without experts is refused before any file is made, naming the
+    /// shapes it fits.
+    #[test]
+    fn mxfp4_moe_without_experts_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dense.gguf");
+        let error = write_synthetic_gguf(&path, &TINY, Quantization::Mxfp4Moe, 7).unwrap_err();
+        let message = error.to_string();
+        assert!(message.contains("`tiny` has no experts"), "{message}");
+        assert!(message.contains("gpt-oss-small"), "{message}");
+        assert!(!path.exists());
     }
 }
