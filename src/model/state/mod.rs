@@ -95,13 +95,10 @@ const MOST_SNAPSHOTS: usize = 64;
 impl Snapshots {
     pub const NONE: Snapshots = Snapshots { every: 0, cap: 0 };
 
-    /// For each row of a run under a replay budget of `budget` bytes: an eighth of it.
+    /// For each row of a run under a replay budget of `budget` bytes: as many as an eighth of
+    /// it holds.
     pub fn within_replay_budget(config: &ModelConfig, budget: usize) -> Snapshots {
-        Self::within(config, budget / ROWS_PER_REPLAY_BUDGET)
-    }
-
-    /// For a row whose snapshots may take `bytes` in all.
-    fn within(config: &ModelConfig, bytes: usize) -> Snapshots {
+        let bytes = budget / ROWS_PER_REPLAY_BUDGET;
         let recurrent = config.layers.iter().filter(|p| p.recurrent).count();
         let each = match config.delta_net {
             Some(shape) => recurrent * shape.state_floats() * size_of::<f32>(),
