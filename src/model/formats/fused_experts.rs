@@ -65,12 +65,13 @@ pub(crate) fn split(
     Ok(())
 }
 
-/// `t`'s slices along its first axis, one per expert, under the loader's names.
+/// `t`'s slices along its first axis, one per expert, under the loader's names. Each is a
+/// copy: candle's `QTensor::quantize` reads a view's whole storage, not the view.
 fn per_expert(layer: &str, proj: &str, suffix: &str, t: Tensor) -> Result<Vec<(String, Tensor)>> {
     (0..t.dim(0)?)
         .map(|e| {
             let name = format!("{layer}.mlp.experts.{e}.{proj}.{suffix}");
-            Ok((name, t.get(e)?.contiguous()?))
+            Ok((name, t.get(e)?.force_contiguous()?))
         })
         .collect()
 }
