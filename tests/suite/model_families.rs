@@ -777,3 +777,30 @@ fn a_qwen35moe_checkpoint_with_one_tensor_per_expert_gives_the_fused_ones_logits
         our_logprobs(&fused, &prompts)
     );
 }
+
+/// transformers 5 writes RoPE's base and the rotated share of each head inside
+/// `rope_parameters`, as Qwen3.5's checkpoints ship: read there, they give the same model.
+#[test]
+fn a_qwen35moe_config_json_with_rope_parameters_rotates_the_same_share() {
+    let hf = folder("qwen35moe").join("hf");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(hf.join("config.json")).unwrap()).unwrap();
+    let plain = Model::load(&hf, &Device::Cpu).unwrap();
+    let object = config.as_object_mut().unwrap();
+    let factor = object.remove("partial_rotary_factor").unwrap();
+    let theta = object.remove("rope_theta").unwrap();
+    config["rope_parameters"] = serde_json::json!({
+        "rope_type": "default", "rope_theta": theta, "partial_rotary_factor": factor,
+        "mrope_interleaved": true, "mrope_section": [2, 1, 1],
+    });
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    std::fs::copy(
+        hf.join("model.safetensors"),
+        dir.path().join("model.safetensors"),
+    )
+    .unwrap();
+    let nested = Model::load(dir.path(), &Device::Cpu).unwrap();
+    assert_eq!(nested.config().rope_dims, 8);
+    assert_eq!(nested.config(), plain.config());
+}

@@ -794,7 +794,14 @@ impl ModelConfig {
                 Some(theta as f32)
             })
             .unwrap_or(10_000.0);
-        let rope_dims = match hf.partial_rotary_factor {
+        // Likewise the rotated share of each head (Qwen3.5's checkpoints keep it there).
+        let partial_rotary_factor = hf.partial_rotary_factor.or_else(|| {
+            hf.rope_parameters
+                .as_ref()?
+                .get("partial_rotary_factor")?
+                .as_f64()
+        });
+        let rope_dims = match partial_rotary_factor {
             Some(f) if !(f > 0.0 && f <= 1.0) => {
                 return Err(config_error(
                     path,
