@@ -345,11 +345,6 @@ def qwen35(experts=None):
         "ssm.conv_kernel": conv, "ssm.state_size": state, "ssm.group_count": k_heads,
         "ssm.time_step_rank": v_heads, "ssm.inner_size": inner, "full_attention_interval": interval,
     }
-    if experts:
-        count, used, size, shared = experts
-        metadata.update({"expert_count": count, "expert_used_count": used, "expert_feed_forward_length": size,
-                         "expert_shared_feed_forward_length": shared})
-        return "qwen35moe", tensors, metadata, {"model_type": None}, None
     config = {
         "model_type": "qwen3_5_text", "hidden_size": hidden, "intermediate_size": ffn, "num_hidden_layers": layers,
         "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": head_dim, "vocab_size": len(TOKENS),
@@ -359,6 +354,14 @@ def qwen35(experts=None):
         "linear_value_head_dim": state, "linear_conv_kernel_dim": conv,
         "layer_types": ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)],
     }
+    if experts:
+        count, used, size, shared = experts
+        metadata.update({"expert_count": count, "expert_used_count": used, "expert_feed_forward_length": size,
+                         "expert_shared_feed_forward_length": shared})
+        # transformers names no dense feed-forward size for Qwen3.5 MoE, and always renormalises.
+        del config["intermediate_size"]
+        config.update({"model_type": "qwen3_5_moe_text", "num_experts": count, "num_experts_per_tok": used,
+                       "moe_intermediate_size": size, "shared_expert_intermediate_size": shared})
     # config.json groups the value heads by the key head they read; GGUF tiles them (value head
     # j reads key head j mod k_heads). grouped[g] = tiled[(g % per_key) * k_heads + g // per_key].
     per_key = v_heads // k_heads
@@ -375,7 +378,10 @@ def qwen35(experts=None):
              "attn_qkv": "linear_attn.in_proj_qkv", "attn_gate": "linear_attn.in_proj_z",
              "ssm_conv1d": "linear_attn.conv1d", "ssm_dt": "linear_attn.dt_bias", "ssm_a": "linear_attn.A_log",
              "ssm_beta": "linear_attn.in_proj_b", "ssm_alpha": "linear_attn.in_proj_a", "ssm_norm": "linear_attn.norm",
-             "ssm_out": "linear_attn.out_proj"}
+             "ssm_out": "linear_attn.out_proj", "ffn_gate_inp": "mlp.gate",
+             "ffn_gate_shexp": "mlp.shared_expert.gate_proj", "ffn_up_shexp": "mlp.shared_expert.up_proj",
+             "ffn_down_shexp": "mlp.shared_expert.down_proj", "ffn_gate_inp_shexp": "mlp.shared_expert_gate",
+             "ffn_gate_exps": "mlp.experts.gate_up_proj", "ffn_down_exps": "mlp.experts.down_proj"}
 
     def hf(name, value):
         if name == "token_embd.weight":
@@ -383,6 +389,8 @@ def qwen35(experts=None):
         if name == "output_norm.weight":
             return [("model.norm.weight", value - 1.0)]
         _, layer, part, *_ = name.split(".")
+        if part == "ffn_up_exps":  # fused with the gates
+            return []
         key = f"model.layers.{layer}.{names[part]}"
         if part.endswith("norm") and part != "ssm_norm":
             value = value - 1.0
@@ -398,14 +406,22 @@ def qwen35(experts=None):
             value = np.concatenate([value[:qk], grouped(value[qk:], 0, True)])[:, None, :]
         elif part == "ssm_out":
             value = grouped(value, 1, True)
-        suffix = "" if part in ("ssm_dt", "ssm_a") else ".weight"
+        elif part == "ffn_gate_inp_shexp":
+            value = value[None, :]  # a Linear(hidden, 1)
+        elif part == "ffn_gate_exps":
+            # transformers 5 fuses each layer's experts: gate's rows above up's, [experts, 2 * size, hidden];
+            # down stays [experts, hidden, size].
+            value = np.concatenate([value, tensors[f"blk.{layer}.ffn_up_exps.weight"]], axis=1)
+        suffix = "" if part in ("ssm_dt", "ssm_a", "ffn_gate_exps", "ffn_down_exps") else ".weight"
         return [(key + suffix, value.astype(np.float32))]
 
-    return "qwen35", tensors, metadata, config, hf
+    return "qwen35moe" if experts else "qwen35", tensors, metadata, config, hf
 
 
 def qwen35moe():
-    """Qwen3.5 with four experts of which each token takes two, and a shared expert."""
+    """Qwen3.5 with four experts of which each token takes two, and a shared expert. Its
+    checkpoints (transformers 5) fuse each layer's experts: gate above up in one
+    `[experts, 2 * size, hidden]` tensor, down as `[experts, hidden, size]`."""
     return qwen35(experts=(4, 2, 32, 48))
 
 

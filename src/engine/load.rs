@@ -92,7 +92,7 @@ impl Backend for LlamaBackend {
     }
 
     fn state_bytes(&self, positions: usize) -> u64 {
-        memory::kv_bytes(self.model.config(), positions)
+        memory::kv_bytes(self.model.config(), positions, self.model.snapshots())
     }
 
     fn free_memory(&self) -> Result<Option<memory::Free>, memory::MemoryError> {
@@ -278,6 +278,8 @@ fn load_on(
     };
     let name = display_name(spec, path);
     let origin = ModelOrigin::start(spec, &source);
+    // Snapshots of recurrent states count against the replay budget, in the check too.
+    let replay = ReplayStore::from_env()?;
     let mut check_fits = |estimate: memory::MemoryEstimate| -> anyhow::Result<()> {
         memory::check_fits(&name, estimate, memory::free_on(&device, &device_name)?)?;
         progress(LoadProgress::step(
@@ -289,7 +291,7 @@ fn load_on(
     let (model, tokenizer, eos_ids, chat_template) = match &source {
         ModelSource::Gguf(path) => {
             let gguf = Model::open_gguf(path)?;
-            check_fits(memory::estimate_gguf(&gguf, &device)?)?;
+            check_fits(memory::estimate_gguf(&gguf, &device, replay.budget())?)?;
             let (model, content) = gguf.load(&device, activations)?;
             let gguf = tokenizer_from_gguf(&content)
                 .with_context(|| format!("cannot build the tokenizer of {}", path.display()))?;
@@ -298,7 +300,7 @@ fn load_on(
             (model, gguf.tokenizer, gguf.eos_ids, template)
         }
         ModelSource::HfDir(dir) => {
-            check_fits(memory::estimate(dir, &device)?)?;
+            check_fits(memory::estimate(dir, &device, replay.budget())?)?;
             let model = Model::load(dir, &device)?;
             let file = dir.join("tokenizer.json");
             crate::regular_file::check(&file)
@@ -331,11 +333,11 @@ fn load_on(
     progress(LoadProgress::step(1.0, "ready"));
     let defaults = model.config().generation.sampling_params().ok();
     let warnings = model.config().warnings.clone();
-    let replay = ReplayStore::from_env()?;
-    // Snapshots of recurrent states count against the replay budget: each of eight samples
-    // may take an eighth of it.
     let mut model = model;
-    model.set_snapshots(Snapshots::within(model.config(), replay.budget() / 8));
+    model.set_snapshots(Snapshots::within_replay_budget(
+        model.config(),
+        replay.budget(),
+    ));
     let model = Arc::new(model);
     Ok(LoadedModel {
         warnings,

@@ -11,6 +11,7 @@
 
 use super::backend::{ParkedRow, RowSource};
 use super::score::common_prefix;
+use crate::model::DEFAULT_REPLAY_BUDGET;
 use crate::model::memory::parse_size;
 use crate::sampling::Normalizer;
 use std::collections::HashMap;
@@ -18,8 +19,6 @@ use std::sync::Arc;
 
 /// Names the budget for kept logits.
 pub const BUDGET_VAR: &str = "SAMPLAB_REPLAY_BUDGET";
-/// The budget when `SAMPLAB_REPLAY_BUDGET` is not set.
-pub const DEFAULT_BUDGET: usize = 512 << 20;
 
 /// The logits of the prompt's positions from `from` on, shared by every sample of a run.
 #[derive(Debug, Clone)]
@@ -330,7 +329,7 @@ impl ReplayStore {
 /// The budget a `SAMPLAB_REPLAY_BUDGET` value names; the default without one.
 fn budget(value: Option<&str>) -> anyhow::Result<usize> {
     let Some(value) = value else {
-        return Ok(DEFAULT_BUDGET);
+        return Ok(DEFAULT_REPLAY_BUDGET);
     };
     let bytes = parse_size(value).ok_or_else(|| {
         anyhow::anyhow!(
@@ -351,7 +350,7 @@ mod tests {
 
     #[test]
     fn the_budget_is_a_size() {
-        assert_eq!(budget(None).unwrap(), DEFAULT_BUDGET);
+        assert_eq!(budget(None).unwrap(), DEFAULT_REPLAY_BUDGET);
         assert_eq!(budget(Some("0")).unwrap(), 0);
         assert_eq!(budget(Some("1.5K")).unwrap(), 1536);
         let err = budget(Some("lots")).unwrap_err().to_string();

@@ -7,7 +7,7 @@ use super::device::gpu_memory;
 use super::error::ModelError;
 use super::formats::config::{ModelConfig, io_error};
 use super::formats::{mxfp4, tensors};
-use super::state::{DEFAULT_SNAPSHOT_BYTES, Snapshots, positions_held};
+use super::state::{Snapshots, positions_held};
 use candle_core::Device;
 use candle_core::quantized::GgmlDType;
 use std::fmt;
@@ -122,23 +122,35 @@ pub enum MemoryError {
 }
 
 /// Estimates a GGUF file or an HF directory from its headers alone, for weights kept on
-/// `device`.
-pub fn estimate(path: &Path, device: &Device) -> Result<MemoryEstimate, ModelError> {
+/// `device` and recurrent snapshots within `replay_budget` (`SAMPLAB_REPLAY_BUDGET`).
+pub fn estimate(
+    path: &Path,
+    device: &Device,
+    replay_budget: usize,
+) -> Result<MemoryEstimate, ModelError> {
     if path.is_dir() {
         let mut bytes = 0u64;
         for file in tensors::safetensors_files(path)? {
             bytes += safetensors_bytes(&file, device)?;
         }
-        Ok(for_config(&ModelConfig::from_hf_dir(path)?, bytes))
+        Ok(for_config(
+            &ModelConfig::from_hf_dir(path)?,
+            bytes,
+            replay_budget,
+        ))
     } else {
-        estimate_gguf(&Model::open_gguf(path)?, device)
+        estimate_gguf(&Model::open_gguf(path)?, device, replay_budget)
     }
 }
 
 /// Estimates an opened GGUF file: on the CPU its tensors take what they take on disk; a GPU
 /// widens 16-bit matrices to f32 for candle's product, and MXFP4 ones (4.25 bits a value),
 /// which candle cannot run.
-pub fn estimate_gguf(gguf: &OpenGguf, device: &Device) -> Result<MemoryEstimate, ModelError> {
+pub fn estimate_gguf(
+    gguf: &OpenGguf,
+    device: &Device,
+    replay_budget: usize,
+) -> Result<MemoryEstimate, ModelError> {
     let mut bytes = std::fs::metadata(gguf.path())
         .map_err(|e| io_error(gguf.path(), e))?
         .len();
@@ -153,23 +165,25 @@ pub fn estimate_gguf(gguf: &OpenGguf, device: &Device) -> Result<MemoryEstimate,
         let blocks = gguf.mxfp4_values() / mxfp4::BLOCK as u64;
         bytes = bytes.saturating_add(blocks.saturating_mul(widened));
     }
-    Ok(for_config(gguf.config(), bytes))
+    Ok(for_config(gguf.config(), bytes, replay_budget))
 }
 
-fn for_config(config: &ModelConfig, weights: u64) -> MemoryEstimate {
+/// The model's figures, its recurrent layers keeping the snapshots the engine will give them.
+fn for_config(config: &ModelConfig, weights: u64, replay_budget: usize) -> MemoryEstimate {
     let positions = config.context_length.min(KV_POSITIONS);
+    let snapshots = Snapshots::within_replay_budget(config, replay_budget);
     MemoryEstimate {
         weights,
-        kv_cache: kv_bytes(config, positions),
+        kv_cache: kv_bytes(config, positions, snapshots),
         positions,
     }
 }
 
 /// f32 keys and values of every layer for one sequence of `positions`, from the layer plan: a
 /// windowed layer holds its window's worth at most, a recurrent one its state and as many
-/// snapshots of it as the default allows. A header's absurd figures saturate (and so are
+/// snapshots of it as `snapshots` keeps. A header's absurd figures saturate (and so are
 /// refused) instead of wrapping to a small number.
-pub fn kv_bytes(config: &ModelConfig, positions: usize) -> u64 {
+pub fn kv_bytes(config: &ModelConfig, positions: usize, snapshots: Snapshots) -> u64 {
     let bytes = |sizes: [usize; 3]| {
         sizes
             .iter()
@@ -197,8 +211,7 @@ pub fn kv_bytes(config: &ModelConfig, positions: usize) -> u64 {
     let state = match config.delta_net {
         Some(shape) => {
             let each = recurrent.saturating_mul(shape.state_floats() as u64 * 4);
-            let snapshots = Snapshots::within(config, DEFAULT_SNAPSHOT_BYTES).cap as u64;
-            each.saturating_mul(1 + snapshots)
+            each.saturating_mul(1 + snapshots.cap as u64)
         }
         None => 0,
     };
@@ -440,10 +453,30 @@ mod tests {
         // Past the config check's bounds, as a caller building a config by hand could go.
         for layers in [1usize << 61, 1 << 62, usize::MAX] {
             config.num_layers = layers;
-            let estimate = for_config(&config, 1 << 20);
+            let estimate = for_config(&config, 1 << 20, 1 << 20);
             assert_eq!(estimate.kv_cache, u64::MAX, "{layers}");
             assert!(check_fits("m", estimate, Some(Free::host(u64::MAX - 1))).is_err());
         }
+    }
+
+    /// Snapshots of a recurrent state count as the engine keeps them: per row an eighth of
+    /// the replay budget's worth, up to 64; none at a budget of 0.
+    #[test]
+    fn the_replay_budget_sets_the_recurrent_snapshots_the_estimate_counts() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/archs/qwen35/hf");
+        let config = ModelConfig::from_hf_dir(&dir).unwrap();
+        let kv_cache = |budget: usize| estimate(&dir, &Device::Cpu, budget).unwrap().kv_cache;
+        let positions = config.context_length.min(KV_POSITIONS);
+        let bare = kv_bytes(&config, positions, Snapshots::NONE);
+        assert_eq!(kv_cache(0), bare);
+        let recurrent = config.layers.iter().filter(|l| l.recurrent).count();
+        let shape = config.delta_net.unwrap();
+        let one = (recurrent * shape.state_floats() * 4) as u64;
+        for snapshots in [1, 3, 10] {
+            let budget = 8 * one as usize * snapshots;
+            assert_eq!(kv_cache(budget), bare + snapshots as u64 * one, "{budget}");
+        }
+        assert_eq!(kv_cache(64 << 30), bare + 64 * one);
     }
 
     #[test]

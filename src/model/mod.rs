@@ -28,4 +28,4 @@ pub use kernels::bandwidth;
 pub use kernels::fused::RopeLayout;
 pub(crate) use kernels::parallel;
 pub use kernels::{Activations, ActivationsError};
-pub use state::{Cuts, Snapshots};
+pub use state::{Cuts, DEFAULT_REPLAY_BUDGET, Snapshots};

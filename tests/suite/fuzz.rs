@@ -205,7 +205,11 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
         let _ = Model::load(dir.path(), &Device::Cpu);
-        let _ = samplab::model::memory::estimate(dir.path(), &candle_core::Device::Cpu);
+        let _ = samplab::model::memory::estimate(
+            dir.path(),
+            &candle_core::Device::Cpu,
+            samplab::model::DEFAULT_REPLAY_BUDGET,
+        );
     }
 }
 

@@ -444,7 +444,8 @@ fn sixteen_bit_weights_take_half_the_bytes_and_give_the_rounded_f32_models_logit
             wide.weight_bytes_per_step(),
             "{name}"
         );
-        let bytes = |dir: &tempfile::TempDir| estimate(dir.path(), &Device::Cpu).unwrap().weights;
+        let bytes =
+            |dir: &tempfile::TempDir| estimate(dir.path(), &Device::Cpu, 0).unwrap().weights;
         assert_eq!(2 * bytes(&half_dir), bytes(&wide_dir), "{name}");
 
         let prompt = [1u32, 17, 42, 5, 63, 8];

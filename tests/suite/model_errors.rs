@@ -410,7 +410,7 @@ fn rope_and_norm_figures_outside_any_trained_model_are_refused() {
     let embed = Tensor::zeros((64, 32), candle_core::DType::F32, &Device::Cpu).unwrap();
     let tensors = std::collections::HashMap::from([("model.embed_tokens.weight", embed)]);
     candle_core::safetensors::save(&tensors, dir.path().join("model.safetensors")).unwrap();
-    let err = samplab::model::memory::estimate(dir.path(), &candle_core::Device::Cpu)
+    let err = samplab::model::memory::estimate(dir.path(), &candle_core::Device::Cpu, 0)
         .unwrap_err()
         .to_string();
     assert!(
@@ -467,7 +467,7 @@ fn fifos_in_place_of_model_files_are_refused_not_waited_on() {
         err.contains("model.safetensors") && err.contains("FIFO"),
         "{err}"
     );
-    let err = samplab::model::memory::estimate(&hf, &candle_core::Device::Cpu)
+    let err = samplab::model::memory::estimate(&hf, &candle_core::Device::Cpu, 0)
         .unwrap_err()
         .to_string();
     assert!(err.contains("FIFO"), "{err}");

@@ -98,12 +98,14 @@ const FIXTURES: &[Fixture] = &[
         // recurrence carries on (measured worst 2.5e-5).
         hf: Some(1e-4),
     },
-    // Qwen3.5 MoE: the same layers, experts beside a sigmoid-gated shared expert.
+    // Qwen3.5 MoE: the same layers, experts beside a sigmoid-gated shared expert; its
+    // config.json twin keeps `A_log` as the dense one does and its experts fused. The rounded
+    // decay rates reach the experts' and the shared expert's inputs (measured worst 9.9e-5).
     Fixture {
         family: "qwen35moe",
         architecture: Architecture::Qwen35Moe,
         tolerance: (1e-4, 1e-5),
-        hf: None,
+        hf: Some(1e-4),
     },
     // gpt-oss: sinks, biases, a window on every other layer, YaRN, clamped SwiGLU experts.
     Fixture {
@@ -663,4 +665,142 @@ fn a_qwen35_config_json_with_bad_linear_attention_keys_says_so() {
         let err = load_error(dir.path());
         assert!(err.contains(said), "{key} = {value}: {err}");
     }
+}
+
+#[test]
+fn a_qwen35moe_config_json_with_bad_expert_keys_or_tensors_says_so() {
+    let cases: &[(&str, serde_json::Value, &str)] = &[
+        (
+            "num_experts",
+            serde_json::Value::Null,
+            "`num_experts` is missing",
+        ),
+        (
+            "num_experts_per_tok",
+            serde_json::json!(5),
+            "`num_experts_per_tok` is 5; each token takes 1 to `num_experts` (4)",
+        ),
+        (
+            "moe_intermediate_size",
+            serde_json::json!(0),
+            "`moe_intermediate_size` is 0",
+        ),
+        (
+            "shared_expert_intermediate_size",
+            serde_json::json!(0),
+            "`shared_expert_intermediate_size` is 0",
+        ),
+        // The fixture's experts are 32 wide: 48 does not fit its tensors.
+        (
+            "moe_intermediate_size",
+            serde_json::json!(48),
+            "model.layers.0.mlp.experts.0.gate_up_proj.weight",
+        ),
+        (
+            "norm_topk_prob",
+            serde_json::json!(false),
+            "`norm_topk_prob` is false",
+        ),
+    ];
+    for (key, value, said) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        edited_config("qwen35moe", dir.path(), key, value.clone());
+        let err = load_error(dir.path());
+        assert!(err.contains(said), "{key} = {value}: {err}");
+    }
+    // Without experts, a config must say how wide its feed-forward is.
+    let dir = tempfile::tempdir().unwrap();
+    edited_config(
+        "qwen35",
+        dir.path(),
+        "intermediate_size",
+        serde_json::Value::Null,
+    );
+    let err = load_error(dir.path());
+    assert!(err.contains("`intermediate_size` is missing"), "{err}");
+    // A fused tensor with no expert axis cannot be cut into experts.
+    let dir = tempfile::tempdir().unwrap();
+    let mut tensors = qwen35moe_tensors();
+    let name = "model.layers.1.mlp.experts.gate_up_proj";
+    tensors.insert(name.to_owned(), tensors[name].get(0).unwrap());
+    write_qwen35moe(dir.path(), &tensors);
+    let err = load_error(dir.path());
+    assert!(
+        err.contains(name) && err.contains("cannot be cut into experts"),
+        "{err}"
+    );
+}
+
+fn qwen35moe_tensors() -> std::collections::HashMap<String, candle_core::Tensor> {
+    let file = folder("qwen35moe").join("hf/model.safetensors");
+    candle_core::safetensors::load(file, &Device::Cpu).unwrap()
+}
+
+fn write_qwen35moe(dir: &Path, tensors: &std::collections::HashMap<String, candle_core::Tensor>) {
+    let hf = folder("qwen35moe").join("hf");
+    std::fs::copy(hf.join("config.json"), dir.join("config.json")).unwrap();
+    candle_core::safetensors::save(tensors, dir.join("model.safetensors")).unwrap();
+}
+
+/// Checkpoints written before transformers 5 keep one tensor per expert: they load as the
+/// fused ones do, to the same logits.
+#[test]
+fn a_qwen35moe_checkpoint_with_one_tensor_per_expert_gives_the_fused_ones_logits() {
+    let mut apart = std::collections::HashMap::new();
+    for (name, t) in qwen35moe_tensors() {
+        // `model.layers.{i}.mlp.experts` of `model.layers.{i}.mlp.experts.gate_up_proj`.
+        let experts = name.rsplit_once('.').map_or("", |(head, _)| head);
+        let expert = |e: usize, proj: &str| format!("{experts}.{e}.{proj}.weight");
+        if name.ends_with(".gate_up_proj") {
+            let size = t.dim(1).unwrap() / 2;
+            for e in 0..t.dim(0).unwrap() {
+                let both = t.get(e).unwrap();
+                apart.insert(expert(e, "gate_proj"), both.narrow(0, 0, size).unwrap());
+                apart.insert(expert(e, "up_proj"), both.narrow(0, size, size).unwrap());
+            }
+        } else if name.ends_with(".experts.down_proj") {
+            for e in 0..t.dim(0).unwrap() {
+                apart.insert(expert(e, "down_proj"), t.get(e).unwrap());
+            }
+        } else {
+            apart.insert(name, t);
+        }
+    }
+    assert!(apart.contains_key("model.layers.5.mlp.experts.3.up_proj.weight"));
+    let dir = tempfile::tempdir().unwrap();
+    write_qwen35moe(dir.path(), &apart);
+    let prompts = prompts(&reference("qwen35moe"));
+    let fused = Model::load(&folder("qwen35moe").join("hf"), &Device::Cpu).unwrap();
+    let apart = Model::load(dir.path(), &Device::Cpu).unwrap();
+    assert_eq!(
+        our_logprobs(&apart, &prompts),
+        our_logprobs(&fused, &prompts)
+    );
+}
+
+/// transformers 5 writes RoPE's base and the rotated share of each head inside
+/// `rope_parameters`, as Qwen3.5's checkpoints ship: read there, they give the same model.
+#[test]
+fn a_qwen35moe_config_json_with_rope_parameters_rotates_the_same_share() {
+    let hf = folder("qwen35moe").join("hf");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(hf.join("config.json")).unwrap()).unwrap();
+    let plain = Model::load(&hf, &Device::Cpu).unwrap();
+    let object = config.as_object_mut().unwrap();
+    let factor = object.remove("partial_rotary_factor").unwrap();
+    let theta = object.remove("rope_theta").unwrap();
+    config["rope_parameters"] = serde_json::json!({
+        "rope_type": "default", "rope_theta": theta, "partial_rotary_factor": factor,
+        "mrope_interleaved": true, "mrope_section": [2, 1, 1],
+    });
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    std::fs::copy(
+        hf.join("model.safetensors"),
+        dir.path().join("model.safetensors"),
+    )
+    .unwrap();
+    let nested = Model::load(dir.path(), &Device::Cpu).unwrap();
+    assert_eq!(nested.config().rope_dims, 8);
+    assert_eq!(nested.config(), plain.config());
 }

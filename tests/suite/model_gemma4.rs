@@ -33,7 +33,10 @@ fn the_file_lists_windowed_layers_head_sizes_and_the_layers_that_share_keys() {
     let from: Vec<Option<usize>> = layers.iter().map(|l| l.kv_from).collect();
     assert_eq!(from, [None, None, None, None, Some(2), Some(3)]);
     // f32 keys and values of the four layers that keep their own, over 3 positions.
-    assert_eq!(kv_bytes(model.config(), 3), 3 * 2 * 4 * (3 * 16 + 2 * 32));
+    assert_eq!(
+        kv_bytes(model.config(), 3, model.snapshots()),
+        3 * 2 * 4 * (3 * 16 + 2 * 32)
+    );
     let mut session = model.session();
     let logits = session
         .prefill(&prompts(&reference("gemma4"))[0], true)

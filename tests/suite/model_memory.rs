@@ -54,7 +54,8 @@ fn the_estimate_counts_the_weights_and_a_kv_cache() {
     let Some(model) = common::test_model() else {
         return;
     };
-    let estimate = memory::estimate(&model, &Device::Cpu).unwrap();
+    let estimate =
+        memory::estimate(&model, &Device::Cpu, samplab::model::DEFAULT_REPLAY_BUDGET).unwrap();
     assert_eq!(estimate.weights, std::fs::metadata(&model).unwrap().len());
     assert!(estimate.kv_cache > 0 && estimate.positions > 0);
     assert!(estimate.positions <= memory::KV_POSITIONS);
@@ -164,7 +165,7 @@ fn windowed_layers_hold_and_are_counted_as_their_window_not_the_context() {
     let c = model.config();
     let every_layer = (2 * 4 * c.num_layers * c.num_kv_heads * c.head_dim * positions) as u64;
     let held = session.cache_bytes() as u64;
-    let estimate = memory::kv_bytes(c, positions);
+    let estimate = memory::kv_bytes(c, positions, model.snapshots());
     assert!(held <= estimate, "holds {held}, estimated {estimate}");
     assert!(estimate < every_layer / 2, "{estimate} of {every_layer}");
     assert!(held < every_layer / 5, "holds {held} of {every_layer}");

@@ -14,7 +14,7 @@ use crate::model::kernels::attention::CausalAttention;
 use crate::model::kernels::fused::{gated, rope_heads};
 use crate::model::kernels::{Activations, Arithmetic};
 use crate::model::parallel::inline_rayon;
-use crate::model::state::{Cuts, DEFAULT_SNAPSHOT_BYTES, LONGEST_APPEND, SequenceState, Snapshots};
+use crate::model::state::{Cuts, DEFAULT_REPLAY_BUDGET, LONGEST_APPEND, SequenceState, Snapshots};
 use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device, Tensor};
 use registry::QkNorm;
@@ -161,7 +161,7 @@ impl Model {
             rope: Rope::global(&config),
             rope_local: Rope::local(&config),
             inline_small_ops: device.is_cpu() && weights.all_ours(),
-            snapshots: Snapshots::within(&config, DEFAULT_SNAPSHOT_BYTES),
+            snapshots: Snapshots::within_replay_budget(&config, DEFAULT_REPLAY_BUDGET),
             config,
             weights,
             device: device.clone(),
@@ -172,10 +172,14 @@ impl Model {
         &self.config
     }
 
-    /// When recurrent layers keep snapshots of a row's state (unless set, as many as 64 MiB
-    /// per row holds: [`Snapshots::within`]).
+    /// When recurrent layers keep snapshots of a row's state (unless set, as many as the
+    /// default replay budget allows: [`Snapshots::within_replay_budget`]).
     pub fn set_snapshots(&mut self, snapshots: Snapshots) {
         self.snapshots = snapshots;
+    }
+
+    pub fn snapshots(&self) -> Snapshots {
+        self.snapshots
     }
 
     pub fn context_length(&self) -> usize {

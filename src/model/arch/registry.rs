@@ -110,9 +110,9 @@ pub(crate) struct Family {
     /// GGUF metadata's YaRN betas are read (llama.cpp reads them for Ministral 3 alone;
     /// every other family rotates with its defaults, 32 and 1, whatever the file says).
     pub gguf_yarn_betas: bool,
-    /// config.json keeps a layer's experts in fused tensors, gate and up interleaved
-    /// (gpt-oss), not one tensor per expert.
-    pub hf_fused_experts: bool,
+    /// How config.json checkpoints fuse a layer's experts into a few tensors, where they may
+    /// (else, and always allowed, one tensor per expert).
+    pub hf_fused_experts: Option<FusedExperts>,
     /// Values are RMS-normed per head (no weight) before attention (Gemma 4).
     pub v_norm: bool,
     /// A layer with a router runs its experts beside the dense feed-forward, each branch
@@ -128,6 +128,18 @@ pub(crate) enum Gating {
     SoftmaxThenTopK,
     /// The largest logits taken, then a softmax over those alone (gpt-oss).
     TopKThenSoftmax,
+}
+
+/// How a config.json checkpoint lays out a layer's experts fused into `mlp.experts.gate_up_proj`
+/// and `mlp.experts.down_proj`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FusedExperts {
+    /// As `nn.Linear` weights stacked per expert, gate's rows above up's: `[experts, 2 *
+    /// size, hidden]` and `[experts, hidden, size]` (transformers 5's MoE layers, Qwen3.5 MoE).
+    Stacked,
+    /// Multiplied from the left, gate and up columns interleaved: `[experts, hidden, 2 *
+    /// size]` and `[experts, size, hidden]`, with biases (gpt-oss).
+    Interleaved,
 }
 
 /// Sliding-window layers: each but every `period`-th one, where the files do not list them.
@@ -246,7 +258,7 @@ const LLAMA_LIKE: Family = Family {
     sinks: false,
     gating: Gating::SoftmaxThenTopK,
     gguf_yarn_betas: false,
-    hf_fused_experts: false,
+    hf_fused_experts: None,
     v_norm: false,
     experts_beside_dense: false,
 };
@@ -408,6 +420,7 @@ pub(crate) const FAMILIES: &[Family] = &[
         gguf: &["qwen35moe"],
         hf: &["qwen3_5_moe_text"],
         moe: true,
+        hf_fused_experts: Some(FusedExperts::Stacked),
         ..QWEN35
     },
     // The norm before the experts is llama's `ffn_norm` under another GGUF name.
@@ -424,7 +437,7 @@ pub(crate) const FAMILIES: &[Family] = &[
         gguf_names: &[(Part::FfnNorm, "post_attention_norm")],
         sinks: true,
         gating: Gating::TopKThenSoftmax,
-        hf_fused_experts: true,
+        hf_fused_experts: Some(FusedExperts::Interleaved),
         ..LLAMA_LIKE
     },
 ];

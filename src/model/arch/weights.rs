@@ -799,7 +799,7 @@ fn load_shared_expert<S: Source>(
     ours: Option<Arithmetic>,
 ) -> Result<Option<SharedExpert>, ModelError> {
     let router_name = source.name(Some(layer), Part::SharedRouter, "weight");
-    let Some(router) = source.vector(&router_name, h)? else {
+    let Some(router) = source.shared_expert_gate(&router_name, h)? else {
         return Ok(None);
     };
     let size = experts.shared_size.unwrap_or(experts.intermediate_size);

@@ -278,6 +278,25 @@ impl Experts {
             shared_size: None,
         })
     }
+
+    /// With the shared expert's size as a file gave it under `key`, where it did.
+    fn with_shared(
+        self,
+        shared_size: Option<usize>,
+        key: &str,
+        path: &Path,
+    ) -> Result<Self, ModelError> {
+        if let Some(size) = shared_size.filter(|&n| n == 0 || n > 1 << 22) {
+            return Err(config_error(
+                path,
+                format!("`{key}` is {size}; the shared expert's feed-forward size is 1 to 4194304"),
+            ));
+        }
+        Ok(Self {
+            shared_size,
+            ..self
+        })
+    }
 }
 
 /// Everything the forward pass needs to know about a model.
@@ -455,10 +474,7 @@ impl ModelConfig {
                 let experts =
                     Experts::checked(count, used, size, [&keys[0], &keys[1], &keys[2]], path)?;
                 let shared_key = key("expert_shared_feed_forward_length");
-                Some(Experts {
-                    shared_size: md.opt_usize(&shared_key)?,
-                    ..experts
-                })
+                Some(experts.with_shared(md.opt_usize(&shared_key)?, &shared_key, path)?)
             }
         };
         // One count for every layer, or one per layer (Gemma 4's global layers have more).
@@ -700,6 +716,17 @@ impl ModelConfig {
             }
             None => (None, Vec::new()),
         };
+        let intermediate_size = match (hf.intermediate_size, hf.moe_intermediate_size) {
+            (Some(size), _) => size,
+            // Experts in every layer and no dense feed-forward (Qwen3.5 MoE): an expert's size.
+            (None, Some(size)) if family.moe => size,
+            (None, _) => {
+                return Err(config_error(
+                    path,
+                    format!("`intermediate_size` is missing; {} needs it", hf.model_type),
+                ));
+            }
+        };
         let experts = match (
             hf.num_experts.or(hf.num_local_experts),
             hf.num_experts_per_tok,
@@ -708,17 +735,24 @@ impl ModelConfig {
                 return Err(config_error(path, "`num_experts` is missing".to_owned()));
             }
             (None, _) => None,
-            (Some(count), used) => Some(Experts::checked(
-                count,
-                used.unwrap_or(0),
-                hf.moe_intermediate_size.unwrap_or(hf.intermediate_size),
-                [
-                    "num_experts",
-                    "num_experts_per_tok",
-                    "moe_intermediate_size",
-                ],
-                path,
-            )?),
+            (Some(count), used) => Some(
+                Experts::checked(
+                    count,
+                    used.unwrap_or(0),
+                    hf.moe_intermediate_size.unwrap_or(intermediate_size),
+                    [
+                        "num_experts",
+                        "num_experts_per_tok",
+                        "moe_intermediate_size",
+                    ],
+                    path,
+                )?
+                .with_shared(
+                    hf.shared_expert_intermediate_size,
+                    "shared_expert_intermediate_size",
+                    path,
+                )?,
+            ),
         };
         if hf.norm_topk_prob == Some(false) {
             return Err(config_error(
@@ -760,7 +794,14 @@ impl ModelConfig {
                 Some(theta as f32)
             })
             .unwrap_or(10_000.0);
-        let rope_dims = match hf.partial_rotary_factor {
+        // Likewise the rotated share of each head (Qwen3.5's checkpoints keep it there).
+        let partial_rotary_factor = hf.partial_rotary_factor.or_else(|| {
+            hf.rope_parameters
+                .as_ref()?
+                .get("partial_rotary_factor")?
+                .as_f64()
+        });
+        let rope_dims = match partial_rotary_factor {
             Some(f) if !(f > 0.0 && f <= 1.0) => {
                 return Err(config_error(
                     path,
@@ -809,7 +850,7 @@ impl ModelConfig {
         let mut config = Self {
             architecture,
             hidden_size: hf.hidden_size,
-            intermediate_size: hf.intermediate_size,
+            intermediate_size,
             num_layers: hf.num_hidden_layers,
             experts,
             delta_net,
@@ -1352,7 +1393,8 @@ fn gguf_attention_scale(
 struct HfConfig {
     model_type: String,
     hidden_size: usize,
-    intermediate_size: usize,
+    /// The dense feed-forward's size; Qwen3.5 MoE's configs, all experts, give none.
+    intermediate_size: Option<usize>,
     num_hidden_layers: usize,
     num_attention_heads: usize,
     num_key_value_heads: Option<usize>,
@@ -1391,6 +1433,8 @@ struct HfConfig {
     num_local_experts: Option<usize>,
     num_experts_per_tok: Option<usize>,
     moe_intermediate_size: Option<usize>,
+    /// Qwen3.5 MoE's shared expert.
+    shared_expert_intermediate_size: Option<usize>,
     norm_topk_prob: Option<bool>,
     /// SmolLM3: 1 where a layer is rotated, 0 where not.
     no_rope_layers: Option<Vec<u8>>,

@@ -38,6 +38,10 @@ pub(crate) trait Source {
     ) -> Result<Option<Tensor>, ModelError> {
         self.tensor(name, &[channels, kernel])
     }
+    /// A shared expert's gate: one weight per hidden unit.
+    fn shared_expert_gate(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
+        self.vector(name, len)
+    }
     /// An RMSNorm's weight as the forward pass multiplies by it.
     fn norm(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
         self.vector(name, len)
@@ -486,8 +490,8 @@ impl HfSource {
                 tensors.insert(name, tensor);
             }
         }
-        if family.hf_fused_experts {
-            super::fused_experts::split(&mut tensors).map_err(|r| corrupt_as(dir, r))?;
+        if let Some(layout) = family.hf_fused_experts {
+            super::fused_experts::split(&mut tensors, layout).map_err(|r| corrupt_as(dir, r))?;
         }
         Ok(Self {
             tensors,
@@ -611,6 +615,14 @@ impl Source for HfSource {
         Ok(self
             .tensor(name, &[channels, 1, kernel])?
             .map(|t| t.reshape((channels, kernel)))
+            .transpose()?)
+    }
+
+    /// config.json keeps it as a `Linear(hidden, 1)`, `[1, hidden]`.
+    fn shared_expert_gate(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
+        Ok(self
+            .tensor(name, &[1, len])?
+            .map(|t| t.reshape(len))
             .transpose()?)
     }
 

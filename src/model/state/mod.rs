@@ -79,9 +79,12 @@ pub struct Snapshots {
     pub cap: usize,
 }
 
-/// What one row's snapshots of its recurrent state may take unless the engine says: the replay
-/// budget's default (512 MiB) shared by eight samples.
-pub(crate) const DEFAULT_SNAPSHOT_BYTES: usize = 64 << 20;
+/// The replay budget (`SAMPLAB_REPLAY_BUDGET`) when none is set. Kept logits and snapshots of
+/// recurrent states both count against it, so the engine and the memory check read it here.
+pub const DEFAULT_REPLAY_BUDGET: usize = 512 << 20;
+
+/// Samples that share the replay budget's snapshots: each row may take this fraction of it.
+const ROWS_PER_REPLAY_BUDGET: usize = 8;
 
 /// Positions between a row's first snapshots.
 const SNAPSHOT_EVERY: usize = 32;
@@ -92,8 +95,10 @@ const MOST_SNAPSHOTS: usize = 64;
 impl Snapshots {
     pub const NONE: Snapshots = Snapshots { every: 0, cap: 0 };
 
-    /// For a row whose snapshots may take `bytes` in all.
-    pub fn within(config: &ModelConfig, bytes: usize) -> Snapshots {
+    /// For each row of a run under a replay budget of `budget` bytes: as many as an eighth of
+    /// it holds.
+    pub fn within_replay_budget(config: &ModelConfig, budget: usize) -> Snapshots {
+        let bytes = budget / ROWS_PER_REPLAY_BUDGET;
         let recurrent = config.layers.iter().filter(|p| p.recurrent).count();
         let each = match config.delta_net {
             Some(shape) => recurrent * shape.state_floats() * size_of::<f32>(),
