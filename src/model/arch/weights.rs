@@ -10,7 +10,7 @@ use crate::model::formats::tensors::{
 use crate::model::kernels::dense::DenseMatrix;
 use crate::model::kernels::{Activations, Arithmetic, QuantMatrix, QuantType};
 use candle_core::quantized::QMatMul;
-use candle_core::{Device, Module, Tensor};
+use candle_core::{DType, Device, Module, Tensor};
 use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
@@ -179,10 +179,30 @@ impl Linear {
             Matrix::Dense(w) => x.contiguous()?.apply_op1_no_bwd(w.as_ref())?,
         };
         match &self.bias {
-            Some(b) => y.broadcast_add(b),
+            Some(b) => add_bias(y, b),
             None => Ok(y),
         }
     }
+}
+
+/// `y + bias` along the last axis. On the CPU a plain loop, not candle's add: the experts'
+/// products run inside the barrier pool's loop, where candle's own split of a large add would
+/// wait for the pool it runs in, for ever.
+fn add_bias(y: Tensor, bias: &Tensor) -> candle_core::Result<Tensor> {
+    let f32_cpu = |t: &Tensor| t.device().is_cpu() && t.dtype() == DType::F32;
+    if !(f32_cpu(&y) && f32_cpu(bias)) {
+        return y.broadcast_add(bias);
+    }
+    let bias = bias.flatten_all()?.to_vec1::<f32>()?;
+    let (dims, device) = (y.dims().to_vec(), y.device().clone());
+    if dims.last() != Some(&bias.len()) {
+        candle_core::bail!("a bias of {} for outputs of shape {dims:?}", bias.len());
+    }
+    let mut values = y.flatten_all()?.to_vec1::<f32>()?;
+    for row in values.chunks_exact_mut(bias.len()) {
+        row.iter_mut().zip(&bias).for_each(|(v, b)| *v += b);
+    }
+    Tensor::from_vec(values, dims, &device)
 }
 
 #[derive(Debug)]
@@ -931,4 +951,51 @@ fn load_stacked(
         parts.push(Linear::new(weight, bias, ours)?);
     }
     Ok(Some(parts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::kernels::parallel::for_each_range;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    #[test]
+    fn a_biased_product_inside_the_pools_loop_finishes_with_the_bias_added() {
+        // 300 x 256 outputs: more than candle splits an add over its pool for.
+        let (rows, cols, outs) = (300, 8, 256);
+        let values = |n: usize| (0..n).map(|i| (i % 17) as f32 * 0.25 - 2.0).collect::<Vec<_>>();
+        let weight = Tensor::from_vec(values(outs * cols), (outs, cols), &Device::Cpu).unwrap();
+        let bias = Tensor::from_vec(values(outs), outs, &Device::Cpu).unwrap();
+        let x = Tensor::from_vec(values(rows * cols), (rows, cols), &Device::Cpu).unwrap();
+        let expected = x
+            .matmul(&weight.t().unwrap())
+            .unwrap()
+            .broadcast_add(&bias)
+            .unwrap();
+        let stored = Stored::Candle(QMatMul::Tensor(weight));
+        let linear = Linear::new(stored, Some(bias), None).unwrap();
+        let (sent, received) = mpsc::channel();
+        std::thread::spawn(move || {
+            let outputs = std::sync::Mutex::new(Vec::new());
+            for_each_range(8, 1, |range| {
+                for _ in range {
+                    let y = linear.forward(&x).and_then(|y| y.to_vec2::<f32>());
+                    outputs.lock().unwrap().push(y);
+                }
+            });
+            let _ = sent.send(outputs.into_inner().unwrap());
+        });
+        let outputs = received
+            .recv_timeout(Duration::from_secs(300))
+            .expect("a biased product inside the pool's loop never finished");
+        assert_eq!(outputs.len(), 8);
+        let expected = expected.to_vec2::<f32>().unwrap();
+        for y in outputs {
+            let y = y.unwrap();
+            for (got, want) in y.iter().flatten().zip(expected.iter().flatten()) {
+                assert!((got - want).abs() < 1e-4, "{got} vs {want}");
+            }
+        }
+    }
 }
