@@ -84,12 +84,13 @@ impl DeltaNet {
         for (r, (row, prepared)) in row_states.iter_mut().zip(&prepared).enumerate() {
             let heads_of_row = &runs[r * heads..(r + 1) * heads];
             for (i, (at, conv)) in prepared.due.iter().enumerate() {
-                let matrix = heads_of_row
-                    .iter()
-                    .flat_map(|run| run.snapshots[i].iter().copied());
+                let mut matrix = Vec::with_capacity(heads * dim * dim);
+                for run in heads_of_row {
+                    matrix.extend_from_slice(&run.snapshots[i]);
+                }
                 let taken = RowState {
                     conv: conv.clone(),
-                    matrix: matrix.collect(),
+                    matrix,
                 };
                 row.offer(*at, taken, policy);
             }

@@ -964,7 +964,11 @@ mod tests {
     fn a_biased_product_inside_the_pools_loop_finishes_with_the_bias_added() {
         // 300 x 256 outputs: more than candle splits an add over its pool for.
         let (rows, cols, outs) = (300, 8, 256);
-        let values = |n: usize| (0..n).map(|i| (i % 17) as f32 * 0.25 - 2.0).collect::<Vec<_>>();
+        let values = |n: usize| {
+            (0..n)
+                .map(|i| (i % 17) as f32 * 0.25 - 2.0)
+                .collect::<Vec<_>>()
+        };
         let weight = Tensor::from_vec(values(outs * cols), (outs, cols), &Device::Cpu).unwrap();
         let bias = Tensor::from_vec(values(outs), outs, &Device::Cpu).unwrap();
         let x = Tensor::from_vec(values(rows * cols), (rows, cols), &Device::Cpu).unwrap();

@@ -139,6 +139,8 @@ unsafe fn split_block(x: &[f32], hi: &mut [i8], lo: &mut [i8]) -> Block {
             .max(f32::MIN_POSITIVE);
         let inverse = _mm512_set1_ps(1.0 / scale);
         let step = _mm512_set1_ps(256.0);
+        // Dividing by a power of two is multiplying by its reciprocal, to the bit.
+        let per_step = _mm512_set1_ps(1.0 / 256.0);
         let clamp = |v, low: f32, high: f32| {
             _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(low)), _mm512_set1_ps(high))
         };
@@ -149,7 +151,7 @@ unsafe fn split_block(x: &[f32], hi: &mut [i8], lo: &mut [i8]) -> Block {
         for (half, &x) in halves.iter().enumerate() {
             // Within ±RANGE.
             let y = _mm512_mul_ps(x, inverse);
-            let h = clamp(nearest(_mm512_div_ps(y, step)), -127.0, 127.0);
+            let h = clamp(nearest(_mm512_mul_ps(y, per_step)), -127.0, 127.0);
             // The rest is within half a coarse step, ±128; +128 (a tie) rounds to 127.
             let l = clamp(nearest(_mm512_fnmadd_ps(h, step, y)), -128.0, 127.0);
             let (h, l) = (_mm512_cvtps_epi32(h), _mm512_cvtps_epi32(l));
