@@ -66,19 +66,23 @@ impl DeltaNet {
             .flat_map(|row| row.now.matrix.chunks_exact_mut(dim * dim))
             .map(Mutex::new)
             .collect();
+        // Each head's outputs leave its task normed and gated.
+        let at = |r: usize, t: usize, h: usize| (r * len + t) * inner + h * dim;
         let runs = in_parallel(tasks.len(), |i| {
+            let (r, h) = (i / heads, i % heads);
             let mut matrix = tasks[i].lock().unwrap_or_else(|p| p.into_inner());
-            run_head(s, &prepared[i / heads], i % heads, &mut matrix, start)
+            let mut run = run_head(s, &prepared[r], h, &mut matrix, start);
+            for (t, o) in run.out.chunks_exact_mut(dim).enumerate() {
+                self.gated_norm(o, &z[at(r, t, h)..][..dim]);
+            }
+            run
         });
         drop(tasks);
         let mut out = vec![0f32; rows * len * inner];
         for (i, run) in runs.iter().enumerate() {
             let (r, h) = (i / heads, i % heads);
             for (t, o) in run.out.chunks_exact(dim).enumerate() {
-                let at = (r * len + t) * inner + h * dim;
-                let slot = &mut out[at..at + dim];
-                slot.copy_from_slice(o);
-                self.gated_norm(slot, &z[at..at + dim]);
+                out[at(r, t, h)..][..dim].copy_from_slice(o);
             }
         }
         for (r, (row, prepared)) in row_states.iter_mut().zip(&prepared).enumerate() {
