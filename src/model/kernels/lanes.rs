@@ -63,7 +63,7 @@ impl Lanes for Portable {
     }
     unsafe fn load_f16(p: *const u16) -> Self::F {
         // SAFETY: the caller guarantees 16 readable u16.
-        std::array::from_fn(|i| super::quant::f16_to_f32(unsafe { *p.add(i) }))
+        std::array::from_fn(|i| super::half::f16_to_f32(unsafe { *p.add(i) }))
     }
     unsafe fn load_bf16(p: *const u16) -> Self::F {
         // SAFETY: the caller guarantees 16 readable u16.

@@ -6,14 +6,16 @@ pub(crate) mod attention;
 pub mod bandwidth;
 pub(crate) mod dense;
 pub(crate) mod fused;
+mod half;
 pub(crate) mod lanes;
 pub(crate) mod parallel;
 mod prefetch;
 mod quant;
 
 use candle_core::{CpuStorage, Layout, Shape};
+pub(crate) use half::f16_to_f32;
 pub use quant::{Activations, ActivationsError};
-pub(crate) use quant::{Arithmetic, QuantMatrix, QuantType, f16_to_f32};
+pub(crate) use quant::{Arithmetic, QuantMatrix, QuantType};
 
 /// The instruction set a product runs with, chosen from the running CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

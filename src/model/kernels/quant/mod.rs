@@ -13,13 +13,13 @@ mod format;
 #[cfg(target_arch = "x86_64")]
 mod vnni;
 
+use super::half::f16_to_f32;
 use super::lanes::{self, Lanes, Portable};
 use super::parallel::{Disjoint, for_each_range};
 use super::prefetch;
 use super::{Isa, ranges_per_thread, rows_through};
 use candle_core::quantized::GgmlDType;
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape};
-pub(crate) use format::f16_to_f32;
 use format::{Format, SUB, Scales, Sub};
 
 /// Output rows per tile: one lane each.
