@@ -297,7 +297,9 @@ pub(crate) struct DeltaNet {
     /// β's and the decay's inputs, one per value head.
     pub(crate) beta: Linear,
     pub(crate) alpha: Linear,
-    /// `[channels, kernel]`: each channel's own filter, oldest input first.
+    /// `[kernel, channels]`: each channel's own filter, oldest input first, the channels' taps
+    /// side by side (turned at load from the file's `[channels, kernel]`), so that a
+    /// position's convolution runs along the channels.
     pub(crate) conv: Vec<f32>,
     pub(crate) dt_bias: Vec<f32>,
     /// The decay rate per value head, `-exp(A_log)` (negative).
@@ -330,7 +332,7 @@ impl DeltaNet {
         let conv = require(source, &conv_name, |s, n| {
             s.conv_kernel(n, channels, shape.conv_kernel)
         })?;
-        let conv = conv.flatten_all()?.to_vec1::<f32>()?;
+        let conv = conv.t()?.flatten_all()?.to_vec1::<f32>()?;
         let a_name = source.name(Some(layer), Part::SsmA, "");
         let a = require(source, &a_name, |s, n| s.decay_rates(n, shape.v_heads))?;
         let a = a.to_vec1::<f32>()?;
