@@ -62,42 +62,55 @@ impl DeltaNet {
             .into_iter()
             .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
             .collect();
-        let tasks: Vec<Mutex<&mut [f32]>> = row_states
+        // Each row's matrices at its due positions, which the heads' tasks fill in place.
+        let mut taken: Vec<Vec<Vec<f32>>> = prepared
+            .iter()
+            .map(|p| {
+                p.due
+                    .iter()
+                    .map(|_| vec![0f32; heads * dim * dim])
+                    .collect()
+            })
+            .collect();
+        let tasks: Vec<Mutex<Head>> = row_states
             .iter_mut()
-            .flat_map(|row| row.now.matrix.chunks_exact_mut(dim * dim))
-            .map(Mutex::new)
+            .zip(&mut taken)
+            .flat_map(|(row, taken)| {
+                let mut snapshots: Vec<Vec<&mut [f32]>> = (0..heads).map(|_| Vec::new()).collect();
+                for matrix in taken.iter_mut() {
+                    for (h, part) in matrix.chunks_exact_mut(dim * dim).enumerate() {
+                        snapshots[h].push(part);
+                    }
+                }
+                let matrices = row.now.matrix.chunks_exact_mut(dim * dim);
+                matrices
+                    .zip(snapshots)
+                    .map(|(matrix, snapshots)| Mutex::new(Head { matrix, snapshots }))
+            })
             .collect();
         // Each head's outputs leave its task normed and gated.
         let at = |r: usize, t: usize, h: usize| (r * len + t) * inner + h * dim;
         let runs = in_parallel(tasks.len(), |i| {
             let (r, h) = (i / heads, i % heads);
-            let mut matrix = tasks[i].lock().unwrap_or_else(|p| p.into_inner());
-            let mut run = run_head(s, &prepared[r], h, &mut matrix, start);
-            for (t, o) in run.out.chunks_exact_mut(dim).enumerate() {
+            let mut head = tasks[i].lock().unwrap_or_else(|p| p.into_inner());
+            let mut out = run_head(s, &prepared[r], h, &mut head, start);
+            for (t, o) in out.chunks_exact_mut(dim).enumerate() {
                 self.gated_norm(o, &z[at(r, t, h)..][..dim]);
             }
-            run
+            out
         });
         drop(tasks);
         let mut out = vec![0f32; rows * len * inner];
         for (i, run) in runs.iter().enumerate() {
             let (r, h) = (i / heads, i % heads);
-            for (t, o) in run.out.chunks_exact(dim).enumerate() {
+            for (t, o) in run.chunks_exact(dim).enumerate() {
                 out[at(r, t, h)..][..dim].copy_from_slice(o);
             }
         }
-        for (r, (row, prepared)) in row_states.iter_mut().zip(&prepared).enumerate() {
-            let heads_of_row = &runs[r * heads..(r + 1) * heads];
-            for (i, (at, conv)) in prepared.due.iter().enumerate() {
-                let mut matrix = Vec::with_capacity(heads * dim * dim);
-                for run in heads_of_row {
-                    matrix.extend_from_slice(&run.snapshots[i]);
-                }
-                let taken = RowState {
-                    conv: conv.clone(),
-                    matrix,
-                };
-                row.offer(*at, taken, policy);
+        let rows_taken = row_states.iter_mut().zip(prepared).zip(taken);
+        for ((row, prepared), taken) in rows_taken {
+            for ((at, conv), matrix) in prepared.due.into_iter().zip(taken) {
+                row.offer(at, RowState { conv, matrix }, policy);
             }
         }
         let out = Tensor::from_vec(out, (rows, len, inner), x.device())?;
@@ -161,24 +174,18 @@ impl DeltaNet {
 }
 
 /// Value head `h`'s state matrix through the row's positions: each decays, takes the
-/// delta rule's update towards the value, and is read by the query. The outputs, and the
-/// matrix at each position the row keeps a snapshot of.
-fn run_head(
-    s: DeltaNetShape,
-    row: &Prepared,
-    h: usize,
-    matrix: &mut [f32],
-    start: usize,
-) -> HeadRun {
+/// delta rule's update towards the value, and is read by the query; the matrix is copied
+/// into `head.snapshots` at the row's due positions, in order. The outputs, `[len, dim]`.
+fn run_head(s: DeltaNetShape, row: &Prepared, h: usize, head: &mut Head, start: usize) -> Vec<f32> {
     match Isa::detect() {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX-512F.
-        Isa::Avx512 => unsafe { run_head_avx512(s, row, h, matrix, start) },
+        Isa::Avx512 => unsafe { run_head_avx512(s, row, h, head, start) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX2 and FMA.
-        Isa::Avx2 => unsafe { run_head_avx2(s, row, h, matrix, start) },
+        Isa::Avx2 => unsafe { run_head_avx2(s, row, h, head, start) },
         // SAFETY: plain arrays need no instructions beyond the target's.
-        Isa::Portable => unsafe { run_head_with::<Portable>(s, row, h, matrix, start) },
+        Isa::Portable => unsafe { run_head_with::<Portable>(s, row, h, head, start) },
     }
 }
 
@@ -188,11 +195,11 @@ unsafe fn run_head_avx512(
     s: DeltaNetShape,
     row: &Prepared,
     h: usize,
-    matrix: &mut [f32],
+    head: &mut Head,
     start: usize,
-) -> HeadRun {
+) -> Vec<f32> {
     // SAFETY: AVX-512F is enabled here, as `Avx512` requires.
-    unsafe { run_head_with::<Avx512>(s, row, h, matrix, start) }
+    unsafe { run_head_with::<Avx512>(s, row, h, head, start) }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -201,11 +208,11 @@ unsafe fn run_head_avx2(
     s: DeltaNetShape,
     row: &Prepared,
     h: usize,
-    matrix: &mut [f32],
+    head: &mut Head,
     start: usize,
-) -> HeadRun {
+) -> Vec<f32> {
     // SAFETY: AVX2 and FMA are enabled here, as `Avx2` requires.
-    unsafe { run_head_with::<Avx2>(s, row, h, matrix, start) }
+    unsafe { run_head_with::<Avx2>(s, row, h, head, start) }
 }
 
 /// # Safety
@@ -215,17 +222,19 @@ unsafe fn run_head_with<L: Lanes>(
     s: DeltaNetShape,
     row: &Prepared,
     h: usize,
-    matrix: &mut [f32],
+    head: &mut Head,
     start: usize,
-) -> HeadRun {
+) -> Vec<f32> {
     let (channels, heads, dim) = (s.conv_channels(), s.v_heads, s.head_dim);
     let (key_span, kh) = (s.k_heads * dim, s.k_head(h));
     let len = row.gates.len() / heads;
     let wide = dim / COLUMNS * COLUMNS;
     let mut out = vec![0f32; len * dim];
-    let mut snapshots = Vec::with_capacity(row.due.len());
+    let matrix = &mut *head.matrix;
+    let mut snapshots = head.snapshots.iter_mut();
     let mut due = row.due.iter().map(|(at, _)| *at).peekable();
     let mut spare = Spare::new(dim, dim - wide);
+    let scale = 1.0 / (dim as f32).sqrt();
     for (t, o) in out.chunks_exact_mut(dim).enumerate() {
         let mixed = &row.mixed[t * channels..(t + 1) * channels];
         let q = &mixed[kh * dim..(kh + 1) * dim];
@@ -237,7 +246,7 @@ unsafe fn run_head_with<L: Lanes>(
             k,
             beta,
             decay,
-            scale: 1.0 / (dim as f32).sqrt(),
+            scale,
         };
         let (blocks, rest) = matrix.split_at_mut(wide * dim);
         let (v_wide, v_rest) = v.split_at(wide);
@@ -255,10 +264,11 @@ unsafe fn run_head_with<L: Lanes>(
             spare.empty(rest, o_rest);
         }
         if due.next_if_eq(&(start + t + 1)).is_some() {
-            snapshots.push(matrix.to_vec());
+            let snapshot = snapshots.next().expect("a snapshot for every due position");
+            snapshot.copy_from_slice(matrix);
         }
     }
-    HeadRun { out, snapshots }
+    out
 }
 
 /// One row's projections over its positions.
@@ -278,10 +288,10 @@ struct Prepared {
     due: Vec<(usize, Vec<f32>)>,
 }
 
-/// One head's outputs `[len, dim]` and its matrix at each due position.
-struct HeadRun {
-    out: Vec<f32>,
-    snapshots: Vec<Vec<f32>>,
+/// One head's state matrix, and its part of the row's matrix at each due position.
+struct Head<'a> {
+    matrix: &'a mut [f32],
+    snapshots: Vec<&'a mut [f32]>,
 }
 
 /// Value columns a head's matrix keeps side by side: its first `dim / COLUMNS` blocks hold
@@ -328,10 +338,9 @@ impl Step<'_> {
                 }
             }
             let by_k = chained::<L>(by_k);
-            let delta = L::mul(
-                L::add(L::load(v.as_ptr()), L::mul(L::splat(-1.0), by_k)),
-                L::splat(self.beta),
-            );
+            // `v - read`: the product with -1 is exact, so one rounding, as a subtraction.
+            let delta = L::fma(L::splat(-1.0), by_k, L::load(v.as_ptr()));
+            let delta = L::mul(delta, L::splat(self.beta));
             let mut by_q = [L::zero(); CHAINS];
             let keys = self.k.chunks(CHAINS).zip(self.q.chunks(CHAINS));
             for (group, (k, q)) in block.chunks_mut(CHAINS * COLUMNS).zip(keys) {
@@ -503,6 +512,29 @@ mod tests {
         out
     }
 
+    /// Head `h` of `row` from `matrix` on, with one snapshot buffer (NaN until written): its
+    /// outputs, the matrix after and the snapshot.
+    fn run(
+        s: DeltaNetShape,
+        row: &Prepared,
+        h: usize,
+        mut matrix: Vec<f32>,
+        start: usize,
+        portable: bool,
+    ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let mut snapshot = vec![f32::NAN; matrix.len()];
+        let mut head = Head {
+            matrix: &mut matrix,
+            snapshots: vec![&mut snapshot],
+        };
+        let out = match portable {
+            // SAFETY: plain arrays need nothing of the CPU.
+            true => unsafe { run_head_with::<Portable>(s, row, h, &mut head, start) },
+            false => run_head(s, row, h, &mut head, start),
+        };
+        (out, matrix, snapshot)
+    }
+
     #[test]
     fn heads_of_any_size_run_the_recurrence_on_every_path_and_resume_from_snapshots() {
         // Narrower than a block, one block, blocks and a rest, and a rest under the chains.
@@ -511,30 +543,26 @@ mod tests {
             let row = prepared(s, 6);
             for h in 0..s.v_heads {
                 let expected = by_the_book(s, &row, h);
-                let mut matrix = vec![0f32; dim * dim];
-                let run = run_head(s, &row, h, &mut matrix, 0);
-                for (i, (&got, &want)) in run.out.iter().zip(&expected).enumerate() {
+                let (out, matrix, snapshot) = run(s, &row, h, vec![0f32; dim * dim], 0, false);
+                for (i, (&got, &want)) in out.iter().zip(&expected).enumerate() {
                     let err = (f64::from(got) - want).abs();
                     assert!(err < 1e-5, "dim {dim} head {h} output {i}: {got} vs {want}");
                 }
-                let mut plain = vec![0f32; dim * dim];
-                // SAFETY: plain arrays need nothing of the CPU.
-                let portable = unsafe { run_head_with::<Portable>(s, &row, h, &mut plain, 0) };
-                for (&a, &b) in portable.out.iter().zip(&run.out) {
+                let (portable, ..) = run(s, &row, h, vec![0f32; dim * dim], 0, true);
+                for (&a, &b) in portable.iter().zip(&out) {
                     assert!((a - b).abs() < 1e-5, "dim {dim}: portable {a} vs {b}");
                 }
-                // From the snapshot at position 3 the last three positions come out again, to
-                // the bit.
-                assert_eq!(run.snapshots.len(), 1);
+                // The snapshot at position 3 was taken, and from it the last three positions
+                // come out again, to the bit.
+                assert!(snapshot.iter().all(|x| !x.is_nan()), "dim {dim} head {h}");
                 let channels = s.conv_channels();
                 let rest = Prepared {
                     mixed: row.mixed[3 * channels..].to_vec(),
                     gates: row.gates[3 * s.v_heads..].to_vec(),
                     due: Vec::new(),
                 };
-                let mut resumed = run.snapshots[0].clone();
-                let again = run_head(s, &rest, h, &mut resumed, 3);
-                assert_eq!(again.out, run.out[3 * dim..], "dim {dim} head {h}");
+                let (again, resumed, _) = run(s, &rest, h, snapshot, 3, false);
+                assert_eq!(again, out[3 * dim..], "dim {dim} head {h}");
                 assert_eq!(resumed, matrix, "dim {dim} head {h}");
             }
         }
