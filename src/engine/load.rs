@@ -415,7 +415,9 @@ pub fn synthetic_model(
 ) -> anyhow::Result<LoadedModel> {
     let spec = synthetic_spec(name)?;
     let quantization = qtype_from_name(qtype)?;
-    // Before minutes of writing, a device the build lacks is refused.
+    // Before minutes of writing, a mix the shape cannot take and a device the build lacks are
+    // refused.
+    quantization.fits(spec)?;
     let device = device.open()?;
     let path = cache_dir("synthetic")?.join(format!("{name}-{}.gguf", qtype.to_lowercase()));
     if !path.is_file() {

@@ -268,6 +268,24 @@ impl From<GgmlDType> for Quantization {
 }
 
 impl Quantization {
+    /// Whether `spec` can be written in this mix: `mxfp4_moe` needs experts.
+    pub fn fits(self, spec: &SyntheticSpec) -> Result<(), ModelError> {
+        if self != Quantization::Mxfp4Moe || spec.experts.is_some() {
+            return Ok(());
+        }
+        let with_experts: Vec<&str> = SYNTHETIC_SPECS
+            .iter()
+            .filter(|s| s.experts.is_some())
+            .map(|s| s.name)
+            .collect();
+        Err(ModelError::Usage(format!(
+            "`mxfp4_moe` puts a mixture's experts in MXFP4, and `{}` has no experts; use it \
+             with {}, or pick another --qtype",
+            spec.name,
+            with_experts.join(" or ")
+        )))
+    }
+
     /// The type of the matrix (or stack of experts' matrices) `name` of `dims`; `tied`: the
     /// embedding is the output matrix too, and is typed as one (as llama.cpp's quantizer does).
     fn for_matrix(self, name: &str, dims: &[usize], tied: bool) -> QuantType {
@@ -349,19 +367,7 @@ pub fn write_synthetic_gguf(
     seed: u64,
 ) -> Result<(), ModelError> {
     let qtype = qtype.into();
-    if qtype == Quantization::Mxfp4Moe && spec.experts.is_none() {
-        let with_experts: Vec<&str> = SYNTHETIC_SPECS
-            .iter()
-            .filter(|s| s.experts.is_some())
-            .map(|s| s.name)
-            .collect();
-        return Err(ModelError::Usage(format!(
-            "`mxfp4_moe` puts a mixture's experts in MXFP4, and `{}` has no experts; use it \
-             with {}, or pick another --qtype",
-            spec.name,
-            with_experts.join(" or ")
-        )));
-    }
+    qtype.fits(spec)?;
     let head_dim = spec.head_dim.unwrap_or(spec.hidden_size / spec.num_heads);
     let (tensors, fills) = plan(spec, qtype, head_dim, seed);
     let metadata = metadata(spec, head_dim);
