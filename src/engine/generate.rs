@@ -756,7 +756,9 @@ fn accept(
     emit: &mut dyn FnMut(Event),
 ) {
     let delta = slot.detokenizer.push(token.id);
-    let channel = slot.channels.push(&token_text(ctx.tokenizer, token.id));
+    let channel = slot
+        .channels
+        .push(&token_text(ctx.tokenizer, token.id), &delta);
     let trajectory = &mut slot.trajectory;
     trajectory.token_ids.push(token.id);
     if let Some(channels) = &mut trajectory.channels {

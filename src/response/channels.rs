@@ -2,7 +2,7 @@
 //! `<|channel|>analysis<|message|>…<|end|><|start|>assistant<|channel|>final<|message|>…`.
 //! The reasoning (`analysis`) is not the answer (`final`), so each generated token is told
 //! which one it belongs to, from the tokens' raw pieces (special tokens included, which the
-//! sample's text leaves out).
+//! sample's text leaves out) and, inside a header, their text (a header may come byte by byte).
 
 use serde::{Deserialize, Serialize};
 
@@ -41,9 +41,10 @@ pub struct ChannelTracker {
 }
 
 impl ChannelTracker {
-    /// The channel of the token whose raw piece is `piece`; `None` for the format's own
-    /// tokens and headers, and for text outside any message.
-    pub fn push(&mut self, piece: &str) -> Option<Channel> {
+    /// The channel of the token whose raw piece is `piece` and whose decoded text is `text`
+    /// (`a` for the byte-fallback piece `<0x61>`); `None` for the format's own tokens and
+    /// headers, and for text outside any message.
+    pub fn push(&mut self, piece: &str, text: &str) -> Option<Channel> {
         match piece {
             "<|channel|>" => {
                 self.header = Some(String::new());
@@ -58,7 +59,7 @@ impl ChannelTracker {
                 self.header = None;
                 self.current = None;
             }
-            text => match &mut self.header {
+            _ => match &mut self.header {
                 Some(header) => header.push_str(text),
                 None => return self.current,
             },
@@ -71,9 +72,10 @@ impl ChannelTracker {
 mod tests {
     use super::*;
 
+    /// Pieces that are their own text.
     fn channels(pieces: &[&str]) -> Vec<Option<Channel>> {
         let mut tracker = ChannelTracker::default();
-        pieces.iter().map(|p| tracker.push(p)).collect()
+        pieces.iter().map(|p| tracker.push(p, p)).collect()
     }
 
     #[test]
@@ -132,5 +134,21 @@ mod tests {
         assert_eq!(got[5], Some(Channel::Commentary));
         assert_eq!(got[10], None);
         assert_eq!(channels(&["Once", " upon"]), [None, None]);
+    }
+
+    #[test]
+    fn a_header_spelled_in_byte_pieces_is_read_from_their_text() {
+        let mut tracker = ChannelTracker::default();
+        let mut push = |piece: &str, text: &str| tracker.push(piece, text);
+        push("<|channel|>", "");
+        for byte in "final".bytes() {
+            assert_eq!(
+                push(&format!("<0x{byte:02X}>"), &(byte as char).to_string()),
+                None
+            );
+        }
+        push("<|message|>", "");
+        assert_eq!(push("<0x48>", "H"), Some(Channel::Final));
+        assert_eq!(push("\u{2581}i", " i"), Some(Channel::Final));
     }
 }

@@ -586,6 +586,25 @@ fn chat_template_and_end_of_turn_tokens_are_read() {
     );
 }
 
+/// gpt-oss's `<|end|>` closes the reasoning before the answer: with `<|return|>` and
+/// `<|call|>` (or `<|calls|>` and `<|flush|>`) among the ends, llama.cpp does not end there,
+/// and neither do we; alone it still ends a reply, as Phi-3's does.
+#[test]
+fn harmony_ends_at_return_or_call_and_not_at_the_end_of_a_message() {
+    let eos_of = |tokens: &[&str]| {
+        let tokens = Value::Array(tokens.iter().map(|t| Value::String((*t).into())).collect());
+        tokenizer_from_gguf(&spm(vec![("tokenizer.ggml.tokens", tokens)]))
+            .unwrap()
+            .eos_ids
+    };
+    let harmony = ["<unk>", "<s>", "</s>", "<|return|>", "<|end|>", "<|call|>"];
+    assert_eq!(eos_of(&harmony), [2, 3, 5]);
+    let flush = ["<unk>", "<s>", "</s>", "<|calls|>", "<|end|>", "<|flush|>"];
+    assert_eq!(eos_of(&flush), [2, 3, 5]);
+    let phi3 = ["<unk>", "<s>", "</s>", "<|end|>", "<|return|>"];
+    assert_eq!(eos_of(&phi3), [2, 3, 4]);
+}
+
 /// A raw prompt's special-token text becomes the control token, as llama.cpp tokenizes it with
 /// `parse_special = true` (llama-server's and vLLM's raw prompts); `Prompt::Literal` keeps it
 /// text, as `parse_special = false` does. On the real SmolLM2 and Gemma 3, against

@@ -25,6 +25,7 @@ mod model_errors;
 mod model_families;
 mod model_gemma;
 mod model_gemma4;
+mod model_harmony;
 mod model_memory;
 mod model_qtypes;
 mod model_qwen35;

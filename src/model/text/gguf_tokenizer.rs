@@ -259,6 +259,7 @@ pub fn tokenizer_from_gguf(content: &Content) -> Result<GgufTokenizer, GgufToken
             eos_ids.push(id);
         }
     }
+    keep_harmony_messages_going(&mut eos_ids, &tokens);
 
     Ok(GgufTokenizer {
         tokenizer,
@@ -268,6 +269,21 @@ pub fn tokenizer_from_gguf(content: &Content) -> Result<GgufTokenizer, GgufToken
         add_eos,
         chat_template: string(md, KEY_CHAT_TEMPLATE)?.map(str::to_owned),
     })
+}
+
+/// In gpt-oss's harmony format `<|end|>` closes one message of a reply (the reasoning before
+/// the answer), which `<|return|>` or `<|call|>` ends: where those are ends too, llama.cpp
+/// takes `<|end|>` off its end-of-generation tokens, and so do we.
+fn keep_harmony_messages_going(eos_ids: &mut Vec<u32>, tokens: &[String]) {
+    let ends = |texts: &[&str]| {
+        eos_ids
+            .iter()
+            .any(|&id| texts.contains(&tokens[id as usize].as_str()))
+    };
+    let call = ends(&["<|call|>", "<|calls|>"]);
+    if call && (ends(&["<|return|>"]) || ends(&["<|flush|>"])) {
+        eos_ids.retain(|&id| tokens[id as usize] != "<|end|>");
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
