@@ -15,7 +15,8 @@ use samplab::response::{StopMatched, StopReason, Trajectory};
 use std::path::{Path, PathBuf};
 
 /// What the fixture's vocabulary lacks to speak harmony: its tokens (GGUF type 3, control) and
-/// the words of its headers and SentencePiece's space (type 1, normal).
+/// the words of its headers (type 1, normal); and SentencePiece's space, without which a space
+/// falls back to the bytes of `▁` and decodes as that, as in llama.cpp.
 const HARMONY_TOKENS: &[(&str, i32)] = &[
     ("<|start|>", 3),
     ("<|channel|>", 3),
@@ -69,7 +70,7 @@ fn harmony_model(dir: &Path) -> PathBuf {
     );
     let old_vocab = match &metadata["tokenizer.ggml.tokens"] {
         gguf_file::Value::Array(values) => values.len(),
-        _ => unreachable!("checked above"),
+        _ => unreachable!("`extend` read it as an array"),
     };
     let eos = old_vocab
         + HARMONY_TOKENS
