@@ -6,12 +6,12 @@ use crate::common;
 
 use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
 use candle_core::{Device, Tensor};
-use samplab::engine::{Event, LoadedModel, Prompt, Request};
+use samplab::engine::{Branch, Event, LoadedModel, Prompt, Request};
 use samplab::model::device::DeviceChoice;
 use samplab::model::text::chat_template::Message;
 use samplab::params::SamplingParams;
 use samplab::response::channels::Channel;
-use samplab::response::{StopMatched, StopReason, Trajectory};
+use samplab::response::{BranchOrigin, StopMatched, StopReason, Trajectory};
 use std::path::{Path, PathBuf};
 
 /// What the fixture's vocabulary lacks to speak harmony: its tokens (GGUF type 3, control) and
@@ -191,7 +191,8 @@ fn a_harmony_chat_prompt_holds_the_format_tokens_whole() {
 /// by token id (whole words, as gpt-oss's own vocabulary has them): the reasoning is
 /// `analysis`, the answer `final`, the format's tokens and headers neither, in the response
 /// and in every Token event; `<|end|>` closes the reasoning without ending the sample, which
-/// `<|return|>` ends as its EOS. A rerun, replayed from the first, says the same.
+/// `<|return|>` ends as its EOS. A rerun, replayed from the first, says the same, and so does a
+/// branch forced along a sample into its answer.
 #[test]
 fn a_harmony_reply_tells_its_reasoning_from_its_answer_and_ends_at_return() {
     let dir = tempfile::tempdir().unwrap();
@@ -279,6 +280,42 @@ fn a_harmony_reply_tells_its_reasoning_from_its_answer_and_ends_at_return() {
             runs.push(response.trajectories);
         }
         assert_eq!(runs[0], runs[1], "the replayed rerun equals the first run");
+
+        // A branch forced along sample 0 into its answer's header goes on as sample 0 did.
+        let first = &runs[0][0];
+        let start = id(&model, "<|start|>");
+        let at = first.token_ids.iter().position(|&i| i == start).unwrap() + 1;
+        let branch = Branch {
+            sample: 0,
+            origin: BranchOrigin {
+                parent: 0,
+                at: at as u32,
+            },
+            path: first.token_ids[..at].to_vec(),
+            then: None,
+        };
+        let branched = model
+            .run(
+                &Request {
+                    branches: vec![branch],
+                    ..request.clone()
+                },
+                &mut || false,
+                &mut |_| {},
+            )
+            .unwrap();
+        let b = &branched.trajectories[2];
+        assert_eq!(
+            b.branch,
+            Some(BranchOrigin {
+                parent: 0,
+                at: at as u32
+            })
+        );
+        assert_eq!(
+            (&b.token_ids, &b.channels),
+            (&first.token_ids, &first.channels)
+        );
     }
 }
 
