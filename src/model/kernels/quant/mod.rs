@@ -206,7 +206,7 @@ pub(crate) struct QuantMatrix {
     arithmetic: Arithmetic,
     tile_times: TileTimes,
     #[cfg(target_arch = "x86_64")]
-    vnni_times: vnni::TileTimes,
+    vnni: vnni::Kernel,
     row_of: RowOf,
 }
 
@@ -273,7 +273,7 @@ impl QuantMatrix {
             arithmetic: Arithmetic::exact(),
             tile_times: tile_times::<F>,
             #[cfg(target_arch = "x86_64")]
-            vnni_times: vnni::tile_times::<F>,
+            vnni: vnni::Kernel::of::<F>(),
             row_of: row_of::<F>,
         };
         let mut unpacked = vec![Sub::default(); F::BLOCK / SUB];
@@ -377,9 +377,9 @@ impl QuantMatrix {
             }),
             #[cfg(target_arch = "x86_64")]
             Arithmetic::Vnni => {
-                let split = vnni::Rows::split(x, self.cols);
+                let split = vnni::Rows::split(x, self.cols, self.vnni.offset);
                 self.tiles_times(x.len() / self.cols, |w, rows, sink| {
-                    (self.vnni_times)(w, &split, rows, sink)
+                    (self.vnni.times)(w, &split, rows, sink)
                 })
             }
         }

@@ -61,11 +61,16 @@ struct Block {
     /// The same sums times `scale`: the sums of the values the product sees (exact: at
     /// most 2^20 times a power of two), what a min multiplies.
     totals: [f32; 3],
+    /// The same sums times minus the weights' offset (at most 2^27): what the offset takes
+    /// off a product's integer sum, read from memory where the sum starts so that taking it
+    /// off costs the tile no instruction of its own.
+    offsets: [i32; 3],
 }
 
 impl Rows {
-    /// `x`, `[m, cols]` row-major with `cols` a multiple of 32, split block by block.
-    pub(super) fn split(x: &[f32], cols: usize) -> Self {
+    /// `x`, `[m, cols]` row-major with `cols` a multiple of 32, split block by block, for
+    /// weights stored with `offset` (see [`offset`]).
+    pub(super) fn split(x: &[f32], cols: usize, offset: i32) -> Self {
         let rows = x.len() / cols;
         let mut split = Self {
             rows,
@@ -78,7 +83,11 @@ impl Rows {
                 let at = sb * rows + r;
                 let (hi, lo) = split.bytes[at * PAIR..][..PAIR].split_at_mut(SUB);
                 // SAFETY: `available` was checked before a product took this path.
-                split.blocks[at] = unsafe { split_block(x, hi, lo) };
+                let block = unsafe { split_block(x, hi, lo) };
+                split.blocks[at] = Block {
+                    offsets: block.sums.map(|sum| -offset * sum),
+                    ..block
+                };
             }
         }
         split
@@ -125,8 +134,8 @@ unsafe fn split_block(x: &[f32], hi: &mut [i8], lo: &mut [i8]) -> Block {
         if unfinite {
             return Block {
                 scale: f32::NAN,
-                sums: [0; 3],
                 totals: [f32::NAN; 3],
+                ..Block::default()
             };
         }
         let max = _mm512_reduce_max_ps(_mm512_max_ps(magnitudes[0], magnitudes[1]));
@@ -166,6 +175,7 @@ unsafe fn split_block(x: &[f32], hi: &mut [i8], lo: &mut [i8]) -> Block {
             scale,
             sums,
             totals,
+            offsets: [0; 3],
         }
     }
 }
@@ -173,7 +183,35 @@ unsafe fn split_block(x: &[f32], hi: &mut [i8], lo: &mut [i8]) -> Block {
 /// A tile times activation rows `rows`, into `out`.
 pub(super) type TileTimes = fn(TileRef, &Rows, Range<usize>, &Sink);
 
-pub(super) fn tile_times<F: Format>(w: TileRef, x: &Rows, rows: Range<usize>, out: &Sink) {
+/// A format's product: its tile kernel, and the offset its weights are stored with, which
+/// the activations' split takes off in advance (see [`Block::offsets`]).
+#[derive(Clone, Copy)]
+pub(super) struct Kernel {
+    pub offset: i32,
+    pub times: TileTimes,
+}
+
+impl Kernel {
+    pub(super) fn of<F: Format>() -> Self {
+        Self {
+            offset: stored::<F>().1,
+            times: tile_times::<F>,
+        }
+    }
+}
+
+/// How a format's weights stand in the tile's unsigned bytes: codes that pick values (MXFP4)
+/// become those values raised by their table's least, and the raise; 8-bit quants are signed,
+/// offset by 128 they are unsigned; the rest are their codes, with the format's offset.
+fn stored<F: Format>() -> ([u8; 64], i32) {
+    match values_table::<F>() {
+        Some((table, raised)) => (table, raised),
+        None if F::BITS == 8 => ([0; 64], 128),
+        None => ([0; 64], F::OFFSET),
+    }
+}
+
+fn tile_times<F: Format>(w: TileRef, x: &Rows, rows: Range<usize>, out: &Sink) {
     let mut i = rows.start;
     if F::SPANS == 1 {
         sweep::<F, 8, 1>(w, x, &mut i, rows.end, out);
@@ -215,9 +253,9 @@ const LANE_MAJOR: [u8; 64] = {
 
 /// The tile's 16 output rows times activation rows `first..first + C`. Per sub-block its
 /// 32 columns expand into 8 registers of 4 columns a lane; per row and span, the products
-/// with `hi` and with `lo` sum in integers, `256 hi_sum + lo_sum` loses the offset, and the
-/// spans' sums, scaled, join the row's f32 sum. Each row runs the same operations whatever
-/// `C` is.
+/// with `hi` and with `lo` sum in integers (the second from minus the offset's share, so
+/// that `256 hi_sum + lo_sum` is the offset's product), and the spans' sums, scaled, join the
+/// row's f32 sum. Each row runs the same operations whatever `C` is.
 ///
 /// # Safety
 /// The CPU must have AVX-512F, BW, VNNI and VBMI.
@@ -233,17 +271,10 @@ unsafe fn tile<F: Format, const C: usize, const S: usize>(
     let (rows, per_byte) = (plane_rows(low), (8 / low) as usize);
     let sizes = Sizes::of::<F>(cols);
     let multipliers = sizes.multipliers / (cols / SUB);
-    // 8-bit quants are signed: offset by 128 they are unsigned, as VNNI multiplies them.
-    // Codes that pick values (MXFP4) become the values raised by their table's least, so
-    // that they are unsigned too.
     // Scales of any power of two (MXFP4's) meet the activations' scale first, so that the
     // integer sums (up to 2^25) times the weights' scale overflow only where the product does.
     let wide_scales = matches!(F::SCALES, Scales::Bf16);
-    let (values, offset) = match values_table::<F>() {
-        Some((table, raised)) => (table, raised),
-        None if F::BITS == 8 => ([0; 64], 128),
-        None => ([0; 64], F::OFFSET),
-    };
+    let (values, offset) = stored::<F>();
     // SAFETY (whole body): every pointer is into a slice whose length was checked by the
     // surrounding indexing: 64 bytes of a sub-block's planes, 4 bytes of a row's block.
     unsafe {
@@ -298,8 +329,17 @@ unsafe fn tile<F: Format, const C: usize, const S: usize>(
             let mut scaled = [Avx512::zero(); C];
             let per_span = weights.len() / S;
             for (span, weights) in weights.chunks_exact(per_span).enumerate() {
-                // Per row, the sums with `hi` and with `lo`: independent chains.
-                let mut sums = [[_mm512_setzero_si512(); 2]; C];
+                let part = if S == 1 { 2 } else { span };
+                // Per row, the sums with `hi` and with `lo`: independent chains, the second
+                // starting from what the weights' offset takes off.
+                let mut sums: [[__m512i; 2]; C] = std::array::from_fn(|d| {
+                    let start = if offset == 0 {
+                        _mm512_setzero_si512()
+                    } else {
+                        _mm512_set1_epi32(blocks[d].offsets[part])
+                    };
+                    [_mm512_setzero_si512(), start]
+                });
                 for (k, &w) in weights.iter().enumerate() {
                     let g = span * per_span + k;
                     for ((sum, hi), lo) in sums.iter_mut().zip(his).zip(los) {
@@ -307,13 +347,9 @@ unsafe fn tile<F: Format, const C: usize, const S: usize>(
                         sum[1] = _mm512_dpbusd_epi32(sum[1], w, four(lo, g));
                     }
                 }
-                let part = if S == 1 { 2 } else { span };
+                let sums = sums.map(|[hi, lo]| _mm512_add_epi32(_mm512_slli_epi32::<8>(hi), lo));
                 for ((sum, scaled), block) in sums.iter().zip(&mut scaled).zip(blocks) {
-                    let mut sum = _mm512_add_epi32(_mm512_slli_epi32::<8>(sum[0]), sum[1]);
-                    if offset != 0 {
-                        sum = _mm512_sub_epi32(sum, _mm512_set1_epi32(offset * block.sums[part]));
-                    }
-                    let sum = _mm512_cvtepi32_ps(sum);
+                    let sum = _mm512_cvtepi32_ps(*sum);
                     *scaled = if wide_scales {
                         let sum = Avx512::mul(sum, Avx512::splat(block.scale));
                         Avx512::fma(sum, scale[span], *scaled)
@@ -408,7 +444,7 @@ mod tests {
     #[test]
     fn a_block_splits_within_its_scale_and_sums_what_it_splits() {
         let x: Vec<f32> = (0..SUB).map(|i| (i as f32 - 13.3).powi(3) / 7.0).collect();
-        let rows = Rows::split(&x, SUB);
+        let rows = Rows::split(&x, SUB, 0);
         let block = rows.blocks[0];
         let max = x.iter().fold(0f32, |m, v| m.max(v.abs()));
         assert!(block.scale >= max / RANGE && block.scale < 2.0 * max / RANGE);
@@ -428,10 +464,10 @@ mod tests {
 
     #[test]
     fn zeros_tiny_and_unfinite_blocks() {
-        let zeros = Rows::split(&[0.0; SUB], SUB);
+        let zeros = Rows::split(&[0.0; SUB], SUB, 0);
         assert_eq!(zeros.blocks[0], Block::default());
         let tiny: Vec<f32> = (0..SUB).map(|i| f32::from_bits(i as u32 * 3)).collect();
-        let rows = Rows::split(&tiny, SUB);
+        let rows = Rows::split(&tiny, SUB, 0);
         assert!(rows.blocks[0].scale.is_normal());
         for (i, &v) in tiny.iter().enumerate() {
             assert!((rows.value(i) - v).abs() <= rows.blocks[0].scale);
@@ -439,9 +475,9 @@ mod tests {
         for bad in [f32::NAN, f32::INFINITY] {
             let mut x = [1.0; SUB];
             x[5] = bad;
-            assert!(Rows::split(&x, SUB).blocks[0].scale.is_nan());
+            assert!(Rows::split(&x, SUB, 0).blocks[0].scale.is_nan());
         }
-        let huge = Rows::split(&[1e38; SUB], SUB);
+        let huge = Rows::split(&[1e38; SUB], SUB, 0);
         assert!((huge.value(0) - 1e38).abs() <= huge.blocks[0].scale / 2.0);
     }
 }
