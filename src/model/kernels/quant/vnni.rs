@@ -180,6 +180,9 @@ unsafe fn split_block(x: &[f32], hi: &mut [i8], lo: &mut [i8]) -> Block {
     }
 }
 
+/// The most rows a tile multiplies with two integer chains per row.
+const GROUP: usize = 8;
+
 /// A tile times activation rows `rows`, into `out`.
 pub(super) type TileTimes = fn(TileRef, &Rows, Range<usize>, &Sink);
 
@@ -214,10 +217,12 @@ fn stored<F: Format>() -> ([u8; 64], i32) {
 fn tile_times<F: Format>(w: TileRef, x: &Rows, rows: Range<usize>, out: &Sink) {
     let mut i = rows.start;
     if F::SPANS == 1 {
+        sweep::<F, 16, 1>(w, x, &mut i, rows.end, out);
         sweep::<F, 8, 1>(w, x, &mut i, rows.end, out);
         sweep::<F, 4, 1>(w, x, &mut i, rows.end, out);
         sweep::<F, 1, 1>(w, x, &mut i, rows.end, out);
     } else {
+        sweep::<F, 16, 2>(w, x, &mut i, rows.end, out);
         sweep::<F, 8, 2>(w, x, &mut i, rows.end, out);
         sweep::<F, 4, 2>(w, x, &mut i, rows.end, out);
         sweep::<F, 1, 2>(w, x, &mut i, rows.end, out);
@@ -253,9 +258,10 @@ const LANE_MAJOR: [u8; 64] = {
 
 /// The tile's 16 output rows times activation rows `first..first + C`. Per sub-block its
 /// 32 columns expand into 8 registers of 4 columns a lane; per row and span, the products
-/// with `hi` and with `lo` sum in integers (the second from minus the offset's share, so
-/// that `256 hi_sum + lo_sum` is the offset's product), and the spans' sums, scaled, join the
-/// row's f32 sum. Each row runs the same operations whatever `C` is.
+/// with `hi` and with `lo` sum in integers, `256 hi_sum + lo_sum` less the offset's share
+/// (see [`Block::offsets`]), and the spans' sums, scaled, join the
+/// row's f32 sum. Whatever `C` is, each row's integer sums are the same (integers sum in
+/// any order to the same value) and its f32 operations are the same.
 ///
 /// # Safety
 /// The CPU must have AVX-512F, BW, VNNI and VBMI.
@@ -330,24 +336,11 @@ unsafe fn tile<F: Format, const C: usize, const S: usize>(
             let per_span = weights.len() / S;
             for (span, weights) in weights.chunks_exact(per_span).enumerate() {
                 let part = if S == 1 { 2 } else { span };
-                // Per row, the sums with `hi` and with `lo`: independent chains, the second
-                // starting from what the weights' offset takes off.
-                let mut sums: [[__m512i; 2]; C] = std::array::from_fn(|d| {
-                    let start = if offset == 0 {
-                        _mm512_setzero_si512()
-                    } else {
-                        _mm512_set1_epi32(blocks[d].offsets[part])
-                    };
-                    [_mm512_setzero_si512(), start]
-                });
-                for (k, &w) in weights.iter().enumerate() {
-                    let g = span * per_span + k;
-                    for ((sum, hi), lo) in sums.iter_mut().zip(his).zip(los) {
-                        sum[0] = _mm512_dpbusd_epi32(sum[0], w, four(hi, g));
-                        sum[1] = _mm512_dpbusd_epi32(sum[1], w, four(lo, g));
-                    }
-                }
-                let sums = sums.map(|[hi, lo]| _mm512_add_epi32(_mm512_slli_epi32::<8>(hi), lo));
+                let sums = if C > GROUP {
+                    serial_sums(weights, span * per_span, his, los, blocks, part, offset)
+                } else {
+                    parallel_sums(weights, span * per_span, his, los, blocks, part, offset)
+                };
                 for ((sum, scaled), block) in sums.iter().zip(&mut scaled).zip(blocks) {
                     let sum = _mm512_cvtepi32_ps(*sum);
                     *scaled = if wide_scales {
@@ -378,6 +371,84 @@ unsafe fn tile<F: Format, const C: usize, const S: usize>(
             Avx512::store(acc, out.as_mut_ptr());
         }
         out
+    }
+}
+
+/// Per row of a group of at most [`GROUP`], `256 hi_sum + lo_sum` over `weights` (columns
+/// `4 first..` of the sub-block) in two independent chains, the `lo` one starting from what
+/// the weights' offset takes off: the shortest wait for a group too small to hide a longer one.
+///
+/// # Safety
+/// The caller enables AVX-512F, BW and VNNI.
+#[inline(always)]
+unsafe fn parallel_sums<const C: usize>(
+    weights: &[__m512i],
+    first: usize,
+    his: [&[i8; SUB]; C],
+    los: [&[i8; SUB]; C],
+    blocks: &[Block],
+    part: usize,
+    offset: i32,
+) -> [__m512i; C] {
+    // SAFETY: the caller enables the features; `four` reads within each row's bytes.
+    unsafe {
+        // Plain loops, not closures: a closure would not have the caller's features.
+        let mut sums = [[_mm512_setzero_si512(); 2]; C];
+        if offset != 0 {
+            for (sum, block) in sums.iter_mut().zip(blocks) {
+                sum[1] = _mm512_set1_epi32(block.offsets[part]);
+            }
+        }
+        for (k, &w) in weights.iter().enumerate() {
+            for ((sum, hi), lo) in sums.iter_mut().zip(his).zip(los) {
+                sum[0] = _mm512_dpbusd_epi32(sum[0], w, four(hi, first + k));
+                sum[1] = _mm512_dpbusd_epi32(sum[1], w, four(lo, first + k));
+            }
+        }
+        let mut out = [_mm512_setzero_si512(); C];
+        for (out, [hi, lo]) in out.iter_mut().zip(sums) {
+            *out = _mm512_add_epi32(_mm512_slli_epi32::<8>(hi), lo);
+        }
+        out
+    }
+}
+
+/// The same sums in one chain per row: the `hi` products, times 256 with the offset's share
+/// added, then the `lo` products on top. A larger group's rows hide the longer wait, and each
+/// row needs one instruction fewer and one register.
+///
+/// # Safety
+/// The caller enables AVX-512F, BW and VNNI.
+#[inline(always)]
+unsafe fn serial_sums<const C: usize>(
+    weights: &[__m512i],
+    first: usize,
+    his: [&[i8; SUB]; C],
+    los: [&[i8; SUB]; C],
+    blocks: &[Block],
+    part: usize,
+    offset: i32,
+) -> [__m512i; C] {
+    // SAFETY: the caller enables the features; `four` reads within each row's bytes.
+    unsafe {
+        let mut sums = [_mm512_setzero_si512(); C];
+        for (k, &w) in weights.iter().enumerate() {
+            for (sum, hi) in sums.iter_mut().zip(his) {
+                *sum = _mm512_dpbusd_epi32(*sum, w, four(hi, first + k));
+            }
+        }
+        for (sum, block) in sums.iter_mut().zip(blocks) {
+            *sum = _mm512_slli_epi32::<8>(*sum);
+            if offset != 0 {
+                *sum = _mm512_add_epi32(*sum, _mm512_set1_epi32(block.offsets[part]));
+            }
+        }
+        for (k, &w) in weights.iter().enumerate() {
+            for (sum, lo) in sums.iter_mut().zip(los) {
+                *sum = _mm512_dpbusd_epi32(*sum, w, four(lo, first + k));
+            }
+        }
+        sums
     }
 }
 
