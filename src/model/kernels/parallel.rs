@@ -107,17 +107,32 @@ impl<'a> Disjoint<'a> {
         }
     }
 
+    /// `len` values to be written once each, in place of a buffer of zeros that tasks would
+    /// overwrite: [`Disjoint::filled`] hands the vector back once every value is written.
+    /// (Zeroing a decode step's logits ahead of the product costs as much as a small product,
+    /// on one thread while the others wait.)
+    pub(crate) fn uninit(buffer: &'a mut Vec<f32>, len: usize) -> Self {
+        buffer.clear();
+        buffer.reserve_exact(len);
+        Self {
+            values: buffer.as_mut_ptr(),
+            len,
+            _buffer: PhantomData,
+        }
+    }
+
     /// The values at `range`, to fill.
     ///
     /// # Safety
-    /// No other task writes or reads `range` while the buffer is shared.
+    /// No other task writes or reads `range` while the buffer is shared, and the values
+    /// there are initialised (not a buffer from [`Disjoint::uninit`]).
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn part(&self, range: Range<usize>) -> &mut [f32] {
         assert!(
             range.start <= range.end && range.end <= self.len,
             "part past the output"
         );
-        // SAFETY: in bounds (checked above), and the caller owns the range.
+        // SAFETY: in bounds (checked above), initialised, and the caller owns the range.
         unsafe { std::slice::from_raw_parts_mut(self.values.add(range.start), range.len()) }
     }
 
@@ -127,9 +142,22 @@ impl<'a> Disjoint<'a> {
     /// No other task writes or reads `at..at + values.len()` while the buffer is shared.
     pub(crate) unsafe fn write(&self, at: usize, values: &[f32]) {
         assert!(at + values.len() <= self.len, "write past the output");
-        // SAFETY: the caller owns the range.
-        unsafe { self.part(at..at + values.len()) }.copy_from_slice(values);
+        // SAFETY: in bounds (checked above), and the caller owns the range; no reference to
+        // the destination is made, which may not be initialised yet.
+        unsafe {
+            std::ptr::copy_nonoverlapping(values.as_ptr(), self.values.add(at), values.len())
+        };
     }
+}
+
+/// Declares the `len` values of a buffer from [`Disjoint::uninit`] written.
+///
+/// # Safety
+/// Every value `0..len` was written through the `Disjoint` made with that `len`.
+pub(crate) unsafe fn filled(buffer: &mut Vec<f32>, len: usize) {
+    assert!(len <= buffer.capacity(), "filled past the buffer");
+    // SAFETY: within the capacity `uninit` reserved, and (the caller's promise) written.
+    unsafe { buffer.set_len(len) };
 }
 
 /// Runs a forward pass whose products and attention are all ours. candle's own small ops
@@ -193,6 +221,21 @@ mod tests {
         // Each outer item's inner loop covered its 4 items once, on whichever thread ran it.
         let totals: Vec<usize> = counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
         assert_eq!(totals, vec![4; 8]);
+    }
+
+    #[test]
+    fn an_uninitialised_output_is_handed_back_once_written() {
+        let mut buffer = vec![7.0; 3];
+        let out = Disjoint::uninit(&mut buffer, 5);
+        for_each_range(5, 1, |range| {
+            for i in range {
+                // SAFETY: each item is written by the task that takes it.
+                unsafe { out.write(i, &[i as f32]) };
+            }
+        });
+        // SAFETY: every value 0..5 was written above.
+        unsafe { filled(&mut buffer, 5) };
+        assert_eq!(buffer, [0.0, 1.0, 2.0, 3.0, 4.0]);
     }
 
     #[test]

@@ -15,7 +15,7 @@ mod vnni;
 
 use super::half::f16_to_f32;
 use super::lanes::{self, Lanes, Portable};
-use super::parallel::{Disjoint, for_each_range};
+use super::parallel::{Disjoint, filled, for_each_range};
 use super::prefetch;
 use super::{Isa, ranges_per_thread, rows_through};
 use candle_core::quantized::GgmlDType;
@@ -391,11 +391,11 @@ impl QuantMatrix {
         m: usize,
         tile_times: impl Fn(TileRef, std::ops::Range<usize>, &Sink) + Sync,
     ) -> Vec<f32> {
-        let mut y = vec![0f32; m * self.rows];
+        let mut y = Vec::new();
         if m == 0 {
             return y;
         }
-        let out = Disjoint::new(&mut y);
+        let out = Disjoint::uninit(&mut y, m * self.rows);
         // Each task takes a run of tiles: their output rows are its own.
         for_each_range(self.rows.div_ceil(TILE), ranges_per_thread(m), |tiles| {
             // The kernel asks for the weights ahead as it goes; a run's first, which nothing
@@ -417,6 +417,9 @@ impl QuantMatrix {
                 }
             }
         });
+        // SAFETY: the tiles cover every output row, and each kernel stores every activation
+        // row of its range (a sweep of groups down to single rows).
+        unsafe { filled(&mut y, m * self.rows) };
         y
     }
 }
