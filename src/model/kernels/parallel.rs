@@ -89,17 +89,17 @@ pub(crate) fn is_pool_thread() -> bool {
 }
 
 /// An output that parallel tasks fill at places no two of them share.
-pub(crate) struct Disjoint<'a> {
-    values: *mut f32,
+pub(crate) struct Disjoint<'a, T = f32> {
+    values: *mut T,
     len: usize,
-    _buffer: PhantomData<&'a mut [f32]>,
+    _buffer: PhantomData<&'a mut [T]>,
 }
 
 // SAFETY: tasks write through it only at disjoint places (the contract of `write`).
-unsafe impl Sync for Disjoint<'_> {}
+unsafe impl<T: Send> Sync for Disjoint<'_, T> {}
 
-impl<'a> Disjoint<'a> {
-    pub(crate) fn new(buffer: &'a mut [f32]) -> Self {
+impl<'a, T: Copy> Disjoint<'a, T> {
+    pub(crate) fn new(buffer: &'a mut [T]) -> Self {
         Self {
             values: buffer.as_mut_ptr(),
             len: buffer.len(),
@@ -111,7 +111,7 @@ impl<'a> Disjoint<'a> {
     /// overwrite: [`Disjoint::filled`] hands the vector back once every value is written.
     /// (Zeroing a decode step's logits ahead of the product costs as much as a small product,
     /// on one thread while the others wait.)
-    pub(crate) fn uninit(buffer: &'a mut Vec<f32>, len: usize) -> Self {
+    pub(crate) fn uninit(buffer: &'a mut Vec<T>, len: usize) -> Self {
         buffer.clear();
         buffer.reserve_exact(len);
         Self {
@@ -127,7 +127,7 @@ impl<'a> Disjoint<'a> {
     /// No other task writes or reads `range` while the buffer is shared, and the values
     /// there are initialised (not a buffer from [`Disjoint::uninit`]).
     #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn part(&self, range: Range<usize>) -> &mut [f32] {
+    pub(crate) unsafe fn part(&self, range: Range<usize>) -> &mut [T] {
         assert!(
             range.start <= range.end && range.end <= self.len,
             "part past the output"
@@ -140,7 +140,7 @@ impl<'a> Disjoint<'a> {
     ///
     /// # Safety
     /// No other task writes or reads `at..at + values.len()` while the buffer is shared.
-    pub(crate) unsafe fn write(&self, at: usize, values: &[f32]) {
+    pub(crate) unsafe fn write(&self, at: usize, values: &[T]) {
         assert!(at + values.len() <= self.len, "write past the output");
         // SAFETY: in bounds (checked above), and the caller owns the range; no reference to
         // the destination is made, which may not be initialised yet.
@@ -154,7 +154,7 @@ impl<'a> Disjoint<'a> {
 ///
 /// # Safety
 /// Every value `0..len` was written through the `Disjoint` made with that `len`.
-pub(crate) unsafe fn filled(buffer: &mut Vec<f32>, len: usize) {
+pub(crate) unsafe fn filled<T>(buffer: &mut Vec<T>, len: usize) {
     assert!(len <= buffer.capacity(), "filled past the buffer");
     // SAFETY: within the capacity `uninit` reserved, and (the caller's promise) written.
     unsafe { buffer.set_len(len) };

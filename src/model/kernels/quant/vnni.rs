@@ -21,6 +21,7 @@ use super::{
     sub_block_scales,
 };
 use crate::model::kernels::lanes::{Avx512, Lanes};
+use crate::model::kernels::parallel::{Disjoint, filled, for_each_range};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -50,6 +51,9 @@ pub(super) struct Rows {
 /// Bytes of one row's sub-block: `hi`, then `lo`.
 const PAIR: usize = 2 * SUB;
 
+/// The fewest blocks a split hands out to the pool's threads.
+const SPLIT_IN_PARALLEL: usize = 128;
+
 /// One 32-value block of a row.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Block {
@@ -69,28 +73,51 @@ struct Block {
 
 impl Rows {
     /// `x`, `[m, cols]` row-major with `cols` a multiple of 32, split block by block, for
-    /// weights stored with `offset` (see [`offset`]).
+    /// weights stored with `offset` (see [`stored`]). A batch's blocks are split on the
+    /// pool's threads, a few sub-blocks' columns each (a decode step of eight rows splits
+    /// about 2 million values, on one thread a twentieth of the step while the others wait).
     pub(super) fn split(x: &[f32], cols: usize, offset: i32) -> Self {
-        let rows = x.len() / cols;
-        let mut split = Self {
+        let (rows, subs) = (x.len() / cols, cols / SUB);
+        let (mut bytes, mut blocks) = (Vec::new(), Vec::new());
+        let bytes_out = Disjoint::uninit(&mut bytes, 2 * x.len());
+        let blocks_out = Disjoint::uninit(&mut blocks, x.len() / SUB);
+        let columns = |range: Range<usize>| {
+            for sb in range {
+                for r in 0..rows {
+                    let at = sb * rows + r;
+                    let mut pair = [0i8; PAIR];
+                    let (hi, lo) = pair.split_at_mut(SUB);
+                    // SAFETY: `available` was checked before a product took this path.
+                    let block = unsafe { split_block(&x[r * cols + sb * SUB..][..SUB], hi, lo) };
+                    let block = Block {
+                        offsets: block.sums.map(|sum| -offset * sum),
+                        ..block
+                    };
+                    // SAFETY: sub-block `sb`'s blocks and bytes are this task's alone.
+                    unsafe {
+                        bytes_out.write(at * PAIR, &pair);
+                        blocks_out.write(at, &[block]);
+                    }
+                }
+            }
+        };
+        // A single row's few blocks are quicker split than handed out.
+        if rows * subs >= SPLIT_IN_PARALLEL {
+            for_each_range(subs, 1, columns);
+        } else {
+            columns(0..subs);
+        }
+        // SAFETY: every sub-block's bytes and blocks, for every row, were written above.
+        unsafe {
+            filled(&mut bytes, 2 * x.len());
+            filled(&mut blocks, x.len() / SUB);
+        }
+        Self {
             rows,
             cols,
-            bytes: vec![0; 2 * x.len()],
-            blocks: vec![Block::default(); x.len() / SUB],
-        };
-        for (r, row) in x.chunks_exact(cols).enumerate() {
-            for (sb, x) in row.chunks_exact(SUB).enumerate() {
-                let at = sb * rows + r;
-                let (hi, lo) = split.bytes[at * PAIR..][..PAIR].split_at_mut(SUB);
-                // SAFETY: `available` was checked before a product took this path.
-                let block = unsafe { split_block(x, hi, lo) };
-                split.blocks[at] = Block {
-                    offsets: block.sums.map(|sum| -offset * sum),
-                    ..block
-                };
-            }
+            bytes,
+            blocks,
         }
-        split
     }
 
     /// Row `r`'s `hi` and `lo` bytes at `i` and its block (a test's view of the split).
