@@ -270,15 +270,7 @@ pub(crate) fn altered(
         })
         .collect();
     let path = dir.join("altered.gguf");
-    let metadata: Vec<(&str, &gguf_file::Value)> =
-        values.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    gguf_file::write(
-        &mut std::fs::File::create(&path).unwrap(),
-        &metadata,
-        &tensors,
-    )
-    .unwrap();
+    crate::common::write_gguf(&path, &values, &tensors);
     path
 }
 

@@ -122,15 +122,7 @@ fn harmony_model(dir: &Path) -> PathBuf {
         .collect();
 
     let path = dir.join("harmony.gguf");
-    let metadata: Vec<(&str, &gguf_file::Value)> =
-        metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    gguf_file::write(
-        &mut std::fs::File::create(&path).unwrap(),
-        &metadata,
-        &tensors,
-    )
-    .unwrap();
+    crate::common::write_gguf(&path, &metadata, &tensors);
     path
 }
 

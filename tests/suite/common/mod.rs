@@ -322,3 +322,19 @@ pub const TINY_LLAMA: samplab::model::source::synthetic::SyntheticSpec =
         rope_theta: 10_000.0,
         tie_word_embeddings: true,
     };
+
+/// Writes a GGUF file of `metadata` (a file's own, altered) and `tensors` at `path`.
+pub fn write_gguf(
+    path: &std::path::Path,
+    metadata: &std::collections::HashMap<String, candle_core::quantized::gguf_file::Value>,
+    tensors: &[(String, candle_core::quantized::QTensor)],
+) {
+    let metadata: Vec<_> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let tensors: Vec<_> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    candle_core::quantized::gguf_file::write(
+        &mut std::fs::File::create(path).unwrap(),
+        &metadata,
+        &tensors,
+    )
+    .unwrap();
+}

@@ -353,9 +353,12 @@ unsafe fn tile<F: Format, const C: usize, const S: usize>(
             // distance from the first.
             let at = sb * x.rows + first;
             let group = &x.bytes[at * PAIR..][..C * PAIR];
-            let his: [&[i8; SUB]; C] = std::array::from_fn(|d| sub_block(group, d * PAIR));
-            let los: [&[i8; SUB]; C] = std::array::from_fn(|d| sub_block(group, d * PAIR + SUB));
-            let blocks = &x.blocks[at..][..C];
+            let group = Group::<C> {
+                his: std::array::from_fn(|d| sub_block(group, d * PAIR)),
+                los: std::array::from_fn(|d| sub_block(group, d * PAIR + SUB)),
+                blocks: &x.blocks[at..][..C],
+            };
+            let blocks = group.blocks;
             // Per row, Σ over spans of scale × the span's integer sum, in units of the
             // block's `s`. A span's sums are scaled before the next span's begin, so that
             // each row keeps only two integer sums live whatever the format's spans.
@@ -364,9 +367,9 @@ unsafe fn tile<F: Format, const C: usize, const S: usize>(
             for (span, weights) in weights.chunks_exact(per_span).enumerate() {
                 let part = if S == 1 { 2 } else { span };
                 let sums = if C > GROUP {
-                    serial_sums(weights, span * per_span, his, los, blocks, part, offset)
+                    serial_sums(weights, span * per_span, &group, part, offset)
                 } else {
-                    parallel_sums(weights, span * per_span, his, los, blocks, part, offset)
+                    parallel_sums(weights, span * per_span, &group, part, offset)
                 };
                 for ((sum, scaled), block) in sums.iter().zip(&mut scaled).zip(blocks) {
                     let sum = _mm512_cvtepi32_ps(*sum);
@@ -401,6 +404,13 @@ unsafe fn tile<F: Format, const C: usize, const S: usize>(
     }
 }
 
+/// A group of rows' bytes of one sub-block, and their blocks.
+struct Group<'a, const C: usize> {
+    his: [&'a [i8; SUB]; C],
+    los: [&'a [i8; SUB]; C],
+    blocks: &'a [Block],
+}
+
 /// Per row of a group of at most [`GROUP`], `256 hi_sum + lo_sum` over `weights` (columns
 /// `4 first..` of the sub-block) in two independent chains, the `lo` one starting from what
 /// the weights' offset takes off: the shortest wait for a group too small to hide a longer one.
@@ -411,9 +421,7 @@ unsafe fn tile<F: Format, const C: usize, const S: usize>(
 unsafe fn parallel_sums<const C: usize>(
     weights: &[__m512i],
     first: usize,
-    his: [&[i8; SUB]; C],
-    los: [&[i8; SUB]; C],
-    blocks: &[Block],
+    group: &Group<C>,
     part: usize,
     offset: i32,
 ) -> [__m512i; C] {
@@ -422,12 +430,12 @@ unsafe fn parallel_sums<const C: usize>(
         // Plain loops, not closures: a closure would not have the caller's features.
         let mut sums = [[_mm512_setzero_si512(); 2]; C];
         if offset != 0 {
-            for (sum, block) in sums.iter_mut().zip(blocks) {
+            for (sum, block) in sums.iter_mut().zip(group.blocks) {
                 sum[1] = _mm512_set1_epi32(block.offsets[part]);
             }
         }
         for (k, &w) in weights.iter().enumerate() {
-            for ((sum, hi), lo) in sums.iter_mut().zip(his).zip(los) {
+            for ((sum, hi), lo) in sums.iter_mut().zip(group.his).zip(group.los) {
                 sum[0] = _mm512_dpbusd_epi32(sum[0], w, four(hi, first + k));
                 sum[1] = _mm512_dpbusd_epi32(sum[1], w, four(lo, first + k));
             }
@@ -450,9 +458,7 @@ unsafe fn parallel_sums<const C: usize>(
 unsafe fn serial_sums<const C: usize>(
     weights: &[__m512i],
     first: usize,
-    his: [&[i8; SUB]; C],
-    los: [&[i8; SUB]; C],
-    blocks: &[Block],
+    group: &Group<C>,
     part: usize,
     offset: i32,
 ) -> [__m512i; C] {
@@ -460,18 +466,18 @@ unsafe fn serial_sums<const C: usize>(
     unsafe {
         let mut sums = [_mm512_setzero_si512(); C];
         for (k, &w) in weights.iter().enumerate() {
-            for (sum, hi) in sums.iter_mut().zip(his) {
+            for (sum, hi) in sums.iter_mut().zip(group.his) {
                 *sum = _mm512_dpbusd_epi32(*sum, w, four(hi, first + k));
             }
         }
-        for (sum, block) in sums.iter_mut().zip(blocks) {
+        for (sum, block) in sums.iter_mut().zip(group.blocks) {
             *sum = _mm512_slli_epi32::<8>(*sum);
             if offset != 0 {
                 *sum = _mm512_add_epi32(*sum, _mm512_set1_epi32(block.offsets[part]));
             }
         }
         for (k, &w) in weights.iter().enumerate() {
-            for (sum, lo) in sums.iter_mut().zip(los) {
+            for (sum, lo) in sums.iter_mut().zip(group.los) {
                 *sum = _mm512_dpbusd_epi32(*sum, w, four(lo, first + k));
             }
         }
