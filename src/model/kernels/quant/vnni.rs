@@ -366,11 +366,7 @@ unsafe fn tile<F: Format, const C: usize, const S: usize>(
             let per_span = weights.len() / S;
             for (span, weights) in weights.chunks_exact(per_span).enumerate() {
                 let part = if S == 1 { 2 } else { span };
-                let sums = if C > GROUP {
-                    serial_sums(weights, span * per_span, &group, part, offset)
-                } else {
-                    parallel_sums(weights, span * per_span, &group, part, offset)
-                };
+                let sums = integer_sums(weights, span * per_span, &group, part, offset);
                 for ((sum, scaled), block) in sums.iter().zip(&mut scaled).zip(blocks) {
                     let sum = _mm512_cvtepi32_ps(*sum);
                     *scaled = if wide_scales {
@@ -411,23 +407,48 @@ struct Group<'a, const C: usize> {
     blocks: &'a [Block],
 }
 
-/// Per row of a group of at most [`GROUP`], `256 hi_sum + lo_sum` over `weights` (columns
-/// `4 first..` of the sub-block) in two independent chains, the `lo` one starting from what
-/// the weights' offset takes off: the shortest wait for a group too small to hide a longer one.
+/// Per row, `256 hi_sum + lo_sum` over `weights` (columns `4 first..` of the sub-block), less
+/// the offset's share (its sum `part`).
+///
+/// A group of at most [`GROUP`] rows sums in two independent chains a row, the `lo` one
+/// starting from the offset's share: the shortest wait, for a group too small to hide a longer
+/// one. A larger group sums in one chain a row: the `hi` products, times 256 with the offset's
+/// share added, then the `lo` products on top; its rows' chains hide the longer wait, and each
+/// row needs one instruction fewer and one register. The integers are the same.
 ///
 /// # Safety
 /// The caller enables AVX-512F, BW and VNNI.
 #[inline(always)]
-unsafe fn parallel_sums<const C: usize>(
+unsafe fn integer_sums<const C: usize>(
     weights: &[__m512i],
     first: usize,
     group: &Group<C>,
     part: usize,
     offset: i32,
 ) -> [__m512i; C] {
-    // SAFETY: the caller enables the features; `four` reads within each row's bytes.
+    // SAFETY: the caller enables the features; `four` reads within each row's bytes. Plain
+    // loops, not closures: a closure would not have the caller's features.
     unsafe {
-        // Plain loops, not closures: a closure would not have the caller's features.
+        let mut out = [_mm512_setzero_si512(); C];
+        if C > GROUP {
+            for (k, &w) in weights.iter().enumerate() {
+                for (sum, hi) in out.iter_mut().zip(group.his) {
+                    *sum = _mm512_dpbusd_epi32(*sum, w, four(hi, first + k));
+                }
+            }
+            for (sum, block) in out.iter_mut().zip(group.blocks) {
+                *sum = _mm512_slli_epi32::<8>(*sum);
+                if offset != 0 {
+                    *sum = _mm512_add_epi32(*sum, _mm512_set1_epi32(block.offsets[part]));
+                }
+            }
+            for (k, &w) in weights.iter().enumerate() {
+                for (sum, lo) in out.iter_mut().zip(group.los) {
+                    *sum = _mm512_dpbusd_epi32(*sum, w, four(lo, first + k));
+                }
+            }
+            return out;
+        }
         let mut sums = [[_mm512_setzero_si512(); 2]; C];
         if offset != 0 {
             for (sum, block) in sums.iter_mut().zip(group.blocks) {
@@ -440,48 +461,10 @@ unsafe fn parallel_sums<const C: usize>(
                 sum[1] = _mm512_dpbusd_epi32(sum[1], w, four(lo, first + k));
             }
         }
-        let mut out = [_mm512_setzero_si512(); C];
         for (out, [hi, lo]) in out.iter_mut().zip(sums) {
             *out = _mm512_add_epi32(_mm512_slli_epi32::<8>(hi), lo);
         }
         out
-    }
-}
-
-/// The same sums in one chain per row: the `hi` products, times 256 with the offset's share
-/// added, then the `lo` products on top. A larger group's rows hide the longer wait, and each
-/// row needs one instruction fewer and one register.
-///
-/// # Safety
-/// The caller enables AVX-512F, BW and VNNI.
-#[inline(always)]
-unsafe fn serial_sums<const C: usize>(
-    weights: &[__m512i],
-    first: usize,
-    group: &Group<C>,
-    part: usize,
-    offset: i32,
-) -> [__m512i; C] {
-    // SAFETY: the caller enables the features; `four` reads within each row's bytes.
-    unsafe {
-        let mut sums = [_mm512_setzero_si512(); C];
-        for (k, &w) in weights.iter().enumerate() {
-            for (sum, hi) in sums.iter_mut().zip(group.his) {
-                *sum = _mm512_dpbusd_epi32(*sum, w, four(hi, first + k));
-            }
-        }
-        for (sum, block) in sums.iter_mut().zip(group.blocks) {
-            *sum = _mm512_slli_epi32::<8>(*sum);
-            if offset != 0 {
-                *sum = _mm512_add_epi32(*sum, _mm512_set1_epi32(block.offsets[part]));
-            }
-        }
-        for (k, &w) in weights.iter().enumerate() {
-            for (sum, lo) in sums.iter_mut().zip(group.los) {
-                *sum = _mm512_dpbusd_epi32(*sum, w, four(lo, first + k));
-            }
-        }
-        sums
     }
 }
 
