@@ -120,6 +120,51 @@ impl DeltaNet {
     /// One row's positions through the convolution (which moves the row's window on), the
     /// heads' L2 norms, β and the decay; the window at each position a snapshot may fall on.
     fn prepare(&self, row: &mut Row, inputs: &Inputs, start: usize, policy: Snapshots) -> Prepared {
+        match Isa::detect() {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU has AVX-512F.
+            Isa::Avx512 => unsafe { self.prepare_avx512(row, inputs, start, policy) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU has AVX2 and FMA.
+            Isa::Avx2 => unsafe { self.prepare_avx2(row, inputs, start, policy) },
+            Isa::Portable => self.prepare_with(row, inputs, start, policy),
+        }
+    }
+
+    /// [`Self::prepare_with`] in AVX-512's registers: its loops over channels are the same
+    /// operations on each channel, so they give the same bits at any width.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn prepare_avx512(
+        &self,
+        row: &mut Row,
+        inputs: &Inputs,
+        start: usize,
+        policy: Snapshots,
+    ) -> Prepared {
+        self.prepare_with(row, inputs, start, policy)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn prepare_avx2(
+        &self,
+        row: &mut Row,
+        inputs: &Inputs,
+        start: usize,
+        policy: Snapshots,
+    ) -> Prepared {
+        self.prepare_with(row, inputs, start, policy)
+    }
+
+    #[inline(always)]
+    fn prepare_with(
+        &self,
+        row: &mut Row,
+        inputs: &Inputs,
+        start: usize,
+        policy: Snapshots,
+    ) -> Prepared {
         let s = self.shape;
         let (channels, heads, dim) = (s.conv_channels(), s.v_heads, s.head_dim);
         let len = inputs.beta.len() / heads;
@@ -148,6 +193,7 @@ impl DeltaNet {
     /// The causal convolution of one position: `window` (the last `kernel - 1` inputs, oldest
     /// first) then `input`, each channel through its own filter and SiLU, into `mixed`; the
     /// window moves on by `input`.
+    #[inline(always)]
     fn convolve(&self, window: &mut [f32], input: &[f32], mixed: &mut [f32]) {
         let channels = input.len();
         let inputs = window.chunks_exact(channels).chain([input]);
@@ -413,6 +459,7 @@ impl Spare {
 }
 
 /// `x / sqrt(sum(x²) + eps)`, llama.cpp's L2 norm of the heads.
+#[inline(always)]
 fn l2_normalize(x: &mut [f32], eps: f32) {
     let sum: f32 = x.iter().map(|v| v * v).sum();
     let inv = 1.0 / (sum + eps).sqrt();
@@ -420,10 +467,12 @@ fn l2_normalize(x: &mut [f32], eps: f32) {
 }
 
 /// With our own e^x, which vectorises over a position's channels where libm's is a call each.
+#[inline(always)]
 fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + exp(-x))
 }
 
+#[inline(always)]
 fn silu(x: f32) -> f32 {
     x * sigmoid(x)
 }
