@@ -54,9 +54,11 @@ impl DeltaNet {
                 qkv: &qkv[span.start * channels..span.end * channels],
                 beta: &beta[span.start * heads..span.end * heads],
                 alpha: &alpha[span.start * heads..span.end * heads],
+                start,
+                policy,
             };
             let mut row = rows_locked[r].lock().unwrap_or_else(|p| p.into_inner());
-            self.prepare(&mut row, &inputs, start, policy)
+            self.prepare(&mut row, &inputs)
         });
         let mut row_states: Vec<&mut Row> = rows_locked
             .into_iter()
@@ -119,15 +121,12 @@ impl DeltaNet {
 
     /// One row's positions through the convolution (which moves the row's window on), the
     /// heads' L2 norms, β and the decay; the window at each position a snapshot may fall on.
-    fn prepare(&self, row: &mut Row, inputs: &Inputs, start: usize, policy: Snapshots) -> Prepared {
+    fn prepare(&self, row: &mut Row, inputs: &Inputs) -> Prepared {
         match Isa::detect() {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the CPU has AVX-512F.
-            Isa::Avx512 => unsafe { self.prepare_avx512(row, inputs, start, policy) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the CPU has AVX2 and FMA.
-            Isa::Avx2 => unsafe { self.prepare_avx2(row, inputs, start, policy) },
-            Isa::Portable => self.prepare_with(row, inputs, start, policy),
+            Isa::Avx512 => unsafe { self.prepare_avx512(row, inputs) },
+            _ => self.prepare_with(row, inputs),
         }
     }
 
@@ -135,36 +134,13 @@ impl DeltaNet {
     /// operations on each channel, so they give the same bits at any width.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
-    unsafe fn prepare_avx512(
-        &self,
-        row: &mut Row,
-        inputs: &Inputs,
-        start: usize,
-        policy: Snapshots,
-    ) -> Prepared {
-        self.prepare_with(row, inputs, start, policy)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn prepare_avx2(
-        &self,
-        row: &mut Row,
-        inputs: &Inputs,
-        start: usize,
-        policy: Snapshots,
-    ) -> Prepared {
-        self.prepare_with(row, inputs, start, policy)
+    unsafe fn prepare_avx512(&self, row: &mut Row, inputs: &Inputs) -> Prepared {
+        self.prepare_with(row, inputs)
     }
 
     #[inline(always)]
-    fn prepare_with(
-        &self,
-        row: &mut Row,
-        inputs: &Inputs,
-        start: usize,
-        policy: Snapshots,
-    ) -> Prepared {
+    fn prepare_with(&self, row: &mut Row, inputs: &Inputs) -> Prepared {
+        let (start, policy) = (inputs.start, inputs.policy);
         let s = self.shape;
         let (channels, heads, dim) = (s.conv_channels(), s.v_heads, s.head_dim);
         let len = inputs.beta.len() / heads;
@@ -322,6 +298,9 @@ struct Inputs<'a> {
     qkv: &'a [f32],
     beta: &'a [f32],
     alpha: &'a [f32],
+    /// The positions before the first, and when the row keeps snapshots.
+    start: usize,
+    policy: Snapshots,
 }
 
 /// One row's positions ready for the heads' recurrences.
