@@ -280,8 +280,7 @@ fn keep_harmony_messages_going(eos_ids: &mut Vec<u32>, tokens: &[String]) {
             .iter()
             .any(|&id| texts.contains(&tokens[id as usize].as_str()))
     };
-    let call = ends(&["<|call|>", "<|calls|>"]);
-    if call && (ends(&["<|return|>"]) || ends(&["<|flush|>"])) {
+    if ends(&["<|call|>", "<|calls|>"]) && ends(&["<|return|>", "<|flush|>"]) {
         eos_ids.retain(|&id| tokens[id as usize] != "<|end|>");
     }
 }
