@@ -2,16 +2,20 @@
 """llama.cpp figures to set beside `samplab bench` (same prompt ids, same thread count).
 
 Prefill: one pass over N prompt tokens. Decode: single-stream steps of one token each.
+With --parallel N, also N sequences decoding side by side, one token each per step in one
+batch (as `samplab bench --samples N` decodes N samples): their aggregate tokens a second.
 Needs llama-cpp-python (built as issue 19 says: without AMX on this machine); the tests
 never use it.
 
     python3 benches/llamacpp_peer.py MODEL.gguf [--threads 2] [--prompt-tokens 512] [--tokens 128]
+        [--parallel 8]
 """
 
 import argparse
 import json
 import time
 
+import llama_cpp
 from llama_cpp import Llama
 
 
@@ -22,6 +26,7 @@ def main():
     parser.add_argument("--prompt-tokens", type=int, default=512)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=2, help="best of this many runs")
+    parser.add_argument("--parallel", type=int, default=0, help="sequences decoding together")
     args = parser.parse_args()
 
     llm = Llama(
@@ -54,18 +59,58 @@ def main():
             llm.eval([token])
         decode = max(decode, args.tokens / (time.perf_counter() - start))
 
-    print(
-        json.dumps(
-            {
-                "model": args.model,
-                "threads": args.threads,
-                "prefill_tokens": args.prompt_tokens,
-                "prefill_tok_per_s": round(prefill, 1),
-                "decode_tok_per_s": round(decode, 1),
-            },
-            indent=1,
-        )
+    figures = {
+        "model": args.model,
+        "threads": args.threads,
+        "prefill_tokens": args.prompt_tokens,
+        "prefill_tok_per_s": round(prefill, 1),
+        "decode_tok_per_s": round(decode, 1),
+    }
+    if args.parallel > 0:
+        del llm
+        figures["parallel"] = args.parallel
+        figures["parallel_tok_per_s"] = round(parallel_decode(args, prompt), 1)
+    print(json.dumps(figures, indent=1))
+
+
+def parallel_decode(args, prompt):
+    """Aggregate tokens a second of `args.parallel` sequences, each after the prompt's first
+    16 ids, stepping one token each in one batch; best of `args.repeats` runs."""
+    n, lead = args.parallel, prompt[:16]
+    model = llama_cpp.llama_model_load_from_file(
+        args.model.encode(), llama_cpp.llama_model_default_params()
     )
+    params = llama_cpp.llama_context_default_params()
+    params.n_seq_max = n
+    params.n_ctx = n * (len(lead) + args.tokens + 16)
+    params.n_batch = params.n_ubatch = max(n, len(lead))
+    params.n_threads = params.n_threads_batch = args.threads
+    ctx = llama_cpp.llama_init_from_model(model, params)
+    batch = llama_cpp.llama_batch_init(max(n, len(lead)), 0, n)
+
+    def decode(entries):
+        """entries: (token, position, sequence, wants logits)."""
+        batch.n_tokens = len(entries)
+        for i, (token, pos, seq, logits) in enumerate(entries):
+            batch.token[i], batch.pos[i] = token, pos
+            batch.n_seq_id[i], batch.seq_id[i][0] = 1, seq
+            batch.logits[i] = logits
+        if llama_cpp.llama_decode(ctx, batch) != 0:
+            raise SystemExit("llama_decode failed")
+
+    best = 0.0
+    for _ in range(args.repeats):
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(ctx), True)
+        for seq in range(n):
+            decode([(t, p, seq, p == len(lead) - 1) for p, t in enumerate(lead)])
+        start = time.perf_counter()
+        for step in range(args.tokens):
+            decode([(7, len(lead) + step, seq, True) for seq in range(n)])
+        best = max(best, n * args.tokens / (time.perf_counter() - start))
+    llama_cpp.llama_batch_free(batch)
+    llama_cpp.llama_free(ctx)
+    llama_cpp.llama_model_free(model)
+    return best
 
 
 if __name__ == "__main__":
