@@ -231,6 +231,19 @@ impl Trajectory {
             channels: None,
         }
     }
+
+    /// Drops the channels where no token was in one: only a harmony reply, or a server's
+    /// split-off reasoning, says which channel its tokens are in.
+    pub fn without_empty_channels(mut self) -> Self {
+        if self
+            .channels
+            .as_ref()
+            .is_some_and(|c| c.iter().all(Option::is_none))
+        {
+            self.channels = None;
+        }
+        self
+    }
 }
 
 /// A branch's place in its sample's tree: it follows trajectory `parent` up to token `at`,

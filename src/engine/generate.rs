@@ -324,18 +324,7 @@ impl<'c> Run<'_, 'c> {
         let decoded: u32 = slots.iter().map(|s| s.decoded).sum();
         let trajectories: Vec<Trajectory> = slots
             .into_iter()
-            .map(|slot| {
-                let mut trajectory = slot.trajectory;
-                // Only a harmony reply says which channel its tokens are in.
-                if trajectory
-                    .channels
-                    .as_ref()
-                    .is_some_and(|c| c.iter().all(Option::is_none))
-                {
-                    trajectory.channels = None;
-                }
-                trajectory
-            })
+            .map(|slot| slot.trajectory.without_empty_channels())
             .collect();
         let stats = RunStats::of(&trajectories);
         Ok(SampleResponse {

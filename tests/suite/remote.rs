@@ -58,6 +58,19 @@ fn chat(text: &str, logprob: f32, top: &[(&str, f32)]) -> String {
     .to_string()
 }
 
+/// A chat chunk of reasoning the server split from the answer: `field` (llama.cpp's and older
+/// vLLM's `reasoning_content`, newer vLLM's `reasoning`) with `logprobs.content`.
+fn reasoning(field: &str, text: &str, logprob: f32) -> String {
+    json!({
+        "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+        "choices": [{"index": 0, "delta": {field: text},
+                     "logprobs": {"content": [{"token": text, "logprob": logprob,
+                                               "bytes": text.as_bytes(), "top_logprobs": []}]},
+                     "finish_reason": null}],
+    })
+    .to_string()
+}
+
 /// Three tokens, then `length`.
 fn greedy_story() -> Vec<String> {
     vec![
@@ -227,6 +240,87 @@ fn a_conversation_goes_to_chat_completions_and_vllm_gets_its_own_fields() {
         .find(|l| l.method == "POST")
         .unwrap();
     assert_eq!(chat_post.path, "/v1/chat/completions");
+}
+
+/// A reasoning model's reasoning is told from its answer as the local engine tells gpt-oss's
+/// channels: from the delta field a server splits it into, or from harmony's own tokens where
+/// a server passes them on in the text; a plain reply has no channels.
+#[test]
+fn served_reasoning_is_the_analysis_channel_and_the_answer_after_it_final() {
+    use samplab::response::channels::Channel::{Analysis, Final};
+    let chat_request = request(
+        Prompt::chat(vec![Message::new("user", "Hey")]),
+        "max_tokens: 8",
+    );
+    let events_channels = |events: &[Event]| -> Vec<_> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Token { token, .. } => Some(token.channel),
+                _ => None,
+            })
+            .collect()
+    };
+    for field in ["reasoning_content", "reasoning"] {
+        let stream = vec![
+            reasoning(field, "Think", -0.2),
+            reasoning(field, " hard", -0.4),
+            chat("Yes", -0.1, &[("Yes", -0.1)]),
+            chat(".", -0.3, &[(".", -0.3)]),
+            finish("stop", Value::Null),
+        ];
+        let server = FakeOpenAi::start(&[("m", "vllm")], Vec::new(), Some(Reply::Stream(stream)));
+        let (result, events) = run_at(&server.base, None, &chat_request);
+        let t = &result.unwrap().trajectories[0];
+        let want = vec![Some(Analysis), Some(Analysis), Some(Final), Some(Final)];
+        assert_eq!(t.channels.as_ref(), Some(&want), "{field}");
+        assert_eq!(events_channels(&events), want, "{field}");
+        assert_eq!(
+            t.text, "Think hardYes.",
+            "{field}: the reasoning's text is kept"
+        );
+    }
+    let pieces = [
+        "<|channel|>",
+        "analysis",
+        "<|message|>",
+        "Hm",
+        "<|end|>",
+        "<|start|>",
+        "assistant",
+        "<|channel|>",
+        "final",
+        "<|message|>",
+        "Yes",
+    ];
+    let mut stream: Vec<String> = pieces
+        .iter()
+        .map(|p| completion(p, -0.5, &[(p, -0.5)], None))
+        .collect();
+    stream.push(finish("length", Value::Null));
+    let server = FakeOpenAi::start(
+        &[("gpt-oss", "llamacpp")],
+        Vec::new(),
+        Some(Reply::Stream(stream)),
+    );
+    let raw = request(
+        Prompt::raw("<|start|>user<|message|>Hey<|end|>"),
+        "max_tokens: 11",
+    );
+    let (result, events) = run_at(&server.base, None, &raw);
+    let mut want = vec![None; pieces.len()];
+    (want[3], want[10]) = (Some(Analysis), Some(Final));
+    let t = &result.unwrap().trajectories[0];
+    assert_eq!(t.channels.as_ref(), Some(&want));
+    assert_eq!(events_channels(&events), want);
+    let plain = FakeOpenAi::start(
+        &[("m", "vllm")],
+        Vec::new(),
+        Some(Reply::Stream(greedy_story())),
+    );
+    let (result, events) = run_at(&plain.base, None, &raw);
+    assert_eq!(result.unwrap().trajectories[0].channels, None);
+    assert!(events_channels(&events).iter().all(Option::is_none));
 }
 
 /// A run's constraint reaches each server in that server's own field; one the server has no

@@ -15,6 +15,7 @@ use crate::engine::trace::TraceRequest;
 use crate::engine::worker::random_seed;
 use crate::model::source::LoadProgress;
 use crate::params::{Field, SamplingParams};
+use crate::response::channels::{Channel, ChannelTracker};
 use crate::response::provenance::ModelProvenance;
 use crate::response::{
     CrossScore, Provenance, RunStats, SampleResponse, StopMatched, StopReason, Timings, TopLogprob,
@@ -79,6 +80,25 @@ enum Heard {
 struct Slot {
     trajectory: Trajectory,
     ended: bool,
+    /// Harmony's channels, where the server passes the format's tokens on in the text.
+    channels: ChannelTracker,
+    /// Whether the server has sent reasoning apart from the answer: what follows is the answer.
+    reasoned: bool,
+}
+
+impl Slot {
+    /// The channel of a token with text `text`, in a chunk of reasoning or not: reasoning the
+    /// server split off is `analysis` and the answer after it `final`; otherwise harmony's
+    /// own tokens in the text say.
+    fn channel(&mut self, text: &str, reasoning: bool) -> Option<Channel> {
+        let marked = self.channels.push(text, text);
+        self.reasoned |= reasoning;
+        match (reasoning, marked) {
+            (true, _) => Some(Channel::Analysis),
+            (false, Some(channel)) => Some(channel),
+            (false, None) => self.reasoned.then_some(Channel::Final),
+        }
+    }
 }
 
 impl RemoteModel {
@@ -189,15 +209,18 @@ impl RemoteModel {
     }
 
     /// A chunk's tokens as events, into the sample's trajectory.
+    #[allow(clippy::too_many_arguments)]
     fn accept(
         &mut self,
         slot: &mut Slot,
         piece: Piece,
+        reasoning: bool,
         logprobs: Option<u32>,
         run_id: RunId,
         emit: &mut dyn FnMut(Event),
     ) {
         let id = self.id_of(piece.id, &piece.text);
+        let channel = slot.channel(&piece.text, reasoning);
         let mut top: Vec<Alternative> = piece
             .top
             .iter()
@@ -224,6 +247,9 @@ impl RemoteModel {
         trajectory.token_ids.push(id);
         trajectory.text.push_str(&piece.text);
         trajectory.logprobs.push(piece.logprob);
+        if let Some(channels) = &mut trajectory.channels {
+            channels.push(channel);
+        }
         if let (Some(tops), Some(n)) = (&mut trajectory.top_logprobs, logprobs) {
             tops.push(top.iter().take(n as usize).map(TopLogprob::from).collect());
         }
@@ -241,7 +267,7 @@ impl RemoteModel {
                 entropy: None,
                 watched: Vec::new(),
                 constraint: None,
-                channel: None,
+                channel,
             },
         });
     }
@@ -400,8 +426,13 @@ impl Runner for RemoteModel {
             .iter()
             .enumerate()
             .map(|(i, &seed)| Slot {
-                trajectory: Trajectory::empty(i as u32, seed, params.logprobs),
+                trajectory: Trajectory {
+                    channels: Some(Vec::new()),
+                    ..Trajectory::empty(i as u32, seed, params.logprobs)
+                },
                 ended: false,
+                channels: ChannelTracker::default(),
+                reasoned: false,
             })
             .collect();
         let mut first_token: Option<Duration> = None;
@@ -433,7 +464,8 @@ impl Runner for RemoteModel {
                         });
                     }
                     for piece in chunk.pieces {
-                        self.accept(slot, piece, params.logprobs, run_id, emit);
+                        let reasoning = chunk.reasoning;
+                        self.accept(slot, piece, reasoning, params.logprobs, run_id, emit);
                     }
                     match chunk.finish {
                         None => {}
@@ -476,7 +508,10 @@ impl Runner for RemoteModel {
             .iter()
             .map(|s| s.trajectory.token_ids.len() as u32)
             .sum();
-        let trajectories: Vec<Trajectory> = slots.into_iter().map(|s| s.trajectory).collect();
+        let trajectories: Vec<Trajectory> = slots
+            .into_iter()
+            .map(|s| s.trajectory.without_empty_channels())
+            .collect();
         let stats = RunStats::of(&trajectories);
         let provenance = self.provenance(params, &trajectories);
         Ok(SampleResponse {

@@ -31,7 +31,13 @@ pub enum Finish {
 pub struct Chunk {
     pub pieces: Vec<Piece>,
     pub finish: Option<Finish>,
+    /// Whether its text is reasoning that the server split from the answer (a chat delta's
+    /// `reasoning_content`, vLLM's newer `reasoning`).
+    pub reasoning: bool,
 }
+
+/// The delta fields a server writes a reasoning model's reasoning in, apart from `content`.
+const REASONING_FIELDS: [&str; 2] = ["/delta/reasoning_content", "/delta/reasoning"];
 
 /// Reads one chunk's JSON; an `error` object or text without logprobs is an error.
 pub fn parse_chunk(json: &Value) -> Result<Chunk, String> {
@@ -48,10 +54,16 @@ pub fn parse_chunk(json: &Value) -> Result<Chunk, String> {
         // Usage-only chunks and keep-alives carry no choice.
         return Ok(Chunk::default());
     };
+    let reasoning = REASONING_FIELDS
+        .iter()
+        .find_map(|field| choice.pointer(field).and_then(Value::as_str))
+        .filter(|text| !text.is_empty());
     let text = choice
         .get("text")
         .or_else(|| choice.pointer("/delta/content"))
         .and_then(Value::as_str)
+        .filter(|text| !text.is_empty())
+        .or(reasoning)
         .unwrap_or("");
     let pieces = match choice.get("logprobs") {
         Some(Value::Object(logprobs)) if logprobs.contains_key("content") => {
@@ -86,7 +98,11 @@ pub fn parse_chunk(json: &Value) -> Result<Chunk, String> {
         })),
         Some(other) => Some(Finish::Other(other.to_owned())),
     };
-    Ok(Chunk { pieces, finish })
+    Ok(Chunk {
+        pieces,
+        finish,
+        reasoning: reasoning.is_some(),
+    })
 }
 
 fn malformed(what: &str) -> String {
