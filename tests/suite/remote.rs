@@ -313,6 +313,23 @@ fn served_reasoning_is_the_analysis_channel_and_the_answer_after_it_final() {
     let t = &result.unwrap().trajectories[0];
     assert_eq!(t.channels.as_ref(), Some(&want));
     assert_eq!(events_channels(&events), want);
+    // vLLM naming tokens by id (`token:42`): a reasoning chunk's text stands in for the piece's.
+    let by_id =
+        reasoning("reasoning", "Hm", -0.2).replace("\"token\":\"Hm\"", "\"token\":\"token:42\"");
+    let server = FakeOpenAi::start(
+        &[("m", "vllm")],
+        Vec::new(),
+        Some(Reply::Stream(vec![by_id, finish("length", Value::Null)])),
+    );
+    let t = &run_at(&server.base, None, &chat_request)
+        .0
+        .unwrap()
+        .trajectories[0];
+    assert_eq!(
+        (t.token_ids.as_slice(), t.text.as_str()),
+        ([42].as_slice(), "Hm")
+    );
+    assert_eq!(t.channels, Some(vec![Some(Analysis)]));
     let plain = FakeOpenAi::start(
         &[("m", "vllm")],
         Vec::new(),
