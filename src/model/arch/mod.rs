@@ -13,7 +13,7 @@ use crate::model::formats::tensors;
 use crate::model::kernels::attention::CausalAttention;
 use crate::model::kernels::fused::{gated, rope_heads};
 use crate::model::kernels::{Activations, Arithmetic};
-use crate::model::parallel::inline_rayon;
+use crate::model::parallel::{in_parallel, inline_rayon};
 use crate::model::state::{Cuts, DEFAULT_REPLAY_BUDGET, LONGEST_APPEND, SequenceState, Snapshots};
 use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device, Tensor};
@@ -727,8 +727,16 @@ impl<M: Deref<Target = Model>> Session<M> {
     }
 }
 
+/// Each row of `[rows, vocab]` logits as its own vector. On the CPU the rows are copied on
+/// the pool's threads: a batch's logits (8 MB for eight rows of a 248k vocabulary) took 1.1 ms
+/// to copy on one thread while the others waited, 0.6 ms on two.
 fn rows_to_vec(logits: &Tensor) -> Result<Vec<Vec<f32>>, ModelError> {
-    Ok(logits.to_dtype(DType::F32)?.to_vec2::<f32>()?)
+    let logits = logits.to_dtype(DType::F32)?;
+    if !logits.device().is_cpu() {
+        return Ok(logits.to_vec2::<f32>()?);
+    }
+    let rows = in_parallel(logits.dim(0)?, |r| logits.get(r)?.to_vec1::<f32>());
+    Ok(rows.into_iter().collect::<candle_core::Result<_>>()?)
 }
 
 #[cfg(test)]
