@@ -280,19 +280,9 @@ fn served_reasoning_is_the_analysis_channel_and_the_answer_after_it_final() {
             "{field}: the reasoning's text is kept"
         );
     }
-    let pieces = [
-        "<|channel|>",
-        "analysis",
-        "<|message|>",
-        "Hm",
-        "<|end|>",
-        "<|start|>",
-        "assistant",
-        "<|channel|>",
-        "final",
-        "<|message|>",
-        "Yes",
-    ];
+    // A reasoning message, then the answer's header and its first token.
+    let reply = "<|channel|> analysis <|message|> Hm <|end|> <|start|> assistant <|channel|> final";
+    let pieces: Vec<&str> = reply.split(' ').chain(["<|message|>", "Yes"]).collect();
     let mut stream: Vec<String> = pieces
         .iter()
         .map(|p| completion(p, -0.5, &[(p, -0.5)], None))
