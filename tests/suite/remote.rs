@@ -320,6 +320,25 @@ fn served_reasoning_is_the_analysis_channel_and_the_answer_after_it_final() {
         ([42].as_slice(), "Hm")
     );
     assert_eq!(t.channels, Some(vec![Some(Analysis)]));
+    // Reasoning without logprobs is passed over, not refused: the answer's tokens still come.
+    let bare = json!({"choices": [{"index": 0, "delta": {"reasoning_content": "Hm"},
+                                   "logprobs": null, "finish_reason": null}]})
+    .to_string();
+    let server = FakeOpenAi::start(
+        &[("m", "vllm")],
+        Vec::new(),
+        Some(Reply::Stream(vec![
+            bare,
+            chat("Yes", -0.1, &[]),
+            finish("stop", Value::Null),
+        ])),
+    );
+    let t = &run_at(&server.base, None, &chat_request)
+        .0
+        .unwrap()
+        .trajectories[0];
+    assert_eq!(t.text, "Yes");
+    assert_eq!(t.channels, Some(vec![Some(Final)]));
     let plain = FakeOpenAi::start(
         &[("m", "vllm")],
         Vec::new(),

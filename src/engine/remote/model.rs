@@ -92,7 +92,6 @@ impl Slot {
     /// own tokens in the text say.
     fn channel(&mut self, text: &str, reasoning: bool) -> Option<Channel> {
         let marked = self.channels.push(text, text);
-        self.reasoned |= reasoning;
         match (reasoning, marked) {
             (true, _) => Some(Channel::Analysis),
             (false, Some(channel)) => Some(channel),
@@ -463,6 +462,8 @@ impl Runner for RemoteModel {
                             prefill_tokens: 0,
                         });
                     }
+                    // Reasoning passed over for want of logprobs still says what follows.
+                    slot.reasoned |= chunk.reasoning;
                     for piece in chunk.pieces {
                         let reasoning = chunk.reasoning;
                         self.accept(slot, piece, reasoning, params.logprobs, run_id, emit);

@@ -58,12 +58,10 @@ pub fn parse_chunk(json: &Value) -> Result<Chunk, String> {
         .iter()
         .find_map(|field| choice.pointer(field).and_then(Value::as_str))
         .filter(|text| !text.is_empty());
-    let text = choice
+    let content = choice
         .get("text")
         .or_else(|| choice.pointer("/delta/content"))
         .and_then(Value::as_str)
-        .filter(|text| !text.is_empty())
-        .or(reasoning)
         .unwrap_or("");
     let pieces = match choice.get("logprobs") {
         Some(Value::Object(logprobs)) if logprobs.contains_key("content") => {
@@ -77,12 +75,19 @@ pub fn parse_chunk(json: &Value) -> Result<Chunk, String> {
         && piece.id.is_some()
         && piece.text.starts_with("token:")
     {
-        piece.text = text.to_owned();
+        let text = if content.is_empty() {
+            reasoning
+        } else {
+            Some(content)
+        };
+        piece.text = text.unwrap_or_default().to_owned();
     }
-    if pieces.is_empty() && !text.is_empty() {
+    // Reasoning without logprobs is passed over, as before servers split it off: a server
+    // that gives logprobs for the answer alone still serves.
+    if pieces.is_empty() && !content.is_empty() {
         return Err(format!(
-            "the server sent text ({text:?}) without logprobs: samplab needs them to colour and \
-             inspect tokens; use a server that returns logprobs when asked"
+            "the server sent text ({content:?}) without logprobs: samplab needs them to colour \
+             and inspect tokens; use a server that returns logprobs when asked"
         ));
     }
     let finish = match choice.get("finish_reason").and_then(Value::as_str) {
