@@ -77,16 +77,17 @@ def parallel_decode(args, prompt):
     """Aggregate tokens a second of `args.parallel` sequences, each after the prompt's first
     16 ids, stepping one token each in one batch; best of `args.repeats` runs."""
     n, lead = args.parallel, prompt[:16]
+    width = max(n, len(lead))  # the widest batch: the lead of one sequence, or a step of all
     model = llama_cpp.llama_model_load_from_file(
         args.model.encode(), llama_cpp.llama_model_default_params()
     )
     params = llama_cpp.llama_context_default_params()
     params.n_seq_max = n
     params.n_ctx = n * (len(lead) + args.tokens + 16)
-    params.n_batch = params.n_ubatch = max(n, len(lead))
+    params.n_batch = params.n_ubatch = width
     params.n_threads = params.n_threads_batch = args.threads
     ctx = llama_cpp.llama_init_from_model(model, params)
-    batch = llama_cpp.llama_batch_init(max(n, len(lead)), 0, n)
+    batch = llama_cpp.llama_batch_init(width, 0, n)
 
     def decode(entries):
         """entries: (token, position, sequence, wants logits)."""

@@ -82,17 +82,26 @@ struct Slot {
     ended: bool,
     /// Harmony's channels, where the server passes the format's tokens on in the text.
     channels: ChannelTracker,
-    /// Whether the server has sent reasoning apart from the answer: what follows is the answer.
+    /// Whether the chunk being read is reasoning the server split from the answer.
+    reasoning: bool,
+    /// Whether the server has sent such reasoning: what follows is the answer.
     reasoned: bool,
 }
 
 impl Slot {
-    /// The channel of a token with text `text`, in a chunk of reasoning or not: reasoning the
-    /// server split off is `analysis` and the answer after it `final`; otherwise harmony's
-    /// own tokens in the text say.
-    fn channel(&mut self, text: &str, reasoning: bool) -> Option<Channel> {
+    /// Starts reading a chunk, of reasoning or not (reasoning passed over for want of
+    /// logprobs still says that what follows is the answer).
+    fn read(&mut self, chunk: &Chunk) {
+        self.reasoning = chunk.reasoning;
+        self.reasoned |= chunk.reasoning;
+    }
+
+    /// The channel of a token with text `text` in the chunk being read: reasoning the server
+    /// split off is `analysis` and the answer after it `final`; otherwise harmony's own
+    /// tokens in the text say.
+    fn channel(&mut self, text: &str) -> Option<Channel> {
         let marked = self.channels.push(text, text);
-        match (reasoning, marked) {
+        match (self.reasoning, marked) {
             (true, _) => Some(Channel::Analysis),
             (false, Some(channel)) => Some(channel),
             (false, None) => self.reasoned.then_some(Channel::Final),
@@ -208,18 +217,16 @@ impl RemoteModel {
     }
 
     /// A chunk's tokens as events, into the sample's trajectory.
-    #[allow(clippy::too_many_arguments)]
     fn accept(
         &mut self,
         slot: &mut Slot,
         piece: Piece,
-        reasoning: bool,
         logprobs: Option<u32>,
         run_id: RunId,
         emit: &mut dyn FnMut(Event),
     ) {
         let id = self.id_of(piece.id, &piece.text);
-        let channel = slot.channel(&piece.text, reasoning);
+        let channel = slot.channel(&piece.text);
         let mut top: Vec<Alternative> = piece
             .top
             .iter()
@@ -431,6 +438,7 @@ impl Runner for RemoteModel {
                 },
                 ended: false,
                 channels: ChannelTracker::default(),
+                reasoning: false,
                 reasoned: false,
             })
             .collect();
@@ -462,11 +470,9 @@ impl Runner for RemoteModel {
                             prefill_tokens: 0,
                         });
                     }
-                    // Reasoning passed over for want of logprobs still says what follows.
-                    slot.reasoned |= chunk.reasoning;
+                    slot.read(&chunk);
                     for piece in chunk.pieces {
-                        let reasoning = chunk.reasoning;
-                        self.accept(slot, piece, reasoning, params.logprobs, run_id, emit);
+                        self.accept(slot, piece, params.logprobs, run_id, emit);
                     }
                     match chunk.finish {
                         None => {}
