@@ -90,7 +90,7 @@ impl Moe {
                 Err(e) => *failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e),
             };
             if x.device().is_cpu() {
-                for_each_range(active.len(), 4, |range| {
+                for_each_range(active.len(), |range| {
                     active[range].iter().for_each(|&e| write(e))
                 });
             } else {

@@ -984,7 +984,7 @@ mod tests {
         let (sent, received) = mpsc::channel();
         std::thread::spawn(move || {
             let outputs = std::sync::Mutex::new(Vec::new());
-            for_each_range(8, 1, |range| {
+            for_each_range(8, |range| {
                 for _ in range {
                     let y = linear.forward(&x).and_then(|y| y.to_vec2::<f32>());
                     outputs.lock().unwrap().push(y);

@@ -135,7 +135,7 @@ impl CustomOp3 for CausalAttention<'_> {
         let isa = Isa::detect();
         let mut out = vec![0f32; rows * len * width];
         let shared = Disjoint::new(&mut out);
-        for_each_range(tasks.len(), 4, |range| {
+        for_each_range(tasks.len(), |range| {
             for &(r, h, first) in &tasks[range] {
                 let queries = first..(first + QUERIES_PER_TASK).min(len);
                 let task = Task {

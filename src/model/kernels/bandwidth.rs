@@ -22,7 +22,7 @@ pub fn read_gb_per_s() -> f64 {
     for _ in 0..4 {
         let total = AtomicU64::new(0);
         let start = Instant::now();
-        for_each_range(pieces, 1, |range| {
+        for_each_range(pieces, |range| {
             let mut sum = 0u64;
             for piece in &words[range.start * PIECE..range.end * PIECE] {
                 sum = sum.wrapping_add(*piece);

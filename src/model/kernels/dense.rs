@@ -12,7 +12,7 @@
 //! f32 product of the widened matrix.
 
 use super::parallel::{Disjoint, for_each_range};
-use super::{Isa, f16_to_f32, ranges_per_thread, rows_through};
+use super::{Isa, f16_to_f32, rows_through};
 use candle_core::quantized::GgmlDType;
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape};
 
@@ -200,7 +200,7 @@ fn product<E: Element>(isa: Isa, w: &[E], n: usize, k: usize, x: &[f32]) -> Vec<
     let row = |r: usize| &w[r * k..][..k];
     let shared = Disjoint::new(&mut out);
     // Each task takes a run of tiles: their output rows are its own.
-    for_each_range(n.div_ceil(TILE_ROWS), ranges_per_thread(m), |tiles| {
+    for_each_range(n.div_ceil(TILE_ROWS), |tiles| {
         for r in tiles.map(|t| t * TILE_ROWS) {
             let count = (n - r).min(TILE_ROWS);
             let w: [&[E]; TILE_ROWS] = std::array::from_fn(|t| row((r + t).min(r + count - 1)));

@@ -131,7 +131,7 @@ impl CustomOp2 for GatedTimes {
         let mut out = vec![0f32; gate.len()];
         let shared = Disjoint::new(&mut out);
         // A prompt's worth (hundreds of thousands of values a layer) is split among the threads.
-        for_each_range(gate.len().div_ceil(GATED_BLOCK), 1, |blocks| {
+        for_each_range(gate.len().div_ceil(GATED_BLOCK), |blocks| {
             let span = blocks.start * GATED_BLOCK..(blocks.end * GATED_BLOCK).min(gate.len());
             // SAFETY: these blocks belong to this task alone.
             let out = unsafe { shared.part(span.clone()) };

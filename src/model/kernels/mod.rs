@@ -55,12 +55,6 @@ impl Isa {
     }
 }
 
-/// Ranges of a product's tiles per thread for `m` activation rows: one while the product
-/// streams its weights (a decode step of one row), more where it computes.
-pub(crate) fn ranges_per_thread(m: usize) -> usize {
-    if m == 1 { 1 } else { 4 }
-}
-
 /// A `[.., cols]` f32 tensor through a `[rows, cols]` matrix product `matmul` (of row-major
 /// `[m, cols]` values, giving `[m, rows]`): `[.., rows]`. The CPU forward of our products.
 pub(crate) fn rows_through(

@@ -17,7 +17,7 @@ use super::half::f16_to_f32;
 use super::lanes::{self, Lanes, Portable};
 use super::parallel::{Disjoint, filled, for_each_range};
 use super::prefetch;
-use super::{Isa, ranges_per_thread, rows_through};
+use super::{Isa, rows_through};
 use candle_core::quantized::GgmlDType;
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape};
 use format::{Format, SUB, Scales, Sub};
@@ -397,7 +397,7 @@ impl QuantMatrix {
         }
         let out = Disjoint::uninit(&mut y, m * self.rows);
         // Each task takes a run of tiles: their output rows are its own.
-        for_each_range(self.rows.div_ceil(TILE), ranges_per_thread(m), |tiles| {
+        for_each_range(self.rows.div_ceil(TILE), |tiles| {
             // The kernel asks for the weights ahead as it goes; a run's first, which nothing
             // before them in this run asked for, are asked for here.
             let mut lead = PREFETCH_BYTES;

@@ -103,7 +103,7 @@ impl Rows {
         };
         // A single row's few blocks are quicker split than handed out.
         if rows * subs >= SPLIT_IN_PARALLEL {
-            for_each_range(subs, 1, columns);
+            for_each_range(subs, columns);
         } else {
             columns(0..subs);
         }
