@@ -73,41 +73,37 @@ impl Share {
 
     /// The next piece from the front, if any is left.
     fn front(&self) -> Option<Range<usize>> {
-        let mut word = self.0.load(Ordering::Acquire);
-        loop {
-            let (front, back) = Self::unpack(word);
-            if front >= back {
-                return None;
-            }
-            let end = front + ((back - front) / PIECE_DIVISOR).max(1);
-            match self.0.compare_exchange_weak(
-                word,
-                Self::pack(end, back),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Some(front..end),
-                Err(now) => word = now,
-            }
-        }
+        self.take(|front, back| {
+            let end = front + (back.saturating_sub(front) / PIECE_DIVISOR).max(1);
+            (front < back).then_some((front..end, end, back))
+        })
     }
 
     /// Takes the back half of what is left (none of one item).
     fn back_half(&self) -> Option<Range<usize>> {
+        self.take(|front, back| {
+            let half = back.saturating_sub(front) / 2;
+            (half > 0).then_some((back - half..back, front, back - half))
+        })
+    }
+
+    /// Takes the range `cut` picks from `front..back` as it stands, leaving the `front..back`
+    /// it says, in one step against any other thread's taking.
+    fn take(
+        &self,
+        cut: impl Fn(usize, usize) -> Option<(Range<usize>, usize, usize)>,
+    ) -> Option<Range<usize>> {
         let mut word = self.0.load(Ordering::Acquire);
         loop {
             let (front, back) = Self::unpack(word);
-            let half = back.saturating_sub(front) / 2;
-            if half == 0 {
-                return None;
-            }
+            let (taken, front, back) = cut(front, back)?;
             match self.0.compare_exchange_weak(
                 word,
-                Self::pack(front, back - half),
+                Self::pack(front, back),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return Some(back - half..back),
+                Ok(_) => return Some(taken),
                 Err(now) => word = now,
             }
         }
