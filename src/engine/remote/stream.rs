@@ -76,11 +76,11 @@ pub fn parse_chunk(json: &Value) -> Result<Chunk, String> {
         && piece.text.starts_with("token:")
     {
         let text = if content.is_empty() {
-            reasoning
+            reasoning.unwrap_or_default()
         } else {
-            Some(content)
+            content
         };
-        piece.text = text.unwrap_or_default().to_owned();
+        piece.text = text.to_owned();
     }
     // Reasoning without logprobs is passed over, as before servers split it off: a server
     // that gives logprobs for the answer alone still serves.
