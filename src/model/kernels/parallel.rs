@@ -131,10 +131,11 @@ impl Shares {
     /// share has two items left to split.
     fn steal_into(&self, own: &Share) -> bool {
         loop {
-            let Some(victim) = self.0.iter().max_by_key(|share| share.left()) else {
+            let fullest = self.0.iter().map(|share| (share, share.left()));
+            let Some((victim, left)) = fullest.max_by_key(|&(_, left)| left) else {
                 return false;
             };
-            if victim.left() < 2 {
+            if left < 2 {
                 // A last item is its owner's, who is at work on the one before it.
                 return false;
             }
