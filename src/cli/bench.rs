@@ -4,7 +4,7 @@ use super::bench_rerun::{self, RerunArgs, RunShape};
 use super::progress::LoadBar;
 use clap::Args;
 use samplab::engine::load::{load_model_with, synthetic_model};
-use samplab::engine::{Backend, LoadedModel, RowSource};
+use samplab::engine::{Backend, BackendKind, LoadedModel, RowSource};
 use samplab::model::device::DeviceChoice;
 use samplab::model::source::HubSettings;
 use samplab::model::source::hub::progress;
@@ -50,6 +50,8 @@ pub struct BenchArgs {
     device: DeviceChoice,
     #[command(flatten)]
     precision: super::ActivationsArg,
+    #[command(flatten)]
+    backend: super::BackendArg,
     /// Batch sizes to decode, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,4,8")]
     samples: Vec<usize>,
@@ -70,6 +72,8 @@ pub struct BenchArgs {
 struct Report {
     model: String,
     device: String,
+    /// Whose forward pass was timed: samplab's engine or llama.cpp.
+    backend: BackendKind,
     weight_bytes: u64,
     /// Each weight type and the matrix product that ran it.
     kernels: Vec<Kernel>,
@@ -141,18 +145,19 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
 
 /// The model `args` name, its quantized CPU products multiplying `activations`.
 fn load(args: &BenchArgs, activations: Activations) -> anyhow::Result<LoadedModel> {
+    let backend = args.backend.backend.for_model(0);
     match (&args.model, &args.synthetic) {
         (Some(spec), _) => {
             let mut bar = LoadBar::new();
             let hub = HubSettings::from_env();
-            let model = load_model_with(spec, &hub, args.device, activations, &mut |step| {
+            let model = load_model_with(spec, &hub, args.device, activations, backend, &mut |step| {
                 bar.show(&step)
             });
             bar.clear();
             model
         }
         (None, Some(name)) => {
-            synthetic_model(name, &args.qtype, args.device, activations, &mut |step| {
+            synthetic_model(name, &args.qtype, args.device, activations, backend, &mut |step| {
                 eprintln!("{}", step.message)
             })
         }
@@ -244,6 +249,7 @@ fn measure(model: &mut LoadedModel, args: &BenchArgs) -> anyhow::Result<Report> 
     Ok(Report {
         model: model.name.clone(),
         device: model.device.clone(),
+        backend: backend.kind(),
         weight_bytes,
         kernels: backend.kernels().into_iter().map(Kernel::from).collect(),
         prefill_tokens: prompt_tokens,
@@ -267,9 +273,10 @@ fn bench_prompt(backend: &dyn Backend, tokens: usize, room: usize) -> Vec<u32> {
 
 fn print_table(report: &Report) {
     println!(
-        "model {} on {} · weights {:.1} MB",
+        "model {} on {} ({}) · weights {:.1} MB",
         report.model,
         report.device,
+        report.backend,
         report.weight_bytes as f64 / 1e6
     );
     for row in &report.kernels {

@@ -11,6 +11,17 @@ pub mod replay;
 pub mod sample;
 pub mod sweep;
 
+/// `--backend`, for every command that loads a model.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BackendArg {
+    /// Which backend runs the model: samplab (samplab's exact engine), llama.cpp (every
+    /// architecture llama.cpp runs; a build with `--features llama-cpp`), or auto: samplab's
+    /// engine where it runs the architecture, else llama.cpp, with a notice. A comma-separated
+    /// list gives one per --model (`--backend samplab,llama.cpp`).
+    #[arg(long, value_name = "BACKEND", default_value = "auto")]
+    pub backend: samplab::engine::Backends,
+}
+
 /// `--activations`, for every command that loads a model.
 #[derive(clap::Args, Debug, Clone, Copy)]
 pub struct ActivationsArg {

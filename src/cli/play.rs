@@ -25,6 +25,8 @@ pub struct PlayArgs {
     device: DeviceChoice,
     #[command(flatten)]
     precision: super::ActivationsArg,
+    #[command(flatten)]
+    backend: super::BackendArg,
     /// The prompt to start with; it can be edited in the playground.
     #[arg(long, default_value = "")]
     prompt: String,
@@ -60,6 +62,10 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
     // taken, as a bad preset is.
     args.device.open()?;
     args.precision.activations.check()?;
+    args.backend
+        .backend
+        .check_count(args.models.len())
+        .map_err(anyhow::Error::msg)?;
     let store = PresetStore::user();
     let neutral = |name: &str| Preset {
         name: name.to_owned(),
@@ -112,6 +118,7 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
         models,
         device: args.device,
         activations: args.precision.activations,
+        backends: args.backend.backend,
         prompt: args.prompt,
         chat: args.chat,
         preset,

@@ -12,6 +12,7 @@ use samplab::engine::reproduce::{
     Difference, first_difference, own_samples, request_of, sample_tokens,
 };
 use samplab::model::Activations;
+use samplab::engine::BackendKind;
 use samplab::model::device::DeviceChoice;
 use samplab::model::source::HubSettings;
 use samplab::model::text::token_text;
@@ -35,6 +36,10 @@ pub struct ReplayArgs {
     /// differ, as other kernels round differently).
     #[arg(long, value_name = "DEVICE")]
     device: Option<DeviceChoice>,
+    /// Run on this backend instead of the file's (samplab or llama.cpp; tokens may then
+    /// differ, as llama.cpp rounds activations).
+    #[arg(long, value_name = "BACKEND")]
+    backend: Option<BackendKind>,
 }
 
 pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
@@ -127,12 +132,18 @@ fn load(args: &ReplayArgs, provenance: &Provenance) -> anyhow::Result<LoadedMode
     };
     // Absent where the model has no quantized products on the CPU: either runs them alike.
     let activations = provenance.activations.unwrap_or(Activations::Exact);
+    // Files from before there were two backends ran on samplab's engine.
+    let backend = args
+        .backend
+        .or(provenance.model.backend)
+        .unwrap_or(BackendKind::Samplab);
     let mut bar = LoadBar::new();
     let loaded = load_model_with(
         &source,
         &HubSettings::from_env(),
         device,
         activations,
+        backend.into(),
         &mut |p| bar.show(&p),
     );
     bar.clear();

@@ -39,6 +39,8 @@ pub struct SampleArgs {
     device: DeviceChoice,
     #[command(flatten)]
     precision: super::ActivationsArg,
+    #[command(flatten)]
+    backend: super::BackendArg,
     /// The prompt text (with --messages: the last user message, for plain output only).
     #[arg(
         long,
@@ -123,6 +125,10 @@ pub fn run(mut args: SampleArgs) -> anyhow::Result<ExitCode> {
     if args.trace && args.shape == ResponseShape::Twinkle {
         anyhow::bail!("--trace records what twinkle's shape has no place for: leave out --shape");
     }
+    args.backend
+        .backend
+        .check_count(args.models.len())
+        .map_err(anyhow::Error::msg)?;
     let model_defaults = args.preset.as_deref() == Some(MODEL_PRESET);
     // Checked before loading so that a typo costs no load time.
     let params = params_from_flags(
@@ -148,7 +154,7 @@ pub fn run(mut args: SampleArgs) -> anyhow::Result<ExitCode> {
     // other, so that each memory check sees the models already loaded.
     let mut workers = Vec::new();
     for spec in &args.models {
-        workers.push(load(spec, &args, &mut stdout)?);
+        workers.push(load(spec, workers.len(), &args, &mut stdout)?);
     }
     // Before any run, so that a model that cannot take the conversation fails at once too.
     let prompts = workers
@@ -203,15 +209,21 @@ fn streams_plain(args: &SampleArgs, params: &SamplingParams) -> bool {
 }
 
 /// Starts a worker for `spec` and waits until its model is loaded.
-fn load(spec: &str, args: &SampleArgs, stdout: &mut impl Write) -> anyhow::Result<Worker> {
+fn load(
+    spec: &str,
+    index: usize,
+    args: &SampleArgs,
+    stdout: &mut impl Write,
+) -> anyhow::Result<Worker> {
     let (events, inbox) = std::sync::mpsc::channel();
     let owned_spec = spec.to_owned();
     let (device, activations, trace) = (args.device, args.precision.activations, args.trace);
+    let backend = args.backend.backend.for_model(index);
     let hub = HubSettings::from_env();
     let cancel = hub.cancel.clone();
     let engine = Engine::spawn(
         move |progress| {
-            let mut model = load_any(&owned_spec, &hub, device, activations, progress)?;
+            let mut model = load_any(&owned_spec, &hub, device, activations, backend, progress)?;
             if trace {
                 model.record_traces()?;
             }

@@ -28,6 +28,8 @@ pub struct SweepArgs {
     device: DeviceChoice,
     #[command(flatten)]
     precision: super::ActivationsArg,
+    #[command(flatten)]
+    backend: super::BackendArg,
     /// The prompt text.
     #[arg(long)]
     prompt: String,
@@ -92,6 +94,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
         &HubSettings::from_env(),
         device,
         activations,
+        args.backend.backend.for_model(0),
         &mut |p| bar.show(&p),
     )?;
     bar.clear();

@@ -4,12 +4,16 @@
 //! The trait keeps the generation loop independent of candle, so it is tested with a
 //! deterministic fake model as well as the real llama forward.
 
+use super::backend_choice::BackendKind;
 use crate::model::Cuts;
 use crate::model::memory::{self, Free, MemoryError};
 use std::any::Any;
 
 /// A model with a cache of its last prompt and a batch of rows that decode together.
 pub trait Backend {
+    /// Whose forward pass this is, for every label that names where numbers came from.
+    fn kind(&self) -> BackendKind;
+
     fn vocab_size(&self) -> usize;
 
     /// Bytes of weights read by one forward step, for the bandwidth figure of `samplab bench`.

@@ -1,6 +1,7 @@
 //! The engine's narrow boundary: `Request` in, `Event` out, every event tagged with its run.
 
 use super::prompt::Prompt;
+use super::backend_choice::BackendKind;
 use crate::model::Activations;
 use crate::model::source::hub::Transfer;
 use crate::params::{Field, SamplingParams};
@@ -134,6 +135,9 @@ pub enum Event {
         /// resolved): the probabilities shown are that path's. `None` on a GPU or a server.
         #[serde(skip_serializing_if = "Option::is_none")]
         activations: Option<Activations>,
+        /// The local backend that runs it; `None` for a served model.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        backend: Option<BackendKind>,
     },
     /// Right after `Loaded`, for a model a server runs: the server, and the parameters it has
     /// no place for (shown as not applied, never dropped silently); again before a run that
@@ -261,9 +265,11 @@ mod tests {
             special_tokens: Vec::new(),
             warnings: Vec::new(),
             activations: Some(Activations::SixteenBit),
+            backend: Some(BackendKind::LlamaCpp),
         };
         let json = serde_json::to_value(&loaded).unwrap();
         assert_eq!(json["activations"], "16bit");
+        assert_eq!(json["backend"], "llama.cpp");
         assert_eq!(json["vocab_fingerprint"], "380e8e17876c97c1");
         assert_eq!(json["vocab_size"], 49152);
         assert!(json.get("vocab").is_none(), "{json}");

@@ -2,6 +2,7 @@
 //! tokenizer that belongs to it, and pick the device.
 
 use super::backend::{Backend, ParkedRow, Prefill, RowSource};
+use super::backend_choice::{BackendChoice, BackendKind};
 use super::remote::RemoteSpec;
 use super::remote::http::Settings;
 use super::replay::ReplayStore;
@@ -10,6 +11,9 @@ use super::score::common_prefix;
 use super::worker::LoadedModel;
 use crate::model::Activations;
 use crate::model::device::DeviceChoice;
+use crate::model::error::ModelError;
+use crate::model::formats::config::GenerationDefaults;
+use crate::model::formats::tensors::check_gguf;
 use crate::model::memory;
 use crate::model::source::cache::cache_dir;
 use crate::model::source::origin::ModelOrigin;
@@ -19,7 +23,6 @@ use crate::model::text::chat_template::ChatTemplate;
 use crate::model::text::gguf_tokenizer::{GgufTokenizer, tokenizer_from_gguf};
 use crate::model::{Model, Session, Snapshots};
 use anyhow::Context;
-use candle_core::Device;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use tokenizers::Tokenizer;
@@ -75,6 +78,10 @@ impl LlamaBackend {
 }
 
 impl Backend for LlamaBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Samplab
+    }
+
     fn vocab_size(&self) -> usize {
         self.model.config().vocab_size
     }
@@ -211,20 +218,27 @@ pub fn load_model(
     device: DeviceChoice,
     progress: &mut dyn FnMut(LoadProgress),
 ) -> anyhow::Result<LoadedModel> {
-    load_model_with(spec, hub, device, Activations::Exact, progress)
+    load_model_with(
+        spec,
+        hub,
+        device,
+        Activations::Exact,
+        BackendChoice::Auto,
+        progress,
+    )
 }
 
 /// [`load_model`], with quantized matrices on the CPU multiplying `--activations` of that
-/// precision.
+/// precision, on the backend `--backend` chose.
 pub fn load_model_with(
     spec: &str,
     hub: &HubSettings,
     device: DeviceChoice,
     activations: Activations,
+    backend: BackendChoice,
     progress: &mut dyn FnMut(LoadProgress),
 ) -> anyhow::Result<LoadedModel> {
-    let device = device.open()?;
-    load_on(spec, hub, device, activations, progress)
+    load_on(spec, hub, device, activations, backend, progress)
 }
 
 /// `--model` as a runner: a served model for an `http(s)://` URL (see [`super::remote`]),
@@ -234,6 +248,7 @@ pub fn load_any(
     hub: &HubSettings,
     device: DeviceChoice,
     activations: Activations,
+    backend: BackendChoice,
     progress: &mut dyn FnMut(LoadProgress),
 ) -> anyhow::Result<Box<dyn Runner>> {
     match RemoteSpec::parse(spec) {
@@ -249,17 +264,19 @@ pub fn load_any(
             hub,
             device,
             activations,
+            backend,
             progress,
         )?)),
     }
 }
 
-/// [`load_model`] on a device already opened.
+/// [`load_model_with`].
 fn load_on(
     spec: &str,
     hub: &HubSettings,
-    (device, device_name): (Device, String),
+    device_choice: DeviceChoice,
     activations: Activations,
+    backend: BackendChoice,
     progress: &mut dyn FnMut(LoadProgress),
 ) -> anyhow::Result<LoadedModel> {
     progress(LoadProgress::step(0.0, format!("finding {spec}")));
@@ -280,6 +297,50 @@ fn load_on(
     let origin = ModelOrigin::start(spec, &source);
     // Snapshots of recurrent states count against the replay budget, in the check too.
     let replay = ReplayStore::from_env()?;
+    let llama_cpp = |notice: Option<String>| {
+        let loaded = Loading {
+            name: name.clone(),
+            origin: ModelOrigin::start(spec, &source),
+            replay: ReplayStore::from_env()?,
+            notice,
+        };
+        load_llama_cpp(path, loaded, device_choice)
+    };
+    let gguf = match (&source, backend) {
+        (ModelSource::HfDir(dir), BackendChoice::Only(BackendKind::LlamaCpp)) => {
+            anyhow::bail!(
+                "the llama.cpp backend runs GGUF files, and {} is a Hugging Face directory: \
+                 use --backend samplab (or auto), or convert it with llama.cpp's \
+                 convert_hf_to_gguf.py",
+                dir.display()
+            )
+        }
+        (ModelSource::Gguf(_), BackendChoice::Only(BackendKind::LlamaCpp)) => {
+            return llama_cpp(None);
+        }
+        (ModelSource::Gguf(path), choice) => match Model::open_gguf(path) {
+            Ok(gguf) => Some(gguf),
+            Err(ModelError::UnsupportedArchitecture { name: arch, supported })
+                if choice == BackendChoice::Auto =>
+            {
+                let ours = format!("samplab's engine does not run `{arch}` (it runs {supported})");
+                if !super::llama_cpp::BUILT {
+                    anyhow::bail!(
+                        "no backend of this build runs {}: {ours}; llama.cpp: {}",
+                        path.display(),
+                        super::llama_cpp::NOT_BUILT
+                    );
+                }
+                return llama_cpp(Some(format!(
+                    "{ours}: llama.cpp runs it (--backend auto)"
+                )))
+                .map_err(|e| e.context(format!("no backend runs {}: {ours}", path.display())));
+            }
+            Err(e) => return Err(e.into()),
+        },
+        (ModelSource::HfDir(_), _) => None,
+    };
+    let (device, device_name) = device_choice.open()?;
     let mut check_fits = |estimate: memory::MemoryEstimate| -> anyhow::Result<()> {
         memory::check_fits(&name, estimate, memory::free_on(&device, &device_name)?)?;
         progress(LoadProgress::step(
@@ -290,7 +351,7 @@ fn load_on(
     };
     let (model, tokenizer, eos_ids, chat_template) = match &source {
         ModelSource::Gguf(path) => {
-            let gguf = Model::open_gguf(path)?;
+            let gguf = gguf.ok_or_else(|| anyhow::anyhow!("{} was not opened", path.display()))?;
             check_fits(memory::estimate_gguf(&gguf, &device, replay.budget())?)?;
             let (model, content) = gguf.load(&device, activations)?;
             let gguf = tokenizer_from_gguf(&content)
@@ -411,6 +472,7 @@ pub fn synthetic_model(
     qtype: &str,
     device: DeviceChoice,
     activations: Activations,
+    backend: BackendChoice,
     progress: &mut dyn FnMut(LoadProgress),
 ) -> anyhow::Result<LoadedModel> {
     let spec = synthetic_spec(name)?;
@@ -418,7 +480,7 @@ pub fn synthetic_model(
     // Before minutes of writing, a mix the shape cannot take and a device the build lacks are
     // refused.
     quantization.fits(spec)?;
-    let device = device.open()?;
+    device.open()?;
     let path = cache_dir("synthetic")?.join(format!("{name}-{}.gguf", qtype.to_lowercase()));
     if !path.is_file() {
         progress(LoadProgress::step(
@@ -434,6 +496,53 @@ pub fn synthetic_model(
         &HubSettings::from_env(),
         device,
         activations,
+        backend,
         progress,
     )
+}
+
+/// What a model loaded by llama.cpp shares with one loaded by samplab's engine.
+struct Loading {
+    name: String,
+    origin: ModelOrigin,
+    replay: ReplayStore,
+    /// Why this backend runs it, when `auto` chose it.
+    notice: Option<String>,
+}
+
+/// A GGUF file on the llama.cpp backend: samplab's checks and tokenizer, llama.cpp's forward
+/// pass.
+fn load_llama_cpp(
+    path: &Path,
+    loading: Loading,
+    device: DeviceChoice,
+) -> anyhow::Result<LoadedModel> {
+    let checked = check_gguf(path)?;
+    let gguf = tokenizer_from_gguf(&checked.content)
+        .with_context(|| format!("cannot build the tokenizer of {}", path.display()))?;
+    let chat_template = gguf_chat_template(&gguf);
+    let defaults = GenerationDefaults::from_gguf(&checked.content, path)
+        .ok()
+        .and_then(|g| g.sampling_params().ok());
+    drop(checked);
+    let opened = super::llama_cpp::open(path, device)?;
+    check_vocab(&gguf.tokenizer, opened.backend.vocab_size(), true, path)?;
+    let mut tokenizer = gguf.tokenizer;
+    tokenizer.set_encode_special_tokens(false);
+    let warnings = loading.notice.into_iter().chain(opened.warnings).collect();
+    Ok(LoadedModel {
+        warnings,
+        activations: None,
+        structured: Default::default(),
+        name: loading.name,
+        backend: opened.backend,
+        device: opened.device,
+        replay: loading.replay,
+        tokenizer,
+        eos_ids: gguf.eos_ids,
+        defaults,
+        chat_template,
+        record_traces: false,
+        origin: loading.origin,
+    })
 }

@@ -3,11 +3,13 @@
 //! It never touches the terminal; the UI and the CLI meet it only at `Request` and `Event`.
 
 pub mod backend;
+pub mod backend_choice;
 pub mod contain;
 pub mod disagreement;
 pub mod edit;
 pub mod events;
 pub mod generate;
+pub mod llama_cpp;
 pub mod load;
 pub mod prompt;
 pub mod remote;
@@ -21,6 +23,7 @@ pub mod watch;
 pub mod worker;
 
 pub use backend::{Backend, ParkedRow, Prefill, RowSource};
+pub use backend_choice::{BackendChoice, BackendKind, Backends};
 pub use events::{
     Alternative, Branch, Edit, EditRequest, Event, PromptToken, Request, RunId, TokenEvent,
 };

@@ -199,6 +199,7 @@ impl LoadedModel {
             files: self.origin.files().to_vec(),
             server: None,
             served_model: None,
+            backend: Some(self.backend.kind()),
         };
         let kernels = self
             .backend
@@ -447,6 +448,7 @@ impl Runner for LoadedModel {
             special_tokens: self.special_tokens(),
             warnings: self.warnings.clone(),
             activations: self.activations,
+            backend: Some(self.backend.kind()),
         }
     }
 

@@ -3,6 +3,7 @@
 //! why a re-run differs (samplab's version, the chain's order, the kernels).
 
 use super::Trajectory;
+use crate::engine::backend_choice::BackendKind;
 use crate::model::Activations;
 pub use crate::model::source::origin::FileDigest;
 use crate::params::{Engine, SamplingParams};
@@ -49,6 +50,10 @@ pub struct ModelProvenance {
     pub server: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub served_model: Option<String>,
+    /// The local backend whose forward pass made the logits (absent for a served model, and
+    /// in files written before there were two: samplab's engine).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub backend: Option<BackendKind>,
 }
 
 /// A weight type and the product that runs it, as `samplab bench` lists them.
@@ -192,6 +197,7 @@ mod tests {
             files,
             server: None,
             served_model: None,
+            backend: None,
         }
     }
 

@@ -49,7 +49,7 @@ pub use widgets::params::{ParamsState, START_MAX_TOKENS, value_text};
 pub use widgets::prompt::PromptView;
 pub use widgets::text::TextBuffer;
 
-use crate::engine::Engine;
+use crate::engine::{Backends, Engine};
 use crate::engine::load::load_any;
 use crate::model::Activations;
 use crate::model::device::DeviceChoice;
@@ -73,6 +73,8 @@ pub struct Playground {
     pub device: DeviceChoice,
     /// What their quantized CPU products do with activations.
     pub activations: Activations,
+    /// Which backend runs each model (`--backend`).
+    pub backends: Backends,
     pub prompt: String,
     /// Send the prompt through the model's chat template.
     pub chat: bool,
@@ -118,13 +120,15 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
         .build()?;
     let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
     let (device, activations) = (playground.device, playground.activations);
+    let backends = playground.backends.clone();
     let spawn = move |id: ModelId, spec: &str| {
         let spec = spec.to_owned();
+        let backend = backends.for_model(id.0);
         let events_tx = events_tx.clone();
         let hub = HubSettings::from_env();
         let cancel = hub.cancel.clone();
         Engine::spawn(
-            move |progress| load_any(&spec, &hub, device, activations, progress),
+            move |progress| load_any(&spec, &hub, device, activations, backend, progress),
             move |event| {
                 // The receiver is gone only when the playground is closing.
                 let _ = events_tx.send((id, event));
@@ -156,6 +160,7 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
             models,
             device: _,
             activations: _,
+            backends: _,
             prompt,
             chat,
             preset,

@@ -316,6 +316,10 @@ fn each_probe_of_the_environment_renders_as_transformers_does() {
 struct NoModel;
 
 impl Backend for NoModel {
+    fn kind(&self) -> samplab::engine::BackendKind {
+        samplab::engine::BackendKind::Samplab
+    }
+
     fn vocab_size(&self) -> usize {
         unreachable!("tokenizing needs no forward pass")
     }

@@ -483,6 +483,10 @@ struct PanicsOnce {
 }
 
 impl Backend for PanicsOnce {
+    fn kind(&self) -> samplab::engine::BackendKind {
+        self.inner.kind()
+    }
+
     fn vocab_size(&self) -> usize {
         self.inner.vocab_size()
     }

@@ -19,6 +19,10 @@ mod export;
 mod fuzz;
 mod gguf_tokenizer;
 mod hub;
+#[cfg(feature = "llama-cpp")]
+mod llama_cpp_backend;
+#[cfg(feature = "llama-cpp")]
+mod llama_fixtures;
 mod model_architectures;
 mod model_discover;
 mod model_errors;

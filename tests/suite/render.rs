@@ -97,6 +97,7 @@ fn response() -> SampleResponse {
                 }],
                 server: None,
                 served_model: None,
+                backend: None,
             },
             engine: Engine::Vllm,
             chain: vec!["temperature".into(), "top_p".into()],

@@ -999,6 +999,7 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
                 special_tokens: Vec::new(),
                 warnings: Vec::new(),
                 activations: None,
+                backend: None,
             },
         ),
     );
@@ -1030,6 +1031,7 @@ fn the_model_preset_takes_the_defaults_the_model_ships_with() {
                 special_tokens: Vec::new(),
                 warnings: Vec::new(),
                 activations: None,
+                backend: None,
             },
         ),
     );
@@ -1196,6 +1198,7 @@ fn special_token_text_in_a_chat_message_is_marked_and_can_stay_text() {
                 special_tokens: vec!["<|im_end|>".into()],
                 warnings: Vec::new(),
                 activations: None,
+                backend: None,
             },
         ),
     );

@@ -23,6 +23,7 @@ fn loaded(name: &str, chat_template: bool) -> Event {
         special_tokens: vec!["<|im_end|>".into()],
         warnings: Vec::new(),
         activations: None,
+        backend: None,
     }
 }
 

@@ -27,6 +27,7 @@ fn loaded(name: &str, vocab: u64) -> Event {
         special_tokens: Vec::new(),
         warnings: Vec::new(),
         activations: None,
+        backend: None,
     }
 }
 

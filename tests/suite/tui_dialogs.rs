@@ -240,6 +240,7 @@ fn the_model_preset_is_offered_once_the_model_shipped_defaults() {
                 special_tokens: Vec::new(),
                 warnings: Vec::new(),
                 activations: None,
+                backend: None,
             },
         ),
     );

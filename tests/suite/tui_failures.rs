@@ -127,6 +127,7 @@ fn running() -> State {
                 special_tokens: Vec::new(),
                 warnings: Vec::new(),
                 activations: None,
+                backend: None,
             },
         ),
     );

@@ -142,6 +142,7 @@ impl RemoteModel {
             files: Vec::new(),
             server: Some(self.place()),
             served_model: Some(self.info.model.clone()),
+            backend: None,
         };
         Provenance {
             chain: Vec::new(),
@@ -363,6 +364,7 @@ impl Runner for RemoteModel {
                 .hash_one((&self.client.spec.base, &self.info.model)),
             vocab_size: None,
             activations: None,
+            backend: None,
             special_tokens: Vec::new(),
             warnings: vec![format!(
                 "{} gives {}; samplab cannot show the probability after its filters",

@@ -74,6 +74,21 @@ pub struct GenerationDefaults {
 impl GenerationDefaults {
     /// The model's defaults over samplab's, checked like any user input. An explicit
     /// `do_sample: false` means greedy, as in transformers.
+    /// A GGUF file's `general.sampling.*` keys, whatever its architecture.
+    pub(crate) fn from_gguf(content: &gguf_file::Content, path: &Path) -> Result<Self, ModelError> {
+        let md = Metadata { content, path };
+        Ok(Self {
+            temperature: md.opt_f32("general.sampling.temp")?.map(f64::from),
+            top_k: md.opt_usize("general.sampling.top_k")?.map(|k| k as i64),
+            top_p: md.opt_f32("general.sampling.top_p")?.map(f64::from),
+            min_p: md.opt_f32("general.sampling.min_p")?.map(f64::from),
+            repetition_penalty: md
+                .opt_f32("general.sampling.penalty_repeat")?
+                .map(f64::from),
+            ..Self::default()
+        })
+    }
+
     pub fn sampling_params(&self) -> Result<SamplingParams, ParamError> {
         let mut params = SamplingParams::default();
         let float = |x: f64| serde_yaml_ng::Value::Number(x.into());
@@ -623,16 +638,7 @@ impl ModelConfig {
             tie_word_embeddings: !content.tensor_infos.contains_key("output.weight"),
             bos_token_id: None,
             eos_token_ids: Vec::new(),
-            generation: GenerationDefaults {
-                temperature: md.opt_f32("general.sampling.temp")?.map(f64::from),
-                top_k: md.opt_usize("general.sampling.top_k")?.map(|k| k as i64),
-                top_p: md.opt_f32("general.sampling.top_p")?.map(f64::from),
-                min_p: md.opt_f32("general.sampling.min_p")?.map(f64::from),
-                repetition_penalty: md
-                    .opt_f32("general.sampling.penalty_repeat")?
-                    .map(f64::from),
-                ..GenerationDefaults::default()
-            },
+            generation: GenerationDefaults::from_gguf(content, path)?,
             warnings,
         };
         config.check(path, Some(&arch_name))?;

@@ -140,6 +140,42 @@ pub(crate) struct GgufTables {
 pub(crate) fn open_gguf(
     path: &Path,
 ) -> Result<(GgufTables, BufReader<File>, ModelConfig), ModelError> {
+    let Checked {
+        mut content,
+        mxfp4,
+        reader,
+        trailing,
+        alignment,
+    } = check_gguf(path)?;
+    // The config reads the tensors' shapes, the stand-ins' too; then they leave candle's table.
+    let mut config = ModelConfig::from_gguf(&content, path)?;
+    mxfp4.remove_from(&mut content);
+    // llama.cpp accepts bytes after the last tensor, as a type changed to a smaller one
+    // leaves them; past the alignment padding they are worth a word.
+    if trailing >= alignment {
+        config.warnings.push(format!(
+            "{}: {trailing} bytes after the last tensor, which no tensor reads: a tensor's \
+             type or shape may not be what it was written with",
+            path.display()
+        ));
+    }
+    Ok((GgufTables { content, mxfp4 }, reader, config))
+}
+
+/// A GGUF file whose header, metadata and tensor table passed samplab's checks: what any
+/// backend may be handed, whatever its architecture.
+pub(crate) struct Checked {
+    pub content: gguf_file::Content,
+    mxfp4: Mxfp4Tensors,
+    reader: BufReader<File>,
+    /// Bytes after the last tensor.
+    trailing: u64,
+    alignment: u64,
+}
+
+/// Reads a GGUF file's header, metadata and tensor table, refusing what is malformed or
+/// truncated (before llama.cpp, which aborts the process on some such files, sees it).
+pub(crate) fn check_gguf(path: &Path) -> Result<Checked, ModelError> {
     let file = crate::regular_file::open(path).map_err(|e| io_error(path, e))?;
     let file_size = file.metadata().map_err(|e| io_error(path, e))?.len();
     let mut reader = BufReader::new(file);
@@ -154,7 +190,7 @@ pub(crate) fn open_gguf(
     std::io::Seek::rewind(&mut reader).map_err(|e| io_error(path, e))?;
     let fields = header.mxfp4.iter().map(|(_, at)| *at).collect();
     let mut stand_in = mxfp4::StandIn::new(&mut reader, fields).map_err(|e| io_error(path, e))?;
-    let mut content = gguf_file::Content::read(&mut stand_in).map_err(|e| corrupt(path, e))?;
+    let content = gguf_file::Content::read(&mut stand_in).map_err(|e| corrupt(path, e))?;
     let names: Vec<String> = header.mxfp4.iter().map(|(name, _)| name.clone()).collect();
     let mxfp4 = Mxfp4Tensors::listed(&content, &names);
     let needed =
@@ -166,20 +202,13 @@ pub(crate) fn open_gguf(
             actual: file_size,
         });
     }
-    // The config reads the tensors' shapes, the stand-ins' too; then they leave candle's table.
-    let mut config = ModelConfig::from_gguf(&content, path)?;
-    mxfp4.remove_from(&mut content);
-    // llama.cpp accepts bytes after the last tensor, as a type changed to a smaller one
-    // leaves them; past the alignment padding they are worth a word.
-    let trailing = file_size - needed;
-    if trailing >= header.alignment {
-        config.warnings.push(format!(
-            "{}: {trailing} bytes after the last tensor, which no tensor reads: a tensor's \
-             type or shape may not be what it was written with",
-            path.display()
-        ));
-    }
-    Ok((GgufTables { content, mxfp4 }, reader, config))
+    Ok(Checked {
+        content,
+        mxfp4,
+        reader,
+        trailing: file_size - needed,
+        alignment: header.alignment,
+    })
 }
 
 /// The `*.safetensors` files of a Hugging Face model directory, in name order.

@@ -45,6 +45,10 @@ impl FakeModel {
 }
 
 impl Backend for FakeModel {
+    fn kind(&self) -> samplab::engine::BackendKind {
+        samplab::engine::BackendKind::Samplab
+    }
+
     fn vocab_size(&self) -> usize {
         self.vocab
     }

@@ -30,6 +30,7 @@ pub fn loaded_with_template(chat_template: bool) -> Event {
         special_tokens: Vec::new(),
         warnings: Vec::new(),
         activations: None,
+        backend: None,
     }
 }
 

@@ -1,0 +1,281 @@
+//! The llama.cpp backend against llama.cpp itself (the library called directly, the oracle for
+//! this backend), on random-weight models of architectures samplab's engine lacks, written by
+//! the tests: `auto` takes llama.cpp for them and says so, their logprobs and greedy tokens are
+//! llama.cpp's own, re-runs equal fresh runs on this backend, and samplab's llama.cpp sampler
+//! chain draws as llama.cpp's own does.
+
+use crate::llama_fixtures::{write_gemma2, write_lfm2};
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+use llama_cpp_2::token::data_array::LlamaTokenDataArray;
+use samplab::engine::load::load_model_with;
+use samplab::engine::{BackendChoice, BackendKind, LoadedModel, Prompt, Request, Runner};
+use samplab::model::Activations;
+use samplab::model::device::DeviceChoice;
+use samplab::model::source::HubSettings;
+use samplab::params::SamplingParams;
+use samplab::response::SampleResponse;
+use samplab::sampling::{SampleState, Sampler};
+use std::num::NonZeroU32;
+use std::path::Path;
+
+const PROMPT: &str = "hello world, this is a test of the backend";
+
+fn load(path: &Path, backend: BackendChoice) -> LoadedModel {
+    load_model_with(
+        path.to_str().unwrap(),
+        &HubSettings::from_env(),
+        DeviceChoice::Cpu,
+        Activations::Exact,
+        backend,
+        &mut |_| {},
+    )
+    .unwrap_or_else(|e| panic!("{} loads: {e:#}", path.display()))
+}
+
+fn params(yaml: &str) -> SamplingParams {
+    serde_yaml_ng::from_str(yaml).unwrap()
+}
+
+fn run(model: &mut LoadedModel, prompt: &str, params: SamplingParams) -> SampleResponse {
+    let request = Request {
+        run_id: 1,
+        prompt: Prompt::raw(prompt),
+        lane: 0,
+        params,
+        branches: Vec::new(),
+    };
+    model
+        .run(&request, &mut || false, &mut |_| {})
+        .unwrap_or_else(|e| panic!("the run finishes: {e:#}"))
+}
+
+fn tokens(response: &SampleResponse) -> Vec<Vec<u32>> {
+    response
+        .trajectories
+        .iter()
+        .map(|t| t.token_ids.clone())
+        .collect()
+}
+
+/// llama.cpp called directly: a context of its own defaults with one sequence.
+struct Oracle {
+    model: LlamaModel,
+}
+
+impl Oracle {
+    fn new(path: &Path) -> Self {
+        let backend = samplab::engine::llama_cpp::llama_backend().unwrap();
+        let params = LlamaModelParams::default().with_n_gpu_layers(0);
+        Self {
+            model: LlamaModel::load_from_file(backend, path, &params).unwrap(),
+        }
+    }
+
+    /// The logits after every position of `ids`, run as one batch.
+    fn logits(&self, ids: &[u32]) -> Vec<Vec<f32>> {
+        let backend = samplab::engine::llama_cpp::llama_backend().unwrap();
+        let params = LlamaContextParams::default().with_n_ctx(NonZeroU32::new(512));
+        let mut context = self.model.new_context(backend, params).unwrap();
+        let mut batch = LlamaBatch::new(512, 1);
+        for (i, &id) in ids.iter().enumerate() {
+            batch
+                .add(LlamaToken::new(id as i32), i as i32, &[0], true)
+                .unwrap();
+        }
+        context.decode(&mut batch).unwrap();
+        (0..ids.len())
+            .map(|i| context.get_logits_ith(i as i32).to_vec())
+            .collect()
+    }
+
+    /// `steps` greedy tokens after `ids`, one decode call a token.
+    fn greedy(&self, ids: &[u32], steps: usize) -> Vec<u32> {
+        let backend = samplab::engine::llama_cpp::llama_backend().unwrap();
+        let params = LlamaContextParams::default().with_n_ctx(NonZeroU32::new(512));
+        let mut context = self.model.new_context(backend, params).unwrap();
+        let mut batch = LlamaBatch::new(512, 1);
+        for (i, &id) in ids.iter().enumerate() {
+            let last = i + 1 == ids.len();
+            batch
+                .add(LlamaToken::new(id as i32), i as i32, &[0], last)
+                .unwrap();
+        }
+        context.decode(&mut batch).unwrap();
+        let mut out = Vec::new();
+        let mut index = ids.len() as i32 - 1;
+        for step in 0..steps {
+            let next = crate::common::argmax(context.get_logits_ith(index));
+            out.push(next);
+            batch.clear();
+            let pos = (ids.len() + step) as i32;
+            batch.add(LlamaToken::new(next as i32), pos, &[0], true).unwrap();
+            context.decode(&mut batch).unwrap();
+            index = 0;
+        }
+        out
+    }
+}
+
+/// Writes the fixture of `arch` into a new directory.
+fn fixture(arch: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!("{arch}.gguf"));
+    match arch {
+        "gemma2" => write_gemma2(&path),
+        "lfm2" => write_lfm2(&path),
+        other => panic!("no fixture for {other}"),
+    }
+    (dir, path)
+}
+
+fn auto_takes_llama_cpp_and_matches_llama_cpp_itself(arch: &str) {
+    let (_dir, path) = fixture(arch);
+    let mut model = load(&path, BackendChoice::Auto);
+    assert_eq!(model.backend.kind(), BackendKind::LlamaCpp);
+    assert!(
+        model
+            .warnings
+            .iter()
+            .any(|w| w.contains(&format!("does not run `{arch}`")) && w.contains("llama.cpp")),
+        "{:?}",
+        model.warnings
+    );
+    let response = run(
+        &mut model,
+        PROMPT,
+        params("temperature: 0\nmax_tokens: 12\nprompt_logprobs: 0\nseed: 1\nnum_samples: 1"),
+    );
+    let ids = response.prompt_token_ids.clone();
+    assert!(ids.len() > 4, "{ids:?}");
+    let oracle = Oracle::new(&path);
+    let logits = oracle.logits(&ids);
+    let ours = response.prompt_logprobs.as_ref().unwrap();
+    let mut worst = 0f32;
+    for i in 1..ids.len() {
+        let want = crate::common::log_softmax(&logits[i - 1])[ids[i] as usize];
+        let got = ours[i].unwrap();
+        worst = worst.max((got - want).abs());
+    }
+    assert!(worst < 1e-5, "{arch}: prompt logprobs {worst} from llama.cpp's");
+    let greedy = oracle.greedy(&ids, response.trajectories[0].token_ids.len());
+    // The run may stop early at EOS; the tokens it made are llama.cpp's greedy ones.
+    assert_eq!(response.trajectories[0].token_ids, greedy, "{arch}");
+}
+
+#[test]
+fn gemma2_samples_through_auto_on_llama_cpp_as_llama_cpp_computes_it() {
+    auto_takes_llama_cpp_and_matches_llama_cpp_itself("gemma2");
+}
+
+#[test]
+fn lfm2_hybrid_samples_through_auto_on_llama_cpp_as_llama_cpp_computes_it() {
+    auto_takes_llama_cpp_and_matches_llama_cpp_itself("lfm2");
+}
+
+/// Re-runs after a change (replayed from what the last run kept, decoding from the first
+/// changed token) and prompt edits (the prompt cache cut where they differ) equal fresh runs.
+fn reruns_equal_fresh_runs(arch: &str) {
+    let (_dir, path) = fixture(arch);
+    let base = "num_samples: 4\nmax_tokens: 16\nseed: 5\ntemperature: 1.0";
+    let changed = [
+        format!("{base}\ntop_k: 40"),
+        format!("{base}\ntemperature: 0.8"),
+        format!("{base}\nmax_tokens: 24"),
+    ];
+    let mut live = load(&path, BackendKind::LlamaCpp.into());
+    run(&mut live, PROMPT, params(base));
+    for yaml in &changed {
+        let rerun = run(&mut live, PROMPT, params(yaml));
+        let mut fresh_model = load(&path, BackendKind::LlamaCpp.into());
+        let fresh = run(&mut fresh_model, PROMPT, params(yaml));
+        assert_eq!(tokens(&rerun), tokens(&fresh), "{arch}: after `{yaml}`");
+    }
+    // A prompt that shares the last one's start, then one cut in the middle.
+    for prompt in [format!("{PROMPT} and more"), "hello world, it".to_owned()] {
+        let rerun = run(&mut live, &prompt, params(base));
+        let mut fresh_model = load(&path, BackendKind::LlamaCpp.into());
+        let fresh = run(&mut fresh_model, &prompt, params(base));
+        assert_eq!(tokens(&rerun), tokens(&fresh), "{arch}: prompt `{prompt}`");
+    }
+}
+
+#[test]
+fn reruns_and_prompt_edits_equal_fresh_runs_on_llama_cpp() {
+    reruns_equal_fresh_runs("gemma2");
+}
+
+#[test]
+fn reruns_and_prompt_edits_equal_fresh_runs_on_a_hybrid_model_on_llama_cpp() {
+    reruns_equal_fresh_runs("lfm2");
+}
+
+/// Total variation between samplab's processed distribution and llama.cpp's draws.
+fn tv_against_draws(ours: &[(u32, f64)], draws: &[u32]) -> f64 {
+    let mut ids: Vec<u32> = ours.iter().map(|t| t.0).chain(draws.iter().copied()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let n = draws.len() as f64;
+    ids.iter()
+        .map(|&id| {
+            let p = ours.iter().find(|t| t.0 == id).map_or(0.0, |t| t.1);
+            let q = draws.iter().filter(|&&d| d == id).count() as f64 / n;
+            (p - q).abs()
+        })
+        .sum::<f64>()
+        / 2.0
+}
+
+#[test]
+fn the_llama_cpp_profile_draws_first_tokens_as_llama_cpps_own_chain_does() {
+    let (_dir, path) = fixture("gemma2");
+    let mut model = load(&path, BackendKind::LlamaCpp.into());
+    let ids = model.encode(PROMPT).unwrap();
+    let logits = {
+        let backend = model.backend.as_mut();
+        backend.reset();
+        backend.prefill(&ids, ids.len() - 1).unwrap().logits.remove(0)
+    };
+    for (k, p, min_p, t) in [(40, 0.95, 0.05, 0.8), (20, 0.9, 0.0, 1.3), (0, 1.0, 0.1, 1.0)] {
+        let yaml = format!(
+            "engine: llama.cpp\ntop_k: {k}\ntop_p: {p}\nmin_p: {min_p}\ntemperature: {t}\nrepetition_penalty: 1.0"
+        );
+        let state = SampleState::new(1, 0, &ids, logits.len());
+        let ours: Vec<(u32, f64)> = Sampler::new(&params(&yaml))
+            .unwrap()
+            .distribution(&logits, &state)
+            .unwrap()
+            .into_iter()
+            .map(|t| (t.id, f64::from(t.prob)))
+            .collect();
+        let draws: Vec<u32> = (0..4000u32)
+            .map(|seed| {
+                let mut chain = LlamaSampler::chain_simple([
+                    LlamaSampler::top_k(k),
+                    LlamaSampler::top_p(p as f32, 1),
+                    LlamaSampler::min_p(min_p as f32, 1),
+                    LlamaSampler::temp(t as f32),
+                    LlamaSampler::dist(seed),
+                ]);
+                let mut array = LlamaTokenDataArray::from_iter(
+                    logits.iter().enumerate().map(|(id, &logit)| {
+                        llama_cpp_2::token::data::LlamaTokenData::new(
+                            LlamaToken::new(id as i32),
+                            logit,
+                            0.0,
+                        )
+                    }),
+                    false,
+                );
+                array.apply_sampler(&mut chain);
+                array.selected_token().unwrap().0 as u32
+            })
+            .collect();
+        let tv = tv_against_draws(&ours, &draws);
+        assert!(tv < 0.05, "{yaml}: total variation {tv}");
+    }
+}
