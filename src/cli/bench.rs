@@ -150,17 +150,21 @@ fn load(args: &BenchArgs, activations: Activations) -> anyhow::Result<LoadedMode
         (Some(spec), _) => {
             let mut bar = LoadBar::new();
             let hub = HubSettings::from_env();
-            let model = load_model_with(spec, &hub, args.device, activations, backend, &mut |step| {
-                bar.show(&step)
-            });
+            let model =
+                load_model_with(spec, &hub, args.device, activations, backend, &mut |step| {
+                    bar.show(&step)
+                });
             bar.clear();
             model
         }
-        (None, Some(name)) => {
-            synthetic_model(name, &args.qtype, args.device, activations, backend, &mut |step| {
-                eprintln!("{}", step.message)
-            })
-        }
+        (None, Some(name)) => synthetic_model(
+            name,
+            &args.qtype,
+            args.device,
+            activations,
+            backend,
+            &mut |step| eprintln!("{}", step.message),
+        ),
         (None, None) => unreachable!("clap requires --model or --synthetic"),
     }
 }

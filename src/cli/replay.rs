@@ -6,13 +6,13 @@
 use super::progress::LoadBar;
 use anyhow::Context;
 use clap::Args;
+use samplab::engine::BackendKind;
 use samplab::engine::LoadedModel;
 use samplab::engine::load::load_model_with;
 use samplab::engine::reproduce::{
     Difference, first_difference, own_samples, request_of, sample_tokens,
 };
 use samplab::model::Activations;
-use samplab::engine::BackendKind;
 use samplab::model::device::DeviceChoice;
 use samplab::model::source::HubSettings;
 use samplab::model::text::token_text;

@@ -1,7 +1,7 @@
 //! The engine's narrow boundary: `Request` in, `Event` out, every event tagged with its run.
 
-use super::prompt::Prompt;
 use super::backend_choice::BackendKind;
+use super::prompt::Prompt;
 use crate::model::Activations;
 use crate::model::source::hub::Transfer;
 use crate::params::{Field, SamplingParams};

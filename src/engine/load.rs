@@ -320,9 +320,10 @@ fn load_on(
         }
         (ModelSource::Gguf(path), choice) => match Model::open_gguf(path) {
             Ok(gguf) => Some(gguf),
-            Err(ModelError::UnsupportedArchitecture { name: arch, supported })
-                if choice == BackendChoice::Auto =>
-            {
+            Err(ModelError::UnsupportedArchitecture {
+                name: arch,
+                supported,
+            }) if choice == BackendChoice::Auto => {
                 let ours = format!("samplab's engine does not run `{arch}` (it runs {supported})");
                 if !super::llama_cpp::BUILT {
                     anyhow::bail!(
@@ -331,10 +332,8 @@ fn load_on(
                         super::llama_cpp::NOT_BUILT
                     );
                 }
-                return llama_cpp(Some(format!(
-                    "{ours}: llama.cpp runs it (--backend auto)"
-                )))
-                .map_err(|e| e.context(format!("no backend runs {}: {ours}", path.display())));
+                return llama_cpp(Some(format!("{ours}: llama.cpp runs it (--backend auto)")))
+                    .map_err(|e| e.context(format!("no backend runs {}: {ours}", path.display())));
             }
             Err(e) => return Err(e.into()),
         },
@@ -534,7 +533,9 @@ fn load_llama_cpp(
         warnings,
         activations: None,
         structured: Default::default(),
-        name: loading.name,
+        // Every label that names the model (column titles, headers, scores) says whose
+        // forward pass it is: the same file on both backends is two models.
+        name: format!("{} (llama.cpp)", loading.name),
         backend: opened.backend,
         device: opened.device,
         replay: loading.replay,

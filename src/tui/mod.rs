@@ -49,8 +49,8 @@ pub use widgets::params::{ParamsState, START_MAX_TOKENS, value_text};
 pub use widgets::prompt::PromptView;
 pub use widgets::text::TextBuffer;
 
-use crate::engine::{Backends, Engine};
 use crate::engine::load::load_any;
+use crate::engine::{Backends, Engine};
 use crate::model::Activations;
 use crate::model::device::DeviceChoice;
 use crate::model::source::HubSettings;

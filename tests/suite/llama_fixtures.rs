@@ -157,7 +157,10 @@ struct Builder {
 impl Builder {
     fn new(arch: &'static str, seed: u64) -> Self {
         let tokenizer = tokenizer_metadata();
-        let vocab = match tokenizer.iter().find(|(key, _)| key == "tokenizer.ggml.tokens") {
+        let vocab = match tokenizer
+            .iter()
+            .find(|(key, _)| key == "tokenizer.ggml.tokens")
+        {
             Some((_, Value::Array(tokens))) => tokens.len(),
             _ => panic!("the synthetic vocabulary lists its tokens"),
         };

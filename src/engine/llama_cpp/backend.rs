@@ -237,7 +237,11 @@ impl Backend for LlamaCppBackend {
 
     fn retire(&mut self, keep: &[bool]) -> anyhow::Result<Vec<ParkedRow>> {
         if keep.len() != self.rows.len() {
-            anyhow::bail!("{} flags for a batch of {} rows", keep.len(), self.rows.len());
+            anyhow::bail!(
+                "{} flags for a batch of {} rows",
+                keep.len(),
+                self.rows.len()
+            );
         }
         let mut parked = Vec::new();
         let mut kept = Vec::new();

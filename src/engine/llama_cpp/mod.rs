@@ -87,15 +87,12 @@ pub fn open(path: &Path, device: DeviceChoice) -> anyhow::Result<Opened> {
         .with_swa_full(true)
         .with_n_threads(threads)
         .with_n_threads_batch(threads);
-    let context = model
-        .new_context(llama, context_params)
-        .map_err(|e| anyhow::anyhow!("llama.cpp could not make a context: {e}{}", logged_errors()))?;
+    let context = model.new_context(llama, context_params).map_err(|e| {
+        anyhow::anyhow!("llama.cpp could not make a context: {e}{}", logged_errors())
+    })?;
     let recurrent = model.is_recurrent() || model.is_hybrid();
     let bytes_per_position = kv_bytes_per_position(&model);
-    let kernels = vec![(
-        "all".to_owned(),
-        format!("llama.cpp ({} threads)", threads),
-    )];
+    let kernels = vec![("all".to_owned(), format!("llama.cpp ({} threads)", threads))];
     let seqs = sequences::Sequences::new(Arc::clone(&model), context, SEQUENCES, BATCH as usize);
     let warnings = log::drain()
         .into_iter()
@@ -137,9 +134,7 @@ fn offload(
         DeviceChoice::Cpu => Ok((0, "cpu".to_owned())),
         DeviceChoice::Auto if gpu => Ok((u32::MAX, gpu_name())),
         DeviceChoice::Auto => Ok((0, "cpu".to_owned())),
-        DeviceChoice::Cuda(_) | DeviceChoice::Metal(_) if gpu => {
-            Ok((u32::MAX, device.to_string()))
-        }
+        DeviceChoice::Cuda(_) | DeviceChoice::Metal(_) if gpu => Ok((u32::MAX, device.to_string())),
         DeviceChoice::Cuda(_) | DeviceChoice::Metal(_) => anyhow::bail!(
             "llama.cpp in this build runs on the CPU only: rebuild with `--features llama-cpp,cuda` \
              (or metal, or vulkan), or pass --device cpu"

@@ -118,7 +118,9 @@ impl Sequences {
 
     /// Gives a row's sequence back, its cells cleared.
     pub fn give_back(&mut self, seq: i32) {
-        let _ = self.context.clear_kv_cache_seq(Some(seq as u32), None, None);
+        let _ = self
+            .context
+            .clear_kv_cache_seq(Some(seq as u32), None, None);
         self.free.push(seq);
     }
 
