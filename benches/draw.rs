@@ -79,6 +79,7 @@ fn streamed(samples: u32) -> State {
         special_tokens: Vec::new(),
         warnings: Vec::new(),
         activations: None,
+        backend: None,
     };
     update(&mut state, Action::Engine(ModelId(0), loaded));
     stream(&mut state, 1, samples);

@@ -50,6 +50,10 @@ enum Command {
     /// every token equals: exit 0 if so, 1 naming the first that differs, 2 when the file
     /// cannot be replayed.
     Replay(cli::replay::ReplayArgs),
+    /// Load a GGUF file with llama.cpp and run one token, in the child process that keeps a
+    /// file llama.cpp aborts on away from samplab's own process (internal).
+    #[command(name = "llama-probe", hide = true)]
+    LlamaProbe { file: std::path::PathBuf },
     /// Check and list presets.
     Presets {
         #[command(subcommand)]
@@ -59,6 +63,13 @@ enum Command {
 
 fn main() -> ExitCode {
     pin_thread_count();
+    // Files go to llama.cpp only after this binary has loaded them in a child process.
+    if std::env::var_os(samplab::engine::llama_cpp::PROBE_VAR).is_none()
+        && let Ok(exe) = std::env::current_exe()
+    {
+        // SAFETY: no other thread runs yet.
+        unsafe { std::env::set_var(samplab::engine::llama_cpp::PROBE_VAR, exe) };
+    }
     let cli = Cli::parse();
     let failure = match cli.command {
         Some(Command::Replay(_)) => ExitCode::from(cli::replay::TROUBLE),
@@ -73,6 +84,9 @@ fn main() -> ExitCode {
         Some(Command::Render(args)) => cli::render::run(args),
         Some(Command::Replay(args)) => cli::replay::run(args),
         Some(Command::Presets { command }) => cli::presets::run(command),
+        Some(Command::LlamaProbe { file }) => {
+            samplab::engine::llama_cpp::run_probe(&file).map(|()| ExitCode::SUCCESS)
+        }
     };
     match result {
         Ok(code) => code,

@@ -298,3 +298,69 @@ fn the_llama_cpp_profile_draws_first_tokens_as_llama_cpps_own_chain_does() {
         assert!(tv < 0.05, "{yaml}: total variation {tv}");
     }
 }
+
+/// Mutated copies of a file llama.cpp runs, through the real binary on `--backend llama.cpp`:
+/// each is refused or sampled, and none crashes or hangs samplab (a file that gets past
+/// samplab's checks and aborts llama.cpp ends the probe's child process, not samplab's).
+#[test]
+fn hostile_files_through_llama_cpp_neither_crash_nor_hang_samplab() {
+    use std::os::unix::process::ExitStatusExt;
+    let (dir, path) = fixture("gemma2");
+    let clean = std::fs::read(&path).unwrap();
+    // The header: the metadata and the tensor table, before the weights.
+    let header = 2600.min(clean.len());
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let (mut refused, mut sampled) = (0, 0);
+    for case in 0..24 {
+        let mut bytes = clean.clone();
+        for _ in 0..1 + next() % 3 {
+            let at = (next() as usize) % header;
+            bytes[at] = [0, 0xff, 0x20, next() as u8][(next() % 4) as usize];
+        }
+        let hostile = dir.path().join(format!("hostile-{case}.gguf"));
+        std::fs::write(&hostile, &bytes).unwrap();
+        let output = crate::common::samplab(&[
+            "sample",
+            "--model",
+            hostile.to_str().unwrap(),
+            "--backend",
+            "llama.cpp",
+            "--prompt",
+            "hello",
+            "--set",
+            "max_tokens=4",
+        ]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.signal(),
+            None,
+            "case {case} crashed: {stderr}"
+        );
+        assert!(
+            !stderr.contains("panicked"),
+            "case {case} panicked: {stderr}"
+        );
+        match output.status.code() {
+            Some(0) => sampled += 1,
+            Some(1) => {
+                assert!(
+                    stderr.contains("hostile-"),
+                    "case {case} names no file: {stderr}"
+                );
+                refused += 1;
+            }
+            other => panic!("case {case} exited with {other:?}: {stderr}"),
+        }
+    }
+    println!("hostile files through llama.cpp: {refused} refused, {sampled} sampled");
+    assert!(
+        refused > 0,
+        "no mutation was refused: the cases test nothing"
+    );
+}

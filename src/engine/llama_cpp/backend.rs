@@ -65,7 +65,7 @@ impl LlamaCppBackend {
     }
 
     /// A new sequence holding the prompt's first `start` positions.
-    fn from_prompt(&mut self, start: usize) -> anyhow::Result<(i32, Vec<Item>)> {
+    fn row_from_prompt(&mut self, start: usize) -> anyhow::Result<(i32, Vec<Item>)> {
         let held = self.prompt_ids.len();
         if start > held {
             anyhow::bail!("the prompt cache holds {held} positions, not the {start} a row needs");
@@ -176,7 +176,7 @@ impl Backend for LlamaCppBackend {
                     let start = len.checked_sub(then.len()).ok_or_else(|| {
                         anyhow::anyhow!("a row of {len} positions cannot hold {}", then.len())
                     })?;
-                    let (seq, recompute) = self.from_prompt(start)?;
+                    let (seq, recompute) = self.row_from_prompt(start)?;
                     items.extend(recompute);
                     (seq, then)
                 }

@@ -13,11 +13,17 @@ mod backend;
 #[cfg(feature = "llama-cpp")]
 pub mod log;
 #[cfg(feature = "llama-cpp")]
+pub mod probe;
+#[cfg(feature = "llama-cpp")]
 mod sequences;
 
 use crate::engine::Backend;
 use crate::model::device::DeviceChoice;
 use std::path::Path;
+
+/// The variable naming the binary that loads a file in a child process before llama.cpp loads
+/// it here (see `probe`); the CLI sets it to itself.
+pub const PROBE_VAR: &str = "SAMPLAB_LLAMA_PROBE";
 
 /// Whether this build has the llama.cpp backend.
 pub const BUILT: bool = cfg!(feature = "llama-cpp");
@@ -46,17 +52,37 @@ pub fn open(_path: &Path, _device: DeviceChoice) -> anyhow::Result<Opened> {
 }
 
 /// Loads the GGUF file at `path` (checked by samplab already) with llama.cpp, its layers on
-/// `device`.
+/// `device`, after a child process has loaded it unharmed (see [`probe`]).
 #[cfg(feature = "llama-cpp")]
 pub fn open(path: &Path, device: DeviceChoice) -> anyhow::Result<Opened> {
+    probe::probe(path)?;
+    log::capture();
+    let _ = log::drain();
+    load(path, device)
+}
+
+/// The child's side of [`probe`]: loads `path` on the CPU and runs one token, llama.cpp's log
+/// going to stderr for the parent to quote.
+#[cfg(feature = "llama-cpp")]
+pub fn run_probe(path: &Path) -> anyhow::Result<()> {
+    let mut opened = load(path, DeviceChoice::Cpu)?;
+    opened.backend.prefill(&[0], 0)?;
+    Ok(())
+}
+
+#[cfg(not(feature = "llama-cpp"))]
+pub fn run_probe(_path: &Path) -> anyhow::Result<()> {
+    anyhow::bail!(NOT_BUILT)
+}
+
+#[cfg(feature = "llama-cpp")]
+fn load(path: &Path, device: DeviceChoice) -> anyhow::Result<Opened> {
     use llama_cpp_2::context::params::LlamaContextParams;
     use llama_cpp_2::model::LlamaModel;
     use llama_cpp_2::model::params::LlamaModelParams;
     use std::num::NonZeroU32;
     use std::sync::Arc;
 
-    log::capture();
-    let _ = log::drain();
     let llama = llama_backend()?;
     let (layers, device_name) = offload(llama, device)?;
     let mut params = LlamaModelParams::default().with_n_gpu_layers(layers);
