@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The GPU check, for a machine with an NVIDIA GPU: build samplab with CUDA, run the GPU tests
-# (the CPU's fidelity and batch-invariance tests on the GPU), benchmark the real SmolLM2 file
-# and the synthetic 135M and 1.7B shapes, and print one JSON summary on stdout (logs go to
+# The GPU check, for a machine with an NVIDIA GPU: build samplab with CUDA and the llama.cpp
+# backend (llama.cpp's CUDA build too), run the GPU tests (the CPU's fidelity and
+# batch-invariance tests on the GPU), benchmark the real SmolLM2 file and the synthetic 135M
+# and 1.7B shapes on both backends side by side, and print one JSON summary on stdout (logs go to
 # stderr and to $GPU_CHECK_LOGS, default target/gpu-check).
 #
 # Uses the machine's CUDA toolkit when nvcc is on PATH, else installs one from PyPI
@@ -26,12 +27,12 @@ if ! command -v nvcc >/dev/null; then
   source scripts/cuda-toolkit.sh || exit 1
 fi
 
-say "cargo build --release --features cuda"
-cargo build --release --features cuda >&2 || exit 1
+say "cargo build --release --features cuda,llama-cpp"
+cargo build --release --features cuda,llama-cpp >&2 || exit 1
 build_s=$(($(date +%s) - started))
 
 say "GPU tests"
-cargo test --release --features cuda --test suite -- --ignored gpu 2>&1 | tee "$logs/tests.log" >&2
+cargo test --release --features cuda,llama-cpp --test suite -- --ignored gpu 2>&1 | tee "$logs/tests.log" >&2
 tests_status=${PIPESTATUS[0]}
 tests_passed=$(grep -o '[0-9]* passed' "$logs/tests.log" | tail -1 | cut -d' ' -f1)
 tests_failed=$(grep -o '[0-9]* failed' "$logs/tests.log" | tail -1 | cut -d' ' -f1)
@@ -56,6 +57,13 @@ else
 fi
 synthetic_json=$(bench synthetic-135m-q4_k_m --synthetic smollm2-135m --qtype q4_k_m)
 large_json=$(bench synthetic-1.7b-q8_0 --synthetic smollm2-1.7b --qtype q8_0)
+# The same files on llama.cpp's CUDA backend, the figures `auto` chooses by on a GPU.
+if [ -f "$real" ]; then
+  real_llama_json=$(bench smollm2-135m-q4_1-llama.cpp --model "$real" --backend llama.cpp)
+else
+  real_llama_json='{"error": "the real SmolLM2 file is not here: set SAMPLAB_REAL_MODEL"}'
+fi
+large_llama_json=$(bench synthetic-1.7b-q8_0-llama.cpp --synthetic smollm2-1.7b --qtype q8_0 --backend llama.cpp)
 
 cat <<JSON
 {
@@ -65,7 +73,9 @@ cat <<JSON
   "bench": {
     "smollm2-135m-q4_1": $real_json,
     "synthetic-smollm2-135m-q4_k_m": $synthetic_json,
-    "synthetic-smollm2-1.7b-q8_0": $large_json
+    "synthetic-smollm2-1.7b-q8_0": $large_json,
+    "smollm2-135m-q4_1 on llama.cpp": $real_llama_json,
+    "synthetic-smollm2-1.7b-q8_0 on llama.cpp": $large_llama_json
   },
   "seconds": $(($(date +%s) - started))
 }
