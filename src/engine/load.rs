@@ -413,6 +413,7 @@ fn load_on(
         chat_template,
         record_traces: false,
         origin,
+        encoder: None,
     })
 }
 
@@ -528,7 +529,20 @@ fn load_llama_cpp(
     check_vocab(&gguf.tokenizer, opened.backend.vocab_size(), true, path)?;
     let mut tokenizer = gguf.tokenizer;
     tokenizer.set_encode_special_tokens(false);
-    let warnings = loading.notice.into_iter().chain(opened.warnings).collect();
+    // samplab's tokenizer where it splits text as llama.cpp does, else llama.cpp's own.
+    let encoder = gguf.unknown_pre.as_ref().map(|_| opened.encoder);
+    let own_tokenizer = gguf.unknown_pre.map(|pre| {
+        format!(
+            "samplab's tokenizer does not know the pre-tokenizer `{pre}`: prompts are \
+             tokenized by llama.cpp"
+        )
+    });
+    let warnings = loading
+        .notice
+        .into_iter()
+        .chain(own_tokenizer)
+        .chain(opened.warnings)
+        .collect();
     Ok(LoadedModel {
         warnings,
         activations: None,
@@ -545,5 +559,6 @@ fn load_llama_cpp(
         chat_template,
         record_traces: false,
         origin: loading.origin,
+        encoder,
     })
 }

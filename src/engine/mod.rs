@@ -32,4 +32,4 @@ pub use replay::ReplayStore;
 pub use runner::Runner;
 pub use score::{ScoreRequest, ScoreSample};
 pub use trace::TraceRequest;
-pub use worker::{Engine, LoadedModel, random_seed};
+pub use worker::{Engine, LoadedModel, TextEncoder, random_seed};

@@ -58,11 +58,24 @@ pub struct LoadedModel {
     pub record_traces: bool,
     /// Where it came from, for the provenance of its runs.
     pub origin: ModelOrigin,
+    /// Tokenizes prompts instead of `tokenizer`, where samplab's GGUF tokenizer would not give
+    /// the ids the model was trained with (a pre-tokenizer it does not know): llama.cpp's.
+    pub encoder: Option<Arc<dyn TextEncoder>>,
+}
+
+/// A tokenizer that only encodes, for prompts.
+pub trait TextEncoder: Send + Sync {
+    /// `text`'s ids, BOS (and EOS) added as the model wants where `add_special`, special-token
+    /// text read as the control token where `parse_special`.
+    fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<u32>;
 }
 
 impl LoadedModel {
     /// A raw prompt's ids, BOS added as the model wants, special-token text parsed.
     pub fn encode(&self, prompt: &str) -> anyhow::Result<Vec<u32>> {
+        if let Some(encoder) = &self.encoder {
+            return Ok(encoder.encode(prompt, true, true));
+        }
         let encoding = self
             .tokenizer
             .encode(prompt, true)
@@ -80,6 +93,9 @@ impl LoadedModel {
     /// text kept as text where `literal`, else read as the control token; the tokenizer's own
     /// setting is restored after.
     fn ids_of(&mut self, text: &str, add_bos: bool, literal: bool) -> tokenizers::Result<Vec<u32>> {
+        if let Some(encoder) = &self.encoder {
+            return Ok(encoder.encode(text, add_bos, !literal));
+        }
         let own = self.tokenizer.get_encode_special_tokens();
         self.tokenizer.set_encode_special_tokens(literal);
         let encoding = self.tokenizer.encode(text, add_bos);

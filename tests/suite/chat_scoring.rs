@@ -36,6 +36,7 @@ fn model(name: &str, template: Option<&str>) -> LoadedModel {
         structured: Default::default(),
         record_traces: false,
         origin: Default::default(),
+        encoder: None,
     }
 }
 

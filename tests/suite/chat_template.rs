@@ -364,6 +364,7 @@ fn loaded(template: Option<ChatTemplate>) -> LoadedModel {
         structured: Default::default(),
         record_traces: false,
         origin: Default::default(),
+        encoder: None,
     }
 }
 

@@ -243,6 +243,7 @@ fn fake_loaded(delay: Duration) -> LoadedModel {
         structured: Default::default(),
         record_traces: false,
         origin: Default::default(),
+        encoder: None,
     }
 }
 

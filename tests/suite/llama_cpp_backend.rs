@@ -4,7 +4,7 @@
 //! llama.cpp's own, re-runs equal fresh runs on this backend, and samplab's llama.cpp sampler
 //! chain draws as llama.cpp's own does.
 
-use crate::llama_fixtures::{write_gemma2, write_lfm2};
+use crate::llama_fixtures::{write_gemma2, write_lfm2, write_lfm2_with_pre};
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::LlamaModel;
@@ -363,4 +363,46 @@ fn hostile_files_through_llama_cpp_neither_crash_nor_hang_samplab() {
         refused > 0,
         "no mutation was refused: the cases test nothing"
     );
+}
+
+/// A byte-level vocabulary whose pre-tokenizer samplab does not know is tokenized by llama.cpp,
+/// and the notice says so; one it knows keeps samplab's tokenizer, with the same ids.
+#[test]
+fn prompts_of_a_pre_tokenizer_samplab_lacks_are_tokenized_by_llama_cpp() {
+    let text = "Hello, world! 123 <|endoftext|> tokens";
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lfm2-pre.gguf");
+    write_lfm2_with_pre(&path, Some("glm4"));
+    let model = load(&path, BackendKind::LlamaCpp.into());
+    assert!(
+        model
+            .warnings
+            .iter()
+            .any(|w| w.contains("pre-tokenizer `glm4`") && w.contains("tokenized by llama.cpp")),
+        "{:?}",
+        model.warnings
+    );
+    assert!(model.encoder.is_some());
+    let oracle = Oracle::new(&path);
+    let want: Vec<u32> = oracle
+        .model
+        .vocab()
+        .tokenize(text.as_bytes(), true, true)
+        .into_iter()
+        .map(|t| t.0 as u32)
+        .collect();
+    assert_eq!(model.encode(text).unwrap(), want);
+
+    let (_dir, known) = fixture("lfm2");
+    let model = load(&known, BackendKind::LlamaCpp.into());
+    assert!(model.encoder.is_none(), "{:?}", model.warnings);
+    let oracle = Oracle::new(&known);
+    let want: Vec<u32> = oracle
+        .model
+        .vocab()
+        .tokenize(text.as_bytes(), true, true)
+        .into_iter()
+        .map(|t| t.0 as u32)
+        .collect();
+    assert_eq!(model.encode(text).unwrap(), want);
 }

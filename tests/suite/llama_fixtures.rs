@@ -94,6 +94,12 @@ pub fn write_gemma2(path: &Path) {
 /// layer is a convolution where its `head_count_kv` is 0; no window key, so no window; the
 /// final norm is named `token_embd_norm`; `output.weight` is optional (left out: tied).
 pub fn write_lfm2(path: &Path) {
+    write_lfm2_with_pre(path, None);
+}
+
+/// [`write_lfm2`] with `tokenizer.ggml.pre` set to `pre` (a vocabulary llama.cpp splits its own
+/// way, such as GLM-4's `glm4`).
+pub fn write_lfm2_with_pre(path: &Path, pre: Option<&str>) {
     const HEADS: usize = 4;
     /// Key/value heads of each layer; 0 makes it a short-convolution layer.
     const KV_HEADS: [usize; 3] = [0, 2, 0];
@@ -102,6 +108,9 @@ pub fn write_lfm2(path: &Path) {
     // The attention's q and output projections are `{hidden, hidden}`: heads span the width.
     let head_dim = HIDDEN / HEADS;
     let mut gguf = Builder::new("lfm2", 0x1F2E_3D4C_5B6A_7988);
+    if let Some(pre) = pre {
+        gguf.replace("tokenizer.ggml.pre", Value::String(pre.to_owned()));
+    }
     let kv_heads = KV_HEADS.iter().map(|&n| Value::U32(n as u32)).collect();
     for (key, value) in [
         ("context_length", Value::U32(CONTEXT)),
@@ -182,6 +191,14 @@ impl Builder {
             // xorshift stays at 0 from 0.
             noise: Noise(seed | 1),
             vocab,
+        }
+    }
+
+    /// Sets the key named `key` whole, in its place if there is one.
+    fn replace(&mut self, key: &str, value: Value) {
+        match self.metadata.iter_mut().find(|(k, _)| k == key) {
+            Some((_, old)) => *old = value,
+            None => self.metadata.push((key.to_owned(), value)),
         }
     }
 

@@ -32,6 +32,7 @@ fn model(replay: usize) -> LoadedModel {
         structured: Default::default(),
         record_traces: false,
         origin: Default::default(),
+        encoder: None,
     }
 }
 

@@ -17,7 +17,7 @@ pub mod probe;
 #[cfg(feature = "llama-cpp")]
 mod sequences;
 
-use crate::engine::Backend;
+use crate::engine::{Backend, TextEncoder};
 use crate::model::device::DeviceChoice;
 use std::path::Path;
 
@@ -44,6 +44,24 @@ pub struct Opened {
     pub device: String,
     /// What llama.cpp warned of while loading.
     pub warnings: Vec<String>,
+    /// llama.cpp's own tokenizer, for vocabularies samplab's does not reproduce.
+    pub encoder: std::sync::Arc<dyn TextEncoder>,
+}
+
+/// llama.cpp's tokenizer of a loaded model.
+#[cfg(feature = "llama-cpp")]
+struct LlamaEncoder(std::sync::Arc<llama_cpp_2::model::LlamaModel>);
+
+#[cfg(feature = "llama-cpp")]
+impl TextEncoder for LlamaEncoder {
+    fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<u32> {
+        self.0
+            .vocab()
+            .tokenize(text.as_bytes(), add_special, parse_special)
+            .into_iter()
+            .map(|token| token.0 as u32)
+            .collect()
+    }
 }
 
 #[cfg(not(feature = "llama-cpp"))]
@@ -134,6 +152,7 @@ fn load(path: &Path, device: DeviceChoice) -> anyhow::Result<Opened> {
         )),
         device: device_name,
         warnings,
+        encoder: std::sync::Arc::new(LlamaEncoder(model)),
     })
 }
 

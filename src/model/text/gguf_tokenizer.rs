@@ -117,6 +117,9 @@ pub struct GgufTokenizer {
     pub add_eos: bool,
     /// The Jinja chat template (`tokenizer.chat_template`), if the file has one.
     pub chat_template: Option<String>,
+    /// A byte-level vocabulary's `tokenizer.ggml.pre` that samplab does not know, so that its
+    /// ids may not be llama.cpp's (see [`knows_pre_tokenizer`]).
+    pub unknown_pre: Option<String>,
 }
 
 impl GgufTokenizer {
@@ -268,6 +271,9 @@ pub fn tokenizer_from_gguf(content: &Content) -> Result<GgufTokenizer, GgufToken
         add_bos,
         add_eos,
         chat_template: string(md, KEY_CHAT_TEMPLATE)?.map(str::to_owned),
+        unknown_pre: pre
+            .filter(|&p| kind == VocabKind::Bpe && !knows_pre_tokenizer(Some(p)))
+            .map(str::to_owned),
     })
 }
 
@@ -477,8 +483,29 @@ fn merge_pairs(
 /// `command-r`, ...) and llama.cpp's `default` (also used when the key is absent). Everything
 /// else gets GPT-2's regex: right for `gpt-2`, `phi-2`, `mpt`, `olmo` and the like, a guess for
 /// names llama.cpp splits otherwise (`deepseek-llm`, `gpt-4o`, `tekken`, ...) or refuses.
+/// Whether samplab splits text before merging as llama.cpp does for this `tokenizer.ggml.pre`;
+/// a type it does not know is split as GPT-2 splits, which may give other ids than llama.cpp.
+pub fn knows_pre_tokenizer(pre: Option<&str>) -> bool {
+    pre_regexes(pre).is_some()
+}
+
 fn pre_tokenizer_for(pre: Option<&str>) -> Result<PreTokenizerWrapper, GgufTokenizerError> {
-    let regexes: &[&str] = match pre {
+    let regexes = pre_regexes(pre).unwrap_or(&[GPT2_REGEX]);
+    let mut steps: Vec<PreTokenizerWrapper> = Vec::with_capacity(regexes.len() + 1);
+    for regex in regexes {
+        let pattern = SplitPattern::Regex((*regex).to_owned());
+        let split = Split::new(pattern, SplitDelimiterBehavior::Isolated, false)
+            .map_err(GgufTokenizerError::Build)?;
+        steps.push(split.into());
+    }
+    steps.push(ByteLevel::new(false, true, false).into());
+    Ok(PreTokenizerSequence::new(steps).into())
+}
+
+/// The regexes llama.cpp splits text with before merging, by `tokenizer.ggml.pre`; `None` for
+/// a type samplab does not know.
+fn pre_regexes(pre: Option<&str>) -> Option<&'static [&'static str]> {
+    let regexes: &'static [&'static str] = match pre {
         Some(p) if LLAMA3_PRES.contains(&p) => &[LLAMA3_REGEX],
         Some("qwen2" | "deepseek-r1-qwen" | "megrez" | "stablelm2") => &[QWEN2_REGEX],
         Some("qwen35") => &[QWEN35_REGEX],
@@ -499,17 +526,9 @@ fn pre_tokenizer_for(pre: Option<&str>) -> Result<PreTokenizerWrapper, GgufToken
             r"\p{N}+",
             "[0-9][0-9][0-9]",
         ],
-        Some(_) => &[GPT2_REGEX],
+        Some(_) => return None,
     };
-    let mut steps: Vec<PreTokenizerWrapper> = Vec::with_capacity(regexes.len() + 1);
-    for regex in regexes {
-        let pattern = SplitPattern::Regex((*regex).to_owned());
-        let split = Split::new(pattern, SplitDelimiterBehavior::Isolated, false)
-            .map_err(GgufTokenizerError::Build)?;
-        steps.push(split.into());
-    }
-    steps.push(ByteLevel::new(false, true, false).into());
-    Ok(PreTokenizerSequence::new(steps).into())
+    Some(regexes)
 }
 
 /// Prepends BOS / appends EOS on `encode(.., add_special_tokens = true)`.
