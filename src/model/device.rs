@@ -7,6 +7,7 @@
 use candle_core::Device;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What the user asked for; [`DeviceChoice::open`] turns it into a device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -108,6 +109,23 @@ fn open_metal(ordinal: usize) -> Result<Device, DeviceError> {
 #[cfg(not(feature = "metal"))]
 fn open_metal(_: usize) -> Result<Device, DeviceError> {
     Err(DeviceError::NotBuilt { feature: "metal" })
+}
+
+/// Whether the engine takes, on the CPU too, the paths it takes on a GPU (candle's products,
+/// attention and adds, experts one after another, every tensor a candle tensor): a test
+/// switch, so that what a GPU runs is checked where no GPU is. Process-wide: the tests that set
+/// it run alone in a process of their own.
+static GPU_PATHS: AtomicBool = AtomicBool::new(false);
+
+/// Makes models loaded from now on take a GPU's paths on the CPU (see [`cpu_paths`]).
+pub fn take_gpu_paths(on: bool) {
+    GPU_PATHS.store(on, Ordering::SeqCst);
+}
+
+/// Whether work on `device` takes the CPU's own paths: the device is the CPU, and the GPU's
+/// paths were not asked for ([`take_gpu_paths`]).
+pub fn cpu_paths(device: &Device) -> bool {
+    device.is_cpu() && !GPU_PATHS.load(Ordering::Relaxed)
 }
 
 /// A GPU's free and total memory in bytes, from its driver; `None` on the CPU, and where the

@@ -796,3 +796,95 @@ fn a_qwen35moe_config_json_with_rope_parameters_rotates_the_same_share() {
     assert_eq!(nested.config().rope_dims, 8);
     assert_eq!(nested.config(), plain.config());
 }
+
+/// Set in the child process that takes a GPU's paths (see below).
+const GPU_PATHS_CHILD: &str = "SAMPLAB_TEST_GPU_PATHS";
+
+/// Every family's fixture through the paths a GPU takes (candle's products, attention with
+/// masks, windows and sinks, adds; experts one after another; logits copied out whole), run on
+/// the CPU, gives the CPU paths' logprobs and tokens: what a GPU runs is checked where no GPU
+/// is. The switch is process-wide, so the comparison runs alone in a child process.
+#[test]
+fn the_gpu_paths_give_every_family_the_cpu_paths_logits() {
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "model_families::gpu_paths_against_cpu_paths_in_this_process",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(GPU_PATHS_CHILD, "1")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    eprintln!("{said}");
+    assert!(output.status.success(), "{said}");
+    assert!(
+        said.contains("1 passed"),
+        "the child ran no comparison: {said}"
+    );
+}
+
+/// The child's side of the test above; run alone, it does nothing (the switch would reach the
+/// tests running beside it).
+#[test]
+#[ignore = "run by the_gpu_paths_give_every_family_the_cpu_paths_logits in a process of its own"]
+fn gpu_paths_against_cpu_paths_in_this_process() {
+    use samplab::engine::{Prompt, Request};
+    use samplab::model::device::{DeviceChoice, take_gpu_paths};
+    if std::env::var_os(GPU_PATHS_CHILD).is_none() {
+        return;
+    }
+    let params: samplab::params::SamplingParams =
+        serde_yaml_ng::from_str("num_samples: 3\nmax_tokens: 6\nseed: 3\nlogprobs: 0").unwrap();
+    let request = Request {
+        run_id: 1,
+        prompt: Prompt::raw("a b c"),
+        lane: 0,
+        params,
+        branches: Vec::new(),
+    };
+    let mut families: Vec<String> = std::fs::read_dir(folder(""))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    families.sort();
+    assert!(families.len() >= 15, "{families:?}");
+    for family in &families {
+        let path = folder(family).join("model.gguf");
+        let reference = reference(family);
+        let run = |gpu: bool| {
+            take_gpu_paths(gpu);
+            let model = Model::load(&path, &Device::Cpu).unwrap();
+            let logprobs = our_logprobs(&model, &prompts(&reference));
+            let mut loaded = crate::common::load_at(&path, DeviceChoice::Cpu);
+            let response = loaded.run(&request, &mut || false, &mut |_| {}).unwrap();
+            take_gpu_paths(false);
+            let samples: Vec<(Vec<u32>, Vec<f32>)> = response
+                .trajectories
+                .iter()
+                .map(|t| (t.token_ids.clone(), t.logprobs.clone()))
+                .collect();
+            (logprobs, samples)
+        };
+        let (cpu, cpu_samples) = run(false);
+        let (gpu, gpu_samples) = run(true);
+        let (worst, mean) = distance(&cpu, &gpu);
+        eprintln!("{family}: GPU paths against CPU paths: worst {worst:.2e}, mean {mean:.2e}");
+        // f32 summation order alone: candle's products sum in other blocks than samplab's,
+        // and Qwen3.5's recurrence carries what differs on (measured worst 1.5e-4 there, under
+        // 3e-5 in every other family).
+        assert!(
+            worst < 5e-4 && mean < 2e-5,
+            "{family}: worst {worst}, mean {mean}"
+        );
+        for ((cpu_ids, cpu_lp), (gpu_ids, gpu_lp)) in cpu_samples.iter().zip(&gpu_samples) {
+            assert_eq!(cpu_ids, gpu_ids, "{family}: a batched sample's tokens");
+            for (a, b) in cpu_lp.iter().zip(gpu_lp) {
+                assert!((a - b).abs() < 1e-4, "{family}: logprob {a} against {b}");
+            }
+        }
+    }
+}

@@ -7,6 +7,7 @@ pub(crate) mod registry;
 mod rope;
 pub(crate) mod weights;
 
+use crate::model::device::cpu_paths;
 use crate::model::error::ModelError;
 use crate::model::formats::config::{ModelConfig, RopeScaling};
 use crate::model::formats::tensors;
@@ -160,7 +161,7 @@ impl Model {
         Self {
             rope: Rope::global(&config),
             rope_local: Rope::local(&config),
-            inline_small_ops: device.is_cpu() && weights.all_ours(),
+            inline_small_ops: cpu_paths(device) && weights.all_ours(),
             snapshots: Snapshots::within_replay_budget(&config, DEFAULT_REPLAY_BUDGET),
             config,
             weights,
@@ -437,7 +438,7 @@ impl Model {
             Some(gate) => layer.o.forward(&(out * candle_nn::ops::sigmoid(gate)?)?),
             None => layer.o.forward(&out),
         };
-        if q.device().is_cpu() && q.dtype() == DType::F32 {
+        if cpu_paths(q.device()) && q.dtype() == DType::F32 {
             let op = CausalAttention {
                 scale: scale as f32,
                 window,
@@ -481,7 +482,10 @@ fn with_sinks(scores: &Tensor, sinks: &[f32], len: usize) -> candle_core::Result
         .collect();
     let column = Tensor::from_vec(column, (1, kv_heads, queries, 1), scores.device())?
         .to_dtype(scores.dtype())?
-        .broadcast_as((rows, kv_heads, queries, 1))?;
+        .broadcast_as((rows, kv_heads, queries, 1))?
+        // A broadcast column made `cat` return a strided tensor for more than one row, which
+        // candle's softmax refuses (a batch of gpt-oss rows failed on a GPU's path).
+        .contiguous()?;
     let probs = candle_nn::ops::softmax_last_dim(&Tensor::cat(&[scores, &column], 3)?)?;
     probs.narrow(3, 0, keys)
 }
@@ -732,7 +736,7 @@ impl<M: Deref<Target = Model>> Session<M> {
 /// to copy on one thread while the others waited, 0.6 ms on two.
 fn rows_to_vec(logits: &Tensor) -> Result<Vec<Vec<f32>>, ModelError> {
     let logits = logits.to_dtype(DType::F32)?;
-    if !logits.device().is_cpu() {
+    if !cpu_paths(logits.device()) {
         return Ok(logits.to_vec2::<f32>()?);
     }
     let rows = in_parallel(logits.dim(0)?, |r| logits.get(r)?.to_vec1::<f32>());

@@ -10,6 +10,7 @@
 
 use super::registry::Gating;
 use super::weights::{Beside, Ffn, Moe, SharedExpert};
+use crate::model::device::cpu_paths;
 use crate::model::kernels::fused::Activation;
 use crate::model::kernels::fused::gated;
 use crate::model::kernels::parallel::{Disjoint, for_each_range};
@@ -89,7 +90,7 @@ impl Moe {
                 }
                 Err(e) => *failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e),
             };
-            if x.device().is_cpu() {
+            if cpu_paths(x.device()) {
                 for_each_range(active.len(), |range| {
                     active[range].iter().for_each(|&e| write(e))
                 });

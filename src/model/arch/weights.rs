@@ -2,6 +2,7 @@
 //! kept as stored) into one in-memory form, so that the forward pass has a single code path.
 
 use super::registry::{Gating, Part, QkNorm};
+use crate::model::device::cpu_paths;
 use crate::model::error::ModelError;
 use crate::model::formats::config::{DeltaNetShape, Experts, ModelConfig};
 use crate::model::formats::tensors::{
@@ -53,7 +54,7 @@ impl Linear {
             Stored::Candle(weight) => weight,
             Stored::Mxfp4(m) => {
                 if let Some(arithmetic) = ours
-                    && m.device.is_cpu()
+                    && cpu_paths(&m.device)
                     && let Some(matrix) =
                         QuantMatrix::from_gguf(QuantType::Mxfp4, m.rows, m.cols, &m.data)?
                 {
@@ -68,7 +69,7 @@ impl Linear {
             }
         };
         if let QMatMul::QTensor(q) = &weight
-            && q.device().is_cpu()
+            && cpu_paths(&q.device())
         {
             let (rows, cols) = q.shape().dims2()?;
             let data = q.data()?;
@@ -189,7 +190,7 @@ impl Linear {
 /// products run inside the barrier pool's loop, where candle's own split of a large add would
 /// wait for the pool it runs in, for ever.
 fn add_bias(y: Tensor, bias: &Tensor) -> candle_core::Result<Tensor> {
-    let f32_cpu = |t: &Tensor| t.device().is_cpu() && t.dtype() == DType::F32;
+    let f32_cpu = |t: &Tensor| cpu_paths(t.device()) && t.dtype() == DType::F32;
     if !(f32_cpu(&y) && f32_cpu(bias)) {
         return y.broadcast_add(bias);
     }

@@ -3,6 +3,7 @@
 //! or not), safetensors ones in their own float type.
 
 use crate::model::arch::registry::{Family, Part};
+use crate::model::device::cpu_paths;
 use crate::model::error::{ModelError, without_backtrace};
 use crate::model::formats::config::{ModelConfig, io_error};
 use crate::model::formats::gguf_checks;
@@ -103,7 +104,7 @@ impl Mxfp4Matrix {
         let mut values = vec![0f32; self.rows * self.cols];
         mxfp4::dequantize(&self.data, &mut values);
         let cpu = Tensor::from_vec(values, (self.rows, self.cols), &Device::Cpu)?;
-        if self.device.is_cpu() {
+        if cpu_paths(&self.device) {
             let stored = QTensor::quantize(&cpu, GgmlDType::F32)?;
             Ok(QMatMul::QTensor(Arc::new(stored)))
         } else {
@@ -482,7 +483,7 @@ pub(crate) fn split_rows(matrix: Stored, rows: &[usize]) -> candle_core::Result<
 /// ([`Linear::new`]) and the embedding lookup; elsewhere candle widens float matrices to f32
 /// for its own product.
 fn as_stored(tensor: Arc<QTensor>) -> candle_core::Result<QMatMul> {
-    if tensor.device().is_cpu() {
+    if cpu_paths(&tensor.device()) {
         Ok(QMatMul::QTensor(tensor))
     } else {
         QMatMul::from_arc(tensor)
@@ -589,7 +590,7 @@ impl Source for HfSource {
         let Some(tensor) = self.take(name, &[shape.0, shape.1])? else {
             return Ok(None);
         };
-        if !tensor.device().is_cpu() {
+        if !cpu_paths(tensor.device()) {
             let widened = QMatMul::Tensor(tensor.to_dtype(DType::F32)?);
             return Ok(Some(Stored::Candle(widened)));
         }

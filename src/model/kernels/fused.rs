@@ -7,6 +7,7 @@
 use super::parallel::{Disjoint, for_each_range};
 use super::{Isa, contiguous_f32};
 use crate::fast_exp::exp;
+use crate::model::device::cpu_paths;
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Shape, Tensor};
 
 /// The feed-forward's gate activation: `act(gate) * up`.
@@ -196,7 +197,7 @@ pub(crate) fn rope_heads(
     sin: &Tensor,
     layout: RopeLayout,
 ) -> candle_core::Result<Tensor> {
-    if x.device().is_cpu() && x.dtype() == candle_core::DType::F32 {
+    if cpu_paths(x.device()) && x.dtype() == candle_core::DType::F32 {
         return x
             .contiguous()?
             .apply_op3_no_bwd(cos, sin, &RopeHeads { layout });
@@ -220,7 +221,7 @@ pub(crate) fn gated(
     gate: &Tensor,
     up: &Tensor,
 ) -> candle_core::Result<Tensor> {
-    if gate.device().is_cpu() && gate.dtype() == candle_core::DType::F32 {
+    if cpu_paths(gate.device()) && gate.dtype() == candle_core::DType::F32 {
         return gate
             .contiguous()?
             .apply_op2_no_bwd(&up.contiguous()?, &GatedTimes { activation });
