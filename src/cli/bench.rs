@@ -146,6 +146,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
 /// The model `args` name, its quantized CPU products multiplying `activations`.
 fn load(args: &BenchArgs, activations: Activations) -> anyhow::Result<LoadedModel> {
     let backend = args.backend.backend.for_model(0);
+    args.backend.apply_verbose();
     match (&args.model, &args.synthetic) {
         (Some(spec), _) => {
             let mut bar = LoadBar::new();

@@ -20,6 +20,16 @@ pub struct BackendArg {
     /// list gives one per --model (`--backend samplab,llama.cpp`).
     #[arg(long, value_name = "BACKEND", default_value = "auto")]
     pub backend: samplab::engine::Backends,
+    /// Print llama.cpp's whole log on stderr (its warnings are shown in any case).
+    #[arg(long)]
+    pub verbose: bool,
+}
+
+impl BackendArg {
+    /// What `--verbose` asks of a command that writes to a terminal's lines, not a screen.
+    pub fn apply_verbose(&self) {
+        samplab::engine::llama_cpp::echo_log(self.verbose);
+    }
 }
 
 /// `--activations`, for every command that loads a model.

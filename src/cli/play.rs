@@ -3,6 +3,7 @@
 
 use clap::Args;
 use samplab::config;
+use samplab::engine::Backends;
 use samplab::model::device::DeviceChoice;
 use samplab::model::source::embedded;
 use samplab::params::SamplingParams;
@@ -66,6 +67,12 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
         .backend
         .check_count(args.models.len())
         .map_err(anyhow::Error::msg)?;
+    if args.backend.verbose {
+        anyhow::bail!(
+            "--verbose prints llama.cpp's log on stderr, which the playground draws on: there \
+             its warnings are in the notices (`l`); use it with sample, sweep or bench"
+        );
+    }
     let store = PresetStore::user();
     let neutral = |name: &str| Preset {
         name: name.to_owned(),
@@ -82,6 +89,21 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
     let models = match &session {
         Some(session) => session.models.iter().map(|m| m.spec.clone()).collect(),
         None => args.models,
+    };
+    // A session's models load on the backends that ran them.
+    let backends = match &session {
+        Some(session) => Backends::from(
+            session
+                .models
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    m.backend
+                        .map_or(args.backend.backend.for_model(i), Into::into)
+                })
+                .collect::<Vec<_>>(),
+        ),
+        None => args.backend.backend.clone(),
     };
     let preset = resolve(args.presets.first().map(String::as_str))?;
     let second_preset = args
@@ -118,7 +140,7 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
         models,
         device: args.device,
         activations: args.precision.activations,
-        backends: args.backend.backend,
+        backends,
         prompt: args.prompt,
         chat: args.chat,
         preset,

@@ -129,6 +129,7 @@ pub fn run(mut args: SampleArgs) -> anyhow::Result<ExitCode> {
         .backend
         .check_count(args.models.len())
         .map_err(anyhow::Error::msg)?;
+    args.backend.apply_verbose();
     let model_defaults = args.preset.as_deref() == Some(MODEL_PRESET);
     // Checked before loading so that a typo costs no load time.
     let params = params_from_flags(

@@ -88,6 +88,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
     let seed = *base.seed.get_or_insert_with(random_seed);
 
     let mut bar = LoadBar::new();
+    args.backend.apply_verbose();
     let (device, activations) = (args.device, args.precision.activations);
     let mut runner = load_any(
         &args.model,

@@ -114,6 +114,15 @@ impl Backends {
     }
 }
 
+impl From<Vec<BackendChoice>> for Backends {
+    fn from(choices: Vec<BackendChoice>) -> Self {
+        match choices.is_empty() {
+            true => Self::default(),
+            false => Self(choices),
+        }
+    }
+}
+
 impl FromStr for Backends {
     type Err = String;
 

@@ -1,7 +1,7 @@
 //! The vocabulary of the loop: what the user (or the engine) wants, and what `update` asks the
 //! loop to do in return.
 
-use crate::engine::{EditRequest, Event, Request, RunId, ScoreRequest, TraceRequest};
+use crate::engine::{BackendKind, EditRequest, Event, Request, RunId, ScoreRequest, TraceRequest};
 use crate::export::ExportFormat;
 use crate::model::source::discover::Candidate;
 use crate::params::SamplingParams;
@@ -291,10 +291,12 @@ pub enum Effect {
     },
     /// Look for models on disk; answered with `Outcome::ModelsFound`.
     DiscoverModels,
-    /// Start an engine for model `id` loading `spec`; its events come tagged with `id`.
+    /// Start an engine for model `id` loading `spec` (on `backend`, else as `--backend` says);
+    /// its events come tagged with `id`.
     AddEngine {
         id: ModelId,
         spec: String,
+        backend: Option<BackendKind>,
     },
     /// Close model `id`'s engine.
     RemoveEngine(ModelId),

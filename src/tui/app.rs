@@ -3,7 +3,9 @@
 
 use super::Ending;
 use crate::engine::disagreement::{RowsRequest, Wanted, row_channel};
-use crate::engine::{EditRequest, Engine, Event, Request, RunId, ScoreRequest, TraceRequest};
+use crate::engine::{
+    BackendKind, EditRequest, Engine, Event, Request, RunId, ScoreRequest, TraceRequest,
+};
 use crate::tui::action::{Action, Effect, Outcome};
 use crate::tui::comparison::ModelId;
 use crate::tui::effects::perform;
@@ -72,7 +74,7 @@ impl EngineHandle for Engine {
 }
 
 /// Starts the engine of model `id` loading `spec`; events come back tagged with `id`.
-pub type Spawner<E> = Box<dyn FnMut(ModelId, &str) -> E + Send>;
+pub type Spawner<E> = Box<dyn FnMut(ModelId, &str, Option<BackendKind>) -> E + Send>;
 
 pub struct App<E> {
     pub state: State,
@@ -177,9 +179,9 @@ impl<E: EngineHandle> App<E> {
             }
             Effect::Trace(model, request) => self.engine(model, |e| e.trace(request)),
             Effect::Edit(model, request) => self.engine(model, |e| e.edit(request)),
-            Effect::AddEngine { id, spec } => {
+            Effect::AddEngine { id, spec, backend } => {
                 if let Some(spawn) = &mut self.spawner {
-                    let engine = spawn(id, &spec);
+                    let engine = spawn(id, &spec, backend);
                     let ModelId(id) = id;
                     if self.engines.len() <= id {
                         self.engines.resize_with(id + 1, || None);

@@ -50,7 +50,7 @@ pub use widgets::prompt::PromptView;
 pub use widgets::text::TextBuffer;
 
 use crate::engine::load::load_any;
-use crate::engine::{Backends, Engine};
+use crate::engine::{BackendKind, Backends, Engine};
 use crate::model::Activations;
 use crate::model::device::DeviceChoice;
 use crate::model::source::HubSettings;
@@ -121,9 +121,9 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
     let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
     let (device, activations) = (playground.device, playground.activations);
     let backends = playground.backends.clone();
-    let spawn = move |id: ModelId, spec: &str| {
+    let spawn = move |id: ModelId, spec: &str, backend: Option<BackendKind>| {
         let spec = spec.to_owned();
-        let backend = backends.for_model(id.0);
+        let backend = backend.map_or(backends.for_model(id.0), Into::into);
         let events_tx = events_tx.clone();
         let hub = HubSettings::from_env();
         let cancel = hub.cancel.clone();
@@ -140,7 +140,7 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
         .models
         .iter()
         .enumerate()
-        .map(|(id, spec)| spawn(ModelId(id), spec))
+        .map(|(id, spec)| spawn(ModelId(id), spec, None))
         .collect();
     let mut terminal =
         ratatui::try_init().map_err(|e| anyhow::anyhow!("cannot take over the terminal: {e}"))?;

@@ -1,6 +1,7 @@
 //! The models loaded (or loading) in the playground: each one's engine, status and what its
 //! last run reported.
 
+use crate::engine::BackendKind;
 use crate::params::Field;
 
 /// Names a model's engine for good: events carry it, and it stays valid when models before it
@@ -43,6 +44,9 @@ pub struct ModelSlot {
     pub special_tokens: Vec<String>,
     /// For a served model, its server and the parameters the server has no place for.
     pub served: Option<(String, Vec<Field>)>,
+    /// The local backend that loaded it (`None` while loading, and for a served model), which
+    /// a saved session keeps.
+    pub backend: Option<BackendKind>,
 }
 
 impl Default for ModelSlot {
@@ -62,6 +66,7 @@ impl Default for ModelSlot {
             vocab: 0,
             special_tokens: Vec::new(),
             served: None,
+            backend: None,
         }
     }
 }

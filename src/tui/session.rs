@@ -7,6 +7,7 @@
 //! short, with keys this samplab does not know, hostile (huge, deeply nested, tagged), or whose
 //! branches or models do not fit is refused with what is wrong.
 
+use crate::engine::BackendKind;
 use crate::engine::remote::spec::RemoteSpec;
 use crate::model::source::check_named;
 use crate::model::text::chat_template::Message;
@@ -51,6 +52,10 @@ pub struct SavedModel {
     pub spec: String,
     /// The model gets the prompt through its chat template.
     pub chat: bool,
+    /// The backend that ran it, which it loads on again; absent in sessions saved before there
+    /// were two (`auto` then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendKind>,
 }
 
 /// A parameter set: the preset it started from (what reset returns to and `*` compares with)

@@ -13,11 +13,12 @@ use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use samplab::engine::load::load_model_with;
-use samplab::engine::{BackendChoice, BackendKind, LoadedModel, Prompt, Request};
+use samplab::engine::{BackendChoice, BackendKind, Branch, LoadedModel, Prompt, Request};
 use samplab::model::Activations;
 use samplab::model::device::DeviceChoice;
 use samplab::model::source::HubSettings;
 use samplab::params::SamplingParams;
+use samplab::response::BranchOrigin;
 use samplab::response::SampleResponse;
 use samplab::sampling::{SampleState, Sampler};
 use std::num::NonZeroU32;
@@ -42,12 +43,21 @@ fn params(yaml: &str) -> SamplingParams {
 }
 
 fn run(model: &mut LoadedModel, prompt: &str, params: SamplingParams) -> SampleResponse {
+    run_branches(model, prompt, params, Vec::new())
+}
+
+fn run_branches(
+    model: &mut LoadedModel,
+    prompt: &str,
+    params: SamplingParams,
+    branches: Vec<Branch>,
+) -> SampleResponse {
     let request = Request {
         run_id: 1,
         prompt: Prompt::raw(prompt),
         lane: 0,
         params,
-        branches: Vec::new(),
+        branches,
     };
     model
         .run(&request, &mut || false, &mut |_| {})
@@ -202,6 +212,22 @@ fn reruns_equal_fresh_runs(arch: &str) {
         let fresh = run(&mut fresh_model, PROMPT, params(yaml));
         assert_eq!(tokens(&rerun), tokens(&fresh), "{arch}: after `{yaml}`");
     }
+    // A branch from sample 1's third token, forced to another token: the live model copies
+    // sample 1's parked row (a fork), the fresh one computes it.
+    let ran = run(&mut live, PROMPT, params(base));
+    let parent = &ran.trajectories[1].token_ids;
+    let mut forced = parent[..3].to_vec();
+    forced.push((parent[3] + 1) % live.backend.vocab_size() as u32);
+    let branch = Branch {
+        sample: 1,
+        origin: BranchOrigin { parent: 1, at: 3 },
+        path: forced,
+        then: None,
+    };
+    let forked = run_branches(&mut live, PROMPT, params(base), vec![branch.clone()]);
+    let mut fresh_model = load(&path, BackendKind::LlamaCpp.into());
+    let fresh = run_branches(&mut fresh_model, PROMPT, params(base), vec![branch]);
+    assert_eq!(tokens(&forked), tokens(&fresh), "{arch}: a branch");
     // A prompt that shares the last one's start, then one cut in the middle.
     for prompt in [format!("{PROMPT} and more"), "hello world, it".to_owned()] {
         let rerun = run(&mut live, &prompt, params(base));
@@ -405,4 +431,79 @@ fn prompts_of_a_pre_tokenizer_samplab_lacks_are_tokenized_by_llama_cpp() {
         .map(|t| t.0 as u32)
         .collect();
     assert_eq!(model.encode(text).unwrap(), want);
+}
+
+/// llama.cpp's log stays off the terminal unless `--verbose` asks for it on stderr; the
+/// playground, which draws on the terminal, refuses the flag and says where the log is.
+#[test]
+fn llama_cpps_log_reaches_stderr_only_under_verbose() {
+    let (_dir, path) = fixture("gemma2");
+    let sample = |verbose: bool| {
+        let mut args = vec![
+            "sample",
+            "--model",
+            path.to_str().unwrap(),
+            "--backend",
+            "llama.cpp",
+            "--prompt",
+            "hello",
+            "--set",
+            "max_tokens=2",
+        ];
+        if verbose {
+            args.push("--verbose");
+        }
+        let output = crate::common::samplab(&args);
+        assert!(
+            output.status.success(),
+            "{}",
+            crate::common::stderr(&output)
+        );
+        crate::common::stderr(&output)
+    };
+    let quiet = sample(false);
+    assert!(!quiet.contains("llama_model_loader"), "{quiet}");
+    let verbose = sample(true);
+    assert!(
+        verbose.contains("llama.cpp: ") && verbose.contains("llama_model_loader"),
+        "{verbose}"
+    );
+    let played = crate::common::samplab(&["--verbose", "--model", path.to_str().unwrap()]);
+    let said = crate::common::stderr(&played);
+    assert!(
+        !played.status.success() && said.contains("notices (`l`)"),
+        "{said}"
+    );
+}
+
+/// A GGUF that neither backend runs gets one error naming its architecture and each backend's
+/// reason.
+#[test]
+fn a_file_neither_backend_runs_is_refused_with_both_reasons() {
+    let (dir, path) = fixture("gemma2");
+    let bytes = std::fs::read(&path).unwrap();
+    // Every `gemma2` (the architecture and its keys' prefix) becomes an architecture no one has.
+    let mut out = bytes.clone();
+    for at in 0..bytes.len().saturating_sub(6) {
+        if &bytes[at..at + 6] == b"gemma2" {
+            out[at..at + 6].copy_from_slice(b"gemmaz");
+        }
+    }
+    let unknown = dir.path().join("unknown.gguf");
+    std::fs::write(&unknown, &out).unwrap();
+    let output = crate::common::samplab(&[
+        "sample",
+        "--model",
+        unknown.to_str().unwrap(),
+        "--prompt",
+        "hello",
+    ]);
+    let said = crate::common::stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("no backend runs")
+            && said.contains("does not run `gemmaz`")
+            && said.contains("llama.cpp"),
+        "{said}"
+    );
 }

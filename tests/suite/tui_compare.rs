@@ -389,7 +389,8 @@ fn the_model_picker_adds_a_typed_or_found_model_which_runs_once_loaded() {
         effects,
         [Effect::AddEngine {
             id: ModelId(1),
-            spec: "/models/small.gguf".into()
+            spec: "/models/small.gguf".into(),
+            backend: None,
         }]
     );
     assert!(s.overlay.is_none());
@@ -411,7 +412,8 @@ fn the_model_picker_adds_a_typed_or_found_model_which_runs_once_loaded() {
         effects,
         [Effect::AddEngine {
             id: ModelId(2),
-            spec: "org/name".into()
+            spec: "org/name".into(),
+            backend: None,
         }]
     );
 }

@@ -73,7 +73,8 @@ fn a_model_added_after_a_failed_load_replaces_the_failed_one() {
             Effect::RemoveEngine(ModelId(0)),
             Effect::AddEngine {
                 id: ModelId(1),
-                spec: "samplab-tiny".into()
+                spec: "samplab-tiny".into(),
+                backend: None,
             }
         ]
     );

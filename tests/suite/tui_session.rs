@@ -128,7 +128,8 @@ fn a_saved_session_opens_into_a_fresh_playground_as_it_was_and_reruns_its_branch
     let added = ModelId(1);
     assert!(effects.contains(&Effect::AddEngine {
         id: added,
-        spec: model
+        spec: model,
+        backend: None,
     }));
     assert_eq!(fresh.overlay, None);
 
@@ -428,4 +429,50 @@ fn the_readme_example_reads() {
     assert_eq!(read.sets[0].params.0.temperature, 0.9);
     assert_eq!(read.branches[0].path, [412, 96, 301]);
     assert_eq!(read.focus, Focus::Columns);
+}
+
+/// A model that ran on llama.cpp is saved with its backend and, opened again, loads on it;
+/// sessions saved before there were two backends leave the choice to `--backend`.
+#[test]
+fn a_saved_session_keeps_each_models_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = written(dir.path(), "m.gguf", "").display().to_string();
+    let mut s = state_sized(160, 45);
+    s.comparison.compare(&[model.clone()], None);
+    let mut loaded = loaded_with_template(false);
+    if let samplab::engine::Event::Loaded { backend, .. } = &mut loaded {
+        *backend = Some(samplab::engine::BackendKind::LlamaCpp);
+    }
+    update(&mut s, Action::Engine(ModelId(0), loaded));
+    while s.focus == Focus::Prompt {
+        update(&mut s, Action::FocusNext);
+    }
+    let path = dir.path().join("s.yaml");
+    let text = save_text(&mut s, &path);
+    assert!(text.contains("backend: llama.cpp"), "{text}");
+    std::fs::write(&path, &text).unwrap();
+    let mut fresh = state_sized(160, 45);
+    let effects = open(&mut fresh, &path);
+    assert!(
+        effects.contains(&Effect::AddEngine {
+            id: ModelId(1),
+            spec: model.clone(),
+            backend: Some(samplab::engine::BackendKind::LlamaCpp),
+        }),
+        "{effects:?}"
+    );
+    let older = written(
+        dir.path(),
+        "old.yaml",
+        &text.replace("  backend: llama.cpp\n", ""),
+    );
+    let effects = open(&mut state_sized(160, 45), &older);
+    assert!(
+        effects.contains(&Effect::AddEngine {
+            id: ModelId(1),
+            spec: model,
+            backend: None,
+        }),
+        "{effects:?}"
+    );
 }

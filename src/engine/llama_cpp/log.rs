@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::{CStr, c_char, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, Once, PoisonError};
 
 /// How many lines are kept: a model's load writes a few hundred.
@@ -28,6 +29,14 @@ static LOG: Mutex<Log> = Mutex::new(Log {
     partial: String::new(),
     partial_warning: false,
 });
+
+/// Every line also goes to stderr (the CLI's `--verbose`; never the playground's).
+static ECHO: AtomicBool = AtomicBool::new(false);
+
+/// Writes every line of llama.cpp's log to stderr too, as it comes.
+pub fn echo(on: bool) {
+    ECHO.store(on, Ordering::Relaxed);
+}
 
 /// Routes llama.cpp's and ggml's log here, once per process.
 pub fn capture() {
@@ -71,6 +80,12 @@ unsafe extern "C" fn receive(
             log.lines.pop_front();
         }
         let warning = log.partial_warning;
+        if ECHO.load(Ordering::Relaxed) {
+            eprintln!(
+                "llama.cpp: {}",
+                crate::terminal_text::escape_controls(&line)
+            );
+        }
         log.lines.push_back(LogLine {
             warning,
             text: line,

@@ -88,6 +88,14 @@ pub fn run_probe(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--verbose`: llama.cpp's whole log on stderr as well as in the notices.
+pub fn echo_log(on: bool) {
+    #[cfg(feature = "llama-cpp")]
+    log::echo(on);
+    #[cfg(not(feature = "llama-cpp"))]
+    let _ = on;
+}
+
 #[cfg(not(feature = "llama-cpp"))]
 pub fn run_probe(_path: &Path) -> anyhow::Result<()> {
     anyhow::bail!(NOT_BUILT)

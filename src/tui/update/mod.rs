@@ -607,6 +607,7 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
                     _ => device,
                 };
                 slot.status = ModelStatus::Ready { name, device };
+                slot.backend = backend;
                 slot.chat_available = chat_template;
                 slot.vocab = vocab;
                 slot.special_tokens = special_tokens;

@@ -63,7 +63,11 @@ pub fn add(state: &mut State) -> Vec<Effect> {
         effects.extend(drop_model(state, id));
     }
     let id = state.comparison.add_model(&spec);
-    effects.push(Effect::AddEngine { id, spec });
+    effects.push(Effect::AddEngine {
+        id,
+        spec,
+        backend: None,
+    });
     effects
 }
 

@@ -94,8 +94,12 @@ pub fn opened(state: &mut State, result: Result<Box<Session>, String>) -> Vec<Ef
         ids.len()
     ));
     effects.extend(ids.into_iter().filter_map(|id| {
-        let spec = state.comparison.slot(id)?.spec.clone();
-        Some(Effect::AddEngine { id, spec })
+        let slot = state.comparison.slot(id)?;
+        Some(Effect::AddEngine {
+            id,
+            spec: slot.spec.clone(),
+            backend: slot.backend,
+        })
     }));
     effects
 }
@@ -172,6 +176,7 @@ pub fn capture(state: &State) -> Session {
             .map(|m| SavedModel {
                 spec: m.spec.clone(),
                 chat: m.chat,
+                backend: m.backend,
             })
             .collect(),
         prompt: state.prompt.text().to_owned(),
@@ -217,6 +222,7 @@ pub fn restore(state: &mut State, session: Session, first: ModelId) -> Vec<Model
     comparison.editing_set = session.editing;
     for (slot, saved) in comparison.models.iter_mut().zip(&session.models) {
         slot.chat = saved.chat;
+        slot.backend = saved.backend;
     }
     let side_of = |model: usize, set: SetId| {
         comparison
