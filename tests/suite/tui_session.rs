@@ -438,7 +438,7 @@ fn a_saved_session_keeps_each_models_backend() {
     let dir = tempfile::tempdir().unwrap();
     let model = written(dir.path(), "m.gguf", "").display().to_string();
     let mut s = state_sized(160, 45);
-    s.comparison.compare(&[model.clone()], None);
+    s.comparison.compare(std::slice::from_ref(&model), None);
     let mut loaded = loaded_with_template(false);
     if let samplab::engine::Event::Loaded { backend, .. } = &mut loaded {
         *backend = Some(samplab::engine::BackendKind::LlamaCpp);
