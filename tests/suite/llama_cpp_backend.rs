@@ -507,3 +507,44 @@ fn a_file_neither_backend_runs_is_refused_with_both_reasons() {
         "{said}"
     );
 }
+
+/// llama.cpp's context holds the prompt and every sample together: a run that outgrows it ends
+/// with an error that says so and what to change, and a bad size is refused by name.
+#[test]
+fn a_run_that_outgrows_llama_cpps_context_says_how_to_make_room() {
+    let (_dir, path) = fixture("gemma2");
+    let run = |context: &str| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_samplab"))
+            .args([
+                "sample",
+                "--model",
+                path.to_str().unwrap(),
+                "--backend",
+                "llama.cpp",
+            ])
+            .args([
+                "--prompt",
+                PROMPT,
+                "--set",
+                "num_samples=8",
+                "--set",
+                "max_tokens=40",
+            ])
+            .args(["--set", "seed=1", "--set", "stop=[]"])
+            .env("SAMPLAB_LLAMA_CTX", context)
+            .output()
+            .unwrap();
+        (output.status.code(), crate::common::stderr(&output))
+    };
+    let (code, said) = run("96");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("context is full") && said.contains("SAMPLAB_LLAMA_CTX"),
+        "{said}"
+    );
+    let (code, said) = run("lots");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("SAMPLAB_LLAMA_CTX is `lots`"), "{said}");
+    let (code, said) = run("4096");
+    assert_eq!(code, Some(0), "{said}");
+}
