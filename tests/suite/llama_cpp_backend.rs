@@ -548,3 +548,47 @@ fn a_run_that_outgrows_llama_cpps_context_says_how_to_make_room() {
     let (code, said) = run("4096");
     assert_eq!(code, Some(0), "{said}");
 }
+
+/// The probe's verdict decides: a child that crashes (as llama.cpp aborts) or fails keeps the
+/// file from samplab's process, with how it ended and its last words; one that succeeds lets
+/// the file through.
+#[test]
+fn a_file_whose_probe_crashes_is_refused_with_the_childs_last_words() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, path) = fixture("gemma2");
+    let probe = |name: &str, body: &str| {
+        let script = dir.path().join(name);
+        std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_samplab"))
+            .args([
+                "sample",
+                "--model",
+                path.to_str().unwrap(),
+                "--backend",
+                "llama.cpp",
+            ])
+            .args(["--prompt", "hello", "--set", "max_tokens=2"])
+            .env("SAMPLAB_LLAMA_PROBE", &script)
+            .output()
+            .unwrap();
+        (output.status.code(), crate::common::stderr(&output))
+    };
+    let (code, said) = probe(
+        "aborts.sh",
+        "echo 'GGML_ASSERT(n_head > 0) failed' >&2; kill -ABRT $$",
+    );
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("crashed (signal 6)") && said.contains("GGML_ASSERT(n_head > 0) failed"),
+        "{said}"
+    );
+    let (code, said) = probe("fails.sh", "echo 'unknown model architecture' >&2; exit 3");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("failed") && said.contains("unknown model architecture"),
+        "{said}"
+    );
+    let (code, said) = probe("passes.sh", "exit 0");
+    assert_eq!(code, Some(0), "{said}");
+}
