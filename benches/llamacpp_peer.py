@@ -8,7 +8,7 @@ Needs llama-cpp-python (built as issue 19 says: without AMX on this machine); th
 never use it.
 
     python3 benches/llamacpp_peer.py MODEL.gguf [--threads 2] [--prompt-tokens 512] [--tokens 128]
-        [--parallel 8]
+        [--parallel 8 [--unified]]
 """
 
 import argparse
@@ -27,6 +27,11 @@ def main():
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=2, help="best of this many runs")
     parser.add_argument("--parallel", type=int, default=0, help="sequences decoding together")
+    parser.add_argument(
+        "--unified",
+        action="store_true",
+        help="the parallel sequences share one KV cache, as samplab's llama.cpp backend keeps them",
+    )
     args = parser.parse_args()
 
     llm = Llama(
@@ -83,6 +88,7 @@ def parallel_decode(args, prompt):
     )
     params = llama_cpp.llama_context_default_params()
     params.n_seq_max = n
+    params.kv_unified = args.unified
     params.n_ctx = n * (len(lead) + args.tokens + 16)
     params.n_batch = params.n_ubatch = width
     params.n_threads = params.n_threads_batch = args.threads
