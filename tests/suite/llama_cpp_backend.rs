@@ -86,6 +86,12 @@ impl Oracle {
         }
     }
 
+    /// llama.cpp's own ids for `text`, BOS added as the model wants, special tokens parsed.
+    fn encode(&self, text: &str) -> Vec<u32> {
+        let tokens = self.model.vocab().tokenize(text.as_bytes(), true, true);
+        tokens.into_iter().map(|t| t.0 as u32).collect()
+    }
+
     /// The logits after every position of `ids`, run as one batch.
     fn logits(&self, ids: &[u32]) -> Vec<Vec<f32>> {
         let backend = samplab::engine::llama_cpp::llama_backend().unwrap();
@@ -410,27 +416,13 @@ fn prompts_of_a_pre_tokenizer_samplab_lacks_are_tokenized_by_llama_cpp() {
     );
     assert!(model.encoder.is_some());
     let oracle = Oracle::new(&path);
-    let want: Vec<u32> = oracle
-        .model
-        .vocab()
-        .tokenize(text.as_bytes(), true, true)
-        .into_iter()
-        .map(|t| t.0 as u32)
-        .collect();
-    assert_eq!(model.encode(text).unwrap(), want);
+    assert_eq!(model.encode(text).unwrap(), oracle.encode(text));
 
     let (_dir, known) = fixture("lfm2");
     let model = load(&known, BackendKind::LlamaCpp.into());
     assert!(model.encoder.is_none(), "{:?}", model.warnings);
     let oracle = Oracle::new(&known);
-    let want: Vec<u32> = oracle
-        .model
-        .vocab()
-        .tokenize(text.as_bytes(), true, true)
-        .into_iter()
-        .map(|t| t.0 as u32)
-        .collect();
-    assert_eq!(model.encode(text).unwrap(), want);
+    assert_eq!(model.encode(text).unwrap(), oracle.encode(text));
 }
 
 /// llama.cpp's log stays off the terminal unless `--verbose` asks for it on stderr; the
