@@ -12,7 +12,7 @@ pub mod run_shape;
 pub mod session;
 pub mod sweep;
 
-use crate::engine::{BackendKind, Event, Request, RunId, ScoreRequest, TraceRequest};
+use crate::engine::{Event, Request, RunId, ScoreRequest, TraceRequest};
 use crate::model::Activations;
 use crate::params::Field;
 use crate::presets::{MODEL_PRESET, Preset};
@@ -599,11 +599,6 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
                 // The probabilities shown are the rounded path's: say so where the device is.
                 let device = match activations {
                     Some(Activations::SixteenBit) => format!("{device}, 16-bit activations"),
-                    _ => device,
-                };
-                // Numbers from llama.cpp's forward pass are labelled as its.
-                let device = match backend {
-                    Some(BackendKind::LlamaCpp) => format!("{device}, llama.cpp"),
                     _ => device,
                 };
                 slot.status = ModelStatus::Ready { name, device };
