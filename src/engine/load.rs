@@ -297,16 +297,8 @@ fn load_on(
     let origin = ModelOrigin::start(spec, &source);
     // Snapshots of recurrent states count against the replay budget, in the check too.
     let replay = ReplayStore::from_env()?;
-    let llama_cpp = |notice: Option<String>| {
-        let loaded = Loading {
-            name: name.clone(),
-            origin: ModelOrigin::start(spec, &source),
-            replay: ReplayStore::from_env()?,
-            notice,
-        };
-        load_llama_cpp(path, loaded, device_choice)
-    };
-    let gguf = match (&source, backend) {
+    // `Some(why)` where llama.cpp runs it: `why` is samplab's engine's reason when `auto` chose.
+    let (gguf, to_llama_cpp) = match (&source, backend) {
         (ModelSource::HfDir(dir), BackendChoice::Only(BackendKind::LlamaCpp)) => {
             anyhow::bail!(
                 "the llama.cpp backend runs GGUF files, and {} is a Hugging Face directory: \
@@ -315,11 +307,9 @@ fn load_on(
                 dir.display()
             )
         }
-        (ModelSource::Gguf(_), BackendChoice::Only(BackendKind::LlamaCpp)) => {
-            return llama_cpp(None);
-        }
+        (ModelSource::Gguf(_), BackendChoice::Only(BackendKind::LlamaCpp)) => (None, Some(None)),
         (ModelSource::Gguf(path), choice) => match Model::open_gguf(path) {
-            Ok(gguf) => Some(gguf),
+            Ok(gguf) => (Some(gguf), None),
             Err(ModelError::UnsupportedArchitecture {
                 name: arch,
                 supported,
@@ -332,13 +322,30 @@ fn load_on(
                         super::llama_cpp::NOT_BUILT
                     );
                 }
-                return llama_cpp(Some(format!("{ours}: llama.cpp runs it (--backend auto)")))
-                    .map_err(|e| e.context(format!("no backend runs {}: {ours}", path.display())));
+                (None, Some(Some(ours)))
             }
             Err(e) => return Err(e.into()),
         },
-        (ModelSource::HfDir(_), _) => None,
+        (ModelSource::HfDir(_), _) => (None, None),
     };
+    if let Some(ours) = to_llama_cpp {
+        let notice = ours
+            .as_ref()
+            .map(|ours| format!("{ours}: llama.cpp runs it (--backend auto)"));
+        let loading = Loading {
+            name,
+            origin,
+            replay,
+            notice,
+        };
+        let loaded = load_llama_cpp(path, loading, device_choice);
+        return match ours {
+            Some(ours) => {
+                loaded.map_err(|e| e.context(format!("no backend runs {}: {ours}", path.display())))
+            }
+            None => loaded,
+        };
+    }
     let (device, device_name) = device_choice.open()?;
     let mut check_fits = |estimate: memory::MemoryEstimate| -> anyhow::Result<()> {
         memory::check_fits(&name, estimate, memory::free_on(&device, &device_name)?)?;

@@ -151,6 +151,30 @@ fn fixture(arch: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, path)
 }
 
+/// The real binary's `sample --model model` with `args` (and the variable `env`, if any), as a
+/// user runs it.
+fn sample_cli(model: &Path, args: &[&str], env: Option<(&str, &str)>) -> std::process::Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_samplab"));
+    command
+        .args(["sample", "--model", model.to_str().unwrap()])
+        .args(args);
+    if let Some((key, value)) = env {
+        command.env(key, value);
+    }
+    command.output().unwrap()
+}
+
+/// [`sample_cli`] on the llama.cpp backend: the exit code and what it said on stderr.
+fn sample_on_llama_cpp(
+    model: &Path,
+    args: &[&str],
+    env: Option<(&str, &str)>,
+) -> (Option<i32>, String) {
+    let args = [&["--backend", "llama.cpp"], args].concat();
+    let output = sample_cli(model, &args, env);
+    (output.status.code(), crate::common::stderr(&output))
+}
+
 fn auto_takes_llama_cpp_and_matches_llama_cpp_itself(arch: &str) {
     let (_dir, path) = fixture(arch);
     let mut model = load(&path, BackendChoice::Auto);
@@ -357,17 +381,15 @@ fn hostile_files_through_llama_cpp_neither_crash_nor_hang_samplab() {
         }
         let hostile = dir.path().join(format!("hostile-{case}.gguf"));
         std::fs::write(&hostile, &bytes).unwrap();
-        let output = crate::common::samplab(&[
-            "sample",
-            "--model",
-            hostile.to_str().unwrap(),
+        let args = [
             "--backend",
             "llama.cpp",
             "--prompt",
             "hello",
             "--set",
             "max_tokens=4",
-        ]);
+        ];
+        let output = sample_cli(&hostile, &args, None);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(
             output.status.signal(),
@@ -431,27 +453,13 @@ fn prompts_of_a_pre_tokenizer_samplab_lacks_are_tokenized_by_llama_cpp() {
 fn llama_cpps_log_reaches_stderr_only_under_verbose() {
     let (_dir, path) = fixture("gemma2");
     let sample = |verbose: bool| {
-        let mut args = vec![
-            "sample",
-            "--model",
-            path.to_str().unwrap(),
-            "--backend",
-            "llama.cpp",
-            "--prompt",
-            "hello",
-            "--set",
-            "max_tokens=2",
-        ];
+        let mut args = vec!["--prompt", "hello", "--set", "max_tokens=2"];
         if verbose {
             args.push("--verbose");
         }
-        let output = crate::common::samplab(&args);
-        assert!(
-            output.status.success(),
-            "{}",
-            crate::common::stderr(&output)
-        );
-        crate::common::stderr(&output)
+        let (code, said) = sample_on_llama_cpp(&path, &args, None);
+        assert_eq!(code, Some(0), "{said}");
+        said
     };
     let quiet = sample(false);
     assert!(!quiet.contains("llama_model_loader"), "{quiet}");
@@ -483,13 +491,7 @@ fn a_file_neither_backend_runs_is_refused_with_both_reasons() {
     }
     let unknown = dir.path().join("unknown.gguf");
     std::fs::write(&unknown, &out).unwrap();
-    let output = crate::common::samplab(&[
-        "sample",
-        "--model",
-        unknown.to_str().unwrap(),
-        "--prompt",
-        "hello",
-    ]);
+    let output = sample_cli(&unknown, &["--prompt", "hello"], None);
     let said = crate::common::stderr(&output);
     assert_eq!(output.status.code(), Some(1), "{said}");
     assert!(
@@ -506,27 +508,16 @@ fn a_file_neither_backend_runs_is_refused_with_both_reasons() {
 fn a_run_that_outgrows_llama_cpps_context_says_how_to_make_room() {
     let (_dir, path) = fixture("gemma2");
     let run = |context: &str| {
-        let output = std::process::Command::new(env!("CARGO_BIN_EXE_samplab"))
-            .args([
-                "sample",
-                "--model",
-                path.to_str().unwrap(),
-                "--backend",
-                "llama.cpp",
-            ])
-            .args([
-                "--prompt",
-                PROMPT,
-                "--set",
-                "num_samples=8",
-                "--set",
-                "max_tokens=40",
-            ])
-            .args(["--set", "seed=1", "--set", "stop=[]"])
-            .env("SAMPLAB_LLAMA_CTX", context)
-            .output()
-            .unwrap();
-        (output.status.code(), crate::common::stderr(&output))
+        let args = [
+            "--prompt",
+            PROMPT,
+            "--set",
+            "num_samples=8",
+            "--set",
+            "max_tokens=40",
+        ];
+        let args = [&args[..], &["--set", "seed=1", "--set", "stop=[]"]].concat();
+        sample_on_llama_cpp(&path, &args, Some(("SAMPLAB_LLAMA_CTX", context)))
     };
     let (code, said) = run("96");
     assert_eq!(code, Some(1), "{said}");
@@ -552,19 +543,12 @@ fn a_file_whose_probe_crashes_is_refused_with_the_childs_last_words() {
         let script = dir.path().join(name);
         std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let output = std::process::Command::new(env!("CARGO_BIN_EXE_samplab"))
-            .args([
-                "sample",
-                "--model",
-                path.to_str().unwrap(),
-                "--backend",
-                "llama.cpp",
-            ])
-            .args(["--prompt", "hello", "--set", "max_tokens=2"])
-            .env("SAMPLAB_LLAMA_PROBE", &script)
-            .output()
-            .unwrap();
-        (output.status.code(), crate::common::stderr(&output))
+        let args = ["--prompt", "hello", "--set", "max_tokens=2"];
+        sample_on_llama_cpp(
+            &path,
+            &args,
+            Some(("SAMPLAB_LLAMA_PROBE", script.to_str().unwrap())),
+        )
     };
     let (code, said) = probe(
         "aborts.sh",

@@ -86,6 +86,12 @@ impl LlamaCppBackend {
     }
 }
 
+/// Where a row of `len` positions whose last `then` tokens are its own starts them.
+fn start_of(len: usize, then: &[u32]) -> anyhow::Result<usize> {
+    len.checked_sub(then.len())
+        .ok_or_else(|| anyhow::anyhow!("a row of {len} positions cannot hold {}", then.len()))
+}
+
 /// `tokens` as items of `seq` from position `from`, none wanting logits unless `last` says
 /// the last one does.
 fn run_on(seq: i32, from: usize, tokens: &[u32], last: bool) -> Vec<Item> {
@@ -171,29 +177,25 @@ impl Backend for LlamaCppBackend {
         let mut joined = Vec::with_capacity(rows.len());
         let mut items = Vec::new();
         for row in rows {
-            let (seq, then) = match row {
+            let (seq, start, then) = match row {
                 RowSource::Prompt { then } => {
-                    let start = len.checked_sub(then.len()).ok_or_else(|| {
-                        anyhow::anyhow!("a row of {len} positions cannot hold {}", then.len())
-                    })?;
+                    let start = start_of(len, &then)?;
                     let (seq, recompute) = self.row_from_prompt(start)?;
                     items.extend(recompute);
-                    (seq, then)
+                    (seq, start, then)
                 }
                 RowSource::Parked { row, then } => {
                     let Row(parked) = row
                         .into_inner()
                         .ok_or_else(|| anyhow::anyhow!("a parked row of another backend"))?;
-                    let start = len.checked_sub(then.len()).ok_or_else(|| {
-                        anyhow::anyhow!("a row of {len} positions cannot hold {}", then.len())
-                    })?;
+                    let start = start_of(len, &then)?;
                     let seqs = self.seqs.get_mut();
                     let seq = seqs.unpark(&parked)?;
                     seqs.cut(seq, start)?;
-                    (seq, then)
+                    (seq, start, then)
                 }
             };
-            items.extend(run_on(seq, len - then.len(), &then, false));
+            items.extend(run_on(seq, start, &then, false));
             joined.push(Live {
                 seq,
                 positions: len,
