@@ -11,9 +11,12 @@
 //! (`GenerationMixin._get_logits_processor`) and llama.cpp (`common/arg.cpp`,
 //! `common/sampling.cpp`, `tools/completion/completion.cpp`).
 
+use crate::engine::BackendKind;
+use crate::model::text::chat_template::Message;
 use crate::params::{Engine, SamplingParams};
 use serde::Serialize;
 
+mod chat;
 mod constraint;
 mod fields;
 mod twinkle;
@@ -27,7 +30,8 @@ pub enum ExportFormat {
     Vllm,
     /// Python using transformers' `generate()`.
     Transformers,
-    /// A curl request to an OpenAI-compatible `/v1/completions` (vLLM's server).
+    /// A curl request to an OpenAI-compatible server (vLLM's): `/v1/completions`, or
+    /// `/v1/chat/completions` for a conversation.
     Openai,
     /// A llama.cpp command line.
     #[value(alias = "llama.cpp", alias = "llama-cpp")]
@@ -72,6 +76,24 @@ pub struct ExportContext<'a> {
     pub prompt: &'a str,
     /// As given to `--model`: a Hub id, a model directory or a `.gguf` file.
     pub model: &'a str,
+    /// A chat run's conversation (system message, earlier turns, then `prompt` as the last user
+    /// message), which each target renders through the model's chat template; `None` for a
+    /// raw prompt.
+    pub messages: Option<&'a [Message]>,
+    /// The backend samplab ran the model on, named in the header; `None` where no model ran.
+    pub backend: Option<BackendKind>,
+}
+
+impl<'a> ExportContext<'a> {
+    /// A raw prompt for `model`, with no run behind it.
+    pub const fn raw(prompt: &'a str, model: &'a str) -> Self {
+        Self {
+            prompt,
+            model,
+            messages: None,
+            backend: None,
+        }
+    }
 }
 
 /// The one entry point for the CLI and the TUI. `params` should be validated.
@@ -84,6 +106,7 @@ pub fn to_vllm(params: &SamplingParams, ctx: &ExportContext) -> String {
     let mut notes = vllm_notes(params);
     notes.extend(fields::unexpressed(params, Some(Engine::Vllm), "vLLM"));
     let mut lines = comments(
+        ctx,
         "vLLM offline inference with samplab's sampling parameters.",
         &notes,
     );
@@ -95,9 +118,9 @@ pub fn to_vllm(params: &SamplingParams, ctx: &ExportContext) -> String {
     lines.extend([
         String::new(),
         format!("llm = LLM(model={})", py_str(ctx.model)),
-        format!("prompt = {}", py_str(ctx.prompt)),
-        "params = SamplingParams(".to_owned(),
     ]);
+    lines.extend(chat::py_prompt(ctx));
+    lines.push("params = SamplingParams(".to_owned());
     let stop = params.stop.clone().unwrap_or_default();
     let mut kwargs = vec![
         ("n", sample_count(params).to_string()),
@@ -123,7 +146,7 @@ pub fn to_vllm(params: &SamplingParams, ctx: &ExportContext) -> String {
     lines.extend(
         [
             ")",
-            "outputs = llm.generate(prompt, params)",
+            chat::vllm_call(ctx),
             "for sample in outputs[0].outputs:",
             "    print(sample.text)",
         ]
@@ -148,6 +171,7 @@ pub fn to_transformers(params: &SamplingParams, ctx: &ExportContext) -> String {
         "transformers",
     ));
     let mut lines = comments(
+        ctx,
         "transformers generate() with samplab's sampling parameters; every knob is passed \
          because the model's generation_config.json supplies any that are left out.",
         &notes,
@@ -164,10 +188,12 @@ pub fn to_transformers(params: &SamplingParams, ctx: &ExportContext) -> String {
         format!("from transformers import AutoModelForCausalLM, AutoTokenizer{set_seed}"),
         String::new(),
         format!("model_id = {}", py_str(ctx.model)),
-        format!("prompt = {}", py_str(ctx.prompt)),
+    ]);
+    lines.extend(chat::py_prompt(ctx));
+    lines.extend([
         "tokenizer = AutoTokenizer.from_pretrained(model_id)".to_owned(),
         "model = AutoModelForCausalLM.from_pretrained(model_id)".to_owned(),
-        "inputs = tokenizer(prompt, return_tensors=\"pt\").to(model.device)".to_owned(),
+        chat::transformers_inputs(ctx).to_owned(),
     ]);
     match (params.seed, torch_seed) {
         (_, Some(seed)) => lines.push(format!("torch.manual_seed({seed})")),
@@ -232,13 +258,17 @@ pub fn to_transformers(params: &SamplingParams, ctx: &ExportContext) -> String {
     join_lines(lines)
 }
 
-/// The JSON body of `POST /v1/completions` for vLLM's OpenAI-compatible server, pretty-printed.
+/// The JSON body of `POST /v1/completions` (a raw prompt) or `/v1/chat/completions` (a
+/// conversation) for vLLM's OpenAI-compatible server, pretty-printed.
 pub fn openai_body(params: &SamplingParams, ctx: &ExportContext) -> String {
     /// Field order is the order a reader expects; serde writes f32 in shortest form (0.7).
     #[derive(Serialize)]
     struct CompletionsBody<'a> {
         model: &'a str,
-        prompt: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        prompt: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        messages: Option<serde_json::Value>,
         n: u32,
         temperature: f32,
         top_k: i32,
@@ -250,7 +280,11 @@ pub fn openai_body(params: &SamplingParams, ctx: &ExportContext) -> String {
         stop: Vec<&'a str>,
         stop_token_ids: Vec<u32>,
         include_stop_str_in_output: bool,
-        logprobs: Option<u32>,
+        /// Completions take how many alternatives; chat completions whether, with the count in
+        /// `top_logprobs`.
+        logprobs: serde_json::Value,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        top_logprobs: Option<u32>,
         prompt_logprobs: Option<u32>,
         #[serde(skip_serializing_if = "is_zero")]
         presence_penalty: f32,
@@ -281,9 +315,15 @@ pub fn openai_body(params: &SamplingParams, ctx: &ExportContext) -> String {
     }
     let stop = params.stop.clone().unwrap_or_default();
     let (response_format, structured_outputs) = constraint::openai_fields(params);
+    let (logprobs, top_logprobs) = match (ctx.messages, params.logprobs) {
+        (None, n) => (serde_json::json!(n), None),
+        (Some(_), None) => (serde_json::json!(false), None),
+        (Some(_), Some(n)) => (serde_json::json!(true), Some(n)),
+    };
     let body = CompletionsBody {
         model: ctx.model,
-        prompt: ctx.prompt,
+        prompt: ctx.messages.is_none().then_some(ctx.prompt),
+        messages: ctx.messages.map(chat::json_messages),
         n: sample_count(params),
         temperature: params.temperature,
         top_k: vllm_top_k(params),
@@ -295,7 +335,8 @@ pub fn openai_body(params: &SamplingParams, ctx: &ExportContext) -> String {
         stop: stop.strings().collect(),
         stop_token_ids: stop.token_ids().collect(),
         include_stop_str_in_output: params.include_stop_str_in_output,
-        logprobs: params.logprobs,
+        logprobs,
+        top_logprobs,
         prompt_logprobs: params.prompt_logprobs,
         presence_penalty: params.presence_penalty,
         frequency_penalty: params.frequency_penalty,
@@ -311,8 +352,7 @@ pub fn openai_body(params: &SamplingParams, ctx: &ExportContext) -> String {
     serde_json::to_string_pretty(&body).expect("the completions body always serialises")
 }
 
-/// A curl command posting [`openai_body`]; the body travels in a quoted heredoc so that it stays
-/// valid JSON, byte for byte, while the notes around it can be shell comments.
+/// A curl command posting [`openai_body`] to the endpoint of the prompt's kind.
 pub fn to_openai(params: &SamplingParams, ctx: &ExportContext) -> String {
     let mut notes = vec![
         "top_k, min_p, repetition_penalty, stop_token_ids, include_stop_str_in_output and \
@@ -345,21 +385,19 @@ pub fn to_openai(params: &SamplingParams, ctx: &ExportContext) -> String {
             i64::MAX
         ));
     }
+    let endpoint = chat::openai_endpoint(ctx);
     let mut lines = comments(
-        "POST /v1/completions to a vLLM server (vllm serve MODEL); every field is sent because \
-         the server fills missing ones from the model's generation_config.json.",
+        ctx,
+        &format!(
+            "POST {endpoint} to a vLLM server (vllm serve MODEL); every field is sent because \
+             the server fills missing ones from the model's generation_config.json."
+        ),
         &notes,
     );
-    lines.extend(
-        [
-            "curl -s http://localhost:8000/v1/completions \\",
-            "  -H 'Content-Type: application/json' \\",
-            "  --data-binary @- <<'JSON'",
-        ]
-        .map(str::to_owned),
-    );
-    lines.push(openai_body(params, ctx));
-    lines.push("JSON".to_owned());
+    lines.extend(chat::curl_post(
+        &format!("http://localhost:8000{endpoint}"),
+        openai_body(params, ctx),
+    ));
     join_lines(lines)
 }
 
@@ -401,17 +439,27 @@ pub fn to_llama_cpp(params: &SamplingParams, ctx: &ExportContext) -> String {
                 .to_owned(),
         );
     }
+    let chat = ctx.messages.is_some();
     if stop.strings().next().is_some() {
-        let cut = if params.include_stop_str_in_output {
-            ""
+        notes.push(if chat {
+            let keep = if params.include_stop_str_in_output {
+                " (samplab keeps it)"
+            } else {
+                ""
+            };
+            format!("llama-server stops at a stop string in the reply and leaves it out{keep}.")
         } else {
-            " (samplab cuts it)"
-        };
-        notes.push(format!(
-            "-r stops only when a stop string (matched on prompt and output alike) ends within \
-             the last 2 bytes of the text, or is one token and was just generated; the stop text \
-             stays in the output{cut}."
-        ));
+            let cut = if params.include_stop_str_in_output {
+                ""
+            } else {
+                " (samplab cuts it)"
+            };
+            format!(
+                "-r stops only when a stop string (matched on prompt and output alike) ends \
+                 within the last 2 bytes of the text, or is one token and was just generated; \
+                 the stop text stays in the output{cut}."
+            )
+        });
     }
     let stop_ids: Vec<String> = stop.token_ids().map(|id| id.to_string()).collect();
     if !stop_ids.is_empty() {
@@ -420,10 +468,11 @@ pub fn to_llama_cpp(params: &SamplingParams, ctx: &ExportContext) -> String {
             stop_ids.join(", ")
         ));
     }
-    for (field, value) in [
-        ("logprobs", params.logprobs),
+    let unexported_logprobs = [
+        ("logprobs", params.logprobs.filter(|_| !chat)),
         ("prompt_logprobs", params.prompt_logprobs),
-    ] {
+    ];
+    for (field, value) in unexported_logprobs {
         if let Some(n) = value {
             notes.push(format!(
                 "{field}={n} is not exported: llama-completion prints no probabilities \
@@ -438,16 +487,20 @@ pub fn to_llama_cpp(params: &SamplingParams, ctx: &ExportContext) -> String {
         ));
     }
     if params.num_samples > 1 {
+        let (program, run, seed_field) = match chat {
+            true => ("llama-server", "request", "\"seed\": "),
+            false => ("llama-completion", "run", "-s "),
+        };
         let how = if greedy {
-            "; greedy decoding makes all samples identical, so one run gives them all".to_owned()
+            format!("; greedy decoding makes all samples identical, so one {run} gives them all")
         } else {
             let seeds = seed
-                .map(|s| format!(", with -s {s}+i for sample i"))
+                .map(|s| format!(", with {seed_field}{s}+i for sample i"))
                 .unwrap_or_default();
-            format!(": run it {} times{seeds}", params.num_samples)
+            format!(": send it {} times{seeds}", params.num_samples)
         };
         notes.push(format!(
-            "llama-completion has no flag for {} samples, it makes one per run{how}.",
+            "{program} makes one sample per {run}, not {}{how}.",
             params.num_samples
         ));
     }
@@ -467,11 +520,16 @@ pub fn to_llama_cpp(params: &SamplingParams, ctx: &ExportContext) -> String {
         params.temperature.to_string()
     };
     let (samplers, repeat_last_n) = fields::llama_cpp_chain(params);
-    let mut groups = vec![
-        format!(
+    let program = match chat {
+        // --jinja renders the conversation with the model's own template, as samplab does.
+        true => format!("llama-server -m {} --jinja", sh_word(ctx.model)),
+        false => format!(
             "llama-completion -m {} -no-cnv --no-escape --no-display-prompt",
             sh_word(ctx.model)
         ),
+    };
+    let mut groups = vec![
+        program,
         format!("--samplers {}", sh_word(&samplers)),
         format!(
             "--temp {temperature} --top-k {} --top-p {} --min-p {}",
@@ -495,15 +553,30 @@ pub fn to_llama_cpp(params: &SamplingParams, ctx: &ExportContext) -> String {
         length.push_str(&format!(" -s {seed}"));
     }
     groups.push(length);
-    groups.extend(stop.strings().map(|s| format!("-r {}", sh_word(s))));
-    groups.push(format!("-p {}", sh_word(ctx.prompt)));
-
+    let Some(messages) = ctx.messages else {
+        groups.extend(stop.strings().map(|s| format!("-r {}", sh_word(s))));
+        groups.push(format!("-p {}", sh_word(ctx.prompt)));
+        let mut lines = comments(
+            ctx,
+            "llama.cpp: llama-completion (llama-cli in older builds); llama-server takes the same \
+             sampling flags.",
+            &notes,
+        );
+        lines.push(groups.join(" \\\n  "));
+        return join_lines(lines);
+    };
     let mut lines = comments(
-        "llama.cpp: llama-completion (llama-cli in older builds); llama-server takes the same \
-         sampling flags.",
+        ctx,
+        "llama.cpp: llama-server with the sampling flags as the defaults of every request, \
+         then the conversation as a chat request, which --jinja renders with the model's template.",
         &notes,
     );
     lines.push(groups.join(" \\\n  "));
+    lines.push("# Once the server listens, from another shell:".to_owned());
+    lines.extend(chat::curl_post(
+        &format!("http://localhost:8080{}", chat::openai_endpoint(ctx)),
+        chat::llama_server_body(messages, params),
+    ));
     join_lines(lines)
 }
 
@@ -645,8 +718,11 @@ fn off_as_zero_top_k(params: &SamplingParams) -> i32 {
     params.top_k.max(0)
 }
 
-fn comments(header: &str, notes: &[String]) -> Vec<String> {
+/// The snippet's header comment: what it is, the backend the run was tuned on, then the notes.
+fn comments(ctx: &ExportContext, header: &str, notes: &[String]) -> Vec<String> {
+    let backend = chat::backend_note(ctx);
     std::iter::once(header)
+        .chain(backend.as_deref())
         .chain(notes.iter().map(String::as_str))
         .map(|line| format!("# {line}"))
         .collect()

@@ -1,11 +1,15 @@
 //! `samplab export --format F [PRESET] [--set key=value]...`: the preset is found as `sample`
-//! finds it (a built-in or saved name, or a file) and `--set` applies on top.
+//! finds it (a built-in or saved name, or a file) and `--set` applies on top; the prompt is
+//! taken as `sample` takes it, raw or as a conversation (`--chat`, `--messages`).
 
+use super::prompt_input::{read_conversation, read_prompt_file};
 use super::sample::params_from_flags;
 use clap::Args;
 use samplab::export::{ExportContext, ExportFormat, export};
 use samplab::model::source::embedded;
+use samplab::model::text::chat_template::Message;
 use samplab::presets::MODEL_PRESET;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args)]
@@ -26,6 +30,18 @@ pub struct ExportArgs {
     /// Prompt to put in the snippet.
     #[arg(long, default_value = "Once upon a time")]
     prompt: String,
+    /// Read the prompt from a file instead (`-`: standard input), as `sample` reads it.
+    #[arg(long, value_name = "PATH", conflicts_with = "prompt")]
+    prompt_file: Option<PathBuf>,
+    /// The prompt as one user message through the model's chat template: each target's chat
+    /// form (vLLM `llm.chat`, transformers `apply_chat_template`, `/v1/chat/completions`,
+    /// llama-server with `--jinja`).
+    #[arg(long)]
+    chat: bool,
+    /// A conversation instead of one message, as `sample` takes it: a YAML (or JSON) list of
+    /// `{role, content}`. Implies --chat.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["prompt", "prompt_file"])]
+    messages: Option<PathBuf>,
     /// Model to put in the snippet; samplab-tiny is written as its directory in the cache.
     #[arg(long, default_value = "HuggingFaceTB/SmolLM2-135M")]
     model: String,
@@ -46,9 +62,17 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
     } else {
         args.model
     };
+    let mut prompt = args.prompt;
+    if let Some(path) = &args.prompt_file {
+        prompt = read_prompt_file(path)?;
+    }
+    let messages = match &args.messages {
+        Some(path) => Some(read_conversation(path)?),
+        None => args.chat.then(|| vec![Message::new("user", &prompt)]),
+    };
     let context = ExportContext {
-        prompt: &args.prompt,
-        model: &model,
+        messages: messages.as_deref(),
+        ..ExportContext::raw(&prompt, &model)
     };
     print!("{}", export(args.format, &params, &context));
     Ok(ExitCode::SUCCESS)

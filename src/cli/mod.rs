@@ -6,6 +6,7 @@ pub mod export;
 pub mod play;
 pub mod presets;
 mod progress;
+mod prompt_input;
 pub mod render;
 pub mod replay;
 pub mod sample;

@@ -17,6 +17,7 @@ pub fn to_twinkle(params: &SamplingParams, ctx: &ExportContext) -> String {
     let mut notes = twinkle_notes(params);
     notes.extend(super::fields::unexpressed(params, None, "twinkle"));
     let mut lines = comments(
+        ctx,
         "twinkle's SamplingParams with samplab's sampling parameters; fields at twinkle's \
          defaults (which are samplab's) are left out.",
         &notes,

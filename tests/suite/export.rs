@@ -10,15 +10,10 @@ use serde_json::{Value, json};
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-const HUB: ExportContext = ExportContext {
-    prompt: "Once upon a time",
-    model: "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
-};
+const HUB: ExportContext =
+    ExportContext::raw("Once upon a time", "TinyLlama/TinyLlama-1.1B-Chat-v1.0");
 
-const GGUF: ExportContext = ExportContext {
-    prompt: "Once upon a time",
-    model: "stories260K.gguf",
-};
+const GGUF: ExportContext = ExportContext::raw("Once upon a time", "stories260K.gguf");
 
 /// A stop string and prompt that every quoting scheme must get right.
 const TRICKY: &str = "say \"hi\", it's a\\b\nnext ✓ café";
@@ -571,10 +566,7 @@ fn tricky() -> SamplingParams {
     }
 }
 
-const TRICKY_CTX: ExportContext = ExportContext {
-    prompt: TRICKY,
-    model: "it's a \"model\".gguf",
-};
+const TRICKY_CTX: ExportContext = ExportContext::raw(TRICKY, "it's a \"model\".gguf");
 
 #[test]
 fn python_literals_read_back_exactly() {
@@ -625,10 +617,7 @@ fn shell_words_read_back_exactly() {
     );
     assert_eq!(after("--temp"), "0.7");
 
-    let quote_only = ExportContext {
-        prompt: "it's 'quoted' $HOME `x` ; done",
-        model: "m.gguf",
-    };
+    let quote_only = ExportContext::raw("it's 'quoted' $HOME `x` ; done", "m.gguf");
     let args = bash_args(&to_llama_cpp(&rich(), &quote_only)).expect("bash ran before");
     assert_eq!(args.last().map(String::as_str), Some(quote_only.prompt));
     assert!(args.contains(&"\n\n".to_owned()), "{args:?}");
@@ -1026,10 +1015,7 @@ fn a_constraint_reads_back_exactly_in_python() {
 
 #[test]
 fn a_modelscope_id_passes_into_the_twinkle_snippet_as_twinkle_writes_it() {
-    let context = ExportContext {
-        prompt: "Once upon a time",
-        model: "ms://Qwen/Qwen3.5-4B",
-    };
+    let context = ExportContext::raw("Once upon a time", "ms://Qwen/Qwen3.5-4B");
     let snippet = to_twinkle(&greedy(), &context);
     assert!(
         snippet.contains("\nmodel_id = \"ms://Qwen/Qwen3.5-4B\"\n"),

@@ -427,10 +427,7 @@ fn the_export_dialog_switches_tabs_scrolls_and_copies_the_shown_snippet() {
     let effects = update(&mut s, dialog(DialogAction::CopyExport));
     let expected = to_vllm(
         &s.comparison.params.params,
-        &ExportContext {
-            prompt: "Once",
-            model: "org/tiny",
-        },
+        &ExportContext::raw("Once", "org/tiny"),
     );
     assert_eq!(effects, [Effect::Copy(expected)]);
     update(&mut s, Action::Outcome(Outcome::Copied(Ok(()))));
@@ -1114,10 +1111,7 @@ fn w_writes_json_that_parses_back_to_the_response_and_c_copies_with_osc_52() {
     let written = String::from_utf8(clipboard.0.lock().unwrap().clone()).unwrap();
     let snippet = to_vllm(
         &app.state.comparison.params.params,
-        &ExportContext {
-            prompt: "Once",
-            model: "",
-        },
+        &ExportContext::raw("Once", ""),
     );
     assert_eq!(written, osc52(&snippet));
 }

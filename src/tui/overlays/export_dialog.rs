@@ -3,9 +3,8 @@
 //! written out as SampleResponse JSON, in samplab's shape or twinkle's.
 
 use super::popup;
-use crate::export::{ExportContext, ExportFormat, export};
+use crate::export::ExportFormat;
 use crate::model::source::embedded;
-use crate::params::SamplingParams;
 use crate::response::ResponseShape;
 use crate::tui::action::{Action, DialogAction};
 use crate::tui::input::keymap::{KeyMap, Mode};
@@ -115,12 +114,6 @@ impl ExportDialog {
         let last = lines.saturating_sub(1) as i64;
         self.scroll = (i64::from(self.scroll) + i64::from(delta)).clamp(0, last) as u16;
     }
-}
-
-/// The code the dialog shows and copies for `format`; `model` as given to `--model`, so that
-/// the snippet loads the same model.
-pub fn snippet(format: ExportFormat, params: &SamplingParams, prompt: &str, model: &str) -> String {
-    export(format, params, &ExportContext { prompt, model })
 }
 
 pub fn render(

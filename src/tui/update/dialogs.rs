@@ -2,18 +2,20 @@
 //! pure like the rest, with file and terminal work handed to the loop as effects whose
 //! outcomes come back as actions.
 
+use super::chat_mode;
 use super::conversation;
 use super::model_picker;
 use super::params_changed;
 use super::run_shape::load_over;
 use super::session;
-use crate::engine::RunId;
+use crate::engine::{Prompt, RunId};
+use crate::export::{ExportContext, export};
 use crate::params::SamplingParams;
 use crate::preset_store::check_name;
 use crate::presets::{Preset, PresetSource};
 use crate::response::SampleResponse;
 use crate::tui::action::{DialogAction, Effect, Outcome};
-use crate::tui::overlays::export_dialog::{self, ExportDialog, Note};
+use crate::tui::overlays::export_dialog::{ExportDialog, Note};
 use crate::tui::overlays::preset_picker::{EntryKind, PresetPicker};
 use crate::tui::overlays::save_prompt::{SavePrompt, Saving};
 use crate::tui::state::{Overlay, State};
@@ -212,14 +214,21 @@ fn with_export(state: &mut State, change: impl FnOnce(&mut ExportDialog)) {
     }
 }
 
-/// What the export dialog shows, scrolls and copies.
+/// What the export dialog shows, scrolls and copies: the first model's prompt as it is asked
+/// (the conversation in chat mode), on the backend that ran it.
 pub(crate) fn snippet_of(state: &State, dialog: &ExportDialog) -> String {
-    export_dialog::snippet(
-        dialog.format,
-        &state.comparison.params.params,
-        state.prompt.text(),
-        &state.export.model_name(state.comparison.export_model()),
-    )
+    let first = state.comparison.models.first();
+    let prompt = match first {
+        Some(slot) => chat_mode::prompt_for(state, slot.id),
+        None => Prompt::raw(state.prompt.text()),
+    };
+    let model = state.export.model_name(state.comparison.export_model());
+    let context = ExportContext {
+        messages: prompt.is_chat().then(|| prompt.messages()),
+        backend: first.and_then(|slot| slot.backend),
+        ..ExportContext::raw(prompt.text(), &model)
+    };
+    export(dialog.format, &state.comparison.params.params, &context)
 }
 
 /// Loads the picker's choice, keeping the run's shape where the preset leaves it open (see
