@@ -1,5 +1,4 @@
-//! The playground: prompt, parameter sliders and live sample columns (README, "In the
-//! playground").
+//! The playground: prompt, parameter sliders and live sample columns (docs/playground.md).
 //!
 //! Elm-style: terminal and engine events become `Action`s, a pure `update` changes the `State`
 //! and returns `Effect`s for the loop to perform, and `view::draw` paints `&State` once per batch.

@@ -416,15 +416,18 @@ fn the_keys_are_in_help() {
     assert!(rows.contains(&("O".to_owned(), "open session")));
 }
 
-/// The README's example is a session this samplab reads, as the README says of it.
+/// The documentation's example is a session this samplab reads, as the documentation says of it.
 #[test]
-fn the_readme_example_reads() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("the README");
-    let section = &readme[readme.find("### Sessions").expect("the Sessions section")..];
+fn the_documented_example_reads() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/reproducibility.md"
+    ))
+    .expect("docs/reproducibility.md");
+    let section = &doc[doc.find("## Sessions").expect("the Sessions section")..];
     let start = section.find("```yaml\n").expect("an example") + "```yaml\n".len();
     let example = &section[start..start + section[start..].find("```").unwrap()];
-    let read = session::parse(example, "README.md").unwrap_or_else(|e| panic!("{e}"));
+    let read = session::parse(example, "docs/reproducibility.md").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(read.models[0].spec, "/models/stories260K");
     assert_eq!(read.sets[0].params.0.temperature, 0.9);
     assert_eq!(read.branches[0].path, [412, 96, 301]);
