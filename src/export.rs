@@ -487,9 +487,9 @@ pub fn to_llama_cpp(params: &SamplingParams, ctx: &ExportContext) -> String {
         ));
     }
     if params.num_samples > 1 {
-        let (program, run, seed_field) = match chat {
-            true => ("llama-server", "request", "\"seed\": "),
-            false => ("llama-completion", "run", "-s "),
+        let (program, run, again, seed_field) = match chat {
+            true => ("llama-server", "request", "send it", "\"seed\": "),
+            false => ("llama-completion", "run", "run it", "-s "),
         };
         let how = if greedy {
             format!("; greedy decoding makes all samples identical, so one {run} gives them all")
@@ -497,10 +497,10 @@ pub fn to_llama_cpp(params: &SamplingParams, ctx: &ExportContext) -> String {
             let seeds = seed
                 .map(|s| format!(", with {seed_field}{s}+i for sample i"))
                 .unwrap_or_default();
-            format!(": send it {} times{seeds}", params.num_samples)
+            format!(": {again} {} times{seeds}", params.num_samples)
         };
         notes.push(format!(
-            "{program} makes one sample per {run}, not {}{how}.",
+            "{program} has no flag for {} samples, it makes one per {run}{how}.",
             params.num_samples
         ));
     }

@@ -21,8 +21,8 @@ use samplab::response::{
     stop_label,
 };
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::mpsc::Receiver;
 

@@ -16,6 +16,7 @@ mod engine;
 mod engine_stories;
 mod engines;
 mod export;
+mod export_chat;
 mod fuzz;
 mod gguf_tokenizer;
 mod hub;

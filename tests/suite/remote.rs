@@ -594,14 +594,14 @@ fn a_new_run_cancels_the_streams_at_once() {
 }
 
 /// llama-cpp-python's OpenAI server on a free port of 127.0.0.1, stopped on drop.
-struct LlamaServer {
+pub(crate) struct LlamaServer {
     child: std::process::Child,
-    base: String,
+    pub(crate) base: String,
 }
 
 impl LlamaServer {
     /// `None` (the test skips, saying why) without the Python or the model, outside CI.
-    fn start() -> Option<(LlamaServer, std::path::PathBuf)> {
+    pub(crate) fn start() -> Option<(LlamaServer, std::path::PathBuf)> {
         let model = crate::common::real_model()?;
         let python = crate::common::llama_cpp_python()?;
         let port = {
