@@ -80,6 +80,9 @@ pub struct ExportContext<'a> {
     /// message), which each target renders through the model's chat template; `None` for a
     /// raw prompt.
     pub messages: Option<&'a [Message]>,
+    /// `--chat-template`: a Jinja file, or the name of one of the model's templates, that the
+    /// conversation is rendered with instead of the model's default.
+    pub chat_template: Option<&'a str>,
     /// The backend samplab ran the model on, named in the header; `None` where no model ran.
     pub backend: Option<BackendKind>,
 }
@@ -91,6 +94,7 @@ impl<'a> ExportContext<'a> {
             prompt,
             model,
             messages: None,
+            chat_template: None,
             backend: None,
         }
     }
@@ -105,6 +109,7 @@ pub fn export(format: ExportFormat, params: &SamplingParams, ctx: &ExportContext
 pub fn to_vllm(params: &SamplingParams, ctx: &ExportContext) -> String {
     let mut notes = vllm_notes(params);
     notes.extend(fields::unexpressed(params, Some(Engine::Vllm), "vLLM"));
+    notes.extend(chat::template_name_note(ctx, "vLLM's llm.chat"));
     let mut lines = comments(
         ctx,
         "vLLM offline inference with samplab's sampling parameters.",
@@ -193,7 +198,7 @@ pub fn to_transformers(params: &SamplingParams, ctx: &ExportContext) -> String {
     lines.extend([
         "tokenizer = AutoTokenizer.from_pretrained(model_id)".to_owned(),
         "model = AutoModelForCausalLM.from_pretrained(model_id)".to_owned(),
-        chat::transformers_inputs(ctx).to_owned(),
+        chat::transformers_inputs(ctx),
     ]);
     match (params.seed, torch_seed) {
         (_, Some(seed)) => lines.push(format!("torch.manual_seed({seed})")),
@@ -269,6 +274,8 @@ pub fn openai_body(params: &SamplingParams, ctx: &ExportContext) -> String {
         prompt: Option<&'a str>,
         #[serde(skip_serializing_if = "Option::is_none")]
         messages: Option<serde_json::Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        chat_template: Option<String>,
         n: u32,
         temperature: f32,
         top_k: i32,
@@ -324,6 +331,7 @@ pub fn openai_body(params: &SamplingParams, ctx: &ExportContext) -> String {
         model: ctx.model,
         prompt: ctx.messages.is_none().then_some(ctx.prompt),
         messages: ctx.messages.map(chat::json_messages),
+        chat_template: chat::openai_template(ctx),
         n: sample_count(params),
         temperature: params.temperature,
         top_k: vllm_top_k(params),
@@ -360,6 +368,7 @@ pub fn to_openai(params: &SamplingParams, ctx: &ExportContext) -> String {
             .to_owned(),
     ];
     notes.extend(constraint::openai_note(params));
+    notes.extend(chat::template_name_note(ctx, "vLLM's server"));
     notes.extend(vllm_notes(params));
     notes.extend(fields::unexpressed(
         params,
@@ -410,6 +419,7 @@ pub fn to_llama_cpp(params: &SamplingParams, ctx: &ExportContext) -> String {
 
     let own = params.engine == Engine::LlamaCpp;
     let mut notes = fields::unexpressed(params, Some(Engine::LlamaCpp), "llama.cpp");
+    notes.extend(chat::template_name_note(ctx, "llama-server"));
     notes.extend(constraint::llama_cpp_note(params));
     if !own {
         notes.push(
@@ -522,7 +532,10 @@ pub fn to_llama_cpp(params: &SamplingParams, ctx: &ExportContext) -> String {
     let (samplers, repeat_last_n) = fields::llama_cpp_chain(params);
     let program = match chat {
         // --jinja renders the conversation with the model's own template, as samplab does.
-        true => format!("llama-server -m {} --jinja", sh_word(ctx.model)),
+        true => std::iter::once(format!("llama-server -m {} --jinja", sh_word(ctx.model)))
+            .chain(chat::llama_server_template_flag(ctx))
+            .collect::<Vec<_>>()
+            .join(" "),
         false => format!(
             "llama-completion -m {} -no-cnv --no-escape --no-display-prompt",
             sh_word(ctx.model)

@@ -42,6 +42,8 @@ pub struct ExportArgs {
     /// `{role, content}`. Implies --chat.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["prompt", "prompt_file"])]
     messages: Option<PathBuf>,
+    #[command(flatten)]
+    template: super::ChatTemplateArg,
     /// Model to put in the snippet; samplab-tiny is written as its directory in the cache.
     #[arg(long, default_value = "HuggingFaceTB/SmolLM2-135M")]
     model: String,
@@ -68,10 +70,12 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
     }
     let messages = match &args.messages {
         Some(path) => Some(read_conversation(path)?),
-        None => args.chat.then(|| vec![Message::new("user", &prompt)]),
+        None => (args.chat || args.template.choice().is_some())
+            .then(|| vec![Message::new("user", &prompt)]),
     };
     let context = ExportContext {
         messages: messages.as_deref(),
+        chat_template: args.template.choice(),
         ..ExportContext::raw(&prompt, &model)
     };
     print!("{}", export(args.format, &params, &context));

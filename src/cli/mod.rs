@@ -33,6 +33,22 @@ impl BackendArg {
     }
 }
 
+/// `--chat-template`, for every command that takes `--chat`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ChatTemplateArg {
+    /// The chat template conversations are rendered with instead of the model's default: a
+    /// Jinja file, or the name of one of the model's named templates (GGUF
+    /// `tokenizer.chat_template.NAME`, tokenizer_config.json's list). Implies --chat.
+    #[arg(long = "chat-template", value_name = "FILE|NAME")]
+    pub chat_template: Option<String>,
+}
+
+impl ChatTemplateArg {
+    pub fn choice(&self) -> Option<&str> {
+        self.chat_template.as_deref()
+    }
+}
+
 /// `--activations`, for every command that loads a model.
 #[derive(clap::Args, Debug, Clone, Copy)]
 pub struct ActivationsArg {

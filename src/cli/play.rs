@@ -34,6 +34,8 @@ pub struct PlayArgs {
     /// Send the prompt as one user message through the model's chat template (`m` switches).
     #[arg(long)]
     chat: bool,
+    #[command(flatten)]
+    template: super::ChatTemplateArg,
     /// A built-in or saved preset name, a preset file, or `model` for the model's own defaults.
     /// Give two to compare parameter sets (A/B) side by side; `b` switches which one is edited.
     #[arg(long = "preset", value_name = "PRESET")]
@@ -142,7 +144,8 @@ pub fn run(args: PlayArgs) -> anyhow::Result<ExitCode> {
         activations: args.precision.activations,
         backends,
         prompt: args.prompt,
-        chat: args.chat,
+        chat: args.chat || args.template.choice().is_some(),
+        chat_template: args.template.chat_template,
         preset,
         second_preset,
         sets: args.sets,

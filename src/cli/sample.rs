@@ -57,6 +57,8 @@ pub struct SampleArgs {
     /// one gets the raw prompt, with a warning.
     #[arg(long)]
     chat: bool,
+    #[command(flatten)]
+    template: super::ChatTemplateArg,
     /// Special-token text in the prompt (`<|im_end|>`) stays plain text instead of becoming the
     /// control token: in a raw prompt (which vLLM, transformers and llama-server parse) and,
     /// with --chat, in the user's message.
@@ -131,6 +133,7 @@ pub fn run(mut args: SampleArgs) -> anyhow::Result<ExitCode> {
         .check_count(args.models.len())
         .map_err(anyhow::Error::msg)?;
     args.backend.apply_verbose();
+    args.chat |= args.template.choice().is_some();
     let model_defaults = args.preset.as_deref() == Some(MODEL_PRESET);
     // Checked before loading so that a typo costs no load time.
     let params = params_from_flags(
@@ -220,12 +223,14 @@ fn load(
     let (events, inbox) = std::sync::mpsc::channel();
     let owned_spec = spec.to_owned();
     let (device, activations, trace) = (args.device, args.precision.activations, args.trace);
+    let template = args.template.chat_template.clone();
     let backend = args.backend.backend.for_model(index);
     let hub = HubSettings::from_env();
     let cancel = hub.cancel.clone();
     let engine = Engine::spawn(
         move |progress| {
             let mut model = load_any(&owned_spec, &hub, device, activations, backend, progress)?;
+            model.use_chat_template(template.as_deref())?;
             if trace {
                 model.record_traces()?;
             }

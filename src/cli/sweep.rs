@@ -36,6 +36,8 @@ pub struct SweepArgs {
     /// Send the prompt as one user message through the model's chat template.
     #[arg(long)]
     chat: bool,
+    #[command(flatten)]
+    template: super::ChatTemplateArg,
     /// A preset every cell starts from; `--set` applies on top, then the cell's values.
     #[arg(long)]
     preset: Option<String>,
@@ -98,6 +100,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
         args.backend.backend.for_model(0),
         &mut |p| bar.show(&p),
     )?;
+    runner.use_chat_template(args.template.choice())?;
     bar.clear();
     let (model, chat_template) = match runner.loaded() {
         Event::Loaded {
@@ -107,13 +110,14 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
         } => (model, chat_template),
         _ => (args.model.clone(), false),
     };
-    let prompt = if args.chat && chat_template {
+    let chat = args.chat || args.template.choice().is_some();
+    let prompt = if chat && chat_template {
         Prompt::Chat(Conversation {
             messages: vec![Message::new("user", &args.prompt)],
             literal_specials: false,
         })
     } else {
-        if args.chat {
+        if chat {
             eprintln!(
                 "samplab: warning: {model} has no chat template: it gets the prompt as raw text"
             );

@@ -19,7 +19,7 @@ use crate::model::source::cache::cache_dir;
 use crate::model::source::origin::ModelOrigin;
 use crate::model::source::synthetic::{qtype_from_name, synthetic_spec, write_synthetic_gguf};
 use crate::model::source::{HubSettings, LoadProgress, ModelSource, resolve};
-use crate::model::text::chat_template::ChatTemplate;
+use crate::model::text::chat_template::{ChatTemplate, ModelTemplates};
 use crate::model::text::gguf_tokenizer::{GgufTokenizer, tokenizer_from_gguf};
 use crate::model::{Model, Session, Snapshots};
 use anyhow::Context;
@@ -355,16 +355,16 @@ fn load_on(
         ));
         Ok(())
     };
-    let (model, tokenizer, eos_ids, chat_template) = match &source {
+    let (model, tokenizer, eos_ids, templates) = match &source {
         ModelSource::Gguf(path) => {
             let gguf = gguf.ok_or_else(|| anyhow::anyhow!("{} was not opened", path.display()))?;
             check_fits(memory::estimate_gguf(&gguf, &device, replay.budget())?)?;
             let (model, content) = gguf.load(&device, activations)?;
             let gguf = tokenizer_from_gguf(&content)
                 .with_context(|| format!("cannot build the tokenizer of {}", path.display()))?;
-            let template = gguf_chat_template(&gguf);
+            let templates = gguf_templates(&gguf);
             check_vocab(&gguf.tokenizer, model.config().vocab_size, true, path)?;
-            (model, gguf.tokenizer, gguf.eos_ids, template)
+            (model, gguf.tokenizer, gguf.eos_ids, templates)
         }
         ModelSource::HfDir(dir) => {
             check_fits(memory::estimate(dir, &device, replay.budget())?)?;
@@ -383,7 +383,7 @@ fn load_on(
                 model,
                 tokenizer,
                 Vec::new(),
-                ChatTemplate::from_hf_dir(dir)?,
+                ChatTemplate::templates_of_hf_dir(dir)?,
             )
         }
     };
@@ -417,7 +417,8 @@ fn load_on(
         tokenizer,
         eos_ids,
         defaults,
-        chat_template,
+        chat_template: templates.default_template(),
+        templates,
         record_traces: false,
         origin,
         encoder: None,
@@ -448,10 +449,10 @@ fn check_vocab(
     Ok(())
 }
 
-/// The GGUF's template with its BOS and EOS texts, which templates write as `bos_token`; a file
-/// without a BOS leaves `bos_token` undefined, as a null `bos_token` does under transformers.
-fn gguf_chat_template(gguf: &GgufTokenizer) -> Option<ChatTemplate> {
-    let source = gguf.chat_template.clone()?;
+/// The GGUF's templates with its BOS and EOS texts, which templates write as `bos_token`; a
+/// file without a BOS leaves `bos_token` undefined, as a null `bos_token` does under
+/// transformers.
+fn gguf_templates(gguf: &GgufTokenizer) -> ModelTemplates {
     let tokens = [
         ("bos_token", gguf.bos_id),
         ("eos_token", gguf.eos_ids.first().copied()),
@@ -459,7 +460,11 @@ fn gguf_chat_template(gguf: &GgufTokenizer) -> Option<ChatTemplate> {
     .into_iter()
     .filter_map(|(name, id)| Some((name.to_owned(), gguf.tokenizer.id_to_token(id?)?)))
     .collect();
-    Some(ChatTemplate::new(source, tokens))
+    ModelTemplates::new(
+        gguf.chat_template.clone(),
+        gguf.named_chat_templates.clone(),
+        tokens,
+    )
 }
 
 /// A short name for status lines: the Hub id as typed, or the file or directory name.
@@ -527,7 +532,7 @@ fn load_llama_cpp(
     let checked = check_gguf(path)?;
     let gguf = tokenizer_from_gguf(&checked.content)
         .with_context(|| format!("cannot build the tokenizer of {}", path.display()))?;
-    let chat_template = gguf_chat_template(&gguf);
+    let templates = gguf_templates(&gguf);
     let defaults = GenerationDefaults::from_gguf(&checked.content, path)
         .ok()
         .and_then(|g| g.sampling_params().ok());
@@ -563,7 +568,8 @@ fn load_llama_cpp(
         tokenizer,
         eos_ids: gguf.eos_ids,
         defaults,
-        chat_template,
+        chat_template: templates.default_template(),
+        templates,
         record_traces: false,
         origin: loading.origin,
         encoder,

@@ -46,6 +46,19 @@ pub trait Runner: Send {
         anyhow::bail!("a served model gives neither full distributions nor its tokens' bytes")
     }
 
+    /// Renders conversations with the chat template `--chat-template` names (a Jinja file, or
+    /// one of the model's named templates) instead of the model's default; `None` keeps it. A
+    /// served model's server renders with its own, so it refuses a choice.
+    fn use_chat_template(&mut self, choice: Option<&str>) -> anyhow::Result<()> {
+        match choice {
+            None => Ok(()),
+            Some(_) => anyhow::bail!(
+                "--chat-template applies to models loaded here: a served model's server renders \
+                 conversations with its own template (vLLM: `vllm serve --chat-template FILE`)"
+            ),
+        }
+    }
+
     /// What each stage of the chain did at one step of the last run.
     fn trace(&self, request: &TraceRequest) -> anyhow::Result<Vec<StageTrace>>;
 

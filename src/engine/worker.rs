@@ -20,7 +20,7 @@ use super::trace::TraceRequest;
 use crate::model::source::LoadProgress;
 use crate::model::source::cancel::Cancel;
 use crate::model::source::origin::ModelOrigin;
-use crate::model::text::chat_template::{ChatTemplate, Message};
+use crate::model::text::chat_template::{ChatTemplate, Message, ModelTemplates};
 use crate::model::text::{Specials, text_bytes, token_text};
 use crate::model::{Activations, memory};
 use crate::params::SamplingParams;
@@ -45,7 +45,10 @@ pub struct LoadedModel {
     /// The sampling settings the model ships with (generation_config.json, GGUF
     /// `general.sampling.*`), over samplab's defaults; `None` when they are not valid params.
     pub defaults: Option<SamplingParams>,
+    /// What chat runs render with: the model's default template, or `--chat-template`'s.
     pub chat_template: Option<ChatTemplate>,
+    /// Every template the model ships, for `--chat-template NAME`.
+    pub templates: ModelTemplates,
     /// What the last run left for the next to replay.
     pub replay: ReplayStore,
     /// What loading found odd but accepted (see `ModelConfig::warnings`).
@@ -71,6 +74,18 @@ pub trait TextEncoder: Send + Sync {
 }
 
 impl LoadedModel {
+    /// What loading found odd, and a model whose templates are all named, which chat runs
+    /// cannot use until one is chosen.
+    fn load_warnings(&self) -> Vec<String> {
+        let mut warnings = self.warnings.clone();
+        if self.chat_template.is_none()
+            && let Some(why) = self.templates.missing_default()
+        {
+            warnings.push(format!("{} {why}", self.name));
+        }
+        warnings
+    }
+
     /// A raw prompt's ids, BOS added as the model wants, special-token text parsed.
     pub fn encode(&self, prompt: &str) -> anyhow::Result<Vec<u32>> {
         if let Some(encoder) = &self.encoder {
@@ -124,11 +139,15 @@ impl LoadedModel {
 
     fn render_conversation(&self, messages: &[Message]) -> anyhow::Result<String> {
         let template = self.chat_template.as_ref().ok_or_else(|| {
-            anyhow::anyhow!(
-                "{} has no chat template: use the raw prompt, or a model that ships one \
-                 (GGUF `tokenizer.chat_template`, tokenizer_config.json `chat_template`)",
-                self.name
-            )
+            match self.templates.missing_default() {
+                Some(why) => anyhow::anyhow!("{} {why}", self.name),
+                None => anyhow::anyhow!(
+                    "{} has no chat template: use the raw prompt, give one with --chat-template \
+                     FILE, or use a model that ships one (GGUF `tokenizer.chat_template`, \
+                     tokenizer_config.json `chat_template`)",
+                    self.name
+                ),
+            }
         })?;
         Ok(template.render_messages(messages)?)
     }
@@ -462,7 +481,7 @@ impl Runner for LoadedModel {
             vocab: self.vocab_fingerprint(),
             vocab_size: Some(self.backend.vocab_size()),
             special_tokens: self.special_tokens(),
-            warnings: self.warnings.clone(),
+            warnings: self.load_warnings(),
             activations: self.activations,
             backend: Some(self.backend.kind()),
         }
@@ -475,6 +494,19 @@ impl Runner for LoadedModel {
         emit: &mut dyn FnMut(Event),
     ) -> anyhow::Result<crate::response::SampleResponse> {
         LoadedModel::run(self, request, interrupted, emit)
+    }
+
+    fn use_chat_template(&mut self, choice: Option<&str>) -> anyhow::Result<()> {
+        let Some(choice) = choice else {
+            return Ok(());
+        };
+        let template = self.templates.choose(choice).map_err(anyhow::Error::msg)?;
+        // A template that cannot render one message fails now, not at the first chat run.
+        template
+            .render("Hi")
+            .map_err(|e| anyhow::anyhow!("--chat-template `{choice}`: {e}"))?;
+        self.chat_template = Some(template);
+        Ok(())
     }
 
     fn score(

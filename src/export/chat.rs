@@ -6,45 +6,103 @@
 use super::{ExportContext, py_str};
 use crate::model::text::chat_template::Message;
 use crate::params::SamplingParams;
+use std::path::Path;
+
+/// `--chat-template` as a target takes it: a file's path, or a template's name.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Template<'a> {
+    File(&'a str),
+    Name(&'a str),
+}
+
+/// The template a chat run chose, `None` for the model's default or a raw prompt.
+pub fn template<'a>(ctx: &ExportContext<'a>) -> Option<Template<'a>> {
+    let choice = ctx.chat_template.filter(|_| ctx.messages.is_some())?;
+    Some(match Path::new(choice).is_file() {
+        true => Template::File(choice),
+        false => Template::Name(choice),
+    })
+}
+
+/// The note for a target that cannot take a template by name (all but transformers).
+pub fn template_name_note(ctx: &ExportContext, target: &str) -> Option<String> {
+    match template(ctx)? {
+        Template::Name(name) => Some(format!(
+            "{target} takes a chat template's text, not its name: give the model's `{name}` \
+             template (GGUF tokenizer.chat_template.{name}, tokenizer_config.json) as a file."
+        )),
+        Template::File(_) => None,
+    }
+}
 
 /// The Python lines that define the run's prompt: `prompt = "..."` for raw text, or
-/// `messages = [...]`, one message a line, for a conversation.
+/// `messages = [...]`, one message a line, for a conversation (and the chosen template's text).
 pub fn py_prompt(ctx: &ExportContext) -> Vec<String> {
-    match ctx.messages {
-        None => vec![format!("prompt = {}", py_str(ctx.prompt))],
-        Some(messages) => {
-            let mut lines = vec!["messages = [".to_owned()];
-            lines.extend(messages.iter().map(|m| {
-                format!(
-                    "    {{\"role\": {}, \"content\": {}}},",
-                    py_str(&m.role),
-                    py_str(&m.content)
-                )
-            }));
-            lines.push("]".to_owned());
-            lines
-        }
+    let Some(messages) = ctx.messages else {
+        return vec![format!("prompt = {}", py_str(ctx.prompt))];
+    };
+    let mut lines = vec!["messages = [".to_owned()];
+    lines.extend(messages.iter().map(|m| {
+        format!(
+            "    {{\"role\": {}, \"content\": {}}},",
+            py_str(&m.role),
+            py_str(&m.content)
+        )
+    }));
+    lines.push("]".to_owned());
+    if let Some(Template::File(path)) = template(ctx) {
+        lines.push(format!(
+            "with open({}, encoding=\"utf-8\") as f:\n    chat_template = f.read()",
+            py_str(path)
+        ));
     }
+    lines
 }
 
 /// vLLM's call: `llm.generate` continues raw text, `llm.chat` renders the conversation through
 /// the model's template with the assistant's opening (its `add_generation_prompt=True` default).
 pub fn vllm_call(ctx: &ExportContext) -> &'static str {
-    match ctx.messages {
-        None => "outputs = llm.generate(prompt, params)",
-        Some(_) => "outputs = llm.chat(messages, params)",
+    match (ctx.messages, template(ctx)) {
+        (None, _) => "outputs = llm.generate(prompt, params)",
+        (Some(_), Some(Template::File(_))) => {
+            "outputs = llm.chat(messages, params, chat_template=chat_template)"
+        }
+        (Some(_), _) => "outputs = llm.chat(messages, params)",
     }
 }
 
 /// transformers' inputs: the tokenized prompt (BOS added as the tokenizer wants), or the
-/// conversation through `apply_chat_template`, which adds no second BOS.
-pub fn transformers_inputs(ctx: &ExportContext) -> &'static str {
-    match ctx.messages {
-        None => "inputs = tokenizer(prompt, return_tensors=\"pt\").to(model.device)",
-        Some(_) => {
-            "inputs = tokenizer.apply_chat_template(\n    messages, add_generation_prompt=True, \
-             return_tensors=\"pt\", return_dict=True\n).to(model.device)"
-        }
+/// conversation through `apply_chat_template`, which adds no second BOS and takes a template's
+/// text or its name.
+pub fn transformers_inputs(ctx: &ExportContext) -> String {
+    if ctx.messages.is_none() {
+        return "inputs = tokenizer(prompt, return_tensors=\"pt\").to(model.device)".to_owned();
+    }
+    let chosen = match template(ctx) {
+        None => String::new(),
+        Some(Template::File(_)) => " chat_template=chat_template,".to_owned(),
+        Some(Template::Name(name)) => format!(" chat_template={},", py_str(name)),
+    };
+    format!(
+        "inputs = tokenizer.apply_chat_template(\n    messages,{chosen} add_generation_prompt=True, \
+         return_tensors=\"pt\", return_dict=True\n).to(model.device)"
+    )
+}
+
+/// vLLM's server takes a template's text in the request (`chat_template`); read here, so the
+/// request is whole.
+pub fn openai_template(ctx: &ExportContext) -> Option<String> {
+    match template(ctx)? {
+        Template::File(path) => crate::regular_file::read_to_string(Path::new(path)).ok(),
+        Template::Name(_) => None,
+    }
+}
+
+/// llama-server's flag for a template file.
+pub fn llama_server_template_flag(ctx: &ExportContext) -> Option<String> {
+    match template(ctx)? {
+        Template::File(path) => Some(format!("--chat-template-file {}", super::sh_word(path))),
+        Template::Name(_) => None,
     }
 }
 

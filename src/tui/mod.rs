@@ -77,6 +77,9 @@ pub struct Playground {
     pub prompt: String,
     /// Send the prompt through the model's chat template.
     pub chat: bool,
+    /// `--chat-template`: the template every model renders conversations with instead of its
+    /// own default.
+    pub chat_template: Option<String>,
     pub preset: Preset,
     /// A second parameter set to compare with the first (A/B).
     pub second_preset: Option<Preset>,
@@ -120,14 +123,20 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
     let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
     let (device, activations) = (playground.device, playground.activations);
     let backends = playground.backends.clone();
+    let template = playground.chat_template.clone();
     let spawn = move |id: ModelId, spec: &str, backend: Option<BackendKind>| {
         let spec = spec.to_owned();
         let backend = backend.map_or(backends.for_model(id.0), Into::into);
         let events_tx = events_tx.clone();
         let hub = HubSettings::from_env();
         let cancel = hub.cancel.clone();
+        let template = template.clone();
         Engine::spawn(
-            move |progress| load_any(&spec, &hub, device, activations, backend, progress),
+            move |progress| {
+                let mut model = load_any(&spec, &hub, device, activations, backend, progress)?;
+                model.use_chat_template(template.as_deref())?;
+                Ok(model)
+            },
             move |event| {
                 // The receiver is gone only when the playground is closing.
                 let _ = events_tx.send((id, event));
@@ -162,6 +171,7 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
             backends: _,
             prompt,
             chat,
+            chat_template,
             preset,
             second_preset,
             sets,
@@ -202,6 +212,7 @@ pub fn run(playground: Playground) -> anyhow::Result<Ending> {
         state.presets.store = presets;
         // Written by the first load anyway; an error here is the load's to report.
         state.export.builtin_model = embedded::materialise().ok();
+        state.export.chat_template = chat_template;
         if let Some(notice) = notice {
             state.status.notify(notice);
         }

@@ -30,6 +30,7 @@ fn model(name: &str, template: Option<&str>) -> LoadedModel {
         eos_ids: vec![],
         defaults: None,
         chat_template: template.map(|source| ChatTemplate::new(source.to_owned(), [].into())),
+        templates: Default::default(),
         replay: ReplayStore::new(0),
         warnings: Vec::new(),
         activations: None,

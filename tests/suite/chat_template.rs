@@ -358,6 +358,7 @@ fn loaded(template: Option<ChatTemplate>) -> LoadedModel {
         eos_ids: vec![1],
         defaults: None,
         chat_template: template,
+        templates: Default::default(),
         replay: ReplayStore::new(0),
         warnings: Vec::new(),
         activations: None,

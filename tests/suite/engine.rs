@@ -237,6 +237,7 @@ fn fake_loaded(delay: Duration) -> LoadedModel {
         eos_ids: vec![],
         defaults: None,
         chat_template: None,
+        templates: Default::default(),
         replay: ReplayStore::new(0),
         warnings: Vec::new(),
         activations: None,

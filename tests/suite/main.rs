@@ -5,6 +5,7 @@ mod common;
 
 mod chat_scoring;
 mod chat_template;
+mod chat_template_choice;
 mod cli;
 mod compare;
 mod cross_vocabulary;

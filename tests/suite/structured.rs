@@ -26,6 +26,7 @@ fn model(replay: usize) -> LoadedModel {
         eos_ids: vec![EOS],
         defaults: None,
         chat_template: None,
+        templates: Default::default(),
         replay: ReplayStore::new(replay),
         warnings: Vec::new(),
         activations: None,

@@ -117,6 +117,8 @@ pub struct GgufTokenizer {
     pub add_eos: bool,
     /// The Jinja chat template (`tokenizer.chat_template`), if the file has one.
     pub chat_template: Option<String>,
+    /// Named templates (`tokenizer.chat_template.NAME`, e.g. `tool_use`), in key order.
+    pub named_chat_templates: Vec<(String, String)>,
     /// A byte-level vocabulary's `tokenizer.ggml.pre` that samplab does not know, so that its
     /// ids may not be llama.cpp's (see [`knows_pre_tokenizer`]).
     pub unknown_pre: Option<String>,
@@ -271,6 +273,7 @@ pub fn tokenizer_from_gguf(content: &Content) -> Result<GgufTokenizer, GgufToken
         add_bos,
         add_eos,
         chat_template: string(md, KEY_CHAT_TEMPLATE)?.map(str::to_owned),
+        named_chat_templates: named_chat_templates(md),
         unknown_pre: pre
             .filter(|&p| kind == VocabKind::Bpe && !knows_pre_tokenizer(Some(p)))
             .map(str::to_owned),
@@ -635,6 +638,20 @@ fn merges(md: &HashMap<String, Value>) -> Result<&[Value], GgufTokenizerError> {
     array(md, KEY_MERGES, "an array of strings")?
         .map(Vec::as_slice)
         .ok_or(GgufTokenizerError::MissingKey { key: KEY_MERGES })
+}
+
+/// `tokenizer.chat_template.NAME` keys whose values are strings, sorted by name.
+fn named_chat_templates(md: &HashMap<String, Value>) -> Vec<(String, String)> {
+    let prefix = format!("{KEY_CHAT_TEMPLATE}.");
+    let mut named: Vec<(String, String)> = md
+        .iter()
+        .filter_map(|(key, value)| match value {
+            Value::String(source) => Some((key.strip_prefix(&prefix)?.to_owned(), source.clone())),
+            _ => None,
+        })
+        .collect();
+    named.sort();
+    named
 }
 
 fn check_len(key: &'static str, len: usize, tokens: usize) -> Result<(), GgufTokenizerError> {

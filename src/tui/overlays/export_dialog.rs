@@ -27,6 +27,8 @@ pub struct ExportSettings {
     /// The built-in model's files (its directory in the cache), which exports name instead of
     /// `samplab-tiny`, a name no other engine can load.
     pub builtin_model: Option<PathBuf>,
+    /// `--chat-template`, which chat exports pass on.
+    pub chat_template: Option<String>,
 }
 
 impl Default for ExportSettings {
@@ -36,6 +38,7 @@ impl Default for ExportSettings {
             last_path: None,
             shape: ResponseShape::default(),
             builtin_model: None,
+            chat_template: None,
         }
     }
 }

@@ -100,6 +100,7 @@ pub fn modes(state: &State) -> ChatModes {
             .filter(|m| chat && !m.chat)
             .map(|m| m.name().unwrap_or(&m.spec).to_owned())
             .collect(),
+        missing: models.iter().any(|m| m.ready()) && !models.iter().any(|m| m.chat_available),
     }
 }
 

@@ -225,6 +225,7 @@ pub(crate) fn snippet_of(state: &State, dialog: &ExportDialog) -> String {
     let model = state.export.model_name(state.comparison.export_model());
     let context = ExportContext {
         messages: prompt.is_chat().then(|| prompt.messages()),
+        chat_template: state.export.chat_template.as_deref(),
         backend: first.and_then(|slot| slot.backend),
         ..ExportContext::raw(prompt.text(), &model)
     };

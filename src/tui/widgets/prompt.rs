@@ -186,6 +186,9 @@ pub struct ChatModes {
     pub available: bool,
     /// With models in chat mode, the names of those that get raw text.
     pub raw: Vec<String>,
+    /// Models have loaded and none has a chat template (Gemma 3's GGUF): said in the title, so
+    /// that nobody waits for `m` to work.
+    pub missing: bool,
 }
 
 /// What the prompt box draws beside its own state.
@@ -325,6 +328,9 @@ fn typed_title(state: &PromptState, shown: &Shown) -> String {
     }
     if !modes.raw.is_empty() {
         title.push_str(&format!(" · raw for {}", modes.raw.join(", ")));
+    }
+    if modes.missing {
+        title.push_str(" · no chat template");
     }
     title + " "
 }

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
+mod choice;
 mod clock;
 mod environment;
 mod percent;
@@ -19,6 +20,7 @@ mod printf;
 mod python;
 mod tojson;
 
+pub use choice::ModelTemplates;
 pub use clock::{CivilTime, Clock};
 use environment::{FUEL, Refusal, environment, open_generation_blocks};
 
@@ -100,10 +102,16 @@ impl ChatTemplate {
     /// `chat_template` of tokenizer_config.json (a string, or a list of named templates of which
     /// `default` is taken), with the model's special tokens. `None` when the model has none.
     pub fn from_hf_dir(dir: &Path) -> Result<Option<Self>, ChatTemplateError> {
+        Ok(Self::templates_of_hf_dir(dir)?.default_template())
+    }
+
+    /// Every template of an HF model directory (see [`Self::from_hf_dir`]), the named ones of a
+    /// tokenizer_config.json list included.
+    pub fn templates_of_hf_dir(dir: &Path) -> Result<ModelTemplates, ChatTemplateError> {
         let config = read_json(&dir.join("tokenizer_config.json"))?.unwrap_or(Json::Null);
-        let source = match read_if_present(&dir.join("chat_template.jinja"))? {
-            Some(text) => Some(text),
-            None => template_in_config(&config),
+        let (source, named) = match read_if_present(&dir.join("chat_template.jinja"))? {
+            Some(text) => (Some(text), named_in_config(&config)),
+            None => templates_in_config(&config),
         };
         let mut tokens = tokens_in_config(&config);
         // Older directories keep their special tokens in special_tokens_map.json: transformers
@@ -113,7 +121,7 @@ impl ChatTemplate {
         {
             tokens.extend(tokens_in_config(&map));
         }
-        Ok(source.map(|source| Self::new(source, tokens)))
+        Ok(ModelTemplates::new(source, named, tokens))
     }
 
     /// The prompt text for one user message, ending where the assistant's answer begins.
@@ -232,16 +240,27 @@ fn read_json(path: &Path) -> Result<Option<Json>, ChatTemplateError> {
         })
 }
 
-fn template_in_config(config: &Json) -> Option<String> {
-    match config.get("chat_template")? {
-        Json::String(source) => Some(source.clone()),
-        Json::Array(named) => named
-            .iter()
-            .find(|t| t.get("name").and_then(Json::as_str) == Some("default"))
-            .and_then(|t| t.get("template")?.as_str())
-            .map(str::to_owned),
-        _ => None,
+/// tokenizer_config.json's `chat_template`: one template, or a list of named ones (`default`
+/// among them is the default, which [`ModelTemplates::new`] takes out).
+fn templates_in_config(config: &Json) -> (Option<String>, Vec<(String, String)>) {
+    match config.get("chat_template") {
+        Some(Json::String(source)) => (Some(source.clone()), Vec::new()),
+        _ => (None, named_in_config(config)),
     }
+}
+
+fn named_in_config(config: &Json) -> Vec<(String, String)> {
+    let Some(Json::Array(named)) = config.get("chat_template") else {
+        return Vec::new();
+    };
+    named
+        .iter()
+        .filter_map(|t| {
+            let name = t.get("name")?.as_str()?;
+            let source = t.get("template")?.as_str()?;
+            Some((name.to_owned(), source.to_owned()))
+        })
+        .collect()
 }
 
 /// The special tokens of tokenizer_config.json, each a string or `{"content": ...}`; a `null`
