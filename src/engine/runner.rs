@@ -117,6 +117,10 @@ impl<R: Runner + ?Sized> Runner for Box<R> {
         (**self).record_traces()
     }
 
+    fn use_chat_template(&mut self, choice: Option<&str>) -> anyhow::Result<()> {
+        (**self).use_chat_template(choice)
+    }
+
     fn edit(&mut self, request: &EditRequest) -> anyhow::Result<Edit> {
         (**self).edit(request)
     }

@@ -574,10 +574,20 @@ fn chat_template_and_end_of_turn_tokens_are_read() {
             "tokenizer.chat_template",
             Value::String("{{ messages }}".into()),
         ),
+        (
+            "tokenizer.chat_template.tool_use",
+            Value::String("{{ tools }}".into()),
+        ),
+        ("tokenizer.chat_template.rag", Value::U32(7)),
     ]))
     .unwrap();
     assert_eq!(tok.eos_ids, [2, 1, 3]);
     assert_eq!(tok.chat_template.as_deref(), Some("{{ messages }}"));
+    // Named templates (llama.cpp's `tokenizer.chat_template.NAME`), strings only.
+    assert_eq!(
+        tok.named_chat_templates,
+        [("tool_use".to_owned(), "{{ tools }}".to_owned())]
+    );
     assert_eq!(tok.tokenizer.decode(&[4, 3], true).unwrap(), "a");
     let ids = tok.tokenizer.encode("<|im_end|>", false).unwrap();
     assert!(
