@@ -121,7 +121,14 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
         Prompt::raw(&args.prompt)
     };
 
-    let mut done = Vec::with_capacity(cells.len());
+    // On stderr, so that the table, CSV or JSON on stdout stays whole; the seed is what runs
+    // the sweep again (`--set seed=…`).
+    let total = cells.len();
+    eprintln!(
+        "sweeping {} with seed {seed}",
+        super::counted(total, "cell", "cells")
+    );
+    let mut done = Vec::with_capacity(total);
     for (i, (grid, params)) in cells.into_iter().enumerate() {
         let params = SamplingParams {
             seed: Some(seed),
@@ -137,6 +144,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
         let response = runner
             .run(&request, &mut || false, &mut |_| {})
             .map_err(|e| anyhow::anyhow!("cell {}: {e:#}", describe(&grid)))?;
+        eprintln!("cell {}/{total} done: {}", i + 1, describe(&grid));
         let first = response
             .trajectories
             .first()
@@ -158,8 +166,8 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
     };
     let mut out = std::io::stdout().lock();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &sweep)?;
-        writeln!(out)?;
+        // Written as a string: serde_json's writer error hides a closed pipe from `main`.
+        writeln!(out, "{}", serde_json::to_string_pretty(&sweep)?)?;
     } else {
         write_table(&mut out, &sweep, args.csv)?;
     }

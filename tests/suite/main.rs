@@ -6,6 +6,7 @@ mod common;
 mod chat_scoring;
 mod chat_template;
 mod cli;
+mod cli_first_use;
 mod compare;
 mod cross_vocabulary;
 mod default_model;
