@@ -3,6 +3,7 @@
 //! samples share their prefix with a neighbour's until the parameters part them, and the
 //! engine replays what it can). Each cell is reported with its parameters and statistics.
 
+use super::counted;
 use super::progress::LoadBar;
 use super::sample::params_from_flags;
 use clap::Args;
@@ -126,7 +127,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
     let total = cells.len();
     eprintln!(
         "sweeping {} with seed {seed}",
-        super::counted(total, "cell", "cells")
+        counted(total, "cell", "cells")
     );
     let mut done = Vec::with_capacity(total);
     for (i, (grid, params)) in cells.into_iter().enumerate() {

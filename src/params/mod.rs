@@ -589,25 +589,36 @@ fn beyond_integer_type(message: &str) -> Option<(&str, (i128, i128))> {
     Some((number, (*lo, *hi)))
 }
 
-/// `it takes 1 to 4294967295; must be >= 1, or null to run until EOS`: the type's range narrowed to the
-/// row's bounds where the value is the field's own number (not one in a list), and the row's
-/// words.
+/// `it takes 1 to 4294967295; must be >= 1, or null to run until EOS`: the type's range
+/// narrowed to the row's bounds where the value is the field's own number (not one in a list),
+/// and the row's words.
 fn range_in_words(field: Field, (lo, hi): (i128, i128), scalar: bool) -> String {
     let spec = field.spec();
     let (lo, hi) = match spec.bounds.filter(|_| scalar) {
         Some(b) => {
-            let open = |open: bool| i128::from(open);
-            let lo = if b.lo.is_finite() {
-                lo.max(b.lo.ceil() as i128 + open(b.lo_open))
+            // The smallest and largest whole numbers the bounds contain.
+            let least = if b.lo_open {
+                b.lo.floor() + 1.0
             } else {
-                lo
+                b.lo.ceil()
             };
-            let hi = if b.hi.is_finite() {
-                hi.min(b.hi.floor() as i128 - open(b.hi_open))
+            let most = if b.hi_open {
+                b.hi.ceil() - 1.0
             } else {
-                hi
+                b.hi.floor()
             };
-            (lo, hi)
+            (
+                if least.is_finite() {
+                    lo.max(least as i128)
+                } else {
+                    lo
+                },
+                if most.is_finite() {
+                    hi.min(most as i128)
+                } else {
+                    hi
+                },
+            )
         }
         None => (lo, hi),
     };
