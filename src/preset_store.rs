@@ -5,7 +5,7 @@
 
 use crate::atomic_file;
 use crate::config;
-use crate::params::SamplingParams;
+use crate::params::{SamplingParams, nearest_name};
 use crate::presets::{self, MODEL_PRESET, Preset, PresetError, builtin, load_file};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -225,22 +225,38 @@ pub fn resolve(name_or_path: &str, user: Option<&PresetStore>) -> Result<Preset,
     if looks_like_a_path {
         return load_file(path);
     }
+    // Names only: a broken or huge file must not slow down or break a message about another.
+    let saved = user.map(|store| (store, store.files().map(|files| names_of(&files))));
+    let saved_names = saved.iter().flat_map(|(_, names)| names.iter().flatten());
+    let near = nearest_name(
+        &name_or_path.to_lowercase(),
+        presets::builtin_names()
+            .into_iter()
+            .chain(saved_names.map(String::as_str)),
+    );
     Err(PresetError::NotFound {
         name: name_or_path.to_owned(),
-        user: user.map(user_presets_hint).unwrap_or_default(),
+        hint: near
+            .map(|name| format!(" (did you mean `{name}`?)"))
+            .unwrap_or_default(),
+        user: saved
+            .map(|(store, names)| user_presets_hint(store, names))
+            .unwrap_or_default(),
     })
 }
 
+/// The preset names of a store's files, each once.
+fn names_of(files: &[(String, PathBuf)]) -> Vec<String> {
+    let mut names: Vec<String> = files.iter().map(|(name, _)| name.clone()).collect();
+    names.dedup();
+    names
+}
+
 /// `; user presets in DIR are a, b` for a not-found message.
-fn user_presets_hint(store: &PresetStore) -> String {
-    // Names only: a broken or huge file must not slow down or break a message about another.
-    let names = match store.files() {
-        Ok(files) if files.is_empty() => "none yet".to_owned(),
-        Ok(files) => {
-            let mut names: Vec<String> = files.into_iter().map(|(name, _)| name).collect();
-            names.dedup();
-            names.join(", ")
-        }
+fn user_presets_hint(store: &PresetStore, names: io::Result<Vec<String>>) -> String {
+    let names = match names {
+        Ok(names) if names.is_empty() => "none yet".to_owned(),
+        Ok(names) => names.join(", "),
         Err(e) => format!("unreadable ({e})"),
     };
     format!("; user presets in {} are {names}", store.dir.display())

@@ -47,8 +47,13 @@ pub enum PresetError {
     #[error("preset {origin} is invalid: {error}")]
     Invalid { origin: String, error: ParamError },
     /// `user` lists the user's presets, or is empty when there is no preset directory.
-    #[error("no preset named `{name}`: built-ins are {}{user}; or give a path to a .yaml file", builtin_names().join(", "))]
-    NotFound { name: String, user: String },
+    /// `hint` suggests the nearest name, or is empty when none is near.
+    #[error("no preset named `{name}`{hint}: built-ins are {}{user}; or give a path to a .yaml file", builtin_names().join(", "))]
+    NotFound {
+        name: String,
+        hint: String,
+        user: String,
+    },
 }
 
 const BUILTIN_FILES: [(&str, &str); 9] = [

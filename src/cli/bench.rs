@@ -13,6 +13,7 @@ use samplab::model::{Activations, bandwidth};
 use samplab::response::provenance::Kernel;
 use samplab::sampling::{log_normalizer, logprob_of};
 use serde::Serialize;
+use std::io::{self, Write};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -120,7 +121,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let activations = args.precision.activations;
     // Before minutes of writing a synthetic file, a precision the CPU lacks is refused.
     activations.check()?;
-    let mut model = load(&args, activations)?;
+    let mut model = load(&args, activations, Steps::Shown)?;
     if !args.rerun.reruns.is_empty() {
         let shape = RunShape {
             samples: args.samples[0],
@@ -135,16 +136,25 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if model.activations == Some(Activations::SixteenBit) {
         report.error_against_exact = Some(error_against_exact(model, &args)?);
     }
+    let mut out = std::io::stdout().lock();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
     } else {
-        print_table(&report);
+        print_table(&mut out, &report)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// Whether a load shows its steps on stderr.
+#[derive(Clone, Copy, PartialEq)]
+enum Steps {
+    Shown,
+    /// The exact reference loads the file the bench just loaded: its steps would repeat.
+    Hidden,
+}
+
 /// The model `args` name, its quantized CPU products multiplying `activations`.
-fn load(args: &BenchArgs, activations: Activations) -> anyhow::Result<LoadedModel> {
+fn load(args: &BenchArgs, activations: Activations, steps: Steps) -> anyhow::Result<LoadedModel> {
     let backend = args.backend.backend.for_model(0);
     args.backend.apply_verbose();
     match (&args.model, &args.synthetic) {
@@ -153,7 +163,9 @@ fn load(args: &BenchArgs, activations: Activations) -> anyhow::Result<LoadedMode
             let hub = HubSettings::from_env();
             let model =
                 load_model_with(spec, &hub, args.device, activations, backend, &mut |step| {
-                    bar.show(&step)
+                    if steps == Steps::Shown {
+                        bar.show(&step)
+                    }
                 });
             bar.clear();
             model
@@ -164,7 +176,11 @@ fn load(args: &BenchArgs, activations: Activations) -> anyhow::Result<LoadedMode
             args.device,
             activations,
             backend,
-            &mut |step| eprintln!("{}", step.message),
+            &mut |step| {
+                if steps == Steps::Shown {
+                    eprintln!("{}", step.message)
+                }
+            },
         ),
         (None, None) => unreachable!("clap requires --model or --synthetic"),
     }
@@ -181,7 +197,7 @@ fn error_against_exact(mut model: LoadedModel, args: &BenchArgs) -> anyhow::Resu
     let prompt = &prompt[..prompt.len().min(ERROR_TOKENS)];
     let ours = prompt_logprobs(&mut model, prompt)?;
     drop(model);
-    let mut exact = load(args, Activations::Exact)?;
+    let mut exact = load(args, Activations::Exact, Steps::Hidden)?;
     let exact = prompt_logprobs(&mut exact, prompt)?;
     let total: f64 = ours.iter().zip(&exact).map(|(a, b)| (a - b).abs()).sum();
     Ok(ErrorRow {
@@ -276,23 +292,28 @@ fn bench_prompt(backend: &dyn Backend, tokens: usize, room: usize) -> Vec<u32> {
         .collect()
 }
 
-fn print_table(report: &Report) {
-    println!(
+fn print_table(out: &mut impl Write, report: &Report) -> io::Result<()> {
+    writeln!(
+        out,
         "model {} on {} ({}) · weights {:.1} MB",
         report.model,
         report.device,
         report.backend,
         report.weight_bytes as f64 / 1e6
-    );
+    )?;
     for row in &report.kernels {
-        println!("{:<7}  {}", row.weight_type, row.kernel);
+        writeln!(out, "{:<7}  {}", row.weight_type, row.kernel)?;
     }
-    println!(
+    writeln!(
+        out,
         "prefill  {} tokens: {:.1} tok/s",
         report.prefill_tokens, report.prefill_tok_per_s
-    );
+    )?;
     if let Some(limit) = report.read_gb_per_s {
-        println!("memory   {limit:.1} GB/s read (the decode limit below is its share)");
+        writeln!(
+            out,
+            "memory   {limit:.1} GB/s read (the decode limit below is its share)"
+        )?;
     }
     if let Some(cache) = report.last_level_cache_bytes {
         let fits = if report.weight_bytes <= cache {
@@ -300,22 +321,28 @@ fn print_table(report: &Report) {
         } else {
             "is smaller than these weights"
         };
-        println!("cache    {} last level {fits}", progress::bytes(cache));
+        writeln!(out, "cache    {} last level {fits}", progress::bytes(cache))?;
     }
-    println!("samples  tok/s/sample  aggregate tok/s  weights GB/s  of limit");
+    writeln!(
+        out,
+        "samples  tok/s/sample  aggregate tok/s  weights GB/s  of limit"
+    )?;
     for row in &report.decode {
         let share = row
             .of_read_limit
             .map_or_else(|| "-".to_owned(), |s| format!("{:.0}%", 100.0 * s));
-        println!(
+        writeln!(
+            out,
             "{:>7}  {:>12.1}  {:>15.1}  {:>12.2}  {share:>8}",
             row.samples, row.tok_per_s, row.aggregate_tok_per_s, row.weight_gb_per_s
-        );
+        )?;
     }
     if let Some(error) = &report.error_against_exact {
-        println!(
+        writeln!(
+            out,
             "error    mean |logprob - exact| {:.5} nats over {} prompt tokens (--activations exact: 0)",
             error.mean_abs_logprob, error.tokens
-        );
+        )?;
     }
+    Ok(())
 }

@@ -7,6 +7,7 @@ use samplab::engine::LoadedModel;
 use samplab::params::SamplingParams;
 use samplab::response::SampleResponse;
 use serde::Serialize;
+use std::io::{self, Write};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -121,10 +122,11 @@ pub fn run(model: &mut LoadedModel, args: &RerunArgs, shape: RunShape) -> anyhow
         replay_bytes_per_step: model.backend.vocab_size() * size_of::<f32>(),
         reruns,
     };
+    let mut out = std::io::stdout().lock();
     if shape.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
     } else {
-        print_table(&report);
+        print_table(&mut out, &report)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -223,23 +225,29 @@ fn same_samples(a: &SampleResponse, b: &SampleResponse) -> bool {
         })
 }
 
-fn print_table(report: &Report) {
-    println!(
+fn print_table(out: &mut impl Write, report: &Report) -> io::Result<()> {
+    writeln!(
+        out,
         "model {} · prompt {} tokens · {} samples x {} tokens · full run {:.0} ms",
         report.model,
         report.prompt_tokens,
         report.params.num_samples,
         report.params.max_tokens.unwrap_or_default(),
         report.full_run_ms
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "replay store {:.1} MiB ({} KiB per kept step)",
         report.replay_bytes as f64 / (1 << 20) as f64,
         report.replay_bytes_per_step / 1024
-    );
-    println!("change                  re-run ms  of full  replayed  decoded  prefill  exact");
+    )?;
+    writeln!(
+        out,
+        "change                  re-run ms  of full  replayed  decoded  prefill  exact"
+    )?;
     for r in &report.reruns {
-        println!(
+        writeln!(
+            out,
             "{:<22} {:>10.1} {:>7.1}% {:>9} {:>8} {:>8}  {}",
             r.change,
             r.rerun_ms,
@@ -252,6 +260,7 @@ fn print_table(report: &Report) {
             } else {
                 "NO"
             }
-        );
+        )?;
     }
+    Ok(())
 }

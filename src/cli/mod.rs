@@ -59,3 +59,8 @@ pub struct ActivationsArg {
     #[arg(long, value_name = "PRECISION", default_value = "auto")]
     pub activations: samplab::model::Activations,
 }
+
+/// `1 sample`, `3 samples`.
+pub(crate) fn counted(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}

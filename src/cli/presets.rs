@@ -5,6 +5,7 @@ use samplab::params::SamplingParams;
 use samplab::preset_store::PresetStore;
 use samplab::presets;
 use samplab::terminal_text::escape_controls;
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -20,11 +21,12 @@ pub enum PresetsCommand {
 }
 
 pub fn run(command: PresetsCommand) -> anyhow::Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
     match command {
-        PresetsCommand::Validate { files } => Ok(validate(&files)),
+        PresetsCommand::Validate { files } => validate(&mut out, &files),
         PresetsCommand::List => {
             for preset in presets::builtins() {
-                print_preset(&preset.name, &preset.params);
+                print_preset(&mut out, &preset.name, &preset.params)?;
             }
             let Some(store) = PresetStore::user() else {
                 return Ok(ExitCode::SUCCESS);
@@ -33,7 +35,7 @@ pub fn run(command: PresetsCommand) -> anyhow::Result<ExitCode> {
                 .list()
                 .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", store.dir.display()))?;
             if !saved.is_empty() {
-                println!("\nsaved in {}:", store.dir.display());
+                writeln!(out, "\nsaved in {}:", store.dir.display())?;
             }
             for preset in saved {
                 // A shadowed file is named by its file, which is all that tells it apart.
@@ -42,8 +44,8 @@ pub fn run(command: PresetsCommand) -> anyhow::Result<ExitCode> {
                     _ => preset.name.clone(),
                 };
                 match &preset.params {
-                    Ok(params) => print_preset(&label, params),
-                    Err(e) => println!("{label}: error: {}", escape_controls(e)),
+                    Ok(params) => print_preset(&mut out, &label, params)?,
+                    Err(e) => writeln!(out, "{label}: error: {}", escape_controls(e))?,
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -52,26 +54,26 @@ pub fn run(command: PresetsCommand) -> anyhow::Result<ExitCode> {
 }
 
 /// `name:` and its non-default keys, indented.
-fn print_preset(name: &str, params: &SamplingParams) {
+fn print_preset(out: &mut impl Write, name: &str, params: &SamplingParams) -> io::Result<()> {
     let yaml = params.to_yaml_non_default();
-    println!("{name}:\n  {}", yaml.trim_end().replace('\n', "\n  "));
+    writeln!(out, "{name}:\n  {}", yaml.trim_end().replace('\n', "\n  "))
 }
 
 /// Checks every file (not just up to the first bad one) so one run reports them all.
-fn validate(files: &[PathBuf]) -> ExitCode {
+fn validate(out: &mut impl Write, files: &[PathBuf]) -> anyhow::Result<ExitCode> {
     let mut all_ok = true;
     for file in files {
         match presets::load_file(file) {
-            Ok(_) => println!("ok: {}", file.display()),
+            Ok(_) => writeln!(out, "ok: {}", file.display())?,
             Err(e) => {
                 all_ok = false;
                 eprintln!("error: {}", escape_controls(&e.to_string()));
             }
         }
     }
-    if all_ok {
+    Ok(if all_ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
-    }
+    })
 }

@@ -3,6 +3,7 @@
 //! token came out the same. The exit status is diff's: 0 the same, 1 a difference (the first
 //! one named), 2 a file that cannot be replayed.
 
+use super::counted;
 use super::progress::LoadBar;
 use anyhow::Context;
 use clap::Args;
@@ -18,6 +19,7 @@ use samplab::model::source::HubSettings;
 use samplab::model::text::token_text;
 use samplab::response::Provenance;
 use samplab::response::results_file::{self, run_name};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -59,6 +61,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut out = std::io::stdout().lock();
     let mut differs = false;
     for (i, (run, request)) in runs.iter().zip(&requests).enumerate() {
         let what = format!("{} of {file}", run_name(i, runs.len()));
@@ -85,23 +88,25 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
                 counted(n, "branch", "branches")
             ),
         };
-        println!(
+        writeln!(
+            out,
             "{what} ({}, {}{left_out}):",
             run.model,
             counted(samples, "sample", "samples")
-        );
+        )?;
         match first_difference(run, &rerun) {
-            None => println!(
+            None => writeln!(
+                out,
                 "  every token equals: {} prompt and {} sampled",
                 run.prompt_token_ids.len(),
                 sample_tokens(run)
-            ),
+            )?,
             Some(difference) => {
                 differs = true;
-                println!("  {}", describe(&difference, &model));
+                writeln!(out, "  {}", describe(&difference, &model))?;
                 if let Some(now) = &rerun.provenance {
                     for line in provenance.differences(now) {
-                        println!("  {line}");
+                        writeln!(out, "  {line}")?;
                     }
                 }
             }
@@ -190,9 +195,4 @@ fn describe(difference: &Difference, model: &LoadedModel) -> String {
             token(*rerun)
         ),
     }
-}
-
-/// `1 sample`, `3 samples`.
-fn counted(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }

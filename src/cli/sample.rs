@@ -1,6 +1,7 @@
 //! `samplab sample`: one run through the engine worker per model, printed for people or
 //! programs; with several models, each one's samples are scored by the others.
 
+use super::counted;
 use super::progress::LoadBar;
 use super::prompt_input::{read_conversation, read_prompt_file};
 use clap::Args;
@@ -202,7 +203,12 @@ pub fn run(mut args: SampleArgs) -> anyhow::Result<ExitCode> {
             if args.models.len() > 1 {
                 writeln!(stdout, "══ {} ══", run.response.model)?;
             }
-            print_plain(&mut stdout, &args.prompt, run, streamed)?;
+            print_plain(
+                &mut stdout,
+                echoed(&run.prompt, &args.prompt),
+                run,
+                streamed,
+            )?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -345,7 +351,9 @@ fn run_model(
                     );
                 }
             }
-            Event::Started { .. } if stream_plain => write!(stdout, "{}", args.prompt)?,
+            Event::Started { .. } if stream_plain => {
+                write!(stdout, "{}", echoed(&prompt, &args.prompt))?
+            }
             Event::Token { token, .. } if stream_plain => {
                 write!(stdout, "{}", token.text)?;
                 stdout.flush()?;
@@ -501,6 +509,16 @@ pub(crate) fn apply_sets(
     Ok(params)
 }
 
+/// What plain output prints before a sample's text: a raw prompt, which the text continues;
+/// nothing before a chat reply, which is a message of its own and not the prompt's end.
+fn echoed<'a>(prompt: &Prompt, text: &'a str) -> &'a str {
+    match prompt {
+        Prompt::Chat(_) => "",
+        Prompt::Raw(_) | Prompt::Literal(_) => text,
+    }
+}
+
+/// `prompt` is what [`echoed`] prints before each sample's text.
 fn print_plain(
     out: &mut impl Write,
     prompt: &str,
@@ -521,11 +539,11 @@ fn print_plain(
         for score in trajectory.cross_scores.iter().flatten() {
             writeln!(
                 out,
-                "   under {}: mean logprob {:.3} · ppl {:.2} over {} tokens{}{}{}",
+                "   under {}: mean logprob {:.3} · ppl {:.2} over {}{}{}{}",
                 score.model,
                 score.mean_logprob,
                 score.perplexity,
-                score.tokens,
+                counted(score.tokens, "token", "tokens"),
                 mean_kl(score.per_token.as_ref()),
                 if score.retokenized {
                     " (text tokenized again)"
@@ -567,5 +585,6 @@ fn summary(trajectory: &Trajectory, stop_token: Option<&String>) -> String {
     let count = trajectory.logprobs.len();
     let sum = trajectory.logprobs.iter().map(|&l| f64::from(l)).sum();
     let (mean, ppl) = mean_and_perplexity(sum, count);
-    format!("{reason} · {count} tokens · mean logprob {mean:.3} · ppl {ppl:.2}")
+    let tokens = counted(count, "token", "tokens");
+    format!("{reason} · {tokens} · mean logprob {mean:.3} · ppl {ppl:.2}")
 }

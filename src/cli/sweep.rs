@@ -3,6 +3,7 @@
 //! samples share their prefix with a neighbour's until the parameters part them, and the
 //! engine replays what it can). Each cell is reported with its parameters and statistics.
 
+use super::counted;
 use super::progress::LoadBar;
 use super::sample::params_from_flags;
 use clap::Args;
@@ -125,7 +126,14 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
         Prompt::raw(&args.prompt)
     };
 
-    let mut done = Vec::with_capacity(cells.len());
+    // On stderr, so that the table, CSV or JSON on stdout stays whole; the seed is what runs
+    // the sweep again (`--set seed=…`).
+    let total = cells.len();
+    eprintln!(
+        "sweeping {} with seed {seed}",
+        counted(total, "cell", "cells")
+    );
+    let mut done = Vec::with_capacity(total);
     for (i, (grid, params)) in cells.into_iter().enumerate() {
         let params = SamplingParams {
             seed: Some(seed),
@@ -141,6 +149,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
         let response = runner
             .run(&request, &mut || false, &mut |_| {})
             .map_err(|e| anyhow::anyhow!("cell {}: {e:#}", describe(&grid)))?;
+        eprintln!("cell {}/{total} done: {}", i + 1, describe(&grid));
         let first = response
             .trajectories
             .first()
@@ -162,8 +171,8 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
     };
     let mut out = std::io::stdout().lock();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &sweep)?;
-        writeln!(out)?;
+        // Written as a string: serde_json's writer error hides a closed pipe from `main`.
+        writeln!(out, "{}", serde_json::to_string_pretty(&sweep)?)?;
     } else {
         write_table(&mut out, &sweep, args.csv)?;
     }

@@ -54,6 +54,20 @@ pub enum ParamError {
         value: String,
         valid: &'static str,
     },
+    /// A whole number its field's type cannot hold; `range` is what it can, in words.
+    #[error("`{field}` = {value} is out of range: {range}")]
+    BeyondType {
+        field: &'static str,
+        value: String,
+        range: String,
+    },
+    /// A value its type's own reading refused, with the type's reason (a schema file that is
+    /// not there).
+    #[error("`{field}` is invalid: {message}")]
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
     #[error("parameters must be a mapping of names to values (e.g. `temperature: 0.7`), got {0}")]
     NotAMapping(String),
     #[error("not valid YAML/JSON: {0}")]
@@ -431,9 +445,15 @@ pub fn field_named(key: &str) -> Result<Field, ParamError> {
                 Some((_, tool, None)) => {
                     format!(" (`{key}` is {tool}'s; samplab has no such sampler)")
                 }
-                None => closest_field(key)
-                    .map(|f| format!(" (did you mean `{f}`?)"))
-                    .unwrap_or_default(),
+                None => match key.split_once('.') {
+                    // `structured_outputs.json=…`: a key inside a field's mapping.
+                    Some((head, tail)) if Field::ALL.iter().any(|f| f.name() == head) => {
+                        format!(" (`{head}` is set whole, as a mapping: {head}={{{tail}: …}})")
+                    }
+                    _ => nearest_name(key, Field::ALL.iter().map(|f| f.name()))
+                        .map(|f| format!(" (did you mean `{f}`?)"))
+                        .unwrap_or_default(),
+                },
             },
         })
 }
@@ -473,14 +493,15 @@ fn field_names() -> String {
         .join(", ")
 }
 
-/// The field a typo most likely meant, by edit distance.
-fn closest_field(key: &str) -> Option<&'static str> {
-    Field::ALL
-        .iter()
-        .map(|f| (edit_distance(key, f.name()), f.name()))
-        .filter(|&(d, f)| d <= 3.max(f.len() / 4))
+/// The name among `names` a typo of it most likely meant, by edit distance; `None` when none
+/// is near (a parameter's, a preset's).
+pub fn nearest_name<'a>(typed: &str, names: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    names
+        .into_iter()
+        .map(|name| (edit_distance(typed, name), name))
+        .filter(|&(d, name)| d <= 3.max(name.len() / 4))
         .min()
-        .map(|(_, f)| f)
+        .map(|(_, name)| name)
 }
 
 /// A YAML number as f64; `None` for anything else (null, lists, names).
@@ -507,14 +528,104 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 pub(crate) fn typed<T: serde::de::DeserializeOwned>(
-    field: &'static str,
+    field: Field,
     value: Value,
 ) -> Result<T, ParamError> {
     let shown = describe(&value);
-    serde_yaml_ng::from_value(value).map_err(|e| ParamError::WrongType {
-        field,
-        message: format!("got {shown}; {}", in_words(&e.to_string())),
+    let scalar = number(&value);
+    let message = match serde_yaml_ng::from_value(value) {
+        Ok(typed) => return Ok(typed),
+        Err(e) => e.to_string(),
+    };
+    if let Some((number, range)) = beyond_integer_type(&message) {
+        return Err(ParamError::BeyondType {
+            field: field.name(),
+            value: number.to_owned(),
+            range: range_in_words(field, range, scalar.is_some()),
+        });
+    }
+    if !SERDE_MESSAGES
+        .iter()
+        .any(|start| message.starts_with(start))
+    {
+        return Err(ParamError::Invalid {
+            field: field.name(),
+            message,
+        });
+    }
+    Err(ParamError::WrongType {
+        field: field.name(),
+        message: format!("got {shown}; {}", in_words(&message)),
     })
+}
+
+/// How serde's own messages begin; any other message is a type's own explanation (a schema
+/// file that is not there), which is no wrong type.
+const SERDE_MESSAGES: [&str; 7] = [
+    "invalid type",
+    "invalid value",
+    "invalid length",
+    "unknown variant",
+    "unknown field",
+    "missing field",
+    "duplicate field",
+];
+
+/// The integer types parameters are read into, by serde's name, with what each holds.
+const INTEGER_TYPES: [(&str, i128, i128); 3] = [
+    ("u32", 0, u32::MAX as i128),
+    ("u64", 0, u64::MAX as i128),
+    ("i32", i32::MIN as i128, i32::MAX as i128),
+];
+
+/// The number and its type's range from serde's "invalid value: integer `-1`, expected u64":
+/// a whole number its type cannot hold.
+fn beyond_integer_type(message: &str) -> Option<(&str, (i128, i128))> {
+    let rest = message.strip_prefix("invalid value: integer `")?;
+    let (number, expected) = rest.split_once("`, expected ")?;
+    let (_, lo, hi) = INTEGER_TYPES
+        .iter()
+        .find(|(name, ..)| *name == expected.trim())?;
+    Some((number, (*lo, *hi)))
+}
+
+/// `it takes 1 to 4294967295; must be >= 1, or null to run until EOS`: the type's range
+/// narrowed to the row's bounds where the value is the field's own number (not one in a list),
+/// and the row's words.
+fn range_in_words(field: Field, (lo, hi): (i128, i128), scalar: bool) -> String {
+    let spec = field.spec();
+    let (lo, hi) = match spec.bounds.filter(|_| scalar) {
+        Some(b) => {
+            // The smallest and largest whole numbers the bounds contain.
+            let least = if b.lo_open {
+                b.lo.floor() + 1.0
+            } else {
+                b.lo.ceil()
+            };
+            let most = if b.hi_open {
+                b.hi.ceil() - 1.0
+            } else {
+                b.hi.floor()
+            };
+            (
+                if least.is_finite() {
+                    lo.max(least as i128)
+                } else {
+                    lo
+                },
+                if most.is_finite() {
+                    hi.min(most as i128)
+                } else {
+                    hi
+                },
+            )
+        }
+        None => (lo, hi),
+    };
+    match spec.valid {
+        "" => format!("it takes {lo} to {hi}"),
+        valid => format!("it takes {lo} to {hi}; {valid}"),
+    }
 }
 
 /// The YAML parser's word for a number beyond 128 bits, said plainly.
@@ -672,7 +783,8 @@ mod tests {
                 "temperature: abc",
                 "got the string \"abc\"; expected a number",
             ),
-            ("seed: -1", "expected a whole number, 0 or more"),
+            ("seed: abc", "expected a whole number, 0 or more"),
+            ("seed: -1", "or null for a random one"),
             ("max_tokens: 99999999999999999999", "too large"),
         ] {
             let message = err(yaml);

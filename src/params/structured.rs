@@ -66,8 +66,12 @@ impl<'de> Deserialize<'de> for Schema {
 fn read_schema(path: &Path) -> Result<Json, String> {
     let shown = path.display();
     let size = std::fs::metadata(path)
-        .map_err(|e| {
-            format!("`{shown}` is neither an inline schema nor a readable schema file: {e}")
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => format!(
+                "the schema file `{shown}` was not found: give the path of a YAML or JSON \
+                 schema file, or the schema itself (e.g. {{type: object}})"
+            ),
+            _ => format!("cannot read the schema file `{shown}`: {e}"),
         })?
         .len();
     if size > SCHEMA_FILE_LIMIT {
@@ -290,6 +294,9 @@ mod tests {
         let inline = parse(r#"json: '{"type": "object", "required": ["name"]}'"#).unwrap();
         assert_eq!(from_file, inline);
         let missing = parse("json: /no/such/schema.json").unwrap_err();
-        assert!(missing.contains("neither an inline schema"), "{missing}");
+        assert!(
+            missing.contains("the schema file `/no/such/schema.json` was not found"),
+            "{missing}"
+        );
     }
 }

@@ -108,7 +108,7 @@ macro_rules! params_table {
             /// `validate`).
             pub fn set_field(&mut self, field: Field, value: Value) -> Result<(), ParamError> {
                 match field {
-                    $( Field::$variant => self.$name = typed(field.name(), value)?, )*
+                    $( Field::$variant => self.$name = typed(field, value)?, )*
                 }
                 Ok(())
             }
@@ -133,7 +133,11 @@ params_table! {
         ..spec("max_tokens", Engines::ALL, Knob::Doubling { max: DOUBLING_MAX, vocab: false })
     };
     /// Sample i uses seed + i; null draws one at random when the run starts.
-    Seed seed: Option<u64> = None, spec("seed", Engines::ALL, Knob::Seed);
+    Seed seed: Option<u64> = None, FieldSpec {
+        valid: "must be a whole number >= 0, or null for a random one, which is what -1 means \
+                in llama.cpp",
+        ..spec("seed", Engines::ALL, Knob::Seed)
+    };
     /// Stop strings and stop token ids: "\n\n", #13.
     Stop stop: Option<TokenTexts> = None, FieldSpec {
         off: Some("null"),
@@ -256,6 +260,7 @@ params_table! {
     /// EOS and stop token ids cannot be drawn before this many tokens.
     MinTokens min_tokens: u32 = 0, FieldSpec {
         served: Served::NONE.vllm("min_tokens").llama_cpp_python("min_tokens"),
+        valid: "must be >= 0; 0 is off",
         off: Some("0"),
         ..spec("min_tokens", VLLM_AND_TRANSFORMERS, Knob::Doubling { max: DOUBLING_MAX, vocab: false })
     };
@@ -410,6 +415,7 @@ params_table! {
     /// Filters keep at least this many tokens (llama.cpp's min_keep); 0 is none.
     MinKeep min_keep: u32 = 0, FieldSpec {
         served: Served::NONE.llama_server("min_keep"),
+        valid: "must be >= 0; 0 is none",
         off: Some("0"),
         ..spec("min_keep", Engines::LLAMA_CPP, count(4, 0, 64))
     };

@@ -7,6 +7,7 @@ mod chat_scoring;
 mod chat_template;
 mod chat_template_choice;
 mod cli;
+mod cli_first_use;
 mod compare;
 mod cross_vocabulary;
 mod default_model;
