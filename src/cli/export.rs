@@ -9,6 +9,7 @@ use samplab::export::{ExportContext, ExportFormat, export};
 use samplab::model::source::embedded;
 use samplab::model::text::chat_template::Message;
 use samplab::presets::MODEL_PRESET;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -78,6 +79,11 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
         chat_template: args.template.choice(),
         ..ExportContext::raw(&prompt, &model)
     };
-    print!("{}", export(args.format, &params, &context));
+    // Written, not printed: a reader that has gone (`| head`) ends the command quietly.
+    write!(
+        std::io::stdout().lock(),
+        "{}",
+        export(args.format, &params, &context)
+    )?;
     Ok(ExitCode::SUCCESS)
 }

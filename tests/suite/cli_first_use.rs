@@ -43,7 +43,11 @@ fn every_command_ends_quietly_when_its_reader_has_gone() {
         .into_iter()
         .chain(builtins.iter().map(String::as_str))
         .collect();
-    let mut commands: Vec<Vec<&str>> = vec![vec!["presets", "list"], validate];
+    let mut commands: Vec<Vec<&str>> = vec![
+        vec!["presets", "list"],
+        validate,
+        vec!["export", "--format", "llamacpp"],
+    ];
     let model = common::test_model();
     let model = model.as_deref().and_then(|p| p.to_str());
     let dir = tempfile::tempdir().unwrap();
