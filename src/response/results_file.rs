@@ -161,6 +161,7 @@ fn check_lengths(run: &SampleResponse) -> Result<(), (u32, usize, usize, String)
         let lists = [
             ("logprobs", Some(t.logprobs.len())),
             ("top_logprobs", t.top_logprobs.as_ref().map(Vec::len)),
+            ("alternatives", t.alternatives.as_ref().map(Vec::len)),
             ("entropy", t.entropy.as_ref().map(Vec::len)),
             ("kept_entropy", t.kept_entropy.as_ref().map(Vec::len)),
             ("trace", t.trace.as_ref().map(Vec::len)),

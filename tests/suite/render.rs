@@ -399,3 +399,71 @@ fn a_trace_is_refused_where_it_has_no_place() {
         stderr(&output)
     );
 }
+
+/// A page of the real binary's run in Chromium at 1400 × 900, the size the issue was seen at.
+fn open_at_1400(browser: &mut Browser, page: &Path) {
+    browser.open(page);
+    browser.call(
+        "Emulation.setDeviceMetricsOverride",
+        serde_json::json!({"width": 1400, "height": 900, "deviceScaleFactor": 1, "mobile": false}),
+    );
+    assert_eq!(browser.eval("innerWidth"), 1400);
+}
+
+/// Issue 51: a run sampled without `logprobs` (as the playground's `w` writes one) rendered as
+/// plain grey text: `samplab sample --json` now keeps every token's alternatives, which the page
+/// colours and shows on hover, as the playground does.
+#[test]
+fn a_run_sampled_without_logprobs_is_coloured_and_inspectable_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let sampled = samplab(&[
+        "sample",
+        "--prompt",
+        "Once upon a time",
+        "--json",
+        "--set",
+        "num_samples=2",
+        "--set",
+        "max_tokens=24",
+        "--set",
+        "seed=3",
+    ]);
+    assert!(sampled.status.success(), "{}", stderr(&sampled));
+    let response: SampleResponse = serde_json::from_slice(&sampled.stdout).unwrap();
+    for t in &response.trajectories {
+        assert_eq!(t.top_logprobs, None, "no logprobs were asked");
+        let alternatives = t.alternatives.as_ref().expect("every token's alternatives");
+        assert_eq!(alternatives.len(), t.token_ids.len());
+        assert!(alternatives.iter().all(|top| top.len() > 1));
+    }
+    let results = dir.path().join("run.json");
+    std::fs::write(&results, &sampled.stdout).unwrap();
+    let page = dir.path().join("run.html");
+    let html = render(&results, &page, &[]);
+    assert!(!html.contains("no per-token texts"));
+
+    let Some(mut browser) = Browser::start() else {
+        return;
+    };
+    open_at_1400(&mut browser, &page);
+    let colours = browser.eval(
+        "new Set([...document.querySelectorAll('.t')].map(t => getComputedStyle(t).backgroundColor)).size",
+    );
+    assert!(
+        colours.as_u64().unwrap() > 1,
+        "tokens are coloured by probability, not all alike: {colours}"
+    );
+    let shown = hover(&mut browser, ".col[data-sample='0'] .t[data-i='0']");
+    let rows = browser.eval("document.querySelectorAll('#inspector .row').length");
+    let first = &response.trajectories[0].alternatives.as_ref().unwrap()[0];
+    assert_eq!(rows.as_u64().unwrap() as usize, first.len(), "{shown}");
+    for alternative in first {
+        let quoted = serde_json::to_string(&alternative.1).unwrap();
+        assert!(
+            shown.contains(&quoted),
+            "{quoted} not in the hover:\n{shown}"
+        );
+    }
+    let errors = browser.errors();
+    assert!(errors.is_empty(), "the page reported errors: {errors:?}");
+}
