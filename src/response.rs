@@ -1,6 +1,7 @@
 //! `SampleResponse`: what one run returns, in samplab's own JSON shape (every field below), or
 //! in twinkle's.
 
+use crate::engine::events::TokenEvent;
 use crate::model::text::chat_template::Message;
 use crate::params::SamplingParams;
 use crate::sampling::StageTrace;
@@ -168,6 +169,12 @@ pub struct Trajectory {
     /// Per generated token, the top alternatives by raw logprob; present when `logprobs` was asked.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub top_logprobs: Option<Vec<Vec<TopLogprob>>>,
+    /// Per generated token, the alternatives the playground's inspector lists (the best by raw
+    /// logprob, then the chosen token when it is not among them), whatever `logprobs` asked:
+    /// a results file keeps them so that `samplab render` can colour, name and inspect every
+    /// token as the playground does. `top_logprobs` stays what `logprobs` asked for.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub alternatives: Option<Vec<Vec<TopLogprob>>>,
     /// Per generated token, the entropy (nats) of the raw distribution at that step; absent
     /// from a served model, which sends no whole distribution.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -221,6 +228,7 @@ impl Trajectory {
             stop_matched: None,
             logprobs: Vec::new(),
             top_logprobs: logprobs.map(|_| Vec::new()),
+            alternatives: None,
             entropy: None,
             kept_entropy: None,
             watched: None,
@@ -230,6 +238,18 @@ impl Trajectory {
             trace: None,
             channels: None,
         }
+    }
+
+    /// Keeps the alternatives of each token from this sample's token `events` (see
+    /// `alternatives`); events that spell other tokens than the trajectory's keep nothing, so
+    /// that no token is shown with another's alternatives, and a sample without tokens has
+    /// none to keep.
+    pub fn keep_alternatives<'e>(&mut self, events: impl IntoIterator<Item = &'e TokenEvent>) {
+        let (ids, alternatives): (Vec<u32>, Vec<Vec<TopLogprob>>) = events
+            .into_iter()
+            .map(|event| (event.id, event.top.iter().map(TopLogprob::from).collect()))
+            .unzip();
+        self.alternatives = (!ids.is_empty() && ids == self.token_ids).then_some(alternatives);
     }
 
     /// Drops the channels where no token was in one: only a harmony reply, or a server's
@@ -404,6 +424,7 @@ mod tests {
                 stop_matched: Some(StopMatched::Token(2)),
                 logprobs: vec![-0.5, -1.0],
                 top_logprobs: Some(vec![vec![TopLogprob(432, ",".into(), -0.5)]]),
+                alternatives: None,
                 entropy: Some(vec![1.25, 0.5]),
                 kept_entropy: Some(vec![0.75, 0.0]),
                 watched: None,
@@ -429,6 +450,52 @@ mod tests {
         assert_eq!(t["entropy"], json!([1.25, 0.5]));
         let back: SampleResponse = serde_json::from_value(value).unwrap();
         assert_eq!(back, response);
+    }
+
+    #[test]
+    fn alternatives_are_kept_only_for_the_tokens_they_were_sent_with() {
+        use crate::engine::events::Alternative;
+        let event = |id: u32, top: &[(u32, &str)]| TokenEvent {
+            sample: 0,
+            id,
+            text: String::new(),
+            logprob: -0.5,
+            prob: 0.6,
+            rank: 1,
+            top: top
+                .iter()
+                .map(|&(id, text)| Alternative {
+                    id,
+                    text: text.into(),
+                    logprob: -0.5,
+                    prob: 0.6,
+                })
+                .collect(),
+            entropy: None,
+            watched: Vec::new(),
+            constraint: None,
+            channel: None,
+        };
+        let mut t = Trajectory {
+            token_ids: vec![7, 2],
+            ..Trajectory::empty(0, 1, None)
+        };
+        let events = [event(7, &[(7, " a"), (9, " b")]), event(2, &[(2, "</s>")])];
+        t.keep_alternatives(&events);
+        let kept = t
+            .alternatives
+            .as_ref()
+            .expect("the events spell the tokens");
+        assert_eq!(
+            kept[0],
+            [
+                TopLogprob(7, " a".into(), -0.5),
+                TopLogprob(9, " b".into(), -0.5)
+            ]
+        );
+        assert_eq!(kept[1], [TopLogprob(2, "</s>".into(), -0.5)]);
+        t.keep_alternatives(&events[..1]);
+        assert_eq!(t.alternatives, None, "one token short: nothing kept");
     }
 
     #[test]

@@ -8,7 +8,8 @@ use clap::Args;
 use samplab::engine::disagreement::row_channel;
 use samplab::engine::load::load_any;
 use samplab::engine::{
-    Conversation, Engine, Event, Prompt, Request, RunId, Runner, ScoreRequest, random_seed,
+    Conversation, Engine, Event, Prompt, Request, RunId, Runner, ScoreRequest, TokenEvent,
+    random_seed,
 };
 use samplab::model::device::DeviceChoice;
 use samplab::model::source::embedded;
@@ -320,6 +321,7 @@ fn run_model(
         branches: Vec::new(),
     });
     let mut stop_tokens = HashMap::new();
+    let mut tokens: HashMap<u32, Vec<TokenEvent>> = HashMap::new();
     let mut warned: Vec<Field> = Vec::new();
     while let Ok(event) = worker.inbox.recv() {
         if args.jsonl {
@@ -332,6 +334,9 @@ fn run_model(
         } = &event
         {
             stop_tokens.insert(*sample, text.clone());
+        }
+        if let Event::Token { token, .. } = &event {
+            tokens.entry(token.sample).or_default().push(token.clone());
         }
         match event {
             // A served model's server names the parameters it has no place for.
@@ -359,7 +364,11 @@ fn run_model(
                 stdout.flush()?;
             }
             Event::Finished { tail, .. } if stream_plain => write!(stdout, "{tail}")?,
-            Event::Done { response, .. } => {
+            Event::Done { mut response, .. } => {
+                // A results file keeps every token's alternatives, for `samplab render`.
+                for t in &mut response.trajectories {
+                    t.keep_alternatives(tokens.get(&t.index).into_iter().flatten());
+                }
                 return Ok(Finished {
                     worker,
                     prompt,

@@ -24,9 +24,9 @@ pub fn read_results(path: &Path) -> Result<Vec<SampleResponse>, ResultsError> {
         return results_file::read(path);
     }
     let file = "standard input";
-    let text = std::io::read_to_string(std::io::stdin()).map_err(|source| ResultsError::Read {
+    let text = std::io::read_to_string(std::io::stdin()).map_err(|reason| ResultsError::Read {
         file: file.to_owned(),
-        source,
+        reason,
     })?;
     results_file::parse(&text, file)
 }

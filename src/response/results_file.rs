@@ -11,10 +11,14 @@ use std::path::Path;
 /// Why a results file cannot be read back.
 #[derive(Debug, thiserror::Error)]
 pub enum ResultsError {
-    #[error("cannot read the results file {file}: {source}")]
+    /// The OS's reason is said once, in the message: as a `source` it would be said again.
+    #[error(
+        "cannot read the results file {file}: {reason}; give a file that `samplab sample \
+         --json` printed or the playground's `w` wrote"
+    )]
     Read {
         file: String,
-        source: std::io::Error,
+        reason: std::io::Error,
     },
     #[error(
         "the results file {file} ends early (line {line}, column {column}): it was cut off, by a \
@@ -79,9 +83,9 @@ pub enum ResultsError {
 /// The runs of the results file at `path`, in order.
 pub fn read(path: &Path) -> Result<Vec<SampleResponse>, ResultsError> {
     let file = path.display().to_string();
-    let text = crate::regular_file::read_to_string(path).map_err(|source| ResultsError::Read {
+    let text = crate::regular_file::read_to_string(path).map_err(|reason| ResultsError::Read {
         file: file.clone(),
-        source,
+        reason,
     })?;
     parse(&text, &file)
 }
@@ -161,6 +165,7 @@ fn check_lengths(run: &SampleResponse) -> Result<(), (u32, usize, usize, String)
         let lists = [
             ("logprobs", Some(t.logprobs.len())),
             ("top_logprobs", t.top_logprobs.as_ref().map(Vec::len)),
+            ("alternatives", t.alternatives.as_ref().map(Vec::len)),
             ("entropy", t.entropy.as_ref().map(Vec::len)),
             ("kept_entropy", t.kept_entropy.as_ref().map(Vec::len)),
             ("trace", t.trace.as_ref().map(Vec::len)),

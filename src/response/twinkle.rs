@@ -134,6 +134,7 @@ mod tests {
                     stop_matched: None,
                     logprobs: vec![-0.25 * (i + 1) as f32],
                     top_logprobs: None,
+                    alternatives: None,
                     cross_scores: None,
                     branch: None,
                     constraint: None,

@@ -53,6 +53,7 @@ mod tui_compare;
 mod tui_dialogs;
 mod tui_failures;
 mod tui_inspect;
+mod tui_results;
 mod tui_session;
 mod tui_stats;
 mod tui_sweep;

@@ -255,6 +255,41 @@ fn standard_input_is_read_for_a_dash() {
     assert_eq!(page.matches("<section class=run").count(), 2, "one per run");
 }
 
+/// Issue 51: the OS's reason was said twice ("No such file or directory (os error 2): No such
+/// file or directory (os error 2)").
+#[test]
+fn a_missing_file_is_refused_with_its_reason_said_once() {
+    let output = samplab(&["render", "/no/such/run.json", "--html", "/tmp/never.html"]);
+    assert!(!output.status.success());
+    let message = stderr(&output);
+    assert!(
+        message.contains("cannot read the results file /no/such/run.json"),
+        "{message}"
+    );
+    assert_eq!(
+        message.matches("No such file or directory").count(),
+        1,
+        "{message}"
+    );
+}
+
+/// Issue 51: `--html -` wrote a file named `-`.
+#[test]
+fn a_dash_for_html_writes_the_page_to_standard_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = results_file(dir.path());
+    let output = Command::new(env!("CARGO_BIN_EXE_samplab"))
+        .args(["render", input.to_str().unwrap(), "--html", "-"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let page = String::from_utf8(output.stdout).unwrap();
+    assert!(page.starts_with("<!doctype html>"), "{page}");
+    assert!(page.contains("#1 seed 43"));
+    assert!(!dir.path().join("-").exists(), "no file named -");
+}
+
 /// The inspector's text after hovering the token `selector` names.
 fn hover(browser: &mut Browser, selector: &str) -> String {
     browser.hover(selector);
@@ -398,4 +433,142 @@ fn a_trace_is_refused_where_it_has_no_place() {
         "{}",
         stderr(&output)
     );
+}
+
+/// Opens `page` in Chromium at 1400 × 900, the size issue 51 was seen at.
+fn open_at_1400(browser: &mut Browser, page: &Path) {
+    browser.open(page);
+    browser.call(
+        "Emulation.setDeviceMetricsOverride",
+        serde_json::json!({"width": 1400, "height": 900, "deviceScaleFactor": 1, "mobile": false}),
+    );
+    assert_eq!(browser.eval("innerWidth"), 1400);
+}
+
+/// Issue 51: a run sampled without `logprobs` (as the playground's `w` writes one) rendered as
+/// plain grey text: `samplab sample --json` now keeps every token's alternatives, which the page
+/// colours and shows on hover, as the playground does.
+#[test]
+fn a_run_sampled_without_logprobs_is_coloured_and_inspectable_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let sampled = samplab(&[
+        "sample",
+        "--prompt",
+        "Once upon a time",
+        "--json",
+        "--set",
+        "num_samples=2",
+        "--set",
+        "max_tokens=24",
+        "--set",
+        "seed=3",
+    ]);
+    assert!(sampled.status.success(), "{}", stderr(&sampled));
+    let response: SampleResponse = serde_json::from_slice(&sampled.stdout).unwrap();
+    for t in &response.trajectories {
+        assert_eq!(t.top_logprobs, None, "no logprobs were asked");
+        let alternatives = t.alternatives.as_ref().expect("every token's alternatives");
+        assert_eq!(alternatives.len(), t.token_ids.len());
+        assert!(alternatives.iter().all(|top| top.len() > 1));
+    }
+    let results = dir.path().join("run.json");
+    std::fs::write(&results, &sampled.stdout).unwrap();
+    let page = dir.path().join("run.html");
+    let html = render(&results, &page, &[]);
+    assert!(!html.contains("no per-token texts"));
+
+    let Some(mut browser) = Browser::start() else {
+        return;
+    };
+    open_at_1400(&mut browser, &page);
+    let colours = browser.eval(
+        "new Set([...document.querySelectorAll('.t')].map(t => getComputedStyle(t).backgroundColor)).size",
+    );
+    assert!(
+        colours.as_u64().unwrap() > 1,
+        "tokens are coloured by probability, not all alike: {colours}"
+    );
+    let shown = hover(&mut browser, ".col[data-sample='0'] .t[data-i='0']");
+    let rows = browser.eval("document.querySelectorAll('#inspector .row').length");
+    let first = &response.trajectories[0].alternatives.as_ref().unwrap()[0];
+    assert_eq!(rows.as_u64().unwrap() as usize, first.len(), "{shown}");
+    for alternative in first {
+        let quoted = serde_json::to_string(&alternative.1).unwrap();
+        assert!(
+            shown.contains(&quoted),
+            "{quoted} not in the hover:\n{shown}"
+        );
+    }
+    let errors = browser.errors();
+    assert!(errors.is_empty(), "the page reported errors: {errors:?}");
+}
+
+/// Issue 51: at 1400 px the inspector took a third of the width and the columns scrolled
+/// sideways. Six columns of long unbroken tokens now wrap within the window, and the inspector
+/// floats beside the hovered token, hidden until then.
+#[test]
+fn at_1400_px_columns_fit_and_the_inspector_floats_beside_the_token() {
+    let Some(mut browser) = Browser::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = response();
+    let long = "x".repeat(300);
+    for top in run
+        .trajectories
+        .iter_mut()
+        .flat_map(|t| t.top_logprobs.iter_mut().flatten())
+    {
+        for alternative in top.iter_mut().filter(|a| a.0 == 6) {
+            alternative.1 = long.clone();
+        }
+    }
+    let base = run.trajectories.clone();
+    for i in 2..6 {
+        run.trajectories.push(Trajectory {
+            index: i,
+            ..base[i as usize % 2].clone()
+        });
+    }
+    let input = dir.path().join("wide.json");
+    std::fs::write(&input, serde_json::to_string(&run).unwrap()).unwrap();
+    let page = dir.path().join("wide.html");
+    render(&input, &page, &[]);
+    open_at_1400(&mut browser, &page);
+    assert_eq!(
+        browser.eval("document.getElementById('inspector').hidden"),
+        true,
+        "no panel before a hover"
+    );
+    let sideways = browser.eval(
+        "[document.documentElement, ...document.querySelectorAll('.cols, .col, .body')]
+           .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.className || e.tagName)",
+    );
+    assert_eq!(sideways, serde_json::json!([]), "these scroll sideways");
+    let main_width = browser.eval("document.querySelector('main').getBoundingClientRect().width");
+    assert!(
+        main_width.as_f64().unwrap() > 1300.0,
+        "the page's text has the window's width: {main_width}"
+    );
+
+    hover(&mut browser, ".col[data-sample='3'] .t[data-i='1']");
+    let placed = browser.eval(
+        "(() => { const p = document.getElementById('inspector').getBoundingClientRect();
+           const t = document.querySelector(\".col[data-sample='3'] .t[data-i='1']\")
+             .getBoundingClientRect();
+           return [p.width, p.top - t.bottom, t.top - p.bottom, p.left, p.right]; })()",
+    );
+    let [width, below, above, left, right] =
+        serde_json::from_value::<[f64; 5]>(placed.clone()).unwrap();
+    assert!(width <= 400.0, "a compact panel: {placed}");
+    assert!(
+        (0.0..=8.0).contains(&below) || (0.0..=8.0).contains(&above),
+        "the panel touches the token's line: {placed}"
+    );
+    assert!(
+        left >= 0.0 && right <= 1400.0,
+        "within the window: {placed}"
+    );
+    let errors = browser.errors();
+    assert!(errors.is_empty(), "the page reported errors: {errors:?}");
 }

@@ -35,12 +35,14 @@ fn title(t: &Trajectory) -> String {
 }
 
 /// The tokens, each on the heatmap colour of its raw probability; a run without per-token
-/// texts (sampled without `logprobs`) shows its text whole and says why.
+/// texts (a file of a samplab before `alternatives`, sampled without `logprobs`) shows its
+/// text whole and says why.
 fn body(t: &Trajectory, data: &RunData, theme: &Theme) -> String {
     let Some(texts) = data.token_texts(t) else {
         return format!(
-            "{}<p class=note>no per-token texts in this file: sample with --set logprobs=0 \
-             (or more) to colour and inspect each token</p>",
+            "{}<p class=note>no per-token texts in this file (an older samplab kept them only \
+             with logprobs): sample it again with this samplab to colour and inspect each \
+             token</p>",
             escape::text(&t.text)
         );
     };

@@ -25,7 +25,8 @@ type Alternatives = Vec<(u32, Option<f64>)>;
 pub struct SampleData<'a> {
     ids: &'a [u32],
     logprobs: Vec<Option<f64>>,
-    /// Per token, its alternatives; absent from a run without `logprobs`.
+    /// Per token, its alternatives: the playground's (which hold `top_logprobs` and more),
+    /// else those `logprobs` asked for; absent from a file with neither.
     alternatives: Option<Vec<Alternatives>>,
     entropy: Option<Vec<Option<f64>>>,
     kept_entropy: Option<Vec<Option<f64>>>,
@@ -48,7 +49,12 @@ impl<'a> RunData<'a> {
     pub fn of(response: &'a SampleResponse) -> Self {
         let mut vocab = BTreeMap::new();
         for t in &response.trajectories {
-            let alternatives = t.top_logprobs.iter().flatten().flatten();
+            let alternatives = t
+                .top_logprobs
+                .iter()
+                .chain(&t.alternatives)
+                .flatten()
+                .flatten();
             let traced = t.trace.iter().flatten().flat_map(|step| &step.tokens);
             for top in alternatives.chain(traced) {
                 vocab.entry(top.0).or_insert(top.1.as_str());
@@ -73,11 +79,15 @@ impl<'a> SampleData<'a> {
         Self {
             ids: &t.token_ids,
             logprobs: rounded(&t.logprobs),
-            alternatives: t.top_logprobs.as_ref().map(|tops| {
-                tops.iter()
-                    .map(|top| top.iter().map(|a| (a.0, round(a.2))).collect())
-                    .collect()
-            }),
+            alternatives: t
+                .alternatives
+                .as_ref()
+                .or(t.top_logprobs.as_ref())
+                .map(|tops| {
+                    tops.iter()
+                        .map(|top| top.iter().map(|a| (a.0, round(a.2))).collect())
+                        .collect()
+                }),
             entropy: t.entropy.as_deref().map(rounded),
             kept_entropy: t.kept_entropy.as_deref().map(rounded),
             watched: t.watched.as_ref().map(|watched| {

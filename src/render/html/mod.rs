@@ -55,7 +55,7 @@ pub fn page(runs: &[SampleResponse], theme: &Theme) -> serde_json::Result<String
          style-src 'unsafe-inline'; script-src '{}'\">\
          <title>samplab · {}</title><style>{}{STYLE}</style></head>\n<body><main>\
          <h1>samplab run</h1><div class=legend>{}</div>{body}</main>\
-         <aside id=inspector><p class=dim>hover over a token to inspect it</p></aside>\
+         <aside id=inspector hidden></aside>\
          <script type=application/json id=data>{json}</script><script>{SCRIPT}</script>\
          </body></html>\n",
         script_hash(SCRIPT),
@@ -111,7 +111,9 @@ fn legend(theme: &Theme) -> String {
         .iter()
         .map(|&p| styled(theme.token_style(p), &format!("{p}")))
         .collect();
-    format!("tokens by the raw probability the model gave them: {swatches}")
+    format!(
+        "tokens by the raw probability the model gave them (hover one to inspect it): {swatches}"
+    )
 }
 
 fn styled(style: Style, text: &str) -> String {

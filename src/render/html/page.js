@@ -1,11 +1,14 @@
 "use strict";
 // The inspector: hovering a token shows its figures, its alternatives, the watched tokens and
-// the chain's trace from the page's data. Text from the results file goes in as textContent
-// only, never as markup.
+// the chain's trace from the page's data, in a panel beside the token. Text from the results
+// file goes in as textContent only, never as markup.
 (() => {
   const data = JSON.parse(document.getElementById("data").textContent);
   const panel = document.getElementById("inspector");
+  // How long the panel stays once the pointer leaves the token, to be reached and scrolled.
+  const LINGER_MS = 400;
   let lit = null;
+  let hiding = null;
 
   const el = (tag, cls, text) => {
     const node = document.createElement(tag);
@@ -31,7 +34,7 @@
   function alternatives(run, sample, i, id) {
     const part = [el("h4", null, "alternatives, raw p")];
     if (!sample.alternatives) {
-      part.push(el("p", "note", "none in this file: sample with --set logprobs=N to keep them"));
+      part.push(el("p", "note", "none in this file: sample it again with this samplab to keep them"));
       return part;
     }
     for (const [alt, logprob] of sample.alternatives[i] || []) {
@@ -85,12 +88,40 @@
     );
   }
 
+  // Below the token, or above it where the window has no room below; never past an edge.
+  function place(token) {
+    const margin = 8;
+    const r = token.getBoundingClientRect();
+    const width = panel.offsetWidth;
+    const height = panel.offsetHeight;
+    const below = r.bottom + 2;
+    const above = r.top - 2 - height;
+    const top = below + height <= innerHeight - margin || above < margin ? below : above;
+    panel.style.top = Math.max(margin, Math.min(top, innerHeight - margin - height)) + "px";
+    panel.style.left = Math.max(margin, Math.min(r.left, innerWidth - margin - width)) + "px";
+  }
+
+  function hide() {
+    if (lit) lit.classList.remove("cur");
+    lit = null;
+    panel.hidden = true;
+  }
+
   document.addEventListener("mouseover", (event) => {
+    clearTimeout(hiding);
+    if (panel.contains(event.target)) return;
     const token = event.target.closest(".t");
-    if (!token || token === lit) return;
+    if (!token) {
+      if (lit) hiding = setTimeout(hide, LINGER_MS);
+      return;
+    }
+    if (token === lit) return;
     if (lit) lit.classList.remove("cur");
     lit = token;
     token.classList.add("cur");
     show(token);
+    panel.hidden = false;
+    panel.scrollTop = 0;
+    place(token);
   });
 })();

@@ -1,7 +1,8 @@
-//! `w` in the export dialog: the last finished run as pretty SampleResponse JSON, samplab's or
-//! twinkle's (an array of them, one per side, when models or parameter sets are compared, as
-//! `samplab sample` prints them), to the path the user gives or in a new file named after the
-//! run and the time, so that nothing a user kept is overwritten without a yes.
+//! `w`, in the playground or its export dialog: the last finished run as pretty
+//! SampleResponse JSON, samplab's or twinkle's (an array of them, one per side, when models or
+//! parameter sets are compared, as `samplab sample` prints them), to the path the user gives or
+//! in a new file named after the run and the time, so that nothing a user kept is overwritten
+//! without a yes.
 
 use crate::atomic_file;
 use crate::engine::RunId;

@@ -268,6 +268,12 @@ impl Default for KeyMap {
             ),
             (
                 Mode::Navigate,
+                c('w'),
+                dialog(DialogAction::WriteResults),
+                "save results",
+            ),
+            (
+                Mode::Navigate,
                 c('S'),
                 dialog(DialogAction::SaveSession),
                 "save session",

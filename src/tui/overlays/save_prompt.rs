@@ -19,8 +19,8 @@ pub enum Saving {
     /// The params, as a preset of the typed name.
     Preset,
     /// The last finished run, to the typed path; a directory gets a new file named after the
-    /// run. The export dialog it was asked from comes back once the file is written.
-    Results(ExportDialog),
+    /// run. The export dialog it was asked from, if any, comes back once the file is written.
+    Results(Option<ExportDialog>),
     /// The whole playground, as a session file at the typed path.
     Session,
     /// Nothing: the session file at the typed path is opened.
@@ -43,7 +43,7 @@ impl SavePrompt {
     }
 
     /// Offers `path` (a directory: a new file there, as before the path was asked for).
-    pub fn results(path: &str, from: ExportDialog) -> Self {
+    pub fn results(path: &str, from: Option<ExportDialog>) -> Self {
         Self::new(path, Saving::Results(from))
     }
 

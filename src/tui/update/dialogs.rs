@@ -15,6 +15,7 @@ use crate::preset_store::check_name;
 use crate::presets::{Preset, PresetSource};
 use crate::response::SampleResponse;
 use crate::tui::action::{DialogAction, Effect, Outcome};
+use crate::tui::comparison::SideId;
 use crate::tui::overlays::export_dialog::{ExportDialog, Note};
 use crate::tui::overlays::preset_picker::{EntryKind, PresetPicker};
 use crate::tui::overlays::save_prompt::{SavePrompt, Saving};
@@ -181,8 +182,9 @@ pub fn outcome(state: &mut State, outcome: Outcome) -> Vec<Effect> {
     Vec::new()
 }
 
-/// Written: back to the export dialog, which says where. Not written: the path prompt says
-/// why, for another try. (Closed meanwhile: the status bar says it.)
+/// Written: the status bar says where, as for a saved session, and so does the export dialog
+/// when `w` was pressed in it (it comes back). Not written: the path prompt says why, for
+/// another try. (Closed meanwhile: the status bar says it.)
 fn results_written(state: &mut State, result: Result<PathBuf, String>) {
     let asked_from = match &state.overlay {
         Some(Overlay::Save(SavePrompt {
@@ -192,16 +194,22 @@ fn results_written(state: &mut State, result: Result<PathBuf, String>) {
         _ => None,
     };
     match (result, asked_from) {
-        (Ok(path), Some(dialog)) => {
-            let note = Some(Note::Done(format!("wrote {}", path.display())));
-            state.overlay = Some(Overlay::Export(ExportDialog { note, ..dialog }));
+        (Ok(path), asked_from) => {
+            state
+                .status
+                .notify(format!("wrote the results to {}", path.display()));
+            if let Some(from) = asked_from {
+                state.overlay = from.map(|dialog| {
+                    let note = Some(Note::Done(format!("wrote {}", path.display())));
+                    Overlay::Export(ExportDialog { note, ..dialog })
+                });
+            }
         }
         (Err(e), Some(_)) => {
             if let Some(Overlay::Save(prompt)) = &mut state.overlay {
                 prompt.error = Some(format!("cannot write the results: {e}"));
             }
         }
-        (Ok(path), None) => state.status.notify(format!("wrote {}", path.display())),
         (Err(e), None) => state
             .status
             .report_error(format!("cannot write the results: {e}")),
@@ -359,26 +367,36 @@ fn to_save(state: &State) -> SamplingParams {
     params
 }
 
-/// `w`: asks where to write the last finished run, offering the path given last, else the
-/// results directory (where a new file is named after the run); without a finished run, says
-/// so instead.
+/// `w`, in the playground or its export dialog: asks where to write the last finished run,
+/// offering the path given last, else the results directory (where a new file is named after
+/// the run); without a finished run, says so instead.
 fn ask_results_path(state: &mut State) -> Vec<Effect> {
     if finished_run(state).is_none() {
-        with_export(state, |d| {
-            d.note = Some(Note::Failed(NO_FINISHED_RUN.to_owned()));
-        });
+        match &mut state.overlay {
+            Some(Overlay::Export(dialog)) => {
+                dialog.note = Some(Note::Failed(NO_FINISHED_RUN.to_owned()));
+            }
+            _ => state.status.notify(NO_FINISHED_RUN.to_owned()),
+        }
         return Vec::new();
     }
-    if let Some(Overlay::Export(dialog)) = state.overlay.take() {
-        let offered = state.export.last_path.clone().unwrap_or_else(|| {
-            let mut dir = state.export.results_dir.display().to_string();
-            if !dir.ends_with(std::path::MAIN_SEPARATOR) {
-                dir.push(std::path::MAIN_SEPARATOR);
-            }
-            dir
-        });
-        state.overlay = Some(Overlay::Save(SavePrompt::results(&offered, dialog)));
-    }
+    let from = match state.overlay.take() {
+        Some(Overlay::Export(dialog)) => Some(dialog),
+        None => None,
+        // The key map offers `w` nowhere else.
+        other => {
+            state.overlay = other;
+            return Vec::new();
+        }
+    };
+    let offered = state.export.last_path.clone().unwrap_or_else(|| {
+        let mut dir = state.export.results_dir.display().to_string();
+        if !dir.ends_with(std::path::MAIN_SEPARATOR) {
+            dir.push(std::path::MAIN_SEPARATOR);
+        }
+        dir
+    });
+    state.overlay = Some(Overlay::Save(SavePrompt::results(&offered, from)));
     Vec::new()
 }
 
@@ -406,7 +424,8 @@ fn write_results(state: &mut State, path: PathBuf, overwrite: bool) -> Vec<Effec
         .comparison
         .sides
         .iter()
-        .filter_map(|side| side.response.as_deref().cloned())
+        .enumerate()
+        .filter_map(|(side, s)| Some(as_written(state, SideId(side), s.response.as_deref()?)))
         .collect();
     vec![Effect::WriteResults {
         path,
@@ -416,4 +435,16 @@ fn write_results(state: &mut State, path: PathBuf, overwrite: bool) -> Vec<Effec
         shape: state.export.shape,
         prompt: state.prompt.text().to_owned(),
     }]
+}
+
+/// A side's finished run as `w` writes it: with every token's alternatives, which its columns
+/// hold whatever `logprobs` asked, so that `samplab render` shows the run as the playground did.
+fn as_written(state: &State, side: SideId, response: &SampleResponse) -> SampleResponse {
+    let mut response = response.clone();
+    for t in &mut response.trajectories {
+        if let Some(column) = state.columns.index_of(side, t.index) {
+            t.keep_alternatives(&state.columns.columns[column].tokens);
+        }
+    }
+    response
 }
