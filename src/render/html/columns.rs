@@ -100,7 +100,7 @@ fn footer(response: &SampleResponse, t: &Trajectory, data: &RunData) -> String {
         .as_ref()
         .and_then(|stats| stats.divergence.get(t.index as usize).copied().flatten());
     if let (None, Some(at)) = (t.branch, parts_at) {
-        parts.push(format!("≠#0@{at}"));
+        parts.push(format!("≠#0@{}", at + 1));
     }
     for score in t.cross_scores.iter().flatten() {
         parts.push(format!("⇄{} {}", score.model, score.perplexity_label()));
