@@ -879,7 +879,10 @@ fn a_parameters_help_wraps_in_the_panel() {
     let help = field.spec().help;
     let mut s = state_sized(100, 30);
     select(&mut s, field.name());
-    assert!(help.len() > usize::from(areas(s.size).params.width), "{help}");
+    assert!(
+        help.len() > usize::from(areas(s.size).params.width),
+        "{help}"
+    );
     let shown = panel_text(&s);
     assert!(shown.contains(&one_spaced(help)), "{help:?} in {shown:?}");
 }
@@ -891,7 +894,10 @@ fn the_params_panel_and_its_sliders_grow_with_the_terminal() {
         let s = streamed(w, h);
         let buffer = render(&s, &Theme::plain());
         let (_, y) = find(&buffer, "temperature").unwrap();
-        row(&buffer, y).chars().filter(|c| "▮▯".contains(*c)).count()
+        row(&buffer, y)
+            .chars()
+            .filter(|c| "▮▯".contains(*c))
+            .count()
     };
     assert!(slider(160, 45) > slider(100, 30));
 }
@@ -1183,7 +1189,10 @@ fn home_end_and_pages_move_through_the_parameters() {
     let inside = usize::from(panel.height) - 2;
     let last = Field::ALL.len() - 1;
     let page = press(&mut s, KeyCode::PageDown);
-    assert!((inside - inside / 3..inside).contains(&page), "{page} of {inside}");
+    assert!(
+        (inside - inside / 3..inside).contains(&page),
+        "{page} of {inside}"
+    );
     assert_eq!(press(&mut s, KeyCode::PageDown), (2 * page).min(last));
     assert_eq!(press(&mut s, KeyCode::PageUp), (2 * page).min(last) - page);
     assert_eq!(press(&mut s, KeyCode::End), last);

@@ -379,20 +379,36 @@ fn in_step_mode_the_brackets_move_one_alternative_from_the_proposal_and_wrap() {
     let request = run_of(&act(&mut s, BranchAction::ToggleStep));
     play(&mut s, &request, 3);
     let column = s.columns.index_of(SideId(0), n).unwrap();
-    assert_eq!(s.columns.cursor_token(), Some((column, 1)), "on the proposal");
+    assert_eq!(
+        s.columns.cursor_token(),
+        Some((column, 1)),
+        "on the proposal"
+    );
     // A proposal drawn from the middle of the list: listed second of three.
     s.columns.columns[column].tokens[1].top.swap(0, 1);
     act(&mut s, BranchAction::Pick(-1));
-    assert_eq!(s.columns.pick, Some(0), "`[` lights the one before the proposal");
+    assert_eq!(
+        s.columns.pick,
+        Some(0),
+        "`[` lights the one before the proposal"
+    );
     act(&mut s, BranchAction::Pick(-1));
     assert_eq!(s.columns.pick, Some(2), "and wraps round to the last");
     act(&mut s, BranchAction::Pick(1));
     assert_eq!(s.columns.pick, Some(0), "`]` wraps round to the first");
     act(&mut s, BranchAction::Pick(1));
-    assert_eq!(s.columns.pick, Some(1), "one at a time, the proposal included");
+    assert_eq!(
+        s.columns.pick,
+        Some(1),
+        "one at a time, the proposal included"
+    );
     s.columns.pick = None;
     act(&mut s, BranchAction::Pick(1));
-    assert_eq!(s.columns.pick, Some(2), "`]` lights the one after the proposal");
+    assert_eq!(
+        s.columns.pick,
+        Some(2),
+        "`]` lights the one after the proposal"
+    );
 }
 
 #[test]

@@ -204,7 +204,11 @@ fn o_shows_a_template_that_fits_the_box_from_its_first_line() {
     update(&mut s, Action::CyclePromptView);
     let screen = render(&s, &Theme::plain());
     let prompt = samplab::tui::areas(s.size).prompt;
-    assert_eq!(prompt.height - 2, 5, "the box holds the template's five lines");
+    assert_eq!(
+        prompt.height - 2,
+        5,
+        "the box holds the template's five lines"
+    );
     assert_eq!(
         find(&screen, "<|im_start|>system"),
         Some((1, 1)),
@@ -553,7 +557,13 @@ fn the_token_view_colours_the_prompt_by_its_logprobs_and_inspects_a_token() {
     );
     update(&mut s, Action::CursorLeft);
     update(&mut s, Action::CursorLeft);
-    assert!(find(&render(&s, &theme), "token 1/3 \"Once\" (id 1) · the first token").is_some());
+    assert!(
+        find(
+            &render(&s, &theme),
+            "token 1/3 \"Once\" (id 1) · the first token"
+        )
+        .is_some()
+    );
     update(&mut s, Action::CursorRight);
     assert_eq!(s.prompt.token_cursor, 1);
 }

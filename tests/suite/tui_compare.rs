@@ -283,19 +283,33 @@ fn a_b_columns_take_their_places_when_the_runs_are_sent() {
     let [(a, Some(seed_a)), (b, Some(3))] = runs[..] else {
         panic!("A and B run on their seeds: {runs:?}");
     };
-    assert_eq!(s.columns.columns.len(), 2, "both sides' columns, before any token");
+    assert_eq!(
+        s.columns.columns.len(),
+        2,
+        "both sides' columns, before any token"
+    );
     let screen = render(&s, &Theme::plain());
-    assert!(find(&screen, "#0 seed 3").is_some(), "B's column shows its seed");
+    assert!(
+        find(&screen, "#0 seed 3").is_some(),
+        "B's column shows its seed"
+    );
 
     update(&mut s, Action::Engine(ModelId(0), started(a, vec![seed_a])));
-    update(&mut s, Action::Engine(ModelId(0), token(a, 0, &"word ".repeat(60), 0.5)));
+    update(
+        &mut s,
+        Action::Engine(ModelId(0), token(a, 0, &"word ".repeat(60), 0.5)),
+    );
     let before: Vec<usize> = s.columns.columns.iter().map(|c| c.text.width()).collect();
     let lines = s.columns.columns[0].text.lines.len();
     update(&mut s, Action::Engine(ModelId(0), started(b, vec![3])));
     update(&mut s, Action::Engine(ModelId(0), token(b, 0, "B", 0.5)));
     let after: Vec<usize> = s.columns.columns.iter().map(|c| c.text.width()).collect();
     assert_eq!(after, before, "no column moved when B started");
-    assert_eq!(s.columns.columns[0].text.lines.len(), lines, "A's text kept its wrapping");
+    assert_eq!(
+        s.columns.columns[0].text.lines.len(),
+        lines,
+        "A's text kept its wrapping"
+    );
 }
 
 /// Issue 34: `r` in A/B rolled the edited set's seed only, so the sides no longer shared seeds.
@@ -374,9 +388,11 @@ fn a_side_starting_later_rewraps_the_columns_already_shown() {
 #[test]
 fn side_by_side_titles_keep_the_sample_and_seed_and_shorten_the_model_name() {
     let mut s = state_sized(100, 30);
-    let names = ["TinyLlama-1.1B-Chat-v1.0-Q4_K_M", "Qwen2.5-0.5B-Instruct-Q8_0"];
-    s.comparison
-        .compare(&names.map(String::from), None);
+    let names = [
+        "TinyLlama-1.1B-Chat-v1.0-Q4_K_M",
+        "Qwen2.5-0.5B-Instruct-Q8_0",
+    ];
+    s.comparison.compare(&names.map(String::from), None);
     s.comparison.params.params.num_samples = 2;
     let mut runs = Vec::new();
     for (i, name) in names.iter().enumerate() {
@@ -396,7 +412,11 @@ fn side_by_side_titles_keep_the_sample_and_seed_and_shorten_the_model_name() {
         .collect();
     let text = titles.join("\n");
     for sample in ["#0 seed 7", "#1 seed 8"] {
-        assert_eq!(text.matches(sample).count(), 2, "{sample} on both sides:\n{text}");
+        assert_eq!(
+            text.matches(sample).count(),
+            2,
+            "{sample} on both sides:\n{text}"
+        );
     }
     assert!(text.contains("TinyLlama-"), "the name, shortened:\n{text}");
     assert!(text.contains("…"), "{text}");

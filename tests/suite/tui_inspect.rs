@@ -337,11 +337,10 @@ fn the_inspectors_long_lines_wrap_and_clicks_still_find_the_alternatives() {
     let mut s = inspecting(100, 40);
     update(&mut s, Action::LastToken);
     let (column, token) = cursor(&s).unwrap();
-    s.columns.columns[column].tokens[token].constraint =
-        Some(samplab::response::ConstraintStep {
-            refused: 0.123,
-            allowed: 1234,
-        });
+    s.columns.columns[column].tokens[token].constraint = Some(samplab::response::ConstraintStep {
+        refused: 0.123,
+        allowed: 1234,
+    });
     let why = "the engine no longer holds this sample's logits: run it again to trace it";
     update(
         &mut s,

@@ -26,10 +26,10 @@ pub fn columns(response: &SampleResponse, data: &RunData, theme: &Theme) -> Stri
     html
 }
 
-/// `#0 seed 42`, or for a branch `#4 ←#0@12`.
+/// `#0 seed 42`, or for a branch `#4 ←#0@12` (token 12 counted from 1, as the playground).
 fn title(t: &Trajectory) -> String {
     match t.branch {
-        Some(origin) => format!("#{} ←#{}@{}", t.index, origin.parent, origin.at),
+        Some(origin) => format!("#{} ←#{}@{}", t.index, origin.parent, origin.at + 1),
         None => format!("#{} seed {}", t.index, t.seed),
     }
 }

@@ -451,17 +451,15 @@ fn edit_text(state: &mut State, edit: impl FnOnce(&mut TextBuffer) -> bool) -> V
 /// Applies `change` to the edited parameters. A new refusal (of a typed value, or of a move
 /// another parameter rules out) also goes to the message log: the panel shows it only until
 /// the next key, and the status bar keeps its room for the run.
-fn change_params(
-    state: &mut State,
-    change: impl FnOnce(&mut ParamsState) -> bool,
-) -> Vec<Effect> {
+fn change_params(state: &mut State, change: impl FnOnce(&mut ParamsState) -> bool) -> Vec<Effect> {
     let refusal = |params: &ParamsState| {
         let typed = params.editor.as_ref().and_then(|e| e.error.clone());
         typed.or_else(|| params.refusal.clone())
     };
     let before = refusal(&state.comparison.params);
     let changed = change(&mut state.comparison.params);
-    if let Some(why) = refusal(&state.comparison.params).filter(|why| Some(why) != before.as_ref()) {
+    if let Some(why) = refusal(&state.comparison.params).filter(|why| Some(why) != before.as_ref())
+    {
         state.status.log_notice(why);
     }
     params_changed(state, changed)

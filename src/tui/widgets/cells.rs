@@ -76,7 +76,11 @@ mod tests {
         let rows = word_wrap(text, 20);
         assert!(rows.iter().all(|r| r.width() <= 20), "{rows:?}");
         assert_eq!(rows.concat(), text);
-        assert_eq!(rows[1], "is not a valid ");
+        assert_eq!(
+            rows[0], "`structured_outputs.",
+            "a word longer than a row is cut"
+        );
+        assert_eq!(rows[1], "regex` is not a ");
         assert_eq!(word_wrap("a\nb", 5), ["a", "b"]);
     }
 }

@@ -619,7 +619,9 @@ pub struct Sides {
 /// adds (the model, the parameter set, and over the first sample the device and speed) is
 /// shortened first, then left out.
 fn column_title(side: Option<&SideTitle>, column: &Column, room: usize) -> String {
-    let seed = column.seed.map_or_else(|| "?".to_owned(), |seed| seed.to_string());
+    let seed = column
+        .seed
+        .map_or_else(|| "?".to_owned(), |seed| seed.to_string());
     let own = format!("{} seed {seed}", column.name());
     let Some(side) = side else {
         return format!(" {own} ");
@@ -909,7 +911,7 @@ mod tests {
         let grid = Grid::new(Rect::new(0, 0, 10, 6), 1);
         assert_eq!(grid.text_rows(), 3);
         let mut columns = Columns::default();
-        columns.start(SideId(0), &[7], &grid);
+        columns.start(SideId(0), &[Some(7)], &grid);
         assert_eq!(columns.cursor_token(), None, "no token yet");
         for _ in 0..3 {
             columns.push_token(SideId(0), token("abcdefgh", -1.0), &grid, true);

@@ -202,7 +202,10 @@ mod tests {
         assert_eq!(small.params.width, PARAMS_WIDTH);
         assert!(large.params.width > small.params.width, "{large:?}");
         assert_eq!(large.params.height, 44, "all of the body's height");
-        assert!(large.columns.width > small.columns.width, "the columns grow too");
+        assert!(
+            large.columns.width > small.columns.width,
+            "the columns grow too"
+        );
         let huge = areas(Rect::new(0, 0, 400, 100));
         assert_eq!(huge.params.width, PARAMS_MAX_WIDTH);
     }
