@@ -153,7 +153,7 @@ impl RunStats {
             .iter()
             .enumerate()
             .skip(1)
-            .map(|(i, at)| at.map_or(format!("#{i} same"), |at| format!("#{i}@{at}")))
+            .map(|(i, at)| at.map_or(format!("#{i} same"), |at| format!("#{i}@{}", at + 1)))
             .collect();
         if !parts.is_empty() {
             lines.push(format!("parts from #0  {}", parts.join("  ")));

@@ -7,7 +7,7 @@ use crate::response::SampleResponse;
 use crate::tui::branch_tree::{Parent, Tree};
 pub use crate::tui::model_slot::ModelId;
 use crate::tui::model_slot::{ModelSlot, ModelStatus};
-use crate::tui::widgets::params::ParamsState;
+use crate::tui::widgets::params::{ParamsState, Served};
 use crate::tui::widgets::prompt::SeenPrompt;
 use std::ops::{Index, IndexMut};
 
@@ -253,6 +253,16 @@ impl Comparison {
                 }
                 SideTitle { label, header }
             })
+            .collect()
+    }
+
+    /// The served models' servers and the parameters each has no place for, which the params
+    /// panel marks.
+    pub fn served(&self) -> Vec<Served<'_>> {
+        self.models
+            .iter()
+            .filter_map(|m| m.served.as_ref())
+            .map(|(server, ignored)| Served { server, ignored })
             .collect()
     }
 

@@ -60,19 +60,12 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
                 letter: state.comparison.editing_set.letter(),
                 other: &other.params,
             });
-        let served: Vec<params::Served> = state
-            .comparison
-            .models
-            .iter()
-            .filter_map(|m| m.served.as_ref())
-            .map(|(server, ignored)| params::Served { server, ignored })
-            .collect();
         params::render(
             frame,
             a.params,
             &state.comparison.params,
             compared,
-            &served,
+            &state.comparison.served(),
             focus(Focus::Params),
             theme,
         );

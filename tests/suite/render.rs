@@ -154,7 +154,7 @@ fn the_page_holds_the_run_and_only_escaped_text_from_the_file() {
     for shown in [
         "#0 seed 42",
         "#1 seed 43",
-        "stop &lt;/s&gt; · 3 tokens · ≠#0@0",
+        "stop &lt;/s&gt; · 3 tokens · ≠#0@1",
         "<th>model.source</th><td>/models/&lt;tiny&gt;.gguf</td>",
         "<th>model.files[0].sha256</th><td>ab12</td>",
         "<th>chain</th><td>temperature, top_p</td>",
@@ -311,7 +311,7 @@ fn in_chromium_the_page_loads_cleanly_and_hover_shows_alternatives_and_trace() {
 
     let first = hover(&mut browser, ".col[data-sample='0'] .t[data-i='0']");
     for shown in [
-        "#0 seed 42 · token 0",
+        "#0 seed 42 · token 1",
         "raw logprob -0.100",
         "alternatives, raw p",
         "\" the\"",

@@ -4,8 +4,8 @@
 use crate::common;
 
 use common::tui::{
-    done, find, finished, loaded, loaded_with_template, press_key, render, row, started,
-    state_sized, token,
+    done, find, finished, loaded, loaded_with_template, one_spaced, panel_text, press_key, render,
+    row, started, state_sized, token,
 };
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
@@ -666,7 +666,7 @@ fn finished_and_done_fill_the_footers() {
     assert_eq!(footers[0], "■ stop \"\\n\\n\" 1 tok lp -0.69 ppl 2.00");
     assert_eq!(footers[1], "■ stop </s> 1 tok lp 0.00 ppl 1.00");
     // Sample 2 ended before the first token where sample 0 went on: it parts at 0.
-    assert_eq!(footers[2], "■ length 0 tok ≠#0@0");
+    assert_eq!(footers[2], "■ length 0 tok ≠#0@1");
     assert_eq!(s.comparison.models[0].tok_per_s, Some(812.0));
     assert!(!s.comparison.sides[0].active);
     assert!(
@@ -828,6 +828,78 @@ fn every_parameter_at_its_off_value_reads_off_in_the_panel() {
     }
     assert_eq!(value("repeat_n").as_deref(), Some("64"), "not off");
     assert_eq!(value("temperature").as_deref(), Some("1.00"), "has no off");
+}
+
+/// Issue 51: a bad regex showed "`structured_outputs.regex` is not", and a broken stop list
+/// nothing at all; neither reached the message log.
+#[test]
+fn a_refused_value_is_shown_whole_and_kept_in_the_log() {
+    for (field, typed) in [
+        ("structured_outputs", "regex: \"(unclosed\""),
+        ("stop", "\"never closed, #12"),
+        ("stop", "[\"a\", "),
+    ] {
+        let mut s = state_sized(100, 30);
+        select(&mut s, field);
+        update(&mut s, Action::EditParam);
+        update(&mut s, Action::ClearText);
+        type_text(&mut s, typed);
+        update(&mut s, Action::CommitEdit);
+        let error = s
+            .comparison
+            .params
+            .editor
+            .as_ref()
+            .and_then(|e| e.error.clone())
+            .unwrap_or_else(|| panic!("{field}: {typed} is refused"));
+        let shown = panel_text(&s);
+        assert!(
+            shown.contains(&one_spaced(&error)),
+            "{field}: the whole reason, {error:?}, in {shown:?}"
+        );
+        assert!(
+            s.status.log.iter().any(|m| m.text == error),
+            "{field}: in the log: {:?}",
+            s.status.log
+        );
+        // Enter again on the same text keeps one entry.
+        update(&mut s, Action::CommitEdit);
+        assert_eq!(s.status.log.iter().filter(|m| m.text == error).count(), 1);
+    }
+}
+
+/// Issue 51: help longer than the panel's width was cut at its edge.
+#[test]
+fn a_parameters_help_wraps_in_the_panel() {
+    let field = *Field::ALL
+        .iter()
+        .filter(|f| f.spec().engines.has(samplab::params::Engine::Vllm))
+        .max_by_key(|f| f.spec().help.len())
+        .unwrap();
+    let help = field.spec().help;
+    let mut s = state_sized(100, 30);
+    select(&mut s, field.name());
+    assert!(
+        help.len() > usize::from(areas(s.size).params.width),
+        "{help}"
+    );
+    let shown = panel_text(&s);
+    assert!(shown.contains(&one_spaced(help)), "{help:?} in {shown:?}");
+}
+
+/// Issue 51: the params panel kept its width on a large terminal.
+#[test]
+fn the_params_panel_and_its_sliders_grow_with_the_terminal() {
+    let slider = |w, h| {
+        let s = streamed(w, h);
+        let buffer = render(&s, &Theme::plain());
+        let (_, y) = find(&buffer, "temperature").unwrap();
+        row(&buffer, y)
+            .chars()
+            .filter(|c| "▮▯".contains(*c))
+            .count()
+    };
+    assert!(slider(160, 45) > slider(100, 30));
 }
 
 #[test]
@@ -1113,10 +1185,14 @@ fn home_end_and_pages_move_through_the_parameters() {
     };
     let screen = render(&s, &Theme::dark());
     let panel = areas(s.size).params;
-    // The rows between the borders, less the help line under them.
-    let page = usize::from(panel.height) - 3;
+    // The rows between the borders, less the help under them (at most a third).
+    let inside = usize::from(panel.height) - 2;
     let last = Field::ALL.len() - 1;
-    assert_eq!(press(&mut s, KeyCode::PageDown), page);
+    let page = press(&mut s, KeyCode::PageDown);
+    assert!(
+        (inside - inside / 3..inside).contains(&page),
+        "{page} of {inside}"
+    );
     assert_eq!(press(&mut s, KeyCode::PageDown), (2 * page).min(last));
     assert_eq!(press(&mut s, KeyCode::PageUp), (2 * page).min(last) - page);
     assert_eq!(press(&mut s, KeyCode::End), last);

@@ -134,7 +134,9 @@ fn enter_on_a_picked_alternative_runs_a_branch_that_the_cursor_follows() {
     act(&mut s, BranchAction::Pick(1));
     act(&mut s, BranchAction::Pick(1));
     act(&mut s, BranchAction::Pick(1));
-    assert_eq!(s.columns.pick, Some(2), "the highlight stops at the last");
+    assert_eq!(s.columns.pick, Some(0), "the highlight wraps round");
+    act(&mut s, BranchAction::Pick(-1));
+    assert_eq!(s.columns.pick, Some(2), "and back");
     act(&mut s, BranchAction::Pick(-1));
     let request = run_of(&act(&mut s, BranchAction::Take));
     assert_eq!(request.params, first.params, "the same samples run again");
@@ -146,9 +148,9 @@ fn enter_on_a_picked_alternative_runs_a_branch_that_the_cursor_follows() {
         .index_of(SideId(0), n)
         .expect("the branch has a column");
     assert_eq!(s.columns.cursor_token(), Some((column, 1)), "on the pick");
-    assert_eq!(s.columns.columns[column].name(), format!("#{n} ←#1@1"));
+    assert_eq!(s.columns.columns[column].name(), format!("#{n} ←#1@2"));
     let buffer = render(&s, &Theme::dark());
-    assert!(find(&buffer, &format!("#{n} ←#1@1 seed {n}")).is_some());
+    assert!(find(&buffer, &format!("#{n} ←#1@2 seed {n}")).is_some());
 
     // The token the sample took is no branch (unlit, `]` skips it; moving back reaches it).
     cursor_to(&mut s, 0, 0);
@@ -319,7 +321,7 @@ fn step_mode_proposes_one_token_at_a_time_to_take_or_replace() {
         Some((column, 1)),
         "on the proposal"
     );
-    assert_eq!(s.columns.columns[column].name(), format!("#{n} ←#1@1 step"));
+    assert_eq!(s.columns.columns[column].name(), format!("#{n} ←#1@2 step"));
     let buffer = render(&s, &Theme::dark());
     assert!(
         find(&buffer, "Space: ▶ · Enter: pick").is_some(),
@@ -362,6 +364,51 @@ fn step_mode_proposes_one_token_at_a_time_to_take_or_replace() {
     );
     assert!(act(&mut s, BranchAction::Step).is_empty());
     assert!(s.status.notice.as_deref().unwrap().contains("not stepping"));
+}
+
+/// Issue 51: in step mode `[` lit the last alternative, wherever the proposal was listed.
+#[test]
+fn in_step_mode_the_brackets_move_one_alternative_from_the_proposal_and_wrap() {
+    let (mut s, _) = finished_run();
+    let n = s.comparison.sides[0]
+        .run_params
+        .as_ref()
+        .unwrap()
+        .num_samples;
+    cursor_to(&mut s, 1, 0);
+    let request = run_of(&act(&mut s, BranchAction::ToggleStep));
+    play(&mut s, &request, 3);
+    let column = s.columns.index_of(SideId(0), n).unwrap();
+    assert_eq!(
+        s.columns.cursor_token(),
+        Some((column, 1)),
+        "on the proposal"
+    );
+    // A proposal drawn from the middle of the list: listed second of three.
+    s.columns.columns[column].tokens[1].top.swap(0, 1);
+    act(&mut s, BranchAction::Pick(-1));
+    assert_eq!(
+        s.columns.pick,
+        Some(0),
+        "`[` lights the one before the proposal"
+    );
+    act(&mut s, BranchAction::Pick(-1));
+    assert_eq!(s.columns.pick, Some(2), "and wraps round to the last");
+    act(&mut s, BranchAction::Pick(1));
+    assert_eq!(s.columns.pick, Some(0), "`]` wraps round to the first");
+    act(&mut s, BranchAction::Pick(1));
+    assert_eq!(
+        s.columns.pick,
+        Some(1),
+        "one at a time, the proposal included"
+    );
+    s.columns.pick = None;
+    act(&mut s, BranchAction::Pick(1));
+    assert_eq!(
+        s.columns.pick,
+        Some(2),
+        "`]` lights the one after the proposal"
+    );
 }
 
 #[test]

@@ -186,6 +186,37 @@ fn o_shows_the_rendered_prompt_then_its_tokens_then_the_typed_text() {
     assert!(find(&render(&s, &theme), "Once!").is_some());
 }
 
+/// Issue 51: a rendering that fills the box lost its first line to the empty row after the
+/// template's closing line break.
+#[test]
+fn o_shows_a_template_that_fits_the_box_from_its_first_line() {
+    let mut s = state_sized(120, 30);
+    let effects = update(&mut s, Action::Engine(ModelId(0), loaded("instruct", true)));
+    let run_id = runs(&effects)[0].1.run_id;
+    let rendered = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nOnce<|im_end|>\n\
+                    <|im_start|>assistant\n";
+    let prompted = Event::Prompted {
+        run_id,
+        rendered: Some(rendered.into()),
+        tokens: Vec::new(),
+    };
+    update(&mut s, Action::Engine(ModelId(0), prompted));
+    update(&mut s, Action::CyclePromptView);
+    let screen = render(&s, &Theme::plain());
+    let prompt = samplab::tui::areas(s.size).prompt;
+    assert_eq!(
+        prompt.height - 2,
+        5,
+        "the box holds the template's five lines"
+    );
+    assert_eq!(
+        find(&screen, "<|im_start|>system"),
+        Some((1, 1)),
+        "the first line, on the box's first row"
+    );
+    assert!(find(&screen, "<|im_start|>assistant").is_some());
+}
+
 #[test]
 fn before_any_run_the_rendered_view_says_so() {
     let mut s = state_sized(80, 24);
@@ -508,7 +539,7 @@ fn the_token_view_colours_the_prompt_by_its_logprobs_and_inspects_a_token() {
     assert!(
         find(
             &screen,
-            "#2 \" a\" (id 9) · p 0.050 (logprob -3.000) · next best: \" the\" 0.819"
+            "token 3/3 \" a\" (id 9) · p 0.050 (logprob -3.000) · next best: \" the\" 0.819"
         )
         .is_some(),
         "the last token is inspected first"
@@ -517,7 +548,7 @@ fn the_token_view_colours_the_prompt_by_its_logprobs_and_inspects_a_token() {
     s.focus = Focus::Prompt;
     update(&mut s, Action::CursorLeft);
     let screen = render(&s, &theme);
-    assert!(find(&screen, "#1 \" upon\" (id 7) · p 0.607").is_some());
+    assert!(find(&screen, "token 2/3 \" upon\" (id 7) · p 0.607").is_some());
     assert!(find(&screen, "next best: \" there\" 0.223").is_some());
     assert_eq!(
         s.prompt.view,
@@ -526,7 +557,13 @@ fn the_token_view_colours_the_prompt_by_its_logprobs_and_inspects_a_token() {
     );
     update(&mut s, Action::CursorLeft);
     update(&mut s, Action::CursorLeft);
-    assert!(find(&render(&s, &theme), "#0 \"Once\" (id 1) · the first token").is_some());
+    assert!(
+        find(
+            &render(&s, &theme),
+            "token 1/3 \"Once\" (id 1) · the first token"
+        )
+        .is_some()
+    );
     update(&mut s, Action::CursorRight);
     assert_eq!(s.prompt.token_cursor, 1);
 }

@@ -156,7 +156,7 @@ fn samples_sharing_a_seed_are_marked_where_they_part() {
 
     let marks: Vec<Option<usize>> = s.columns.columns.iter().map(|c| c.diverge).collect();
     assert_eq!(marks, [Some(2), Some(2)], "both part at their third token");
-    assert!(s.columns.columns[0].footer(80).contains("≠2"));
+    assert!(s.columns.columns[0].footer(80).contains("≠3"));
     let screen = render(&s, &Theme::dark());
     let (x, y) = find(&screen, " a time").expect("the first column's text");
     assert!(
@@ -188,9 +188,9 @@ fn a_narrow_column_shortens_its_stop_reason_and_keeps_its_marks() {
     // (terminal width, the first column's footer): two columns of the narrowest width (22
     // cells inside), one column 18 cells inside, then 13.
     for (width, footer) in [
-        (84, "■ 4 tok ≠2 ⇄tiny 7.39*"),
-        (40, "■ ≠2 ⇄tiny 7.39*"),
-        (30, "■ ≠2 ⇄7.39*"),
+        (84, "■ 4 tok ≠3 ⇄tiny 7.39*"),
+        (40, "■ ≠3 ⇄tiny 7.39*"),
+        (30, "■ ≠3 ⇄7.39*"),
     ] {
         update(&mut s, Action::Resize { width, height: 40 });
         let screen = render(&s, &Theme::plain());
@@ -264,6 +264,54 @@ fn two_parameter_sets_run_in_two_lanes_and_b_switches_the_one_edited() {
     assert!(find(&screen, "B:greedy · cpu · #0 seed 7").is_some());
 }
 
+/// Issue 51: B's columns appeared only with its first token, narrowing A's under the reader's
+/// eyes.
+#[test]
+fn a_b_columns_take_their_places_when_the_runs_are_sent() {
+    let mut s = state_sized(200, 50);
+    let greedy = SamplingParams::from_yaml("temperature: 0\nseed: 3").unwrap();
+    let params_b = ParamsState::new(Preset::built_in("greedy", greedy), 1);
+    s.comparison.compare(&["stories".into()], Some(params_b));
+    let effects = update(&mut s, Action::Engine(ModelId(0), loaded("stories", 11)));
+    let runs: Vec<(u64, Option<u64>)> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Run(_, r) => Some((r.run_id, r.params.seed)),
+            _ => None,
+        })
+        .collect();
+    let [(a, Some(seed_a)), (b, Some(3))] = runs[..] else {
+        panic!("A and B run on their seeds: {runs:?}");
+    };
+    assert_eq!(
+        s.columns.columns.len(),
+        2,
+        "both sides' columns, before any token"
+    );
+    let screen = render(&s, &Theme::plain());
+    assert!(
+        find(&screen, "#0 seed 3").is_some(),
+        "B's column shows its seed"
+    );
+
+    update(&mut s, Action::Engine(ModelId(0), started(a, vec![seed_a])));
+    update(
+        &mut s,
+        Action::Engine(ModelId(0), token(a, 0, &"word ".repeat(60), 0.5)),
+    );
+    let before: Vec<usize> = s.columns.columns.iter().map(|c| c.text.width()).collect();
+    let lines = s.columns.columns[0].text.lines.len();
+    update(&mut s, Action::Engine(ModelId(0), started(b, vec![3])));
+    update(&mut s, Action::Engine(ModelId(0), token(b, 0, "B", 0.5)));
+    let after: Vec<usize> = s.columns.columns.iter().map(|c| c.text.width()).collect();
+    assert_eq!(after, before, "no column moved when B started");
+    assert_eq!(
+        s.columns.columns[0].text.lines.len(),
+        lines,
+        "A's text kept its wrapping"
+    );
+}
+
 /// Issue 34: `r` in A/B rolled the edited set's seed only, so the sides no longer shared seeds.
 #[test]
 fn r_in_a_b_rolls_both_sets_seeds_and_says_so() {
@@ -304,12 +352,25 @@ fn r_in_a_b_rolls_both_sets_seeds_and_says_so() {
 
 #[test]
 fn a_side_starting_later_rewraps_the_columns_already_shown() {
-    let (mut s, a, b) = two_models();
-    // Model 0 streams alone first: its column would be wrapped at the full width.
+    let mut s = state_sized(200, 50);
+    s.comparison
+        .compare(&["stories".into(), "tiny".into()], None);
+    let first = update(&mut s, Action::Engine(ModelId(0), loaded("stories", 11)));
+    let [Effect::Run(_, a)] = &first[..] else {
+        panic!("{first:?}");
+    };
+    let a = a.run_id;
+    // Model 0 streams alone first, model 1 still loading: its column is wrapped at the full
+    // width.
     let long = "word ".repeat(60);
     update(&mut s, Action::Engine(ModelId(0), started(a, vec![7])));
     update(&mut s, Action::Engine(ModelId(0), token(a, 0, &long, 0.5)));
     let alone = s.columns.columns[0].text.width();
+    let second = update(&mut s, Action::Engine(ModelId(1), loaded("tiny", 22)));
+    let [Effect::Run(_, b)] = &second[..] else {
+        panic!("{second:?}");
+    };
+    let b = b.run_id;
     update(&mut s, Action::Engine(ModelId(1), started(b, vec![7])));
     let beside = s.columns.columns[0].text.width();
     assert!(beside < alone, "{beside} < {alone}");
@@ -321,6 +382,44 @@ fn a_side_starting_later_rewraps_the_columns_already_shown() {
         .flat_map(|l| l.iter().map(|seg| seg.text.as_str()))
         .collect();
     assert_eq!(shown, long, "nothing is lost to clipping");
+}
+
+/// Issue 51: beside each other, long model names pushed `#0 seed 7` out of the titles.
+#[test]
+fn side_by_side_titles_keep_the_sample_and_seed_and_shorten_the_model_name() {
+    let mut s = state_sized(100, 30);
+    let names = [
+        "TinyLlama-1.1B-Chat-v1.0-Q4_K_M",
+        "Qwen2.5-0.5B-Instruct-Q8_0",
+    ];
+    s.comparison.compare(&names.map(String::from), None);
+    s.comparison.params.params.num_samples = 2;
+    let mut runs = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let effects = update(&mut s, Action::Engine(ModelId(i), loaded(name, 11)));
+        runs.extend(effects.iter().filter_map(|e| match e {
+            Effect::Run(_, r) => Some(r.run_id),
+            _ => None,
+        }));
+    }
+    for (i, &run) in runs.iter().enumerate() {
+        update(&mut s, Action::Engine(ModelId(i), started(run, vec![7, 8])));
+    }
+    let screen = render(&s, &Theme::plain());
+    let titles: Vec<String> = (0..30)
+        .map(|y| row(&screen, y))
+        .filter(|r| r.contains("seed"))
+        .collect();
+    let text = titles.join("\n");
+    for sample in ["#0 seed 7", "#1 seed 8"] {
+        assert_eq!(
+            text.matches(sample).count(),
+            2,
+            "{sample} on both sides:\n{text}"
+        );
+    }
+    assert!(text.contains("TinyLlama-"), "the name, shortened:\n{text}");
+    assert!(text.contains("…"), "{text}");
 }
 
 #[test]

@@ -74,7 +74,7 @@ fn a_sample_that_parts_from_the_first_says_where_and_its_edge_draws_its_entropy(
     let parts: Vec<Option<usize>> = s.columns.columns.iter().map(|c| c.parts).collect();
     assert_eq!(parts, [None, Some(1), None]);
     let buffer = render(&s, &Theme::dark());
-    let (x, y) = find(&buffer, "≠#0@1").expect("the footer of #1 says where it parts");
+    let (x, y) = find(&buffer, "≠#0@2").expect("the footer of #1 says where it parts");
     let (first_x, _) = find(&buffer, "#1 seed 43").expect("#1's title");
     assert!((first_x..first_x + 40).contains(&x), "in #1's own footer");
     // The bottom edge under the footer: 4 nats fills a cell, 2 half of it, 0 is the border.
@@ -117,7 +117,7 @@ fn i_shows_the_runs_statistics_and_closes_again() {
         "distinct n-grams  1: 0.56  2: 0.67  3: 0.67",
         "ended  length 3",
         "identical  #0 = #2",
-        "parts from #0  #1@1  #2 same",
+        "parts from #0  #1@2  #2 same",
         "mean logprob -1.000  perplexity 2.72",
         "mean entropy  raw 2.00 nats  kept 0.50 nats",
     ] {

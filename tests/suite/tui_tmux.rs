@@ -633,14 +633,14 @@ fn a_branch_from_an_alternative_and_three_steps_end_up_in_the_results_file() {
     tmux.wait_for("the highlight", |s| s.contains("Enter: branch from it"));
     tmux.keys(&["Enter"]);
     let screen = tmux.wait_for("the branch", |s| {
-        s.contains("┌ #4 ←#0@1 seed") && finished_columns(s) == 5
+        s.contains("┌ #4 ←#0@2 seed") && finished_columns(s) == 5
     });
     assert!(screen.contains("inspect #4 · token 2/"), "{screen}");
 
     // Step mode from the branch's second token: its third is proposed; three steps take three.
     tmux.keys(&["z"]);
     tmux.wait_for("step mode", |s| {
-        s.contains("┌ #5 ←#4@2 step")
+        s.contains("┌ #5 ←#4@3 step")
             && s.contains("Space: ▶ · Enter: pick")
             && s.contains("token 3/3")
     });
@@ -783,7 +783,7 @@ fn a_saved_session_opens_again_with_its_branch() {
     tmux.wait_for("the highlight", |s| s.contains("Enter: branch from it"));
     tmux.keys(&["Enter"]);
     let before = tmux.wait_for("the branch", |s| {
-        s.contains("┌ #4 ←#0@1 seed") && finished_columns(s) == 5
+        s.contains("┌ #4 ←#0@2 seed") && finished_columns(s) == 5
     });
     let path = home.path().join("story.yaml");
     tmux.keys(&["S"]);
@@ -797,7 +797,7 @@ fn a_saved_session_opens_again_with_its_branch() {
 
     start_playground(&tmux, &format!("--session {}", path.display()));
     let after = tmux.wait_for("the branch again", |s| {
-        s.contains("┌ #4 ←#0@1 seed") && finished_columns(s) == 5
+        s.contains("┌ #4 ←#0@2 seed") && finished_columns(s) == 5
     });
     for sample in 0..4 {
         assert_eq!(

@@ -26,10 +26,10 @@ pub fn columns(response: &SampleResponse, data: &RunData, theme: &Theme) -> Stri
     html
 }
 
-/// `#0 seed 42`, or for a branch `#4 ←#0@12`.
+/// `#0 seed 42`, or for a branch `#4 ←#0@12` (token 12 counted from 1, as the playground).
 fn title(t: &Trajectory) -> String {
     match t.branch {
-        Some(origin) => format!("#{} ←#{}@{}", t.index, origin.parent, origin.at),
+        Some(origin) => format!("#{} ←#{}@{}", t.index, origin.parent, origin.at + 1),
         None => format!("#{} seed {}", t.index, t.seed),
     }
 }
@@ -102,7 +102,7 @@ fn footer(response: &SampleResponse, t: &Trajectory, data: &RunData) -> String {
         .as_ref()
         .and_then(|stats| stats.divergence.get(t.index as usize).copied().flatten());
     if let (None, Some(at)) = (t.branch, parts_at) {
-        parts.push(format!("≠#0@{at}"));
+        parts.push(format!("≠#0@{}", at + 1));
     }
     for score in t.cross_scores.iter().flatten() {
         parts.push(format!("⇄{} {}", score.model, score.perplexity_label()));

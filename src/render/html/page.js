@@ -79,7 +79,7 @@
     if (sample.entropy) figures.push(`entropy ${fixed(sample.entropy[i], 2)} nats`);
     if (sample.kept_entropy) figures.push(`kept ${fixed(sample.kept_entropy[i], 2)}`);
     panel.replaceChildren(
-      el("h3", null, `${column.querySelector(".head").textContent} · token ${i}`),
+      el("h3", null, `${column.querySelector(".head").textContent} · token ${i + 1}`),
       el("div", "token mono", quoted(run.vocab[id])),
       el("p", "dim", figures.join(" · ")),
       ...alternatives(run, sample, i, id),

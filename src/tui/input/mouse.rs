@@ -102,6 +102,7 @@ fn alternative_at(panel: Rect, at: Position, state: &State) -> Option<usize> {
     inspector::alternative_at(
         event,
         state.comparison.params.params.logprobs,
+        usize::from(inner.width),
         usize::from(at.y - inner.y),
     )
 }
@@ -112,7 +113,7 @@ fn param_at(panel: Rect, at: Position, state: &State) -> Option<(usize, Option<f
     if !inner.contains(at) {
         return None;
     }
-    let visible = visible_rows(&state.comparison.params, usize::from(inner.height));
+    let visible = visible_rows(&state.comparison.params, &state.comparison.served(), inner);
     let row = usize::from(at.y - inner.y);
     let field = first_row(state.comparison.params.selected, visible) + row;
     if row >= visible || field >= Field::ALL.len() {

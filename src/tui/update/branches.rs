@@ -60,21 +60,29 @@ fn served_at_cursor(state: &State) -> Option<String> {
     slot.served.as_ref().map(|(server, _)| server.clone())
 }
 
-/// Moves the inspector's highlight over the alternatives of the cursor's token. Unlit, `]`
-/// lights the best alternative the sample did not take and `[` the worst, since the token it
-/// took is no branch.
+/// Moves the inspector's highlight over the alternatives of the cursor's token by one,
+/// wrapping round the list. Unlit, the move starts from the token the sample took (in step
+/// mode, the proposal), so that `]` lights the next alternative and `[` the previous one.
 fn pick(state: &mut State, delta: i32) {
     let Some((column, token)) = state.columns.cursor_token() else {
         return;
     };
     let event = &state.columns.columns[column].tokens[token];
-    let last = event.top.len().saturating_sub(1);
-    let others = || (0..event.top.len()).filter(|&i| event.top[i].id != event.id);
-    state.columns.pick = match state.columns.pick {
-        Some(from) => Some(from.saturating_add_signed(delta as isize).min(last)),
-        None if delta > 0 => others().next(),
-        None => others().next_back(),
+    let count = event.top.len();
+    if count == 0 {
+        return;
+    }
+    let from = state
+        .columns
+        .pick
+        .or_else(|| event.top.iter().position(|a| a.id == event.id));
+    let next = match from {
+        Some(from) => (from as i64 + i64::from(delta)).rem_euclid(count as i64) as usize,
+        // The taken token is not listed: it stands before the first and after the last.
+        None if delta > 0 => 0,
+        None => count - 1,
     };
+    state.columns.pick = Some(next);
 }
 
 /// Enter: continue from the highlighted alternative in a new branch, or, on the token a step

@@ -17,6 +17,7 @@ use crate::model::Activations;
 use crate::params::Field;
 use crate::presets::{MODEL_PRESET, Preset};
 use crate::response::StopReason;
+use crate::sampling::sample_seed;
 use crate::tui::action::{Action, Effect, ListMove};
 use crate::tui::branch_tree::keep_for_run;
 use crate::tui::comparison::{ModelId, SideId};
@@ -30,7 +31,7 @@ use crate::tui::state::{Overlay, State};
 use crate::tui::widgets::chain_view::TokenTrace;
 use crate::tui::widgets::columns::Columns;
 use crate::tui::widgets::layout::{Grid, areas};
-use crate::tui::widgets::params::page_rows;
+use crate::tui::widgets::params::{ParamsState, page_rows};
 use crate::tui::widgets::prompt::{PromptView, SeenPrompt};
 use crate::tui::widgets::text::TextBuffer;
 use run_shape::load_over;
@@ -92,17 +93,10 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             Vec::new()
         }
         Action::NudgeParam { steps, coarse } => {
-            let changed = state.comparison.params.nudge(steps, coarse);
-            params_changed(state, changed)
+            change_params(state, |params| params.nudge(steps, coarse))
         }
-        Action::ResetParam => {
-            let changed = state.comparison.params.reset();
-            params_changed(state, changed)
-        }
-        Action::TurnOffParam => {
-            let changed = state.comparison.params.turn_off();
-            params_changed(state, changed)
-        }
+        Action::ResetParam => change_params(state, ParamsState::reset),
+        Action::TurnOffParam => change_params(state, ParamsState::turn_off),
         Action::RollSeed => {
             let changed = roll_seeds(state);
             params_changed(state, changed)
@@ -115,16 +109,10 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
             state.prompt.view = state.prompt.view.next();
             Vec::new()
         }
-        Action::EditParam => {
-            let changed = state.comparison.params.edit();
-            params_changed(state, changed)
-        }
+        Action::EditParam => change_params(state, ParamsState::edit),
         Action::CommitEdit => edit_sample::commit(state)
             .or_else(|| conversation::commit(state))
-            .unwrap_or_else(|| {
-                let changed = state.comparison.params.commit();
-                params_changed(state, changed)
-            }),
+            .unwrap_or_else(|| change_params(state, ParamsState::commit)),
         Action::CancelEdit => {
             if !edit_sample::cancel(state) && !conversation::cancel(state) {
                 state.comparison.params.editor = None;
@@ -272,8 +260,12 @@ fn select(state: &mut State, by: ListMove) {
         Some(Overlay::Conversation(_)) => conversation::move_by(state, by),
         Some(_) => {}
         None => {
+            let page = page_rows(
+                &state.comparison.params,
+                &state.comparison.served(),
+                areas(state.size).params,
+            );
             let params = &mut state.comparison.params;
-            let page = page_rows(params, areas(state.size).params);
             // Stops at the first and last rows: wrapping round put a held ↑ on num_samples.
             params.select_row(by.apply(params.selected, Field::ALL.len(), page, false));
         }
@@ -316,7 +308,7 @@ fn trace_cursor_token(state: &mut State) -> Option<Effect> {
     let request = TraceRequest {
         run_id: side.current?,
         sample: column.sample,
-        seed: column.seed,
+        seed: column.seed?,
         branch,
         tokens: column.tokens[..=step].iter().map(|t| t.id).collect(),
         params: side.run_params.clone()?,
@@ -456,6 +448,23 @@ fn edit_text(state: &mut State, edit: impl FnOnce(&mut TextBuffer) -> bool) -> V
 }
 
 /// A change stops the run on screen at once and asks for a new one after the debounce.
+/// Applies `change` to the edited parameters. A new refusal (of a typed value, or of a move
+/// another parameter rules out) also goes to the message log: the panel shows it only until
+/// the next key, and the status bar keeps its room for the run.
+fn change_params(state: &mut State, change: impl FnOnce(&mut ParamsState) -> bool) -> Vec<Effect> {
+    let refusal = |params: &ParamsState| {
+        let typed = params.editor.as_ref().and_then(|e| e.error.clone());
+        typed.or_else(|| params.refusal.clone())
+    };
+    let before = refusal(&state.comparison.params);
+    let changed = change(&mut state.comparison.params);
+    if let Some(why) = refusal(&state.comparison.params).filter(|why| Some(why) != before.as_ref())
+    {
+        state.status.log_notice(why);
+    }
+    params_changed(state, changed)
+}
+
 pub(super) fn params_changed(state: &mut State, changed: bool) -> Vec<Effect> {
     if !changed {
         return Vec::new();
@@ -516,6 +525,11 @@ pub(super) fn start_pending(state: &mut State) -> Vec<Effect> {
         }
         let side = &mut state.comparison.sides[index];
         let branches = side.tree.requests(params.num_samples);
+        // The seed of each column: the samples', then the branches', which follow theirs.
+        let seeds: Vec<Option<u64>> = (0..params.num_samples)
+            .chain(branches.iter().map(|b| b.sample))
+            .map(|i| params.seed.map(|seed| sample_seed(seed, i)))
+            .collect();
         side.run_branches.clone_from(&branches);
         side.current = Some(run_id);
         side.active = true;
@@ -534,8 +548,21 @@ pub(super) fn start_pending(state: &mut State) -> Vec<Effect> {
                 branches,
             },
         ));
+        reserve_columns(state, index, &seeds);
     }
     effects
+}
+
+/// Beside other sides, a side's first run takes its columns' places when it is sent rather
+/// than when its first token comes, so that the columns already shown do not narrow under the
+/// reader's eyes. They show the `seeds` the run will take, where known.
+fn reserve_columns(state: &mut State, side: SideId, seeds: &[Option<u64>]) {
+    let shown = state.columns.columns.iter().any(|c| c.side == side);
+    if shown || state.comparison.sides.len() < 2 {
+        return;
+    }
+    let grid = Grid::on_screen(state.size, state.columns.columns.len() + seeds.len());
+    state.columns.start(side, seeds, &grid);
 }
 
 /// The side showing run `run_id` of `model`.
@@ -700,6 +727,7 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
                 .filter(|c| c.side != side)
                 .count();
             let grid = Grid::on_screen(state.size, others + seeds.len());
+            let seeds: Vec<Option<u64>> = seeds.into_iter().map(Some).collect();
             state.columns.start(side, &seeds, &grid);
             state.comparison.sides[side].shown = Some(run_id);
             label_branches(state, side, &grid);

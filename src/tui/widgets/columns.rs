@@ -69,7 +69,9 @@ pub struct Column {
     pub side: SideId,
     /// The sample's index within its run.
     pub sample: u32,
-    pub seed: u64,
+    /// `None` in a column reserved for a run that has not started and whose seed is drawn at
+    /// random.
+    pub seed: Option<u64>,
     /// Every generated token as the engine reported it, alternatives included.
     pub tokens: Vec<TokenEvent>,
     sum_logprob: f64,
@@ -102,7 +104,7 @@ pub struct Column {
 }
 
 impl Column {
-    pub fn new(seed: u64, width: usize, whitespace: bool) -> Self {
+    pub fn new(seed: Option<u64>, width: usize, whitespace: bool) -> Self {
         Self {
             side: SideId::default(),
             sample: 0,
@@ -124,12 +126,12 @@ impl Column {
         }
     }
 
-    /// `#2`; for a branch, its parent and the token where it parts (`#5 ←#2@14`), and `step`
-    /// in step mode.
+    /// `#2`; for a branch, its parent and the token where it parts (`#5 ←#2@14`, counted from
+    /// 1 as everywhere a position is shown), and `step` in step mode.
     pub fn name(&self) -> String {
         let mut name = format!("#{}", self.sample);
         if let Some(origin) = self.origin {
-            name.push_str(&format!(" ←#{}@{}", origin.parent, origin.at));
+            name.push_str(&format!(" ←#{}@{}", origin.parent, origin.at + 1));
         }
         if self.stepping {
             name.push_str(" step");
@@ -203,7 +205,7 @@ impl Column {
     /// A re-run's sample says how many tokens it replayed and decoded: `37 tok ↺30+7`.
     /// When models are compared, the other models' perplexities follow (`⇄tiny 8.10`, with `*`
     /// when the text was tokenized again, `†` when the scoring model has no chat template and
-    /// scored after this model's rendering) and where the sample parts from the others (`≠12`).
+    /// scored after this model's rendering) and where the sample parts from the others (`≠12`, the token counted from 1).
     /// Where the sample parts from its run's sample 0 comes first (`≠#0@5`).
     /// These marks are what a narrow column is read for, so the stop reason and the statistics
     /// shrink to `■ 37 tok`, then `■`, before the scores lose their model names and then go.
@@ -235,10 +237,10 @@ impl Column {
     fn compare_forms(&self) -> [String; 3] {
         let mut parts = String::new();
         if let Some(token) = self.parts {
-            parts.push_str(&format!(" ≠#0@{token}"));
+            parts.push_str(&format!(" ≠#0@{}", token + 1));
         }
         if let Some(token) = self.diverge {
-            parts.push_str(&format!(" ≠{token}"));
+            parts.push_str(&format!(" ≠{}", token + 1));
         }
         let (mut named, mut unnamed) = (parts.clone(), parts.clone());
         for score in &self.cross {
@@ -372,7 +374,7 @@ impl Columns {
     /// A new run of `side`: fresh columns that follow their tails, in place of the side's old
     /// ones (sides stay in order); the cursor keeps its place so that the same position can
     /// be compared across runs. `grid` is laid out for every column after the change.
-    pub fn start(&mut self, side: SideId, seeds: &[u64], grid: &Grid) {
+    pub fn start(&mut self, side: SideId, seeds: &[Option<u64>], grid: &Grid) {
         let width = grid.text_width();
         let fresh = seeds.iter().enumerate().map(|(i, &seed)| Column {
             side,
@@ -613,6 +615,35 @@ pub struct Sides {
     pub empty: Empty,
 }
 
+/// A column's title in `room` cells. The sample's name and seed always show: what its side
+/// adds (the model, the parameter set, and over the first sample the device and speed) is
+/// shortened first, then left out.
+fn column_title(side: Option<&SideTitle>, column: &Column, room: usize) -> String {
+    let seed = column
+        .seed
+        .map_or_else(|| "?".to_owned(), |seed| seed.to_string());
+    let own = format!("{} seed {seed}", column.name());
+    let Some(side) = side else {
+        return format!(" {own} ");
+    };
+    let full = match column.sample {
+        0 => format!(" {} · {own} ", side.header),
+        _ => format!(" {} {own} ", side.label),
+    };
+    let labelled = format!(" {} {own} ", side.label);
+    // Spaces round both parts, and a label cut shorter than this says nothing.
+    let left = room.saturating_sub(own.width() + 3);
+    if full.width() <= room {
+        full
+    } else if labelled.width() <= room {
+        labelled
+    } else if left >= 4 {
+        format!(" {} {own} ", super::cells::fit(&side.label, left))
+    } else {
+        format!(" {own} ")
+    }
+}
+
 /// Draws the columns on screen; only the rows in view are laid out, whatever the length.
 pub fn render(
     frame: &mut Frame,
@@ -652,28 +683,25 @@ pub fn render(
         // A row of columns may be a line taller than `grid.text_rows()`: it shows one more.
         let rows = usize::from(Grid::text_area(rect).height);
         let top = column.top(rows);
-        let own = column.name();
-        let name = match titles.get(column.side.0) {
-            Some(title) if column.sample == 0 => {
-                format!(" {} · {own} seed {} ", title.header, column.seed)
-            }
-            Some(title) => format!(" {} {own} seed {} ", title.label, column.seed),
-            None => format!(" {own} seed {} ", column.seed),
-        };
-        let mut title = vec![Span::styled(name, theme.title)];
+        let mut notes = Vec::new();
         match (state.heat, super::disagreement::shown_model(&column.cross)) {
-            (Heat::Raw, _) => title.push(Span::styled("raw p ", theme.dim)),
+            (Heat::Raw, _) => notes.push(Span::styled("raw p ", theme.dim)),
             (Heat::Other, Some(model)) => {
-                title.push(Span::styled(format!("⇄{model} p "), theme.dim));
+                notes.push(Span::styled(format!("⇄{model} p "), theme.dim));
             }
-            (Heat::Other, None) => title.push(Span::styled("⇄none ", theme.dim)),
+            (Heat::Other, None) => notes.push(Span::styled("⇄none ", theme.dim)),
             (Heat::Kept, _) => {}
         }
         match marks.get(column.side.0) {
-            Some(Mark::Stale) => title.push(Span::styled("stale ", theme.dim)),
-            Some(Mark::Failed) => title.push(Span::styled("run failed ", theme.error)),
+            Some(Mark::Stale) => notes.push(Span::styled("stale ", theme.dim)),
+            Some(Mark::Failed) => notes.push(Span::styled("run failed ", theme.error)),
             Some(Mark::Current) | None => {}
         }
+        let room = usize::from(rect.width.saturating_sub(2))
+            .saturating_sub(notes.iter().map(Span::width).sum());
+        let name = column_title(titles.get(column.side.0), column, room);
+        let mut title = vec![Span::styled(name, theme.title)];
+        title.extend(notes);
         let mut block = Block::bordered()
             .title(Line::from(title))
             .border_style(theme.frame(focused && i == state.cursor.column));
@@ -787,7 +815,7 @@ mod tests {
 
     #[test]
     fn rewrap_keeps_tokens_and_the_tail() {
-        let mut c = Column::new(1, 8, false);
+        let mut c = Column::new(Some(1), 8, false);
         for t in ["Once", " upon", " a", "\ntime"] {
             c.push_token(token(t, -1.0));
         }
@@ -800,7 +828,7 @@ mod tests {
 
     #[test]
     fn footer_names_the_stop_and_drops_statistics_that_do_not_fit() {
-        let mut c = Column::new(1, 10, false);
+        let mut c = Column::new(Some(1), 10, false);
         c.push_token(token("a", -1.0));
         c.push_token(token("b", -3.0));
         assert_eq!(c.footer(80), "… 2 tok lp -2.00 ppl 7.39");
@@ -826,12 +854,12 @@ mod tests {
         c.replay = Some((1, 1));
         assert_eq!(c.footer(80), "■ length 2 tok ↺1+1 lp -2.00 ppl 7.39");
         assert_eq!(c.footer(20), "■ length 2 tok ↺1+1");
-        assert_eq!(Column::new(1, 10, false).footer(80), "… 0 tok");
+        assert_eq!(Column::new(Some(1), 10, false).footer(80), "… 0 tok");
     }
 
     #[test]
     fn a_narrow_footer_shortens_the_stop_and_statistics_before_the_marks() {
-        let mut c = Column::new(1, 10, false);
+        let mut c = Column::new(Some(1), 10, false);
         c.push_token(token("a", -1.0));
         c.push_token(token("b", -3.0));
         c.finish(StopReason::Length, None, None);
@@ -846,12 +874,12 @@ mod tests {
             foreign_prompt: false,
             per_token: None,
         });
-        assert_eq!(c.footer(31), "■ length 2 tok ≠#0@1 ⇄tiny 7.39");
-        assert_eq!(c.footer(25), "■ length ≠#0@1 ⇄tiny 7.39");
-        assert_eq!(c.footer(24), "■ 2 tok ≠#0@1 ⇄tiny 7.39");
-        assert_eq!(c.footer(18), "■ ≠#0@1 ⇄tiny 7.39");
-        assert_eq!(c.footer(13), "■ ≠#0@1 ⇄7.39");
-        assert_eq!(c.footer(12), "■ ≠#0@1");
+        assert_eq!(c.footer(31), "■ length 2 tok ≠#0@2 ⇄tiny 7.39");
+        assert_eq!(c.footer(25), "■ length ≠#0@2 ⇄tiny 7.39");
+        assert_eq!(c.footer(24), "■ 2 tok ≠#0@2 ⇄tiny 7.39");
+        assert_eq!(c.footer(18), "■ ≠#0@2 ⇄tiny 7.39");
+        assert_eq!(c.footer(13), "■ ≠#0@2 ⇄7.39");
+        assert_eq!(c.footer(12), "■ ≠#0@2");
         assert_eq!(
             c.footer(6),
             "■ length",
@@ -861,7 +889,7 @@ mod tests {
 
     #[test]
     fn a_scrolled_column_stays_put_and_follows_again_at_the_bottom() {
-        let mut c = Column::new(1, 4, false);
+        let mut c = Column::new(Some(1), 4, false);
         for _ in 0..10 {
             c.push_token(token("abcd", -1.0));
         }
@@ -883,7 +911,7 @@ mod tests {
         let grid = Grid::new(Rect::new(0, 0, 10, 6), 1);
         assert_eq!(grid.text_rows(), 3);
         let mut columns = Columns::default();
-        columns.start(SideId(0), &[7], &grid);
+        columns.start(SideId(0), &[Some(7)], &grid);
         assert_eq!(columns.cursor_token(), None, "no token yet");
         for _ in 0..3 {
             columns.push_token(SideId(0), token("abcdefgh", -1.0), &grid, true);

@@ -5,6 +5,7 @@
 //! not apply then, the panel is the only one tall enough for a list of alternatives without
 //! taking rows from the columns, and it sits beside the text being inspected.
 
+use super::cells::{fit, word_wrap};
 use super::chain_view;
 use super::columns::{Column, Columns};
 use super::legend;
@@ -16,8 +17,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph};
-use unicode_width::UnicodeWidthChar;
+use ratatui::widgets::{Block, Paragraph, Wrap};
 
 /// Cells for an alternative's quoted text.
 const TEXT_WIDTH: usize = 10;
@@ -25,8 +25,6 @@ const TEXT_WIDTH: usize = 10;
 const MARK_WIDTH: usize = 2;
 /// ` 3`: the alternative's rank by raw probability.
 const RANK_WIDTH: usize = 3;
-/// Lines above the alternatives: the token's rows, a blank and the list's header.
-const HEAD_LINES: usize = 8;
 /// ` 0.29`: one probability after the bar, raw or processed.
 const NUMBER_WIDTH: usize = 5;
 /// Cells before the bar: the mark, the rank, the text and a space.
@@ -87,7 +85,8 @@ pub fn render(frame: &mut Frame, area: Rect, columns: &Columns, context: &Contex
     let cursor = columns.cursor_token();
     let title = match cursor {
         Some((column, token)) => format!(
-            " inspect #{column} · token {}/{} ",
+            " inspect #{} · token {}/{} ",
+            columns.columns[column].sample,
             token + 1,
             columns.columns[column].tokens.len()
         ),
@@ -103,7 +102,7 @@ pub fn render(frame: &mut Frame, area: Rect, columns: &Columns, context: &Contex
         .border_style(theme.frame(true));
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let lines = match cursor {
+    match cursor {
         Some((column, token)) => {
             let column = &columns.columns[column];
             let event = &column.tokens[token];
@@ -112,7 +111,13 @@ pub fn render(frame: &mut Frame, area: Rect, columns: &Columns, context: &Contex
                 pick: columns.pick,
                 proposal: column.stepping && token + 1 == column.tokens.len(),
             };
-            let mut lines = token_lines(event, &shown, usize::from(inner.width), theme);
+            let width = usize::from(inner.width);
+            // The token and its alternatives fit the width (the clicks find them by line);
+            // what follows wraps.
+            let listed = token_lines(event, &shown, width, theme);
+            let listed_height = u16::try_from(listed.len()).unwrap_or(u16::MAX);
+            frame.render_widget(Paragraph::new(listed), inner);
+            let mut lines = Vec::new();
             if let Some(server) = served {
                 let others = event.top.iter().filter(|a| a.id != event.id).count();
                 lines.extend(
@@ -134,11 +139,19 @@ pub fn render(frame: &mut Frame, area: Rect, columns: &Columns, context: &Contex
             lines.extend(super::disagreement::lines(&column.cross, token, theme));
             let trace = column.trace.as_ref().filter(|t| t.step == token);
             lines.extend(chain_view::lines(event, trace, theme));
-            lines
+            let below = Rect {
+                y: inner.y + listed_height.min(inner.height),
+                height: inner.height.saturating_sub(listed_height),
+                ..inner
+            };
+            frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), below);
         }
-        None => vec![Line::styled("no token under the cursor yet", theme.dim)],
-    };
-    frame.render_widget(Paragraph::new(lines), inner);
+        None => frame.render_widget(
+            Paragraph::new(Line::styled("no token under the cursor yet", theme.dim))
+                .wrap(Wrap { trim: false }),
+            inner,
+        ),
+    }
 }
 
 /// How the alternatives are shown: which the response keeps, which is highlighted to branch
@@ -149,16 +162,72 @@ struct Shown {
     proposal: bool,
 }
 
-/// The place of each alternative's line among the inspector's lines (a rule goes under the
-/// ones `logprobs` keeps), so that a click finds the alternative it drew.
-fn alternative_rows(count: usize, logprobs: Option<u32>) -> impl Iterator<Item = usize> {
+/// The place of each alternative's line among the inspector's lines, under the `head` lines
+/// of the token and the list's header (a rule goes under the ones `logprobs` keeps), so that a
+/// click finds the alternative it drew.
+fn alternative_rows(
+    count: usize,
+    logprobs: Option<u32>,
+    head: usize,
+) -> impl Iterator<Item = usize> {
     let kept = logprobs.map_or(0, |n| n as usize);
-    (0..count).map(move |i| HEAD_LINES + i + usize::from(i >= kept))
+    (0..count).map(move |i| head + 1 + i + usize::from(i >= kept))
 }
 
-/// The alternative of `token` drawn on line `row` of the inspector's inside.
-pub fn alternative_at(token: &TokenEvent, logprobs: Option<u32>, row: usize) -> Option<usize> {
-    alternative_rows(token.top.len(), logprobs).position(|r| r == row)
+/// The alternative of `token` drawn on line `row` of an inspector `width` cells wide inside.
+pub fn alternative_at(
+    token: &TokenEvent,
+    logprobs: Option<u32>,
+    width: usize,
+    row: usize,
+) -> Option<usize> {
+    let head = head_rows(token, width).len();
+    alternative_rows(token.top.len(), logprobs, head).position(|r| r == row)
+}
+
+/// The token's figures above its alternatives as (label, value) rows, a value too long for
+/// the panel going on under its label.
+fn head_rows(token: &TokenEvent, width: usize) -> Vec<(&'static str, String)> {
+    let own_text = token
+        .top
+        .iter()
+        .find(|a| a.id == token.id)
+        .map_or(token.text.as_str(), |a| a.text.as_str());
+    let mut rows = vec![
+        ("id", token.id.to_string()),
+        ("text", quoted(own_text)),
+        ("logprob", format!("{:.3}", token.logprob)),
+        ("raw p", format!("{:.3}", token.logprob.exp())),
+        ("kept p", format!("{:.3}", token.prob)),
+        ("rank", token.rank.to_string()),
+    ];
+    // What the constraint (structured outputs) cut, in the row that parts the head.
+    match token.constraint {
+        Some(cut) if cut.forced() => rows.push(("allowed", "this token only (forced)".into())),
+        Some(cut) => rows.push((
+            "allowed",
+            format!(
+                "{} tokens · {:.1}% of raw p refused",
+                cut.allowed,
+                cut.refused * 100.0
+            ),
+        )),
+        None => rows.push(("", String::new())),
+    }
+    let room = width.saturating_sub(LABEL_WIDTH);
+    let mut folded = Vec::new();
+    for (label, value) in rows {
+        // Too narrow to fold under a label: the value is cut where the panel ends.
+        let pieces = if room < 8 {
+            vec![value]
+        } else {
+            word_wrap(&value, room)
+        };
+        for (i, piece) in pieces.into_iter().enumerate() {
+            folded.push((if i == 0 { label } else { "" }, piece));
+        }
+    }
+    folded
 }
 
 fn token_lines<'a>(
@@ -168,38 +237,16 @@ fn token_lines<'a>(
     theme: &Theme,
 ) -> Vec<Line<'a>> {
     let logprobs = shown.logprobs;
-    let own_text = token
-        .top
+    let head = head_rows(token, width);
+    let mut lines: Vec<Line> = head
         .iter()
-        .find(|a| a.id == token.id)
-        .map_or(token.text.as_str(), |a| a.text.as_str());
-    let row = |label: &str, value: String| {
-        Line::from(vec![
-            Span::styled(format!("{label:<LABEL_WIDTH$}"), theme.dim),
-            Span::styled(value, theme.value),
-        ])
-    };
-    let mut lines = vec![
-        row("id", token.id.to_string()),
-        row("text", quoted(own_text)),
-        row("logprob", format!("{:.3}", token.logprob)),
-        row("raw p", format!("{:.3}", token.logprob.exp())),
-        row("kept p", format!("{:.3}", token.prob)),
-        row("rank", token.rank.to_string()),
-        // What the constraint (structured outputs) cut, in the line that parts the head.
-        match token.constraint {
-            Some(cut) if cut.forced() => row("allowed", "this token only (forced)".into()),
-            Some(cut) => row(
-                "allowed",
-                format!(
-                    "{} tokens · {:.1}% of raw p refused",
-                    cut.allowed,
-                    cut.refused * 100.0
-                ),
-            ),
-            None => Line::default(),
-        },
-    ];
+        .map(|(label, value)| {
+            Line::from(vec![
+                Span::styled(format!("{label:<LABEL_WIDTH$}"), theme.dim),
+                Span::styled(value.clone(), theme.value),
+            ])
+        })
+        .collect();
     let widths = Widths::new(width);
     // The first fits the panel's usual width; the others narrower ones.
     let headings: &[&str] = if shown.proposal {
@@ -210,8 +257,7 @@ fn token_lines<'a>(
         &["alternatives · [ ] pick", "alternatives"]
     };
     lines.push(Line::styled(widths.header(headings), theme.dim));
-    debug_assert_eq!(lines.len(), HEAD_LINES);
-    let rows: Vec<usize> = alternative_rows(token.top.len(), logprobs).collect();
+    let rows: Vec<usize> = alternative_rows(token.top.len(), logprobs, head.len()).collect();
     for (i, a) in token.top.iter().enumerate() {
         if lines.len() < rows[i] {
             lines.push(Line::styled(kept_rule(logprobs, width), theme.dim));
@@ -330,29 +376,6 @@ fn alternative_line<'a>(
 /// The token's text as a Rust string literal: `" the"`, `"\n"`.
 fn quoted(text: &str) -> String {
     format!("\"{}\"", text.escape_debug())
-}
-
-/// `text` cut or padded to exactly `width` cells, `…` marking a cut.
-fn fit(text: &str, width: usize) -> String {
-    let mut out = String::new();
-    let mut used = 0;
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        let w = c.width().unwrap_or(0);
-        let room = if chars.peek().is_some() {
-            width.saturating_sub(1)
-        } else {
-            width
-        };
-        if used + w > room {
-            out.push('…');
-            used += 1;
-            break;
-        }
-        out.push(c);
-        used += w;
-    }
-    out + &" ".repeat(width.saturating_sub(used))
 }
 
 /// A bar of `fraction` of `width` cells, in eighths of a cell, padded to `width`.

@@ -7,7 +7,10 @@ use ratatui::layout::{Margin, Rect};
 pub const MIN_COLUMN_WIDTH: u16 = 24;
 /// Rows of columns lower than this (borders, two lines of text, the footer) scroll instead.
 pub const MIN_COLUMN_HEIGHT: u16 = 5;
+/// The params panel's width up to a 126-cell terminal; wider ones give it 2/7 of their width
+/// (longer sliders, help on fewer lines), up to `PARAMS_MAX_WIDTH`.
 const PARAMS_WIDTH: u16 = 36;
+const PARAMS_MAX_WIDTH: u16 = 64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Areas {
@@ -28,7 +31,9 @@ pub fn areas(size: Rect) -> Areas {
         height: status_height,
         ..size
     };
-    let params_width = PARAMS_WIDTH.min(body.width / 2);
+    let params_width = (body.width / 7 * 2)
+        .clamp(PARAMS_WIDTH, PARAMS_MAX_WIDTH)
+        .min(body.width / 2);
     let left_width = body.width - params_width;
     let params = Rect {
         x: body.x + left_width,
@@ -188,6 +193,22 @@ fn share(total: u16, parts: usize, i: usize) -> (u16, u16) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 51: the params panel stayed 36 cells wide on a large terminal.
+    #[test]
+    fn the_params_panel_grows_with_the_terminal() {
+        let small = areas(Rect::new(0, 0, 100, 30));
+        let large = areas(Rect::new(0, 0, 160, 45));
+        assert_eq!(small.params.width, PARAMS_WIDTH);
+        assert!(large.params.width > small.params.width, "{large:?}");
+        assert_eq!(large.params.height, 44, "all of the body's height");
+        assert!(
+            large.columns.width > small.columns.width,
+            "the columns grow too"
+        );
+        let huge = areas(Rect::new(0, 0, 400, 100));
+        assert_eq!(huge.params.width, PARAMS_MAX_WIDTH);
+    }
 
     #[test]
     fn panes_tile_the_screen_at_any_size() {

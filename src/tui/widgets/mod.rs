@@ -1,6 +1,7 @@
 //! The panels of the screen (prompt, parameters, columns, inspector, status bar) and the text
 //! helpers they share; each holds its own state type and renders it, never `State`.
 
+pub mod cells;
 pub mod chain_view;
 pub mod columns;
 pub mod disagreement;

@@ -1,6 +1,7 @@
 //! The params panel: one slider row per `SamplingParams` field, with nudging, log-scale steps,
 //! reset, an inline editor for exact values, and its view.
 
+use super::cells::word_wrap;
 use super::text::TextBuffer;
 use super::token_texts;
 use crate::params::{Field, Knob, SamplingParams, TokenTexts};
@@ -9,7 +10,7 @@ use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph, Wrap};
+use ratatui::widgets::{Block, Paragraph};
 use serde_yaml_ng::Value;
 
 /// max_tokens the TUI starts with when the preset leaves it unlimited: a run must end soon.
@@ -575,12 +576,6 @@ pub fn render(
     focused: bool,
     theme: &Theme,
 ) {
-    let lost_on = |field: Field| {
-        served
-            .iter()
-            .find(|s| s.ignored.contains(&field))
-            .map(|s| s.server)
-    };
     let title = format!(
         " params{} · {}{} ",
         compared
@@ -596,14 +591,14 @@ pub fn render(
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let width = usize::from(inner.width);
-    let visible = visible_rows(state, usize::from(inner.height));
+    let visible = visible_rows(state, served, inner);
     let first = first_row(state.selected, visible);
     let mut lines = Vec::with_capacity(visible + 3);
     let mut cursor = None;
     for (i, &field) in Field::ALL.iter().enumerate().skip(first).take(visible) {
         let selected = i == state.selected;
         let spec = field.spec();
-        let lost = lost_on(field);
+        let lost = lost_on(served, field);
         let applies = spec.engines.has(state.params.engine);
         let row_style = match (selected && focused, applies && lost.is_none()) {
             (true, _) => theme.selected,
@@ -678,20 +673,20 @@ pub fn render(
         lines.push(Line::from(spans));
         lines.extend(below);
     }
-    if let Some(error) = state.editor.as_ref().and_then(|e| e.error.as_ref()) {
-        lines.push(Line::default());
-        lines.push(Line::styled(error.clone(), theme.error));
-    } else if let Some(refusal) = &state.refusal {
-        lines.push(Line::styled(refusal.clone(), theme.error));
-    } else if visible < usize::from(inner.height) {
-        let help = help_line(state.params.engine, state.field());
-        let help = match lost_on(state.field()) {
-            Some(server) => format!("✗ not applied: {server} has no such parameter · {help}"),
-            None => help,
-        };
-        lines.push(Line::styled(help, theme.dim));
-    }
-    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
+    // The rows past `visible` are the footer's; below an editor over several lines it shows
+    // what fits.
+    let (footer, style) = match refusal(state) {
+        Some(refusal) => (word_wrap(refusal, width), theme.error),
+        None => (help_rows(state, served, state.field(), width), theme.dim),
+    };
+    let room = usize::from(inner.height).saturating_sub(lines.len());
+    lines.extend(
+        footer
+            .into_iter()
+            .take(room)
+            .map(|row| Line::styled(row, style)),
+    );
+    frame.render_widget(Paragraph::new(lines), inner);
     if let Some((x, y)) = cursor
         && focused
         && x < width
@@ -702,20 +697,53 @@ pub fn render(
 }
 
 /// How many parameter rows the panel drawn in `area` shows: what PgUp/PgDn move by.
-pub fn page_rows(state: &ParamsState, area: Rect) -> usize {
-    visible_rows(state, usize::from(Block::bordered().inner(area).height))
+pub fn page_rows(state: &ParamsState, served: &[Served], area: Rect) -> usize {
+    visible_rows(state, served, Block::bordered().inner(area))
 }
 
-/// How many parameter rows fit in `height` lines: the rest shows the selected row's help, or
-/// the editor's error.
-pub fn visible_rows(state: &ParamsState, height: usize) -> usize {
-    let error = state.editor.as_ref().is_some_and(|e| e.error.is_some());
-    let footer = if error { 2 } else { 1 };
+/// How many parameter rows fit `inner`, the panel's inside: the rest is the footer's. It
+/// holds the longest help at this width (up to a third of the panel), so that the table keeps
+/// its height as the selection moves; a refusal longer than that takes more while it shows,
+/// since it says what would be right.
+pub fn visible_rows(state: &ParamsState, served: &[Served], inner: Rect) -> usize {
+    let (width, height) = (usize::from(inner.width), usize::from(inner.height));
+    let help = Field::ALL
+        .iter()
+        .map(|&field| help_rows(state, served, field, width).len())
+        .max()
+        .unwrap_or(1)
+        .min((height / 3).max(1));
+    let refused = refusal(state).map_or(0, |refusal| word_wrap(refusal, width).len());
+    let footer = help.max(refused);
     if height > footer + 3 {
         (height - footer).min(Field::ALL.len())
     } else {
         height.min(Field::ALL.len())
     }
+}
+
+/// Why the typed value, or else the last move, was refused.
+fn refusal(state: &ParamsState) -> Option<&String> {
+    let typed = state.editor.as_ref().and_then(|e| e.error.as_ref());
+    typed.or(state.refusal.as_ref())
+}
+
+/// `field`'s help wrapped to `width`, first saying when a served model will not apply it.
+fn help_rows(state: &ParamsState, served: &[Served], field: Field, width: usize) -> Vec<String> {
+    let help = help_line(state.params.engine, field);
+    let help = match lost_on(served, field) {
+        Some(server) => format!("✗ not applied: {server} has no such parameter · {help}"),
+        None => help,
+    };
+    word_wrap(&help, width)
+}
+
+/// The server of a served model that has no place for `field`, if one has none.
+fn lost_on<'a>(served: &[Served<'a>], field: Field) -> Option<&'a str> {
+    served
+        .iter()
+        .find(|s| s.ignored.contains(&field))
+        .map(|s| s.server)
 }
 
 /// The selected parameter's help, and which engines have it when the chosen one does not.

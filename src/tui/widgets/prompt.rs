@@ -3,6 +3,7 @@
 //! the chat template's rendering, or its tokens with the special ones marked, coloured by
 //! their probability when the run asked for prompt_logprobs, one of them inspected.
 
+use super::cells::{word_rows, word_wrap};
 use super::text::TextBuffer;
 use super::undo::Undo;
 use crate::engine::PromptToken;
@@ -145,30 +146,6 @@ pub fn wrap(buffer: &TextBuffer, width: usize) -> (Vec<String>, (usize, usize)) 
     (rows, cursor)
 }
 
-/// The clusters of one line cut into rows of at most `width` cells: after the last space that
-/// leaves the row within its width, else before the cluster that does not fit.
-fn word_rows(clusters: &[(usize, &str)], width: usize) -> Vec<std::ops::Range<usize>> {
-    let mut rows = Vec::new();
-    let (mut start, mut cells) = (0, 0);
-    // Where the row can end: after its last whitespace.
-    let mut after_space = None;
-    for (i, &(_, cluster)) in clusters.iter().enumerate() {
-        let w = cluster.width();
-        while cells > 0 && cells + w > width {
-            let end = after_space.filter(|&end| end > start).unwrap_or(i);
-            rows.push(start..end);
-            cells = clusters[end..i].iter().map(|(_, g)| g.width()).sum();
-            (start, after_space) = (end, None);
-        }
-        cells += w;
-        if cluster.chars().all(char::is_whitespace) {
-            after_space = Some(i + 1);
-        }
-    }
-    rows.push(start..clusters.len());
-    rows
-}
-
 /// The prompt's tokens as the model scored them (a run with prompt_logprobs): each one's
 /// logprob (none for the first) and, where asked for, the top alternatives at its place.
 #[derive(Debug, Clone, Copy)]
@@ -237,8 +214,12 @@ pub fn render(frame: &mut Frame, area: Rect, state: &PromptState, shown: &Shown,
         (_, None) => Vec::new(),
         (PromptView::Rendered, Some(seen)) => {
             let text = seen.rendered.as_deref().unwrap_or(state.text());
-            let (rows, _) = wrap(&TextBuffer::new(text), width);
-            rows.into_iter().map(Line::from).collect()
+            // A template ends its last turn with a line break: the empty row after it would
+            // push the template's first line out of a box it fits.
+            word_wrap(text.trim_end_matches('\n'), width)
+                .into_iter()
+                .map(Line::from)
+                .collect()
         }
         (PromptView::Tokens, Some(seen)) => {
             return render_tokens(frame, inner, seen, shown.scores, state.token_cursor, theme);
@@ -275,14 +256,16 @@ fn render_tokens(
     frame.render_widget(Paragraph::new(lines).style(theme.base), inner);
 }
 
-/// `#3 " upon" (id 5193) · p 0.421 (logprob -0.865) · next best: " a" 0.310, " the" 0.052`.
+/// `token 3/7 " upon" (id 5193) · p 0.421 (logprob -0.865) · next best: " a" 0.310, " the" 0.052`.
 fn token_detail(tokens: &[PromptToken], scores: Option<PromptScores>, i: usize) -> String {
     let Some(token) = tokens.get(i) else {
         return String::new();
     };
+    // Counted from 1, as the inspector counts a sample's tokens.
+    let place = format!("token {}/{}", i + 1, tokens.len());
     let mut detail = match token.id {
-        Some(id) => format!("#{i} {:?} (id {id})", token.text),
-        None => format!("#{i} {:?} (the server tokenizes it)", token.text),
+        Some(id) => format!("{place} {:?} (id {id})", token.text),
+        None => format!("{place} {:?} (the server tokenizes it)", token.text),
     };
     let Some(scores) = scores else {
         return detail + " · set prompt_logprobs to see how likely each token was";
@@ -553,7 +536,7 @@ mod tests {
         assert_eq!(spans[9].style, theme.token_style((-3.0f32).exp()));
         assert_eq!(
             token_detail(&tokens, Some(scores), 1),
-            "#1 \" upon\" (id 7) · p 0.607 (logprob -0.500) · next best: \" there\" 0.223"
+            "token 2/3 \" upon\" (id 7) · p 0.607 (logprob -0.500) · next best: \" there\" 0.223"
         );
         assert!(token_detail(&tokens, Some(scores), 0).contains("the first token"));
         assert!(token_detail(&tokens, None, 2).contains("set prompt_logprobs"));
@@ -565,7 +548,7 @@ mod tests {
         }];
         assert!(
             token_detail(&served, None, 0)
-                .starts_with("#0 \"Once upon\" (the server tokenizes it)")
+                .starts_with("token 1/1 \"Once upon\" (the server tokenizes it)")
         );
     }
 }

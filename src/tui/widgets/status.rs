@@ -48,6 +48,11 @@ impl StatusState {
         self.notice = Some(text);
     }
 
+    /// Keeps `text` in the log only: for what a panel already shows until the next key.
+    pub fn log_notice(&mut self, text: String) {
+        self.keep(&text, false);
+    }
+
     fn keep(&mut self, text: &str, error: bool) {
         if self.log.len() == LOG_LIMIT {
             self.log.remove(0);

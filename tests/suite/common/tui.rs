@@ -163,6 +163,25 @@ pub fn find(buffer: &Buffer, text: &str) -> Option<(u16, u16)> {
     })
 }
 
+/// The text inside the params panel (or the inspector in its place), its rows joined and
+/// runs of spaces made one, so that wrapped text reads as it was written.
+pub fn panel_text(s: &State) -> String {
+    let buffer = render(s, &Theme::plain());
+    let panel = samplab::tui::areas(s.size).params;
+    let rows: Vec<String> = (panel.y + 1..panel.y + panel.height - 1)
+        .map(|y| {
+            (panel.x + 1..panel.x + panel.width - 1)
+                .map(|x| buffer[(x, y)].symbol())
+                .collect()
+        })
+        .collect();
+    one_spaced(&rows.join(" "))
+}
+
+pub fn one_spaced(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// An engine for tests that drive the app without caring what it is asked.
 pub struct NoEngine;
 
