@@ -70,7 +70,7 @@ impl ModelTemplates {
     pub fn choose(&self, choice: &str) -> Result<ChatTemplate, String> {
         let path = Path::new(choice);
         if path.is_file() {
-            return self.from_file(path);
+            return self.read_file(path);
         }
         let source = match choice {
             DEFAULT_NAME => self.default.as_ref(),
@@ -93,7 +93,7 @@ impl ModelTemplates {
         ))
     }
 
-    fn from_file(&self, path: &Path) -> Result<ChatTemplate, String> {
+    fn read_file(&self, path: &Path) -> Result<ChatTemplate, String> {
         let shown = path.display();
         let size = std::fs::metadata(path).map_or(0, |m| m.len());
         if size > MAX_TEMPLATE_FILE {
