@@ -186,7 +186,6 @@ fn exports_pass_the_chosen_template_in_each_targets_form() {
 #[test]
 fn the_prompt_title_says_when_no_loaded_model_has_a_chat_template() {
     use common::tui::{render, row, state_sized};
-    use samplab::engine::Event;
     use samplab::tui::{Action, ModelId, Theme, update};
     let mut s = state_sized(120, 30);
     let title = row(&render(&s, &Theme::plain()), 0);
@@ -194,18 +193,7 @@ fn the_prompt_title_says_when_no_loaded_model_has_a_chat_template() {
         !title.contains("no chat template"),
         "not before it loads: {title}"
     );
-    let loaded = Event::Loaded {
-        model: "gemma".into(),
-        device: "cpu".into(),
-        defaults: None,
-        chat_template: false,
-        vocab: 0,
-        vocab_size: Some(1024),
-        special_tokens: Vec::new(),
-        warnings: Vec::new(),
-        activations: None,
-        backend: None,
-    };
+    let loaded = common::tui::loaded_with_template(false);
     update(&mut s, Action::Engine(ModelId(0), loaded));
     let title = row(&render(&s, &Theme::plain()), 0);
     assert!(title.contains("prompt · no chat template"), "{title}");

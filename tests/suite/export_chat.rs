@@ -280,18 +280,10 @@ fn the_export_dialog_in_chat_mode_exports_the_conversation_and_the_backend() {
     use samplab::tui::{Action, DialogAction, Effect, ModelId, update};
     let mut s = state_sized(160, 45);
     s.comparison.compare(&["org/instruct".into()], None);
-    let loaded = Event::Loaded {
-        model: "instruct".into(),
-        device: "cpu".into(),
-        defaults: None,
-        chat_template: true,
-        vocab: 0,
-        vocab_size: Some(1024),
-        special_tokens: Vec::new(),
-        warnings: Vec::new(),
-        activations: None,
-        backend: Some(BackendKind::LlamaCpp),
-    };
+    let mut loaded = crate::common::tui::loaded_with_template(true);
+    if let Event::Loaded { backend, .. } = &mut loaded {
+        *backend = Some(BackendKind::LlamaCpp);
+    }
     update(&mut s, Action::Engine(ModelId(0), loaded));
     s.prompt.history = vec![Message::new("system", "Be brief.")];
     let copy = |s: &mut samplab::tui::State| {
