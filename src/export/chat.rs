@@ -4,24 +4,14 @@
 //! `/v1/chat/completions`, llama-server with `--jinja`), instead of continuing the bare message.
 
 use super::{ExportContext, py_str};
-use crate::model::text::chat_template::Message;
+use crate::model::text::chat_template::{Message, TemplateChoice as Template};
 use crate::params::SamplingParams;
-use std::path::Path;
-
-/// `--chat-template` as a target takes it: a file's path, or a template's name.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Template<'a> {
-    File(&'a str),
-    Name(&'a str),
-}
 
 /// The template a chat run chose, `None` for the model's default or a raw prompt.
 pub fn template<'a>(ctx: &ExportContext<'a>) -> Option<Template<'a>> {
-    let choice = ctx.chat_template.filter(|_| ctx.messages.is_some())?;
-    Some(match Path::new(choice).is_file() {
-        true => Template::File(choice),
-        false => Template::Name(choice),
-    })
+    ctx.chat_template
+        .filter(|_| ctx.messages.is_some())
+        .map(Template::of)
 }
 
 /// The note for a target that cannot take a template by name (all but transformers).
@@ -53,7 +43,7 @@ pub fn py_prompt(ctx: &ExportContext) -> Vec<String> {
     if let Some(Template::File(path)) = template(ctx) {
         lines.push(format!(
             "with open({}, encoding=\"utf-8\") as f:\n    chat_template = f.read()",
-            py_str(path)
+            py_str(&path.to_string_lossy())
         ));
     }
     lines
@@ -93,7 +83,7 @@ pub fn transformers_inputs(ctx: &ExportContext) -> String {
 /// request is whole.
 pub fn openai_template(ctx: &ExportContext) -> Option<String> {
     match template(ctx)? {
-        Template::File(path) => crate::regular_file::read_to_string(Path::new(path)).ok(),
+        Template::File(path) => crate::regular_file::read_to_string(path).ok(),
         Template::Name(_) => None,
     }
 }
@@ -101,7 +91,10 @@ pub fn openai_template(ctx: &ExportContext) -> Option<String> {
 /// llama-server's flag for a template file.
 pub fn llama_server_template_flag(ctx: &ExportContext) -> Option<String> {
     match template(ctx)? {
-        Template::File(path) => Some(format!("--chat-template-file {}", super::sh_word(path))),
+        Template::File(path) => Some(format!(
+            "--chat-template-file {}",
+            super::sh_word(&path.to_string_lossy())
+        )),
         Template::Name(_) => None,
     }
 }

@@ -2,6 +2,7 @@
 //! model whose templates are all named (no `default`), which says so and lists the names.
 
 use crate::common;
+use crate::common::samplab;
 use samplab::model::text::chat_template::{ChatTemplate, ModelTemplates};
 use std::collections::BTreeMap;
 
@@ -66,13 +67,6 @@ fn named_templates_without_a_default_say_so_and_list_the_names() {
         templates.choose("rag").unwrap().render("x").unwrap(),
         "[user] x\n"
     );
-}
-
-fn samplab(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_samplab"))
-        .args(args)
-        .output()
-        .unwrap()
 }
 
 /// From outside, on the real SmolLM2: a template file renders the prompt the model sees (and

@@ -1,14 +1,10 @@
 //! The real `samplab` binary, as a user runs it.
 
 use crate::common;
-use crate::common::{samplab, stderr};
+use crate::common::{samplab, stderr, stdout};
 
 use samplab::model::Activations;
 use std::process::{Command, Output};
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
 
 #[test]
 fn presets_validate_accepts_the_builtins_and_names_the_bad_field() {

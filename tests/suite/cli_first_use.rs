@@ -3,13 +3,9 @@
 //! lines said twice.
 
 use crate::common;
-use crate::common::{samplab, stderr};
+use crate::common::{samplab, stderr, stdout};
 use samplab::model::Activations;
 use std::process::{Command, Output, Stdio};
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
 
 /// The binary with its standard output a pipe whose reader has already gone, as in
 /// `samplab … | head -1` once head has its line; its cache in a folder of its own.

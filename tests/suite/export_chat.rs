@@ -131,21 +131,15 @@ fn the_snippet_names_the_backend_the_run_was_tuned_on() {
     assert!(!none.contains("Tuned in samplab"), "{none}");
 }
 
-fn samplab(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_samplab"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
+/// What the real binary prints for `args`, which must succeed.
 fn stdout_of(args: &[&str]) -> String {
-    let out = samplab(args);
+    let out = crate::common::samplab(args);
     assert!(
         out.status.success(),
         "samplab {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
+        crate::common::stderr(&out)
     );
-    String::from_utf8(out.stdout).unwrap()
+    crate::common::stdout(&out)
 }
 
 /// Runs a Python snippet against the stand-in engines; what they report it renders.
@@ -215,8 +209,8 @@ fn every_chat_export_renders_the_prompt_samplab_ran() {
         .expect("a rendered prompt");
     let samplab_tokens = ran["prompt_token_ids"].as_array().unwrap().len();
 
-    for format in ["vllm", "transformers"] {
-        let snippet = stdout_of(&[
+    let export = |format: &str| {
+        stdout_of(&[
             "export",
             "--format",
             format,
@@ -224,7 +218,10 @@ fn every_chat_export_renders_the_prompt_samplab_ran() {
             messages,
             "--model",
             model,
-        ]);
+        ])
+    };
+    for format in ["vllm", "transformers"] {
+        let snippet = export(format);
         assert_eq!(
             rendered_by_snippet(&python, &snippet),
             samplab_rendered,
@@ -233,15 +230,7 @@ fn every_chat_export_renders_the_prompt_samplab_ran() {
     }
 
     for format in ["openai", "llamacpp"] {
-        let snippet = stdout_of(&[
-            "export",
-            "--format",
-            format,
-            "--messages",
-            messages,
-            "--model",
-            model,
-        ]);
+        let snippet = export(format);
         let mut body = heredoc_body(&snippet);
         // One token is enough to see the prompt the server built; the OpenAI export is written
         // for vLLM, whose top_k off (-1) llama-cpp-python refuses (its off is 0).

@@ -62,6 +62,10 @@ pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 /// The inspector's question about `sample` (a run's own sample, not a branch) at `step`: what
 /// the chain did to `ids` there.
 pub fn trace_request(

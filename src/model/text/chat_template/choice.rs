@@ -11,6 +11,24 @@ const DEFAULT_NAME: &str = "default";
 /// Bytes a template file may hold: templates are a few kilobytes; a larger file is not one.
 const MAX_TEMPLATE_FILE: u64 = 1 << 20;
 
+/// What `--chat-template` names: an existing file (a Jinja text of the user's), else the name
+/// of one of the model's templates. Decided once, here, for loading and for exports alike.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TemplateChoice<'a> {
+    File(&'a Path),
+    Name(&'a str),
+}
+
+impl<'a> TemplateChoice<'a> {
+    pub fn of(choice: &'a str) -> Self {
+        let path = Path::new(choice);
+        match path.is_file() {
+            true => Self::File(path),
+            false => Self::Name(choice),
+        }
+    }
+}
+
 /// Every template a model ships, with the special tokens a template is given.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelTemplates {
@@ -68,11 +86,11 @@ impl ModelTemplates {
     /// `--chat-template`'s template: an existing file's text, else the model's template of that
     /// name (`default` included).
     pub fn choose(&self, choice: &str) -> Result<ChatTemplate, String> {
-        let path = Path::new(choice);
-        if path.is_file() {
-            return self.read_file(path);
-        }
-        let source = match choice {
+        let name = match TemplateChoice::of(choice) {
+            TemplateChoice::File(path) => return self.read_file(path),
+            TemplateChoice::Name(name) => name,
+        };
+        let source = match name {
             DEFAULT_NAME => self.default.as_ref(),
             name => self.named.iter().find(|(n, _)| n == name).map(|(_, s)| s),
         };

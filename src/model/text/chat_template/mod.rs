@@ -20,7 +20,7 @@ mod printf;
 mod python;
 mod tojson;
 
-pub use choice::ModelTemplates;
+pub use choice::{ModelTemplates, TemplateChoice};
 pub use clock::{CivilTime, Clock};
 use environment::{FUEL, Refusal, environment, open_generation_blocks};
 
