@@ -19,6 +19,7 @@ mod engine_stories;
 mod engines;
 mod export;
 mod export_chat;
+mod export_snapshots;
 mod fuzz;
 mod gguf_tokenizer;
 mod hub;
