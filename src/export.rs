@@ -13,8 +13,10 @@
 
 use crate::engine::BackendKind;
 use crate::model::text::chat_template::Message;
-use crate::params::{Engine, SamplingParams};
+use crate::params::{Engine, Field, SamplingParams, TokenText};
 use serde::Serialize;
+use serde_json::{Value as Json, json};
+use serde_yaml_ng::Value;
 
 mod chat;
 mod constraint;
@@ -126,26 +128,21 @@ pub fn to_vllm(params: &SamplingParams, ctx: &ExportContext) -> String {
     ]);
     lines.extend(chat::py_prompt(ctx));
     lines.push("params = SamplingParams(".to_owned());
-    let stop = params.stop.clone().unwrap_or_default();
-    let mut kwargs = vec![
-        ("n", sample_count(params).to_string()),
-        ("temperature", py_float(params.temperature)),
-        ("top_k", vllm_top_k(params).to_string()),
-        ("top_p", py_float(params.top_p)),
-        ("min_p", py_float(params.min_p)),
-        ("repetition_penalty", py_float(params.repetition_penalty)),
-        ("max_tokens", py_opt(params.max_tokens)),
-        ("seed", py_opt(params.seed)),
-        ("stop", py_list(stop.strings().map(py_str))),
-        ("stop_token_ids", py_list(stop.token_ids())),
-        (
-            "include_stop_str_in_output",
-            py_bool(params.include_stop_str_in_output),
-        ),
-        ("logprobs", py_opt(params.logprobs)),
-        ("prompt_logprobs", py_opt(params.prompt_logprobs)),
-    ];
-    kwargs.extend(fields::vllm_kwargs(params));
+    let mut kwargs: Vec<(&str, String)> = fields::vllm_fields(params)
+        .iter()
+        .map(|(name, value)| (*name, py_value(value)))
+        .collect();
+    if let Some(watch) = params.watch.as_ref().filter(|w| !w.is_empty()) {
+        // A string is watched by its first token, as samplab watches it.
+        let ids = watch.0.iter().map(|item| match item {
+            TokenText::Token(id) => id.to_string(),
+            TokenText::Text(text) => format!(
+                "llm.get_tokenizer().encode({}, add_special_tokens=False)[0]",
+                py_str(text)
+            ),
+        });
+        kwargs.push((fields::name(Field::Watch, Engine::Vllm), py_list(ids)));
+    }
     kwargs.extend(constraint);
     lines.extend(py_kwargs(&kwargs));
     lines.extend(
@@ -213,27 +210,32 @@ pub fn to_transformers(params: &SamplingParams, ctx: &ExportContext) -> String {
         ]);
     }
 
+    let engine = Engine::Transformers;
     let mut kwargs = vec![("do_sample", py_bool(!params.is_greedy()))];
     if !params.is_greedy() {
-        kwargs.extend([
-            ("temperature", py_float(params.temperature)),
-            ("top_k", off_as_zero_top_k(params).to_string()),
-            ("top_p", py_float(params.top_p)),
-            ("min_p", py_float(params.min_p)),
-        ]);
+        kwargs.extend(
+            [Field::Temperature, Field::TopK, Field::TopP, Field::MinP]
+                .map(|field| fields::kwarg(params, field, engine)),
+        );
     }
-    kwargs.push(("repetition_penalty", py_float(params.repetition_penalty)));
+    kwargs.push(fields::kwarg(params, Field::RepetitionPenalty, engine));
     kwargs.extend(fields::transformers_kwargs(params));
     kwargs.push(match params.max_tokens {
-        Some(n) => ("max_new_tokens", n.to_string()),
+        Some(_) => fields::kwarg(params, Field::MaxTokens, engine),
         None => (
             "max_length",
             "model.config.max_position_embeddings".to_owned(),
         ),
     });
-    kwargs.push(("num_return_sequences", sample_count(params).to_string()));
+    kwargs.push((
+        fields::name(Field::NumSamples, engine),
+        sample_count(params).to_string(),
+    ));
     if has_stop_strings {
-        kwargs.push(("stop_strings", py_list(stop.strings().map(py_str))));
+        kwargs.push((
+            fields::name(Field::Stop, engine),
+            py_list(stop.strings().map(py_str)),
+        ));
         kwargs.push(("tokenizer", "tokenizer".to_owned()));
     }
     if !stop_ids.is_empty() {
@@ -264,100 +266,50 @@ pub fn to_transformers(params: &SamplingParams, ctx: &ExportContext) -> String {
 }
 
 /// The JSON body of `POST /v1/completions` (a raw prompt) or `/v1/chat/completions` (a
-/// conversation) for vLLM's OpenAI-compatible server, pretty-printed.
+/// conversation) for vLLM's OpenAI-compatible server, pretty-printed, its fields in the order a
+/// reader expects.
 pub fn openai_body(params: &SamplingParams, ctx: &ExportContext) -> String {
-    /// Field order is the order a reader expects; serde writes f32 in shortest form (0.7).
-    #[derive(Serialize)]
-    struct CompletionsBody<'a> {
-        model: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        prompt: Option<&'a str>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        messages: Option<serde_json::Value>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        chat_template: Option<String>,
-        n: u32,
-        temperature: f32,
-        top_k: i32,
-        top_p: f32,
-        min_p: f32,
-        repetition_penalty: f32,
-        max_tokens: Option<u32>,
-        seed: Option<u64>,
-        stop: Vec<&'a str>,
-        stop_token_ids: Vec<u32>,
-        include_stop_str_in_output: bool,
-        /// Completions take how many alternatives; chat completions whether, with the count in
-        /// `top_logprobs`.
-        logprobs: serde_json::Value,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        top_logprobs: Option<u32>,
-        prompt_logprobs: Option<u32>,
-        #[serde(skip_serializing_if = "is_zero")]
-        presence_penalty: f32,
-        #[serde(skip_serializing_if = "is_zero")]
-        frequency_penalty: f32,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        logit_bias: Option<&'a crate::params::LogitBias>,
-        #[serde(skip_serializing_if = "is_zero_count")]
-        min_tokens: u32,
-        #[serde(skip_serializing_if = "std::ops::Not::not")]
-        ignore_eos: bool,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        bad_words: Option<&'a Vec<String>>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        allowed_token_ids: Option<&'a Vec<u32>>,
-        #[serde(skip_serializing_if = "Vec::is_empty")]
-        logprob_token_ids: Vec<u32>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        response_format: Option<serde_json::Value>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        structured_outputs: Option<serde_json::Value>,
+    let mut body: Vec<(&str, Json)> = vec![("model", json!(ctx.model))];
+    match ctx.messages {
+        None => body.push(("prompt", json!(ctx.prompt))),
+        Some(messages) => body.push(("messages", chat::json_messages(messages))),
     }
-    fn is_zero(x: &f32) -> bool {
-        *x == 0.0
+    body.extend(chat::openai_template(ctx).map(|template| ("chat_template", json!(template))));
+    let logprobs = fields::name(Field::Logprobs, Engine::Vllm);
+    for (name, value) in fields::vllm_fields(params) {
+        let value = serde_json::to_value(&value).unwrap_or(Json::Null);
+        if name == logprobs && ctx.messages.is_some() {
+            // Chat completions take whether, with the count in `top_logprobs`.
+            body.push((name, json!(!value.is_null())));
+            if !value.is_null() {
+                body.push(("top_logprobs", value));
+            }
+        } else {
+            body.push((name, value));
+        }
     }
-    fn is_zero_count(n: &u32) -> bool {
-        *n == 0
+    let watched: Vec<u32> = params.watch.iter().flat_map(|w| w.token_ids()).collect();
+    if !watched.is_empty() {
+        body.push((fields::name(Field::Watch, Engine::Vllm), json!(watched)));
     }
-    let stop = params.stop.clone().unwrap_or_default();
     let (response_format, structured_outputs) = constraint::openai_fields(params);
-    let (logprobs, top_logprobs) = match (ctx.messages, params.logprobs) {
-        (None, n) => (serde_json::json!(n), None),
-        (Some(_), None) => (serde_json::json!(false), None),
-        (Some(_), Some(n)) => (serde_json::json!(true), Some(n)),
-    };
-    let body = CompletionsBody {
-        model: ctx.model,
-        prompt: ctx.messages.is_none().then_some(ctx.prompt),
-        messages: ctx.messages.map(chat::json_messages),
-        chat_template: chat::openai_template(ctx),
-        n: sample_count(params),
-        temperature: params.temperature,
-        top_k: vllm_top_k(params),
-        top_p: params.top_p,
-        min_p: params.min_p,
-        repetition_penalty: params.repetition_penalty,
-        max_tokens: params.max_tokens,
-        seed: params.seed,
-        stop: stop.strings().collect(),
-        stop_token_ids: stop.token_ids().collect(),
-        include_stop_str_in_output: params.include_stop_str_in_output,
-        logprobs,
-        top_logprobs,
-        prompt_logprobs: params.prompt_logprobs,
-        presence_penalty: params.presence_penalty,
-        frequency_penalty: params.frequency_penalty,
-        logit_bias: params.logit_bias.as_ref(),
-        min_tokens: params.min_tokens,
-        ignore_eos: params.ignore_eos,
-        bad_words: params.bad_words.as_ref(),
-        allowed_token_ids: params.allowed_token_ids.as_ref(),
-        logprob_token_ids: params.watch.iter().flat_map(|w| w.token_ids()).collect(),
-        response_format,
-        structured_outputs,
-    };
-    serde_json::to_string_pretty(&body).expect("the completions body always serialises")
+    body.extend(response_format.map(|format| ("response_format", format)));
+    body.extend(structured_outputs.map(|constraint| ("structured_outputs", constraint)));
+    serde_json::to_string_pretty(&InOrder(body)).expect("the completions body always serialises")
+}
+
+/// A JSON object whose fields keep the order they were given in.
+struct InOrder<'a>(Vec<(&'a str, Json)>);
+
+impl Serialize for InOrder<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, value) in &self.0 {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
 }
 
 /// A curl command posting [`openai_body`] to the endpoint of the prompt's kind.
@@ -524,11 +476,6 @@ pub fn to_llama_cpp(params: &SamplingParams, ctx: &ExportContext) -> String {
         );
     }
 
-    let temperature = if greedy {
-        "0".to_owned()
-    } else {
-        params.temperature.to_string()
-    };
     let (samplers, repeat_last_n) = fields::llama_cpp_chain(params);
     let program = match chat {
         // --jinja renders the conversation with the model's own template, as samplab does.
@@ -541,33 +488,44 @@ pub fn to_llama_cpp(params: &SamplingParams, ctx: &ExportContext) -> String {
             sh_word(ctx.model)
         ),
     };
-    let mut groups = vec![
-        program,
-        format!("--samplers {}", sh_word(&samplers)),
-        format!(
-            "--temp {temperature} --top-k {} --top-p {} --min-p {}",
-            off_as_zero_top_k(params),
-            params.top_p,
-            params.min_p
-        ),
-        format!(
-            "--repeat-penalty {} --repeat-last-n {repeat_last_n}",
-            params.repetition_penalty
-        ),
-    ];
-    groups.extend(fields::llama_cpp_flags(params));
-    groups.extend(constraint::llama_cpp_flag(params));
+    let flag = |field| fields::name(field, Engine::LlamaCpp);
+    let classic = [
+        Field::Temperature,
+        Field::TopK,
+        Field::TopP,
+        Field::MinP,
+        Field::RepetitionPenalty,
+    ]
+    .map(|field| {
+        let value = match field {
+            Field::Temperature if greedy => "0".to_owned(),
+            field => sh_value(&fields::value(params, field, Engine::LlamaCpp)),
+        };
+        format!("{} {value}", flag(field))
+    });
+    let window = format!("{} {repeat_last_n}", flag(Field::RepeatLastN));
+    let mut groups = vec![program, format!("{} {}", flag(Field::Samplers), sh_word(&samplers))];
+    groups.extend(fields::packed(
+        classic
+            .into_iter()
+            .chain([window])
+            .chain(fields::llama_cpp_flags(params))
+            .chain(constraint::llama_cpp_flag(params)),
+    ));
     let mut length = match params.max_tokens {
-        Some(n) => format!("-n {n}"),
+        Some(n) => format!("{} {n}", flag(Field::MaxTokens)),
         // -c 0 takes the model's own context, where samplab's runs end too.
-        None => "-n -1 -c 0".to_owned(),
+        None => format!("{} -1 -c 0", flag(Field::MaxTokens)),
     };
     if let Some(seed) = seed {
-        length.push_str(&format!(" -s {seed}"));
+        length.push_str(&format!(" {} {seed}", flag(Field::Seed)));
     }
     groups.push(length);
     let Some(messages) = ctx.messages else {
-        groups.extend(stop.strings().map(|s| format!("-r {}", sh_word(s))));
+        groups.extend(
+            stop.strings()
+                .map(|s| format!("{} {}", flag(Field::Stop), sh_word(s))),
+        );
         groups.push(format!("-p {}", sh_word(ctx.prompt)));
         let mut lines = comments(
             ctx,
@@ -717,20 +675,6 @@ fn sample_count(params: &SamplingParams) -> u32 {
     }
 }
 
-/// vLLM reads -1 as off; recent releases prefer 0, which older ones reject.
-fn vllm_top_k(params: &SamplingParams) -> i32 {
-    if params.top_k_limit().is_some() {
-        params.top_k
-    } else {
-        -1
-    }
-}
-
-/// transformers and llama.cpp read 0 as off and default to 50 and 40.
-fn off_as_zero_top_k(params: &SamplingParams) -> i32 {
-    params.top_k.max(0)
-}
-
 /// The snippet's header comment: what it is, the backend the run was tuned on, then the notes.
 fn comments(ctx: &ExportContext, header: &str, notes: &[String]) -> Vec<String> {
     let backend = chat::backend_note(ctx);
@@ -759,8 +703,8 @@ fn py_str(text: &str) -> String {
     crate::params::quoted(text)
 }
 
-/// f32 in shortest round-trip form, always with a decimal point so Python reads a float.
-fn py_float(value: f32) -> String {
+/// A float in shortest round-trip form, always with a decimal point so Python reads a float.
+fn py_float(value: impl ToString) -> String {
     let text = value.to_string();
     if text.contains('.') {
         text
@@ -769,32 +713,48 @@ fn py_float(value: f32) -> String {
     }
 }
 
-/// A JSON value as the Python literal that reads back as it (`true` as `True`, `null` as
-/// `None`), on one line.
-fn py_literal(value: &serde_json::Value) -> String {
-    use serde_json::Value as Json;
+/// A value (a parameter's, or JSON through [`py_json`]) as the Python literal that reads back
+/// as it (`true` as `True`, `null` as `None`, a mapping's number keys as numbers), on one line.
+fn py_value(value: &Value) -> String {
     match value {
-        Json::Null => "None".to_owned(),
-        Json::Bool(b) => py_bool(*b),
-        Json::Number(n) => n.to_string(),
-        Json::String(text) => py_str(text),
-        Json::Array(items) => py_list(items.iter().map(py_literal)),
-        Json::Object(entries) => {
+        Value::Null => "None".to_owned(),
+        Value::Bool(b) => py_bool(*b),
+        Value::Number(n) => match n.as_f64() {
+            Some(x) if n.is_f64() => py_float(x),
+            _ => n.to_string(),
+        },
+        Value::String(text) => py_str(text),
+        Value::Sequence(items) => py_list(items.iter().map(py_value)),
+        Value::Mapping(entries) => {
             let entries: Vec<String> = entries
                 .iter()
-                .map(|(key, value)| format!("{}: {}", py_str(key), py_literal(value)))
+                .map(|(key, value)| format!("{}: {}", py_value(key), py_value(value)))
                 .collect();
             format!("{{{}}}", entries.join(", "))
         }
+        Value::Tagged(tagged) => py_value(&tagged.value),
+    }
+}
+
+/// A JSON value as the Python literal that reads back as it.
+fn py_json(value: &Json) -> String {
+    py_value(&serde_yaml_ng::to_value(value).unwrap_or(Value::Null))
+}
+
+/// A parameter's value as one shell word: numbers as llama.cpp prints them (`1`, `0.95`).
+fn sh_value(value: &Value) -> String {
+    match value {
+        Value::Number(n) => match n.as_f64() {
+            Some(x) if n.is_f64() => (x as f32).to_string(),
+            _ => n.to_string(),
+        },
+        Value::String(text) => sh_word(text),
+        other => sh_word(&serde_json::to_string(other).unwrap_or_default()),
     }
 }
 
 fn py_bool(value: bool) -> String {
     if value { "True" } else { "False" }.to_owned()
-}
-
-fn py_opt<T: ToString>(value: Option<T>) -> String {
-    value.map_or_else(|| "None".to_owned(), |v| v.to_string())
 }
 
 fn py_list<T: ToString>(items: impl IntoIterator<Item = T>) -> String {
@@ -849,7 +809,7 @@ mod tests {
     fn json_becomes_the_python_literal_that_reads_back_as_it() {
         let schema = serde_json::json!({"a": [true, false, null, 1.5, -2, "x\n\"y\""], "b": {}});
         assert_eq!(
-            py_literal(&schema),
+            py_json(&schema),
             r#"{"a": [True, False, None, 1.5, -2, "x\n\"y\""], "b": {}}"#
         );
     }

@@ -2,7 +2,7 @@
 //! OpenAI-compatible body's `response_format` or `structured_outputs`, llama.cpp's
 //! `--grammar` / `--json-schema`, and a note wherever a target has no place for it.
 
-use super::{fields, py_list, py_literal, py_str, sh_word};
+use super::{fields, py_list, py_json, py_str, sh_word};
 use crate::params::{LlamaCppConstraint, SamplingParams, StructuredOutputs};
 use serde_json::Value as Json;
 
@@ -14,7 +14,7 @@ pub const VLLM_IMPORT: &str = "from vllm.sampling_params import StructuredOutput
 pub fn vllm_kwarg(params: &SamplingParams) -> Option<(&'static str, String)> {
     let (_, constraint) = params.constraint()?;
     let value = match &constraint {
-        StructuredOutputs::Json(schema) => py_literal(&schema.0),
+        StructuredOutputs::Json(schema) => py_json(&schema.0),
         StructuredOutputs::Regex(text) | StructuredOutputs::Grammar(text) => py_str(text),
         StructuredOutputs::Choice(choice) => py_list(choice.iter().map(|c| py_str(c))),
         StructuredOutputs::JsonObject => "True".to_owned(),

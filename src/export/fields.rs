@@ -1,9 +1,10 @@
 //! The parameters beyond the classic five, per target: the keyword arguments and flags that
 //! carry them, and a note for each one a target cannot take (never dropped silently).
 
-use super::{py_bool, py_float, py_list, py_str, sh_word};
-use crate::params::{Engine, Field, SamplingParams, Stage, TokenText};
+use super::{py_float, py_list, py_str, py_value, sample_count, sh_value};
+use crate::params::{Engine, Field, SamplingParams, Stage};
 use crate::sampling::order_as_llama_cpp_stages;
+use serde_yaml_ng::Value;
 
 /// The fields the classic exports always handled, and `engine`, which the notes cover.
 const CLASSIC: &[Field] = &[
@@ -57,134 +58,156 @@ pub fn shown(params: &SamplingParams, field: Field) -> String {
     format!("{}={value}", field.name())
 }
 
-/// vLLM keyword arguments for the fields beyond the classic ones that differ from the default.
-pub fn vllm_kwargs(params: &SamplingParams) -> Vec<(&'static str, String)> {
-    let mut kwargs = Vec::new();
-    if params.presence_penalty != 0.0 {
-        kwargs.push(("presence_penalty", py_float(params.presence_penalty)));
-    }
-    if params.frequency_penalty != 0.0 {
-        kwargs.push(("frequency_penalty", py_float(params.frequency_penalty)));
-    }
-    if params.min_tokens > 0 {
-        kwargs.push(("min_tokens", params.min_tokens.to_string()));
-    }
-    if params.ignore_eos {
-        kwargs.push(("ignore_eos", py_bool(true)));
-    }
-    if let Some(bias) = &params.logit_bias {
-        let entries: Vec<String> = bias
-            .0
-            .iter()
-            .map(|(id, b)| format!("{id}: {}", py_float(*b)))
-            .collect();
-        kwargs.push(("logit_bias", format!("{{{}}}", entries.join(", "))));
-    }
-    if let Some(words) = &params.bad_words {
-        kwargs.push(("bad_words", py_list(words.iter().map(|w| py_str(w)))));
-    }
-    if let Some(ids) = &params.allowed_token_ids {
-        kwargs.push(("allowed_token_ids", py_list(ids)));
-    }
-    if let Some(watch) = params.watch.as_ref().filter(|w| !w.is_empty()) {
-        // A string is watched by its first token, as samplab watches it.
-        let ids = watch.0.iter().map(|item| match item {
-            TokenText::Token(id) => id.to_string(),
-            TokenText::Text(text) => format!(
-                "llm.get_tokenizer().encode({}, add_special_tokens=False)[0]",
-                py_str(text)
-            ),
-        });
-        kwargs.push(("logprob_token_ids", py_list(ids)));
-    }
-    kwargs
+/// `field`'s name in `engine`'s export, from the params table (every field an export writes by
+/// name has one: a test checks).
+pub fn name(field: Field, engine: Engine) -> &'static str {
+    field.spec().names.in_engine(engine).unwrap_or(field.name())
 }
 
-/// transformers `generate()` keyword arguments for the fields it has beyond the classic ones.
+/// `field`'s value as `engine` spells it (off in its own way).
+pub fn value(params: &SamplingParams, field: Field, engine: Engine) -> Value {
+    field.spec().value_for(engine, params.get(field))
+}
+
+/// `field` as `engine`'s keyword argument, its value a Python literal.
+pub fn kwarg(params: &SamplingParams, field: Field, engine: Engine) -> (&'static str, String) {
+    (name(field, engine), py_value(&value(params, field, engine)))
+}
+
+/// Whether `field` is set away from its default, off spelled one way.
+fn moved(params: &SamplingParams, field: Field) -> bool {
+    let defaults = SamplingParams::default();
+    value(params, field, Engine::Vllm) != value(&defaults, field, Engine::Vllm)
+}
+
+/// The fields beyond the classic ones that `engine`'s export writes by name when they are moved
+/// (and, for llama.cpp under its own profile, always), in table order; constraints have a
+/// writer of their own.
+fn extra(params: &SamplingParams, engine: Engine) -> impl Iterator<Item = Field> + '_ {
+    let own = params.engine == engine;
+    Field::ALL.iter().copied().filter(move |&field| {
+        let spec = field.spec();
+        !CLASSIC.contains(&field)
+            && spec.names.in_engine(engine).is_some()
+            && !matches!(field, Field::StructuredOutputs | Field::Grammar | Field::JsonSchema)
+            // What samplab applied: a field outside the run's profile changed nothing.
+            && spec.engines.has(params.engine)
+            && (moved(params, field) || (own && engine == Engine::LlamaCpp))
+    })
+}
+
+/// vLLM's fields by name and value, in the order its `SamplingParams` and its server's body
+/// write them: the classic ones always, then the moved ones. The writers give `logprobs`,
+/// `watch` and the constraint their own forms.
+pub fn vllm_fields(params: &SamplingParams) -> Vec<(&'static str, Value)> {
+    let vllm = Engine::Vllm;
+    let stop = params.stop.clone().unwrap_or_default();
+    let mut fields = vec![(name(Field::NumSamples, vllm), Value::from(sample_count(params)))];
+    fields.extend(
+        [
+            Field::Temperature,
+            Field::TopK,
+            Field::TopP,
+            Field::MinP,
+            Field::RepetitionPenalty,
+            Field::MaxTokens,
+            Field::Seed,
+        ]
+        .map(|field| (name(field, vllm), value(params, field, vllm))),
+    );
+    fields.extend([
+        (name(Field::Stop, vllm), stop.strings().collect()),
+        // vLLM takes the stops' token ids apart from their strings.
+        ("stop_token_ids", stop.token_ids().collect()),
+    ]);
+    fields.extend(
+        [
+            Field::IncludeStopStrInOutput,
+            Field::Logprobs,
+            Field::PromptLogprobs,
+        ]
+        .map(|field| (name(field, vllm), value(params, field, vllm))),
+    );
+    fields.extend(
+        extra(params, vllm)
+            .filter(|&field| field != Field::Watch)
+            .map(|field| (name(field, vllm), value(params, field, vllm))),
+    );
+    fields
+}
+
+/// transformers `generate()` keyword arguments for the fields it has beyond the classic ones:
+/// biases and banned words in its own forms, warpers only when it samples.
 pub fn transformers_kwargs(params: &SamplingParams) -> Vec<(&'static str, String)> {
-    let mut kwargs = Vec::new();
-    if params.min_tokens > 0 {
-        kwargs.push(("min_new_tokens", params.min_tokens.to_string()));
-    }
-    if params.typical_p < 1.0 && !params.is_greedy() {
-        kwargs.push(("typical_p", py_float(params.typical_p)));
-    }
-    if let Some(bias) = &params.logit_bias {
-        let entries: Vec<String> = bias
-            .applied()
-            .map(|(id, b)| format!("({id},): {}", py_float(b)))
-            .collect();
-        kwargs.push(("sequence_bias", format!("{{{}}}", entries.join(", "))));
-    }
-    if let Some(words) = &params.bad_words {
-        let words = py_list(words.iter().map(|w| py_str(w)));
-        kwargs.push((
-            "bad_words_ids",
-            format!("[tokenizer(w, add_special_tokens=False).input_ids for w in {words}]"),
-        ));
-    }
-    kwargs
+    let engine = Engine::Transformers;
+    extra(params, engine)
+        .filter(|&field| !(params.is_greedy() && field == Field::TypicalP))
+        .map(|field| {
+            let value = match field {
+                Field::LogitBias => {
+                    let bias = params.logit_bias.iter().flat_map(|bias| bias.applied());
+                    let entries: Vec<String> = bias
+                        .map(|(id, b)| format!("({id},): {}", py_float(b)))
+                        .collect();
+                    format!("{{{}}}", entries.join(", "))
+                }
+                Field::BadWords => {
+                    let words = params.bad_words.iter().flatten().map(|w| py_str(w));
+                    format!(
+                        "[tokenizer(w, add_special_tokens=False).input_ids for w in {}]",
+                        py_list(words)
+                    )
+                }
+                field => py_value(&value(params, field, engine)),
+            };
+            (name(field, engine), value)
+        })
+        .collect()
 }
 
-/// llama.cpp flags for the fields beyond the classic ones: the whole chain under the llama.cpp
-/// profile (each flag written out, llama.cpp's defaults being its own), the penalties and
-/// biases otherwise.
-pub fn llama_cpp_flags(params: &SamplingParams) -> Vec<String> {
-    let mut flags = Vec::new();
-    let mut penalties = Vec::new();
-    if params.presence_penalty != 0.0 || params.engine == Engine::LlamaCpp {
-        penalties.push(format!("--presence-penalty {}", params.presence_penalty));
-    }
-    if params.frequency_penalty != 0.0 || params.engine == Engine::LlamaCpp {
-        penalties.push(format!("--frequency-penalty {}", params.frequency_penalty));
-    }
-    if !penalties.is_empty() {
-        flags.push(penalties.join(" "));
-    }
-    if params.engine == Engine::LlamaCpp {
-        flags.push(format!(
-            "--typical {} --top-nsigma {} --min-keep {}",
-            params.typical_p, params.top_n_sigma, params.min_keep
-        ));
-        flags.push(format!(
-            "--xtc-probability {} --xtc-threshold {}",
-            params.xtc_probability, params.xtc_threshold
-        ));
-        let mut dry = format!(
-            "--dry-multiplier {} --dry-base {} --dry-allowed-length {} --dry-penalty-last-n {}",
-            params.dry_multiplier,
-            params.dry_base,
-            params.dry_allowed_length,
-            params.dry_penalty_last_n
-        );
-        for breaker in &params.dry_sequence_breakers {
-            dry.push_str(&format!(" --dry-sequence-breaker {}", sh_word(breaker)));
+/// llama.cpp's flags for the fields beyond the classic ones: the whole chain
+/// under the llama.cpp profile (each flag written out, llama.cpp's defaults being its own),
+/// what samplab applied otherwise.
+pub fn llama_cpp_flags(params: &SamplingParams) -> impl Iterator<Item = String> + '_ {
+    let engine = Engine::LlamaCpp;
+    extra(params, engine)
+        .filter(|&field| !matches!(field, Field::Samplers | Field::RepeatLastN))
+        .filter_map(move |field| {
+            let flag = name(field, engine);
+            match (field, value(params, field, engine)) {
+                (Field::LogitBias, _) => params.logit_bias.as_ref().map(|bias| {
+                    bias.applied()
+                        .map(|(id, b)| format!("{flag} {id}{b:+}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                }),
+                (_, Value::Bool(on)) => on.then(|| flag.to_owned()),
+                // A list is the flag once per item.
+                (_, Value::Sequence(items)) => Some(
+                    items
+                        .iter()
+                        .map(|item| format!("{flag} {}", sh_value(item)))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                ),
+                (_, value) => Some(format!("{flag} {}", sh_value(&value))),
+            }
+        })
+}
+
+/// Flags joined into lines of about 72 columns, so that a long command stays readable.
+pub fn packed(flags: impl Iterator<Item = String>) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for flag in flags {
+        match lines.last_mut() {
+            Some(line) if line.len() + 1 + flag.len() <= 72 => {
+                line.push(' ');
+                line.push_str(&flag);
+            }
+            _ => lines.push(flag),
         }
-        flags.push(dry);
-        flags.push(format!(
-            "--mirostat {} --mirostat-ent {} --mirostat-lr {}",
-            params.mirostat, params.mirostat_tau, params.mirostat_eta
-        ));
-        flags.push(format!(
-            "--dynatemp-range {} --dynatemp-exp {}",
-            params.dynatemp_range, params.dynatemp_exponent
-        ));
-    } else if params.typical_p < 1.0 && !params.is_greedy() {
-        // transformers' typical_p, which the chain below runs last, as transformers does.
-        flags.push(format!("--typical {}", params.typical_p));
     }
-    if params.ignore_eos {
-        flags.push("--ignore-eos".to_owned());
-    }
-    if let Some(bias) = &params.logit_bias {
-        flags.push(
-            bias.applied()
-                .map(|(id, b)| format!("-l {id}{b:+}"))
-                .collect::<Vec<_>>()
-                .join(" "),
-        );
-    }
-    flags
+    lines
 }
 
 /// The `--samplers` list and `--repeat-last-n` window: the profile's own under llama.cpp, else

@@ -7,10 +7,10 @@
 //! num_samples=1, logprobs=True, prompt_logprobs=0)` and `to_transformers(tokenizer=None)`.
 
 use super::{
-    ExportContext, comments, join_lines, py_bool, py_float, py_kwargs, py_list, py_str,
+    ExportContext, comments, join_lines, py_bool, py_kwargs, py_list, py_str, py_value,
     sample_count, vllm_notes,
 };
-use crate::params::{SamplingParams, TokenTexts};
+use crate::params::{Engine, Field, SamplingParams, TokenTexts};
 
 /// Python building twinkle's `SamplingParams` and the engine parameters it converts to.
 pub fn to_twinkle(params: &SamplingParams, ctx: &ExportContext) -> String {
@@ -49,31 +49,25 @@ pub fn to_twinkle(params: &SamplingParams, ctx: &ExportContext) -> String {
     join_lines(lines)
 }
 
-/// The constructor's keyword arguments, in twinkle's field order, defaults left out.
+/// The constructor's keyword arguments, in the table's order (which is twinkle's), defaults
+/// left out; `stop` in twinkle's form.
 fn constructor_kwargs(params: &SamplingParams) -> Vec<(&'static str, String)> {
-    let mut kwargs = Vec::new();
-    if let Some(n) = params.max_tokens {
-        kwargs.push(("max_tokens", n.to_string()));
-    }
-    if let Some(seed) = params.seed {
-        kwargs.push(("seed", seed.to_string()));
-    }
-    if let Some(stop) = twinkle_stop(params) {
-        kwargs.push(("stop", stop));
-    }
-    if params.temperature != 1.0 {
-        kwargs.push(("temperature", py_float(params.temperature)));
-    }
-    if let Some(k) = params.top_k_limit() {
-        kwargs.push(("top_k", k.to_string()));
-    }
-    if params.top_p != 1.0 {
-        kwargs.push(("top_p", py_float(params.top_p)));
-    }
-    if params.repetition_penalty != 1.0 {
-        kwargs.push(("repetition_penalty", py_float(params.repetition_penalty)));
-    }
-    kwargs
+    let defaults = SamplingParams::default();
+    Field::ALL
+        .iter()
+        .filter_map(|&field| {
+            let name = field.spec().names.twinkle?;
+            let value = field.spec().value_for(Engine::Vllm, params.get(field));
+            if value == field.spec().value_for(Engine::Vllm, defaults.get(field)) {
+                return None;
+            }
+            match field {
+                Field::Stop => twinkle_stop(params),
+                _ => Some(py_value(&value)),
+            }
+            .map(|value| (name, value))
+        })
+        .collect()
 }
 
 /// twinkle's `stop` is a list of strings or a list of token ids (it reads a list as ids when

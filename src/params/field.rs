@@ -1,7 +1,8 @@
 //! What the table says about each parameter: how it is checked, which engines have it, and how
 //! the playground moves it. Validation, YAML, `--set`, the sliders and help all read this.
 
-use super::engine::Engines;
+use super::engine::{Engine, Engines};
+use serde_yaml_ng::Value;
 
 /// One parameter's row.
 #[derive(Debug, Clone, Copy)]
@@ -21,8 +22,10 @@ pub struct FieldSpec {
     pub valid: &'static str,
     /// The value (as YAML) that turns the parameter off; `None` where nothing does.
     pub off: Option<&'static str>,
-    /// Its JSON name on each kind of server that takes it as it is.
-    pub served: Served,
+    /// Its names in each engine and on each kind of server.
+    pub names: Names,
+    /// Where the engines spell off differently from each other.
+    pub off_below_one: Option<OffBelowOne>,
 }
 
 impl FieldSpec {
@@ -31,39 +34,62 @@ impl FieldSpec {
         self.exported.unwrap_or(self.engines)
     }
 
+    /// `value` as `engine` (or its servers) spells it: off in the engine's own way.
+    pub fn value_for(&self, engine: Engine, value: Value) -> Value {
+        match self.off_below_one {
+            Some(off) if value.as_i64().is_some_and(|n| n < 1) => Value::from(match engine {
+                Engine::Vllm => off.vllm,
+                Engine::Transformers | Engine::LlamaCpp => off.others,
+            }),
+            _ => value,
+        }
+    }
+
     /// The value that turns the parameter off, parsed from its row.
-    pub fn off_value(&self) -> Option<serde_yaml_ng::Value> {
+    pub fn off_value(&self) -> Option<Value> {
         self.off.and_then(|text| serde_yaml_ng::from_str(text).ok())
     }
 }
 
-/// A parameter's JSON name in the request body of each kind of OpenAI-compatible server;
-/// `None` where that server has no such parameter, or where the request carries it in a way of
-/// its own (stops, seeds, logprobs, constraints).
+/// A parameter's names outside samplab: in each engine's API (what the exports write) and in
+/// the request body of each kind of OpenAI-compatible server (what a served model is sent).
+/// `None` where that place has no such parameter. The value goes as it is, in the engine's
+/// spelling of off ([`FieldSpec::value_for`]), unless the writer gives the field a form of its
+/// own (stops, seeds, biases, watched tokens, constraints), which its writer builds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Served {
-    /// OpenAI, and servers samplab does not know.
-    pub openai: Option<&'static str>,
+pub struct Names {
+    /// vLLM's `SamplingParams` keyword, which its server takes as the JSON name too.
     pub vllm: Option<&'static str>,
+    /// transformers' `generate()` keyword.
+    pub transformers: Option<&'static str>,
+    /// llama.cpp's command-line flag (llama-completion's and llama-server's alike).
+    pub llama_cpp: Option<&'static str>,
+    /// twinkle's `SamplingParams` field.
+    pub twinkle: Option<&'static str>,
+    /// OpenAI's API, and servers samplab does not know.
+    pub openai: Option<&'static str>,
     /// llama.cpp's own server.
     pub llama_server: Option<&'static str>,
     pub llama_cpp_python: Option<&'static str>,
 }
 
-impl Served {
+impl Names {
     pub const NONE: Self = Self {
-        openai: None,
         vllm: None,
+        transformers: None,
+        llama_cpp: None,
+        twinkle: None,
+        openai: None,
         llama_server: None,
         llama_cpp_python: None,
     };
 
-    /// The same name on every server.
+    /// The same JSON name on every server.
     pub const fn all(name: &'static str) -> Self {
         Self::local(name).openai(name)
     }
 
-    /// The same name on every server but OpenAI's.
+    /// The same JSON name on every server but OpenAI's.
     pub const fn local(name: &'static str) -> Self {
         Self::NONE
             .vllm(name)
@@ -71,16 +97,42 @@ impl Served {
             .llama_cpp_python(name)
     }
 
-    pub const fn openai(self, name: &'static str) -> Self {
-        Self {
-            openai: Some(name),
-            ..self
-        }
+    /// `name` in every engine's export (llama.cpp's flag aside) and twinkle's.
+    pub const fn engines(self, name: &'static str) -> Self {
+        self.vllm(name).transformers(name).twinkle(name)
     }
 
     pub const fn vllm(self, name: &'static str) -> Self {
         Self {
             vllm: Some(name),
+            ..self
+        }
+    }
+
+    pub const fn transformers(self, name: &'static str) -> Self {
+        Self {
+            transformers: Some(name),
+            ..self
+        }
+    }
+
+    pub const fn flag(self, name: &'static str) -> Self {
+        Self {
+            llama_cpp: Some(name),
+            ..self
+        }
+    }
+
+    pub const fn twinkle(self, name: &'static str) -> Self {
+        Self {
+            twinkle: Some(name),
+            ..self
+        }
+    }
+
+    pub const fn openai(self, name: &'static str) -> Self {
+        Self {
+            openai: Some(name),
             ..self
         }
     }
@@ -98,6 +150,44 @@ impl Served {
             ..self
         }
     }
+
+    /// The name in `engine`'s export: its keyword, or llama.cpp's flag.
+    pub fn in_engine(&self, engine: Engine) -> Option<&'static str> {
+        match engine {
+            Engine::Vllm => self.vllm,
+            Engine::Transformers => self.transformers,
+            Engine::LlamaCpp => self.llama_cpp,
+        }
+    }
+
+    /// Every name, for recognising one typed where samplab's is meant; flags as the keys they
+    /// become (`--top-nsigma` as `top_nsigma`).
+    pub fn every(&self) -> impl Iterator<Item = String> {
+        let flag = self
+            .llama_cpp
+            .map(|flag| flag.trim_start_matches('-').replace('-', "_"));
+        [
+            self.vllm,
+            self.transformers,
+            self.twinkle,
+            self.openai,
+            self.llama_server,
+            self.llama_cpp_python,
+        ]
+        .into_iter()
+        .flatten()
+        .map(str::to_owned)
+        .chain(flag)
+    }
+}
+
+/// How the engines write "off" for a count that samplab reads as off at any value below 1
+/// (top_k: -1 or 0): vLLM as `vllm`, transformers and llama.cpp, and their servers, as
+/// `others`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffBelowOne {
+    pub vllm: i64,
+    pub others: i64,
 }
 
 /// How the playground moves a parameter.

@@ -15,7 +15,7 @@ mod table;
 mod token_texts;
 
 pub use engine::{Engine, Engines, Stage, Stages};
-pub use field::{Bounds, FieldSpec, Knob, Served};
+pub use field::{Bounds, FieldSpec, Knob, Names, OffBelowOne};
 pub use logit_bias::{BIAS_LIMIT, LogitBias};
 pub use structured::{LlamaCppConstraint, Schema, StructuredOutputs, is_gbnf, quoted};
 pub use table::{Field, SamplingParams};

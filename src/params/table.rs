@@ -3,7 +3,7 @@
 //! stage to the samplers); everything else reads the table.
 
 use super::engine::{Engine, Engines, Stages};
-use super::field::{Bounds, FieldSpec, Knob, Served};
+use super::field::{Bounds, FieldSpec, Knob, Names, OffBelowOne};
 use super::logit_bias::LogitBias;
 use super::structured::{Schema, StructuredOutputs};
 use super::token_texts::TokenTexts;
@@ -29,7 +29,8 @@ const fn spec(label: &'static str, engines: Engines, knob: Knob) -> FieldSpec {
         bounds: None,
         valid: "",
         off: None,
-        served: Served::NONE,
+        names: Names::NONE,
+        off_below_one: None,
     }
 }
 
@@ -127,6 +128,7 @@ fn yaml_value<T: Serialize>(value: &T) -> Value {
 params_table! {
     /// Tokens to generate per sample; null runs until EOS or the end of the context.
     MaxTokens max_tokens: Option<u32> = None, FieldSpec {
+        names: Names::NONE.engines("max_tokens").transformers("max_new_tokens").flag("-n"),
         bounds: Some(Bounds::at_least(1.0)),
         valid: "must be >= 1, or null to run until EOS",
         off: Some("null"),
@@ -134,24 +136,26 @@ params_table! {
     };
     /// Sample i uses seed + i; null draws one at random when the run starts.
     Seed seed: Option<u64> = None, FieldSpec {
+        names: Names::NONE.vllm("seed").twinkle("seed").flag("-s"),
         valid: "must be a whole number >= 0, or null for a random one, which is what -1 means \
                 in llama.cpp",
         ..spec("seed", Engines::ALL, Knob::Seed)
     };
     /// Stop strings and stop token ids: "\n\n", #13.
     Stop stop: Option<TokenTexts> = None, FieldSpec {
+        names: Names::NONE.vllm("stop").twinkle("stop").transformers("stop_strings").flag("-r"),
         off: Some("null"),
         ..spec("stop", Engines::ALL, Knob::TokenList)
     };
     /// Keep the matched stop string in the text.
     IncludeStopStrInOutput include_stop_str_in_output: bool = false, FieldSpec {
-        served: Served::NONE.vllm("include_stop_str_in_output"),
+        names: Names::NONE.vllm("include_stop_str_in_output"),
         off: Some("false"),
         ..spec("incl_stop", Engines::ALL, Knob::Toggle)
     };
     /// Divides the logits; below 1e-5 is greedy (argmax).
     Temperature temperature: f32 = 1.0, FieldSpec {
-        served: Served::all("temperature"),
+        names: Names::all("temperature").engines("temperature").flag("--temp"),
         bounds: Some(Bounds::at_least(0.0)),
         valid: "must be a finite number >= 0 (below 1e-5 is greedy)",
         ..spec("temperature", Engines::ALL, Knob::Decimal {
@@ -160,7 +164,8 @@ params_table! {
     };
     /// Keeps the k most likely tokens; -1 (or 0) keeps all.
     TopK top_k: i32 = -1, FieldSpec {
-        served: Served::local("top_k"),
+        names: Names::local("top_k").engines("top_k").flag("--top-k"),
+        off_below_one: Some(OffBelowOne { vllm: -1, others: 0 }),
         bounds: Some(Bounds::at_least(-1.0)),
         valid: "must be -1 (off), 0 (read as off) or >= 1",
         off: Some("-1"),
@@ -168,7 +173,7 @@ params_table! {
     };
     /// Keeps the most likely tokens that together hold this much probability; 1 is off.
     TopP top_p: f32 = 1.0, FieldSpec {
-        served: Served::all("top_p"),
+        names: Names::all("top_p").engines("top_p").flag("--top-p"),
         bounds: Some(Bounds::above_to(0.0, 1.0)),
         valid: "must be in (0, 1]; 1 is off",
         off: Some("1.0"),
@@ -176,7 +181,7 @@ params_table! {
     };
     /// Drops tokens less likely than min_p times the most likely one; 0 is off.
     MinP min_p: f32 = 0.0, FieldSpec {
-        served: Served::local("min_p"),
+        names: Names::local("min_p").transformers("min_p").flag("--min-p"),
         bounds: Some(Bounds::closed(0.0, 1.0)),
         valid: "must be in [0, 1]; 0 is off",
         off: Some("0.0"),
@@ -184,10 +189,10 @@ params_table! {
     };
     /// Divides positive logits of seen tokens and multiplies negative ones; 1 is off.
     RepetitionPenalty repetition_penalty: f32 = 1.0, FieldSpec {
-        served: Served::NONE
+        names: Names::NONE
             .vllm("repetition_penalty")
             .llama_server("repeat_penalty")
-            .llama_cpp_python("repeat_penalty"),
+            .llama_cpp_python("repeat_penalty").engines("repetition_penalty").flag("--repeat-penalty"),
         bounds: Some(Bounds::above(0.0)),
         valid: "must be a finite number > 0; 1 is off",
         off: Some("1.0"),
@@ -197,6 +202,7 @@ params_table! {
     };
     /// Parallel samples (vLLM's n), each with its own seed.
     NumSamples num_samples: u32 = 1, FieldSpec {
+        names: Names::NONE.vllm("n").transformers("num_return_sequences"),
         bounds: Some(Bounds::closed(1.0, MAX_SAMPLES as f64)),
         valid: "must be in 1..=64",
         ..spec("samples", Engines::ALL, Knob::Count {
@@ -205,6 +211,7 @@ params_table! {
     };
     /// Alternatives reported per generated token; 0 reports the chosen token only.
     Logprobs logprobs: Option<u32> = None, FieldSpec {
+        names: Names::NONE.vllm("logprobs"),
         bounds: Some(Bounds::closed(0.0, MAX_LOGPROBS as f64)),
         valid: "must be in 0..=20, or null for none",
         off: Some("null"),
@@ -213,12 +220,14 @@ params_table! {
     /// Tokens whose raw logprob is reported at every step: strings (their first token) and
     /// ids, as `stop` takes them: " Yes", " No", #13.
     Watch watch: Option<TokenTexts> = None, FieldSpec {
+        names: Names::NONE.vllm("logprob_token_ids"),
         off: Some("null"),
         exported: Some(Engines::VLLM),
         ..spec("watch", Engines::ALL, Knob::TokenList)
     };
     /// Alternatives reported per prompt token.
     PromptLogprobs prompt_logprobs: Option<u32> = None, FieldSpec {
+        names: Names::NONE.vllm("prompt_logprobs"),
         bounds: Some(Bounds::closed(0.0, MAX_LOGPROBS as f64)),
         valid: "must be in 0..=20, or null for none",
         off: Some("null"),
@@ -229,13 +238,13 @@ params_table! {
         spec("engine", Engines::ALL, Knob::Choice(&["vllm", "transformers", "llama.cpp"]));
     /// llama.cpp's chain order by stage name, as its --samplers; null is its default order.
     Samplers samplers: Option<Stages> = None, FieldSpec {
-        served: Served::NONE.llama_server("samplers"),
+        names: Names::NONE.llama_server("samplers").flag("--samplers"),
         off: Some("null"),
         ..spec("samplers", Engines::LLAMA_CPP, Knob::Text)
     };
     /// Subtracts this from the logit of every token already generated; 0 is off.
     PresencePenalty presence_penalty: f32 = 0.0, FieldSpec {
-        served: Served::all("presence_penalty"),
+        names: Names::all("presence_penalty").flag("--presence-penalty"),
         bounds: Some(Bounds::closed(-2.0, 2.0)),
         valid: "must be in [-2, 2]; 0 is off",
         off: Some("0.0"),
@@ -243,7 +252,7 @@ params_table! {
     };
     /// Subtracts this times its count from the logit of every generated token; 0 is off.
     FrequencyPenalty frequency_penalty: f32 = 0.0, FieldSpec {
-        served: Served::all("frequency_penalty"),
+        names: Names::all("frequency_penalty").flag("--frequency-penalty"),
         bounds: Some(Bounds::closed(-2.0, 2.0)),
         valid: "must be in [-2, 2]; 0 is off",
         off: Some("0.0"),
@@ -251,7 +260,7 @@ params_table! {
     };
     /// Window of the penalties in tokens (prompt included): -1 the whole context, 0 off.
     RepeatLastN repeat_last_n: i32 = 64, FieldSpec {
-        served: Served::NONE.llama_server("repeat_last_n"),
+        names: Names::NONE.llama_server("repeat_last_n").flag("--repeat-last-n"),
         bounds: Some(Bounds::at_least(-1.0)),
         valid: "must be -1 (the whole context), 0 (penalties off) or >= 1",
         off: Some("0"),
@@ -259,42 +268,45 @@ params_table! {
     };
     /// EOS and stop token ids cannot be drawn before this many tokens.
     MinTokens min_tokens: u32 = 0, FieldSpec {
-        served: Served::NONE.vllm("min_tokens").llama_cpp_python("min_tokens"),
+        names: Names::NONE.vllm("min_tokens").llama_cpp_python("min_tokens").transformers("min_new_tokens"),
         valid: "must be >= 0; 0 is off",
         off: Some("0"),
         ..spec("min_tokens", VLLM_AND_TRANSFORMERS, Knob::Doubling { max: DOUBLING_MAX, vocab: false })
     };
     /// EOS does not end a sample (it may still be drawn).
     IgnoreEos ignore_eos: bool = false, FieldSpec {
-        served: Served::NONE.vllm("ignore_eos").llama_server("ignore_eos"),
+        names: Names::NONE.vllm("ignore_eos").llama_server("ignore_eos").flag("--ignore-eos"),
         off: Some("false"),
         ..spec("ignore_eos", VLLM_AND_LLAMA_CPP, Knob::Toggle)
     };
     /// Token id -> bias added to its logit, clamped to [-100, 100]: {13: -100}.
     LogitBias logit_bias: Option<LogitBias> = None, FieldSpec {
+        names: Names::NONE.vllm("logit_bias").transformers("sequence_bias").flag("-l"),
         off: Some("null"),
         ..spec("logit_bias", Engines::ALL, Knob::Text)
     };
     /// Words that may not be generated (their last token is banned after the rest).
     BadWords bad_words: Option<Vec<String>> = None, FieldSpec {
-        served: Served::NONE.vllm("bad_words"),
+        names: Names::NONE.vllm("bad_words").transformers("bad_words_ids"),
         off: Some("null"),
         ..spec("bad_words", VLLM_AND_TRANSFORMERS, Knob::Text)
     };
     /// Only these token ids may be drawn.
     AllowedTokenIds allowed_token_ids: Option<Vec<u32>> = None, FieldSpec {
-        served: Served::NONE.vllm("allowed_token_ids"),
+        names: Names::NONE.vllm("allowed_token_ids"),
         off: Some("null"),
         ..spec("allowed_ids", Engines::VLLM, Knob::Text)
     };
     /// The output must satisfy a constraint, as vLLM's structured outputs: {json: a schema or
     /// its file}, {regex: …}, {choice: [a, b]}, {grammar: GBNF or Lark}, {json_object: true}.
     StructuredOutputs structured_outputs: Option<StructuredOutputs> = None, FieldSpec {
+        names: Names::NONE.vllm("structured_outputs"),
         off: Some("null"),
         ..spec("structured", Engines::ALL, Knob::Text)
     };
     /// The output must follow this GBNF grammar (llama.cpp's --grammar).
     Grammar grammar: Option<String> = None, FieldSpec {
+        names: Names::NONE.flag("--grammar"),
         off: Some("null"),
         // Every engine's export carries it: vLLM's as structured_outputs.grammar (GBNF).
         exported: Some(Engines::ALL),
@@ -303,6 +315,7 @@ params_table! {
     /// The output must be JSON that this schema (or the file it names) accepts (llama.cpp's
     /// --json-schema).
     JsonSchema json_schema: Option<Schema> = None, FieldSpec {
+        names: Names::NONE.flag("--json-schema"),
         off: Some("null"),
         // Every engine's export carries it: vLLM's as structured_outputs.json.
         exported: Some(Engines::ALL),
@@ -310,7 +323,7 @@ params_table! {
     };
     /// Keeps the tokens whose surprise is closest to the entropy, up to this mass; 1 is off.
     TypicalP typical_p: f32 = 1.0, FieldSpec {
-        served: Served::NONE.llama_server("typical_p"),
+        names: Names::NONE.llama_server("typical_p").transformers("typical_p").flag("--typical"),
         bounds: Some(Bounds::above_to(0.0, 1.0)),
         valid: "must be in (0, 1]; 1 is off",
         off: Some("1.0"),
@@ -318,7 +331,7 @@ params_table! {
     };
     /// Keeps logits within n standard deviations of the largest; -1 (or 0) is off.
     TopNSigma top_n_sigma: f32 = -1.0, FieldSpec {
-        served: Served::NONE.llama_server("top_n_sigma"),
+        names: Names::NONE.llama_server("top_n_sigma").flag("--top-nsigma"),
         bounds: Some(Bounds::at_least(-1.0)),
         valid: "must be a finite number >= -1; <= 0 is off",
         off: Some("-1.0"),
@@ -326,7 +339,7 @@ params_table! {
     };
     /// Chance per step that XTC removes the likeliest tokens above its threshold; 0 is off.
     XtcProbability xtc_probability: f32 = 0.0, FieldSpec {
-        served: Served::NONE.llama_server("xtc_probability"),
+        names: Names::NONE.llama_server("xtc_probability").flag("--xtc-probability"),
         bounds: Some(Bounds::closed(0.0, 1.0)),
         valid: "must be in [0, 1]; 0 is off",
         off: Some("0.0"),
@@ -334,14 +347,14 @@ params_table! {
     };
     /// XTC removes all but the least likely of the tokens at least this likely; > 0.5 is off.
     XtcThreshold xtc_threshold: f32 = 0.1, FieldSpec {
-        served: Served::NONE.llama_server("xtc_threshold"),
+        names: Names::NONE.llama_server("xtc_threshold").flag("--xtc-threshold"),
         bounds: Some(Bounds::closed(0.0, 1.0)),
         valid: "must be in [0, 1]; above 0.5 XTC never acts",
         ..spec("xtc_thresh", Engines::LLAMA_CPP, decimal(0.01, 0.1, 0.0, 1.0))
     };
     /// DRY: penalty scale for tokens that would extend a repeated sequence; 0 is off.
     DryMultiplier dry_multiplier: f32 = 0.0, FieldSpec {
-        served: Served::NONE.llama_server("dry_multiplier"),
+        names: Names::NONE.llama_server("dry_multiplier").flag("--dry-multiplier"),
         bounds: Some(Bounds::at_least(0.0)),
         valid: "must be a finite number >= 0; 0 is off",
         off: Some("0.0"),
@@ -349,21 +362,21 @@ params_table! {
     };
     /// DRY: the penalty grows as base^(length - allowed_length).
     DryBase dry_base: f32 = 1.75, FieldSpec {
-        served: Served::NONE.llama_server("dry_base"),
+        names: Names::NONE.llama_server("dry_base").flag("--dry-base"),
         bounds: Some(Bounds::at_least(1.0)),
         valid: "must be a finite number >= 1",
         ..spec("dry_base", Engines::LLAMA_CPP, decimal(0.05, 0.25, 1.0, 4.0))
     };
     /// DRY: repeats up to this long are free.
     DryAllowedLength dry_allowed_length: u32 = 2, FieldSpec {
-        served: Served::NONE.llama_server("dry_allowed_length"),
+        names: Names::NONE.llama_server("dry_allowed_length").flag("--dry-allowed-length"),
         bounds: Some(Bounds::at_least(1.0)),
         valid: "must be >= 1",
         ..spec("dry_len", Engines::LLAMA_CPP, count(4, 1, 64))
     };
     /// DRY: how many recent tokens it scans: -1 the whole context, 0 off.
     DryPenaltyLastN dry_penalty_last_n: i32 = -1, FieldSpec {
-        served: Served::NONE.llama_server("dry_penalty_last_n"),
+        names: Names::NONE.llama_server("dry_penalty_last_n").flag("--dry-penalty-last-n"),
         bounds: Some(Bounds::at_least(-1.0)),
         valid: "must be -1 (the whole context), 0 (off) or >= 1",
         off: Some("0"),
@@ -372,12 +385,12 @@ params_table! {
     /// DRY: strings that end a repeated sequence.
     DrySequenceBreakers dry_sequence_breakers: Vec<String> = ["\n", ":", "\"", "*"]
         .map(str::to_owned).to_vec(), FieldSpec {
-        served: Served::NONE.llama_server("dry_sequence_breakers"),
+        names: Names::NONE.llama_server("dry_sequence_breakers").flag("--dry-sequence-breaker"),
         ..spec("dry_break", Engines::LLAMA_CPP, Knob::Text)
     };
     /// Mirostat 1 or 2 replaces the chain by temperature + mirostat; 0 is off.
     Mirostat mirostat: u32 = 0, FieldSpec {
-        served: Served::NONE.llama_server("mirostat").llama_cpp_python("mirostat_mode"),
+        names: Names::NONE.llama_server("mirostat").llama_cpp_python("mirostat_mode").flag("--mirostat"),
         bounds: Some(Bounds::closed(0.0, 2.0)),
         valid: "must be 0 (off), 1 or 2",
         off: Some("0"),
@@ -385,21 +398,21 @@ params_table! {
     };
     /// Mirostat: the target surprise in bits.
     MirostatTau mirostat_tau: f32 = 5.0, FieldSpec {
-        served: Served::NONE.llama_server("mirostat_tau").llama_cpp_python("mirostat_tau"),
+        names: Names::NONE.llama_server("mirostat_tau").llama_cpp_python("mirostat_tau").flag("--mirostat-ent"),
         bounds: Some(Bounds::at_least(0.0)),
         valid: "must be a finite number >= 0",
         ..spec("miro_tau", Engines::LLAMA_CPP, decimal(0.5, 2.0, 0.0, 20.0))
     };
     /// Mirostat: how fast it corrects towards tau.
     MirostatEta mirostat_eta: f32 = 0.1, FieldSpec {
-        served: Served::NONE.llama_server("mirostat_eta").llama_cpp_python("mirostat_eta"),
+        names: Names::NONE.llama_server("mirostat_eta").llama_cpp_python("mirostat_eta").flag("--mirostat-lr"),
         bounds: Some(Bounds::at_least(0.0)),
         valid: "must be a finite number >= 0",
         ..spec("miro_eta", Engines::LLAMA_CPP, decimal(0.01, 0.1, 0.0, 1.0))
     };
     /// Dynamic temperature: temperature ± this, by the entropy; 0 is off.
     DynatempRange dynatemp_range: f32 = 0.0, FieldSpec {
-        served: Served::NONE.llama_server("dynatemp_range"),
+        names: Names::NONE.llama_server("dynatemp_range").flag("--dynatemp-range"),
         bounds: Some(Bounds::at_least(0.0)),
         valid: "must be a finite number >= 0; 0 is off",
         off: Some("0.0"),
@@ -407,14 +420,14 @@ params_table! {
     };
     /// Dynamic temperature: the exponent on the normalised entropy.
     DynatempExponent dynatemp_exponent: f32 = 1.0, FieldSpec {
-        served: Served::NONE.llama_server("dynatemp_exponent"),
+        names: Names::NONE.llama_server("dynatemp_exponent").flag("--dynatemp-exp"),
         bounds: Some(Bounds::at_least(0.0)),
         valid: "must be a finite number >= 0",
         ..spec("dyn_exp", Engines::LLAMA_CPP, decimal(0.05, 0.5, 0.0, 5.0))
     };
     /// Filters keep at least this many tokens (llama.cpp's min_keep); 0 is none.
     MinKeep min_keep: u32 = 0, FieldSpec {
-        served: Served::NONE.llama_server("min_keep"),
+        names: Names::NONE.llama_server("min_keep").flag("--min-keep"),
         valid: "must be >= 0; 0 is none",
         off: Some("0"),
         ..spec("min_keep", Engines::LLAMA_CPP, count(4, 0, 64))

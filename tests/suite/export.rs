@@ -298,8 +298,8 @@ fn llama_cpp_rich_snippet_is_exact() {
 # Random draws in llama.cpp differ from samplab's, so only greedy output matches samplab's token for token.
 llama-completion -m stories260K.gguf -no-cnv --no-escape --no-display-prompt \
   --samplers 'penalties;temperature;min_p;top_k;top_p' \
-  --temp 0.7 --top-k 40 --top-p 0.9 --min-p 0.05 \
-  --repeat-penalty 1.1 --repeat-last-n -1 \
+  --temp 0.7 --top-k 40 --top-p 0.9 --min-p 0.05 --repeat-penalty 1.1 \
+  --repeat-last-n -1 \
   -n 64 -s 42 \
   -r $'\n\n' \
   -r 'The End' \

@@ -7,7 +7,7 @@
 
 use super::server::ServerKind;
 use crate::engine::{Conversation, Prompt};
-use crate::params::{Field, LlamaCppConstraint, SamplingParams, StructuredOutputs, TokenText};
+use crate::params::{Engine, Field, LlamaCppConstraint, SamplingParams, StructuredOutputs, TokenText};
 use serde_json::{Map, Value, json};
 
 /// The most alternatives per token samplab asks for: OpenAI's top_logprobs cap and vLLM's
@@ -17,12 +17,28 @@ pub const MAX_ALTERNATIVES: u32 = 20;
 /// Alternatives asked for whatever `logprobs` says, so that the inspector has some.
 const INSPECTOR_ALTERNATIVES: u32 = 5;
 
-/// `field`'s JSON name on `kind`, from the params table. Parameters sent as they are have one;
-/// `max_tokens`, `seed`, `stop`, `logprobs`, `logit_bias` and the constraint (see
-/// [`constraint_on`]) are written by [`body`]; `num_samples` is one request per sample, and
-/// `engine` and `prompt_logprobs` are never sent (see [`applies`]).
+/// The fields a request carries in a form of its own, which [`body`] builds: one request per
+/// sample, its own seed, stop strings apart from stop ids, the constraint in the server's
+/// shape (see [`constraint_on`]); `watch`, `engine` and `prompt_logprobs` are never sent (see
+/// [`applies`]).
+const OWN_FORM: &[Field] = &[
+    Field::MaxTokens,
+    Field::Seed,
+    Field::Stop,
+    Field::NumSamples,
+    Field::Logprobs,
+    Field::Watch,
+    Field::PromptLogprobs,
+    Field::LogitBias,
+    Field::StructuredOutputs,
+    Field::Grammar,
+    Field::JsonSchema,
+    Field::Engine,
+];
+
+/// `field`'s JSON name on `kind`, from the params table.
 fn name_on(kind: ServerKind, field: Field) -> Option<&'static str> {
-    let served = field.spec().served;
+    let served = field.spec().names;
     match kind {
         ServerKind::OpenAi => served.openai,
         ServerKind::Vllm => served.vllm,
@@ -54,7 +70,7 @@ fn applies(kind: ServerKind, field: Field, params: &SamplingParams, chat: bool) 
             .constraint()
             .is_none_or(|(_, constraint)| constraint_on(kind, &constraint, chat).is_some()),
         // vLLM could return them, but samplab does not read them from a stream yet.
-        Field::PromptLogprobs => false,
+        Field::PromptLogprobs | Field::Watch => false,
         // Which engine's semantics samplab follows; a server follows its own.
         Field::Engine => false,
         field => name_on(kind, field).is_some(),
@@ -131,16 +147,6 @@ fn stop_ids(params: &SamplingParams) -> Vec<u32> {
         .collect()
 }
 
-/// A value as the server spells it: llama.cpp's top_k is off at 0, where samplab (as vLLM)
-/// writes -1, and llama-cpp-python refuses a negative one.
-fn on_the_wire(kind: ServerKind, field: Field, value: Value) -> Value {
-    let llama = matches!(kind, ServerKind::LlamaServer | ServerKind::LlamaCppPython);
-    match field {
-        Field::TopK if llama && value.as_i64().is_some_and(|k| k < 1) => json!(0),
-        _ => value,
-    }
-}
-
 /// How many alternatives to ask for per token: what `logprobs` asks, and a few for the
 /// inspector, up to the servers' cap.
 pub fn alternatives(params: &SamplingParams) -> u32 {
@@ -178,12 +184,17 @@ pub fn body(
             body.insert("top_logprobs".into(), json!(top));
         }
     }
-    for &field in Field::ALL {
+    // The engine whose spelling of off the server reads (llama-cpp-python refuses top_k -1).
+    let engine = match kind {
+        ServerKind::LlamaServer | ServerKind::LlamaCppPython => Engine::LlamaCpp,
+        ServerKind::OpenAi | ServerKind::Vllm => Engine::Vllm,
+    };
+    for &field in Field::ALL.iter().filter(|f| !OWN_FORM.contains(f)) {
         if let Some(name) = name_on(kind, field) {
-            let value = params.get(field);
+            let value = field.spec().value_for(engine, params.get(field));
             if !value.is_null() {
                 let value = serde_json::to_value(value).unwrap_or(Value::Null);
-                body.insert(name.into(), on_the_wire(kind, field, value));
+                body.insert(name.into(), value);
             }
         }
     }
