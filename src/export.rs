@@ -504,7 +504,10 @@ pub fn to_llama_cpp(params: &SamplingParams, ctx: &ExportContext) -> String {
         format!("{} {value}", flag(field))
     });
     let window = format!("{} {repeat_last_n}", flag(Field::RepeatLastN));
-    let mut groups = vec![program, format!("{} {}", flag(Field::Samplers), sh_word(&samplers))];
+    let mut groups = vec![
+        program,
+        format!("{} {}", flag(Field::Samplers), sh_word(&samplers)),
+    ];
     groups.extend(fields::packed(
         classic
             .into_iter()

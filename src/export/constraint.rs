@@ -2,7 +2,7 @@
 //! OpenAI-compatible body's `response_format` or `structured_outputs`, llama.cpp's
 //! `--grammar` / `--json-schema`, and a note wherever a target has no place for it.
 
-use super::{fields, py_list, py_json, py_str, sh_word};
+use super::{fields, py_json, py_list, py_str, sh_word};
 use crate::params::{LlamaCppConstraint, SamplingParams, StructuredOutputs};
 use serde_json::Value as Json;
 

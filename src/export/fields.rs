@@ -2,7 +2,7 @@
 //! carry them, and a note for each one a target cannot take (never dropped silently).
 
 use super::{py_float, py_list, py_str, py_value, sample_count, sh_value};
-use crate::params::{Engine, Field, SamplingParams, Stage};
+use crate::params::{Engine, Field, SamplingParams, Stage, possessive};
 use crate::sampling::order_as_llama_cpp_stages;
 use serde_yaml_ng::Value;
 
@@ -33,9 +33,9 @@ pub fn unexpressed(params: &SamplingParams, target: Option<Engine>, title: &str)
     // vLLM's profile is samplab's default, whose differences each export already explains.
     if params.engine != Engine::Vllm && params.engine != target.unwrap_or(Engine::Vllm) {
         notes.push(format!(
-            "samplab sampled with {}'s chain; {title} runs its own processors in its own order, \
+            "samplab sampled with {} chain; {title} runs its own processors in its own order, \
              so the same numbers can keep other tokens (see docs/sampling.md).",
-            params.engine.title()
+            possessive(params.engine.title())
         ));
     }
     for &field in Field::ALL {
@@ -102,7 +102,10 @@ fn extra(params: &SamplingParams, engine: Engine) -> impl Iterator<Item = Field>
 pub fn vllm_fields(params: &SamplingParams) -> Vec<(&'static str, Value)> {
     let vllm = Engine::Vllm;
     let stop = params.stop.clone().unwrap_or_default();
-    let mut fields = vec![(name(Field::NumSamples, vllm), Value::from(sample_count(params)))];
+    let mut fields = vec![(
+        name(Field::NumSamples, vllm),
+        Value::from(sample_count(params)),
+    )];
     fields.extend(
         [
             Field::Temperature,

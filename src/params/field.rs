@@ -3,6 +3,7 @@
 
 use super::engine::{Engine, Engines};
 use serde_yaml_ng::Value;
+use std::borrow::Cow;
 
 /// One parameter's row.
 #[derive(Debug, Clone, Copy)]
@@ -18,7 +19,8 @@ pub struct FieldSpec {
     pub knob: Knob,
     /// The numbers `validate` accepts; `None` for values checked by type or by hand.
     pub bounds: Option<Bounds>,
-    /// What a refused value is told: the valid range in words.
+    /// What a refused value is told, where [`FieldSpec::valid`]'s words from the bounds and
+    /// the off value would not say enough; empty otherwise.
     pub valid: &'static str,
     /// The value (as YAML) that turns the parameter off; `None` where nothing does.
     pub off: Option<&'static str>,
@@ -43,6 +45,43 @@ impl FieldSpec {
             }),
             _ => value,
         }
+    }
+
+    /// What a refused value is told: the row's own words, or the bounds and the off value in
+    /// words (`must be in (0, 1]; 1 is off`).
+    pub fn valid(&self) -> Cow<'static, str> {
+        if !self.valid.is_empty() {
+            return Cow::Borrowed(self.valid);
+        }
+        let Some(b) = self.bounds else {
+            return Cow::Borrowed("");
+        };
+        let whole = matches!(
+            self.knob,
+            Knob::Count { .. } | Knob::Doubling { .. } | Knob::Seed
+        );
+        let range = match (b.hi.is_finite(), whole) {
+            (true, true) if !b.lo_open && !b.hi_open => format!("in {}..={}", b.lo, b.hi),
+            (true, _) => format!(
+                "in {}{}, {}{}",
+                if b.lo_open { '(' } else { '[' },
+                b.lo,
+                b.hi,
+                if b.hi_open { ')' } else { ']' }
+            ),
+            (false, true) => format!("{} {}", if b.lo_open { ">" } else { ">=" }, b.lo),
+            (false, false) => format!(
+                "a finite number {} {}",
+                if b.lo_open { ">" } else { ">=" },
+                b.lo
+            ),
+        };
+        let off = match self.off_value() {
+            Some(Value::Null) => ", or null for none".to_owned(),
+            Some(Value::Number(n)) => format!("; {} is off", n.as_f64().unwrap_or_default()),
+            _ => String::new(),
+        };
+        Cow::Owned(format!("must be {range}{off}"))
     }
 
     /// The value that turns the parameter off, parsed from its row.
@@ -160,23 +199,23 @@ impl Names {
         }
     }
 
-    /// Every name, for recognising one typed where samplab's is meant; flags as the keys they
-    /// become (`--top-nsigma` as `top_nsigma`).
-    pub fn every(&self) -> impl Iterator<Item = String> {
+    /// Every name with whose it is, for recognising one typed where samplab's is meant;
+    /// long flags as the keys they become (`--top-nsigma` as `top_nsigma`).
+    pub fn every(&self) -> impl Iterator<Item = (&'static str, String)> {
         let flag = self
             .llama_cpp
-            .map(|flag| flag.trim_start_matches('-').replace('-', "_"));
+            .filter(|flag| flag.starts_with("--"))
+            .map(|flag| ("llama.cpp", flag.trim_start_matches('-').replace('-', "_")));
         [
-            self.vllm,
-            self.transformers,
-            self.twinkle,
-            self.openai,
-            self.llama_server,
-            self.llama_cpp_python,
+            ("vLLM", self.vllm),
+            ("transformers", self.transformers),
+            ("twinkle", self.twinkle),
+            ("OpenAI", self.openai),
+            ("llama.cpp", self.llama_server),
+            ("llama.cpp", self.llama_cpp_python),
         ]
         .into_iter()
-        .flatten()
-        .map(str::to_owned)
+        .filter_map(|(whose, name)| Some((whose, name?.to_owned())))
         .chain(flag)
     }
 }

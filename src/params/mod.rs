@@ -23,6 +23,7 @@ pub use token_texts::{TokenText, TokenTexts};
 
 use serde::{Deserialize, Deserializer, de};
 use serde_yaml_ng::Value;
+use std::borrow::Cow;
 use std::fmt;
 
 /// Temperatures below this are greedy decoding (vLLM's `_SAMPLING_EPS`).
@@ -52,7 +53,7 @@ pub enum ParamError {
     OutOfRange {
         field: &'static str,
         value: String,
-        valid: &'static str,
+        valid: Cow<'static, str>,
     },
     /// A whole number its field's type cannot hold; `range` is what it can, in words.
     #[error("`{field}` = {value} is out of range: {range}")]
@@ -201,11 +202,15 @@ impl SamplingParams {
 
     /// Checks every field against its row of the table, then what rows cannot say alone.
     pub fn validate(&self) -> Result<(), ParamError> {
-        fn bad(field: Field, value: impl fmt::Display, valid: &'static str) -> ParamError {
+        fn bad(
+            field: Field,
+            value: impl fmt::Display,
+            valid: impl Into<Cow<'static, str>>,
+        ) -> ParamError {
             ParamError::OutOfRange {
                 field: field.name(),
                 value: value.to_string(),
-                valid,
+                valid: valid.into(),
             }
         }
         let defaults = Self::default();
@@ -216,7 +221,7 @@ impl SamplingParams {
                 && let Some(x) = number(&value)
                 && !bounds.contains(x)
             {
-                return Err(bad(field, x, spec.valid));
+                return Err(bad(field, x, spec.valid()));
             }
             if self.is_outside_engine(field, &defaults) {
                 return Err(ParamError::NotInEngine {
@@ -296,7 +301,8 @@ impl SamplingParams {
                 field: Field::StructuredOutputs.name(),
                 value: format!("`{first}` and `{second}` both set"),
                 valid: "one constraint per run: set one of structured_outputs, grammar and \
-                        json_schema, and the others to null",
+                        json_schema, and the others to null"
+                    .into(),
             });
         }
         if let Some(grammar) = &self.grammar
@@ -440,12 +446,17 @@ pub fn field_named(key: &str) -> Result<Field, ParamError> {
         .find(|f| f.name() == key)
         .ok_or_else(|| ParamError::UnknownKey {
             key: key.to_owned(),
-            hint: match OTHER_TOOLS_NAMES.iter().find(|(name, ..)| *name == key) {
-                Some((_, tool, Some(ours))) => format!(" ({tool}'s `{key}` is samplab's `{ours}`)"),
-                Some((_, tool, None)) => {
+            hint: match (
+                outside_name(key),
+                OTHER_TOOLS_NAMES.iter().find(|(n, ..)| *n == key),
+            ) {
+                (Some((tool, ours)), _) | (None, Some(&(_, tool, Some(ours)))) => {
+                    format!(" ({} `{key}` is samplab's `{ours}`)", possessive(tool))
+                }
+                (None, Some(&(_, tool, None))) => {
                     format!(" (`{key}` is {tool}'s; samplab has no such sampler)")
                 }
-                None => match key.split_once('.') {
+                (None, None) => match key.split_once('.') {
                     // `structured_outputs.json=…`: a key inside a field's mapping.
                     Some((head, tail)) if Field::ALL.iter().any(|f| f.name() == head) => {
                         format!(" (`{head}` is set whole, as a mapping: {head}={{{tail}: …}})")
@@ -458,22 +469,29 @@ pub fn field_named(key: &str) -> Result<Field, ParamError> {
         })
 }
 
-/// Names that text-generation-webui, SillyTavern, llama.cpp and transformers give parameters,
-/// which people paste: (name, whose, samplab's name or none). Refused all the same, so that a
-/// preset says one thing in one vocabulary, but the error names the key to write.
+/// `transformers'`, `vLLM's`.
+pub fn possessive(name: &str) -> String {
+    match name.ends_with('s') {
+        true => format!("{name}'"),
+        false => format!("{name}'s"),
+    }
+}
+
+/// The engine whose name for a parameter `key` is, and samplab's name, from the params table.
+fn outside_name(key: &str) -> Option<(&'static str, &'static str)> {
+    Field::ALL.iter().find_map(|field| {
+        let (whose, _) = field.spec().names.every().find(|(_, name)| name == key)?;
+        Some((whose, field.name()))
+    })
+}
+
+/// Names that tools samplab writes nothing for (text-generation-webui, SillyTavern) give
+/// parameters, and names the table cannot hold, which people paste: (name, whose, samplab's
+/// name or none). Refused all the same, as the engines' names are, so that a preset says one
+/// thing in one vocabulary, but the error names the key to write.
 const OTHER_TOOLS_NAMES: &[(&str, &str, Option<&str>)] = &[
-    (
-        "temp",
-        "text-generation-webui and llama.cpp",
-        Some("temperature"),
-    ),
     ("rep_pen", "SillyTavern", Some("repetition_penalty")),
-    ("repeat_penalty", "llama.cpp", Some("repetition_penalty")),
     ("rep_pen_range", "SillyTavern", Some("repeat_last_n")),
-    ("max_new_tokens", "transformers", Some("max_tokens")),
-    ("min_new_tokens", "transformers", Some("min_tokens")),
-    ("n", "OpenAI", Some("num_samples")),
-    ("typical", "llama.cpp", Some("typical_p")),
     (
         "do_sample",
         "transformers",
@@ -622,8 +640,8 @@ fn range_in_words(field: Field, (lo, hi): (i128, i128), scalar: bool) -> String 
         }
         None => (lo, hi),
     };
-    match spec.valid {
-        "" => format!("it takes {lo} to {hi}"),
+    match spec.valid() {
+        valid if valid.is_empty() => format!("it takes {lo} to {hi}"),
         valid => format!("it takes {lo} to {hi}; {valid}"),
     }
 }
@@ -794,15 +812,61 @@ mod tests {
             );
         }
         for (key, said) in [
-            ("temp", "`temp` is samplab's `temperature`"),
+            ("temp", "llama.cpp's `temp` is samplab's `temperature`"),
             ("rep_pen", "`rep_pen` is samplab's `repetition_penalty`"),
             ("top_a", "samplab has no such sampler"),
+            // Read from the params table's names.
+            (
+                "repeat_penalty",
+                "llama.cpp's `repeat_penalty` is samplab's `repetition_penalty`",
+            ),
+            (
+                "top_nsigma",
+                "llama.cpp's `top_nsigma` is samplab's `top_n_sigma`",
+            ),
+            (
+                "mirostat_ent",
+                "llama.cpp's `mirostat_ent` is samplab's `mirostat_tau`",
+            ),
+            ("n", "vLLM's `n` is samplab's `num_samples`"),
+            (
+                "max_new_tokens",
+                "transformers' `max_new_tokens` is samplab's `max_tokens`",
+            ),
+            (
+                "sequence_bias",
+                "transformers' `sequence_bias` is samplab's `logit_bias`",
+            ),
         ] {
             let message = SamplingParams::from_yaml(&format!("{key}: 1"))
                 .unwrap_err()
                 .to_string();
             assert!(message.contains(said), "{message}");
         }
+    }
+
+    #[test]
+    fn refusals_say_the_rows_bounds_and_off_value_in_words() {
+        let said = |field: Field| field.spec().valid().into_owned();
+        assert_eq!(said(Field::TopP), "must be in (0, 1]; 1 is off");
+        assert_eq!(said(Field::NumSamples), "must be in 1..=64");
+        assert_eq!(said(Field::DryBase), "must be a finite number >= 1");
+        assert_eq!(said(Field::DryAllowedLength), "must be >= 1");
+        assert_eq!(said(Field::Logprobs), "must be in 0..=20, or null for none");
+        assert_eq!(said(Field::PresencePenalty), "must be in [-2, 2]; 0 is off");
+        for &field in Field::ALL {
+            if field.spec().bounds.is_some() {
+                assert!(!said(field).is_empty(), "{}", field.name());
+            }
+        }
+        let message = SamplingParams::from_yaml("top_p: 1.5")
+            .and_then(|p| p.validate())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            message,
+            "`top_p` = 1.5 is invalid: must be in (0, 1]; 1 is off"
+        );
     }
 
     #[test]

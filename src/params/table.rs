@@ -175,7 +175,6 @@ params_table! {
     TopP top_p: f32 = 1.0, FieldSpec {
         names: Names::all("top_p").engines("top_p").flag("--top-p"),
         bounds: Some(Bounds::above_to(0.0, 1.0)),
-        valid: "must be in (0, 1]; 1 is off",
         off: Some("1.0"),
         ..spec("top_p", Engines::ALL, decimal(0.01, 0.1, 0.01, 1.0))
     };
@@ -183,7 +182,6 @@ params_table! {
     MinP min_p: f32 = 0.0, FieldSpec {
         names: Names::local("min_p").transformers("min_p").flag("--min-p"),
         bounds: Some(Bounds::closed(0.0, 1.0)),
-        valid: "must be in [0, 1]; 0 is off",
         off: Some("0.0"),
         ..spec("min_p", Engines::ALL, decimal(0.01, 0.1, 0.0, 1.0))
     };
@@ -194,7 +192,6 @@ params_table! {
             .llama_server("repeat_penalty")
             .llama_cpp_python("repeat_penalty").engines("repetition_penalty").flag("--repeat-penalty"),
         bounds: Some(Bounds::above(0.0)),
-        valid: "must be a finite number > 0; 1 is off",
         off: Some("1.0"),
         ..spec("rep_penalty", Engines::ALL, Knob::Decimal {
             fine: 0.01, coarse: 0.1, limit: (0.01, 3.0), slider: (1.0, 2.0),
@@ -204,7 +201,6 @@ params_table! {
     NumSamples num_samples: u32 = 1, FieldSpec {
         names: Names::NONE.vllm("n").transformers("num_return_sequences"),
         bounds: Some(Bounds::closed(1.0, MAX_SAMPLES as f64)),
-        valid: "must be in 1..=64",
         ..spec("samples", Engines::ALL, Knob::Count {
             coarse: 4, limit: (1, MAX_SAMPLES as i64), log: true,
         })
@@ -213,7 +209,6 @@ params_table! {
     Logprobs logprobs: Option<u32> = None, FieldSpec {
         names: Names::NONE.vllm("logprobs"),
         bounds: Some(Bounds::closed(0.0, MAX_LOGPROBS as f64)),
-        valid: "must be in 0..=20, or null for none",
         off: Some("null"),
         ..spec("logprobs", Engines::ALL, count(5, 0, MAX_LOGPROBS as i64))
     };
@@ -229,7 +224,6 @@ params_table! {
     PromptLogprobs prompt_logprobs: Option<u32> = None, FieldSpec {
         names: Names::NONE.vllm("prompt_logprobs"),
         bounds: Some(Bounds::closed(0.0, MAX_LOGPROBS as f64)),
-        valid: "must be in 0..=20, or null for none",
         off: Some("null"),
         ..spec("prompt_lp", Engines::ALL, count(5, 0, MAX_LOGPROBS as i64))
     };
@@ -246,7 +240,6 @@ params_table! {
     PresencePenalty presence_penalty: f32 = 0.0, FieldSpec {
         names: Names::all("presence_penalty").flag("--presence-penalty"),
         bounds: Some(Bounds::closed(-2.0, 2.0)),
-        valid: "must be in [-2, 2]; 0 is off",
         off: Some("0.0"),
         ..spec("presence", VLLM_AND_LLAMA_CPP, decimal(0.05, 0.5, -2.0, 2.0))
     };
@@ -254,7 +247,6 @@ params_table! {
     FrequencyPenalty frequency_penalty: f32 = 0.0, FieldSpec {
         names: Names::all("frequency_penalty").flag("--frequency-penalty"),
         bounds: Some(Bounds::closed(-2.0, 2.0)),
-        valid: "must be in [-2, 2]; 0 is off",
         off: Some("0.0"),
         ..spec("frequency", VLLM_AND_LLAMA_CPP, decimal(0.05, 0.5, -2.0, 2.0))
     };
@@ -325,7 +317,6 @@ params_table! {
     TypicalP typical_p: f32 = 1.0, FieldSpec {
         names: Names::NONE.llama_server("typical_p").transformers("typical_p").flag("--typical"),
         bounds: Some(Bounds::above_to(0.0, 1.0)),
-        valid: "must be in (0, 1]; 1 is off",
         off: Some("1.0"),
         ..spec("typical_p", LLAMA_CPP_AND_TRANSFORMERS, decimal(0.01, 0.1, 0.01, 1.0))
     };
@@ -341,7 +332,6 @@ params_table! {
     XtcProbability xtc_probability: f32 = 0.0, FieldSpec {
         names: Names::NONE.llama_server("xtc_probability").flag("--xtc-probability"),
         bounds: Some(Bounds::closed(0.0, 1.0)),
-        valid: "must be in [0, 1]; 0 is off",
         off: Some("0.0"),
         ..spec("xtc_prob", Engines::LLAMA_CPP, decimal(0.05, 0.25, 0.0, 1.0))
     };
@@ -356,7 +346,6 @@ params_table! {
     DryMultiplier dry_multiplier: f32 = 0.0, FieldSpec {
         names: Names::NONE.llama_server("dry_multiplier").flag("--dry-multiplier"),
         bounds: Some(Bounds::at_least(0.0)),
-        valid: "must be a finite number >= 0; 0 is off",
         off: Some("0.0"),
         ..spec("dry_mult", Engines::LLAMA_CPP, decimal(0.05, 0.5, 0.0, 5.0))
     };
@@ -364,14 +353,12 @@ params_table! {
     DryBase dry_base: f32 = 1.75, FieldSpec {
         names: Names::NONE.llama_server("dry_base").flag("--dry-base"),
         bounds: Some(Bounds::at_least(1.0)),
-        valid: "must be a finite number >= 1",
         ..spec("dry_base", Engines::LLAMA_CPP, decimal(0.05, 0.25, 1.0, 4.0))
     };
     /// DRY: repeats up to this long are free.
     DryAllowedLength dry_allowed_length: u32 = 2, FieldSpec {
         names: Names::NONE.llama_server("dry_allowed_length").flag("--dry-allowed-length"),
         bounds: Some(Bounds::at_least(1.0)),
-        valid: "must be >= 1",
         ..spec("dry_len", Engines::LLAMA_CPP, count(4, 1, 64))
     };
     /// DRY: how many recent tokens it scans: -1 the whole context, 0 off.
@@ -400,21 +387,18 @@ params_table! {
     MirostatTau mirostat_tau: f32 = 5.0, FieldSpec {
         names: Names::NONE.llama_server("mirostat_tau").llama_cpp_python("mirostat_tau").flag("--mirostat-ent"),
         bounds: Some(Bounds::at_least(0.0)),
-        valid: "must be a finite number >= 0",
         ..spec("miro_tau", Engines::LLAMA_CPP, decimal(0.5, 2.0, 0.0, 20.0))
     };
     /// Mirostat: how fast it corrects towards tau.
     MirostatEta mirostat_eta: f32 = 0.1, FieldSpec {
         names: Names::NONE.llama_server("mirostat_eta").llama_cpp_python("mirostat_eta").flag("--mirostat-lr"),
         bounds: Some(Bounds::at_least(0.0)),
-        valid: "must be a finite number >= 0",
         ..spec("miro_eta", Engines::LLAMA_CPP, decimal(0.01, 0.1, 0.0, 1.0))
     };
     /// Dynamic temperature: temperature ± this, by the entropy; 0 is off.
     DynatempRange dynatemp_range: f32 = 0.0, FieldSpec {
         names: Names::NONE.llama_server("dynatemp_range").flag("--dynatemp-range"),
         bounds: Some(Bounds::at_least(0.0)),
-        valid: "must be a finite number >= 0; 0 is off",
         off: Some("0.0"),
         ..spec("dyn_range", Engines::LLAMA_CPP, decimal(0.05, 0.5, 0.0, 2.0))
     };
@@ -422,7 +406,6 @@ params_table! {
     DynatempExponent dynatemp_exponent: f32 = 1.0, FieldSpec {
         names: Names::NONE.llama_server("dynatemp_exponent").flag("--dynatemp-exp"),
         bounds: Some(Bounds::at_least(0.0)),
-        valid: "must be a finite number >= 0",
         ..spec("dyn_exp", Engines::LLAMA_CPP, decimal(0.05, 0.5, 0.0, 5.0))
     };
     /// Filters keep at least this many tokens (llama.cpp's min_keep); 0 is none.

@@ -734,7 +734,7 @@ fn transformers_takes_its_fields_and_notes_the_others() {
         "{snippet}"
     );
     let vllm = to_vllm(&params, &GGUF);
-    assert_comment(&vllm, "samplab sampled with transformers's chain");
+    assert_comment(&vllm, "samplab sampled with transformers' chain");
     assert_comment(&vllm, "typical_p=0.9 has no vLLM equivalent");
     let llama = profile("engine: llama.cpp\ntop_n_sigma: 1.5");
     assert_comment(

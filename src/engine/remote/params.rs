@@ -7,7 +7,9 @@
 
 use super::server::ServerKind;
 use crate::engine::{Conversation, Prompt};
-use crate::params::{Engine, Field, LlamaCppConstraint, SamplingParams, StructuredOutputs, TokenText};
+use crate::params::{
+    Engine, Field, LlamaCppConstraint, SamplingParams, StructuredOutputs, TokenText,
+};
 use serde_json::{Map, Value, json};
 
 /// The most alternatives per token samplab asks for: OpenAI's top_logprobs cap and vLLM's
