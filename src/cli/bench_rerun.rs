@@ -5,7 +5,7 @@ use super::sample::{apply_sets, params_from_flags};
 use clap::Args;
 use samplab::engine::LoadedModel;
 use samplab::params::SamplingParams;
-use samplab::response::SampleResponse;
+use samplab::response::{SampleResponse, Timings};
 use serde::Serialize;
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -76,6 +76,9 @@ struct Rerun {
     rerun_ms: f64,
     /// The re-run's time over the full run's.
     fraction_of_full_run: f64,
+    /// The re-run's time over what its prefill and decoded tokens alone cost at the full run's
+    /// rates (1.0 when replaying and bookkeeping cost nothing); `None` when it computed nothing.
+    over_work_alone: Option<f64>,
     tokens_replayed: u32,
     tokens_decoded: u32,
     prefill_tokens: usize,
@@ -93,7 +96,7 @@ pub fn run(model: &mut LoadedModel, args: &RerunArgs, shape: RunShape) -> anyhow
 
     // The first run also pays for warming caches and threads; the second is what a user waits.
     fresh_run(model, &prompt, &base)?;
-    let (full_run_ms, _) = fresh_run(model, &prompt, &base)?;
+    let (full_run_ms, full) = fresh_run(model, &prompt, &base)?;
     let replay_bytes = model.replay.used();
     let mut reruns = Vec::new();
     for change in &args.reruns {
@@ -107,6 +110,7 @@ pub fn run(model: &mut LoadedModel, args: &RerunArgs, shape: RunShape) -> anyhow
             change: change.clone(),
             rerun_ms,
             fraction_of_full_run: rerun_ms / full_run_ms,
+            over_work_alone: over_work_alone(rerun_ms, &rerun.timings, &full.timings),
             tokens_replayed: rerun.timings.tokens_replayed,
             tokens_decoded: rerun.timings.tokens_decoded,
             prefill_tokens: rerun.timings.prefill_tokens,
@@ -129,6 +133,16 @@ pub fn run(model: &mut LoadedModel, args: &RerunArgs, shape: RunShape) -> anyhow
         print_table(&mut out, &report)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `rerun_ms` over the time the full run took for as many prefilled positions and decoded
+/// tokens as the re-run computed.
+fn over_work_alone(rerun_ms: f64, rerun: &Timings, full: &Timings) -> Option<f64> {
+    let per_position = full.prefill_ms / full.prefill_tokens.max(1) as f64;
+    let per_token = full.decode_ms / f64::from(full.tokens_decoded.max(1));
+    let work =
+        rerun.prefill_tokens as f64 * per_position + f64::from(rerun.tokens_decoded) * per_token;
+    (work > 0.0).then(|| rerun_ms / work)
 }
 
 /// The prose prompt cut to `tokens` tokens (fewer where the context must leave room).
@@ -243,15 +257,17 @@ fn print_table(out: &mut impl Write, report: &Report) -> io::Result<()> {
     )?;
     writeln!(
         out,
-        "change                  re-run ms  of full  replayed  decoded  prefill  exact"
+        "change                  re-run ms  of full  of work  replayed  decoded  prefill  exact"
     )?;
     for r in &report.reruns {
         writeln!(
             out,
-            "{:<22} {:>10.1} {:>7.1}% {:>9} {:>8} {:>8}  {}",
+            "{:<22} {:>10.1} {:>7.1}% {:>8} {:>9} {:>8} {:>8}  {}",
             r.change,
             r.rerun_ms,
             r.fraction_of_full_run * 100.0,
+            r.over_work_alone
+                .map_or_else(|| "-".to_owned(), |x| format!("{x:.2}x")),
             r.tokens_replayed,
             r.tokens_decoded,
             r.prefill_tokens,
