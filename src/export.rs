@@ -117,12 +117,23 @@ pub fn to_vllm(params: &SamplingParams, ctx: &ExportContext) -> String {
     );
     let constraint = constraint::vllm_kwarg(params);
     lines.push("from vllm import LLM, SamplingParams".to_owned());
-    if constraint.is_some() {
-        lines.push(constraint::VLLM_IMPORT.to_owned());
+    let classes: Vec<&str> = (constraint.as_ref().map(|_| constraint::VLLM_CLASS))
+        .into_iter()
+        .chain(fields::vllm_classes(params))
+        .collect();
+    if !classes.is_empty() {
+        lines.push(format!(
+            "from vllm.sampling_params import {}",
+            classes.join(", ")
+        ));
     }
     lines.extend([
         String::new(),
-        format!("llm = LLM(model={})", py_str(ctx.model)),
+        format!(
+            "llm = LLM(model={}{})",
+            py_str(ctx.model),
+            fields::vllm_engine_kwargs(params)
+        ),
     ]);
     lines.extend(chat::py_prompt(ctx));
     lines.push("params = SamplingParams(".to_owned());
@@ -307,6 +318,8 @@ pub fn openai_body(params: &SamplingParams, ctx: &ExportContext) -> String {
         bad_words: Option<&'a Vec<String>>,
         #[serde(skip_serializing_if = "Option::is_none")]
         allowed_token_ids: Option<&'a Vec<u32>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        repetition_detection: Option<crate::params::RepetitionDetection>,
         #[serde(skip_serializing_if = "Vec::is_empty")]
         logprob_token_ids: Vec<u32>,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -353,6 +366,7 @@ pub fn openai_body(params: &SamplingParams, ctx: &ExportContext) -> String {
         ignore_eos: params.ignore_eos,
         bad_words: params.bad_words.as_ref(),
         allowed_token_ids: params.allowed_token_ids.as_ref(),
+        repetition_detection: params.repetition_detection,
         logprob_token_ids: params.watch.iter().flat_map(|w| w.token_ids()).collect(),
         response_format,
         structured_outputs,
@@ -398,8 +412,9 @@ pub fn to_openai(params: &SamplingParams, ctx: &ExportContext) -> String {
     let mut lines = comments(
         ctx,
         &format!(
-            "POST {endpoint} to a vLLM server (vllm serve MODEL); every field is sent because \
-             the server fills missing ones from the model's generation_config.json."
+            "POST {endpoint} to a vLLM server (vllm serve MODEL{}); every field is sent \
+             because the server fills missing ones from the model's generation_config.json.",
+            fields::vllm_serve_flags(params)
         ),
         &notes,
     );

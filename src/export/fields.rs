@@ -2,7 +2,7 @@
 //! carry them, and a note for each one a target cannot take (never dropped silently).
 
 use super::{py_bool, py_float, py_list, py_str, sh_word};
-use crate::params::{Engine, Field, SamplingParams, Stage, TokenText};
+use crate::params::{Engine, Field, LogprobsMode, SamplingParams, Stage, TokenText};
 use crate::sampling::order_as_llama_cpp_stages;
 
 /// The fields the classic exports always handled, and `engine`, which the notes cover.
@@ -97,7 +97,44 @@ pub fn vllm_kwargs(params: &SamplingParams) -> Vec<(&'static str, String)> {
         });
         kwargs.push(("logprob_token_ids", py_list(ids)));
     }
+    if let Some(r) = params.repetition_detection {
+        kwargs.push((
+            "repetition_detection",
+            format!(
+                "RepetitionDetectionParams(max_pattern_size={}, min_pattern_size={}, min_count={})",
+                r.max_pattern_size, r.min_pattern_size, r.min_count
+            ),
+        ));
+    }
     kwargs
+}
+
+/// The `vllm.sampling_params` classes [`vllm_kwargs`] writes.
+pub fn vllm_classes(params: &SamplingParams) -> Option<&'static str> {
+    params
+        .repetition_detection
+        .map(|_| "RepetitionDetectionParams")
+}
+
+/// vLLM's engine arguments among the parameters, as (name, value), where they differ from
+/// vLLM's default: `logprobs_mode` is the engine's, not a request's.
+fn vllm_engine_args(params: &SamplingParams) -> Option<(&'static str, &'static str)> {
+    let mode = params.logprobs_mode;
+    (mode != LogprobsMode::default()).then(|| ("logprobs_mode", mode.name()))
+}
+
+/// The engine arguments as `LLM(...)` keyword arguments, each after a comma.
+pub fn vllm_engine_kwargs(params: &SamplingParams) -> String {
+    vllm_engine_args(params)
+        .map(|(name, value)| format!(", {name}={}", py_str(value)))
+        .unwrap_or_default()
+}
+
+/// The engine arguments as `vllm serve` flags, each after a space.
+pub fn vllm_serve_flags(params: &SamplingParams) -> String {
+    vllm_engine_args(params)
+        .map(|(name, value)| format!(" --{} {value}", name.replace('_', "-")))
+        .unwrap_or_default()
 }
 
 /// transformers `generate()` keyword arguments for the fields it has beyond the classic ones.

@@ -25,6 +25,7 @@ fn token(sample: u32, id: u32, entropy: f32) -> Action {
                 text: format!(" w{id}"),
                 logprob: -1.0,
                 prob: 0.4,
+                reported_prob: (-1.0f32).exp(),
                 rank: 1,
                 top: Vec::new(),
                 entropy: Some(entropy),

@@ -22,6 +22,8 @@ pub struct Piece {
 pub enum Finish {
     Length,
     Stop(Option<StopMatched>),
+    /// vLLM's `repetition`: `repetition_detection` ended it.
+    Repetition,
     /// Any other reason (`abort`, `error`, `content_filter`): the sample failed.
     Other(String),
 }
@@ -101,6 +103,7 @@ pub fn parse_chunk(json: &Value) -> Result<Chunk, String> {
                 .map(StopMatched::Token),
             _ => None,
         })),
+        Some("repetition") => Some(Finish::Repetition),
         Some(other) => Some(Finish::Other(other.to_owned())),
     };
     Ok(Chunk {
