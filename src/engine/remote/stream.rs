@@ -217,3 +217,21 @@ fn token_id(text: &str) -> (Option<u32>, String) {
     let id = text.strip_prefix("token:").and_then(|id| id.parse().ok());
     (id, text.to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// vLLM ends a sample its `repetition_detection` caught with finish reason `repetition`
+    /// (stop reason `repetition_detected`): no failure.
+    #[test]
+    fn vllms_repetition_finish_is_a_stop_of_its_own() {
+        let chunk = json!({"choices": [{"index": 0, "text": "", "logprobs": null,
+            "finish_reason": "repetition", "stop_reason": "repetition_detected"}]});
+        assert_eq!(
+            parse_chunk(&chunk).unwrap().finish,
+            Some(Finish::Repetition)
+        );
+    }
+}
