@@ -38,6 +38,7 @@ fn token(run_id: u64, sample: u32, i: usize) -> Event {
             text: WORDS[(i * 5 + sample as usize) % WORDS.len()].to_owned(),
             logprob: prob.ln(),
             prob,
+            reported_prob: prob,
             rank: 2,
             top,
             entropy: Some((i % 7) as f32 * 0.5),

@@ -107,6 +107,9 @@ pub fn export(format: ExportFormat, params: &SamplingParams, ctx: &ExportContext
     (format.spec().write)(params, ctx)
 }
 
+/// vLLM's class for `repetition_detection` in its offline API.
+const REPETITION_DETECTION_CLASS: &str = "RepetitionDetectionParams";
+
 /// Python for vLLM's offline API: `SamplingParams(...)` and `llm.generate(prompt, params)`.
 pub fn to_vllm(params: &SamplingParams, ctx: &ExportContext) -> String {
     let mut notes = vllm_notes(params);
@@ -119,18 +122,44 @@ pub fn to_vllm(params: &SamplingParams, ctx: &ExportContext) -> String {
     );
     let constraint = constraint::vllm_kwarg(params);
     lines.push("from vllm import LLM, SamplingParams".to_owned());
-    if constraint.is_some() {
-        lines.push(constraint::VLLM_IMPORT.to_owned());
+    let classes: Vec<&str> = (constraint.as_ref().map(|_| constraint::VLLM_CLASS))
+        .into_iter()
+        .chain(
+            params
+                .repetition_detection
+                .map(|_| REPETITION_DETECTION_CLASS),
+        )
+        .collect();
+    if !classes.is_empty() {
+        lines.push(format!(
+            "from vllm.sampling_params import {}",
+            classes.join(", ")
+        ));
     }
     lines.extend([
         String::new(),
-        format!("llm = LLM(model={})", py_str(ctx.model)),
+        format!(
+            "llm = LLM(model={}{})",
+            py_str(ctx.model),
+            fields::vllm_engine_kwargs(params)
+        ),
     ]);
     lines.extend(chat::py_prompt(ctx));
     lines.push("params = SamplingParams(".to_owned());
+    let repetition = fields::name(Field::RepetitionDetection, Engine::Vllm);
     let mut kwargs: Vec<(&str, String)> = fields::vllm_fields(params)
         .iter()
-        .map(|(name, value)| (*name, py_value(value)))
+        .map(|(name, value)| match value {
+            // vLLM's offline API takes its own class, where its server takes the mapping.
+            Value::Mapping(entries) if *name == repetition => {
+                let args: Vec<String> = entries
+                    .iter()
+                    .filter_map(|(key, value)| Some(format!("{}={}", key.as_str()?, py_value(value))))
+                    .collect();
+                (*name, format!("{REPETITION_DETECTION_CLASS}({})", args.join(", ")))
+            }
+            value => (*name, py_value(value)),
+        })
         .collect();
     if let Some(watch) = params.watch.as_ref().filter(|w| !w.is_empty()) {
         // A string is watched by its first token, as samplab watches it.
@@ -350,8 +379,9 @@ pub fn to_openai(params: &SamplingParams, ctx: &ExportContext) -> String {
     let mut lines = comments(
         ctx,
         &format!(
-            "POST {endpoint} to a vLLM server (vllm serve MODEL); every field is sent because \
-             the server fills missing ones from the model's generation_config.json."
+            "POST {endpoint} to a vLLM server (vllm serve MODEL{}); every field is sent \
+             because the server fills missing ones from the model's generation_config.json.",
+            fields::vllm_serve_flags(params)
         ),
         &notes,
     );

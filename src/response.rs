@@ -87,6 +87,10 @@ pub enum StopReason {
     Abort,
     /// The model failed mid-run.
     Error,
+    /// The tokens ended in a repeated pattern that `repetition_detection` looks for (vLLM's
+    /// stop reason; its finish reason is `repetition`).
+    #[serde(rename = "repetition_detected")]
+    RepetitionDetected,
 }
 
 impl StopReason {
@@ -96,6 +100,7 @@ impl StopReason {
             StopReason::Stop => "stop",
             StopReason::Abort => "abort",
             StopReason::Error => "error",
+            StopReason::RepetitionDetected => "repetition_detected",
         }
     }
 }
@@ -164,11 +169,19 @@ pub struct Trajectory {
     pub text: String,
     pub stop_reason: StopReason,
     pub stop_matched: Option<StopMatched>,
-    /// Raw logprob (log_softmax of the model's logits) of each generated token.
+    /// Each generated token's number as `logprobs_mode` names it: by default its raw logprob
+    /// (log_softmax of the model's logits).
     pub logprobs: Vec<f32>,
-    /// Per generated token, the top alternatives by raw logprob; present when `logprobs` was asked.
+    /// Per generated token, the `logprobs` best alternatives by the same numbers, then the
+    /// token itself if it is not among them, as vLLM returns them; present when `logprobs`
+    /// was asked.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub top_logprobs: Option<Vec<Vec<TopLogprob>>>,
+    /// Per generated token, its probability in the distribution `logprobs_mode` reports from,
+    /// written when the mode reports logits, which are no probabilities (else it is the exp of
+    /// `logprobs`): the colour a rendered page gives it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub reported_probs: Option<Vec<f32>>,
     /// Per generated token, the alternatives the playground's inspector lists (the best by raw
     /// logprob, then the chosen token when it is not among them), whatever `logprobs` asked:
     /// a results file keeps them so that `samplab render` can colour, name and inspect every
@@ -228,6 +241,7 @@ impl Trajectory {
             stop_matched: None,
             logprobs: Vec::new(),
             top_logprobs: logprobs.map(|_| Vec::new()),
+            reported_probs: None,
             alternatives: None,
             entropy: None,
             kept_entropy: None,
@@ -250,6 +264,15 @@ impl Trajectory {
             .map(|event| (event.id, event.top.iter().map(TopLogprob::from).collect()))
             .unzip();
         self.alternatives = (!ids.is_empty() && ids == self.token_ids).then_some(alternatives);
+    }
+
+    /// Each generated token's probability in the distribution its `logprobs` come from:
+    /// `reported_probs` where written, else the exp of `logprobs`.
+    pub fn reported_probs(&self) -> Vec<f32> {
+        match &self.reported_probs {
+            Some(probs) => probs.clone(),
+            None => self.logprobs.iter().map(|l| l.exp()).collect(),
+        }
     }
 
     /// Drops the channels where no token was in one: only a harmony reply, or a server's
@@ -424,6 +447,7 @@ mod tests {
                 stop_matched: Some(StopMatched::Token(2)),
                 logprobs: vec![-0.5, -1.0],
                 top_logprobs: Some(vec![vec![TopLogprob(432, ",".into(), -0.5)]]),
+                reported_probs: None,
                 alternatives: None,
                 entropy: Some(vec![1.25, 0.5]),
                 kept_entropy: Some(vec![0.75, 0.0]),
@@ -452,6 +476,16 @@ mod tests {
         assert_eq!(back, response);
     }
 
+    /// vLLM's stop reason for `repetition_detection`, in JSON and in the footers alike.
+    #[test]
+    fn repetition_detected_is_its_own_stop_reason() {
+        let reason = StopReason::RepetitionDetected;
+        let json = serde_json::to_value(reason).unwrap();
+        assert_eq!(json, json!("repetition_detected"));
+        assert_eq!(serde_json::from_value::<StopReason>(json).unwrap(), reason);
+        assert_eq!(stop_label(reason, None, None), "repetition_detected");
+    }
+
     #[test]
     fn alternatives_are_kept_only_for_the_tokens_they_were_sent_with() {
         use crate::engine::events::Alternative;
@@ -461,6 +495,7 @@ mod tests {
             text: String::new(),
             logprob: -0.5,
             prob: 0.6,
+            reported_prob: 0.6,
             rank: 1,
             top: top
                 .iter()

@@ -15,7 +15,7 @@ use samplab::model::device::DeviceChoice;
 use samplab::model::source::embedded;
 use samplab::model::source::{HubSettings, LoadProgress};
 use samplab::model::text::chat_template::Message;
-use samplab::params::{Field, SamplingParams};
+use samplab::params::{Field, LogprobsMode, SamplingParams};
 use samplab::preset_store::{self, PresetStore};
 use samplab::presets::MODEL_PRESET;
 use samplab::response::{
@@ -544,7 +544,8 @@ fn print_plain(
             write!(out, "{prompt}{}", trajectory.text)?;
         }
         let stop_token = run.stop_tokens.get(&trajectory.index);
-        writeln!(out, "\n── {} ──", summary(trajectory, stop_token))?;
+        let mode = run.response.params.logprobs_mode;
+        writeln!(out, "\n── {} ──", summary(trajectory, stop_token, mode))?;
         for score in trajectory.cross_scores.iter().flatten() {
             writeln!(
                 out,
@@ -583,9 +584,10 @@ fn mean_kl(per_token: Option<&PerToken>) -> String {
     }
 }
 
-/// `stop "\n\n" · 37 tokens · mean logprob -1.234 · ppl 3.43`, the stop as the playground's
-/// footer says it (`stop <|im_end|>` with the stop token's text).
-fn summary(trajectory: &Trajectory, stop_token: Option<&String>) -> String {
+/// `stop "\n\n" · 37 tokens · mean raw logprob -1.234 · ppl 3.43`, the stop as the
+/// playground's footer says it (`stop <|im_end|>` with the stop token's text), the mean of the
+/// numbers `mode` reports, and a perplexity only where they are logprobs.
+fn summary(trajectory: &Trajectory, stop_token: Option<&String>, mode: LogprobsMode) -> String {
     let reason = stop_label(
         trajectory.stop_reason,
         trajectory.stop_matched.as_ref(),
@@ -595,5 +597,9 @@ fn summary(trajectory: &Trajectory, stop_token: Option<&String>) -> String {
     let sum = trajectory.logprobs.iter().map(|&l| f64::from(l)).sum();
     let (mean, ppl) = mean_and_perplexity(sum, count);
     let tokens = counted(count, "token", "tokens");
-    format!("{reason} · {tokens} · mean logprob {mean:.3} · ppl {ppl:.2}")
+    let name = mode.number_name();
+    match mode.logits() {
+        true => format!("{reason} · {tokens} · mean {name} {mean:.3}"),
+        false => format!("{reason} · {tokens} · mean {name} {mean:.3} · ppl {ppl:.2}"),
+    }
 }

@@ -55,6 +55,10 @@ pub struct TokenEvent {
     pub logprob: f32,
     /// Probability after penalties, temperature and filters; 0 if the token was filtered out.
     pub prob: f32,
+    /// Its probability in the distribution `logprobs_mode` reports from: the model's own under
+    /// the raw modes, the processed one (vLLM's, which greedy leaves unfiltered) under the
+    /// processed modes.
+    pub reported_prob: f32,
     /// 1-based rank by raw logprob.
     pub rank: u32,
     /// The best alternatives by raw logprob (at least `EVENT_ALTERNATIVES`, more when

@@ -298,6 +298,7 @@ impl<'c> Run<'_, 'c> {
                         kept_entropy: Some(Vec::new()),
                         watched: watch.as_deref().map(super::watch::series),
                         constraint: self.ctx.constraint.map(|_| Vec::new()),
+                        reported_probs: params.logprobs_mode.logits().then(Vec::new),
                         trace: self.ctx.record_traces.then(Vec::new),
                         ..Trajectory::empty(index as u32, seeds[index], params.logprobs)
                     },
@@ -402,7 +403,6 @@ impl<'c> Run<'_, 'c> {
             .collect();
         let context = StepContext {
             ctx: self.ctx,
-            logprobs: self.params.logprobs,
             prompt_len,
             context_length: self.context_length,
             run_id: self.run_id,
@@ -604,7 +604,6 @@ impl<'c> Run<'_, 'c> {
             slot,
             token,
             self.ctx,
-            self.params.logprobs,
             prompt_len,
             self.context_length,
             self.run_id,
@@ -619,7 +618,6 @@ const REPLAY_ROUND: usize = 32;
 /// What [`accept`] needs of a run, shareable between threads.
 struct StepContext<'r, 'c> {
     ctx: &'r RunContext<'c>,
-    logprobs: Option<u32>,
     prompt_len: usize,
     context_length: usize,
     run_id: RunId,
@@ -680,7 +678,6 @@ impl Lane {
                 slot,
                 token,
                 context.ctx,
-                context.logprobs,
                 context.prompt_len,
                 context.context_length,
                 context.run_id,
@@ -732,13 +729,12 @@ fn score_prompt(
 }
 
 /// Records a sampled token, emits what may be shown, and ends the sample when a stop or the
-/// length limit says so. The event gets every alternative; the trajectory only `logprobs`.
-#[allow(clippy::too_many_arguments)]
+/// length limit says so. The event gets every alternative; the trajectory what `logprobs` and
+/// `logprobs_mode` ask.
 fn accept(
     slot: &mut Slot,
     token: SampledToken,
     ctx: &RunContext,
-    logprobs: Option<u32>,
     prompt_len: usize,
     context_length: usize,
     run_id: RunId,
@@ -753,7 +749,10 @@ fn accept(
     if let Some(channels) = &mut trajectory.channels {
         channels.push(channel);
     }
-    trajectory.logprobs.push(token.logprob);
+    trajectory.logprobs.push(token.reported.value);
+    if let Some(probs) = &mut trajectory.reported_probs {
+        probs.push(token.reported.prob);
+    }
     if let (Some(raw), Some(kept)) = (&mut trajectory.entropy, &mut trajectory.kept_entropy) {
         raw.push(token.entropy);
         kept.push(token.kept_entropy);
@@ -779,8 +778,12 @@ fn accept(
             prob: t.prob,
         })
         .collect();
-    if let (Some(tops), Some(n)) = (&mut trajectory.top_logprobs, logprobs) {
-        tops.push(requested_top(&alternatives, n, token.id));
+    if let Some(tops) = &mut trajectory.top_logprobs {
+        let top = token.reported.top.iter();
+        tops.push(
+            top.map(|&(id, value)| TopLogprob(id, token_text(ctx.tokenizer, id), value))
+                .collect(),
+        );
     }
     if let (Some(traces), Some(stages)) = (&mut trajectory.trace, token.trace) {
         traces.push(StepTrace {
@@ -800,6 +803,7 @@ fn accept(
             text: step.emit,
             logprob: token.logprob,
             prob: token.prob,
+            reported_prob: token.reported.prob,
             rank: token.rank,
             top: alternatives,
             entropy: Some(token.entropy),
@@ -824,21 +828,16 @@ fn accept(
         None if prompt_len + slot.trajectory.token_ids.len() >= context_length => {
             finish(slot, (StopReason::Length, None, None), run_id, emit);
         }
+        None if slot.stops.repeats(&slot.trajectory.token_ids) => {
+            finish(
+                slot,
+                (StopReason::RepetitionDetected, None, None),
+                run_id,
+                emit,
+            );
+        }
         None => {}
     }
-}
-
-/// The `n` best of `alternatives` (best first, the chosen token among them or last), then the
-/// chosen token if it is not among those `n`: what vLLM returns for `logprobs: n`.
-fn requested_top(alternatives: &[Alternative], n: u32, chosen: u32) -> Vec<TopLogprob> {
-    let best = &alternatives[..alternatives.len().min(n as usize)];
-    let mut top: Vec<TopLogprob> = best.iter().map(TopLogprob::from).collect();
-    if !best.iter().any(|a| a.id == chosen)
-        && let Some(a) = alternatives.iter().find(|a| a.id == chosen)
-    {
-        top.push(a.into());
-    }
-    top
 }
 
 /// Ends a sample, showing any text still held back for a stop string that never completed.
@@ -872,28 +871,4 @@ fn finish(
         replayed: slot.replayed,
         decoded: slot.decoded,
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Alternative, requested_top};
-    use crate::response::TopLogprob;
-
-    #[test]
-    fn the_response_keeps_the_requested_alternatives_and_the_chosen_token() {
-        let alternatives: Vec<Alternative> = [(7, -0.5), (3, -1.0), (9, -2.0), (4, -6.0)]
-            .into_iter()
-            .map(|(id, logprob)| Alternative {
-                id,
-                text: format!("t{id}"),
-                logprob,
-                prob: 0.1,
-            })
-            .collect();
-        let ids = |top: Vec<TopLogprob>| top.into_iter().map(|t| t.0).collect::<Vec<_>>();
-        assert_eq!(ids(requested_top(&alternatives, 2, 3)), [7, 3]);
-        assert_eq!(ids(requested_top(&alternatives, 2, 4)), [7, 3, 4]);
-        assert_eq!(ids(requested_top(&alternatives, 0, 9)), [9]);
-        assert_eq!(ids(requested_top(&alternatives, 20, 4)), [7, 3, 9, 4]);
-    }
 }

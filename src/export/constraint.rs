@@ -6,8 +6,8 @@ use super::{fields, py_json, py_list, py_str, sh_word};
 use crate::params::{LlamaCppConstraint, SamplingParams, StructuredOutputs};
 use serde_json::Value as Json;
 
-/// The import `structured_outputs=` needs, written only then.
-pub const VLLM_IMPORT: &str = "from vllm.sampling_params import StructuredOutputsParams";
+/// The class `structured_outputs=` needs imported, only then.
+pub const VLLM_CLASS: &str = "StructuredOutputsParams";
 
 /// vLLM's `structured_outputs=StructuredOutputsParams(…)`: llama.cpp's `grammar` is its
 /// `grammar` (vLLM reads GBNF) and `json_schema` its `json`.

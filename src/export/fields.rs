@@ -2,7 +2,7 @@
 //! carry them, and a note for each one a target cannot take (never dropped silently).
 
 use super::{py_float, py_list, py_str, py_value, sample_count, sh_value};
-use crate::params::{Engine, Field, SamplingParams, Stage, possessive};
+use crate::params::{Engine, Field, LogprobsMode, SamplingParams, Stage, possessive};
 use crate::sampling::order_as_llama_cpp_stages;
 use serde_yaml_ng::Value;
 
@@ -137,6 +137,27 @@ pub fn vllm_fields(params: &SamplingParams) -> Vec<(&'static str, Value)> {
             .map(|field| (name(field, vllm), value(params, field, vllm))),
     );
     fields
+}
+
+/// vLLM's engine arguments among the parameters, as (name, value), where they differ from
+/// vLLM's default: `logprobs_mode` is the engine's, not a request's.
+fn vllm_engine_args(params: &SamplingParams) -> Option<(&'static str, &'static str)> {
+    let mode = params.logprobs_mode;
+    (mode != LogprobsMode::default()).then(|| ("logprobs_mode", mode.name()))
+}
+
+/// The engine arguments as `LLM(...)` keyword arguments, each after a comma.
+pub fn vllm_engine_kwargs(params: &SamplingParams) -> String {
+    vllm_engine_args(params)
+        .map(|(name, value)| format!(", {name}={}", py_str(value)))
+        .unwrap_or_default()
+}
+
+/// The engine arguments as `vllm serve` flags, each after a space.
+pub fn vllm_serve_flags(params: &SamplingParams) -> String {
+    vllm_engine_args(params)
+        .map(|(name, value)| format!(" --{} {value}", name.replace('_', "-")))
+        .unwrap_or_default()
 }
 
 /// transformers `generate()` keyword arguments for the fields it has beyond the classic ones:

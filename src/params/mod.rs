@@ -9,6 +9,7 @@
 mod engine;
 mod field;
 mod logit_bias;
+mod reporting;
 mod structured;
 pub mod sweep;
 mod table;
@@ -17,6 +18,7 @@ mod token_texts;
 pub use engine::{Engine, Engines, Stage, Stages};
 pub use field::{Bounds, FieldSpec, Knob, Names, OffBelowOne};
 pub use logit_bias::{BIAS_LIMIT, LogitBias};
+pub use reporting::{LogprobsMode, RepetitionDetection};
 pub use structured::{LlamaCppConstraint, Schema, StructuredOutputs, is_gbnf, quoted};
 pub use table::{Field, SamplingParams};
 pub use token_texts::{TokenText, TokenTexts};
@@ -324,6 +326,10 @@ impl SamplingParams {
                 "choice lists at least one string, and no empty one",
             ));
         }
+        if let Some(refusal) = self.repetition_detection.and_then(|r| r.refusal()) {
+            let shown = serde_json::to_string(&self.repetition_detection).unwrap_or_default();
+            return Err(bad(Field::RepetitionDetection, shown, refusal));
+        }
         if self.dry_sequence_breakers.iter().any(String::is_empty) {
             return Err(bad(
                 Field::DrySequenceBreakers,
@@ -405,6 +411,9 @@ impl SamplingParams {
         }
         if params.watch.as_ref().is_some_and(TokenTexts::is_empty) {
             params.watch = None;
+        }
+        if params.repetition_detection.is_some_and(|r| !r.is_on()) {
+            params.repetition_detection = None;
         }
         params
     }

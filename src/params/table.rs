@@ -5,6 +5,7 @@
 use super::engine::{Engine, Engines, Stages};
 use super::field::{Bounds, FieldSpec, Knob, Names, OffBelowOne};
 use super::logit_bias::LogitBias;
+use super::reporting::{LogprobsMode, RepetitionDetection};
 use super::structured::{Schema, StructuredOutputs};
 use super::token_texts::TokenTexts;
 use super::{MAX_LOGPROBS, MAX_SAMPLES, ParamError, typed};
@@ -227,6 +228,13 @@ params_table! {
         off: Some("null"),
         ..spec("prompt_lp", Engines::ALL, count(5, 0, MAX_LOGPROBS as i64))
     };
+    /// Which numbers logprobs report (vLLM's engine argument): raw_logprobs, processed_logprobs
+    /// (after penalties, temperature and filters), raw_logits or processed_logits.
+    LogprobsMode logprobs_mode: LogprobsMode = LogprobsMode::RawLogprobs, FieldSpec {
+        // A report samplab gives under every profile; only vLLM's export can ask for it.
+        exported: Some(Engines::VLLM),
+        ..spec("lp_mode", Engines::ALL, Knob::Choice(LogprobsMode::NAMES))
+    };
     /// Whose samplers, order and formulas: vllm, transformers or llama.cpp.
     Engine engine: Engine = Engine::Vllm,
         spec("engine", Engines::ALL, Knob::Choice(&["vllm", "transformers", "llama.cpp"]));
@@ -270,6 +278,15 @@ params_table! {
         names: Names::NONE.vllm("ignore_eos").llama_server("ignore_eos").flag("--ignore-eos"),
         off: Some("false"),
         ..spec("ignore_eos", VLLM_AND_LLAMA_CPP, Knob::Toggle)
+    };
+    /// Ends a sample whose tokens end in a pattern repeated min_count times, as vLLM's n-gram
+    /// check: {max_pattern_size: 8, min_count: 3}, min_pattern_size 0 read as 1.
+    RepetitionDetection repetition_detection: Option<RepetitionDetection> = None, FieldSpec {
+        names: Names::NONE.vllm("repetition_detection"),
+        off: Some("null"),
+        // samplab detects under every profile; only vLLM's export can ask for it.
+        exported: Some(Engines::VLLM),
+        ..spec("rep_detect", Engines::ALL, Knob::Text)
     };
     /// Token id -> bias added to its logit, clamped to [-100, 100]: {13: -100}.
     LogitBias logit_bias: Option<LogitBias> = None, FieldSpec {

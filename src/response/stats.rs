@@ -25,7 +25,8 @@ pub struct RunStats {
     /// For each sample, the first position where its tokens part from sample 0's (where one of
     /// the two ended, if the other goes on); null for sample 0 and for samples equal to it.
     pub divergence: Vec<Option<usize>>,
-    /// The mean raw logprob of every generated token; null when there is none.
+    /// The mean of every generated token's `logprobs` number (its raw logprob unless
+    /// `logprobs_mode` says otherwise); null when there is none.
     pub mean_logprob: Option<f64>,
     /// With a constraint (structured outputs): per step, the mean share of the model's
     /// probability it refused, and the share of steps where it left one token; absent without.

@@ -48,13 +48,15 @@ pub enum StopReason {
 
 impl From<RunStopReason> for StopReason {
     /// Only a natural end (EOS, a stop token or string) is `stop`; a sample cut short by the
-    /// user or by an error is `length`, as twinkle's vLLM sampler maps every other finish.
+    /// user, by an error or by `repetition_detection` is `length`, as twinkle's vLLM sampler
+    /// maps every other finish.
     fn from(reason: RunStopReason) -> Self {
         match reason {
             RunStopReason::Stop => StopReason::Stop,
-            RunStopReason::Length | RunStopReason::Abort | RunStopReason::Error => {
-                StopReason::Length
-            }
+            RunStopReason::Length
+            | RunStopReason::Abort
+            | RunStopReason::Error
+            | RunStopReason::RepetitionDetected => StopReason::Length,
         }
     }
 }
@@ -134,6 +136,7 @@ mod tests {
                     stop_matched: None,
                     logprobs: vec![-0.25 * (i + 1) as f32],
                     top_logprobs: None,
+                    reported_probs: None,
                     alternatives: None,
                     cross_scores: None,
                     branch: None,
@@ -185,7 +188,11 @@ mod tests {
 
     #[test]
     fn logprobs_are_null_unless_asked_and_every_cut_short_sample_is_length() {
-        let reasons = [RunStopReason::Abort, RunStopReason::Error];
+        let reasons = [
+            RunStopReason::Abort,
+            RunStopReason::Error,
+            RunStopReason::RepetitionDetected,
+        ];
         let value = serde_json::to_value(SampleResponse::from_run(
             &run(SamplingParams::default(), &reasons),
             "Once",
@@ -193,6 +200,6 @@ mod tests {
         .unwrap();
         assert_eq!(value["logprobs"], json!(null));
         assert_eq!(value["prompt_logprobs"], json!(null));
-        assert_eq!(value["stop_reason"], json!(["length", "length"]));
+        assert_eq!(value["stop_reason"], json!(["length", "length", "length"]));
     }
 }

@@ -30,5 +30,5 @@ pub use error::SamplingError;
 pub use history::SampleState;
 pub use logprobs::{Normalizer, ScoredToken, TokenLogprob, log_normalizer, logprob_of};
 pub use rng::{SampleRng, sample_seed};
-pub use sampler::{KeptToken, SampledToken, Sampler, TopToken};
+pub use sampler::{KeptToken, Reported, SampledToken, Sampler, TopToken};
 pub use token_lists::TokenLists;

@@ -6,7 +6,7 @@
 //! so the kept set is described by its last key and never has to be listed in full: with top_k
 //! or top_p only the kept tokens are sorted, and with neither only the prefix the draw reaches.
 
-use super::chain::{self, Pool, StageTrace, StepInput};
+use super::chain::{self, Cand, Pool, StageTrace, StepInput};
 use super::error::SamplingError;
 use super::history::SampleState;
 use super::logprobs::{
@@ -16,7 +16,7 @@ use super::select::{collect_top_k, key_id, order_key};
 use super::softmax::{self, LANES, any, sanitize, scaled, sum_exp};
 use super::token_lists::TokenLists;
 use crate::fast_exp::exp;
-use crate::params::{ParamError, SamplingParams};
+use crate::params::{LogprobsMode, ParamError, SamplingParams};
 use crate::response::ConstraintStep;
 
 /// Scaled logits (the log of a probability relative to the most likely token) at which the
@@ -54,6 +54,63 @@ pub struct SampledToken {
     /// With [`Sampler::with_traces`]: what each stage that acted did to `top` (the chosen
     /// token among them), as the inspector traces a step.
     pub trace: Option<Vec<StageTrace>>,
+    /// The numbers `logprobs_mode` reports for the token.
+    pub reported: Reported,
+}
+
+/// What a response's `logprobs` and `top_logprobs` say of a drawn token: the numbers
+/// `logprobs_mode` names, as vLLM's `logprobs` output holds them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Reported {
+    /// The chosen token's number: a logprob or a logit, the model's own or after processing.
+    pub value: f32,
+    /// The chosen token's probability in the distribution the numbers come from (the
+    /// model's, or the processed one): the heatmap's colour for the mode.
+    pub prob: f32,
+    /// With `logprobs: n`: the n best tokens by the mode's numbers (ties to the lower id), then
+    /// the chosen token if it is not among them, each with its number. A processed mode lists
+    /// only tokens the filters kept, where vLLM fills up with -inf ones.
+    pub top: Vec<(u32, f32)>,
+}
+
+/// The number reported for a token the filters removed (-inf): vLLM's server writes -inf as
+/// this, and JSON has no -inf.
+pub const REMOVED_FLOOR: f32 = -9999.0;
+
+/// A token's logit and logprob in the distribution a mode reports from; `None` when the
+/// filters removed it.
+type Numbers<'a> = Box<dyn Fn(u32) -> Option<(f32, f32)> + 'a>;
+
+impl Reported {
+    /// The report for the chosen `id`: `best` lists tokens best first by the mode's numbers,
+    /// `numbers` gives each one's; `n` is `logprobs`.
+    fn new(
+        id: u32,
+        best: impl Iterator<Item = u32>,
+        numbers: &Numbers,
+        n: Option<u32>,
+        mode: LogprobsMode,
+    ) -> Self {
+        let value = |t: u32| {
+            let (logit, logprob) = numbers(t).unwrap_or((f32::NEG_INFINITY, f32::NEG_INFINITY));
+            if mode.logits() { logit } else { logprob }.max(REMOVED_FLOOR)
+        };
+        let top = match n {
+            Some(n) => {
+                let mut ids: Vec<u32> = best.take(n as usize).collect();
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+                ids.into_iter().map(|t| (t, value(t))).collect()
+            }
+            None => Vec::new(),
+        };
+        Self {
+            value: value(id),
+            prob: numbers(id).map_or(0.0, |(_, logprob)| logprob.exp()),
+            top,
+        }
+    }
 }
 
 /// A token the model could have produced at a generated position.
@@ -97,6 +154,12 @@ struct Cut {
 }
 
 impl Cut {
+    /// Whether the filters kept the token with processed logit `value`.
+    fn keeps(&self, value: f32, id: u32) -> bool {
+        order_key(value, id) <= self.last_kept
+            && scaled(value, self.shift, self.inv_temperature) >= self.floor
+    }
+
     fn weight(&self, value: f32) -> f32 {
         let s = scaled(value, self.shift, self.inv_temperature);
         if s >= self.floor { exp(s) } else { 0.0 }
@@ -259,40 +322,68 @@ impl Sampler {
         });
         // The chosen token, the entropy of what was kept, and each token's kept probability,
         // from whichever path made the distribution.
+        // A processed `logprobs_mode` reports from it too, its best tokens listed from it.
         type Prob<'a> = Box<dyn Fn(u32) -> f32 + 'a>;
-        let (id, kept_entropy, prob): (u32, f32, Prob) = if let Some(fused) = self.fused {
-            let cut = self.cut(fused, logits, state)?;
-            let id = match forced {
-                Some(id) => id,
-                None => self.draw(&cut, u)?,
+        let mode = self.params.logprobs_mode;
+        let asked = self.params.logprobs;
+        let (id, kept_entropy, prob, processed): (u32, f32, Prob, Option<Reported>) =
+            if let Some(fused) = self.fused {
+                let cut = self.cut(fused, logits, state)?;
+                let id = match forced {
+                    Some(id) => id,
+                    None => self.draw(&cut, u)?,
+                };
+                let kept = self.kept_entropy(&cut);
+                let processed = match mode.processed() {
+                    true => {
+                        let kept_cut = (!fused.greedy).then_some(&cut);
+                        Some(fused_report(
+                            &self.work,
+                            kept_cut,
+                            id,
+                            asked,
+                            mode,
+                            &mut self.keys,
+                        )?)
+                    }
+                    false => None,
+                };
+                let work = &self.work;
+                let prob = Box::new(move |t: u32| cut.prob(work[t as usize], t));
+                (id, kept, prob, processed)
+            } else {
+                let id = self.run_chain(logits, state, u, forced)?;
+                let cands = &self.pool.cands;
+                let kept = entropy_of(cands.iter().map(|c| f64::from(c.p)));
+                let processed = mode
+                    .processed()
+                    .then(|| pool_report(cands, id, asked, mode));
+                let prob = move |t: u32| cands.iter().find(|c| c.id == t).map_or(0.0, |c| c.p);
+                (id, kept, Box::new(prob), processed)
             };
-            let kept = self.kept_entropy(&cut);
-            let work = &self.work;
-            (
-                id,
-                kept,
-                Box::new(move |t: u32| cut.prob(work[t as usize], t)),
-            )
-        } else {
-            let id = self.run_chain(logits, state, u, forced)?;
-            let cands = &self.pool.cands;
-            let kept = entropy_of(cands.iter().map(|c| f64::from(c.p)));
-            let prob = move |t: u32| cands.iter().find(|c| c.id == t).map_or(0.0, |c| c.p);
-            (id, kept, Box::new(prob))
-        };
         state.accept(id);
+        let token = report(
+            logits,
+            norm,
+            id,
+            self.top_n,
+            &mut self.keys,
+            prob,
+            &self.tokens.watched,
+        );
+        let reported = processed.unwrap_or_else(|| {
+            let raw = |t: u32| {
+                let logit = sanitize(logits[t as usize]);
+                Some((logit, logit - norm.log_norm))
+            };
+            let best = token.top.iter().map(|t| t.id);
+            Reported::new(id, best, &(Box::new(raw) as Numbers), asked, mode)
+        });
         let token = SampledToken {
             kept_entropy,
             constraint,
-            ..report(
-                logits,
-                norm,
-                id,
-                self.top_n,
-                &mut self.keys,
-                prob,
-                &self.tokens.watched,
-            )
+            reported,
+            ..token
         };
         match before {
             Some(before) => {
@@ -636,11 +727,69 @@ fn report(
         kept_entropy: 0.0,
         constraint: None,
         trace: None,
+        // The caller knows what `logprobs_mode` reports.
+        reported: Reported::default(),
         watched: watched
             .iter()
             .map(|&w| logprob_of(logits, log_norm, w))
             .collect(),
     }
+}
+
+/// A processed mode's report from the fused path: `work` holds the logits after the
+/// processors, `cut` what the filters kept of them; `None` for greedy, which vLLM reports
+/// unfiltered and at temperature 1.
+fn fused_report(
+    work: &[f32],
+    cut: Option<&Cut>,
+    id: u32,
+    asked: Option<u32>,
+    mode: LogprobsMode,
+    keys: &mut Vec<u64>,
+) -> Result<Reported, SamplingError> {
+    let numbers: Numbers = match cut {
+        Some(cut) => {
+            let log_mass = cut.mass.ln() as f32;
+            Box::new(move |t: u32| {
+                let value = work[t as usize];
+                cut.keeps(value, t).then(|| {
+                    let s = scaled(value, cut.shift, cut.inv_temperature);
+                    (value * cut.inv_temperature, s - log_mass)
+                })
+            })
+        }
+        None => {
+            let log_norm = log_normalizer(work)?.log_norm;
+            Box::new(move |t: u32| {
+                let value = work[t as usize];
+                (value > f32::NEG_INFINITY).then_some((value, value - log_norm))
+            })
+        }
+    };
+    // The filters keep an upper part of the processed order, so the best kept tokens are the
+    // kept ones among the best of all.
+    collect_top_k(work, asked.unwrap_or(0) as usize, keys);
+    keys.sort_unstable();
+    let best = keys
+        .iter()
+        .map(|&key| key_id(key))
+        .filter(|&t| numbers(t).is_some());
+    Ok(Reported::new(id, best, &numbers, asked, mode))
+}
+
+/// A processed mode's report from the llama.cpp or transformers chain: its candidates, in
+/// draw order once the chain has run.
+fn pool_report(cands: &[Cand], id: u32, asked: Option<u32>, mode: LogprobsMode) -> Reported {
+    let kept = || cands.iter().filter(|c| c.logit > f32::NEG_INFINITY);
+    let max = kept().map(|c| c.logit).fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = kept().map(|c| f64::from(c.logit - max).exp()).sum();
+    let log_norm = max + sum.ln() as f32;
+    let numbers: Numbers = Box::new(move |t: u32| {
+        kept()
+            .find(|c| c.id == t)
+            .map(|c| (c.logit, c.logit - log_norm))
+    });
+    Reported::new(id, kept().map(|c| c.id), &numbers, asked, mode)
 }
 
 /// `-Σ p ln p` over probabilities that sum to one (zeros count nothing).
@@ -707,6 +856,113 @@ mod tests {
                 assert_eq!(sampler.draw(&cut, u), Ok(want), "u = {u}, {params:?}");
             }
         }
+    }
+
+    /// Token `forced` (or the draw) of one step on `logits` under `yaml`, the prompt `[1]`.
+    fn sampled(yaml: &str, logits: &[f32], forced: Option<u32>) -> SampledToken {
+        let params = SamplingParams::from_yaml(yaml).unwrap();
+        let mut sampler = Sampler::new(&params).unwrap();
+        let mut state = SampleState::new(7, 0, &[1], logits.len());
+        let norm = log_normalizer(logits).unwrap();
+        sampler
+            .sample_or_force(logits, norm, &mut state, forced)
+            .unwrap()
+    }
+
+    fn log_softmax(xs: &[f32]) -> Vec<f32> {
+        let max = xs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let sum: f32 = xs.iter().map(|&x| (x - max).exp()).sum();
+        xs.iter().map(|&x| x - max - sum.ln()).collect()
+    }
+
+    fn assert_top(reported: &Reported, want: &[(u32, f32)]) {
+        let ids: Vec<u32> = reported.top.iter().map(|t| t.0).collect();
+        let want_ids: Vec<u32> = want.iter().map(|t| t.0).collect();
+        assert_eq!(ids, want_ids, "{reported:?}");
+        for (got, want) in reported.top.iter().zip(want) {
+            assert!((got.1 - want.1).abs() < 1e-5, "{got:?} vs {want:?}");
+        }
+    }
+
+    const LOGITS: [f32; 4] = [1.0, 3.0, 2.0, 0.5];
+
+    #[test]
+    fn raw_modes_report_the_models_numbers_the_best_n_then_the_chosen_token() {
+        let lp = log_softmax(&LOGITS);
+        let token = sampled("logprobs: 2\ntemperature: 0", &LOGITS, Some(3));
+        assert_eq!(token.reported.value, token.logprob);
+        assert_top(&token.reported, &[(1, lp[1]), (2, lp[2]), (3, lp[3])]);
+        let token = sampled("logprobs: 0\ntemperature: 0", &LOGITS, None);
+        assert_top(&token.reported, &[(1, lp[1])]);
+        let yaml = "logprobs: 1\nlogprobs_mode: raw_logits\ntemperature: 0";
+        let token = sampled(yaml, &LOGITS, None);
+        assert_eq!(token.reported.value, 3.0);
+        assert!((token.reported.prob - lp[1].exp()).abs() < 1e-6);
+        assert_top(&token.reported, &[(1, 3.0)]);
+        assert!(
+            sampled("temperature: 0", &LOGITS, None)
+                .reported
+                .top
+                .is_empty()
+        );
+    }
+
+    /// Processed: after temperature (here 0.5) and filters (top_k 2 keeps ids 1 and 2), so
+    /// the three asked for are the two kept; logits are the scaled ones.
+    #[test]
+    fn processed_modes_report_the_distribution_the_token_was_drawn_from() {
+        let kept = log_softmax(&[6.0, 4.0]);
+        let base = "logprobs: 3\ntemperature: 0.5\ntop_k: 2";
+        let token = sampled(
+            &format!("{base}\nlogprobs_mode: processed_logprobs"),
+            &LOGITS,
+            None,
+        );
+        assert!((token.reported.value - token.prob.ln()).abs() < 1e-5);
+        assert!((token.reported.prob - token.prob).abs() < 1e-6);
+        assert_top(&token.reported, &[(1, kept[0]), (2, kept[1])]);
+        let token = sampled(
+            &format!("{base}\nlogprobs_mode: processed_logits"),
+            &LOGITS,
+            None,
+        );
+        assert_top(&token.reported, &[(1, 6.0), (2, 4.0)]);
+        // A branch forced a token the filters removed: JSON's floor for -inf, and last.
+        let yaml = format!("{base}\nlogprobs_mode: processed_logprobs");
+        let token = sampled(&yaml, &LOGITS, Some(0));
+        assert_eq!(
+            (token.reported.value, token.reported.prob),
+            (REMOVED_FLOOR, 0.0)
+        );
+        assert_top(
+            &token.reported,
+            &[(1, kept[0]), (2, kept[1]), (0, REMOVED_FLOOR)],
+        );
+    }
+
+    /// vLLM's greedy reports its processed numbers after the logit processors and penalties
+    /// but before temperature and filters: the repetition penalty halves the prompt's id 1.
+    #[test]
+    fn processed_greedy_is_the_penalised_distribution_unfiltered() {
+        let yaml = "logprobs: 4\nlogprobs_mode: processed_logprobs\ntemperature: 0\n\
+                    repetition_penalty: 2.0\ntop_k: 1";
+        let token = sampled(yaml, &LOGITS, None);
+        let penalised = log_softmax(&[1.0, 1.5, 2.0, 0.5]);
+        assert_eq!(token.id, 2);
+        assert_eq!(token.prob, 1.0, "greedy keeps one token");
+        assert!((token.reported.value - penalised[2]).abs() < 1e-6);
+        let want: Vec<(u32, f32)> = [2, 1, 0, 3].map(|id| (id, penalised[id as usize])).into();
+        assert_top(&token.reported, &want);
+    }
+
+    #[test]
+    fn the_other_engines_chains_report_their_own_processed_distribution() {
+        let yaml = "engine: llama.cpp\nlogprobs: 5\nlogprobs_mode: processed_logprobs\n\
+                    top_k: 2\ntemperature: 2.0";
+        let token = sampled(yaml, &LOGITS, None);
+        let kept = log_softmax(&[1.5, 1.0]);
+        assert!((token.reported.value - token.prob.ln()).abs() < 1e-5);
+        assert_top(&token.reported, &[(1, kept[0]), (2, kept[1])]);
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! When a sample ends and which of its text is final.
 //!
-//! Checked for each generated token, in order: EOS, a stop token id, a stop string, length.
-//! Stop strings are matched on generated text across token boundaries. Text that could be the
+//! Checked for each generated token, in order: EOS, a stop token id, a stop string, length
+//! (the caller adds the context window's end), then [`StopMatcher::repeats`], last as in vLLM's
+//! scheduler. Stop strings are matched on generated text across token boundaries. Text that could be the
 //! start of a stop string is held back until it is known not to be one, so a stop string never
 //! flashes on screen, and the emitted deltas always add up to the final text.
 
-use crate::params::SamplingParams;
+use crate::params::{RepetitionDetection, SamplingParams};
 use crate::response::{StopMatched, StopReason};
 
 /// How a sample ended: the reason, and for reason `stop` the stop string or token id (EOS or
@@ -37,6 +38,7 @@ pub struct StopMatcher {
     ignore_eos: bool,
     /// Stop strings are matched only after this many tokens, as vLLM does with `min_tokens`.
     min_tokens: u32,
+    repetition: Option<RepetitionDetection>,
     /// Generated text not yet emitted: the longest suffix that begins some stop string. Every
     /// match still to come starts in it or later, so each step scans only it and the new text.
     held: String,
@@ -63,6 +65,7 @@ impl StopMatcher {
             max_tokens: params.max_tokens,
             ignore_eos: params.ignore_eos,
             min_tokens: params.min_tokens,
+            repetition: params.repetition_detection,
             held: String::new(),
             finished: None,
         }
@@ -113,6 +116,14 @@ impl StopMatcher {
         }
     }
 
+    /// Whether the sample's generated `ids` now end in a repetition `repetition_detection`
+    /// stops (reason `repetition_detected`). vLLM asks once every other stop has not ended the
+    /// step, and not before `min_tokens` tokens.
+    pub fn repeats(&self, ids: &[u32]) -> bool {
+        ids.len() as u64 >= u64::from(self.min_tokens)
+            && self.repetition.is_some_and(|r| r.detects(ids))
+    }
+
     /// Takes the held text when the sample ends for a reason the matcher does not see (the
     /// context window is full, abort, error): it never became a stop string, so it is output.
     pub fn flush(&mut self) -> String {
@@ -148,5 +159,25 @@ impl StopMatcher {
                     .any(|stop| stop.starts_with(&text[i..]))
             })
             .unwrap_or(text.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// vLLM checks for repetition once `min_tokens` tokens are out, not before.
+    #[test]
+    fn repetition_is_looked_for_from_min_tokens_on() {
+        let yaml = "repetition_detection: {max_pattern_size: 2, min_count: 2}\nmin_tokens: 5";
+        let stops = StopMatcher::new(&SamplingParams::from_yaml(yaml).unwrap(), &[]);
+        assert!(!stops.repeats(&[7, 7]), "2 tokens of 5");
+        assert!(
+            stops.repeats(&[1, 2, 3, 4, 4]),
+            "the 5th token repeats the 4th"
+        );
+        assert!(!stops.repeats(&[1, 2, 3, 4, 5]));
+        let off = StopMatcher::new(&SamplingParams::default(), &[]);
+        assert!(!off.repeats(&[7, 7, 7, 7]));
     }
 }

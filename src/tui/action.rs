@@ -119,8 +119,9 @@ pub enum Action {
     PageColumn(i32),
     /// Draw spaces, tabs and newlines in the columns as `·`, `→` and `↵`.
     ToggleWhitespace,
-    /// Colour tokens by the model's raw probability instead of the processed one.
-    ToggleRawHeat,
+    /// Colour tokens by the probability the logprobs report (`logprobs_mode`) instead of the
+    /// one they were drawn with.
+    ToggleReportedHeat,
     /// Colour tokens by the other compared model's probability of them, or back to kept p.
     ToggleOtherHeat,
     /// The left button pressed (or dragged) over a cell.

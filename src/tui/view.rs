@@ -111,7 +111,7 @@ pub fn draw(frame: &mut Frame, state: &State, theme: &Theme, keymap: &KeyMap) {
         .filter_map(|(action, name)| keymap.key_for(&modes, action).map(|k| (k, *name)))
         .collect();
     let log_key = keymap.key_for(&modes, &Action::OpenMessages);
-    let legend = (!state.columns.columns.is_empty()).then_some(state.columns.heat);
+    let legend = state.columns.heat_name();
     let bar = status::Bar {
         status: &state.status,
         models: &state.comparison.models,

@@ -146,6 +146,33 @@ fn the_end_of_the_context_stops_with_length() {
     }
 }
 
+/// `repetition_detection` ends a sample on the step vLLM's rule says, after vLLM's other stops:
+/// every token here is "x", the only one allowed, so the pattern is one "x" four times.
+#[test]
+fn repetition_detection_stops_after_every_other_stop_as_in_vllm() {
+    use StopReason::{Length, RepetitionDetected, Stop};
+    let base = "temperature: 0\nallowed_token_ids: [9]\n\
+                repetition_detection: {max_pattern_size: 2, min_count: 4}";
+    let ended = |extra: &str, context: usize| {
+        let (response, _) = run(&params(&format!("{base}\n{extra}")), 1, context);
+        let t = &response.trajectories[0];
+        (t.stop_reason, t.text.clone(), t.token_ids.len())
+    };
+    let four = "xxxx".to_owned();
+    assert_eq!(ended("", 64), (RepetitionDetected, four.clone(), 4));
+    // Text held back for a stop string that never came is shown when the sample ends.
+    let held = ended("stop: [\"xxxxxy\"]", 64);
+    assert_eq!(held, (RepetitionDetected, four.clone(), 4));
+    // A stop string completed on that step wins, as vLLM's detokenizer overrides the scheduler;
+    // max_tokens and the context's end come first in the scheduler itself.
+    assert_eq!(ended("stop: [\"xxxx\"]", 64), (Stop, String::new(), 4));
+    assert_eq!(ended("max_tokens: 4", 64), (Length, four.clone(), 4));
+    assert_eq!(ended("", PROMPT.len() + 4), (Length, four, 4));
+    // Not before min_tokens.
+    let late = ended("min_tokens: 6", 64);
+    assert_eq!(late, (RepetitionDetected, "xxxxxx".to_owned(), 6));
+}
+
 #[test]
 fn greedy_samples_are_identical() {
     let (response, _) = run(

@@ -717,6 +717,66 @@ fn vllm_and_openai_take_the_new_vllm_fields() {
     assert_eq!(vllm["allowed_token_ids"][0], 1);
 }
 
+/// vLLM's `repetition_detection` is a request field (its `SamplingParams` and its server's
+/// body); `logprobs_mode` is an engine argument, which `LLM(...)` and `vllm serve` take. The
+/// targets without them note each one.
+#[test]
+fn vllm_exports_repetition_detection_and_logprobs_mode_and_the_others_note_them() {
+    let params = profile(
+        "repetition_detection: {max_pattern_size: 8, min_count: 3}\n\
+         logprobs_mode: processed_logprobs",
+    );
+    let vllm = to_vllm(&params, &GGUF);
+    for line in [
+        "from vllm.sampling_params import RepetitionDetectionParams\n",
+        "llm = LLM(model=\"stories260K.gguf\", logprobs_mode=\"processed_logprobs\")\n",
+        "    repetition_detection=RepetitionDetectionParams(max_pattern_size=8, min_pattern_size=0, \
+         min_count=3),\n",
+    ] {
+        assert!(vllm.contains(line), "{line:?} in\n{vllm}");
+    }
+    let body: Value = serde_json::from_str(&openai_body(&params, &GGUF)).unwrap();
+    assert_eq!(
+        body["repetition_detection"],
+        json!({"max_pattern_size": 8, "min_pattern_size": 0, "min_count": 3})
+    );
+    assert!(body.get("logprobs_mode").is_none(), "no request field");
+    assert_comment(
+        &to_openai(&params, &GGUF),
+        "vllm serve MODEL --logprobs-mode processed_logprobs",
+    );
+    for (name, snippet) in [
+        ("transformers", to_transformers(&params, &GGUF)),
+        ("llama.cpp", to_llama_cpp(&params, &GGUF)),
+        ("twinkle", to_twinkle(&params, &GGUF)),
+    ] {
+        assert_comment(
+            &snippet,
+            &format!(
+                r#"repetition_detection={{"max_pattern_size":8,"min_pattern_size":0,"min_count":3}} has no {name} equivalent"#
+            ),
+        );
+        assert_comment(
+            &snippet,
+            &format!(r#"logprobs_mode="processed_logprobs" has no {name} equivalent"#),
+        );
+    }
+    let both = profile(
+        "repetition_detection: {max_pattern_size: 2, min_count: 2}\n\
+         structured_outputs: {regex: 'a+'}",
+    );
+    let import = "from vllm.sampling_params import StructuredOutputsParams, \
+                  RepetitionDetectionParams\n";
+    assert!(to_vllm(&both, &GGUF).contains(import), "one import line");
+    let Some(literals) = python_literals(&vllm) else {
+        eprintln!("skipped: python3 is not installed");
+        return;
+    };
+    assert_eq!(literals["logprobs_mode"], "processed_logprobs");
+    assert_eq!(literals["max_pattern_size"], 8);
+    assert_eq!(literals["min_count"], 3);
+}
+
 #[test]
 fn transformers_takes_its_fields_and_notes_the_others() {
     let params = profile(
@@ -763,6 +823,7 @@ const MOVED: &[(&str, &str, &str)] = &[
     ("logprobs", "", "2"),
     ("watch", "", "[13]"),
     ("prompt_logprobs", "", "2"),
+    ("logprobs_mode", "", "processed_logprobs"),
     ("engine", "", "llama.cpp"),
     ("samplers", "", "[top_k, temperature]"),
     ("presence_penalty", "", "0.4"),
@@ -770,6 +831,11 @@ const MOVED: &[(&str, &str, &str)] = &[
     ("repeat_last_n", "repetition_penalty: 1.3", "32"),
     ("min_tokens", "", "5"),
     ("ignore_eos", "", "true"),
+    (
+        "repetition_detection",
+        "",
+        "{max_pattern_size: 4, min_count: 3}",
+    ),
     ("logit_bias", "", "{13: 2.5}"),
     ("bad_words", "", "[\"qq\"]"),
     ("allowed_token_ids", "", "[1, 2, 3]"),

@@ -19,7 +19,8 @@ const SETTINGS: &[(&str, &str)] = &[
          max_tokens: 64\nseed: 7\nstop: [\"\\n\\n\", 13]\ninclude_stop_str_in_output: true\n\
          num_samples: 4\nlogprobs: 5\nprompt_logprobs: 1\npresence_penalty: 0.5\n\
          frequency_penalty: -0.25\nmin_tokens: 3\nignore_eos: true\nlogit_bias: {13: -100, 42: 2.5}\n\
-         bad_words: [\"darn\", \"heck\"]\nallowed_token_ids: [1, 2, 3, 13, 42]\nwatch: [\" Yes\", 13]",
+         bad_words: [\"darn\", \"heck\"]\nallowed_token_ids: [1, 2, 3, 13, 42]\nwatch: [\" Yes\", 13]\n\
+         repetition_detection: {max_pattern_size: 8, min_count: 3}\nlogprobs_mode: processed_logprobs",
     ),
     (
         "llama-cpp-chain",

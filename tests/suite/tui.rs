@@ -14,7 +14,7 @@ use ratatui::layout::Rect;
 use ratatui::style::Modifier;
 use samplab::engine::{Event, Prompt, Request, RunId, ScoreRequest, TraceRequest};
 use samplab::model::Activations;
-use samplab::params::{Field, SamplingParams};
+use samplab::params::{Field, LogprobsMode, SamplingParams};
 use samplab::presets::Preset;
 use samplab::response::{StopMatched, StopReason};
 use samplab::tui::{
@@ -1356,14 +1356,16 @@ fn a_model_on_16_bit_activations_says_so_beside_its_device() {
     }
 }
 
-/// `h` colours tokens by the model's raw probability and says so in the column titles; `h`
-/// again goes back to the processed probability they were drawn with.
+/// `h` colours tokens by the probability the logprobs report, by default the model's raw one,
+/// and says so in the column titles; `h` again goes back to the processed probability they
+/// were drawn with.
 #[test]
 fn h_switches_the_heatmap_between_kept_and_raw_probability() {
     let theme = Theme::dark();
     let mut s = streamed(120, 30);
     // " world" was drawn with p 0.9 where the model alone gave it 0.05.
     s.columns.columns[0].tokens[1].logprob = 0.05f32.ln();
+    s.columns.columns[0].tokens[1].reported_prob = 0.05;
     let (x, y) = find(&render(&s, &theme), "world").unwrap();
     assert_eq!(
         render(&s, &theme)[(x, y)].bg,
@@ -1384,6 +1386,51 @@ fn h_switches_the_heatmap_between_kept_and_raw_probability() {
     assert_eq!(
         render(&s, &theme)[(x, y)].bg,
         theme.token_style(0.9).bg.unwrap()
+    );
+}
+
+/// Under a processed `logprobs_mode` the logprobs report what the token was drawn with (for
+/// greedy, vLLM's distribution after the penalties alone): `h` colours by that and the column
+/// titles and the legend call it processed p.
+#[test]
+fn h_follows_logprobs_mode() {
+    let theme = Theme::dark();
+    let mut s = state_sized(200, 40);
+    s.comparison.params.params.logprobs_mode = LogprobsMode::ProcessedLogprobs;
+    update(&mut s, Action::Engine(ModelId(0), loaded()));
+    update(&mut s, Action::Engine(ModelId(0), started(1, vec![42])));
+    update(
+        &mut s,
+        Action::Engine(ModelId(0), token(1, 0, "Hello", 1.0)),
+    );
+    s.columns.columns[0].tokens[0].reported_prob = 0.3;
+    let (x, y) = find(&render(&s, &theme), "Hello").unwrap();
+    s.focus = Focus::Columns;
+    common::tui::press_key(&mut s, KeyCode::Char('h'));
+    let buffer = render(&s, &theme);
+    assert_eq!(buffer[(x, y)].bg, theme.token_style(0.3).bg.unwrap());
+    assert!(find(&buffer, "processed p ").is_some(), "the title says so");
+    assert!(
+        row(&buffer, 39).contains("processed p  0  .25"),
+        "{}",
+        row(&buffer, 39)
+    );
+}
+
+/// vLLM's `repetition_detected` ends a column as any stop does, named in its footer.
+#[test]
+fn a_sample_repetition_detection_ended_says_so_in_its_footer() {
+    let mut s = streamed(120, 30);
+    let ended = finished(1, 1, StopReason::RepetitionDetected, None);
+    update(&mut s, Action::Engine(ModelId(0), ended));
+    let buffer = render(&s, &Theme::dark());
+    assert!(
+        find(&buffer, "■ repetition_detected 1 tok").is_some(),
+        "{}",
+        (0..30)
+            .map(|y| row(&buffer, y))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }
 

@@ -28,6 +28,7 @@ fn token_with(run_id: RunId, sample: u32, id: u32) -> Event {
             text: format!(" t{id}"),
             logprob: 0.5f32.ln(),
             prob: 0.5,
+            reported_prob: 0.5,
             rank: 1,
             top: vec![
                 alternative(id, 0.5),

@@ -931,6 +931,7 @@ fn token(run_id: RunId, text: &str, prob: f32) -> Event {
             text: text.into(),
             logprob: -1.0,
             prob,
+            reported_prob: (-1.0f32).exp(),
             rank: 1,
             top: Vec::new(),
             entropy: None,

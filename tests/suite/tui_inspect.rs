@@ -35,6 +35,7 @@ fn inspected(run_id: RunId, sample: u32) -> Event {
             text: " the".into(),
             logprob: 0.5f32.ln(),
             prob: 0.7,
+            reported_prob: 0.5,
             rank: 1,
             top: vec![
                 alternative(42, " the", 0.5, 0.7),

@@ -25,6 +25,7 @@ fn token(id: u32, text: &str, logprob: f32, top: &[(u32, &str, f32)]) -> Event {
             text: text.into(),
             logprob,
             prob: logprob.exp(),
+            reported_prob: logprob.exp(),
             rank: 1,
             top: top
                 .iter()

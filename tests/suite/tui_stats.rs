@@ -9,8 +9,8 @@ use samplab::params::SamplingParams;
 use samplab::response::{StopReason, Trajectory};
 use samplab::tui::{Action, Focus, KeyMap, ModelId, Overlay, State, Theme, update};
 
-/// Three samples: #0 and #2 the same (ids 10 11 12), #1 parting at token 1; entropies 4, 2
-/// and 0 nats.
+/// Three samples: #0 and #2 the same (ids 10 11 12), #1 parting at token 1 and ended by
+/// `repetition_detection`; entropies 4, 2 and 0 nats.
 const SAMPLES: [[u32; 3]; 3] = [[10, 11, 12], [10, 20, 21], [10, 11, 12]];
 const ENTROPY: [f32; 3] = [4.0, 2.0, 0.0];
 
@@ -25,6 +25,7 @@ fn token(sample: u32, id: u32, entropy: f32) -> Action {
                 text: format!(" w{id}"),
                 logprob: -1.0,
                 prob: 0.4,
+                reported_prob: (-1.0f32).exp(),
                 rank: 1,
                 top: Vec::new(),
                 entropy: Some(entropy),
@@ -52,7 +53,10 @@ fn finished_run() -> State {
         trajectories.push(Trajectory {
             token_ids: ids.to_vec(),
             logprobs: vec![-1.0; 3],
-            stop_reason: StopReason::Length,
+            stop_reason: match sample {
+                1 => StopReason::RepetitionDetected,
+                _ => StopReason::Length,
+            },
             entropy: Some(ENTROPY.to_vec()),
             kept_entropy: Some(vec![1.0, 0.5, 0.0]),
             watched: None,
@@ -115,7 +119,7 @@ fn i_shows_the_runs_statistics_and_closes_again() {
     for line in [
         "3 samples  length mean 3.0  min 3  max 3",
         "distinct n-grams  1: 0.56  2: 0.67  3: 0.67",
-        "ended  length 3",
+        "ended  length 2 · repetition_detected 1",
         "identical  #0 = #2",
         "parts from #0  #1@2  #2 same",
         "mean logprob -1.000  perplexity 2.72",

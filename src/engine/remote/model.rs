@@ -269,6 +269,7 @@ impl RemoteModel {
                 logprob: piece.logprob,
                 // A server reports raw logprobs only: the processed probability is unknown.
                 prob: piece.logprob.exp(),
+                reported_prob: piece.logprob.exp(),
                 rank: rank as u32,
                 top,
                 entropy: None,
@@ -483,6 +484,9 @@ impl Runner for RemoteModel {
                         }
                         Some(Finish::Stop(matched)) => {
                             finish(slot, StopReason::Stop, matched, run_id, emit)
+                        }
+                        Some(Finish::Repetition) => {
+                            finish(slot, StopReason::RepetitionDetected, None, run_id, emit)
                         }
                         Some(Finish::Other(reason)) => {
                             failure.get_or_insert(format!(

@@ -8,7 +8,8 @@
 use super::server::ServerKind;
 use crate::engine::{Conversation, Prompt};
 use crate::params::{
-    Engine, Field, LlamaCppConstraint, SamplingParams, StructuredOutputs, TokenText,
+    Engine, Field, LlamaCppConstraint, LogprobsMode, SamplingParams, StructuredOutputs,
+    TokenText,
 };
 use serde_json::{Map, Value, json};
 
@@ -75,6 +76,9 @@ fn applies(kind: ServerKind, field: Field, params: &SamplingParams, chat: bool) 
         Field::PromptLogprobs | Field::Watch => false,
         // Which engine's semantics samplab follows; a server follows its own.
         Field::Engine => false,
+        // Servers report the model's raw logprobs (vLLM's default mode); another mode is an
+        // argument the server was started with, which no request can change.
+        Field::LogprobsMode => params.logprobs_mode == LogprobsMode::default(),
         field => name_on(kind, field).is_some(),
     }
 }
@@ -470,5 +474,21 @@ mod tests {
             not_applied(ServerKind::Vllm, &params("engine: llama.cpp"), &raw),
             [Field::Engine]
         );
+        // vLLM's server takes repetition_detection in the request, logprobs_mode not at all.
+        let vllm = params(
+            "repetition_detection: {max_pattern_size: 4, min_count: 3}\n\
+             logprobs_mode: processed_logits",
+        );
+        assert_eq!(
+            not_applied(ServerKind::Vllm, &vllm, &raw),
+            [Field::LogprobsMode]
+        );
+        let sent = body(ServerKind::Vllm, "m", &raw, &vllm, 1);
+        assert_eq!(sent["repetition_detection"]["min_count"], json!(3));
+        assert_eq!(
+            not_applied(ServerKind::LlamaServer, &vllm, &raw),
+            [Field::LogprobsMode, Field::RepetitionDetection]
+        );
+        assert!(!ignored(ServerKind::LlamaServer).contains(&Field::LogprobsMode));
     }
 }

@@ -22,6 +22,8 @@ pub struct Piece {
 pub enum Finish {
     Length,
     Stop(Option<StopMatched>),
+    /// vLLM's `repetition`: `repetition_detection` ended it.
+    Repetition,
     /// Any other reason (`abort`, `error`, `content_filter`): the sample failed.
     Other(String),
 }
@@ -101,6 +103,7 @@ pub fn parse_chunk(json: &Value) -> Result<Chunk, String> {
                 .map(StopMatched::Token),
             _ => None,
         })),
+        Some("repetition") => Some(Finish::Repetition),
         Some(other) => Some(Finish::Other(other.to_owned())),
     };
     Ok(Chunk {
@@ -213,4 +216,22 @@ fn number(value: &Value) -> Option<f32> {
 fn token_id(text: &str) -> (Option<u32>, String) {
     let id = text.strip_prefix("token:").and_then(|id| id.parse().ok());
     (id, text.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// vLLM ends a sample its `repetition_detection` caught with finish reason `repetition`
+    /// (stop reason `repetition_detected`): no failure.
+    #[test]
+    fn vllms_repetition_finish_is_a_stop_of_its_own() {
+        let chunk = json!({"choices": [{"index": 0, "text": "", "logprobs": null,
+            "finish_reason": "repetition", "stop_reason": "repetition_detected"}]});
+        assert_eq!(
+            parse_chunk(&chunk).unwrap().finish,
+            Some(Finish::Repetition)
+        );
+    }
 }

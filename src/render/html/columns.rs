@@ -34,7 +34,8 @@ fn title(t: &Trajectory) -> String {
     }
 }
 
-/// The tokens, each on the heatmap colour of its raw probability; a run without per-token
+/// The tokens, each on the heatmap colour of the probability its logprobs report (the model's
+/// own unless `logprobs_mode` says processed); a run without per-token
 /// texts (a file of a samplab before `alternatives`, sampled without `logprobs`) shows its
 /// text whole and says why.
 fn body(t: &Trajectory, data: &RunData, theme: &Theme) -> String {
@@ -47,8 +48,9 @@ fn body(t: &Trajectory, data: &RunData, theme: &Theme) -> String {
         );
     };
     let mut html = String::new();
-    for (i, (text, logprob)) in shown_texts(&texts).iter().zip(&t.logprobs).enumerate() {
-        let style = colour::declarations(theme.token_style(logprob.exp()));
+    let probs = t.reported_probs();
+    for (i, (text, &p)) in shown_texts(&texts).iter().zip(&probs).enumerate() {
+        let style = colour::declarations(theme.token_style(p));
         let _ = write!(
             html,
             "<span class=t data-i={i} style=\"{style}\">{}</span>",

@@ -14,6 +14,8 @@ use std::collections::BTreeMap;
 pub struct RunData<'a> {
     /// The text of every token id the file names one for (the alternatives', the traces').
     pub vocab: BTreeMap<u32, &'a str>,
+    /// What the samples' `logprobs` are (`raw logprob`, …: the run's `logprobs_mode`).
+    reports: &'static str,
     pub samples: Vec<SampleData<'a>>,
 }
 
@@ -25,6 +27,8 @@ type Alternatives = Vec<(u32, Option<f64>)>;
 pub struct SampleData<'a> {
     ids: &'a [u32],
     logprobs: Vec<Option<f64>>,
+    /// Per token, its probability in the distribution its logprobs come from.
+    probs: Vec<Option<f64>>,
     /// Per token, its alternatives: the playground's (which hold `top_logprobs` and more),
     /// else those `logprobs` asked for; absent from a file with neither.
     alternatives: Option<Vec<Alternatives>>,
@@ -61,7 +65,11 @@ impl<'a> RunData<'a> {
             }
         }
         let samples = response.trajectories.iter().map(SampleData::of).collect();
-        Self { vocab, samples }
+        Self {
+            vocab,
+            reports: response.params.logprobs_mode.number_name(),
+            samples,
+        }
     }
 
     /// The text of every token of `trajectory`, where the file has them all.
@@ -79,6 +87,7 @@ impl<'a> SampleData<'a> {
         Self {
             ids: &t.token_ids,
             logprobs: rounded(&t.logprobs),
+            probs: rounded(&t.reported_probs()),
             alternatives: t
                 .alternatives
                 .as_ref()

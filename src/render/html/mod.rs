@@ -112,7 +112,8 @@ fn legend(theme: &Theme) -> String {
         .map(|&p| styled(theme.token_style(p), &format!("{p}")))
         .collect();
     format!(
-        "tokens by the raw probability the model gave them (hover one to inspect it): {swatches}"
+        "tokens by the probability their logprobs report, the model's own unless a run's \
+         logprobs_mode is processed (hover one to inspect it): {swatches}"
     )
 }
 

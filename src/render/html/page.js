@@ -74,8 +74,7 @@
     const sample = run.samples[+column.dataset.sample];
     const i = +token.dataset.i;
     const id = sample.ids[i];
-    const logprob = sample.logprobs[i];
-    const figures = [`id ${id}`, `raw logprob ${fixed(logprob, 3)}`, `p ${fixed(prob(logprob), 3)}`];
+    const figures = [`id ${id}`, `${run.reports} ${fixed(sample.logprobs[i], 3)}`, `p ${fixed(sample.probs[i], 3)}`];
     if (sample.entropy) figures.push(`entropy ${fixed(sample.entropy[i], 2)} nats`);
     if (sample.kept_entropy) figures.push(`kept ${fixed(sample.kept_entropy[i], 2)}`);
     panel.replaceChildren(

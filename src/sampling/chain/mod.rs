@@ -12,7 +12,7 @@ mod pool;
 mod stage_trace;
 mod stages;
 
-pub(super) use pool::Pool;
+pub(super) use pool::{Cand, Pool};
 pub use stage_trace::StageTrace;
 
 use super::adjust::{self, Logits};

@@ -298,8 +298,8 @@ impl Default for KeyMap {
             (
                 Mode::Navigate,
                 c('h'),
-                A::ToggleRawHeat,
-                "colour by raw p / kept p",
+                A::ToggleReportedHeat,
+                "colour by logprobs' p / kept p",
             ),
             (
                 Mode::Navigate,

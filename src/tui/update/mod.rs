@@ -14,7 +14,7 @@ pub mod sweep;
 
 use crate::engine::{Event, Request, RunId, ScoreRequest, TraceRequest};
 use crate::model::Activations;
-use crate::params::Field;
+use crate::params::{Field, LogprobsMode};
 use crate::presets::{MODEL_PRESET, Preset};
 use crate::response::StopReason;
 use crate::sampling::sample_seed;
@@ -197,7 +197,7 @@ pub fn update(state: &mut State, action: Action) -> Vec<Effect> {
         Action::LastToken => navigate(state, Columns::last_token),
         Action::PageColumn(pages) => navigate(state, |c, g| c.page(pages as isize, g)),
         Action::ToggleWhitespace => navigate(state, Columns::toggle_whitespace),
-        Action::ToggleRawHeat => {
+        Action::ToggleReportedHeat => {
             state.columns.heat = state.columns.heat.toggled();
             Vec::new()
         }
@@ -562,7 +562,17 @@ fn reserve_columns(state: &mut State, side: SideId, seeds: &[Option<u64>]) {
         return;
     }
     let grid = Grid::on_screen(state.size, state.columns.columns.len() + seeds.len());
-    state.columns.start(side, seeds, &grid);
+    state
+        .columns
+        .start(side, seeds, logprobs_mode(state, side), &grid);
+}
+
+/// What the logprobs of `side`'s current run report.
+fn logprobs_mode(state: &State, side: SideId) -> LogprobsMode {
+    let side = state.comparison.side(side);
+    side.and_then(|s| s.run_params.as_ref())
+        .map(|params| params.logprobs_mode)
+        .unwrap_or_default()
 }
 
 /// The side showing run `run_id` of `model`.
@@ -728,7 +738,9 @@ fn engine_event(state: &mut State, model: ModelId, event: Event) -> Vec<Effect> 
                 .count();
             let grid = Grid::on_screen(state.size, others + seeds.len());
             let seeds: Vec<Option<u64>> = seeds.into_iter().map(Some).collect();
-            state.columns.start(side, &seeds, &grid);
+            state
+                .columns
+                .start(side, &seeds, logprobs_mode(state, side), &grid);
             state.comparison.sides[side].shown = Some(run_id);
             label_branches(state, side, &grid);
         }

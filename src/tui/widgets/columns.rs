@@ -8,6 +8,7 @@ use super::spark;
 use super::wrap::Wrapped;
 use crate::engine::TokenEvent;
 use crate::engine::score::common_prefix;
+use crate::params::LogprobsMode;
 use crate::response::channels::Channel;
 use crate::response::{
     BranchOrigin, CrossScore, StopMatched, StopReason, mean_and_perplexity, stop_label,
@@ -27,19 +28,20 @@ pub enum Heat {
     /// After the sampler's processing: what the token was drawn with.
     #[default]
     Kept,
-    /// The model's own, before any processing: what it thought of the token.
-    Raw,
+    /// The one the logprobs report (`logprobs_mode`): the model's own under the raw modes,
+    /// what the token was drawn with under the processed ones.
+    Reported,
     /// Another compared model's raw probability of the token: where the two disagree (see
     /// [`super::disagreement`]).
     Other,
 }
 
 impl Heat {
-    /// Raw p, or back to kept p from raw p (`h`).
+    /// The logprobs' p, or back to kept p from it (`h`).
     pub fn toggled(self) -> Self {
         match self {
-            Heat::Raw => Heat::Kept,
-            Heat::Kept | Heat::Other => Heat::Raw,
+            Heat::Reported => Heat::Kept,
+            Heat::Kept | Heat::Other => Heat::Reported,
         }
     }
 
@@ -47,7 +49,17 @@ impl Heat {
     pub fn toggled_other(self) -> Self {
         match self {
             Heat::Other => Heat::Kept,
-            Heat::Kept | Heat::Raw => Heat::Other,
+            Heat::Kept | Heat::Reported => Heat::Other,
+        }
+    }
+
+    /// What the legend calls the probability, for a run whose logprobs `mode` reports.
+    pub fn name(self, mode: LogprobsMode) -> &'static str {
+        match self {
+            Heat::Kept => "kept p",
+            Heat::Reported if mode.processed() => "processed p",
+            Heat::Reported => "raw p",
+            Heat::Other => "other model's p",
         }
     }
 
@@ -57,7 +69,7 @@ impl Heat {
         let token = &column.tokens[t];
         match self {
             Heat::Kept => Some(token.prob),
-            Heat::Raw => Some(token.logprob.exp()),
+            Heat::Reported => Some(token.reported_prob),
             Heat::Other => super::disagreement::other_prob(&column.cross, t),
         }
     }
@@ -67,6 +79,8 @@ impl Heat {
 pub struct Column {
     /// The side (model and parameter set) whose run this sample belongs to.
     pub side: SideId,
+    /// What the run's logprobs report, which `h` colours by.
+    pub logprobs_mode: LogprobsMode,
     /// The sample's index within its run.
     pub sample: u32,
     /// `None` in a column reserved for a run that has not started and whose seed is drawn at
@@ -107,6 +121,7 @@ impl Column {
     pub fn new(seed: Option<u64>, width: usize, whitespace: bool) -> Self {
         Self {
             side: SideId::default(),
+            logprobs_mode: LogprobsMode::default(),
             sample: 0,
             seed,
             tokens: Vec::new(),
@@ -373,11 +388,13 @@ pub struct Columns {
 impl Columns {
     /// A new run of `side`: fresh columns that follow their tails, in place of the side's old
     /// ones (sides stay in order); the cursor keeps its place so that the same position can
-    /// be compared across runs. `grid` is laid out for every column after the change.
-    pub fn start(&mut self, side: SideId, seeds: &[Option<u64>], grid: &Grid) {
+    /// be compared across runs. `mode` is what the run's logprobs report; `grid` is laid out
+    /// for every column after the change.
+    pub fn start(&mut self, side: SideId, seeds: &[Option<u64>], mode: LogprobsMode, grid: &Grid) {
         let width = grid.text_width();
         let fresh = seeds.iter().enumerate().map(|(i, &seed)| Column {
             side,
+            logprobs_mode: mode,
             sample: i as u32,
             ..Column::new(seed, width, self.whitespace)
         });
@@ -500,6 +517,16 @@ impl Columns {
     pub fn cursor_side(&self) -> Option<SideId> {
         let column = self.cursor.column.min(self.columns.len().checked_sub(1)?);
         Some(self.columns[column].side)
+    }
+
+    /// What the legend calls the probability that colours the tokens, for the cursor's
+    /// column; `None` while there is no column.
+    pub fn heat_name(&self) -> Option<&'static str> {
+        let column = self
+            .columns
+            .get(self.cursor.column)
+            .or(self.columns.last())?;
+        Some(self.heat.name(column.logprobs_mode))
     }
 
     pub fn cursor_token(&self) -> Option<(usize, usize)> {
@@ -685,7 +712,10 @@ pub fn render(
         let top = column.top(rows);
         let mut notes = Vec::new();
         match (state.heat, super::disagreement::shown_model(&column.cross)) {
-            (Heat::Raw, _) => notes.push(Span::styled("raw p ", theme.dim)),
+            (Heat::Reported, _) => {
+                let name = state.heat.name(column.logprobs_mode);
+                notes.push(Span::styled(format!("{name} "), theme.dim));
+            }
             (Heat::Other, Some(model)) => {
                 notes.push(Span::styled(format!("⇄{model} p "), theme.dim));
             }
@@ -795,6 +825,7 @@ mod tests {
             text: text.into(),
             logprob,
             prob: 0.5,
+            reported_prob: logprob.exp(),
             rank: 1,
             top: Vec::new(),
             entropy: None,
@@ -911,7 +942,7 @@ mod tests {
         let grid = Grid::new(Rect::new(0, 0, 10, 6), 1);
         assert_eq!(grid.text_rows(), 3);
         let mut columns = Columns::default();
-        columns.start(SideId(0), &[Some(7)], &grid);
+        columns.start(SideId(0), &[Some(7)], LogprobsMode::default(), &grid);
         assert_eq!(columns.cursor_token(), None, "no token yet");
         for _ in 0..3 {
             columns.push_token(SideId(0), token("abcdefgh", -1.0), &grid, true);

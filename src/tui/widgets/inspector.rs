@@ -94,7 +94,10 @@ pub fn render(frame: &mut Frame, area: Rect, columns: &Columns, context: &Contex
     };
     // What the token colours mean, where the eye reads the token's figures.
     let mut legend = vec![Span::raw(" ")];
-    legend.extend(legend::spans(columns.heat, theme));
+    legend.extend(legend::spans(
+        columns.heat_name().unwrap_or_default(),
+        theme,
+    ));
     legend.push(Span::raw(" "));
     let block = Block::bordered()
         .title(Span::styled(title, theme.title))

@@ -2,7 +2,6 @@
 //! the newest error and key hints from the key map, fitted to the width by dropping the least
 //! needed parts; and the log of every error and notice, which `l` shows whole.
 
-use super::columns::Heat;
 use super::legend;
 use super::params::ParamsState;
 use crate::tui::model_slot::{ModelSlot, ModelStatus};
@@ -94,9 +93,9 @@ pub struct Bar<'a> {
     pub hints: &'a [(String, &'a str)],
     /// The key that opens the message log, named before the error, which may be cut.
     pub log_key: Option<String>,
-    /// What the heatmap's colours mean, for the probability the columns are coloured by (see
-    /// [`Heat`]); `None` while no sample is shown.
-    pub legend: Option<Heat>,
+    /// The name of the probability the columns are coloured by (see [`super::columns::Heat::name`]), whose
+    /// colours the legend explains; `None` while no sample is shown.
+    pub legend: Option<&'static str>,
 }
 
 pub fn render(frame: &mut Frame, area: Rect, bar: Bar, theme: &Theme) {
@@ -135,9 +134,9 @@ pub fn render(frame: &mut Frame, area: Rect, bar: Bar, theme: &Theme) {
         spans.push(Span::styled(format!("error: {error}"), on_bar(theme.error)));
         parts.push(Part::new(" · ", spans, 0));
     }
-    if let Some(heat) = legend {
+    if let Some(name) = legend {
         // Last and the first to go: the inspector's edge shows it too.
-        parts.push(Part::new(" · ", legend::spans(heat, theme), 6));
+        parts.push(Part::new(" · ", legend::spans(name, theme), 6));
     }
     let right: String = hints
         .iter()

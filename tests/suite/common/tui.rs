@@ -43,6 +43,7 @@ pub fn token(run_id: RunId, sample: u32, text: &str, prob: f32) -> Event {
             text: text.into(),
             logprob: prob.ln(),
             prob,
+            reported_prob: prob,
             rank: 1,
             top: Vec::new(),
             entropy: None,
