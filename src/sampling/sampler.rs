@@ -320,9 +320,9 @@ impl Sampler {
             refused: mask.refused_mass(logits, norm.log_norm),
             allowed: mask.count,
         });
-        // The chosen token, the entropy of what was kept, and each token's kept probability,
-        // from whichever path made the distribution.
-        // A processed `logprobs_mode` reports from it too, its best tokens listed from it.
+        // The chosen token, the entropy of what was kept, each token's kept probability, and
+        // under a processed `logprobs_mode` its report, from whichever path made the
+        // distribution.
         type Prob<'a> = Box<dyn Fn(u32) -> f32 + 'a>;
         let mode = self.params.logprobs_mode;
         let asked = self.params.logprobs;
