@@ -154,9 +154,14 @@ pub fn to_vllm(params: &SamplingParams, ctx: &ExportContext) -> String {
             Value::Mapping(entries) if *name == repetition => {
                 let args: Vec<String> = entries
                     .iter()
-                    .filter_map(|(key, value)| Some(format!("{}={}", key.as_str()?, py_value(value))))
+                    .filter_map(|(key, value)| {
+                        Some(format!("{}={}", key.as_str()?, py_value(value)))
+                    })
                     .collect();
-                (*name, format!("{REPETITION_DETECTION_CLASS}({})", args.join(", ")))
+                (
+                    *name,
+                    format!("{REPETITION_DETECTION_CLASS}({})", args.join(", ")),
+                )
             }
             value => (*name, py_value(value)),
         })

@@ -8,8 +8,7 @@
 use super::server::ServerKind;
 use crate::engine::{Conversation, Prompt};
 use crate::params::{
-    Engine, Field, LlamaCppConstraint, LogprobsMode, SamplingParams, StructuredOutputs,
-    TokenText,
+    Engine, Field, LlamaCppConstraint, LogprobsMode, SamplingParams, StructuredOutputs, TokenText,
 };
 use serde_json::{Map, Value, json};
 
