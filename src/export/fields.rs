@@ -2,7 +2,7 @@
 //! carry them, and a note for each one a target cannot take (never dropped silently).
 
 use super::{py_bool, py_float, py_list, py_str, sh_word};
-use crate::params::{Engine, Field, SamplingParams, Stage, TokenText};
+use crate::params::{Engine, Field, SamplingParams, TokenText};
 use crate::sampling::order_as_llama_cpp_stages;
 
 /// The fields the classic exports always handled, and `engine`, which the notes cover.
@@ -109,6 +109,9 @@ pub fn transformers_kwargs(params: &SamplingParams) -> Vec<(&'static str, String
     if params.typical_p < 1.0 && !params.is_greedy() {
         kwargs.push(("typical_p", py_float(params.typical_p)));
     }
+    if let Some(top_h) = params.top_h.filter(|_| !params.is_greedy()) {
+        kwargs.push(("top_h", py_float(top_h)));
+    }
     if let Some(bias) = &params.logit_bias {
         let entries: Vec<String> = bias
             .applied()
@@ -169,6 +172,13 @@ pub fn llama_cpp_flags(params: &SamplingParams) -> Vec<String> {
             "--dynatemp-range {} --dynatemp-exp {}",
             params.dynatemp_range, params.dynatemp_exponent
         ));
+        // Only when on: older llama.cpp builds refuse the flags they do not know.
+        if params.adaptive_p() {
+            flags.push(format!(
+                "--adaptive-target {} --adaptive-decay {}",
+                params.adaptive_target, params.adaptive_decay
+            ));
+        }
     } else if params.typical_p < 1.0 && !params.is_greedy() {
         // transformers' typical_p, which the chain below runs last, as transformers does.
         flags.push(format!("--typical {}", params.typical_p));
@@ -191,13 +201,7 @@ pub fn llama_cpp_flags(params: &SamplingParams) -> Vec<String> {
 /// the profile's order and vLLM's and transformers' whole-context penalty.
 pub fn llama_cpp_chain(params: &SamplingParams) -> (String, i32) {
     let (order, repeat_last_n) = match params.engine {
-        Engine::LlamaCpp => (
-            params.samplers.as_deref().map_or_else(
-                || order_as_llama_cpp_stages(Engine::LlamaCpp),
-                <[Stage]>::to_vec,
-            ),
-            params.repeat_last_n,
-        ),
+        Engine::LlamaCpp => (params.llama_cpp_order(), params.repeat_last_n),
         engine => (order_as_llama_cpp_stages(engine), -1),
     };
     let names: Vec<&str> = order.iter().map(|s| s.name()).collect();
