@@ -259,6 +259,19 @@ fn llama_cpp_reference(logits: &[f32], history: &[u32], p: &SamplingParams) -> V
                     c.iter_mut().for_each(|x| x.1 /= t);
                 }
             }
+            // It runs last, below, wherever the order names it.
+            Stage::AdaptiveP => {}
+        }
+    }
+    if p.adaptive_target >= 0.0 {
+        // adaptive-p's first step, where its average sits at the target: logits
+        // 5 - 10 d^2 / (1 + d) for d = |p - target| / 0.3.
+        let probs = softmax(&c);
+        for (x, q) in c.iter_mut().zip(probs) {
+            if x.1 > f64::NEG_INFINITY {
+                let d = (q - f64::from(p.adaptive_target)).abs() / 0.3;
+                x.1 = 5.0 - 10.0 * d * d / (1.0 + d);
+            }
         }
     }
     finish(c)
@@ -395,6 +408,7 @@ fn llama_params() -> impl Strategy<Value = SamplingParams> {
             prop_oneof![Just(0.0f32), 0.2f32..1.0],
             0.05f32..0.4,
             prop_oneof![Just(0.0f32), 0.1f32..0.8],
+            prop_oneof![Just(-1.0f32), 0.0f32..=1.0],
         ),
         (
             0u32..4,
@@ -406,7 +420,7 @@ fn llama_params() -> impl Strategy<Value = SamplingParams> {
             |(
                 (t, k, top_p, min_p),
                 (typ, sigma, rep, freq),
-                (xtc, xtc_t, dry),
+                (xtc, xtc_t, dry, adaptive_target),
                 (keep, order, custom),
             )| {
                 SamplingParams {
@@ -427,6 +441,7 @@ fn llama_params() -> impl Strategy<Value = SamplingParams> {
                     dry_allowed_length: 2,
                     min_keep: keep,
                     samplers: custom.then_some(Stages(order)),
+                    adaptive_target,
                     ..Default::default()
                 }
             },
@@ -436,8 +451,8 @@ fn llama_params() -> impl Strategy<Value = SamplingParams> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
-    /// Every stage alone and together, in the default order and in shuffled ones, equals the
-    /// naive reference of llama.cpp's source.
+    /// Every stage alone and together, in the default order and in shuffled ones, with and
+    /// without adaptive-p's first step last, equals the naive reference of llama.cpp's source.
     #[test]
     fn llama_cpp_chain_equals_its_reference(
         logits in logits_strategy(),
@@ -1023,8 +1038,10 @@ proptest! {
         min_p in prop_oneof![Just(0.0f32), 0.01f32..0.3],
         rep in 0.9f32..1.6,
         presence in -0.5f32..0.5,
+        reshaped in prop_oneof![Just(None), (0.0f32..=1.0).prop_map(Some)],
         history in prop::collection::vec(0u32..12, 1..16),
     ) {
+        // transformers' top-h and llama.cpp's adaptive-p, under the engines that have them.
         let params = SamplingParams {
             engine,
             temperature: t,
@@ -1033,6 +1050,8 @@ proptest! {
             min_p,
             repetition_penalty: rep,
             presence_penalty: if engine == Engine::Transformers { 0.0 } else { presence },
+            top_h: reshaped.filter(|&h| engine == Engine::Transformers && h > 0.0),
+            adaptive_target: reshaped.filter(|_| engine == Engine::LlamaCpp).unwrap_or(-1.0),
             ..Default::default()
         };
         let got = distribution(&params, &logits, &history);

@@ -446,8 +446,8 @@ mod tests {
         let p = params("engine: llama.cpp\nadaptive_target: 0.4\nadaptive_decay: 0.8");
         let raw = Prompt::raw("Once");
         let server = body(ServerKind::LlamaServer, "m", &raw, &p, 1);
-        assert_eq!(server["adaptive_target"], json!(0.4f32));
-        assert_eq!(server["adaptive_decay"], json!(0.8f32));
+        assert_eq!(server["adaptive_target"], json!(0.4));
+        assert_eq!(server["adaptive_decay"], json!(0.8));
         let samplers = server["samplers"].as_array().unwrap();
         assert_eq!(samplers.first(), Some(&json!("penalties")));
         assert_eq!(samplers.last(), Some(&json!("adaptive_p")));
