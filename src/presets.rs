@@ -56,7 +56,7 @@ pub enum PresetError {
     },
 }
 
-const BUILTIN_FILES: [(&str, &str); 9] = [
+const BUILTIN_FILES: [(&str, &str); 11] = [
     ("default", include_str!("../presets/default.yaml")),
     ("greedy", include_str!("../presets/greedy.yaml")),
     ("precise", include_str!("../presets/precise.yaml")),
@@ -75,6 +75,8 @@ const BUILTIN_FILES: [(&str, &str); 9] = [
         "llamacpp-default",
         include_str!("../presets/llamacpp-default.yaml"),
     ),
+    ("adaptive-p", include_str!("../presets/adaptive-p.yaml")),
+    ("top-h", include_str!("../presets/top-h.yaml")),
 ];
 
 pub fn builtin_names() -> Vec<&'static str> {

@@ -1,7 +1,7 @@
 //! The per-stage inspector's question — what did each stage of the chain do at one step of one
 //! sample? — answered from the logits the replay store kept: the sampler replays the sample's
-//! earlier steps (so penalties, DRY, XTC's coin and mirostat stand where they stood), then
-//! traces the step.
+//! earlier steps (so penalties, DRY, XTC's coin, mirostat and adaptive-p stand where they
+//! stood), then traces the step.
 
 use super::events::RunId;
 use super::generate::record_key;

@@ -2,7 +2,7 @@
 //! carry them, and a note for each one a target cannot take (never dropped silently).
 
 use super::{py_float, py_list, py_str, py_value, sample_count, sh_value};
-use crate::params::{Engine, Field, LogprobsMode, SamplingParams, Stage, possessive};
+use crate::params::{Engine, Field, LogprobsMode, SamplingParams, possessive};
 use crate::sampling::order_as_llama_cpp_stages;
 use serde_yaml_ng::Value;
 
@@ -165,7 +165,8 @@ pub fn vllm_serve_flags(params: &SamplingParams) -> String {
 pub fn transformers_kwargs(params: &SamplingParams) -> Vec<(&'static str, String)> {
     let engine = Engine::Transformers;
     extra(params, engine)
-        .filter(|&field| !(params.is_greedy() && field == Field::TypicalP))
+        // Greedy decoding runs no warper.
+        .filter(|&field| !(params.is_greedy() && matches!(field, Field::TypicalP | Field::TopH)))
         .map(|field| {
             let value = match field {
                 Field::LogitBias => {
@@ -196,6 +197,10 @@ pub fn llama_cpp_flags(params: &SamplingParams) -> impl Iterator<Item = String> 
     let engine = Engine::LlamaCpp;
     extra(params, engine)
         .filter(|&field| !matches!(field, Field::Samplers | Field::RepeatLastN))
+        // Only when on: older llama.cpp builds refuse the flags they do not know.
+        .filter(|&field| {
+            params.adaptive_p() || !matches!(field, Field::AdaptiveTarget | Field::AdaptiveDecay)
+        })
         .filter_map(move |field| {
             let flag = name(field, engine);
             match (field, value(params, field, engine)) {
@@ -238,13 +243,7 @@ pub fn packed(flags: impl Iterator<Item = String>) -> Vec<String> {
 /// the profile's order and vLLM's and transformers' whole-context penalty.
 pub fn llama_cpp_chain(params: &SamplingParams) -> (String, i32) {
     let (order, repeat_last_n) = match params.engine {
-        Engine::LlamaCpp => (
-            params.samplers.as_deref().map_or_else(
-                || order_as_llama_cpp_stages(Engine::LlamaCpp),
-                <[Stage]>::to_vec,
-            ),
-            params.repeat_last_n,
-        ),
+        Engine::LlamaCpp => (params.llama_cpp_order(), params.repeat_last_n),
         engine => (order_as_llama_cpp_stages(engine), -1),
     };
     let names: Vec<&str> = order.iter().map(|s| s.name()).collect();

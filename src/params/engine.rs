@@ -109,6 +109,9 @@ pub enum Stage {
     Xtc,
     #[serde(alias = "temp")]
     Temperature,
+    /// adaptive-p draws the token, so llama.cpp runs it last wherever the list names it.
+    #[serde(rename = "adaptive_p", alias = "adaptive-p")]
+    AdaptiveP,
 }
 
 /// A `samplers` order: a list of stage names, or llama.cpp's own `--samplers` text with the
@@ -165,6 +168,7 @@ impl Stage {
             Stage::MinP => "min_p",
             Stage::Xtc => "xtc",
             Stage::Temperature => "temperature",
+            Stage::AdaptiveP => "adaptive_p",
         }
     }
 }
@@ -187,6 +191,12 @@ mod tests {
         assert_eq!(
             serde_yaml_ng::from_str::<Stage>("temp").unwrap(),
             Stage::Temperature
+        );
+        let adaptive = serde_yaml_ng::to_string(&Stage::AdaptiveP).unwrap();
+        assert_eq!(adaptive.trim(), Stage::AdaptiveP.name());
+        assert_eq!(
+            serde_yaml_ng::from_str::<Stage>("adaptive-p").unwrap(),
+            Stage::AdaptiveP
         );
     }
 

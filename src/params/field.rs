@@ -233,7 +233,8 @@ pub struct OffBelowOne {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Knob {
     /// A decimal moved on a grid of `fine` (or `coarse`) steps within `limit`, exactly in
-    /// decimal; its slider spans `slider`.
+    /// decimal; its slider spans `slider`. An off value beyond `limit` (null: above it) lies
+    /// just past that end, as off lies below 1 on a count.
     Decimal {
         fine: f64,
         coarse: f64,

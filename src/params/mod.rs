@@ -399,12 +399,42 @@ impl SamplingParams {
         usize::try_from(self.top_k).ok().filter(|&k| k > 0)
     }
 
-    /// The same settings in their one canonical spelling (`top_k: 0` as -1, an empty stop list
-    /// as none), so that equal behaviour compares equal and a saved file lists only real changes.
+    /// Whether llama.cpp's adaptive-p draws the token: its target is set (negative is off) and
+    /// mirostat, which replaces the whole chain, is not.
+    pub fn adaptive_p(&self) -> bool {
+        self.engine == Engine::LlamaCpp && self.adaptive_target >= 0.0 && self.mirostat == 0
+    }
+
+    /// llama.cpp's `--samplers` for these params: `samplers`, or its default order, with
+    /// `adaptive_p` last exactly when adaptive-p is on. llama.cpp runs adaptive-p only when the
+    /// list names it, and always last, in place of the final draw; samplab turns it on by its
+    /// target, so the list that asks llama.cpp for the same chain names it then.
+    pub fn llama_cpp_order(&self) -> Vec<Stage> {
+        let order = self
+            .samplers
+            .as_deref()
+            .unwrap_or(&Stage::LLAMA_CPP_DEFAULT);
+        let mut order: Vec<Stage> = order
+            .iter()
+            .copied()
+            .filter(|&stage| stage != Stage::AdaptiveP)
+            .collect();
+        if self.adaptive_p() {
+            order.push(Stage::AdaptiveP);
+        }
+        order
+    }
+
+    /// The same settings in their one canonical spelling (`top_k: 0` as -1, any negative
+    /// adaptive_target as -1, an empty stop list as none), so that equal behaviour compares
+    /// equal and a saved file lists only real changes.
     pub fn normalized(&self) -> Self {
         let mut params = self.clone();
         if params.top_k_limit().is_none() {
             params.top_k = -1;
+        }
+        if params.adaptive_target < 0.0 {
+            params.adaptive_target = -1.0;
         }
         if params.stop.as_ref().is_some_and(TokenTexts::is_empty) {
             params.stop = None;

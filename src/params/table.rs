@@ -337,6 +337,15 @@ params_table! {
         off: Some("1.0"),
         ..spec("typical_p", LLAMA_CPP_AND_TRANSFORMERS, decimal(0.01, 0.1, 0.01, 1.0))
     };
+    /// Keeps the likeliest tokens while the entropy they hold stays within top_h times that of
+    /// the 100 likeliest (transformers' top-h); null is off.
+    TopH top_h: Option<f32> = None, FieldSpec {
+        bounds: Some(Bounds::above_to(0.0, 1.0)),
+        valid: "must be in (0, 1], or null for off",
+        off: Some("null"),
+        names: Names::NONE.transformers("top_h"),
+        ..spec("top_h", Engines::TRANSFORMERS, decimal(0.05, 0.2, 0.05, 1.0))
+    };
     /// Keeps logits within n standard deviations of the largest; -1 (or 0) is off.
     TopNSigma top_n_sigma: f32 = -1.0, FieldSpec {
         names: Names::NONE.llama_server("top_n_sigma").flag("--top-nsigma"),
@@ -411,6 +420,22 @@ params_table! {
         names: Names::NONE.llama_server("mirostat_eta").llama_cpp_python("mirostat_eta").flag("--mirostat-lr"),
         bounds: Some(Bounds::at_least(0.0)),
         ..spec("miro_eta", Engines::LLAMA_CPP, decimal(0.01, 0.1, 0.0, 1.0))
+    };
+    /// adaptive-p: the probability the chosen tokens should average; each draw favours tokens
+    /// near a target moved by how far the recent average missed it. Negative (-1) is off.
+    AdaptiveTarget adaptive_target: f32 = -1.0, FieldSpec {
+        names: Names::NONE.llama_server("adaptive_target").flag("--adaptive-target"),
+        bounds: Some(Bounds::closed(-1.0, 1.0)),
+        valid: "must be in [0, 1], or negative (down to -1) for off",
+        off: Some("-1.0"),
+        ..spec("adapt_p", Engines::LLAMA_CPP, decimal(0.05, 0.25, 0.0, 1.0))
+    };
+    /// adaptive-p: how slowly its average forgets; it spans about 1 / (1 - decay) tokens.
+    AdaptiveDecay adaptive_decay: f32 = 0.9, FieldSpec {
+        names: Names::NONE.llama_server("adaptive_decay").flag("--adaptive-decay"),
+        bounds: Some(Bounds::closed(0.0, 0.99)),
+        valid: "must be in [0, 0.99]",
+        ..spec("adapt_decay", Engines::LLAMA_CPP, decimal(0.01, 0.1, 0.0, 0.99))
     };
     /// Dynamic temperature: temperature ± this, by the entropy; 0 is off.
     DynatempRange dynatemp_range: f32 = 0.0, FieldSpec {

@@ -1,6 +1,7 @@
 //! One sample's evolving state: its random streams, the tokens so far, and what stateful stages
-//! (mirostat) carry from step to step.
+//! (mirostat, adaptive-p) carry from step to step.
 
+use super::chain::AdaptiveMemory;
 use super::constraint::{Constraint, ConstraintError, Mask, Parser};
 use super::penalty::SeenTokens;
 use super::rng::{SampleRng, sample_seed};
@@ -26,6 +27,8 @@ pub struct SampleState {
     pub(super) prompt_len: usize,
     /// Mirostat's target surprise `mu`; `None` until its first step sets it to 2 tau.
     pub(super) mu: Option<f32>,
+    /// adaptive-p's average of the chosen tokens' probabilities; `None` until its first step.
+    pub(super) adaptive: Option<AdaptiveMemory>,
     /// Where the sample is in its constraint (structured outputs), if the run has one.
     parser: Option<Parser>,
 }
@@ -46,6 +49,7 @@ impl SampleState {
             tokens: prompt.to_vec(),
             prompt_len: prompt.len(),
             mu: None,
+            adaptive: None,
             parser: None,
         }
     }

@@ -411,18 +411,14 @@ impl Sampler {
         let steps = std::mem::take(&mut self.steps);
         let id = self.run_steps(logits, state, &steps, u, forced);
         self.steps = steps;
-        let id = id?;
-        if forced.is_some() || state.mask().is_none_or(|mask| mask.allows(id)) {
-            return Ok(id);
+        let mut id = id?;
+        if forced.is_none() && state.mask().is_some_and(|mask| !mask.allows(id)) {
+            let again = state.resample.uniform();
+            let steps = chain::grammar_first(&self.params);
+            id = self.run_steps(logits, state, &steps, again, None)?;
         }
-        let again = state.resample.uniform();
-        self.run_steps(
-            logits,
-            state,
-            &chain::grammar_first(&self.params),
-            again,
-            None,
-        )
+        chain::learn(state, &self.pool, self.params.adaptive_decay, id);
+        Ok(id)
     }
 
     fn run_steps(

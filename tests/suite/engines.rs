@@ -259,6 +259,19 @@ fn llama_cpp_reference(logits: &[f32], history: &[u32], p: &SamplingParams) -> V
                     c.iter_mut().for_each(|x| x.1 /= t);
                 }
             }
+            // It runs last, below, wherever the order names it.
+            Stage::AdaptiveP => {}
+        }
+    }
+    if p.adaptive_target >= 0.0 {
+        // adaptive-p's first step, where its average sits at the target: logits
+        // 5 - 10 d^2 / (1 + d) for d = |p - target| / 0.3.
+        let probs = softmax(&c);
+        for (x, q) in c.iter_mut().zip(probs) {
+            if x.1 > f64::NEG_INFINITY {
+                let d = (q - f64::from(p.adaptive_target)).abs() / 0.3;
+                x.1 = 5.0 - 10.0 * d * d / (1.0 + d);
+            }
         }
     }
     finish(c)
@@ -278,6 +291,9 @@ fn transformers_reference(logits: &[f32], history: &[u32], p: &SamplingParams) -
     }
     c.iter_mut().for_each(|x| x.1 /= f64::from(p.temperature));
     sort_desc(&mut c);
+    if let Some(top_h) = p.top_h {
+        top_h_reference(&mut c, f64::from(top_h));
+    }
     if let Some(k) = p.top_k_limit().filter(|&k| k < c.len()) {
         let edge = c[k - 1].1;
         c.retain(|x| x.1 >= edge);
@@ -345,6 +361,25 @@ fn transformers_reference(logits: &[f32], history: &[u32], p: &SamplingParams) -
     finish(c)
 }
 
+/// transformers' TopHLogitsWarper on candidates sorted by logit: the 100 largest, their own
+/// softmax, tau = top_h times its entropy, and the prefix whose running sum of -p ln p stays
+/// at most tau (the first always kept).
+fn top_h_reference(c: &mut Cands, top_h: f64) {
+    c.truncate(100);
+    let probs = softmax(c);
+    let entropy: f64 = probs.iter().map(|q| -q * q.ln()).sum();
+    let tau = top_h * entropy;
+    let mut cum = 0.0;
+    let kept = probs
+        .iter()
+        .take_while(|&&q| {
+            cum += -q * q.ln();
+            near_bar(cum, tau) <= tau
+        })
+        .count();
+    c.truncate(kept.max(1));
+}
+
 /// Distinct logits (ties make "the k-th" ambiguous between engines' sorts).
 fn logits_strategy() -> impl Strategy<Value = Vec<f32>> {
     prop::collection::vec(-6.0f32..6.0, 12..40).prop_map(|mut v| {
@@ -373,6 +408,7 @@ fn llama_params() -> impl Strategy<Value = SamplingParams> {
             prop_oneof![Just(0.0f32), 0.2f32..1.0],
             0.05f32..0.4,
             prop_oneof![Just(0.0f32), 0.1f32..0.8],
+            prop_oneof![Just(-1.0f32), 0.0f32..=1.0],
         ),
         (
             0u32..4,
@@ -384,7 +420,7 @@ fn llama_params() -> impl Strategy<Value = SamplingParams> {
             |(
                 (t, k, top_p, min_p),
                 (typ, sigma, rep, freq),
-                (xtc, xtc_t, dry),
+                (xtc, xtc_t, dry, adaptive_target),
                 (keep, order, custom),
             )| {
                 SamplingParams {
@@ -405,6 +441,7 @@ fn llama_params() -> impl Strategy<Value = SamplingParams> {
                     dry_allowed_length: 2,
                     min_keep: keep,
                     samplers: custom.then_some(Stages(order)),
+                    adaptive_target,
                     ..Default::default()
                 }
             },
@@ -414,8 +451,8 @@ fn llama_params() -> impl Strategy<Value = SamplingParams> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
-    /// Every stage alone and together, in the default order and in shuffled ones, equals the
-    /// naive reference of llama.cpp's source.
+    /// Every stage alone and together, in the default order and in shuffled ones, with and
+    /// without adaptive-p's first step last, equals the naive reference of llama.cpp's source.
     #[test]
     fn llama_cpp_chain_equals_its_reference(
         logits in logits_strategy(),
@@ -436,6 +473,7 @@ proptest! {
         top_p in 0.3f32..1.0,
         min_p in prop_oneof![Just(0.0f32), 0.01f32..0.3],
         typical_p in prop_oneof![Just(1.0f32), 0.3f32..1.0],
+        top_h in prop_oneof![Just(None), (0.05f32..=1.0).prop_map(Some)],
         rep in 0.9f32..1.6,
         history in prop::collection::vec(0u32..12, 1..16),
     ) {
@@ -446,6 +484,7 @@ proptest! {
             top_p,
             min_p,
             typical_p,
+            top_h,
             repetition_penalty: rep,
             ..Default::default()
         };
@@ -454,6 +493,196 @@ proptest! {
         prop_assume!(!was_ambiguous());
         prop_assert!(tv(&got, &want) < 1e-4, "tv {} got {:?} want {:?}", tv(&got, &want), got, want);
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// top-h alone, on vocabularies below and above the 100 tokens it weighs: the kept set is
+    /// transformers' exactly and every probability within 1e-6 of its formula.
+    #[test]
+    fn top_h_keeps_transformers_set_with_its_probabilities(
+        logits in prop::collection::vec(-8.0f32..8.0, 2..300),
+        top_h in 0.01f32..=1.0,
+    ) {
+        let params = SamplingParams {
+            engine: Engine::Transformers,
+            top_h: Some(top_h),
+            ..Default::default()
+        };
+        let got = distribution(&params, &logits, &[]);
+        let want = transformers_reference(&logits, &[], &params);
+        prop_assume!(!was_ambiguous());
+        let mut got_ids: Vec<u32> = got.iter().map(|t| t.id).collect();
+        let mut want_ids: Vec<u32> = want.iter().map(|w| w.0).collect();
+        got_ids.sort_unstable();
+        want_ids.sort_unstable();
+        prop_assert_eq!(got_ids, want_ids);
+        for t in &got {
+            let p = want.iter().find(|w| w.0 == t.id).unwrap().1;
+            prop_assert!((f64::from(t.prob) - p).abs() < 1e-6, "{} vs {p}", t.prob);
+        }
+        prop_assert!(want.len() <= 100);
+    }
+}
+
+/// top-h runs after temperature and before top_k, as transformers' warpers do, and keeps at
+/// least the likeliest token: at a tiny top_h only it remains, whatever top_k allows.
+#[test]
+fn top_h_is_a_warper_after_temperature() {
+    let params = SamplingParams::from_yaml("engine: transformers\ntop_h: 0.01\ntop_k: 5").unwrap();
+    let kept = distribution(&params, &[1.0, 3.0, 2.0, 0.5], &[]);
+    assert_eq!(kept.iter().map(|t| t.id).collect::<Vec<_>>(), [1]);
+    let names = samplab::sampling::stage_names(&params);
+    let at = |name| names.iter().position(|&n| n == name).unwrap();
+    assert!(
+        at("temperature") < at("top_h") && at("top_h") < at("top_k"),
+        "{names:?}"
+    );
+    let err = SamplingParams::from_yaml("top_h: 0.4").unwrap_err();
+    assert!(err.to_string().contains("transformers has it"), "{err}");
+    let err = SamplingParams::from_yaml("engine: transformers\ntop_h: 0").unwrap_err();
+    assert!(err.to_string().contains("(0, 1]"), "{err}");
+}
+
+/// llama.cpp runs adaptive-p last, in place of the final draw, wherever `samplers` names it;
+/// samplab runs it whenever its target is set (>= 0), and never under mirostat, which replaces
+/// the chain.
+#[test]
+fn adaptive_p_is_the_last_stage_when_its_target_is_set() {
+    let names = |yaml: &str| {
+        samplab::sampling::stage_names(&SamplingParams::from_yaml(yaml).unwrap()).join(" ")
+    };
+    assert_eq!(
+        names(
+            "engine: llama.cpp\nsamplers: [adaptive_p, top_k, temperature]\nadaptive_target: 0.5"
+        ),
+        "logit_bias ignore_eos top_k temperature adaptive_p"
+    );
+    assert_eq!(
+        names("engine: llama.cpp\nsamplers: [adaptive_p, top_k, temperature]"),
+        "logit_bias ignore_eos top_k temperature",
+        "a negative target is off, as in llama.cpp (it then draws as the plain chain does)"
+    );
+    assert!(names("engine: llama.cpp\nadaptive_target: 0.5").ends_with("temperature adaptive_p"));
+    assert_eq!(
+        names("engine: llama.cpp\nadaptive_target: 0.5\nmirostat: 2"),
+        "logit_bias ignore_eos mirostat"
+    );
+    for (yaml, field) in [
+        ("engine: llama.cpp\nadaptive_target: 1.5", "adaptive_target"),
+        ("engine: llama.cpp\nadaptive_target: -2", "adaptive_target"),
+        ("engine: llama.cpp\nadaptive_decay: 1", "adaptive_decay"),
+        ("adaptive_target: 0.5", "adaptive_target"),
+    ] {
+        let err = SamplingParams::from_yaml(yaml).unwrap_err().to_string();
+        assert!(err.contains(field), "{yaml}: {err}");
+    }
+}
+
+/// An empirical distribution of `counts` (id as text -> count) against samplab's exact one.
+fn tv_counts(counts: &serde_json::Value, want: &[KeptToken]) -> f64 {
+    let counts = counts.as_object().unwrap();
+    let n: f64 = counts.values().map(|c| c.as_f64().unwrap()).sum();
+    let drawn: Vec<(u32, f64)> = counts
+        .iter()
+        .map(|(id, c)| (id.parse().unwrap(), c.as_f64().unwrap() / n))
+        .collect();
+    tv(want, &drawn)
+}
+
+/// llama.cpp's own adaptive-p chain (min_p, temperature, adaptive_p) through llama-cpp-python
+/// (`scripts/llama_adaptive_draws.py`), over 20 steps of the same logits. At every step the
+/// tokens of 10,000 runs land within 0.05 total variation of samplab's 10,000 samples; and
+/// forced along three of llama.cpp's runs, samplab's exact distribution at every step is within
+/// 0.05 of 6,000 draws from the state llama.cpp's run had reached there: its memory replayed
+/// exactly, step by step.
+#[test]
+fn adaptive_p_draws_as_llama_cpps_own_chain_step_by_step() {
+    let Some(python) = crate::common::llama_cpp_python() else {
+        return;
+    };
+    let logits: Vec<f32> = (0..40)
+        .map(|i| 4.0 - 0.45 * i as f32 + 0.3 * (i as f32 * 1.7).sin())
+        .collect();
+    let (steps, runs, repeats) = (20, 10_000, 6_000);
+    let input = serde_json::json!({
+        "logits": logits, "steps": steps, "runs": runs, "paths": 3, "repeats": repeats,
+        "min_p": 0.05, "temperature": 0.8, "target": 0.25, "decay": 0.8,
+    });
+    let mut child = std::process::Command::new(python)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scripts/llama_adaptive_draws.py"
+        ))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(
+        &mut child.stdin.take().unwrap(),
+        input.to_string().as_bytes(),
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let peer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+
+    let params = SamplingParams::from_yaml(
+        "engine: llama.cpp\nmin_p: 0.05\ntemperature: 0.8\nadaptive_target: 0.25\n\
+         adaptive_decay: 0.8",
+    )
+    .unwrap();
+    let mut sampler = Sampler::new(&params).unwrap();
+    let mut ours = vec![vec![0u32; logits.len()]; steps];
+    for sample in 0..runs {
+        let mut state = SampleState::new(0, sample, &[], logits.len());
+        for counts in &mut ours {
+            counts[sampler.sample(&logits, &mut state).unwrap().id as usize] += 1;
+        }
+    }
+    let mut worst = 0.0f64;
+    for (step, counts) in ours.iter().enumerate() {
+        let drawn: Vec<KeptToken> = (0..)
+            .zip(counts)
+            .filter(|&(_, &n)| n > 0)
+            .map(|(id, &n)| KeptToken {
+                id,
+                prob: n as f32 / runs as f32,
+            })
+            .collect();
+        let d = tv_counts(&peer["marginals"][step], &drawn);
+        assert!(
+            d < 0.05,
+            "step {step}: total variation {d} from llama.cpp's draws"
+        );
+        worst = worst.max(d);
+    }
+    eprintln!(
+        "adaptive-p, tokens drawn at each of {steps} steps: worst total variation {worst:.4}"
+    );
+
+    let norm = samplab::sampling::log_normalizer(&logits).unwrap();
+    let mut worst = 0.0f64;
+    for path in peer["paths"].as_array().unwrap() {
+        let mut state = SampleState::new(0, 0, &[], logits.len());
+        for (step, token) in path["tokens"].as_array().unwrap().iter().enumerate() {
+            let exact = sampler.distribution(&logits, &state).unwrap();
+            let d = tv_counts(&path["conditionals"][step], &exact);
+            assert!(d < 0.05, "step {step} of {path}: total variation {d}");
+            worst = worst.max(d);
+            let token = token.as_u64().unwrap() as u32;
+            sampler
+                .sample_or_force(&logits, norm, &mut state, Some(token))
+                .unwrap();
+        }
+    }
+    eprintln!("adaptive-p, along llama.cpp's runs: worst total variation {worst:.4}");
 }
 
 /// llama.cpp issue 7498: min_p before temperature (llama.cpp) removes a token that min_p after
@@ -809,8 +1038,10 @@ proptest! {
         min_p in prop_oneof![Just(0.0f32), 0.01f32..0.3],
         rep in 0.9f32..1.6,
         presence in -0.5f32..0.5,
+        reshaped in prop_oneof![Just(None), (0.0f32..=1.0).prop_map(Some)],
         history in prop::collection::vec(0u32..12, 1..16),
     ) {
+        // transformers' top-h and llama.cpp's adaptive-p, under the engines that have them.
         let params = SamplingParams {
             engine,
             temperature: t,
@@ -819,6 +1050,8 @@ proptest! {
             min_p,
             repetition_penalty: rep,
             presence_penalty: if engine == Engine::Transformers { 0.0 } else { presence },
+            top_h: reshaped.filter(|&h| engine == Engine::Transformers && h > 0.0),
+            adaptive_target: reshaped.filter(|_| engine == Engine::LlamaCpp).unwrap_or(-1.0),
             ..Default::default()
         };
         let got = distribution(&params, &logits, &history);

@@ -687,6 +687,42 @@ fn the_llama_cpp_profile_exports_its_chain_and_every_flag() {
     assert!(args.contains(&"--ignore-eos".to_owned()));
 }
 
+/// adaptive-p under llama.cpp: its two flags, and `adaptive_p` last in `--samplers` (llama.cpp
+/// runs it only when the list names it); while it is off, neither, so that builds older than
+/// it still take the command. top_h reaches transformers as its keyword, the others as a note.
+#[test]
+fn adaptive_p_and_top_h_reach_their_engines_exports() {
+    let params = profile(
+        "engine: llama.cpp\nsamplers: [min_p, temperature]\nmin_p: 0.05\n\
+         adaptive_target: 0.55\nadaptive_decay: 0.8",
+    );
+    let snippet = to_llama_cpp(&params, &GGUF);
+    assert_comment(
+        &to_vllm(&params, &GGUF),
+        "adaptive_target=0.55 has no vLLM equivalent",
+    );
+    assert!(!to_llama_cpp(&profile("engine: llama.cpp"), &GGUF).contains("adaptive"));
+    let top_h = profile("engine: transformers\ntop_h: 0.4");
+    assert!(to_transformers(&top_h, &GGUF).contains("    top_h=0.4,"));
+    assert_comment(
+        &to_llama_cpp(&top_h, &GGUF),
+        "top_h=0.4 has no llama.cpp equivalent",
+    );
+    let Some(args) = bash_args(&snippet) else {
+        eprintln!("skipped: bash is not installed");
+        return;
+    };
+    let after = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .map(|i| args[i + 1].clone())
+            .unwrap_or_else(|| panic!("{flag} missing from {args:?}"))
+    };
+    assert_eq!(after("--samplers"), "min_p;temperature;adaptive_p");
+    assert_eq!(after("--adaptive-target"), "0.55");
+    assert_eq!(after("--adaptive-decay"), "0.8");
+}
+
 #[test]
 fn vllm_and_openai_take_the_new_vllm_fields() {
     let params = profile(
@@ -843,6 +879,7 @@ const MOVED: &[(&str, &str, &str)] = &[
     ("grammar", "", "'root ::= \"a\"'"),
     ("json_schema", "", "{type: object}"),
     ("typical_p", "", "0.8"),
+    ("top_h", "", "0.4"),
     ("top_n_sigma", "", "1.5"),
     ("xtc_probability", "", "0.5"),
     ("xtc_threshold", "xtc_probability: 0.5", "0.2"),
@@ -854,6 +891,8 @@ const MOVED: &[(&str, &str, &str)] = &[
     ("mirostat", "", "2"),
     ("mirostat_tau", "mirostat: 2", "4.0"),
     ("mirostat_eta", "mirostat: 2", "0.2"),
+    ("adaptive_target", "", "0.5"),
+    ("adaptive_decay", "adaptive_target: 0.5", "0.8"),
     ("dynatemp_range", "", "0.5"),
     ("dynatemp_exponent", "dynatemp_range: 0.5", "2.0"),
     ("min_keep", "", "3"),

@@ -34,8 +34,13 @@ const SETTINGS: &[(&str, &str)] = &[
     ),
     (
         "transformers-own",
-        "engine: transformers\ntemperature: 1.2\ntop_k: 50\ntypical_p: 0.8\nmin_tokens: 2\n\
+        "engine: transformers\ntemperature: 1.2\ntop_k: 50\ntypical_p: 0.8\ntop_h: 0.7\nmin_tokens: 2\n\
          bad_words: [\"x\"]\nlogit_bias: {7: -3}\nmax_tokens: 16\nseed: 5000000000",
+    ),
+    (
+        "adaptive-p",
+        "engine: llama.cpp\ntemperature: 0.9\nmin_p: 0.05\nadaptive_target: 0.25\n\
+         adaptive_decay: 0.8\nseed: 3",
     ),
     (
         "greedy",

@@ -317,6 +317,36 @@ fn a_change_that_alters_no_token_decodes_nothing() {
     }
 }
 
+/// adaptive-p's memory runs through every step, kept per sample: after each change of its
+/// knobs or of a stage before it, every sample of the re-run equals a fresh run.
+#[test]
+fn adaptive_p_re_runs_equal_fresh_runs() {
+    let base = SamplingParams::from_yaml(
+        "engine: llama.cpp\nmin_p: 0.02\nadaptive_target: 0.3\nmax_tokens: 30\nnum_samples: 4\n\
+         stop: []",
+    )
+    .unwrap();
+    let mut fake = Fake::new(64 << 20);
+    let first = fake.run(&PROMPT, &base);
+    assert_same_run(&first, &fresh(&PROMPT, &base), "the first run");
+    for change in [
+        "adaptive_target=0.35",
+        "adaptive_decay=0.5",
+        "min_p=0.05",
+        "adaptive_target=-1",
+        "adaptive_target=0.9",
+    ] {
+        let mut params = base.clone();
+        params.set_assignment(change).unwrap();
+        let after = fake.run(&PROMPT, &params);
+        assert!(
+            after.timings.tokens_replayed > 0,
+            "{change} replayed nothing"
+        );
+        assert_same_run(&after, &fresh(&PROMPT, &params), change);
+    }
+}
+
 #[test]
 fn the_prompt_cache_runs_only_what_a_new_prompt_does_not_share() {
     let params = SamplingParams::from_yaml("max_tokens: 6\nnum_samples: 2").unwrap();

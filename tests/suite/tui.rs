@@ -820,6 +820,7 @@ fn every_parameter_at_its_off_value_reads_off_in_the_panel() {
         "dry_mult",
         "dyn_range",
         "mirostat",
+        "adapt_p",
         "min_keep",
         "stop",
         "logprobs",

@@ -203,6 +203,11 @@ pub fn body(
             }
         }
     }
+    // llama.cpp's server runs adaptive-p only when `samplers` names it.
+    if kind == ServerKind::LlamaServer && params.adaptive_p() {
+        let order: Vec<&str> = params.llama_cpp_order().iter().map(|s| s.name()).collect();
+        body.insert("samplers".into(), json!(order));
+    }
     let stop = params.stop.as_ref().map_or(&[][..], |s| s.0.as_slice());
     let texts: Vec<&str> = stop
         .iter()
@@ -448,6 +453,32 @@ mod tests {
                 assert!(!never.contains(&field), "{field:?} on {}", kind.name());
             }
         }
+    }
+
+    /// adaptive-p on llama.cpp's server: its two numbers, and `samplers` naming it (llama.cpp's
+    /// default order does not); llama-cpp-python's server has no adaptive-p.
+    #[test]
+    fn adaptive_p_asks_llama_cpps_server_to_run_it() {
+        let p = params("engine: llama.cpp\nadaptive_target: 0.4\nadaptive_decay: 0.8");
+        let raw = Prompt::raw("Once");
+        let server = body(ServerKind::LlamaServer, "m", &raw, &p, 1);
+        assert_eq!(server["adaptive_target"], json!(0.4));
+        assert_eq!(server["adaptive_decay"], json!(0.8));
+        let samplers = server["samplers"].as_array().unwrap();
+        assert_eq!(samplers.first(), Some(&json!("penalties")));
+        assert_eq!(samplers.last(), Some(&json!("adaptive_p")));
+        let off = body(
+            ServerKind::LlamaServer,
+            "m",
+            &raw,
+            &params("engine: llama.cpp"),
+            1,
+        );
+        assert!(off.get("samplers").is_none(), "the server's own order");
+        assert_eq!(
+            not_applied(ServerKind::LlamaCppPython, &p, &raw),
+            [Field::Engine, Field::AdaptiveTarget, Field::AdaptiveDecay]
+        );
     }
 
     #[test]

@@ -8,10 +8,12 @@
 //! it lists the survivors. top_k and min_p cut a dense pool without listing it, so that the common
 //! chains touch the vocabulary once or twice per step.
 
+mod adaptive;
 mod pool;
 mod stage_trace;
 mod stages;
 
+pub(super) use adaptive::{Memory as AdaptiveMemory, learn};
 pub(super) use pool::{Cand, Pool};
 pub use stage_trace::StageTrace;
 
@@ -48,6 +50,8 @@ pub(super) enum Step {
     },
     TypicalLlamaCpp,
     TypicalTransformers,
+    /// transformers' top-h: the likeliest tokens within an entropy budget.
+    TopH,
     /// The shortest top prefix reaching the mass (llama.cpp, vLLM).
     TopP,
     TopPTransformers,
@@ -58,6 +62,8 @@ pub(super) enum Step {
     /// The argmax: greedy decoding in vLLM and transformers.
     Greedy,
     Mirostat,
+    /// llama.cpp's adaptive-p: reshapes the distribution around its aim before the draw.
+    AdaptiveP,
 }
 
 impl Step {
@@ -75,12 +81,14 @@ impl Step {
             Step::TopNSigma => "top_n_sigma",
             Step::TopK { .. } => "top_k",
             Step::TypicalLlamaCpp | Step::TypicalTransformers => "typical_p",
+            Step::TopH => "top_h",
             Step::TopP | Step::TopPTransformers => "top_p",
             Step::MinP => "min_p",
             Step::Xtc => "XTC",
             Step::Temperature => "temperature",
             Step::Greedy => "greedy",
             Step::Mirostat => "mirostat",
+            Step::AdaptiveP => "adaptive_p",
         }
     }
 
@@ -172,6 +180,7 @@ impl Step {
             }
             Step::TypicalLlamaCpp => stages::typical_llama(pool, params.typical_p, min_keep),
             Step::TypicalTransformers => stages::typical_transformers(pool, params.typical_p),
+            Step::TopH => stages::top_h(pool, params.top_h),
             Step::TopP => stages::top_p_llama(pool, params.top_p, min_keep),
             Step::TopPTransformers => stages::top_p_transformers(pool, params.top_p),
             Step::MinP => stages::min_p(pool, params.min_p, min_keep),
@@ -182,6 +191,13 @@ impl Step {
                 pool.temperature(params.temperature);
                 let mu = *state.mu.get_or_insert(2.0 * params.mirostat_tau);
                 stages::mirostat(pool, params, mu);
+            }
+            Step::AdaptiveP => {
+                let (target, decay) = (params.adaptive_target, params.adaptive_decay);
+                let memory = *state
+                    .adaptive
+                    .get_or_insert_with(|| AdaptiveMemory::start(target, decay));
+                adaptive::reshape(pool, target, memory);
             }
             // `adjust` ran every processor (`is_processor`) above.
             _ => unreachable!("a logit processor runs through `adjust`"),
@@ -219,8 +235,9 @@ const TRANSFORMERS_PROCESSORS: [Step; 5] = [
 ];
 
 /// transformers' logits warpers in its order, after its processors.
-const TRANSFORMERS_WARPERS: [Step; 5] = [
+const TRANSFORMERS_WARPERS: [Step; 6] = [
     Step::Temperature,
+    Step::TopH,
     Step::TopK { ties: true },
     Step::TopPTransformers,
     Step::MinP,
@@ -228,7 +245,7 @@ const TRANSFORMERS_WARPERS: [Step; 5] = [
 ];
 
 /// Each llama.cpp sampler stage and the step that runs it in llama.cpp's chain.
-const LLAMA_CPP_STAGES: [(Stage, Step); 9] = [
+const LLAMA_CPP_STAGES: [(Stage, Step); 10] = [
     (Stage::Penalties, Step::Penalties),
     (Stage::Dry, Step::Dry),
     (Stage::TopNSigma, Step::TopNSigma),
@@ -238,6 +255,7 @@ const LLAMA_CPP_STAGES: [(Stage, Step); 9] = [
     (Stage::MinP, Step::MinP),
     (Stage::Xtc, Step::Xtc),
     (Stage::Temperature, Step::Temperature),
+    (Stage::AdaptiveP, Step::AdaptiveP),
 ];
 
 /// A sampling engine's order (vLLM's or transformers', sampling rather than greedy) in
@@ -279,11 +297,7 @@ pub(super) fn steps(params: &SamplingParams) -> Vec<Step> {
                 steps.push(Step::Mirostat);
                 return steps;
             }
-            let order = params
-                .samplers
-                .as_deref()
-                .unwrap_or(&Stage::LLAMA_CPP_DEFAULT);
-            steps.extend(order.iter().filter_map(|&stage| {
+            steps.extend(params.llama_cpp_order().into_iter().filter_map(|stage| {
                 LLAMA_CPP_STAGES
                     .iter()
                     .find(|&&(s, _)| s == stage)
@@ -318,7 +332,8 @@ pub fn stage_names(params: &SamplingParams) -> Vec<&'static str> {
 /// Runs `steps` (a chain of `params`) and draws with `u`, or takes `forced` (a token the user
 /// picked): the chosen token's id, the pool then holding the final distribution in draw order.
 /// Mirostat learns from the chosen token, unless a forced one was filtered out (its surprise
-/// is infinite).
+/// is infinite), here as llama.cpp moves mu within its draw; adaptive-p learns once the step's
+/// token is settled ([`learn`]), as llama.cpp's accept does.
 pub(super) fn run(
     pool: &mut Pool,
     params: &SamplingParams,

@@ -27,6 +27,9 @@ pub struct Pool {
     /// The position of each id in `cands`, built when a sparse stage needs it.
     pub(in crate::sampling) index: HashMap<u32, usize>,
     pub(in crate::sampling) keys: Vec<u64>,
+    /// Each candidate's probability as adaptive-p received it, when it ran this step: what the
+    /// sample's memory learns from once the token is chosen.
+    pub(in crate::sampling) adaptive_input: Vec<(u32, f32)>,
 }
 
 impl Logits for Pool {
@@ -79,6 +82,7 @@ impl Pool {
         self.cands.clear();
         self.sorted = false;
         self.index.clear();
+        self.adaptive_input.clear();
     }
 
     pub(in crate::sampling) fn list(&mut self) {

@@ -16,6 +16,9 @@ pub struct StageTrace {
 
 /// Stages that move logits rather than cut: their shifts are told as `DRY -2.10`.
 const SHIFTING: [&str; 3] = ["penalties", "DRY", "logit_bias"];
+/// Stages that give every logit a new value (a shift would say nothing): told by the
+/// probability before and after, `adaptive_p 0.120→0.031`.
+const RESHAPING: [&str; 1] = ["adaptive_p"];
 
 impl StageTrace {
     pub fn new(stage: impl Into<Cow<'static, str>>, tokens: Vec<Option<(f32, f32)>>) -> Self {
@@ -35,8 +38,9 @@ impl StageTrace {
             .map(|(_, stage)| stage)
     }
 
-    /// What the chain did to the traced token at `index`: its logit shifts and the stage that
-    /// cut it (`DRY -2.10`, `cut by top_p`); empty when it went through untouched.
+    /// What the chain did to the traced token at `index`: its logit shifts, the probability a
+    /// reshaping stage gave it, and the stage that cut it (`DRY -2.10`, `adaptive_p
+    /// 0.120→0.031`, `cut by top_p`); empty when it went through untouched.
     pub fn fate(stages: &[StageTrace], index: usize) -> Vec<String> {
         let mut parts = Vec::new();
         for pair in stages.windows(2) {
@@ -49,6 +53,9 @@ impl StageTrace {
                 }
                 (Some((a, _)), Some((b, _))) if SHIFTING.contains(&&**stage) && a != b => {
                     parts.push(format!("{stage} {:+.2}", b - a));
+                }
+                (Some((_, p)), Some((_, q))) if RESHAPING.contains(&&**stage) => {
+                    parts.push(format!("{stage} {p:.3}→{q:.3}"));
                 }
                 _ => {}
             }
@@ -71,6 +78,16 @@ mod tests {
         ];
         assert_eq!(StageTrace::fate(&stages, 1), ["DRY -2.10", "cut by top_p"]);
         assert!(StageTrace::fate(&stages, 0).is_empty());
+    }
+
+    #[test]
+    fn a_reshaping_stage_is_told_by_the_probabilities_it_gave() {
+        let stages = [
+            StageTrace::new("model", vec![Some((2.0, 0.6)), Some((1.0, 0.2))]),
+            StageTrace::new("min_p", vec![Some((2.0, 0.75)), Some((1.0, 0.25))]),
+            StageTrace::new("adaptive_p", vec![Some((0.0, 0.01)), Some((5.0, 0.99))]),
+        ];
+        assert_eq!(StageTrace::fate(&stages, 1), ["adaptive_p 0.250→0.990"]);
     }
 
     #[test]

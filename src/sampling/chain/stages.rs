@@ -220,6 +220,42 @@ pub(super) fn typical_transformers(pool: &mut Pool, mass: f32) {
     );
 }
 
+/// How many of the likeliest tokens transformers' top-h weighs (`TopHLogitsWarper.top_n`).
+const TOP_H_CANDIDATES: usize = 100;
+
+/// transformers' TopHLogitsWarper: of the 100 likeliest tokens (probabilities taken over those
+/// 100), the longest top prefix whose entropy terms -p ln p sum to at most `top_h` times their
+/// entropy; the likeliest always stays. Sums in f64, so that the edge is the formula's.
+pub(super) fn top_h(pool: &mut Pool, top_h: Option<f32>) {
+    let Some(top_h) = top_h else {
+        return;
+    };
+    pool.top_k(TOP_H_CANDIDATES.min(pool.len()));
+    let max = pool.cands.first().map_or(0.0, |c| f64::from(c.logit));
+    let weights: Vec<f64> = pool
+        .cands
+        .iter()
+        .map(|c| (f64::from(c.logit) - max).exp())
+        .collect();
+    let total: f64 = weights.iter().sum();
+    // A token of probability 0 ends the prefix: transformers' term for it is NaN.
+    let terms: Vec<f64> = weights
+        .iter()
+        .map(|w| w / total)
+        .map(|p| if p > 0.0 { -p * p.ln() } else { f64::NAN })
+        .collect();
+    let bar = terms.iter().filter(|t| !t.is_nan()).sum::<f64>() * f64::from(top_h);
+    let mut cum = 0.0;
+    let kept = terms
+        .iter()
+        .take_while(|&&term| {
+            cum += term;
+            cum <= bar
+        })
+        .count();
+    pool.truncate(kept.max(1));
+}
+
 /// transformers' TopPLogitsWarper: from the least likely up, drops tokens while their mass stays
 /// within `1 - top_p`; the most likely always stays.
 pub(super) fn top_p_transformers(pool: &mut Pool, top_p: f32) {

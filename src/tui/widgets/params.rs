@@ -12,6 +12,7 @@ use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 use serde_yaml_ng::Value;
+use std::cmp::Ordering;
 
 /// max_tokens the TUI starts with when the preset leaves it unlimited: a run must end soon.
 pub const START_MAX_TOKENS: u32 = 128;
@@ -153,17 +154,28 @@ impl ParamsState {
             Knob::Decimal {
                 fine,
                 coarse: big,
-                limit,
+                limit: (lo, hi),
                 ..
-            } => match number(&value) {
-                Some(x) => decimal(decimal_step(
-                    x,
-                    steps,
-                    if coarse { big } else { fine },
-                    limit,
-                )),
-                None => return false,
-            },
+            } => {
+                let beyond = off().and_then(|off| off_beyond(&off, (lo, hi)));
+                match (number(&value), beyond) {
+                    // Off beyond the range: nudging back in enters at its near end.
+                    (_, Some(side)) if self.params.is_off(field) => match (side, steps > 0) {
+                        (Ordering::Less, true) => decimal(lo),
+                        (Ordering::Greater, false) => decimal(hi),
+                        _ => return false,
+                    },
+                    (Some(x), _) => {
+                        let next = decimal_step(x, steps, if coarse { big } else { fine });
+                        match (beyond, off()) {
+                            (Some(Ordering::Less), Some(off)) if next < lo => off,
+                            (Some(Ordering::Greater), Some(off)) if next > hi => off,
+                            _ => decimal(next.clamp(lo, hi)),
+                        }
+                    }
+                    (None, _) => return false,
+                }
+            }
             Knob::Doubling { max, vocab } => {
                 let max = self.doubling_max(max, vocab);
                 let n = number(&value)
@@ -412,9 +424,20 @@ impl ClampWithin for Value {
     }
 }
 
-/// The next point of the `step` grid in the direction of travel, `steps` times, within
-/// `limit`. A value on the grid (within round-off of its decimal) moves a whole step.
-fn decimal_step(x: f64, steps: i32, step: f64, (lo, hi): (f64, f64)) -> f64 {
+/// Which side of a decimal knob's `limit` its off value lies on, where it lies outside: below
+/// (adaptive_target's -1), or above (null: top_h off keeps more than any value does).
+fn off_beyond(off: &Value, (lo, hi): (f64, f64)) -> Option<Ordering> {
+    match number(off) {
+        None => Some(Ordering::Greater),
+        Some(x) if x < lo => Some(Ordering::Less),
+        Some(x) if x > hi => Some(Ordering::Greater),
+        Some(_) => None,
+    }
+}
+
+/// The next point of the `step` grid in the direction of travel, `steps` times. A value on the
+/// grid (within round-off of its decimal) moves a whole step.
+fn decimal_step(x: f64, steps: i32, step: f64) -> f64 {
     let units = x / step;
     let base = if (units - units.round()).abs() < 1e-6 {
         units.round()
@@ -423,7 +446,7 @@ fn decimal_step(x: f64, steps: i32, step: f64, (lo, hi): (f64, f64)) -> f64 {
     } else {
         units.ceil()
     };
-    ((base + f64::from(steps)) * step).clamp(lo, hi)
+    (base + f64::from(steps)) * step
 }
 
 /// Powers of two, with off (`None`) below 1; a value between powers moves to the next one.
@@ -868,6 +891,31 @@ mod tests {
         assert_eq!(s.params.top_k, 1);
         s.nudge(-1, false);
         assert_eq!(s.params.top_k, -1, "below 1 top_k is off");
+    }
+
+    /// A decimal whose off lies beyond its range turns off past that end and comes back in at
+    /// it: adaptive_target below 0 (its -1), top_h above 1 (null, keeping every token).
+    #[test]
+    fn decimals_off_beyond_their_range_pass_through_off() {
+        let mut s = state("adaptive_target");
+        s.params.engine = crate::params::Engine::LlamaCpp;
+        assert!(!s.nudge(-1, false), "already off");
+        assert!(s.nudge(1, false));
+        assert_eq!(s.params.adaptive_target, 0.0);
+        s.nudge(1, false);
+        assert_eq!(s.params.adaptive_target, 0.05);
+        s.nudge(-2, false);
+        assert_eq!(s.params.adaptive_target, -1.0);
+        let mut s = state("top_h");
+        s.params.engine = crate::params::Engine::Transformers;
+        assert!(!s.nudge(1, false), "already off");
+        assert!(s.nudge(-1, false));
+        assert_eq!(s.params.top_h, Some(1.0));
+        s.nudge(-1, false);
+        assert_eq!(s.params.top_h, Some(0.95));
+        s.nudge(2, false);
+        assert_eq!(s.params.top_h, None);
+        assert_eq!(value_text(&s.params, Field::TopH), "off");
     }
 
     /// Issue 14's sticking nudges: every step lands on the next decimal, both ways.
