@@ -646,6 +646,14 @@ fn profile(yaml: &str) -> SamplingParams {
     SamplingParams::from_yaml(yaml).expect("test params are valid")
 }
 
+/// The word after `flag` in a command's words.
+fn value_after(args: &[String], flag: &str) -> String {
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1).cloned())
+        .unwrap_or_else(|| panic!("{flag} missing from {args:?}"))
+}
+
 #[test]
 fn the_llama_cpp_profile_exports_its_chain_and_every_flag() {
     let params = profile(
@@ -659,12 +667,7 @@ fn the_llama_cpp_profile_exports_its_chain_and_every_flag() {
         eprintln!("skipped: bash is not installed");
         return;
     };
-    let after = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .map(|i| args[i + 1].clone())
-            .unwrap_or_else(|| panic!("{flag} missing from {args:?}"))
-    };
+    let after = |flag: &str| value_after(&args, flag);
     assert_eq!(after("--samplers"), "dry;top_k;temperature");
     assert_eq!(after("--repeat-last-n"), "128");
     assert_eq!(after("--dry-multiplier"), "0.8");
@@ -712,12 +715,7 @@ fn adaptive_p_and_top_h_reach_their_engines_exports() {
         eprintln!("skipped: bash is not installed");
         return;
     };
-    let after = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .map(|i| args[i + 1].clone())
-            .unwrap_or_else(|| panic!("{flag} missing from {args:?}"))
-    };
+    let after = |flag: &str| value_after(&args, flag);
     assert_eq!(after("--samplers"), "min_p;temperature;adaptive_p");
     assert_eq!(after("--adaptive-target"), "0.55");
     assert_eq!(after("--adaptive-decay"), "0.8");
